@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * debugfs.c - /sys/kernel/debug/nvsim/{state,stats}: the simulator's truth.
+ *
+ * state is parsed by tests; its line format is fixed:
+ *
+ *   objects <n>
+ *   clients <n>
+ *   mappings <n>
+ *   gpu <i> fb_total <bytes> fb_used <bytes>              (one per GPU)
+ *   pid <tgid> gpu <i> fb_used <bytes>                    (fb_used > 0 only)
+ *   tsg <gpu> <tsgid> client 0x<hclient> handle 0x<h> enabled <0|1> timeslice_us <n> interleave <n>
+ *
+ * objects counts every RM object, clients included (and the TSGs the driver
+ * makes for channels allocated under a device, which show handle 0x0);
+ * mappings counts mapping contexts plus live mmap()ed areas (UVM ranges
+ * included).  All three are 0 when nothing is open.
+ */
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+
+#include "nvsim.h"
+
+static struct dentry *nvsim_debugfs_dir;
+
+static int nvsim_state_show(struct seq_file *m, void *v)
+{
+	struct nvsim_pid_fb *pe;
+	struct nvsim_tsg *tsg;
+	unsigned int i;
+
+	mutex_lock(&nvsim.lock);
+	seq_printf(m, "objects %d\n", atomic_read(&nvsim.nr_objects));
+	seq_printf(m, "clients %d\n", atomic_read(&nvsim.nr_clients));
+	seq_printf(m, "mappings %d\n", atomic_read(&nvsim.nr_mappings));
+	for (i = 0; i < nvsim.num_gpus; i++)
+		seq_printf(m, "gpu %u fb_total %llu fb_used %llu\n", i,
+			   nvsim.gpus[i].fb_total, nvsim.gpus[i].fb_used);
+	list_for_each_entry(pe, &nvsim.pid_fb, node)
+		if (pe->bytes)
+			seq_printf(m, "pid %d gpu %u fb_used %llu\n", pe->tgid,
+				   pe->gpu, pe->bytes);
+	for (i = 0; i < nvsim.num_gpus; i++)
+		list_for_each_entry(tsg, &nvsim.gpus[i].tsgs, gpu_node)
+			seq_printf(m, "tsg %u %u client 0x%x handle 0x%x enabled %d timeslice_us %llu interleave %u\n",
+				   i, tsg->id, tsg->hClient, tsg->handle,
+				   tsg->enabled ? 1 : 0, tsg->timeslice_us,
+				   tsg->interleave);
+	mutex_unlock(&nvsim.lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvsim_state);
+
+static int nvsim_stats_show(struct seq_file *m, void *v)
+{
+	unsigned int i;
+
+	mutex_lock(&nvsim.lock);
+	seq_printf(m, "ioctls %lld\n", atomic64_read(&nvsim.nr_ioctls));
+	seq_printf(m, "uvm_pages %lld\n", atomic64_read(&nvsim.uvm_pages));
+	seq_printf(m, "memblock_size %llu\n", nvsim.memblock_size);
+	seq_printf(m, "callbacks %d\n", nvsim.callbacks ? 1 : 0);
+	for (i = 0; i < nvsim.num_gpus; i++)
+		seq_printf(m, "gpu %u gpu_id 0x%x open_count %u\n", i,
+			   nvsim.gpus[i].gpu_id, nvsim.gpus[i].open_count);
+	mutex_unlock(&nvsim.lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvsim_stats);
+
+/* debugfs is best effort: the driver works without it. */
+void nvsim_debugfs_init(void)
+{
+	nvsim_debugfs_dir = debugfs_create_dir("nvsim", NULL);
+	debugfs_create_file("state", 0444, nvsim_debugfs_dir, NULL,
+			    &nvsim_state_fops);
+	debugfs_create_file("stats", 0444, nvsim_debugfs_dir, NULL,
+			    &nvsim_stats_fops);
+}
+
+void nvsim_debugfs_exit(void)
+{
+	debugfs_remove_recursive(nvsim_debugfs_dir);
+}

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mmap.c - RM_MAP_MEMORY / RM_UNMAP_MEMORY, mapping contexts and mmap().
+ *
+ * The real driver's protocol: open a new file on /dev/nvidiaN (device memory,
+ * registers) or /dev/nvidiactl (system memory), name it in RM_MAP_MEMORY, which
+ * attaches one mapping context to that file, then mmap() the file at offset 0.
+ * pLinearAddress is an opaque cookie, not the user address.
+ *
+ * Backing: device and system memory get zeroed pages allocated at mmap() time
+ * for the mapped length only (FB itself is never backed), private to that
+ * mapping and freed when its last VMA goes.  The usermode region is one fixed
+ * set of pages per GPU (gpu.c), mapped as a PFN map the way the real driver
+ * maps registers, with a fault handler that reinserts pages so that a layer
+ * which zaps the mapping, or wraps vm_ops, sees the real driver's shape.
+ */
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <linux/file.h>
+#include <linux/sched.h>
+#include <linux/refcount.h>
+
+#include "nvsim.h"
+
+/* One mmap()ed area, shared by the VMAs split or copied from it. */
+struct nvsim_vmap {
+	refcount_t refs;
+	enum nvsim_map_kind kind;
+	struct nvsim_gpu *gpu;
+	unsigned long first_page;       /* usermode: page index in the region */
+	void *vbuf;                     /* memory: vmalloc_user() pages */
+};
+
+static void nvsim_vmap_put(struct nvsim_vmap *vm)
+{
+	if (!refcount_dec_and_test(&vm->refs))
+		return;
+	vfree(vm->vbuf);
+	kfree(vm);
+	atomic_dec(&nvsim.nr_mappings);
+}
+
+static void nvsim_vm_open(struct vm_area_struct *vma)
+{
+	struct nvsim_vmap *vm = vma->vm_private_data;
+
+	refcount_inc(&vm->refs);
+}
+
+static void nvsim_vm_close(struct vm_area_struct *vma)
+{
+	nvsim_vmap_put(vma->vm_private_data);
+}
+
+/*
+ * Reached only when the pages were zapped behind our back (or by a layer
+ * that revokes mappings): put the same page back.  Takes no nvsim lock.
+ */
+static vm_fault_t nvsim_vm_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct nvsim_vmap *vm = vma->vm_private_data;
+	unsigned long pgoff = vmf->pgoff; /* vm_pgoff starts at 0 */
+	unsigned long npages = vma_pages(vma) + vma->vm_pgoff;
+	struct page *page;
+
+	if (pgoff >= npages)
+		return VM_FAULT_SIGBUS;
+
+	if (vm->kind == NVSIM_MAP_USERMODE) {
+		unsigned long idx = vm->first_page + pgoff;
+
+		if (idx >= NVC361_USERMODE_REGION_SIZE >> PAGE_SHIFT)
+			return VM_FAULT_SIGBUS;
+		return vmf_insert_pfn(vma, vmf->address,
+				      page_to_pfn(vm->gpu->usermode) + idx);
+	}
+
+	page = vmalloc_to_page(vm->vbuf + (pgoff << PAGE_SHIFT));
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct nvsim_vm_ops = {
+	.open = nvsim_vm_open,
+	.close = nvsim_vm_close,
+	.fault = nvsim_vm_fault,
+};
+
+/* The page-aligned span a context covers, as nv_align_mmap_offset_length. */
+static u64 nvsim_ctx_span(const struct nvsim_mapctx *ctx)
+{
+	return PAGE_ALIGN((ctx->offset & ~PAGE_MASK) + ctx->length);
+}
+
+int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
+{
+	struct nvsim_file *nvfp = filp->private_data;
+	unsigned long len = vma->vm_end - vma->vm_start;
+	struct nvsim_mapctx ctx;
+	struct nvsim_vmap *vm;
+	int ret;
+
+	if (vma->vm_pgoff != 0)
+		return -EINVAL;
+
+	spin_lock(&nvfp->ctx_lock);
+	ctx = nvfp->ctx;
+	spin_unlock(&nvfp->ctx_lock);
+
+	if (!ctx.valid)
+		return -EINVAL;
+	if (nvfp->kind == NVSIM_FILE_GPU ? len != nvsim_ctx_span(&ctx) :
+					   len > nvsim_ctx_span(&ctx))
+		return -EINVAL;
+
+	vm = kzalloc(sizeof(*vm), GFP_KERNEL_ACCOUNT);
+	if (!vm)
+		return -ENOMEM;
+	refcount_set(&vm->refs, 1);
+	vm->kind = ctx.kind;
+	vm->gpu = ctx.gpu;
+
+	if (ctx.kind == NVSIM_MAP_USERMODE) {
+		/*
+		 * Registers: shared only (a private COW copy of a register
+		 * page makes no sense, and remap_pfn_range would rewrite
+		 * vm_pgoff, which the fault handler relies on).
+		 */
+		if (!(vma->vm_flags & VM_SHARED)) {
+			ret = -EINVAL;
+			goto err_free;
+		}
+		vm->first_page = ctx.offset >> PAGE_SHIFT;
+		nvsim_gpu_update_timer(ctx.gpu);
+		vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
+		ret = remap_pfn_range(vma, vma->vm_start,
+				      page_to_pfn(ctx.gpu->usermode) +
+				      vm->first_page,
+				      len, vma->vm_page_prot);
+		if (ret)
+			goto err_free;
+	} else {
+		if (len > NVSIM_MAX_MMAP_BYTES) {
+			ret = -ENOMEM;
+			goto err_free;
+		}
+		vm->vbuf = vmalloc_user(len);
+		if (!vm->vbuf) {
+			ret = -ENOMEM;
+			goto err_free;
+		}
+		ret = remap_vmalloc_range(vma, vm->vbuf, 0);
+		if (ret)
+			goto err_free;
+	}
+
+	vma->vm_private_data = vm;
+	vma->vm_ops = &nvsim_vm_ops;
+	atomic_inc(&nvsim.nr_mappings);
+	return 0;
+
+err_free:
+	vfree(vm->vbuf);
+	kfree(vm);
+	return ret;
+}
+
+/* ----------------------------------------------------- mapping contexts */
+
+static void nvsim_ctx_set(struct nvsim_file *target,
+			  const struct nvsim_mapctx *ctx)
+{
+	lockdep_assert_held(&nvsim.lock);
+
+	spin_lock(&target->ctx_lock);
+	target->ctx = *ctx;
+	spin_unlock(&target->ctx_lock);
+	list_add_tail(&target->ctx_node, &nvsim.ctx_files);
+	atomic_inc(&nvsim.nr_mappings);
+}
+
+/**
+ * nvsim_mapctx_clear - drop a file's mapping context, if it has one
+ * @nvfp: the file
+ *
+ * mmap()s already made stay; only new ones are refused.
+ */
+void nvsim_mapctx_clear(struct nvsim_file *nvfp)
+{
+	lockdep_assert_held(&nvsim.lock);
+
+	if (!nvfp->ctx.valid)
+		return;
+	spin_lock(&nvfp->ctx_lock);
+	nvfp->ctx.valid = false;
+	spin_unlock(&nvfp->ctx_lock);
+	list_del_init(&nvfp->ctx_node);
+	atomic_dec(&nvsim.nr_mappings);
+}
+
+/*
+ * Validate a mapping of hMemory through hDevice and describe it in @ctx.
+ * hDevice may be a device, a subdevice, or the client itself (system memory).
+ */
+static NV_STATUS nvsim_map_validate(const struct nvsim_call *call,
+				    struct nvsim_client *client,
+				    NvHandle hDevice, NvHandle hMemory,
+				    u64 offset, u64 length,
+				    struct nvsim_mapctx *ctx)
+{
+	struct nvsim_object *dev, *mem;
+	u64 end, size;
+
+	dev = nvsim_object_find(client, hDevice);
+	if (!dev)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	if (dev->type != NVSIM_OBJ_DEVICE && dev->type != NVSIM_OBJ_SUBDEVICE &&
+	    dev->type != NVSIM_OBJ_CLIENT)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+
+	mem = nvsim_object_find(client, hMemory);
+	if (!mem)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+
+	switch (mem->type) {
+	case NVSIM_OBJ_MEMORY:
+		if (mem->hclass == NV01_MEMORY_VIRTUAL)
+			return NV_ERR_NOT_SUPPORTED;    /* no CPU pages behind */
+		size = mem->memory.mem->size;
+		ctx->kind = mem->hclass == NV01_MEMORY_SYSTEM ?
+			    NVSIM_MAP_SYSMEM : NVSIM_MAP_VIDMEM;
+		break;
+	case NVSIM_OBJ_USERMODE:
+		size = NVC361_USERMODE_REGION_SIZE;
+		ctx->kind = NVSIM_MAP_USERMODE;
+		break;
+	default:
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	}
+
+	/* Device memory is reached through a device of its own GPU. */
+	if (ctx->kind != NVSIM_MAP_SYSMEM &&
+	    (dev->type == NVSIM_OBJ_CLIENT || dev->gpu != mem->gpu))
+		return NV_ERR_INVALID_ARGUMENT;
+
+	if (length == 0 || check_add_overflow(offset, length, &end) ||
+	    end > size)
+		return NV_ERR_INVALID_ARGUMENT;
+
+	ctx->gpu = mem->gpu;
+	ctx->offset = offset;
+	ctx->length = length;
+	ctx->hClient = client->handle;
+	ctx->hMemory = hMemory;
+	return NV_OK;
+}
+
+/* Attach @ctx to the file @fd names, which must be of the matching kind. */
+static NV_STATUS nvsim_ctx_attach(struct nvsim_mapctx *ctx, int fd,
+				  struct file **filp)
+{
+	struct nvsim_file *target;
+	unsigned int kind = ctx->kind == NVSIM_MAP_SYSMEM ?
+			    NVSIM_KIND(NVSIM_FILE_CTL) :
+			    NVSIM_KIND(NVSIM_FILE_GPU);
+
+	*filp = nvsim_fget(fd, kind, &target);
+	if (!*filp)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (target->ctx.valid)
+		return NV_ERR_STATE_IN_USE;
+
+	ctx->cookie = ++nvsim.next_cookie << PAGE_SHIFT;
+	ctx->valid = true;
+	nvsim_ctx_set(target, ctx);
+	return NV_OK;
+}
+
+/**
+ * nvsim_create_mmap_context - rm_create_mmap_context() of the real driver
+ * @call: the caller (user only)
+ * @hClient: the client, which must belong to the calling process
+ * @hDevice: device, subdevice or the client
+ * @hMemory: memory or usermode object
+ * @offset: into the object
+ * @length: bytes
+ * @fd: the file (in the caller's table) that receives the context
+ * @cookie: returns pLinearAddress
+ */
+NV_STATUS nvsim_create_mmap_context(const struct nvsim_call *call,
+				   NvHandle hClient, NvHandle hDevice,
+				   NvHandle hMemory, u64 offset, u64 length,
+				   int fd, u64 *cookie)
+{
+	struct nvsim_mapctx ctx = {};
+	struct nvsim_client *client;
+	struct file *filp = NULL;
+	NV_STATUS status;
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_client_get(call, hClient, &client);
+	if (status != NV_OK)
+		goto out;
+	if (client->tgid != task_tgid_nr(current)) {
+		status = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	status = nvsim_map_validate(call, client, hDevice, hMemory, offset,
+				    length, &ctx);
+	if (status != NV_OK)
+		goto out;
+	status = nvsim_ctx_attach(&ctx, fd, &filp);
+	if (status == NV_OK)
+		*cookie = ctx.cookie;
+out:
+	mutex_unlock(&nvsim.lock);
+	/* The last reference may be ours: release takes nvsim.lock. */
+	if (filp)
+		fput(filp);
+	return status;
+}
+
+/**
+ * nvsim_rm_map - NV_ESC_RM_MAP_MEMORY
+ * @call: the caller
+ * @p: the parameters; pLinearAddress returns the cookie
+ * @fd: the embedded descriptor
+ */
+void nvsim_rm_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p, int fd)
+{
+	u64 cookie = 0;
+
+	/* Kernel mappings are not simulated. */
+	if (call->kernel) {
+		p->status = NV_ERR_NOT_SUPPORTED;
+		return;
+	}
+	p->status = nvsim_create_mmap_context(call, p->hClient, p->hDevice,
+					      p->hMemory, p->offset, p->length,
+					      fd, &cookie);
+	if (p->status == NV_OK)
+		p->pLinearAddress = cookie;
+}
+
+/**
+ * nvsim_rm_unmap - NV_ESC_RM_UNMAP_MEMORY
+ * @call: the caller
+ * @p: the parameters; pLinearAddress names the context to drop
+ *
+ * Clears the mapping context; munmap() of what was mapped is the caller's.
+ */
+void nvsim_rm_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p)
+{
+	struct nvsim_client *client;
+	struct nvsim_file *f;
+	NV_STATUS status;
+
+	if (call->kernel) {
+		p->status = NV_ERR_NOT_SUPPORTED;
+		return;
+	}
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_client_get(call, p->hClient, &client);
+	if (status != NV_OK)
+		goto out;
+	if (!nvsim_object_find(client, p->hDevice) ||
+	    !nvsim_object_find(client, p->hMemory)) {
+		status = NV_ERR_INVALID_OBJECT_HANDLE;
+		goto out;
+	}
+	status = NV_ERR_INVALID_ARGUMENT;
+	list_for_each_entry(f, &nvsim.ctx_files, ctx_node) {
+		if (f->ctx.cookie == p->pLinearAddress &&
+		    f->ctx.hClient == p->hClient &&
+		    f->ctx.hMemory == p->hMemory) {
+			nvsim_mapctx_clear(f);
+			status = NV_OK;
+			break;
+		}
+	}
+out:
+	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}

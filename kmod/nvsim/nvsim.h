@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nvsim.h - internal interfaces of the simulated NVIDIA driver.
+ *
+ * Locking, in the order it nests:
+ *
+ *   nvsim.lock (mutex)    the RM object tree, clients, FB and per-process
+ *                         accounting, TSG state, attach counts, the list of
+ *                         files holding a mapping context.
+ *   nvsim_file.ctx_lock   the mapping context of one file (a spinlock, so
+ *                         mmap can read it without nvsim.lock).
+ *
+ * Two rules keep mmap_lock out of any cycle with nvsim.lock:
+ *  - no user memory is touched under nvsim.lock (a fault there would take
+ *    mmap_lock inside it): parameters are copied in before the lock is taken
+ *    and out after it is dropped;
+ *  - nothing that runs under mmap_lock (mmap(), the fault handlers, VMA
+ *    open/close) takes nvsim.lock; mmap() reads the context under ctx_lock.
+ */
+#ifndef NVSIM_H
+#define NVSIM_H
+
+#include <linux/types.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+#include <linux/idr.h>
+#include <linux/atomic.h>
+#include <linux/fs.h>
+
+#include "nvabi.h"
+
+#define NVSIM_MAX_GPUS          8
+#define NVSIM_PCI_BUS_BASE      0x10
+#define NVSIM_PCI_DEVICE_ID     0x2330  /* H100 SXM5 80GB */
+#define NVSIM_PCI_VENDOR_ID     0x10de
+#define NVSIM_BAR1_SIZE         (256ULL << 20)
+#define NVSIM_CLIENT_HANDLE_BASE 0xc1d00000u
+#define NVSIM_OBJECT_HANDLE_BASE 0xcaf00000u
+#define NVSIM_OBJECT_HANDLE_RANGE 0x00080000u
+#define NVSIM_TIMESLICE_DEFAULT_US 1024
+#define NVSIM_MAX_MMAP_BYTES    (64ULL << 20)
+/* RMAPI_PARAM_COPY_MAX_PARAMS_SIZE in the real driver. */
+#define NVSIM_MAX_CTRL_PARAMS   (1U << 20)
+
+/* Module parameters (main.c). */
+extern unsigned int nvsim_num_gpus;
+extern unsigned long nvsim_fb_size;
+extern char *nvsim_gpu_name;
+extern char *nvsim_driver_version;
+
+struct nvsim_gpu {
+	u32 index;
+	u32 gpu_id;             /* the driver's id for the GPU: bus << 8 */
+	u8 bus;
+	u64 fb_total;
+	u64 fb_used;            /* nvsim.lock */
+	u64 next_fb_offset;     /* nvsim.lock: plausible offsets for NVOS32 */
+	unsigned int open_count; /* nvsim.lock: open_gpu and attach references */
+	struct ida tsg_ida;
+	struct ida chid_ida;
+	struct list_head tsgs;  /* nvsim_tsg.gpu_node, nvsim.lock */
+	struct page *usermode;  /* the 64 KiB usermode (doorbell) region */
+	struct device *dev;
+};
+
+/* Global state; one instance, nvsim. */
+struct nvsim_state {
+	struct mutex lock;
+	unsigned int num_gpus;
+	struct nvsim_gpu gpus[NVSIM_MAX_GPUS];
+	struct xarray clients;          /* hClient -> nvsim_client */
+	u32 next_client;                /* client handle generator */
+	struct list_head pid_fb;        /* nvsim_pid_fb */
+	struct list_head ctx_files;     /* files with a valid mapping context */
+	struct list_head kernel_clients; /* clients made through nvidia_get_rm_ops */
+	u64 memblock_size;              /* NV_ESC_SYS_PARAMS, set once */
+	u64 next_cookie;                /* pLinearAddress cookies */
+	const nvidia_modeset_callbacks_t *callbacks;
+
+	/* Leak evidence, read by debugfs without the lock. */
+	atomic_t nr_objects;
+	atomic_t nr_clients;
+	atomic_t nr_mappings;
+	atomic64_t uvm_pages;
+	atomic64_t nr_ioctls;
+};
+
+extern struct nvsim_state nvsim;
+
+enum nvsim_file_kind {
+	NVSIM_FILE_CTL,
+	NVSIM_FILE_GPU,
+	NVSIM_FILE_UVM,
+};
+
+enum nvsim_map_kind {
+	NVSIM_MAP_VIDMEM,       /* device memory, GPU node */
+	NVSIM_MAP_USERMODE,     /* the usermode register region, GPU node */
+	NVSIM_MAP_SYSMEM,       /* system memory, control node */
+};
+
+/* What RM_MAP_MEMORY (or RM_ALLOC_MEMORY of sysmem) leaves on a file. */
+struct nvsim_mapctx {
+	bool valid;
+	enum nvsim_map_kind kind;
+	struct nvsim_gpu *gpu;
+	u64 offset;             /* into the object */
+	u64 length;             /* bytes the caller asked for */
+	u64 cookie;             /* pLinearAddress */
+	NvHandle hClient;
+	NvHandle hMemory;
+};
+
+struct nvsim_os_event {
+	struct list_head node;
+	NvHandle hClient;
+	u32 fd;
+};
+
+struct nvsim_file {
+	enum nvsim_file_kind kind;
+	struct nvsim_gpu *gpu;          /* GPU node only */
+	struct file *filp;
+
+	/* NV_ESC_REGISTER_FD: the control file this one acts for. */
+	struct file *ctl_filp;
+	struct nvsim_file *ctl_nvfp;
+
+	/* nvsim.lock */
+	struct list_head clients;       /* nvsim_client.owner_node */
+	struct list_head os_events;
+	u32 *attached;                  /* NV_ESC_ATTACH_GPUS_TO_FD */
+	unsigned int nr_attached;
+	struct list_head ctx_node;      /* in nvsim.ctx_files while ctx.valid */
+
+	spinlock_t ctx_lock;
+	struct nvsim_mapctx ctx;
+
+	/* UVM: nvsim.lock */
+	bool uvm_initialized;
+	u64 uvm_flags;
+	struct list_head uvm_ext;       /* nvsim_uvm_ext */
+};
+
+/* A reference-counted FB (or sysmem) allocation, shared by dups. */
+struct nvsim_mem {
+	unsigned int refs;              /* nvsim.lock */
+	struct nvsim_gpu *gpu;
+	u32 hclass;
+	u64 size;
+	bool fb;                        /* counted against the GPU's FB */
+	pid_t tgid;                     /* process the FB is charged to */
+};
+
+struct nvsim_tsg {
+	struct list_head gpu_node;
+	struct nvsim_gpu *gpu;
+	u32 id;
+	NvHandle hClient;
+	NvHandle handle;                /* 0 for a TSG the driver made itself */
+	bool enabled;
+	u64 timeslice_us;
+	u32 interleave;
+	unsigned int nr_channels;
+	u64 nr_preempts;
+};
+
+enum nvsim_obj_type {
+	NVSIM_OBJ_CLIENT,
+	NVSIM_OBJ_DEVICE,
+	NVSIM_OBJ_SUBDEVICE,
+	NVSIM_OBJ_MEMORY,
+	NVSIM_OBJ_TSG,
+	NVSIM_OBJ_CHANNEL,
+	NVSIM_OBJ_USERMODE,
+};
+
+#define NVSIM_BIT(t)    (1u << (t))
+
+struct nvsim_client;
+
+struct nvsim_object {
+	NvHandle handle;
+	u32 hclass;
+	enum nvsim_obj_type type;
+	struct nvsim_client *client;
+	struct nvsim_object *parent;
+	struct list_head children;
+	struct list_head sibling;
+	struct nvsim_gpu *gpu;          /* NULL for the client itself */
+	union {
+		struct { u32 inst; } device;
+		struct { u32 inst; } subdevice;
+		struct { struct nvsim_mem *mem; } memory;
+		struct { struct nvsim_tsg *tsg; } tsg;
+		struct {
+			struct nvsim_tsg *tsg;
+			bool own_tsg;   /* the hidden TSG belongs to the channel */
+			bool enabled;
+			u32 chid;       /* U32_MAX until allocated */
+		} channel;
+	};
+};
+
+struct nvsim_client {
+	NvHandle handle;
+	struct nvsim_object obj;        /* the root of the tree */
+	struct nvsim_file *owner;       /* NULL: a kernel client */
+	pid_t tgid;
+	struct xarray objects;          /* handle -> nvsim_object, not obj */
+	u32 handle_gen;
+	struct list_head owner_node;
+};
+
+/* Per (process, GPU) FB use, for GET_PID_INFO and debugfs. */
+struct nvsim_pid_fb {
+	struct list_head node;
+	pid_t tgid;
+	u32 gpu;
+	u64 bytes;
+};
+
+/* UVM_MAP_EXTERNAL_ALLOCATION keeps the memory alive until UVM_FREE. */
+struct nvsim_uvm_ext {
+	struct list_head node;
+	u64 base;
+	struct nvsim_mem *mem;
+};
+
+/**
+ * struct nvsim_call - who is calling into RM, and how to read its pointers
+ * @file: the caller's file (NULL for kernel callers)
+ * @kernel: kernel caller: the client ownership checks are skipped
+ * @kparams: pointers embedded in the parameters are kernel pointers
+ */
+struct nvsim_call {
+	struct nvsim_file *file;
+	bool kernel;
+	bool kparams;
+};
+
+/* device.c */
+int nvsim_device_init(void);
+void nvsim_device_exit(void);
+#define NVSIM_KIND(k)   (1u << (k))
+struct file *nvsim_fget(int fd, unsigned int kinds, struct nvsim_file **nvfp);
+bool nvsim_is_nvsim_file(struct file *filp);
+extern const struct file_operations nvsim_fops;
+extern const struct file_operations nvsim_uvm_fops;
+struct nvsim_file *nvsim_file_alloc(struct file *filp,
+				    enum nvsim_file_kind kind);
+void nvsim_file_free(struct nvsim_file *nvfp);
+struct class *nvsim_class(void);
+
+/* gpu.c */
+int nvsim_gpus_init(void);
+void nvsim_gpus_exit(void);
+struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id);
+void nvsim_gpu_update_timer(struct nvsim_gpu *gpu);
+
+/* rm.c */
+long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+void nvsim_file_release_rm(struct nvsim_file *nvfp);
+
+/* objects.c */
+int nvsim_copy_in(const struct nvsim_call *call, void *dst, u64 ptr,
+		  size_t size);
+int nvsim_copy_out(const struct nvsim_call *call, u64 ptr, const void *src,
+		   size_t size);
+NV_STATUS nvsim_client_get(const struct nvsim_call *call, NvHandle hClient,
+			   struct nvsim_client **out);
+struct nvsim_object *nvsim_object_find(struct nvsim_client *client,
+				       NvHandle handle);
+NV_STATUS nvsim_object_new(struct nvsim_client *client,
+			   struct nvsim_object *parent, NvHandle *handle,
+			   u32 hclass, enum nvsim_obj_type type,
+			   struct nvsim_object **out);
+void nvsim_object_destroy(struct nvsim_object *obj);
+void nvsim_client_destroy(struct nvsim_client *client);
+void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p);
+void nvsim_rm_free(const struct nvsim_call *call, NVOS00_PARAMETERS *p);
+void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p);
+void nvsim_free_file_clients(struct nvsim_file *nvfp);
+void nvsim_free_kernel_clients(void);
+void nvsim_check_idle(void);
+bool nvsim_client_on_gpu(struct nvsim_client *client, struct nvsim_gpu *gpu);
+
+/* memory.c */
+NV_STATUS nvsim_mem_create(struct nvsim_gpu *gpu, u32 hclass, u64 size,
+			   pid_t tgid, struct nvsim_mem **out);
+void nvsim_mem_get(struct nvsim_mem *mem);
+void nvsim_mem_put(struct nvsim_mem *mem);
+NV_STATUS nvsim_alloc_memory_object(const struct nvsim_call *call,
+				    struct nvsim_client *client,
+				    struct nvsim_object *parent,
+				    NvHandle *handle, u32 hclass, u64 size,
+				    struct nvsim_object **out);
+u64 nvsim_pid_fb_bytes(pid_t tgid, struct nvsim_gpu *gpu);
+void nvsim_rm_alloc_memory(const struct nvsim_call *call,
+			   NVOS02_PARAMETERS *p);
+void nvsim_rm_vid_heap(const struct nvsim_call *call, NVOS32_PARAMETERS *p);
+pid_t nvsim_charge_tgid(const struct nvsim_call *call,
+			struct nvsim_client *client);
+
+/* control.c */
+void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p);
+
+/* mmap.c */
+NV_STATUS nvsim_create_mmap_context(const struct nvsim_call *call,
+				   NvHandle hClient, NvHandle hDevice,
+				   NvHandle hMemory, u64 offset, u64 length,
+				   int fd, u64 *cookie);
+void nvsim_rm_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p,
+		  int fd);
+void nvsim_rm_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p);
+void nvsim_mapctx_clear(struct nvsim_file *nvfp);
+int nvsim_mmap(struct file *filp, struct vm_area_struct *vma);
+
+/* uvm.c */
+int nvsim_uvm_init(void);
+void nvsim_uvm_exit(void);
+
+/* fifo.c */
+NV_STATUS nvsim_tsg_create(struct nvsim_gpu *gpu, NvHandle hClient,
+			   NvHandle handle, struct nvsim_tsg **out);
+void nvsim_tsg_free(struct nvsim_tsg *tsg);
+NV_STATUS nvsim_tsg_object_init(struct nvsim_object *obj, const void *params);
+NV_STATUS nvsim_channel_object_init(struct nvsim_object *obj,
+				    const void *params);
+void nvsim_channel_object_fini(struct nvsim_object *obj);
+
+/* rmops.c: nothing beyond the exported symbol in nvabi.h */
+void nvsim_rmops_exit(void);
+
+/* debugfs.c */
+void nvsim_debugfs_init(void);
+void nvsim_debugfs_exit(void);
+
+static inline bool nvsim_is_fb_class(u32 hclass)
+{
+	return hclass == NV01_MEMORY_LOCAL_USER ||
+	       hclass == NV01_MEMORY_LOCAL_PRIVILEGED;
+}
+
+#endif /* NVSIM_H */

@@ -1,0 +1,767 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * objects.c - the RM object tree: clients, handles, allocation, free and dup.
+ *
+ * Every object lives in its client's handle table and in its parent's list of
+ * children; freeing an object frees its subtree, freeing a client frees the
+ * whole tree.  A client belongs to the file it was allocated on (or, after
+ * NV_ESC_REGISTER_FD, to the control file that file registered with), and is
+ * usable only from there, as the real driver's client validation does.
+ * Kernel callers (rmops.c) may use any client.
+ *
+ * Everything here runs under nvsim.lock; user memory is copied before the
+ * lock is taken and after it is dropped.
+ */
+#include <linux/slab.h>
+#include <linux/sched.h>
+#include <linux/uaccess.h>
+#include <linux/string.h>
+
+#include "nvsim.h"
+
+/**
+ * nvsim_copy_in - read parameters the caller points to
+ * @call: the caller (decides whether @ptr is a user or kernel pointer)
+ * @dst: kernel buffer
+ * @ptr: the caller's pointer
+ * @size: bytes to copy
+ *
+ * Return: 0, or -EFAULT for a NULL or unreadable pointer.
+ */
+int nvsim_copy_in(const struct nvsim_call *call, void *dst, u64 ptr,
+		  size_t size)
+{
+	if (!size)
+		return 0;
+	if (!ptr)
+		return -EFAULT;
+	if (call->kparams) {
+		memcpy(dst, (const void *)(uintptr_t)ptr, size);
+		return 0;
+	}
+	return copy_from_user(dst, u64_to_user_ptr(ptr), size) ? -EFAULT : 0;
+}
+
+int nvsim_copy_out(const struct nvsim_call *call, u64 ptr, const void *src,
+		   size_t size)
+{
+	if (!size)
+		return 0;
+	if (!ptr)
+		return -EFAULT;
+	if (call->kparams) {
+		memcpy((void *)(uintptr_t)ptr, src, size);
+		return 0;
+	}
+	return copy_to_user(u64_to_user_ptr(ptr), src, size) ? -EFAULT : 0;
+}
+
+/* The file whose clients a caller may use: its registered control file. */
+static struct nvsim_file *nvsim_client_owner(const struct nvsim_call *call)
+{
+	return call->file->ctl_nvfp ? call->file->ctl_nvfp : call->file;
+}
+
+/**
+ * nvsim_client_get - look up a client the caller may use
+ * @call: the caller
+ * @hClient: the client handle
+ * @out: returns the client
+ *
+ * Return: NV_OK, or NV_ERR_INVALID_CLIENT for an unknown client or one that
+ * belongs to another file.
+ */
+NV_STATUS nvsim_client_get(const struct nvsim_call *call, NvHandle hClient,
+			   struct nvsim_client **out)
+{
+	struct nvsim_client *client;
+
+	lockdep_assert_held(&nvsim.lock);
+
+	client = xa_load(&nvsim.clients, hClient);
+	if (!client)
+		return NV_ERR_INVALID_CLIENT;
+	if (!call->kernel && client->owner != nvsim_client_owner(call))
+		return NV_ERR_INVALID_CLIENT;
+	*out = client;
+	return NV_OK;
+}
+
+struct nvsim_object *nvsim_object_find(struct nvsim_client *client,
+				       NvHandle handle)
+{
+	lockdep_assert_held(&nvsim.lock);
+
+	if (handle == client->handle)
+		return &client->obj;
+	return xa_load(&client->objects, handle);
+}
+
+/* RM's generator: a monotonic index in a fixed range, skipping live handles. */
+static NV_STATUS nvsim_gen_handle(struct nvsim_client *client, NvHandle *out)
+{
+	u32 tries;
+
+	for (tries = 0; tries < NVSIM_OBJECT_HANDLE_RANGE; tries++) {
+		NvHandle h = NVSIM_OBJECT_HANDLE_BASE +
+			     (client->handle_gen++ % NVSIM_OBJECT_HANDLE_RANGE);
+
+		if (h != client->handle && !xa_load(&client->objects, h)) {
+			*out = h;
+			return NV_OK;
+		}
+	}
+	return NV_ERR_INSUFFICIENT_RESOURCES;
+}
+
+/**
+ * nvsim_object_new - add an object to a client's tree
+ * @client: the client
+ * @parent: the parent object (already validated for the class)
+ * @handle: in: the requested handle, 0 to let the driver choose; out: the handle
+ * @hclass: the class
+ * @type: what the object is
+ * @out: returns the object, linked and counted; class state is zeroed
+ *
+ * The object is complete as far as the tree is concerned, so a constructor
+ * that fails later simply calls nvsim_object_destroy(), which copes with
+ * zeroed class state.
+ *
+ * Return: NV_OK; NV_ERR_INVALID_OBJECT_HANDLE if the handle is the client's
+ * own; NV_ERR_INSERT_DUPLICATE_NAME if it is in use (as RM's
+ * clientValidateNewResourceHandle); NV_ERR_NO_MEMORY.
+ */
+NV_STATUS nvsim_object_new(struct nvsim_client *client,
+			   struct nvsim_object *parent, NvHandle *handle,
+			   u32 hclass, enum nvsim_obj_type type,
+			   struct nvsim_object **out)
+{
+	struct nvsim_object *obj;
+	NvHandle h = *handle;
+	NV_STATUS status;
+	int ret;
+
+	lockdep_assert_held(&nvsim.lock);
+
+	if (h == 0) {
+		status = nvsim_gen_handle(client, &h);
+		if (status != NV_OK)
+			return status;
+	} else if (h == client->handle) {
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	} else if (xa_load(&client->objects, h)) {
+		return NV_ERR_INSERT_DUPLICATE_NAME;
+	}
+
+	obj = kzalloc(sizeof(*obj), GFP_KERNEL_ACCOUNT);
+	if (!obj)
+		return NV_ERR_NO_MEMORY;
+	obj->handle = h;
+	obj->hclass = hclass;
+	obj->type = type;
+	obj->client = client;
+	obj->parent = parent;
+	obj->gpu = parent->gpu;
+	INIT_LIST_HEAD(&obj->children);
+	if (type == NVSIM_OBJ_CHANNEL)
+		obj->channel.chid = U32_MAX;
+
+	ret = xa_insert(&client->objects, h, obj, GFP_KERNEL_ACCOUNT);
+	if (ret) {
+		kfree(obj);
+		return ret == -EBUSY ? NV_ERR_INSERT_DUPLICATE_NAME :
+				       NV_ERR_NO_MEMORY;
+	}
+	list_add_tail(&obj->sibling, &parent->children);
+	atomic_inc(&nvsim.nr_objects);
+
+	*handle = h;
+	*out = obj;
+	return NV_OK;
+}
+
+static void nvsim_destroy_children(struct nvsim_object *obj)
+{
+	struct nvsim_object *child, *tmp;
+
+	/*
+	 * Newest first, as RM frees in reverse order of allocation; the depth
+	 * is bounded by the class parent rules (client/device/TSG/channel).
+	 */
+	list_for_each_entry_safe_reverse(child, tmp, &obj->children, sibling)
+		nvsim_object_destroy(child);
+}
+
+/**
+ * nvsim_object_destroy - free an object, its descendants and what they hold
+ * @obj: the object (not a client: see nvsim_client_destroy())
+ */
+void nvsim_object_destroy(struct nvsim_object *obj)
+{
+	lockdep_assert_held(&nvsim.lock);
+
+	nvsim_destroy_children(obj);
+
+	switch (obj->type) {
+	case NVSIM_OBJ_MEMORY:
+		if (obj->memory.mem)
+			nvsim_mem_put(obj->memory.mem);
+		break;
+	case NVSIM_OBJ_TSG:
+		if (obj->tsg.tsg)
+			nvsim_tsg_free(obj->tsg.tsg);
+		break;
+	case NVSIM_OBJ_CHANNEL:
+		nvsim_channel_object_fini(obj);
+		break;
+	default:
+		break;
+	}
+
+	list_del(&obj->sibling);
+	xa_erase(&obj->client->objects, obj->handle);
+	atomic_dec(&nvsim.nr_objects);
+	kfree(obj);
+}
+
+void nvsim_client_destroy(struct nvsim_client *client)
+{
+	lockdep_assert_held(&nvsim.lock);
+
+	nvsim_destroy_children(&client->obj);
+	WARN_ON(!xa_empty(&client->objects));
+	xa_destroy(&client->objects);
+	xa_erase(&nvsim.clients, client->handle);
+	list_del(&client->owner_node);
+	atomic_dec(&nvsim.nr_objects);
+	atomic_dec(&nvsim.nr_clients);
+	kfree(client);
+}
+
+void nvsim_free_file_clients(struct nvsim_file *nvfp)
+{
+	struct nvsim_client *client, *tmp;
+
+	lockdep_assert_held(&nvsim.lock);
+	list_for_each_entry_safe(client, tmp, &nvfp->clients, owner_node)
+		nvsim_client_destroy(client);
+}
+
+void nvsim_free_kernel_clients(void)
+{
+	struct nvsim_client *client, *tmp;
+
+	lockdep_assert_held(&nvsim.lock);
+	list_for_each_entry_safe(client, tmp, &nvsim.kernel_clients, owner_node)
+		nvsim_client_destroy(client);
+}
+
+/**
+ * nvsim_check_idle - at unload, everything must already be gone
+ *
+ * Files pin the module and VMAs pin files, so after the kernel clients are
+ * freed nothing may be left; a WARN here is a leak in the simulator.
+ */
+void nvsim_check_idle(void)
+{
+	unsigned int i;
+
+	mutex_lock(&nvsim.lock);
+	WARN_ON(!xa_empty(&nvsim.clients));
+	WARN_ON(!list_empty(&nvsim.pid_fb));
+	WARN_ON(!list_empty(&nvsim.ctx_files));
+	WARN_ON(atomic_read(&nvsim.nr_objects));
+	WARN_ON(atomic_read(&nvsim.nr_clients));
+	WARN_ON(atomic_read(&nvsim.nr_mappings));
+	WARN_ON(atomic64_read(&nvsim.uvm_pages));
+	for (i = 0; i < nvsim.num_gpus; i++) {
+		WARN_ON(nvsim.gpus[i].fb_used);
+		WARN_ON(nvsim.gpus[i].open_count);
+	}
+	xa_destroy(&nvsim.clients);
+	mutex_unlock(&nvsim.lock);
+}
+
+bool nvsim_client_on_gpu(struct nvsim_client *client, struct nvsim_gpu *gpu)
+{
+	struct nvsim_object *obj;
+
+	list_for_each_entry(obj, &client->obj.children, sibling)
+		if (obj->type == NVSIM_OBJ_DEVICE && obj->gpu == gpu)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------- clients */
+
+static NV_STATUS nvsim_client_alloc(const struct nvsim_call *call,
+				    NvHandle *handle)
+{
+	struct nvsim_client *client;
+	NvHandle h = *handle;
+	u32 tries;
+	int ret;
+
+	if (h == 0) {
+		for (tries = 0; tries <= 0xfffff; tries++) {
+			h = NVSIM_CLIENT_HANDLE_BASE |
+			    (nvsim.next_client++ & 0xfffff);
+			if (!xa_load(&nvsim.clients, h))
+				break;
+		}
+		if (tries > 0xfffff)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+	} else if (xa_load(&nvsim.clients, h)) {
+		return NV_ERR_INSERT_DUPLICATE_NAME;
+	}
+
+	client = kzalloc(sizeof(*client), GFP_KERNEL_ACCOUNT);
+	if (!client)
+		return NV_ERR_NO_MEMORY;
+	client->handle = h;
+	client->tgid = task_tgid_nr(current);
+	xa_init(&client->objects);
+	client->obj.handle = h;
+	client->obj.hclass = NV01_ROOT_CLIENT;
+	client->obj.type = NVSIM_OBJ_CLIENT;
+	client->obj.client = client;
+	INIT_LIST_HEAD(&client->obj.children);
+	INIT_LIST_HEAD(&client->obj.sibling);
+
+	ret = xa_insert(&nvsim.clients, h, client, GFP_KERNEL_ACCOUNT);
+	if (ret) {
+		kfree(client);
+		return ret == -EBUSY ? NV_ERR_INSERT_DUPLICATE_NAME :
+				       NV_ERR_NO_MEMORY;
+	}
+	if (call->kernel) {
+		list_add_tail(&client->owner_node, &nvsim.kernel_clients);
+	} else {
+		client->owner = nvsim_client_owner(call);
+		list_add_tail(&client->owner_node, &client->owner->clients);
+	}
+	atomic_inc(&nvsim.nr_clients);
+	atomic_inc(&nvsim.nr_objects);
+	*handle = h;
+	return NV_OK;
+}
+
+/* ------------------------------------------------------------- classes */
+
+struct nvsim_class_desc;
+
+typedef NV_STATUS (*nvsim_ctor_t)(const struct nvsim_call *call,
+				  const struct nvsim_class_desc *cls,
+				  struct nvsim_client *client,
+				  struct nvsim_object *parent, NvHandle *handle,
+				  u32 hclass, void *params);
+
+/**
+ * struct nvsim_class_desc - what RM_ALLOC needs to know about a class
+ * @hclass: the class number
+ * @params_size: the size of the class's parameter struct; the driver copies
+ *	this many bytes whatever paramsSize says
+ * @params_optional: a NULL pAllocParms is allowed (the class has defaults)
+ * @parents: NVSIM_BIT() mask of the object types the parent may be
+ * @ctor: makes the object
+ */
+struct nvsim_class_desc {
+	u32 hclass;
+	u32 params_size;
+	bool params_optional;
+	u32 parents;
+	nvsim_ctor_t ctor;
+};
+
+static NV_STATUS nvsim_device_ctor(const struct nvsim_call *call,
+				   const struct nvsim_class_desc *cls,
+				   struct nvsim_client *client,
+				   struct nvsim_object *parent,
+				   NvHandle *handle, u32 hclass, void *params)
+{
+	NV0080_ALLOC_PARAMETERS *p = params;
+	struct nvsim_object *obj;
+	u32 inst = p ? p->deviceId : 0;
+	NV_STATUS status;
+
+	/*
+	 * deviceConstruct: an instance with no GPU behind it fails
+	 * gpumgrIsDeviceInstanceValid, which the driver reports as
+	 * NV_ERR_INVALID_CLASS.
+	 */
+	if (inst >= nvsim.num_gpus)
+		return NV_ERR_INVALID_CLASS;
+
+	/* One device per instance per client (outside MIG). */
+	list_for_each_entry(obj, &client->obj.children, sibling)
+		if (obj->type == NVSIM_OBJ_DEVICE && obj->device.inst == inst)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+
+	status = nvsim_object_new(client, parent, handle, hclass,
+				  NVSIM_OBJ_DEVICE, &obj);
+	if (status != NV_OK)
+		return status;
+	obj->gpu = &nvsim.gpus[inst];
+	obj->device.inst = inst;
+	return NV_OK;
+}
+
+static NV_STATUS nvsim_subdevice_ctor(const struct nvsim_call *call,
+				      const struct nvsim_class_desc *cls,
+				      struct nvsim_client *client,
+				      struct nvsim_object *parent,
+				      NvHandle *handle, u32 hclass,
+				      void *params)
+{
+	NV2080_ALLOC_PARAMETERS *p = params;
+	struct nvsim_object *obj;
+	u32 inst = p ? p->subDeviceId : 0;
+
+	/* Each simulated device has exactly one GPU: subdevice 0. */
+	if (inst != 0)
+		return NV_ERR_INVALID_CLASS;
+
+	list_for_each_entry(obj, &parent->children, sibling)
+		if (obj->type == NVSIM_OBJ_SUBDEVICE && obj->subdevice.inst == inst)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+
+	return nvsim_object_new(client, parent, handle, hclass,
+				NVSIM_OBJ_SUBDEVICE, &obj);
+}
+
+static NV_STATUS nvsim_memory_ctor(const struct nvsim_call *call,
+				   const struct nvsim_class_desc *cls,
+				   struct nvsim_client *client,
+				   struct nvsim_object *parent,
+				   NvHandle *handle, u32 hclass, void *params)
+{
+	NV_MEMORY_ALLOCATION_PARAMS *p = params;
+	struct nvsim_object *obj;
+	NV_STATUS status;
+
+	/* The size is counted to the byte: no page rounding, by design. */
+	if (p->size == 0)
+		return NV_ERR_INVALID_ARGUMENT;
+
+	status = nvsim_alloc_memory_object(call, client, parent, handle,
+					   hclass, p->size, &obj);
+	if (status != NV_OK)
+		return status;
+
+	p->limit = p->size - 1;
+	p->offset = nvsim_is_fb_class(hclass) ? obj->gpu->next_fb_offset : 0;
+	if (nvsim_is_fb_class(hclass))
+		obj->gpu->next_fb_offset += ALIGN(p->size, 2ULL << 20);
+	return NV_OK;
+}
+
+static NV_STATUS nvsim_virtual_ctor(const struct nvsim_call *call,
+				    const struct nvsim_class_desc *cls,
+				    struct nvsim_client *client,
+				    struct nvsim_object *parent,
+				    NvHandle *handle, u32 hclass, void *params)
+{
+	NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS *p = params;
+	struct nvsim_object *obj;
+	u64 size = 0;
+
+	/* A VA reservation: no FB.  limit 0 means "the whole VA space". */
+	if (p && p->limit)
+		size = p->limit + 1;
+	return nvsim_alloc_memory_object(call, client, parent, handle, hclass,
+					 size, &obj);
+}
+
+static NV_STATUS nvsim_tsg_ctor(const struct nvsim_call *call,
+				const struct nvsim_class_desc *cls,
+				struct nvsim_client *client,
+				struct nvsim_object *parent, NvHandle *handle,
+				u32 hclass, void *params)
+{
+	struct nvsim_object *obj;
+	NV_STATUS status;
+
+	status = nvsim_object_new(client, parent, handle, hclass,
+				  NVSIM_OBJ_TSG, &obj);
+	if (status != NV_OK)
+		return status;
+	status = nvsim_tsg_object_init(obj, params);
+	if (status != NV_OK)
+		nvsim_object_destroy(obj);
+	return status;
+}
+
+static NV_STATUS nvsim_channel_ctor(const struct nvsim_call *call,
+				    const struct nvsim_class_desc *cls,
+				    struct nvsim_client *client,
+				    struct nvsim_object *parent,
+				    NvHandle *handle, u32 hclass, void *params)
+{
+	struct nvsim_object *obj;
+	NV_STATUS status;
+
+	status = nvsim_object_new(client, parent, handle, hclass,
+				  NVSIM_OBJ_CHANNEL, &obj);
+	if (status != NV_OK)
+		return status;
+	status = nvsim_channel_object_init(obj, params);
+	if (status != NV_OK)
+		nvsim_object_destroy(obj);
+	return status;
+}
+
+static NV_STATUS nvsim_usermode_ctor(const struct nvsim_call *call,
+				     const struct nvsim_class_desc *cls,
+				     struct nvsim_client *client,
+				     struct nvsim_object *parent,
+				     NvHandle *handle, u32 hclass, void *params)
+{
+	struct nvsim_object *obj;
+
+	return nvsim_object_new(client, parent, handle, hclass,
+				NVSIM_OBJ_USERMODE, &obj);
+}
+
+#define GPU_PARENTS (NVSIM_BIT(NVSIM_OBJ_DEVICE) | NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))
+#define CHANNEL_CLASS(c) \
+	{ c, sizeof(NV_CHANNEL_ALLOC_PARAMS), false, \
+	  NVSIM_BIT(NVSIM_OBJ_TSG) | NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_channel_ctor }
+#define USERMODE_CLASS(c) { c, 0, true, GPU_PARENTS, nvsim_usermode_ctor }
+
+static const struct nvsim_class_desc nvsim_classes[] = {
+	{ NV01_DEVICE_0, sizeof(NV0080_ALLOC_PARAMETERS), true,
+	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_device_ctor },
+	{ NV20_SUBDEVICE_0, sizeof(NV2080_ALLOC_PARAMETERS), true,
+	  NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_subdevice_ctor },
+	{ NV01_MEMORY_LOCAL_USER, sizeof(NV_MEMORY_ALLOCATION_PARAMS), false,
+	  GPU_PARENTS, nvsim_memory_ctor },
+	{ NV01_MEMORY_LOCAL_PRIVILEGED, sizeof(NV_MEMORY_ALLOCATION_PARAMS), false,
+	  GPU_PARENTS, nvsim_memory_ctor },
+	{ NV01_MEMORY_SYSTEM, sizeof(NV_MEMORY_ALLOCATION_PARAMS), false,
+	  GPU_PARENTS, nvsim_memory_ctor },
+	{ NV01_MEMORY_VIRTUAL, sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS), true,
+	  GPU_PARENTS, nvsim_virtual_ctor },
+	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS),
+	  true, NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_tsg_ctor },
+	CHANNEL_CLASS(KEPLER_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(KEPLER_CHANNEL_GPFIFO_B),
+	CHANNEL_CLASS(MAXWELL_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(PASCAL_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(VOLTA_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(TURING_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(AMPERE_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(HOPPER_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(BLACKWELL_CHANNEL_GPFIFO_A),
+	CHANNEL_CLASS(BLACKWELL_CHANNEL_GPFIFO_B),
+	USERMODE_CLASS(VOLTA_USERMODE_A),
+	USERMODE_CLASS(TURING_USERMODE_A),
+	USERMODE_CLASS(AMPERE_USERMODE_A),
+	USERMODE_CLASS(HOPPER_USERMODE_A),
+	USERMODE_CLASS(BLACKWELL_USERMODE_A),
+};
+
+static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(nvsim_classes); i++)
+		if (nvsim_classes[i].hclass == hclass)
+			return &nvsim_classes[i];
+	return NULL;
+}
+
+static bool nvsim_is_root_class(u32 hclass)
+{
+	return hclass == NV01_ROOT || hclass == NV01_ROOT_NON_PRIV ||
+	       hclass == NV01_ROOT_CLIENT;
+}
+
+/* Under nvsim.lock: resolve client and parent, then run the constructor. */
+static NV_STATUS nvsim_alloc_locked(const struct nvsim_call *call,
+				    const struct nvsim_class_desc *cls,
+				    NVOS64_PARAMETERS *p, void *params)
+{
+	struct nvsim_client *client;
+	struct nvsim_object *parent;
+	NvHandle h = p->hObjectNew;
+	NV_STATUS status;
+
+	if (nvsim_is_root_class(p->hClass)) {
+		/* hObjectParent is ignored for clients. */
+		status = nvsim_client_alloc(call, &h);
+		goto out;
+	}
+
+	status = nvsim_client_get(call, p->hRoot, &client);
+	if (status != NV_OK)
+		return status;
+	parent = nvsim_object_find(client, p->hObjectParent);
+	if (!parent)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	if (!cls)
+		return NV_ERR_INVALID_CLASS;
+	if (!(cls->parents & NVSIM_BIT(parent->type)))
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	status = cls->ctor(call, cls, client, parent, &h, p->hClass, params);
+out:
+	if (status == NV_OK)
+		p->hObjectNew = h;
+	return status;
+}
+
+/* The caller's copy of the class parameters could not be updated: undo. */
+static void nvsim_alloc_undo(const struct nvsim_call *call,
+			     NVOS64_PARAMETERS *p)
+{
+	struct nvsim_client *client;
+	struct nvsim_object *obj;
+
+	mutex_lock(&nvsim.lock);
+	if (nvsim_client_get(call, p->hRoot, &client) == NV_OK) {
+		obj = nvsim_object_find(client, p->hObjectNew);
+		if (obj && obj->type != NVSIM_OBJ_CLIENT)
+			nvsim_object_destroy(obj);
+	}
+	mutex_unlock(&nvsim.lock);
+}
+
+/**
+ * nvsim_rm_alloc - NV_ESC_RM_ALLOC / NV04_ALLOC
+ * @call: the caller
+ * @p: the parameters (NVOS21 requests arrive converted, flags 0)
+ *
+ * The class's parameters are copied with the class's own size, whatever
+ * paramsSize says, and copied back on success (memory classes write the
+ * size they allocated back).  Result in p->status.
+ */
+void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p)
+{
+	const struct nvsim_class_desc *cls = NULL;
+	void *params = NULL;
+	NV_STATUS status;
+
+	/* A serialized (FINN) blob is not the struct: never parse it as one. */
+	if (p->flags & NVOS64_FLAGS_FINN_SERIALIZED) {
+		p->status = NV_ERR_NOT_SUPPORTED;
+		return;
+	}
+
+	if (!nvsim_is_root_class(p->hClass))
+		cls = nvsim_class_find(p->hClass);
+
+	if (cls && cls->params_size && p->pAllocParms) {
+		params = kzalloc(cls->params_size, GFP_KERNEL_ACCOUNT);
+		if (!params) {
+			p->status = NV_ERR_NO_MEMORY;
+			return;
+		}
+		if (nvsim_copy_in(call, params, p->pAllocParms,
+				  cls->params_size)) {
+			status = NV_ERR_INVALID_ARGUMENT;
+			goto out;
+		}
+	} else if (cls && cls->params_size && !cls->params_optional) {
+		p->status = NV_ERR_INVALID_ARGUMENT;
+		return;
+	}
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_alloc_locked(call, cls, p, params);
+	mutex_unlock(&nvsim.lock);
+
+	if (status == NV_OK && params &&
+	    nvsim_copy_out(call, p->pAllocParms, params, cls->params_size)) {
+		nvsim_alloc_undo(call, p);
+		status = NV_ERR_INVALID_ARGUMENT;
+	}
+out:
+	kfree(params);
+	p->status = status;
+}
+
+/**
+ * nvsim_rm_free - NV_ESC_RM_FREE / NV01_FREE
+ * @call: the caller
+ * @p: the parameters; hObjectOld == hRoot frees the whole client
+ */
+void nvsim_rm_free(const struct nvsim_call *call, NVOS00_PARAMETERS *p)
+{
+	struct nvsim_client *client;
+	struct nvsim_object *obj;
+	NV_STATUS status;
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_client_get(call, p->hRoot, &client);
+	if (status != NV_OK)
+		goto out;
+	if (p->hObjectOld == p->hRoot) {
+		nvsim_client_destroy(client);
+		goto out;
+	}
+	obj = xa_load(&client->objects, p->hObjectOld);
+	if (!obj) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	nvsim_object_destroy(obj);
+out:
+	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}
+
+/**
+ * nvsim_rm_dup - NV_ESC_RM_DUP_OBJECT / NV04_DUP_OBJECT
+ * @call: the caller
+ * @p: the parameters
+ *
+ * Memory only: the new object shares the source's backing, and the FB is
+ * released when the last object that refers to it is freed.  The source
+ * client may be any live client (the real driver's share policy lets a
+ * process dup between its own clients; the simulator does not check the
+ * process).
+ */
+void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p)
+{
+	struct nvsim_client *client, *src_client;
+	struct nvsim_object *src, *parent, *obj;
+	NvHandle h = p->hObject;
+	NV_STATUS status;
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_client_get(call, p->hClient, &client);
+	if (status != NV_OK)
+		goto out;
+	src_client = xa_load(&nvsim.clients, p->hClientSrc);
+	if (!src_client) {
+		status = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	src = nvsim_object_find(src_client, p->hObjectSrc);
+	if (!src) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	parent = nvsim_object_find(client, p->hParent);
+	if (!parent) {
+		status = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	if (src->type != NVSIM_OBJ_MEMORY) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto out;
+	}
+	if (!(GPU_PARENTS & NVSIM_BIT(parent->type)) || parent->gpu != src->gpu) {
+		status = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	status = nvsim_object_new(client, parent, &h, src->hclass,
+				  NVSIM_OBJ_MEMORY, &obj);
+	if (status != NV_OK)
+		goto out;
+	nvsim_mem_get(src->memory.mem);
+	obj->memory.mem = src->memory.mem;
+	p->hObject = h;
+out:
+	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}

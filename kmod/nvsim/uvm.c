@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * uvm.c - /dev/nvidia-uvm: the unified memory device.
+ *
+ * UVM commands are plain integers, not _IOC-encoded; the size is implied by
+ * the command.  Everything but UVM_INITIALIZE, UVM_DEINITIALIZE and
+ * UVM_MM_INITIALIZE needs an initialized file first, else its rmStatus is
+ * NV_ERR_ILLEGAL_ACTION.  Unknown commands fail with -EINVAL.
+ *
+ * Managed memory: mmap() of an initialized UVM file, with the file offset
+ * equal to the virtual address, makes a managed range.  Its pages are handed
+ * out on first touch as zeroed system pages and freed with the range; the
+ * simulator does not charge FB for them (a real GPU takes FB lazily, on
+ * migration).  The number of such pages is in debugfs stats.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/cdev.h>
+#include <linux/device.h>
+#include <linux/file.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/refcount.h>
+
+#include "nvsim.h"
+
+static dev_t nvsim_uvm_devt;
+static struct cdev nvsim_uvm_cdev;
+static struct device *nvsim_uvm_dev;
+
+/* ------------------------------------------------------ managed ranges */
+
+struct nvsim_uvm_range {
+	refcount_t refs;
+	struct xarray pages;    /* page offset (== VA >> PAGE_SHIFT) -> page */
+};
+
+static void nvsim_uvm_range_put(struct nvsim_uvm_range *r)
+{
+	struct page *page;
+	unsigned long idx;
+
+	if (!refcount_dec_and_test(&r->refs))
+		return;
+	xa_for_each(&r->pages, idx, page) {
+		put_page(page);
+		atomic64_dec(&nvsim.uvm_pages);
+	}
+	xa_destroy(&r->pages);
+	kfree(r);
+	atomic_dec(&nvsim.nr_mappings);
+}
+
+static void nvsim_uvm_vm_open(struct vm_area_struct *vma)
+{
+	struct nvsim_uvm_range *r = vma->vm_private_data;
+
+	refcount_inc(&r->refs);
+}
+
+static void nvsim_uvm_vm_close(struct vm_area_struct *vma)
+{
+	nvsim_uvm_range_put(vma->vm_private_data);
+}
+
+/* First touch: a zeroed page, kept for the life of the range.  No nvsim lock. */
+static vm_fault_t nvsim_uvm_vm_fault(struct vm_fault *vmf)
+{
+	struct nvsim_uvm_range *r = vmf->vma->vm_private_data;
+	struct page *page, *old;
+
+	page = xa_load(&r->pages, vmf->pgoff);
+	if (!page) {
+		page = alloc_page(GFP_HIGHUSER | __GFP_ZERO | __GFP_ACCOUNT);
+		if (!page)
+			return VM_FAULT_OOM;
+		old = xa_cmpxchg(&r->pages, vmf->pgoff, NULL, page, GFP_KERNEL);
+		if (xa_is_err(old)) {
+			__free_page(page);
+			return VM_FAULT_OOM;
+		}
+		if (old) {
+			__free_page(page);      /* lost a race: use the winner's */
+			page = old;
+		} else {
+			atomic64_inc(&nvsim.uvm_pages);
+		}
+	}
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct nvsim_uvm_vm_ops = {
+	.open = nvsim_uvm_vm_open,
+	.close = nvsim_uvm_vm_close,
+	.fault = nvsim_uvm_vm_fault,
+};
+
+static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
+{
+	struct nvsim_file *nvfp = filp->private_data;
+	struct nvsim_uvm_range *r;
+
+	/* Read without nvsim.lock: mmap_lock is held, and nothing may order
+	 * nvsim.lock after it. */
+	if (!READ_ONCE(nvfp->uvm_initialized))
+		return -EBADFD;
+	/* A managed range lives at the address its file offset names. */
+	if (vma->vm_pgoff != vma->vm_start >> PAGE_SHIFT)
+		return -EINVAL;
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return -ENOMEM;
+	refcount_set(&r->refs, 1);
+	xa_init(&r->pages);
+
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTCOPY;
+	vma->vm_private_data = r;
+	vma->vm_ops = &nvsim_uvm_vm_ops;
+	atomic_inc(&nvsim.nr_mappings);
+	return 0;
+}
+
+/* ------------------------------------------------------------- ioctls */
+
+static NV_STATUS nvsim_uvm_initialize(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_INITIALIZE_PARAMS *p = buf;
+
+	if (!nvfp->uvm_initialized) {
+		nvfp->uvm_flags = p->flags;
+		WRITE_ONCE(nvfp->uvm_initialized, true);
+		return NV_OK;
+	}
+	/* Again with the same flags is fine; with other flags it is not. */
+	return p->flags == nvfp->uvm_flags ? NV_OK : NV_ERR_INVALID_ARGUMENT;
+}
+
+static NV_STATUS nvsim_uvm_mm_initialize(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_MM_INITIALIZE_PARAMS *p = buf;
+	struct nvsim_file *uvm;
+	struct file *filp;
+
+	/* uvmFd must be a UVM file; the reference is not kept. */
+	filp = nvsim_fget(p->uvmFd, NVSIM_KIND(NVSIM_FILE_UVM), &uvm);
+	if (!filp)
+		return NV_ERR_INVALID_ARGUMENT;
+	fput(filp);
+	return NV_OK;
+}
+
+/*
+ * Resolve (rmCtrlFd, hClient) as UVM does: the descriptor must be a control
+ * file in the caller's table, and the client one of that file's.
+ */
+static NV_STATUS nvsim_uvm_rm_client(int fd, NvHandle hClient,
+				     struct file **filp,
+				     struct nvsim_client **client)
+{
+	struct nvsim_call call = {};
+	struct nvsim_file *ctl;
+
+	*filp = nvsim_fget(fd, NVSIM_KIND(NVSIM_FILE_CTL), &ctl);
+	if (!*filp)
+		return NV_ERR_INVALID_ARGUMENT;
+	call.file = ctl;
+	mutex_lock(&nvsim.lock);
+	return nvsim_client_get(&call, hClient, client);
+}
+
+static NV_STATUS nvsim_uvm_register_gpu(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_REGISTER_GPU_PARAMS *p = buf;
+	struct nvsim_client *client;
+	struct file *filp;
+	NV_STATUS status;
+
+	status = nvsim_uvm_rm_client(p->rmCtrlFd, p->hClient, &filp, &client);
+	if (!filp)
+		return status;
+	mutex_unlock(&nvsim.lock);
+	fput(filp);
+	return status;
+}
+
+static NV_STATUS nvsim_uvm_register_vaspace(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_REGISTER_GPU_VASPACE_PARAMS *p = buf;
+	struct nvsim_file *ctl;
+	struct file *filp;
+
+	filp = nvsim_fget(p->rmCtrlFd, NVSIM_KIND(NVSIM_FILE_CTL), &ctl);
+	if (!filp)
+		return NV_ERR_INVALID_ARGUMENT;
+	fput(filp);
+	return NV_OK;
+}
+
+/*
+ * The real driver dups the memory handle, so the FB stays in use after the
+ * application frees it, until UVM_FREE of the range or close of the file.
+ */
+static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS *p = buf;
+	struct nvsim_uvm_ext *ext = NULL;
+	struct nvsim_client *client;
+	struct nvsim_object *obj;
+	struct file *filp;
+	NV_STATUS status;
+	u64 end;
+
+	status = nvsim_uvm_rm_client(p->rmCtrlFd, p->hClient, &filp, &client);
+	if (!filp)
+		return status;
+	if (status != NV_OK)
+		goto out;
+	obj = nvsim_object_find(client, p->hMemory);
+	if (!obj || obj->type != NVSIM_OBJ_MEMORY) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (p->length == 0 || check_add_overflow(p->offset, p->length, &end) ||
+	    end > obj->memory.mem->size) {
+		status = NV_ERR_INVALID_ARGUMENT;
+		goto out;
+	}
+	ext = kzalloc(sizeof(*ext), GFP_KERNEL_ACCOUNT);
+	if (!ext) {
+		status = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	ext->base = p->base;
+	ext->mem = obj->memory.mem;
+	nvsim_mem_get(ext->mem);
+	list_add_tail(&ext->node, &nvfp->uvm_ext);
+out:
+	mutex_unlock(&nvsim.lock);
+	fput(filp);
+	return status;
+}
+
+static NV_STATUS nvsim_uvm_free(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_FREE_PARAMS *p = buf;
+	struct nvsim_uvm_ext *ext, *tmp;
+
+	mutex_lock(&nvsim.lock);
+	list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node) {
+		if (ext->base != p->base)
+			continue;
+		list_del(&ext->node);
+		nvsim_mem_put(ext->mem);
+		kfree(ext);
+	}
+	mutex_unlock(&nvsim.lock);
+	return NV_OK;
+}
+
+static NV_STATUS nvsim_uvm_ok(struct nvsim_file *nvfp, void *buf)
+{
+	return NV_OK;
+}
+
+/**
+ * struct nvsim_uvm_cmd - one UVM command
+ * @cmd: the command number
+ * @size: its parameter struct's size
+ * @status_off: offset of rmStatus in it
+ * @init_check: refuse before UVM_INITIALIZE
+ * @locked: run the handler under nvsim.lock (handlers that resolve
+ *	descriptors take the lock themselves, after fget)
+ * @fn: the handler
+ */
+struct nvsim_uvm_cmd {
+	u32 cmd;
+	u32 size;
+	u32 status_off;
+	bool init_check;
+	bool locked;
+	NV_STATUS (*fn)(struct nvsim_file *nvfp, void *buf);
+};
+
+#define UVM_CMD(c, t, check, lock, f) \
+	{ c, sizeof(t), offsetof(t, rmStatus), check, lock, f }
+
+static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
+	UVM_CMD(UVM_INITIALIZE, UVM_INITIALIZE_PARAMS, false, true,
+		nvsim_uvm_initialize),
+	UVM_CMD(UVM_MM_INITIALIZE, UVM_MM_INITIALIZE_PARAMS, false, false,
+		nvsim_uvm_mm_initialize),
+	UVM_CMD(UVM_REGISTER_GPU, UVM_REGISTER_GPU_PARAMS, true, false,
+		nvsim_uvm_register_gpu),
+	UVM_CMD(UVM_REGISTER_GPU_VASPACE, UVM_REGISTER_GPU_VASPACE_PARAMS, true,
+		false, nvsim_uvm_register_vaspace),
+	UVM_CMD(UVM_MAP_EXTERNAL_ALLOCATION, UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
+		true, false, nvsim_uvm_map_external),
+	UVM_CMD(UVM_FREE, UVM_FREE_PARAMS, true, false, nvsim_uvm_free),
+	UVM_CMD(UVM_MIGRATE, UVM_MIGRATE_PARAMS, true, false, nvsim_uvm_ok),
+};
+
+static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
+			    unsigned long arg)
+{
+	struct nvsim_file *nvfp = filp->private_data;
+	void __user *uptr = (void __user *)arg;
+	const struct nvsim_uvm_cmd *c = NULL;
+	NV_STATUS status = NV_OK;
+	bool initialized;
+	size_t i;
+	void *buf;
+	long ret = 0;
+
+	if (cmd == UVM_DEINITIALIZE)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(nvsim_uvm_cmds); i++)
+		if (nvsim_uvm_cmds[i].cmd == cmd)
+			c = &nvsim_uvm_cmds[i];
+	if (!c)
+		return -EINVAL;
+
+	buf = kmalloc(c->size, GFP_KERNEL_ACCOUNT);
+	if (!buf)
+		return -ENOMEM;
+	if (copy_from_user(buf, uptr, c->size)) {
+		ret = -EFAULT;
+		goto out;
+	}
+
+	mutex_lock(&nvsim.lock);
+	initialized = nvfp->uvm_initialized;
+	if (c->init_check && !initialized)
+		status = NV_ERR_ILLEGAL_ACTION;
+	else if (c->locked)
+		status = c->fn(nvfp, buf);
+	mutex_unlock(&nvsim.lock);
+	if ((!c->init_check || initialized) && !c->locked)
+		status = c->fn(nvfp, buf);
+
+	memcpy(buf + c->status_off, &status, sizeof(status));
+	if (copy_to_user(uptr, buf, c->size))
+		ret = -EFAULT;
+out:
+	kfree(buf);
+	return ret;
+}
+
+static int nvsim_uvm_open(struct inode *inode, struct file *filp)
+{
+	struct nvsim_file *nvfp;
+
+	nvfp = nvsim_file_alloc(filp, NVSIM_FILE_UVM);
+	if (!nvfp)
+		return -ENOMEM;
+	filp->private_data = nvfp;
+	return 0;
+}
+
+static int nvsim_uvm_release(struct inode *inode, struct file *filp)
+{
+	struct nvsim_file *nvfp = filp->private_data;
+
+	nvsim_file_release_rm(nvfp);
+	nvsim_file_free(nvfp);
+	return 0;
+}
+
+const struct file_operations nvsim_uvm_fops = {
+	.owner = THIS_MODULE,
+	.open = nvsim_uvm_open,
+	.release = nvsim_uvm_release,
+	.unlocked_ioctl = nvsim_uvm_ioctl,
+	.mmap = nvsim_uvm_mmap,
+	.llseek = noop_llseek,
+};
+
+int nvsim_uvm_init(void)
+{
+	int ret;
+
+	ret = alloc_chrdev_region(&nvsim_uvm_devt, 0, 1, "nvidia-uvm");
+	if (ret)
+		return ret;
+
+	cdev_init(&nvsim_uvm_cdev, &nvsim_uvm_fops);
+	nvsim_uvm_cdev.owner = THIS_MODULE;
+	ret = cdev_add(&nvsim_uvm_cdev, nvsim_uvm_devt, 1);
+	if (ret)
+		goto err_region;
+
+	nvsim_uvm_dev = device_create(nvsim_class(), NULL, nvsim_uvm_devt, NULL,
+				      "nvidia-uvm");
+	if (IS_ERR(nvsim_uvm_dev)) {
+		ret = PTR_ERR(nvsim_uvm_dev);
+		goto err_cdev;
+	}
+	return 0;
+
+err_cdev:
+	cdev_del(&nvsim_uvm_cdev);
+err_region:
+	unregister_chrdev_region(nvsim_uvm_devt, 1);
+	return ret;
+}
+
+void nvsim_uvm_exit(void)
+{
+	device_destroy(nvsim_class(), nvsim_uvm_devt);
+	cdev_del(&nvsim_uvm_cdev);
+	unregister_chrdev_region(nvsim_uvm_devt, 1);
+}

@@ -1,0 +1,160 @@
+"""/dev/nvidia-uvm (nv-abi.md "UVM"): plain-integer commands, initialize
+first, managed memory by mmap with file offset == virtual address."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+import pytest
+
+from vgpu import nvabi as A
+from vgpu.nvclient import RmError, UvmFile, _ioctl_obj
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def uvm(res):
+    u = UvmFile(os.environ.get("VGPU_DEV_PREFIX", "/dev"))
+    res.uvms.append(u)
+    return u
+
+
+def _call(u, cmd, params):
+    """A UVM ioctl; returns rmStatus (the status is the struct's last field)."""
+    _ioctl_obj(u.fd, cmd, params)
+    return params.rmStatus
+
+
+def test_initialize(uvm):
+    uvm.initialize()
+
+
+def test_register_gpu_before_initialize_fails(uvm, client):
+    p = A.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=client.fd, hClient=client.hClient)
+    assert _call(uvm, A.UVM_REGISTER_GPU, p) == A.NV_ERR_ILLEGAL_ACTION
+
+
+def test_register_gpu(uvm, client):
+    uvm.initialize()
+    uvm.register_gpu(b"\0" * 16, client.fd, client.hClient)
+
+
+def test_register_gpu_with_another_fds_client(res, uvm, client):
+    other = res.client()
+    uvm.initialize()
+    with pytest.raises(RmError) as ei:
+        uvm.register_gpu(b"\0" * 16, other.fd, client.hClient)
+    assert ei.value.status == A.NV_ERR_INVALID_CLIENT
+
+
+def test_map_external_keeps_fb_until_uvm_free(uvm, client, gpu0, state):
+    """UVM dups the memory: the FB stays in use after the application's
+    RM_FREE, until UVM_FREE of the range."""
+    h, _ = client.alloc_vidmem(gpu0.hDevice, 256 * MiB)
+    uvm.initialize()
+    base = 0x7F0000000000
+    uvm.map_external(base, 256 * MiB, client.fd, client.hClient, h)
+    client.free(h)
+    assert state().fb_used(0) == 256 * MiB
+    uvm.free(base)
+    assert state().fb_used(0) == 0
+
+
+def test_map_external_released_on_uvm_close(res, client, gpu0, state):
+    u = UvmFile(os.environ.get("VGPU_DEV_PREFIX", "/dev"))
+    u.initialize()
+    h, _ = client.alloc_vidmem(gpu0.hDevice, 64 * MiB)
+    u.map_external(0x7E0000000000, 64 * MiB, client.fd, client.hClient, h)
+    client.free_client()
+    assert state().fb_used(0) == 64 * MiB
+    u.close()
+    assert state().fb_used(0) == 0
+
+
+def test_map_external_beyond_the_object(uvm, client, gpu0):
+    h, _ = client.alloc_vidmem(gpu0.hDevice, MiB)
+    uvm.initialize()
+    with pytest.raises(RmError) as ei:
+        uvm.map_external(0x7F0000000000, 2 * MiB, client.fd, client.hClient, h)
+    assert ei.value.status == A.NV_ERR_INVALID_ARGUMENT
+
+
+def test_managed_mmap_before_initialize_fails(uvm):
+    with pytest.raises(OSError) as ei:
+        uvm.managed_mmap(2 * MiB)
+    assert ei.value.errno == errno.EBADFD
+
+
+def test_managed_mmap_offset_equals_address(uvm, state):
+    uvm.initialize()
+    addr = uvm.managed_mmap(4 * MiB)
+    buf = (ctypes.c_char * 16).from_address(addr)
+    buf[0:5] = b"hello"
+    assert buf[0:5] == b"hello"
+    end = (ctypes.c_char * 1).from_address(addr + 4 * MiB - 1)
+    end[0] = b"z"
+    assert state().mappings == 1
+    uvm.munmap(addr)
+    assert state().mappings == 0 and state().fb_used(0) == 0
+
+
+def test_managed_mmap_other_offset_fails(uvm):
+    uvm.initialize()
+    with pytest.raises(OSError) as ei:
+        uvm.managed_mmap(2 * MiB, offset=0x10000)
+    assert ei.value.errno == errno.EINVAL
+
+
+def test_unknown_uvm_command(uvm):
+    uvm.initialize()
+    buf = bytearray(64)
+    with pytest.raises(OSError):
+        _ioctl_obj(uvm.fd, 0x7777, buf)
+
+
+@pytest.mark.parametrize("which", ["devnull", "closed", "gpu-node"])
+def test_register_gpu_bad_rm_ctrl_fd(res, uvm, client, which):
+    uvm.initialize()
+    if which == "devnull":
+        fd = res.open("/dev/null")
+    elif which == "closed":
+        fd = os.open("/dev/null", os.O_RDONLY)
+        os.close(fd)
+    else:
+        fd = client.gpus[0].fd
+    p = A.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=fd, hClient=client.hClient)
+    try:
+        status = _call(uvm, A.UVM_REGISTER_GPU, p)
+    except OSError:
+        return
+    assert status != A.NV_OK
+
+
+def test_uvm_initialize_twice(uvm):
+    """Again with the same flags is fine; with other flags it is refused, and
+    the file keeps working either way."""
+    uvm.initialize(flags=0)
+    uvm.initialize(flags=0)
+    with pytest.raises(RmError) as ei:
+        uvm.initialize(flags=1)
+    assert ei.value.status == A.NV_ERR_INVALID_ARGUMENT
+    addr = uvm.managed_mmap(2 * MiB)
+    uvm.munmap(addr)
+
+
+def test_uvm_close_with_live_range(res, state):
+    u = UvmFile(os.environ.get("VGPU_DEV_PREFIX", "/dev"))
+    u.initialize()
+    addr = u.managed_mmap(8 * MiB)
+    (ctypes.c_char * 1).from_address(addr)[0] = b"x"
+    u.close()                          # unmaps and closes
+    assert state().mappings == 0
+
+
+def test_rm_error_is_raised_for_uvm_status(uvm):
+    with pytest.raises(RmError) as ei:
+        uvm.register_gpu(b"\0" * 16, -1, 0)
+    assert ei.value.status == A.NV_ERR_ILLEGAL_ACTION      # not initialized

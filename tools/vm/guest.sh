@@ -1,0 +1,64 @@
+#!/bin/sh
+# Runs inside the VM, chrooted into the host's (read-only) root, from the
+# entry script tools/vm/vm.py wrote.  Loads the requested modules, runs the
+# command, then checks that nothing leaked and that the modules unload, and
+# leaves result.json and dmesg.txt in the result share for the host.
+set -u
+OUT=/tmp/vmout
+export HOME=/tmp/home
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$HOME"
+cd "$VGPU_REPO" || exit 1
+
+checks=""
+check() { # name ok(0/1) detail
+	detail=$(printf '%s' "$3" | tr '"\\\n' "'/ ")
+	ok=false
+	[ "$2" = 1 ] && ok=true
+	checks="$checks${checks:+,}{\"name\":\"$1\",\"ok\":$ok,\"detail\":\"$detail\"}"
+}
+
+loaded=""
+if [ "$VGPU_LOAD_NVSIM" = 1 ]; then
+	# shellcheck disable=SC2086
+	if insmod kmod/nvsim/nvsim.ko $VGPU_NVSIM_PARAMS; then
+		loaded="nvsim"
+		check load-nvsim 1 ""
+	else
+		check load-nvsim 0 "insmod kmod/nvsim/nvsim.ko $VGPU_NVSIM_PARAMS failed"
+	fi
+fi
+if [ "$VGPU_LOAD_VGPU" = 1 ] && [ -n "$loaded" ]; then
+	if insmod kmod/vgpu/vgpu.ko; then
+		loaded="vgpu $loaded"
+		check load-vgpu 1 ""
+	else
+		check load-vgpu 0 "insmod kmod/vgpu/vgpu.ko failed"
+	fi
+fi
+
+echo "vm-guest: running: $VGPU_CMD"
+sh -c "$VGPU_CMD"
+rc=$?
+echo "vm-guest: command exited with status $rc"
+
+state=/sys/kernel/debug/nvsim/state
+if [ "$VGPU_CHECK_LEAKS" = 1 ] && [ -r "$state" ]; then
+	# Releases of files closed by exiting processes may still be in flight.
+	leaked=""
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		leaked=$(awk '($1=="objects"||$1=="clients"||$1=="mappings") && $2!=0 {print} $1=="gpu" && $6!=0 {print}' "$state")
+		[ -z "$leaked" ] && break
+		sleep 0.5
+	done
+	if [ -z "$leaked" ]; then check nvsim-leaks 1 ""; else check nvsim-leaks 0 "live after the run: $leaked"; fi
+fi
+
+for m in $loaded; do
+	if rmmod "$m"; then check "unload-$m" 1 ""; else check "unload-$m" 0 "rmmod $m failed"; fi
+done
+
+dmesg > "$OUT/dmesg.txt"
+printf '{"rc":%d,"checks":[%s]}\n' "$rc" "$checks" > "$OUT/result.json.tmp"
+mv "$OUT/result.json.tmp" "$OUT/result.json"

@@ -1,0 +1,1136 @@
+"""ctypes mirror of kmod/include/nvabi.h: the NVIDIA driver ABI subset.
+
+The C header is the single source of truth; this module repeats its layouts
+and constants for Python with NVIDIA's own names (NVOS21_PARAMETERS,
+hObjectNew, ...).  tests/host/test_abi_layout.py compiles a program against
+the header and compares every struct size, field offset, field size and
+constant defined here, and checks the layouts against the figures compiled
+from NVIDIA's 595.45.04 headers (tests/data/nvidia-595-abi-offsets.txt).
+
+Rules for this file:
+- x86_64 only.  Structures use natural alignment, which on x86_64 is what the
+  header's ``NV_ALIGN8`` / ``NvP64`` attributes ask for; explicit ``_pad``
+  fields appear exactly where the header has them (implicit padding stays
+  implicit, as in C).
+- NvBool is a plain ``c_uint8`` (not ``c_bool``), so that any byte value
+  round-trips.
+- Standard library only: the client and the CLIs import this at start-up.
+- Every public ``ctypes.Structure`` subclass here must exist under the same
+  name in nvabi.h; helper types that C spells anonymously start with ``_``.
+- Every public upper-case integer constant must exist in nvabi.h with the
+  same value, unless listed in ``PYTHON_ONLY_CONSTANTS``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import (c_char, c_int16, c_int32, c_uint8, c_uint16, c_uint32,
+                    c_uint64, c_void_p)
+
+# ------------------------------------------------------------------ types
+NvU8 = c_uint8
+NvU16 = c_uint16
+NvU32 = c_uint32
+NvU64 = c_uint64
+NvS16 = c_int16
+NvS32 = c_int32
+NvBool = c_uint8
+NvHandle = c_uint32
+NvV32 = c_uint32
+NV_STATUS = c_uint32
+NvP64 = c_uint64          # a user pointer carried as an 8-byte aligned u64
+c_int = c_int32           # C `int` on x86_64 (embedded file descriptors)
+
+
+class NvStruct(ctypes.Structure):
+    """Base of every ABI structure: byte helpers and a readable repr."""
+
+    def to_bytes(self) -> bytes:
+        return ctypes.string_at(ctypes.addressof(self), ctypes.sizeof(self))
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview):
+        """Build from the first sizeof(cls) bytes of data (zero-filled if short)."""
+        obj = cls()
+        n = min(len(data), ctypes.sizeof(cls))
+        ctypes.memmove(ctypes.addressof(obj), bytes(data[:n]), n)
+        return obj
+
+    def addr(self) -> int:
+        """User address of this structure, for embedded pointers."""
+        return ctypes.addressof(self)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        parts = []
+        for name, *_ in self._fields_:
+            if name.startswith("_"):
+                continue
+            v = getattr(self, name)
+            if isinstance(v, int):
+                parts.append(f"{name}={v:#x}")
+            elif isinstance(v, bytes):
+                parts.append(f"{name}={v!r}")
+            elif isinstance(v, ctypes.Array):
+                parts.append(f"{name}=[{len(v)}]")
+            else:
+                parts.append(f"{name}={v!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+class NvUnion(ctypes.Union):
+    pass
+
+
+# ------------------------------------------------------- device numbering
+NV_MAJOR_DEVICE_NUMBER = 195
+NV_CONTROL_DEVICE_MINOR = 255
+NV_MODESET_DEVICE_MINOR = 254
+NV_MAX_GPU_MINOR = 247
+
+# ------------------------------------------------------ ioctl encoding
+NV_IOCTL_MAGIC = ord("F")
+NV_IOCTL_BASE = 200
+NV_ESC_CARD_INFO = NV_IOCTL_BASE + 0
+NV_ESC_REGISTER_FD = NV_IOCTL_BASE + 1
+NV_ESC_ALLOC_OS_EVENT = NV_IOCTL_BASE + 6
+NV_ESC_FREE_OS_EVENT = NV_IOCTL_BASE + 7
+NV_ESC_STATUS_CODE = NV_IOCTL_BASE + 9
+NV_ESC_CHECK_VERSION_STR = NV_IOCTL_BASE + 10
+NV_ESC_IOCTL_XFER_CMD = NV_IOCTL_BASE + 11
+NV_ESC_ATTACH_GPUS_TO_FD = NV_IOCTL_BASE + 12
+NV_ESC_SYS_PARAMS = NV_IOCTL_BASE + 14
+NV_ESC_EXPORT_TO_DMABUF_FD = NV_IOCTL_BASE + 17
+NV_ESC_WAIT_OPEN_COMPLETE = NV_IOCTL_BASE + 18
+
+NV_ESC_RM_ALLOC_MEMORY = 0x27
+NV_ESC_RM_ALLOC_OBJECT = 0x28
+NV_ESC_RM_FREE = 0x29
+NV_ESC_RM_CONTROL = 0x2A
+NV_ESC_RM_ALLOC = 0x2B
+NV_ESC_RM_DUP_OBJECT = 0x34
+NV_ESC_RM_SHARE = 0x35
+NV_ESC_RM_IDLE_CHANNELS = 0x41
+NV_ESC_RM_VID_HEAP_CONTROL = 0x4A
+NV_ESC_RM_MAP_MEMORY = 0x4E
+NV_ESC_RM_UNMAP_MEMORY = 0x4F
+NV_ESC_RM_ALLOC_CONTEXT_DMA2 = 0x54
+NV_ESC_RM_MAP_MEMORY_DMA = 0x57
+NV_ESC_RM_UNMAP_MEMORY_DMA = 0x58
+NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO = 0x5E
+
+NV_ABSOLUTE_MAX_IOCTL_SIZE = 16384
+
+# ------------------------------------------------------- status codes
+NV_OK = 0x00000000
+NV_ERR_GENERIC = 0x0000FFFF
+NV_ERR_ILLEGAL_ACTION = 0x00000016
+NV_ERR_IN_USE = 0x00000017
+NV_ERR_INSERT_DUPLICATE_NAME = 0x00000019
+NV_ERR_INSUFFICIENT_RESOURCES = 0x0000001A
+NV_ERR_INSUFFICIENT_PERMISSIONS = 0x0000001B
+NV_ERR_INVALID_ARGUMENT = 0x0000001F
+NV_ERR_INVALID_CLASS = 0x00000022
+NV_ERR_INVALID_CLIENT = 0x00000023
+NV_ERR_INVALID_COMMAND = 0x00000024
+NV_ERR_INVALID_LIMIT = 0x0000002E
+NV_ERR_INVALID_OBJECT_HANDLE = 0x00000033
+NV_ERR_INVALID_OBJECT_PARENT = 0x00000036
+NV_ERR_INVALID_PARAM_STRUCT = 0x0000003A
+NV_ERR_INVALID_STATE = 0x00000040
+NV_ERR_NO_MEMORY = 0x00000051
+NV_ERR_NOT_SUPPORTED = 0x00000056
+NV_ERR_OBJECT_NOT_FOUND = 0x00000057
+NV_ERR_STATE_IN_USE = 0x00000063
+
+# ------------------------------------------------------------- classes
+NV01_ROOT = 0x00000000
+NV01_ROOT_NON_PRIV = 0x00000001
+NV01_ROOT_CLIENT = 0x00000041
+NV01_DEVICE_0 = 0x00000080
+NV20_SUBDEVICE_0 = 0x00002080
+NV01_MEMORY_SYSTEM = 0x0000003E
+NV01_MEMORY_LOCAL_PRIVILEGED = 0x0000003F
+NV01_MEMORY_LOCAL_USER = 0x00000040
+NV01_MEMORY_EXTENDED_USER = 0x00000042
+NV01_MEMORY_VIRTUAL = 0x000050A0
+NV_MEMORY_FABRIC = 0x000000F8
+NV_MEMORY_MULTICAST_FABRIC = 0x000000FD
+KEPLER_CHANNEL_GROUP_A = 0x0000A06C
+KEPLER_CHANNEL_GPFIFO_A = 0x0000A06F
+KEPLER_CHANNEL_GPFIFO_B = 0x0000A16F
+MAXWELL_CHANNEL_GPFIFO_A = 0x0000B06F
+PASCAL_CHANNEL_GPFIFO_A = 0x0000C06F
+VOLTA_CHANNEL_GPFIFO_A = 0x0000C36F
+TURING_CHANNEL_GPFIFO_A = 0x0000C46F
+AMPERE_CHANNEL_GPFIFO_A = 0x0000C56F
+HOPPER_CHANNEL_GPFIFO_A = 0x0000C86F
+BLACKWELL_CHANNEL_GPFIFO_A = 0x0000C96F
+BLACKWELL_CHANNEL_GPFIFO_B = 0x0000CA6F
+VOLTA_USERMODE_A = 0x0000C361
+TURING_USERMODE_A = 0x0000C461
+AMPERE_USERMODE_A = 0x0000C561
+HOPPER_USERMODE_A = 0x0000C661
+BLACKWELL_USERMODE_A = 0x0000C761
+
+NVC361_USERMODE_REGION_SIZE = 0x10000
+NVC361_TIME_0 = 0x80
+NVC361_TIME_1 = 0x84
+NVC361_NOTIFY_CHANNEL_PENDING = 0x90
+
+# --------------------------------------------------------- controls
+NV0041_CTRL_CMD_GET_SURFACE_INFO = 0x00410110
+NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO = 2
+NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI = 3
+
+NV2080_CTRL_CMD_FB_GET_INFO = 0x20801301
+NV2080_CTRL_CMD_FB_GET_INFO_V2 = 0x20801303
+NV2080_CTRL_CMD_FB_GET_UGPU_MEMORY_INFO = 0x20801362
+NV2080_CTRL_CMD_GPU_GET_PIDS = 0x2080018D
+NV2080_CTRL_CMD_GPU_GET_PID_INFO = 0x2080018E
+NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS = 0x2080110B
+NV2080_CTRL_CMD_GPU_GET_NAME_STRING = 0x20800110
+NV2080_GPU_MAX_NAME_STRING_LENGTH = 0x40
+NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII = 0
+NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_UNICODE = 1
+
+NV2080_CTRL_FB_INFO_INDEX_BAR1_SIZE = 0x05
+NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE = 0x07
+NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE = 0x08
+NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE = 0x09
+NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE = 0x0A
+NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB = 0x12
+NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE = 0x16
+NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE = 0x20
+NV2080_CTRL_FB_INFO_MAX_LIST_SIZE = 128
+
+NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT = 950
+NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS = 0
+NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_VGPU_GUEST = 1
+NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES = 200
+NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE = 0
+
+NVA06C_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06C0101
+NVA06C_CTRL_CMD_SET_TIMESLICE = 0xA06C0103
+NVA06C_CTRL_CMD_GET_TIMESLICE = 0xA06C0104
+NVA06C_CTRL_CMD_PREEMPT = 0xA06C0105
+NVA06C_CTRL_CMD_GET_INFO = 0xA06C0106
+NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL = 0xA06C0107
+NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL = 0xA06C0108
+NVA06C_CTRL_CMD_MAKE_REALTIME = 0xA06C0110
+NVA06F_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06F0103
+NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN = 0xC36F0108
+
+NVA06C_CTRL_INTERLEAVE_LEVEL_LOW = 0
+NVA06C_CTRL_INTERLEAVE_LEVEL_MEDIUM = 1
+NVA06C_CTRL_INTERLEAVE_LEVEL_HIGH = 2
+
+RM_GSS_LEGACY_MASK = 0x00008000
+RM_CTRL_PRIVILEGED_MASK = 0x0000C000
+NVOS54_FLAGS_FINN_SERIALIZED = 0x00000004
+NVOS64_FLAGS_FINN_SERIALIZED = 0x00000001
+
+
+def NVXXXX_CTRL_CMD_CLASS(cmd: int) -> int:
+    return (cmd >> 16) & 0xFFFF
+
+
+def NVXXXX_CTRL_CMD_CATEGORY(cmd: int) -> int:
+    return (cmd >> 8) & 0xFF
+
+
+NVOS32_FUNCTION_ALLOC_SIZE = 2
+NVOS32_FUNCTION_FREE = 3
+NVOS32_FUNCTION_INFO = 5
+NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT = 6
+NVOS32_FUNCTION_ALLOC_SIZE_RANGE = 14
+NVOS32_ALLOC_FLAGS_VIRTUAL = 0x00080000
+NVOS32_ATTR_LOCATION_SHIFT = 25
+NVOS32_ATTR_LOCATION_MASK = 0x3
+NVOS32_ATTR_LOCATION_VIDMEM = 0
+NVOS32_ATTR_LOCATION_PCI = 1
+NVOS32_ATTR_LOCATION_ANY = 2
+# NVOS02 flags: ALLOC bits 17:16 (NONE = 1), MAPPING bits 31:30 (NO_MAP = 1);
+# RM_ALLOC_MEMORY of system memory makes an mmap context unless either says no.
+NVOS02_FLAGS_ALLOC_SHIFT = 16
+NVOS02_FLAGS_ALLOC_MASK = 0x3
+NVOS02_FLAGS_ALLOC_NONE = 1
+NVOS02_FLAGS_MAPPING_SHIFT = 30
+NVOS02_FLAGS_MAPPING_MASK = 0x3
+NVOS02_FLAGS_MAPPING_NO_MAP = 1
+
+NV_RM_API_VERSION_STRING_LENGTH = 64
+NV_RM_API_VERSION_CMD_STRICT = 0
+NV_RM_API_VERSION_CMD_RELAXED = ord("1")
+NV_RM_API_VERSION_CMD_QUERY = ord("2")
+NV_RM_API_VERSION_REPLY_UNRECOGNIZED = 0
+NV_RM_API_VERSION_REPLY_RECOGNIZED = 1
+
+# ------------------------------------------------------------ UVM
+UVM_INITIALIZE = 0x30000001
+UVM_DEINITIALIZE = 0x30000002
+UVM_REGISTER_GPU_VASPACE = 25
+UVM_REGISTER_CHANNEL = 27
+UVM_MAP_EXTERNAL_ALLOCATION = 33
+UVM_FREE = 34
+UVM_REGISTER_GPU = 37
+UVM_MIGRATE = 51
+UVM_ALLOC_SEMAPHORE_POOL = 68
+UVM_MM_INITIALIZE = 75
+UVM_MAX_GPUS = 256
+
+# ------------------------------------------------ kernel RM entry point
+NV01_FREE = 0x00000000
+NV01_ALLOC_MEMORY = 0x00000002
+NV04_ALLOC = 0x00000015
+NV04_VID_HEAP_CONTROL = 0x00000020
+NV04_MAP_MEMORY = 0x00000021
+NV04_UNMAP_MEMORY = 0x00000022
+NV04_CONTROL = 0x00000036
+NV04_DUP_OBJECT = 0x00000037
+
+NV_DMABUF_EXPORT_MAX_HANDLES = 128
+NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES = 64
+NVIDIA_MAX_GPUS = 32
+
+# ================================================================ layouts
+
+
+class nv_ioctl_xfer_t(NvStruct):
+    _fields_ = [
+        ("cmd", NvU32),
+        ("size", NvU32),
+        ("ptr", NvP64),
+    ]
+
+
+class nv_pci_info_t(NvStruct):
+    _fields_ = [
+        ("domain", NvU32),
+        ("bus", NvU8),
+        ("slot", NvU8),
+        ("function", NvU8),
+        ("_pad0", NvU8),
+        ("vendor_id", NvU16),
+        ("device_id", NvU16),
+    ]
+
+
+class nv_ioctl_card_info_t(NvStruct):
+    _fields_ = [
+        ("valid", NvBool),
+        ("pci_info", nv_pci_info_t),
+        ("gpu_id", NvU32),
+        ("interrupt_line", NvU16),
+        ("reg_address", NvU64),
+        ("reg_size", NvU64),
+        ("fb_address", NvU64),
+        ("fb_size", NvU64),
+        ("minor_number", NvU32),
+        ("dev_name", NvU8 * 10),
+    ]
+
+
+class nv_ioctl_alloc_os_event_t(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("fd", NvU32),
+        ("Status", NvU32),
+    ]
+
+
+class nv_ioctl_free_os_event_t(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("fd", NvU32),
+        ("Status", NvU32),
+    ]
+
+
+class nv_ioctl_rm_api_version_t(NvStruct):
+    _fields_ = [
+        ("cmd", NvU32),
+        ("reply", NvU32),
+        ("versionString", c_char * NV_RM_API_VERSION_STRING_LENGTH),
+    ]
+
+
+class nv_ioctl_register_fd_t(NvStruct):
+    _fields_ = [("ctl_fd", c_int)]
+
+
+class nv_ioctl_sys_params_t(NvStruct):
+    _fields_ = [("memblock_size", NvU64)]
+
+
+class nv_ioctl_wait_open_complete_t(NvStruct):
+    _fields_ = [("rc", c_int), ("adapterStatus", NvU32)]
+
+
+class nv_ioctl_status_code_t(NvStruct):
+    _fields_ = [
+        ("domain", NvU32),
+        ("bus", NvU8),
+        ("slot", NvU8),
+        ("status", NvU32),
+    ]
+
+
+class nv_ioctl_export_to_dma_buf_fd_t(NvStruct):
+    _fields_ = [
+        ("fd", c_int),
+        ("hClient", NvHandle),
+        ("totalObjects", NvU32),
+        ("numObjects", NvU32),
+        ("index", NvU32),
+        ("totalSize", NvU64),
+        ("mappingType", NvU8),
+        ("bAllowMmap", NvBool),
+        ("handles", NvHandle * NV_DMABUF_EXPORT_MAX_HANDLES),
+        ("offsets", NvU64 * NV_DMABUF_EXPORT_MAX_HANDLES),
+        ("sizes", NvU64 * NV_DMABUF_EXPORT_MAX_HANDLES),
+        ("status", NvU32),
+    ]
+
+
+class NVOS00_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hRoot", NvHandle),
+        ("hObjectParent", NvHandle),
+        ("hObjectOld", NvHandle),
+        ("status", NvV32),
+    ]
+
+
+class NVOS02_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hRoot", NvHandle),
+        ("hObjectParent", NvHandle),
+        ("hObjectNew", NvHandle),
+        ("hClass", NvV32),
+        ("flags", NvV32),
+        ("pMemory", NvP64),
+        ("limit", NvU64),
+        ("status", NvV32),
+    ]
+
+
+class nv_ioctl_nvos02_parameters_with_fd(NvStruct):
+    _fields_ = [
+        ("params", NVOS02_PARAMETERS),
+        ("fd", c_int),
+    ]
+
+
+class NVOS05_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hRoot", NvHandle),
+        ("hObjectParent", NvHandle),
+        ("hObjectNew", NvHandle),
+        ("hClass", NvV32),
+        ("status", NvV32),
+    ]
+
+
+class NVOS21_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hRoot", NvHandle),
+        ("hObjectParent", NvHandle),
+        ("hObjectNew", NvHandle),
+        ("hClass", NvV32),
+        ("pAllocParms", NvP64),
+        ("paramsSize", NvU32),
+        ("status", NvV32),
+    ]
+
+
+class NVOS64_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hRoot", NvHandle),
+        ("hObjectParent", NvHandle),
+        ("hObjectNew", NvHandle),
+        ("hClass", NvV32),
+        ("pAllocParms", NvP64),
+        ("pRightsRequested", NvP64),
+        ("paramsSize", NvU32),
+        ("flags", NvU32),
+        ("status", NvV32),
+    ]
+
+
+class NVOS32_ALLOC_SIZE(NvStruct):
+    _fields_ = [
+        ("owner", NvU32),
+        ("hMemory", NvHandle),
+        ("type", NvU32),
+        ("flags", NvU32),
+        ("attr", NvU32),
+        ("format", NvU32),
+        ("comprCovg", NvU32),
+        ("zcullCovg", NvU32),
+        ("partitionStride", NvU32),
+        ("_pad0", NvU32),
+        ("width", NvU32),
+        ("height", NvU32),
+        ("size", NvU64),
+        ("alignment", NvU64),
+        ("offset", NvU64),
+        ("limit", NvU64),
+        ("address", NvP64),
+        ("rangeBegin", NvU64),
+        ("rangeEnd", NvU64),
+        ("attr2", NvU32),
+        ("ctagOffset", NvU32),
+        ("numaNode", NvS32),
+    ]
+
+
+class NVOS32_ALLOC_TILED_PITCH_HEIGHT(NvStruct):
+    _fields_ = [
+        ("owner", NvU32),
+        ("hMemory", NvHandle),
+        ("type", NvU32),
+        ("flags", NvU32),
+        ("height", NvU32),
+        ("pitch", NvS32),
+        ("attr", NvU32),
+        ("width", NvU32),
+        ("format", NvU32),
+        ("comprCovg", NvU32),
+        ("zcullCovg", NvU32),
+        ("partitionStride", NvU32),
+        ("size", NvU64),
+    ]
+
+
+class NVOS32_ALLOC_SIZE_RANGE(NvStruct):
+    _fields_ = [
+        ("owner", NvU32),
+        ("hMemory", NvHandle),
+        ("type", NvU32),
+        ("flags", NvU32),
+        ("attr", NvU32),
+        ("format", NvU32),
+        ("comprCovg", NvU32),
+        ("zcullCovg", NvU32),
+        ("partitionStride", NvU32),
+        ("_pad0", NvU32),
+        ("size", NvU64),
+        ("alignment", NvU64),
+        ("offset", NvU64),
+        ("limit", NvU64),
+        ("rangeBegin", NvU64),
+        ("rangeEnd", NvU64),
+    ]
+
+
+class NVOS32_FREE(NvStruct):
+    _fields_ = [
+        ("owner", NvU32),
+        ("hMemory", NvHandle),
+        ("flags", NvU32),
+    ]
+
+
+class _NVOS32_DATA(NvUnion):
+    """The anonymous 144-byte union NVOS32_PARAMETERS.data."""
+    _fields_ = [
+        ("AllocSize", NVOS32_ALLOC_SIZE),
+        ("AllocTiledPitchHeight", NVOS32_ALLOC_TILED_PITCH_HEIGHT),
+        ("AllocSizeRange", NVOS32_ALLOC_SIZE_RANGE),
+        ("Free", NVOS32_FREE),
+        ("_raw", NvU8 * 144),
+    ]
+
+
+class NVOS32_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hRoot", NvHandle),
+        ("hObjectParent", NvHandle),
+        ("function", NvU32),
+        ("hVASpace", NvHandle),
+        ("ivcHeapNumber", NvS16),
+        ("status", NvV32),
+        ("total", NvU64),
+        ("free", NvU64),
+        ("data", _NVOS32_DATA),
+    ]
+
+
+class NVOS33_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("hMemory", NvHandle),
+        ("offset", NvU64),
+        ("length", NvU64),
+        ("pLinearAddress", NvP64),
+        ("status", NvU32),
+        ("flags", NvU32),
+    ]
+
+
+class nv_ioctl_nvos33_parameters_with_fd(NvStruct):
+    _fields_ = [
+        ("params", NVOS33_PARAMETERS),
+        ("fd", c_int),
+    ]
+
+
+class NVOS34_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("hMemory", NvHandle),
+        ("pLinearAddress", NvP64),
+        ("status", NvU32),
+        ("flags", NvU32),
+    ]
+
+
+class NVOS46_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("hDma", NvHandle),
+        ("hMemory", NvHandle),
+        ("offset", NvU64),
+        ("length", NvU64),
+        ("flags", NvV32),
+        ("flags2", NvV32),
+        ("kindOverride", NvU32),
+        ("_pad0", NvU32),
+        ("dmaOffset", NvU64),
+        ("status", NvV32),
+    ]
+
+
+class NVOS47_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("hDma", NvHandle),
+        ("hMemory", NvHandle),
+        ("flags", NvV32),
+        ("dmaOffset", NvU64),
+        ("size", NvU64),
+        ("status", NvV32),
+    ]
+
+
+class NVOS54_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hObject", NvHandle),
+        ("cmd", NvV32),
+        ("flags", NvU32),
+        ("params", NvP64),
+        ("paramsSize", NvU32),
+        ("status", NvV32),
+    ]
+
+
+class NVOS55_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hParent", NvHandle),
+        ("hObject", NvHandle),
+        ("hClientSrc", NvHandle),
+        ("hObjectSrc", NvHandle),
+        ("flags", NvU32),
+        ("status", NvU32),
+    ]
+
+
+class NVOS56_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("hMemory", NvHandle),
+        ("pOldCpuAddress", NvP64),
+        ("pNewCpuAddress", NvP64),
+        ("status", NvV32),
+    ]
+
+
+class NVOS57_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hObject", NvHandle),
+        ("sharePolicy", NvU32 * 3),
+        ("status", NvU32),
+    ]
+
+
+class NVOS30_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("hDevice", NvHandle),
+        ("hChannel", NvHandle),
+        ("numChannels", NvV32),
+        ("phClients", NvP64),
+        ("phDevices", NvP64),
+        ("phChannels", NvP64),
+        ("flags", NvV32),
+        ("timeout", NvV32),
+        ("status", NvV32),
+    ]
+
+
+class NVOS39_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hObjectParent", NvHandle),
+        ("hSubDevice", NvHandle),
+        ("hObjectNew", NvHandle),
+        ("hClass", NvV32),
+        ("flags", NvV32),
+        ("selector", NvU32),
+        ("hMemory", NvHandle),
+        ("offset", NvU64),
+        ("limit", NvU64),
+        ("status", NvV32),
+    ]
+
+
+class NV_MEMORY_ALLOCATION_PARAMS(NvStruct):
+    _fields_ = [
+        ("owner", NvU32),
+        ("type", NvU32),
+        ("flags", NvU32),
+        ("width", NvU32),
+        ("height", NvU32),
+        ("pitch", NvS32),
+        ("attr", NvU32),
+        ("attr2", NvU32),
+        ("format", NvU32),
+        ("comprCovg", NvU32),
+        ("zcullCovg", NvU32),
+        ("_pad0", NvU32),
+        ("rangeLo", NvU64),
+        ("rangeHi", NvU64),
+        ("size", NvU64),
+        ("alignment", NvU64),
+        ("offset", NvU64),
+        ("limit", NvU64),
+        ("address", NvP64),
+        ("ctagOffset", NvU32),
+        ("hVASpace", NvHandle),
+        ("internalflags", NvU32),
+        ("tag", NvU32),
+        ("numaNode", NvS32),
+        ("_pad1", NvU32),
+    ]
+
+
+class NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(NvStruct):
+    _fields_ = [
+        ("offset", NvU64),
+        ("limit", NvU64),
+        ("hVASpace", NvHandle),
+        ("_pad0", NvU32),
+    ]
+
+
+class NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("hObjectError", NvHandle),
+        ("hObjectEccError", NvHandle),
+        ("hVASpace", NvHandle),
+        ("engineType", NvU32),
+        ("bIsCallingContextVgpuPlugin", NvBool),
+    ]
+
+
+class NV_CHANNEL_ALLOC_PARAMS(NvStruct):
+    """595 layout; only the fields vgpu reads are named, the rest is opaque."""
+    _fields_ = [
+        ("hObjectError", NvHandle),
+        ("hObjectBuffer", NvHandle),
+        ("gpFifoOffset", NvU64),
+        ("gpFifoEntries", NvU32),
+        ("flags", NvU32),
+        ("hContextShare", NvHandle),
+        ("hVASpace", NvHandle),
+        ("_opaque0", NvU8 * 96),
+        ("engineType", NvU32),
+        ("_opaque1", NvU8 * 236),
+    ]
+
+
+class NV0080_ALLOC_PARAMETERS(NvStruct):
+    _fields_ = [
+        ("deviceId", NvU32),
+        ("hClientShare", NvHandle),
+        ("hTargetClient", NvHandle),
+        ("hTargetDevice", NvHandle),
+        ("flags", NvV32),
+        ("_pad0", NvU32),
+        ("vaSpaceSize", NvU64),
+        ("vaStartInternal", NvU64),
+        ("vaLimitInternal", NvU64),
+        ("vaMode", NvV32),
+        ("_pad1", NvU32),
+    ]
+
+
+class NV2080_ALLOC_PARAMETERS(NvStruct):
+    _fields_ = [("subDeviceId", NvU32)]
+
+
+class NV2080_CTRL_FB_INFO(NvStruct):
+    _fields_ = [("index", NvU32), ("data", NvU32)]
+
+
+NV0041_CTRL_SURFACE_INFO = NV2080_CTRL_FB_INFO
+
+
+class NV2080_CTRL_FB_GET_INFO_PARAMS(NvStruct):
+    _fields_ = [
+        ("fbInfoListSize", NvU32),
+        ("fbInfoList", NvP64),
+    ]
+
+
+class NV2080_CTRL_FB_GET_INFO_V2_PARAMS(NvStruct):
+    _fields_ = [
+        ("fbInfoListSize", NvU32),
+        ("fbInfoList", NV2080_CTRL_FB_INFO * NV2080_CTRL_FB_INFO_MAX_LIST_SIZE),
+    ]
+
+
+class NV0041_CTRL_GET_SURFACE_INFO_PARAMS(NvStruct):
+    _fields_ = [
+        ("surfaceInfoListSize", NvU32),
+        ("surfaceInfoList", NvP64),
+    ]
+
+
+class NV2080_CTRL_GPU_GET_PIDS_PARAMS(NvStruct):
+    _fields_ = [
+        ("idType", NvU32),
+        ("id", NvU32),
+        ("pidTblCount", NvU32),
+        ("pidTbl", NvU32 * NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT),
+    ]
+
+
+class _NV2080_GPU_NAME_STRING(NvUnion):
+    _fields_ = [
+        ("ascii", NvU8 * NV2080_GPU_MAX_NAME_STRING_LENGTH),
+        ("unicode", NvU16 * NV2080_GPU_MAX_NAME_STRING_LENGTH),
+    ]
+
+
+class NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS(NvStruct):
+    _fields_ = [
+        ("gpuNameStringFlags", NvU32),
+        ("gpuNameString", _NV2080_GPU_NAME_STRING),
+    ]
+
+
+class NV2080_CTRL_GPU_PID_INFO_VIDEO_MEMORY_USAGE_DATA(NvStruct):
+    _fields_ = [
+        ("memPrivate", NvU64),
+        ("memSharedOwned", NvU64),
+        ("memSharedDuped", NvU64),
+        ("protectedMemPrivate", NvU64),
+        ("protectedMemSharedOwned", NvU64),
+        ("protectedMemSharedDuped", NvU64),
+    ]
+
+
+class NV2080_CTRL_GPU_PID_INFO(NvStruct):
+    _fields_ = [
+        ("pid", NvU32),
+        ("index", NvU32),
+        ("result", NvU32),
+        ("_pad0", NvU32),
+        ("data", NV2080_CTRL_GPU_PID_INFO_VIDEO_MEMORY_USAGE_DATA),
+        ("smcSubscription", NvU32 * 2),
+    ]
+
+
+class NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(NvStruct):
+    _fields_ = [
+        ("pidInfoListCount", NvU32),
+        ("_pad0", NvU32),
+        ("pidInfoList", NV2080_CTRL_GPU_PID_INFO * NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES),
+    ]
+
+
+class NVA06C_CTRL_TIMESLICE_PARAMS(NvStruct):
+    _fields_ = [("timesliceUs", NvU64)]
+
+
+class NVA06C_CTRL_PREEMPT_PARAMS(NvStruct):
+    _fields_ = [
+        ("bWait", NvBool),
+        ("bManualTimeout", NvBool),
+        ("_pad0", NvU8 * 2),
+        ("timeoutUs", NvU32),
+    ]
+
+
+class NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(NvStruct):
+    _fields_ = [
+        ("bEnable", NvBool),
+        ("bSkipSubmit", NvBool),
+        ("bSkipEnable", NvBool),
+    ]
+
+
+NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS = NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS
+
+
+class NVA06C_CTRL_INTERLEAVE_LEVEL_PARAMS(NvStruct):
+    _fields_ = [("tsgInterleaveLevel", NvU32)]
+
+
+class NVA06C_CTRL_GET_INFO_PARAMS(NvStruct):
+    _fields_ = [("tsgID", NvU32)]
+
+
+class NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS(NvStruct):
+    _fields_ = [("workSubmitToken", NvU32)]
+
+
+class NV2080_CTRL_FIFO_DISABLE_CHANNELS_PARAMS(NvStruct):
+    _fields_ = [
+        ("bDisable", NvBool),
+        ("_pad0", NvU8 * 3),
+        ("numChannels", NvU32),
+        ("bOnlyDisableScheduling", NvBool),
+        ("bRewindGpPut", NvBool),
+        ("_pad1", NvU8 * 6),
+        ("pRunlistPreemptEvent", NvP64),
+        ("hClientList", NvHandle * NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES),
+        ("hChannelList", NvHandle * NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES),
+    ]
+
+
+# UVM
+class UVM_INITIALIZE_PARAMS(NvStruct):
+    _fields_ = [("flags", NvU64), ("rmStatus", NV_STATUS)]
+
+
+class UVM_REGISTER_GPU_PARAMS(NvStruct):
+    _fields_ = [
+        ("gpu_uuid", NvU8 * 16),
+        ("numaEnabled", NvBool),
+        ("_pad0", NvU8 * 3),
+        ("numaNodeId", NvS32),
+        ("rmCtrlFd", c_int),
+        ("hClient", NvHandle),
+        ("hSmcPartRef", NvHandle),
+        ("rmStatus", NV_STATUS),
+    ]
+
+
+class UVM_REGISTER_GPU_VASPACE_PARAMS(NvStruct):
+    _fields_ = [
+        ("gpuUuid", NvU8 * 16),
+        ("rmCtrlFd", c_int),
+        ("_pad0", NvU32),
+        ("hVaSpace", NvHandle),
+        ("rmStatus", NV_STATUS),
+    ]
+
+
+class UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(NvStruct):
+    _fields_ = [
+        ("base", NvU64),
+        ("length", NvU64),
+        ("offset", NvU64),
+        ("perGpuAttributes", NvU8 * 9216),
+        ("gpuAttributesCount", NvU64),
+        ("rmCtrlFd", c_int),
+        ("hClient", NvHandle),
+        ("hMemory", NvHandle),
+        ("rmStatus", NV_STATUS),
+    ]
+
+
+class UVM_FREE_PARAMS(NvStruct):
+    _fields_ = [("base", NvU64), ("rmStatus", NV_STATUS), ("_pad0", NvU32)]
+
+
+class UVM_MIGRATE_PARAMS(NvStruct):
+    _fields_ = [
+        ("base", NvU64),
+        ("length", NvU64),
+        ("destinationUuid", NvU8 * 16),
+        ("flags", NvU32),
+        ("_pad0", NvU32),
+        ("semaphoreAddress", NvU64),
+        ("semaphorePayload", NvU32),
+        ("cpuNumaNode", NvU32),
+        ("userSpaceStart", NvU64),
+        ("userSpaceLength", NvU64),
+        ("rmStatus", NV_STATUS),
+        ("_pad1", NvU32),
+    ]
+
+
+class UVM_MM_INITIALIZE_PARAMS(NvStruct):
+    _fields_ = [("uvmFd", c_int), ("rmStatus", NV_STATUS)]
+
+
+# ----------------------------------------- the exported kernel RM API
+class _nvidia_kernel_rmapi_params(NvUnion):
+    _fields_ = [
+        ("free", NVOS00_PARAMETERS),
+        ("allocMemory64", NVOS02_PARAMETERS),
+        ("alloc", NVOS64_PARAMETERS),
+        ("pVidHeapControl", c_void_p),
+        ("mapMemory", NVOS33_PARAMETERS),
+        ("unmapMemory", NVOS34_PARAMETERS),
+        ("allocContextDma2", NVOS39_PARAMETERS),
+        ("mapMemoryDma", NVOS46_PARAMETERS),
+        ("unmapMemoryDma", NVOS47_PARAMETERS),
+        ("control", NVOS54_PARAMETERS),
+        ("dupObject", NVOS55_PARAMETERS),
+        ("share", NVOS57_PARAMETERS),
+    ]
+
+
+class nvidia_kernel_rmapi_ops_t(NvStruct):
+    """Kernel-only (nvidia_get_rm_ops().op); mirrored for layout checks."""
+    _fields_ = [("op", NvU32), ("params", _nvidia_kernel_rmapi_params)]
+
+
+# ============================================================ derived data
+
+#: Upper-case integers defined here that nvabi.h does not have.
+PYTHON_ONLY_CONSTANTS = frozenset({"NV_IOC_SIZE_MAX"})
+
+#: _IOC_SIZE is 14 bits: larger parameter blocks must travel through XFER.
+NV_IOC_SIZE_MAX = (1 << 14) - 1
+
+#: Escape nr -> (name, params type, device) where device is "ctl", "gpu" or
+#: "any".  RM_ALLOC accepts two sizes (NVOS21 and NVOS64); CARD_INFO and
+#: ATTACH_GPUS_TO_FD accept any non-zero multiple of their element size.
+ESCAPES = {
+    NV_ESC_CARD_INFO: ("CARD_INFO", nv_ioctl_card_info_t, "ctl"),
+    NV_ESC_REGISTER_FD: ("REGISTER_FD", nv_ioctl_register_fd_t, "any"),
+    NV_ESC_ALLOC_OS_EVENT: ("ALLOC_OS_EVENT", nv_ioctl_alloc_os_event_t, "any"),
+    NV_ESC_FREE_OS_EVENT: ("FREE_OS_EVENT", nv_ioctl_free_os_event_t, "any"),
+    NV_ESC_STATUS_CODE: ("STATUS_CODE", nv_ioctl_status_code_t, "ctl"),
+    NV_ESC_CHECK_VERSION_STR: ("CHECK_VERSION_STR", nv_ioctl_rm_api_version_t, "ctl"),
+    NV_ESC_IOCTL_XFER_CMD: ("IOCTL_XFER_CMD", nv_ioctl_xfer_t, "any"),
+    NV_ESC_ATTACH_GPUS_TO_FD: ("ATTACH_GPUS_TO_FD", NvU32, "ctl"),
+    NV_ESC_SYS_PARAMS: ("SYS_PARAMS", nv_ioctl_sys_params_t, "ctl"),
+    NV_ESC_EXPORT_TO_DMABUF_FD: ("EXPORT_TO_DMABUF_FD", nv_ioctl_export_to_dma_buf_fd_t, "gpu"),
+    NV_ESC_WAIT_OPEN_COMPLETE: ("WAIT_OPEN_COMPLETE", nv_ioctl_wait_open_complete_t, "any"),
+    NV_ESC_RM_ALLOC_MEMORY: ("RM_ALLOC_MEMORY", nv_ioctl_nvos02_parameters_with_fd, "gpu"),
+    NV_ESC_RM_ALLOC_OBJECT: ("RM_ALLOC_OBJECT", NVOS05_PARAMETERS, "ctl"),
+    NV_ESC_RM_FREE: ("RM_FREE", NVOS00_PARAMETERS, "ctl"),
+    NV_ESC_RM_CONTROL: ("RM_CONTROL", NVOS54_PARAMETERS, "ctl"),
+    NV_ESC_RM_ALLOC: ("RM_ALLOC", NVOS64_PARAMETERS, "ctl"),
+    NV_ESC_RM_DUP_OBJECT: ("RM_DUP_OBJECT", NVOS55_PARAMETERS, "ctl"),
+    NV_ESC_RM_SHARE: ("RM_SHARE", NVOS57_PARAMETERS, "ctl"),
+    NV_ESC_RM_IDLE_CHANNELS: ("RM_IDLE_CHANNELS", NVOS30_PARAMETERS, "ctl"),
+    NV_ESC_RM_VID_HEAP_CONTROL: ("RM_VID_HEAP_CONTROL", NVOS32_PARAMETERS, "ctl"),
+    NV_ESC_RM_MAP_MEMORY: ("RM_MAP_MEMORY", nv_ioctl_nvos33_parameters_with_fd, "ctl"),
+    NV_ESC_RM_UNMAP_MEMORY: ("RM_UNMAP_MEMORY", NVOS34_PARAMETERS, "ctl"),
+    NV_ESC_RM_ALLOC_CONTEXT_DMA2: ("RM_ALLOC_CONTEXT_DMA2", NVOS39_PARAMETERS, "ctl"),
+    NV_ESC_RM_MAP_MEMORY_DMA: ("RM_MAP_MEMORY_DMA", NVOS46_PARAMETERS, "ctl"),
+    NV_ESC_RM_UNMAP_MEMORY_DMA: ("RM_UNMAP_MEMORY_DMA", NVOS47_PARAMETERS, "ctl"),
+    NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO: ("RM_UPDATE_DEVICE_MAPPING_INFO", NVOS56_PARAMETERS, "ctl"),
+}
+
+#: UVM command -> parameter structure (the size is implied by the command).
+UVM_PARAMS = {
+    UVM_INITIALIZE: UVM_INITIALIZE_PARAMS,
+    UVM_REGISTER_GPU: UVM_REGISTER_GPU_PARAMS,
+    UVM_REGISTER_GPU_VASPACE: UVM_REGISTER_GPU_VASPACE_PARAMS,
+    UVM_MAP_EXTERNAL_ALLOCATION: UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
+    UVM_FREE: UVM_FREE_PARAMS,
+    UVM_MIGRATE: UVM_MIGRATE_PARAMS,
+    UVM_MM_INITIALIZE: UVM_MM_INITIALIZE_PARAMS,
+}
+
+
+def escape_size(nr: int) -> int:
+    """The exact params size the driver expects for escape nr (NVOS64 for RM_ALLOC)."""
+    return ctypes.sizeof(ESCAPES[nr][1])
+
+
+#: NV status value -> its name (NV_OK, NV_ERR_NO_MEMORY, ...).
+NV_STATUS_NAMES = {
+    v: k for k, v in sorted(globals().items())
+    if (k == "NV_OK" or k.startswith("NV_ERR_")) and isinstance(v, int)
+}
+
+
+def status_name(status: int) -> str:
+    return NV_STATUS_NAMES.get(status, f"NV_STATUS_{status:#x}")
+
+
+# ------------------------------------------------------------ ioctl numbers
+_IOC_NRBITS = 8
+_IOC_TYPEBITS = 8
+_IOC_SIZEBITS = 14
+_IOC_NRSHIFT = 0
+_IOC_TYPESHIFT = _IOC_NRSHIFT + _IOC_NRBITS
+_IOC_SIZESHIFT = _IOC_TYPESHIFT + _IOC_TYPEBITS
+_IOC_DIRSHIFT = _IOC_SIZESHIFT + _IOC_SIZEBITS
+_IOC_NONE = 0
+_IOC_WRITE = 1
+_IOC_READ = 2
+
+
+def _IOC(direction: int, type_: int, nr: int, size: int) -> int:
+    if not 0 <= nr < (1 << _IOC_NRBITS):
+        raise ValueError(f"ioctl nr {nr} out of range")
+    if not 0 <= size < (1 << _IOC_SIZEBITS):
+        raise ValueError(f"ioctl size {size} does not fit _IOC_SIZE (max {NV_IOC_SIZE_MAX}); use XFER")
+    return ((direction << _IOC_DIRSHIFT) | (type_ << _IOC_TYPESHIFT)
+            | (nr << _IOC_NRSHIFT) | (size << _IOC_SIZESHIFT))
+
+
+def _IOWR(type_: int, nr: int, size: int) -> int:
+    return _IOC(_IOC_READ | _IOC_WRITE, type_, nr, size)
+
+
+def nv_ioctl(nr: int, size: int, type_: int = NV_IOCTL_MAGIC) -> int:
+    """The ioctl command for NVIDIA escape nr with a params block of size bytes:
+    _IOWR('F', nr, size).  The driver reads only _IOC_NR and _IOC_SIZE."""
+    return _IOWR(type_, nr, size)
+
+
+def ioc_nr(cmd: int) -> int:
+    return (cmd >> _IOC_NRSHIFT) & ((1 << _IOC_NRBITS) - 1)
+
+
+def ioc_size(cmd: int) -> int:
+    return (cmd >> _IOC_SIZESHIFT) & ((1 << _IOC_SIZEBITS) - 1)
+
+
+def ioc_type(cmd: int) -> int:
+    return (cmd >> _IOC_TYPESHIFT) & ((1 << _IOC_TYPEBITS) - 1)
+
+
+def nvos32_attr_location(attr: int) -> int:
+    return (attr >> NVOS32_ATTR_LOCATION_SHIFT) & NVOS32_ATTR_LOCATION_MASK
+
+
+# ------------------------------------------------------------ registries
+def abi_structs() -> dict[str, type]:
+    """Every public ABI structure by its C name (typedef aliases included)."""
+    out = {}
+    for name, obj in globals().items():
+        if name.startswith("_") or not isinstance(obj, type):
+            continue
+        if issubclass(obj, (ctypes.Structure, ctypes.Union)) and obj not in (NvStruct, NvUnion):
+            out[name] = obj
+    return out
+
+
+def abi_constants() -> dict[str, int]:
+    """Every public integer constant that mirrors a #define in nvabi.h."""
+    return {
+        name: val for name, val in globals().items()
+        if name.isupper() and not name.startswith("_") and type(val) is int
+        and name not in PYTHON_ONLY_CONSTANTS
+    }
