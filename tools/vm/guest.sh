@@ -55,6 +55,17 @@ if [ "$VGPU_CHECK_LEAKS" = 1 ] && [ -r "$state" ]; then
 	if [ -z "$leaked" ]; then check nvsim-leaks 1 ""; else check nvsim-leaks 0 "live after the run: $leaked"; fi
 fi
 
+vstate=/sys/kernel/debug/vgpu/state
+if [ "$VGPU_CHECK_LEAKS" = 1 ] && [ -r "$vstate" ]; then
+	leaked=""
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		leaked=$(awk '($1=="files"||$1=="objects"||$1=="charges") && $2!=0 {print}' "$vstate")
+		[ -z "$leaked" ] && break
+		sleep 0.5
+	done
+	if [ -z "$leaked" ]; then check vgpu-leaks 1 ""; else check vgpu-leaks 0 "live after the run: $leaked"; fi
+fi
+
 for m in $loaded; do
 	if rmmod "$m"; then check "unload-$m" 1 ""; else check "unload-$m" 0 "rmmod $m failed"; fi
 done
