@@ -31,6 +31,16 @@ mount -t cgroup2 cgroup2 $R/sys/fs/cgroup 2>/dev/null
 for d in tmp run var/tmp var/log; do
 	mount -t tmpfs -o mode=1777 tmpfs "$R/$d" || die "cannot mount tmpfs on /$d"
 done
+# The repository gets a share of its own, mounted at its host path: a
+# checkout under /tmp (or another tmpfs above) would be hidden otherwise.
+REPO=""
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in vgpu_repo=*) REPO="${arg#vgpu_repo=}" ;; esac
+done
+[ -n "$REPO" ] || die "no vgpu_repo= on the kernel command line"
+mkdir -p "$R$REPO" 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 repo "$R$REPO" ||
+	die "cannot mount the repository at $REPO"
 mkdir -p $R/tmp/vmout
 mount -t 9p -o trans=virtio,version=9p2000.L,rw vmout $R/tmp/vmout ||
 	die "cannot mount the result share"

@@ -158,14 +158,14 @@ def qemu_cmd(args: argparse.Namespace, kver: str, initrd: Path, outdir: Path) ->
     # TCG boots the kernel in seconds.
     accel = (["-accel", "kvm", "-cpu", "host,-arch-capabilities"] if args.kvm
              else ["-accel", "tcg,thread=multi", "-cpu", "max"])
-    append = "console=ttyS0 panic=-1 loglevel=3 quiet " \
-             + args.append
+    append = f"console=ttyS0 panic=-1 loglevel=3 quiet vgpu_repo={REPO} " + args.append
     return [
         "qemu-system-x86_64", *accel, "-machine", "q35",
         "-m", str(args.mem), "-smp", str(args.smp),
         "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
         "-kernel", str(kernel), "-initrd", str(initrd), "-append", append,
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs", f"local,path={REPO},mount_tag=repo,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={outdir},mount_tag=vmout,security_model=none",
     ]
 
@@ -184,6 +184,9 @@ def console_line(raw: bytes) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if not args.command:
         sys.exit("vm: nothing to run: give a command after --")
+    if any(c.isspace() for c in str(REPO)) or "," in str(REPO):
+        sys.exit(f"vm: the repository path {str(REPO)!r} may not hold spaces or commas "
+                 "(it travels on the kernel command line and in qemu's -virtfs option)")
     kver = args.kernel or default_kernel_version()
     initrd = build_initramfs(kver)
     BUILD.mkdir(parents=True, exist_ok=True)
