@@ -46,14 +46,24 @@ def _skip_reason() -> str | None:
     return None
 
 
+def _vgpu_skip_reason() -> str | None:
+    reason = _skip_reason()
+    if reason is None and not os.path.exists("/sys/module/vgpu"):
+        reason = "vgpu.ko is not loaded (tools/vm/vm.py run --load-nvsim --load-vgpu)"
+    return reason
+
+
 def pytest_collection_modifyitems(config, items):
     reason = _skip_reason()
-    if reason is None:
-        return
-    mark = pytest.mark.skip(reason=reason)
+    vreason = _vgpu_skip_reason()
     for item in items:
-        if Path(str(item.fspath)).resolve().parent == HERE and item.fspath.basename.startswith("test_nvsim"):
-            item.add_marker(mark)
+        if Path(str(item.fspath)).resolve().parent != HERE:
+            continue
+        name = item.fspath.basename
+        if reason is not None and name.startswith("test_nvsim"):
+            item.add_marker(pytest.mark.skip(reason=reason))
+        elif vreason is not None and name.startswith("test_vgpu"):
+            item.add_marker(pytest.mark.skip(reason=vreason))
 
 
 # ------------------------------------------------------------------ state

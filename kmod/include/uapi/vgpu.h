@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
+/*
+ * vgpu.h - the control API of vgpu.ko: a generic-netlink family.
+ *
+ * This header is the single source of truth for the API.  The Python client
+ * (vgpu/uapi.py) is checked against it by tests/host/test_uapi.py, which
+ * compiles a program printing every value defined here.
+ *
+ * Family "vgpu", version VGPU_GENL_VERSION.  Every command needs
+ * CAP_NET_ADMIN (GENL_ADMIN_PERM); attributes are validated strictly (unknown
+ * attributes and unknown flag bits are refused with -EINVAL and an extack
+ * message naming the attribute).
+ *
+ * Commands:
+ *
+ *   VGPU_CMD_SLICE_NEW   create a slice.  Required: VGPU_A_SLICE_ID (u32, not
+ *                        0), VGPU_A_SLICE_GPUS (nested, at least one
+ *                        VGPU_A_GPU nest, each with VGPU_GPU_A_REAL_MINOR and
+ *                        VGPU_GPU_A_MEM_LIMIT).  Optional: VGPU_A_SLICE_NAME,
+ *                        VGPU_A_SLICE_UVM_POLICY, VGPU_A_SLICE_FLAGS.
+ *                        -EEXIST if the id is taken, -ENODEV if a real device
+ *                        node is missing, -E2BIG past VGPU_MAX_SLICE_GPUS.
+ *                        The reply is the new slice, as SLICE_GET answers.
+ *   VGPU_CMD_SLICE_SET   change a slice: VGPU_A_SLICE_ID plus any of
+ *                        VGPU_A_SLICE_GPUS (nests name GPUs by
+ *                        VGPU_GPU_A_INDEX, the container's numbering, and
+ *                        carry a new VGPU_GPU_A_MEM_LIMIT) and
+ *                        VGPU_A_SLICE_UVM_POLICY.  A limit below current use
+ *                        is accepted: new allocations are refused until use
+ *                        falls below it.
+ *   VGPU_CMD_SLICE_DEL   destroy a slice: VGPU_A_SLICE_ID, optional
+ *                        VGPU_A_SLICE_FLAGS with VGPU_SLICE_F_FORCE.  -EBUSY
+ *                        while files are open, unless forced (then the slice
+ *                        is unlinked at once: its nodes stop opening, open
+ *                        files keep working until closed).
+ *   VGPU_CMD_SLICE_GET   one slice (doit, by VGPU_A_SLICE_ID) or all (dump).
+ *   VGPU_CMD_EVENT       only sent, on the "events" multicast group.
+ */
+#ifndef _UAPI_VGPU_H
+#define _UAPI_VGPU_H
+
+#define VGPU_GENL_NAME          "vgpu"
+#define VGPU_GENL_VERSION       1
+#define VGPU_GENL_MCGRP_EVENTS  "events"
+
+/* Limits. */
+#define VGPU_MAX_SLICE_GPUS     8
+#define VGPU_SLICE_NAME_MAX     128     /* including the terminating NUL */
+/*
+ * Minors: each slice owns VGPU_MINORS_PER_SLICE consecutive minors of the
+ * module's dynamic major, starting at its base minor:
+ *   base + VGPU_MINOR_CTL        the slice's nvidiactl
+ *   base + VGPU_MINOR_UVM        the slice's nvidia-uvm
+ *   base + VGPU_MINOR_GPU0 + i   the slice's nvidia<i>, i < nr GPUs
+ */
+#define VGPU_MINORS_PER_SLICE   16
+#define VGPU_MINOR_CTL          0
+#define VGPU_MINOR_UVM          1
+#define VGPU_MINOR_GPU0         2
+
+enum vgpu_cmd {
+	VGPU_CMD_UNSPEC,
+	VGPU_CMD_SLICE_NEW,
+	VGPU_CMD_SLICE_SET,
+	VGPU_CMD_SLICE_DEL,
+	VGPU_CMD_SLICE_GET,
+	VGPU_CMD_EVENT,
+	__VGPU_CMD_MAX,
+};
+#define VGPU_CMD_MAX (__VGPU_CMD_MAX - 1)
+
+/* Top-level attributes. */
+enum vgpu_attr {
+	VGPU_A_UNSPEC,
+	VGPU_A_SLICE_ID,            /* u32, not 0 */
+	VGPU_A_SLICE_NAME,          /* NUL-terminated string, e.g. a container id */
+	VGPU_A_SLICE_FLAGS,         /* u32, VGPU_SLICE_F_* */
+	VGPU_A_SLICE_UVM_POLICY,    /* u32, enum vgpu_uvm_policy */
+	VGPU_A_SLICE_GPUS,          /* nested: VGPU_A_GPU entries */
+	VGPU_A_SLICE_MAJOR,         /* u32, reply only */
+	VGPU_A_SLICE_BASE_MINOR,    /* u32, reply only */
+	VGPU_A_SLICE_OPEN_FILES,    /* u32, reply only */
+	VGPU_A_SLICE_PIDS,          /* nested: VGPU_A_PID u32 entries (host tgids), reply only */
+	VGPU_A_SLICE_UVM_MAPPED,    /* u64, bytes of managed ranges mapped, reply only */
+	VGPU_A_EVENT_TYPE,          /* u32, enum vgpu_event, events only */
+	VGPU_A_EVENT_PID,           /* u32, events only */
+	VGPU_A_EVENT_GPU,           /* u32, container's GPU index, events only */
+	VGPU_A_EVENT_SIZE,          /* u64, bytes asked, events only */
+	VGPU_A_PAD,
+	__VGPU_A_MAX,
+};
+#define VGPU_A_MAX (__VGPU_A_MAX - 1)
+
+/* Entries of the VGPU_A_SLICE_GPUS and VGPU_A_SLICE_PIDS nests. */
+enum vgpu_list_attr {
+	VGPU_A_LIST_UNSPEC,
+	VGPU_A_GPU,                 /* nested: VGPU_GPU_A_* */
+	VGPU_A_PID,                 /* u32 */
+	__VGPU_A_LIST_MAX,
+};
+#define VGPU_A_LIST_MAX (__VGPU_A_LIST_MAX - 1)
+
+/* Attributes of one GPU of a slice. */
+enum vgpu_gpu_attr {
+	VGPU_GPU_A_UNSPEC,
+	VGPU_GPU_A_INDEX,           /* u32, the container's GPU number (0..); SET names GPUs by it */
+	VGPU_GPU_A_REAL_MINOR,      /* u32, minor of the real /dev/nvidiaN; NEW */
+	VGPU_GPU_A_MEM_LIMIT,       /* u64, bytes of FB the slice may hold on this GPU */
+	VGPU_GPU_A_MEM_USED,        /* u64, reply only */
+	VGPU_GPU_A_MEM_PEAK,        /* u64, reply only */
+	VGPU_GPU_A_ALLOCS,          /* u64, live FB allocations, reply only */
+	VGPU_GPU_A_REFUSALS,        /* u64, allocations refused over quota, reply only */
+	VGPU_GPU_A_MINOR,           /* u32, the virtual node's minor, reply only */
+	VGPU_GPU_A_GPU_ID,          /* u32, the driver's gpu_id (CARD_INFO); NEW, optional:
+	                             * by default the id of the GPU enumerated at that minor */
+	VGPU_GPU_A_PAD,
+	__VGPU_GPU_A_MAX,
+};
+#define VGPU_GPU_A_MAX (__VGPU_GPU_A_MAX - 1)
+
+/* VGPU_A_SLICE_FLAGS */
+#define VGPU_SLICE_F_FORCE      (1U << 0)   /* SLICE_DEL: even with open files */
+#define VGPU_SLICE_F_ALL        (VGPU_SLICE_F_FORCE)
+
+/* What happens to managed (UVM) memory mapped by a slice. */
+enum vgpu_uvm_policy {
+	VGPU_UVM_COUNT,             /* charge the mapped length against GPU 0's quota */
+	VGPU_UVM_REFUSE,            /* refuse managed mappings */
+	__VGPU_UVM_POLICY_MAX,
+};
+
+enum vgpu_event {
+	VGPU_EVENT_UNSPEC,
+	VGPU_EVENT_ALLOC_REFUSED,   /* an FB allocation was refused over quota */
+	VGPU_EVENT_SLICE_EMPTIED,   /* the last open file of a slice closed */
+	VGPU_EVENT_DEVICE_OPENED,   /* a process opened one of the slice's nodes */
+	__VGPU_EVENT_MAX,
+};
+
+#endif /* _UAPI_VGPU_H */

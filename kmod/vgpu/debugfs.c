@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * debugfs.c - /sys/kernel/debug/vgpu/state.  Fixed lines the VM harness
+ * reads (slices, files, objects, charges), then one line per slice GPU:
+ *   slice <id> gpu <i> minor <real> limit <b> used <b> peak <b> allocs <n> refusals <n>
+ * and per slice: slice <id> files <n> uvm_mapped <b> usermode_maps <n>
+ */
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+
+#include "vgpu.h"
+
+atomic_t vgpu_nr_files = ATOMIC_INIT(0);
+static struct dentry *vgpu_dbg;
+
+static int vgpu_state_slice(struct vgpu_slice *s, void *arg)
+{
+	struct seq_file *m = arg;
+	u32 i;
+
+	seq_printf(m, "slice %u files %d uvm_mapped %lld usermode_maps %d\n",
+		   s->id, atomic_read(&s->open_files),
+		   (long long)atomic64_read(&s->uvm_mapped),
+		   atomic_read(&s->usermode_maps));
+	for (i = 0; i < s->nr_gpus; i++) {
+		struct vgpu_gpu *g = &s->gpus[i];
+
+		seq_printf(m, "slice %u gpu %u minor %u limit %llu used %lld peak %lld allocs %lld refusals %lld\n",
+			   s->id, i, g->real_minor, READ_ONCE(g->limit),
+			   (long long)atomic64_read(&g->used),
+			   (long long)atomic64_read(&g->peak),
+			   (long long)atomic64_read(&g->allocs),
+			   (long long)atomic64_read(&g->refusals));
+	}
+	return 0;
+}
+
+static int vgpu_state_show(struct seq_file *m, void *v)
+{
+	mutex_lock(&vgpu_slices_lock);
+	seq_printf(m, "slices %u\n", vgpu_nr_slices());
+	mutex_unlock(&vgpu_slices_lock);
+	seq_printf(m, "files %d\n", atomic_read(&vgpu_nr_files));
+	seq_printf(m, "objects %d\n", atomic_read(&vgpu_nr_objects));
+	seq_printf(m, "charges %d\n", atomic_read(&vgpu_nr_charges));
+	vgpu_slice_for_each_from(0, vgpu_state_slice, m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(vgpu_state);
+
+void vgpu_debugfs_init(void)
+{
+	vgpu_dbg = debugfs_create_dir("vgpu", NULL);
+	debugfs_create_file("state", 0444, vgpu_dbg, NULL, &vgpu_state_fops);
+}
+
+void vgpu_debugfs_exit(void)
+{
+	debugfs_remove_recursive(vgpu_dbg);
+}

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * device.c - the virtual nodes: one chrdev region and cdev over all minors,
+ * class "vgpu" (devtmpfs names vgpu/<slice-id>/<node>), open/release, and
+ * the forwarding of every file operation to the real driver's file.
+ */
+#include <linux/module.h>
+#include <linux/cdev.h>
+#include <linux/device.h>
+#include <linux/file.h>
+#include <linux/slab.h>
+#include <linux/poll.h>
+#include <linux/sched.h>
+
+#include "vgpu.h"
+
+unsigned int vgpu_major;
+static dev_t vgpu_devt;
+static struct cdev vgpu_cdev;
+static struct class *vgpu_class;
+
+static int vgpu_open(struct inode *inode, struct file *filp)
+{
+	unsigned int minor = iminor(inode), off = minor % VGPU_MINORS_PER_SLICE;
+	struct vgpu_slice *s;
+	struct vgpu_file *vf;
+	const struct path *path;
+	struct file *real;
+	int ret;
+
+	s = vgpu_slice_get_by_minor(minor);
+	if (!s)
+		return -ENODEV;
+	vf = kzalloc(sizeof(*vf), GFP_KERNEL);
+	if (!vf) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
+	mutex_init(&vf->lock);
+	INIT_LIST_HEAD(&vf->clients);
+	INIT_LIST_HEAD(&vf->uvm_ext);
+	vf->slice = s;
+	vf->filp = filp;
+	if (off == VGPU_MINOR_CTL) {
+		vf->kind = VGPU_KIND_CTL;
+		path = &s->ctl_path;
+	} else if (off == VGPU_MINOR_UVM) {
+		vf->kind = VGPU_KIND_UVM;
+		path = &s->uvm_path;
+	} else if (off - VGPU_MINOR_GPU0 < s->nr_gpus) {
+		vf->kind = VGPU_KIND_GPU;
+		vf->gpu = off - VGPU_MINOR_GPU0;
+		path = &s->gpus[vf->gpu].path;
+	} else {
+		ret = -ENODEV;
+		goto err_free;
+	}
+	if (!path->dentry) {
+		ret = -ENODEV;
+		goto err_free;
+	}
+	/*
+	 * The slice's own path, opened with the opener's credentials but
+	 * without a permission check on the real node: the container never
+	 * sees it.
+	 */
+	real = dentry_open(path, filp->f_flags & ~(O_CREAT | O_EXCL | O_NOCTTY |
+						   O_TRUNC), current_cred());
+	if (IS_ERR(real)) {
+		ret = PTR_ERR(real);
+		goto err_free;
+	}
+	vf->real = real;
+	vf->tgid = get_pid(task_tgid(current));
+	ret = vgpu_slice_add_pid(s, vf->tgid);
+	if (ret)
+		goto err_real;
+	filp->private_data = vf;
+	atomic_inc(&s->open_files);
+	atomic_inc(&vgpu_nr_files);
+	vgpu_event(s, VGPU_EVENT_DEVICE_OPENED,
+		   vf->kind == VGPU_KIND_GPU ? vf->gpu : U32_MAX, 0);
+	return 0;
+
+err_real:
+	put_pid(vf->tgid);
+	fput(real);
+err_free:
+	kfree(vf);
+err_put:
+	vgpu_slice_put(s);
+	return ret;
+}
+
+/*
+ * Release.  The control file's clients are freed explicitly through the
+ * kernel RM entry point first (so the driver has released their FB when
+ * the charges return), then the real file is dropped.  __fput_sync() cannot
+ * be used here: it BUG()s outside kernel threads.
+ */
+static int vgpu_release(struct inode *inode, struct file *filp)
+{
+	struct vgpu_file *vf = filp->private_data;
+	struct vgpu_slice *s = vf->slice;
+
+	if (vf->kind == VGPU_KIND_CTL)
+		vgpu_file_free_clients(vf);
+	fput(vf->real);
+	/* After the real release: the driver's external mappings are gone. */
+	vgpu_uvm_release(vf);
+	if (vf->ctl_filp)
+		fput(vf->ctl_filp);
+	vgpu_slice_del_pid(s, vf->tgid);
+	put_pid(vf->tgid);
+	atomic_dec(&vgpu_nr_files);
+	if (atomic_dec_and_test(&s->open_files))
+		vgpu_event(s, VGPU_EVENT_SLICE_EMPTIED, U32_MAX, 0);
+	kfree(vf);
+	vgpu_slice_put(s);
+	return 0;
+}
+
+static long vgpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (vf->kind == VGPU_KIND_UVM)
+		return vgpu_uvm_ioctl(vf, cmd, arg);
+	return vgpu_ctl_ioctl(vf, cmd, arg);
+}
+
+/* 32-bit callers are refused: their layouts are not mediated. */
+static long vgpu_compat_ioctl(struct file *filp, unsigned int cmd,
+			      unsigned long arg)
+{
+	return -ENOTTY;
+}
+
+static ssize_t vgpu_read(struct file *filp, char __user *buf, size_t len,
+			 loff_t *ppos)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (!vf->real->f_op->read)
+		return -EINVAL;
+	return vf->real->f_op->read(vf->real, buf, len, ppos);
+}
+
+static ssize_t vgpu_write(struct file *filp, const char __user *buf,
+			  size_t len, loff_t *ppos)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (!vf->real->f_op->write)
+		return -EINVAL;
+	return vf->real->f_op->write(vf->real, buf, len, ppos);
+}
+
+static __poll_t vgpu_poll(struct file *filp, poll_table *wait)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (!vf->real->f_op->poll)
+		return DEFAULT_POLLMASK;
+	return vf->real->f_op->poll(vf->real, wait);
+}
+
+static loff_t vgpu_llseek(struct file *filp, loff_t off, int whence)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (!vf->real->f_op->llseek)
+		return noop_llseek(filp, off, whence);
+	return vf->real->f_op->llseek(vf->real, off, whence);
+}
+
+static int vgpu_flush(struct file *filp, fl_owner_t id)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (!vf->real->f_op->flush)
+		return 0;
+	return vf->real->f_op->flush(vf->real, id);
+}
+
+static int vgpu_fasync(int fd, struct file *filp, int on)
+{
+	struct vgpu_file *vf = filp->private_data;
+
+	if (!vf->real->f_op->fasync)
+		return 0;
+	return vf->real->f_op->fasync(fd, vf->real, on);
+}
+
+static const struct file_operations vgpu_fops = {
+	.owner = THIS_MODULE,
+	.open = vgpu_open,
+	.release = vgpu_release,
+	.unlocked_ioctl = vgpu_ioctl,
+	.compat_ioctl = vgpu_compat_ioctl,
+	.mmap = vgpu_mmap,
+	.read = vgpu_read,
+	.write = vgpu_write,
+	.poll = vgpu_poll,
+	.llseek = vgpu_llseek,
+	.flush = vgpu_flush,
+	.fasync = vgpu_fasync,
+};
+
+bool vgpu_is_vgpu_file(struct file *f)
+{
+	return f->f_op == &vgpu_fops;
+}
+
+static char *vgpu_devnode(struct device *dev, umode_t *mode)
+{
+	if (mode)
+		*mode = 0666;
+	return NULL;
+}
+
+int vgpu_device_add_nodes(struct vgpu_slice *s)
+{
+	struct device *d;
+	u32 i;
+
+	d = device_create(vgpu_class, NULL, MKDEV(vgpu_major, s->base + VGPU_MINOR_CTL),
+			  NULL, "vgpu!%u!nvidiactl", s->id);
+	if (IS_ERR(d))
+		goto err;
+	s->devs[VGPU_MINOR_CTL] = d;
+	if (s->uvm_path.dentry) {
+		d = device_create(vgpu_class, NULL,
+				  MKDEV(vgpu_major, s->base + VGPU_MINOR_UVM), NULL,
+				  "vgpu!%u!nvidia-uvm", s->id);
+		if (IS_ERR(d))
+			goto err;
+		s->devs[VGPU_MINOR_UVM] = d;
+	}
+	for (i = 0; i < s->nr_gpus; i++) {
+		d = device_create(vgpu_class, NULL,
+				  MKDEV(vgpu_major, s->base + VGPU_MINOR_GPU0 + i),
+				  NULL, "vgpu!%u!nvidia%u", s->id, i);
+		if (IS_ERR(d))
+			goto err;
+		s->devs[VGPU_MINOR_GPU0 + i] = d;
+	}
+	return 0;
+err:
+	vgpu_device_del_nodes(s);
+	return PTR_ERR(d);
+}
+
+void vgpu_device_del_nodes(struct vgpu_slice *s)
+{
+	u32 i;
+
+	for (i = 0; i < VGPU_MINORS_PER_SLICE; i++) {
+		if (s->devs[i]) {
+			device_destroy(vgpu_class, MKDEV(vgpu_major, s->base + i));
+			s->devs[i] = NULL;
+		}
+	}
+}
+
+int vgpu_device_init(void)
+{
+	int ret;
+
+	ret = alloc_chrdev_region(&vgpu_devt, 0, VGPU_NR_MINORS, "vgpu");
+	if (ret)
+		return ret;
+	vgpu_major = MAJOR(vgpu_devt);
+	cdev_init(&vgpu_cdev, &vgpu_fops);
+	vgpu_cdev.owner = THIS_MODULE;
+	ret = cdev_add(&vgpu_cdev, vgpu_devt, VGPU_NR_MINORS);
+	if (ret)
+		goto err_region;
+	vgpu_class = class_create(THIS_MODULE, "vgpu");
+	if (IS_ERR(vgpu_class)) {
+		ret = PTR_ERR(vgpu_class);
+		goto err_cdev;
+	}
+	vgpu_class->devnode = vgpu_devnode;
+	return 0;
+err_cdev:
+	cdev_del(&vgpu_cdev);
+err_region:
+	unregister_chrdev_region(vgpu_devt, VGPU_NR_MINORS);
+	return ret;
+}
+
+void vgpu_device_exit(void)
+{
+	class_destroy(vgpu_class);
+	cdev_del(&vgpu_cdev);
+	unregister_chrdev_region(vgpu_devt, VGPU_NR_MINORS);
+}

@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mediate.c - ioctl decoding of the control and GPU nodes: XFER unwrapping,
+ * the allow-list of escapes, and the choice of path for each call.
+ *
+ * Three ways a call reaches the driver:
+ *  - kernel path (memory.c, report.c): vgpu.ko copies the parameters and
+ *    calls the driver's kernel RM entry point; used for every call that
+ *    creates or destroys objects and every control;
+ *  - bounce: the checked parameters are placed in a fresh anonymous mapping
+ *    of the caller's mm and the real file's ioctl is called on it (for
+ *    escapes that must be made on the real file: root client, sysmem with
+ *    an mmap context, RM_MAP_MEMORY, REGISTER_FD, ATTACH, CARD_INFO);
+ *  - direct: the caller's own pointer is forwarded for escapes whose
+ *    parameters decide nothing here (version, sys params, DMA mappings...).
+ * An XFER is never forwarded as an XFER: the driver would re-read the XFER
+ * header, and another thread could swap the inner command after the
+ * decision.  Its inner call is forwarded as the direct ioctl it stands for.
+ */
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/mman.h>
+#include <linux/mm.h>
+#include <linux/ioctl.h>
+
+#include "vgpu.h"
+
+/* Call the real file with nr/size and a user pointer. */
+long vgpu_real_ioctl(struct vgpu_file *vf, u32 nr, u32 size, void __user *uptr)
+{
+	struct file *real = vf->real;
+	unsigned long len, addr;
+	nv_ioctl_xfer_t x;
+	long ret;
+
+	if (!real->f_op->unlocked_ioctl)
+		return -ENOTTY;
+	if (size <= _IOC_SIZEMASK)
+		return real->f_op->unlocked_ioctl(real,
+				_IOC(_IOC_READ | _IOC_WRITE, NV_IOCTL_MAGIC, nr, size),
+				(unsigned long)uptr);
+
+	/* Too large for the ioctl size field: an XFER header of our own. */
+	len = PAGE_SIZE;
+	addr = vm_mmap(NULL, 0, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
+	if (IS_ERR_VALUE(addr))
+		return (long)addr;
+	x.cmd = nr;
+	x.size = size;
+	x.ptr = (u64)(uintptr_t)uptr;
+	if (copy_to_user((void __user *)addr, &x, sizeof(x)))
+		ret = -EFAULT;
+	else
+		ret = real->f_op->unlocked_ioctl(real,
+				_IOWR(NV_IOCTL_MAGIC, NV_ESC_IOCTL_XFER_CMD, nv_ioctl_xfer_t),
+				addr);
+	vm_munmap(addr, len);
+	return ret;
+}
+
+/*
+ * Make the call on the real file with parameters vgpu.ko decided on: they
+ * go to a fresh private mapping, the driver reads them there, and the
+ * results are read back.
+ */
+int vgpu_bounce_ioctl(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
+{
+	unsigned long len = PAGE_ALIGN(size), addr;
+	void __user *u;
+	long ret;
+
+	addr = vm_mmap(NULL, 0, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
+	if (IS_ERR_VALUE(addr))
+		return (int)addr;
+	u = (void __user *)addr;
+	if (copy_to_user(u, kbuf, size)) {
+		ret = -EFAULT;
+	} else {
+		ret = vgpu_real_ioctl(vf, nr, size, u);
+		if (copy_from_user(kbuf, u, size) && !ret)
+			ret = -EFAULT;
+	}
+	vm_munmap(addr, len);
+	return ret;
+}
+
+static void vgpu_poison(struct vgpu_file *vf, const char *what)
+{
+	WRITE_ONCE(vf->poisoned, true);
+	pr_warn_ratelimited("slice %u: pid %d: %s came back inconsistent; file refused from now on\n",
+			    vf->slice->id, task_tgid_nr(current), what);
+}
+
+/*
+ * A root client: made on the real file so that the driver binds it there.
+ * vgpu.ko picks the handle when the caller lets the driver choose, and
+ * records the client only if that handle was absent before and is a
+ * client after.
+ */
+static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
+{
+	static atomic_t next = ATOMIC_INIT(0);
+	NVOS21_PARAMETERS *p21 = kbuf;
+	NVOS64_PARAMETERS *p64 = kbuf;
+	bool nvos64 = size == sizeof(NVOS64_PARAMETERS);
+	NvHandle want = p21->hObjectNew, h;
+	int tries, ret;
+	NV_STATUS st;
+
+	if (nvos64 && (p64->flags & NVOS64_FLAGS_FINN_SERIALIZED))
+		return NV_ERR_NOT_SUPPORTED;
+	for (tries = 0; tries < 4; tries++) {
+		h = want;
+		if (!h)
+			h = VGPU_CLIENT_HANDLE_BASE | 0x80000 |
+			    ((u32)atomic_inc_return(&next) & 0x7ffff);
+		if (vgpu_rm_exists(h, h)) {
+			if (want)
+				return NV_ERR_INSERT_DUPLICATE_NAME;
+			continue;
+		}
+		p21->hObjectNew = h;    /* same offset in NVOS21 and NVOS64 */
+		ret = vgpu_bounce_ioctl(vf, NV_ESC_RM_ALLOC, kbuf, size);
+		st = nvos64 ? p64->status : p21->status;
+		if (ret)
+			return ret == -ENOMEM ? NV_ERR_NO_MEMORY : NV_ERR_INVALID_ARGUMENT;
+		if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want)
+			continue;       /* lost a race with the driver's generator */
+		if (st != NV_OK)
+			return st;
+		if (p21->hObjectNew != h || !vgpu_rm_exists(h, h)) {
+			vgpu_poison(vf, "root client allocation");
+			return NV_ERR_INVALID_STATE;
+		}
+		if (vgpu_client_record(vf, h)) {
+			vgpu_rm_free(h, h, h);
+			return NV_ERR_NO_MEMORY;
+		}
+		return NV_OK;
+	}
+	return NV_ERR_INSUFFICIENT_RESOURCES;
+}
+
+static bool vgpu_is_root_class(u32 c)
+{
+	return c == NV01_ROOT || c == NV01_ROOT_NON_PRIV || c == NV01_ROOT_CLIENT;
+}
+
+/* RM_ALLOC (NVOS21 or NVOS64) and RM_ALLOC_OBJECT (NVOS05). */
+static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
+{
+	NVOS64_PARAMETERS p = {};
+	NV_STATUS st;
+
+	if (vf->kind != VGPU_KIND_CTL)
+		return -EINVAL;
+	if (nr == NV_ESC_RM_ALLOC_OBJECT) {
+		NVOS05_PARAMETERS *p05 = kbuf;
+
+		if (size != sizeof(*p05))
+			return -EINVAL;
+		if (vgpu_is_root_class(p05->hClass)) {
+			p05->status = NV_ERR_INSUFFICIENT_PERMISSIONS;
+			return 0;
+		}
+		p.hRoot = p05->hRoot;
+		p.hObjectParent = p05->hObjectParent;
+		p.hObjectNew = p05->hObjectNew;
+		p.hClass = p05->hClass;
+		st = vgpu_rm_alloc_path(vf, &p);
+		if (st == NV_OK)
+			p05->hObjectNew = p.hObjectNew;
+		p05->status = st;
+		return 0;
+	}
+	if (size != sizeof(NVOS21_PARAMETERS) && size != sizeof(NVOS64_PARAMETERS))
+		return -EINVAL;
+	if (vgpu_is_root_class(((NVOS21_PARAMETERS *)kbuf)->hClass)) {
+		st = vgpu_alloc_root(vf, kbuf, size);
+		if (size == sizeof(NVOS64_PARAMETERS))
+			((NVOS64_PARAMETERS *)kbuf)->status = st;
+		else
+			((NVOS21_PARAMETERS *)kbuf)->status = st;
+		return 0;
+	}
+	if (size == sizeof(NVOS64_PARAMETERS)) {
+		memcpy(&p, kbuf, sizeof(p));
+	} else {
+		NVOS21_PARAMETERS *p21 = kbuf;
+
+		p.hRoot = p21->hRoot;
+		p.hObjectParent = p21->hObjectParent;
+		p.hObjectNew = p21->hObjectNew;
+		p.hClass = p21->hClass;
+		p.pAllocParms = p21->pAllocParms;
+		p.paramsSize = p21->paramsSize;
+	}
+	if (!vgpu_class_allowed(p.hClass) && vgpu_passthrough_unknown) {
+		pr_info_ratelimited("slice %u: unknown class %#x forwarded\n",
+				    vf->slice->id, p.hClass);
+		return vgpu_bounce_ioctl(vf, NV_ESC_RM_ALLOC, kbuf, size);
+	}
+	st = vgpu_rm_alloc_path(vf, &p);
+	if (size == sizeof(NVOS64_PARAMETERS)) {
+		NVOS64_PARAMETERS *o = kbuf;
+
+		if (st == NV_OK)
+			o->hObjectNew = p.hObjectNew;
+		o->status = st;
+	} else {
+		NVOS21_PARAMETERS *o = kbuf;
+
+		if (st == NV_OK)
+			o->hObjectNew = p.hObjectNew;
+		o->status = st;
+	}
+	return 0;
+}
+
+/* RM_ALLOC_MEMORY on a GPU node: FB on the kernel path, sysmem bounced. */
+static int vgpu_esc_alloc_memory(struct vgpu_file *vf, void *kbuf, u32 size)
+{
+	nv_ioctl_nvos02_parameters_with_fd *pApi = kbuf;
+	NVOS02_PARAMETERS *p = &pApi->params;
+	struct vgpu_tmpfd t = { .fd = -1 };
+	struct vgpu_client *c;
+	struct vgpu_obj *parent;
+	int user_fd = pApi->fd, ret;
+
+	if (vf->kind != VGPU_KIND_GPU || size != sizeof(*pApi))
+		return -EINVAL;
+	if (p->hClass == NV01_MEMORY_LOCAL_USER) {
+		p->status = vgpu_alloc_memory_path(vf, p);
+		return 0;
+	}
+	if (p->hClass != NV01_MEMORY_SYSTEM) {
+		/* 0x3F (privileged) and the rest are not for slices. */
+		p->status = NV_ERR_INSUFFICIENT_PERMISSIONS;
+		return 0;
+	}
+
+	c = vgpu_file_client(vf, p->hRoot);
+	if (!c) {
+		p->status = NV_ERR_INVALID_CLIENT;
+		return 0;
+	}
+	mutex_lock(&c->lock);
+	parent = c->dead ? NULL : vgpu_obj_find(p->hRoot, p->hObjectParent);
+	if (!parent || (parent->type != VGPU_OBJ_DEVICE &&
+			parent->type != VGPU_OBJ_SUBDEVICE)) {
+		p->status = c->dead ? NV_ERR_INVALID_CLIENT : NV_ERR_INVALID_OBJECT_PARENT;
+		ret = 0;
+		goto out;
+	}
+	ret = vgpu_fd_xlate(vf, user_fd, VGPU_KINDS(VGPU_KIND_CTL) |
+			    VGPU_KINDS(VGPU_KIND_GPU), &t);
+	if (ret && ret != -ENOENT)
+		goto out;
+	if (!ret)
+		pApi->fd = t.fd;
+	ret = vgpu_bounce_ioctl(vf, NV_ESC_RM_ALLOC_MEMORY, kbuf, size);
+	pApi->fd = user_fd;
+	vgpu_fd_restore(&t);
+	/* The allocation stays even when its mmap context failed (-EINVAL). */
+	if ((!ret || ret == -EINVAL) && p->status == NV_OK &&
+	    !vgpu_obj_find(p->hRoot, p->hObjectNew) &&
+	    vgpu_obj_add(c, parent, p->hObjectNew, p->hClass, VGPU_OBJ_MEMORY,
+			 parent->gpu, NULL)) {
+		vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectNew);
+		p->status = NV_ERR_NO_MEMORY;
+	}
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return ret;
+}
+
+/* RM_MAP_MEMORY: the fd names the file the mapping context goes to. */
+static int vgpu_esc_map_memory(struct vgpu_file *vf, void *kbuf, u32 size)
+{
+	nv_ioctl_nvos33_parameters_with_fd *pApi = kbuf;
+	NVOS33_PARAMETERS *p = &pApi->params;
+	struct vgpu_tmpfd t = { .fd = -1 };
+	struct vgpu_client *c;
+	struct vgpu_obj *o;
+	bool usermode;
+	int user_fd = pApi->fd, ret;
+
+	if (vf->kind != VGPU_KIND_CTL || size != sizeof(*pApi))
+		return -EINVAL;
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c) {
+		p->status = NV_ERR_INVALID_CLIENT;
+		return 0;
+	}
+	rcu_read_lock();
+	o = vgpu_obj_find(p->hClient, p->hMemory);
+	usermode = o && o->type == VGPU_OBJ_USERMODE;
+	rcu_read_unlock();
+
+	ret = vgpu_fd_xlate(vf, user_fd, VGPU_KINDS(VGPU_KIND_CTL) |
+			    VGPU_KINDS(VGPU_KIND_GPU), &t);
+	if (ret == -ENOENT)
+		ret = -EINVAL;  /* the driver's answer to a foreign fd */
+	if (ret)
+		goto out;
+	pApi->fd = t.fd;
+	ret = vgpu_bounce_ioctl(vf, NV_ESC_RM_MAP_MEMORY, kbuf, size);
+	pApi->fd = user_fd;
+	if (!ret && p->status == NV_OK) {
+		struct vgpu_file *target = t.vfilp->private_data;
+
+		WRITE_ONCE(target->usermode_pending, usermode);
+	}
+	vgpu_fd_restore(&t);
+out:
+	vgpu_client_put(c);
+	return ret;
+}
+
+/* REGISTER_FD: ctl_fd must be a control node of this slice. */
+static int vgpu_esc_register_fd(struct vgpu_file *vf, void *kbuf, u32 size)
+{
+	nv_ioctl_register_fd_t *p = kbuf;
+	struct vgpu_tmpfd t = { .fd = -1 };
+	int user_fd = p->ctl_fd, ret;
+
+	if (size != sizeof(*p))
+		return -EINVAL;
+	ret = vgpu_fd_xlate(vf, user_fd, VGPU_KINDS(VGPU_KIND_CTL), &t);
+	if (ret)
+		return -EINVAL;
+	mutex_lock(&vf->lock);
+	if (vf->ctl_filp || t.vfilp == vf->filp) {
+		ret = -EINVAL;
+		goto out;
+	}
+	p->ctl_fd = t.fd;
+	ret = vgpu_bounce_ioctl(vf, NV_ESC_REGISTER_FD, kbuf, size);
+	p->ctl_fd = user_fd;
+	if (!ret)
+		vf->ctl_filp = get_file(t.vfilp);
+out:
+	mutex_unlock(&vf->lock);
+	vgpu_fd_restore(&t);
+	return ret;
+}
+
+/* The escapes of the kernel path and bounce, on a kernel copy. */
+static int vgpu_escape_kbuf(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
+{
+	bool ctl = vf->kind == VGPU_KIND_CTL;
+
+	switch (nr) {
+	case NV_ESC_RM_ALLOC:
+	case NV_ESC_RM_ALLOC_OBJECT:
+		return vgpu_esc_alloc(vf, nr, kbuf, size);
+	case NV_ESC_RM_ALLOC_MEMORY:
+		return vgpu_esc_alloc_memory(vf, kbuf, size);
+	case NV_ESC_RM_FREE:
+		if (!ctl || size != sizeof(NVOS00_PARAMETERS))
+			return -EINVAL;
+		((NVOS00_PARAMETERS *)kbuf)->status = vgpu_rm_free_path(vf, kbuf);
+		return 0;
+	case NV_ESC_RM_CONTROL:
+		if (!ctl || size != sizeof(NVOS54_PARAMETERS))
+			return -EINVAL;
+		((NVOS54_PARAMETERS *)kbuf)->status = vgpu_control_path(vf, kbuf);
+		return 0;
+	case NV_ESC_RM_DUP_OBJECT:
+		if (!ctl || size != sizeof(NVOS55_PARAMETERS))
+			return -EINVAL;
+		((NVOS55_PARAMETERS *)kbuf)->status = vgpu_rm_dup_path(vf, kbuf);
+		return 0;
+	case NV_ESC_RM_VID_HEAP_CONTROL:
+		if (!ctl || size != sizeof(NVOS32_PARAMETERS))
+			return -EINVAL;
+		((NVOS32_PARAMETERS *)kbuf)->status = vgpu_vid_heap_path(vf, kbuf);
+		return 0;
+	case NV_ESC_RM_MAP_MEMORY:
+		return vgpu_esc_map_memory(vf, kbuf, size);
+	case NV_ESC_REGISTER_FD:
+		return vgpu_esc_register_fd(vf, kbuf, size);
+	}
+	return -EPERM;
+}
+
+static bool vgpu_escape_direct(u32 nr)
+{
+	switch (nr) {
+	case NV_ESC_CHECK_VERSION_STR:
+	case NV_ESC_SYS_PARAMS:
+	case NV_ESC_STATUS_CODE:
+	case NV_ESC_WAIT_OPEN_COMPLETE:
+	case NV_ESC_ALLOC_OS_EVENT:
+	case NV_ESC_FREE_OS_EVENT:
+	case NV_ESC_RM_UNMAP_MEMORY:
+	case NV_ESC_RM_IDLE_CHANNELS:
+	case NV_ESC_RM_ALLOC_CONTEXT_DMA2:
+	case NV_ESC_RM_MAP_MEMORY_DMA:
+	case NV_ESC_RM_UNMAP_MEMORY_DMA:
+	case NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO:
+		return true;
+	}
+	return false;
+}
+
+static bool vgpu_escape_kernel(u32 nr)
+{
+	switch (nr) {
+	case NV_ESC_RM_ALLOC:
+	case NV_ESC_RM_ALLOC_OBJECT:
+	case NV_ESC_RM_ALLOC_MEMORY:
+	case NV_ESC_RM_FREE:
+	case NV_ESC_RM_CONTROL:
+	case NV_ESC_RM_DUP_OBJECT:
+	case NV_ESC_RM_VID_HEAP_CONTROL:
+	case NV_ESC_RM_MAP_MEMORY:
+	case NV_ESC_REGISTER_FD:
+		return true;
+	}
+	return false;
+}
+
+/**
+ * vgpu_ctl_ioctl - unlocked_ioctl of a slice's control and GPU nodes
+ *
+ * Errnos: -EINVAL for what the driver itself calls malformed (wrong size,
+ * wrong node, bad XFER); -EFAULT for unreadable parameters; -EPERM for an
+ * escape outside the allow-list; -EIO on a file that was poisoned.
+ */
+long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
+{
+	void __user *uptr = (void __user *)arg;
+	u32 nr = _IOC_NR(cmd), size = _IOC_SIZE(cmd);
+	nv_ioctl_xfer_t x;
+	void *kbuf;
+	long ret;
+
+	if (READ_ONCE(vf->poisoned))
+		return -EIO;
+	if (nr == NV_ESC_IOCTL_XFER_CMD) {
+		if (size != sizeof(x))
+			return -EINVAL;
+		if (copy_from_user(&x, uptr, sizeof(x)))
+			return -EFAULT;
+		if (x.size == 0 || x.size > NV_ABSOLUTE_MAX_IOCTL_SIZE ||
+		    x.cmd == NV_ESC_IOCTL_XFER_CMD)
+			return -EINVAL;
+		nr = x.cmd;
+		size = x.size;
+		uptr = u64_to_user_ptr(x.ptr);
+	}
+	if (size == 0)
+		return -EINVAL;
+
+	if (vgpu_escape_direct(nr))
+		return vgpu_real_ioctl(vf, nr, size, uptr);
+	if (nr == NV_ESC_CARD_INFO)
+		return vf->kind == VGPU_KIND_CTL ? vgpu_card_info(vf, uptr, size) :
+						   -EINVAL;
+	if (nr == NV_ESC_ATTACH_GPUS_TO_FD)
+		return vf->kind == VGPU_KIND_CTL ? vgpu_attach_gpus(vf, uptr, size) :
+						   -EINVAL;
+	if (!vgpu_escape_kernel(nr)) {
+		if (!vgpu_passthrough_unknown)
+			return -EPERM;
+		pr_info_ratelimited("slice %u: escape %#x (size %u) forwarded\n",
+				    vf->slice->id, nr, size);
+		return vgpu_real_ioctl(vf, nr, size, uptr);
+	}
+
+	kbuf = kmalloc(size, GFP_KERNEL);
+	if (!kbuf)
+		return -ENOMEM;
+	if (copy_from_user(kbuf, uptr, size)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	ret = vgpu_escape_kbuf(vf, nr, kbuf, size);
+	/* As the driver: parameters go back also when the escape failed. */
+	if (ret != -EFAULT && ret != -EPERM && copy_to_user(uptr, kbuf, size))
+		ret = -EFAULT;
+out:
+	kfree(kbuf);
+	return ret;
+}

@@ -1,0 +1,783 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * memory.c - quota reservation, the object table, and the kernel-path RM
+ * calls that create or destroy objects (RM_ALLOC, RM_FREE, RM_DUP_OBJECT,
+ * RM_ALLOC_MEMORY of FB, RM_VID_HEAP_CONTROL).
+ *
+ * Every such call is made by vgpu.ko itself with a kernel copy of the
+ * parameters (docs/mediator.md, "The double fetch"), under the client's
+ * mutex, so that the table always matches the driver: a free cannot miss an
+ * allocation on its way in.  A reservation is a cmpxchg on the GPU's used
+ * counter before the call; after it, the size the driver wrote back is
+ * charged (a larger one is reserved too, or the object freed again).
+ */
+#include <linux/slab.h>
+#include <linux/rcupdate.h>
+#include <linux/jhash.h>
+
+#include "vgpu.h"
+
+atomic_t vgpu_nr_objects = ATOMIC_INIT(0);
+atomic_t vgpu_nr_charges = ATOMIC_INIT(0);
+
+static struct rhashtable vgpu_objs;
+
+static const struct rhashtable_params vgpu_obj_params = {
+	.key_len = sizeof(struct vgpu_key),
+	.key_offset = offsetof(struct vgpu_obj, key),
+	.head_offset = offsetof(struct vgpu_obj, node),
+	.automatic_shrinking = true,
+};
+
+int vgpu_memory_init(void)
+{
+	return rhashtable_init(&vgpu_objs, &vgpu_obj_params);
+}
+
+void vgpu_memory_exit(void)
+{
+	/* Files pin the module: the table is empty here. */
+	rhashtable_destroy(&vgpu_objs);
+	rcu_barrier();
+}
+
+/* ------------------------------------------------------------- quota */
+
+bool vgpu_reserve(struct vgpu_slice *s, u32 gpu, u64 bytes)
+{
+	struct vgpu_gpu *g = &s->gpus[gpu];
+	s64 used = atomic64_read(&g->used), peak;
+
+	do {
+		if ((u64)used + bytes < (u64)used ||
+		    (u64)used + bytes > READ_ONCE(g->limit))
+			return false;
+	} while (!atomic64_try_cmpxchg(&g->used, &used, used + bytes));
+
+	peak = atomic64_read(&g->peak);
+	while (peak < used + (s64)bytes &&
+	       !atomic64_try_cmpxchg(&g->peak, &peak, used + bytes))
+		;
+	return true;
+}
+
+void vgpu_unreserve(struct vgpu_slice *s, u32 gpu, u64 bytes)
+{
+	atomic64_sub(bytes, &s->gpus[gpu].used);
+}
+
+void vgpu_refused(struct vgpu_slice *s, u32 gpu, u64 bytes)
+{
+	atomic64_inc(&s->gpus[gpu].refusals);
+	vgpu_event(s, VGPU_EVENT_ALLOC_REFUSED, gpu, bytes);
+}
+
+/* Wraps an already reserved amount. */
+struct vgpu_charge *vgpu_charge_new(struct vgpu_slice *s, u32 gpu, u64 bytes)
+{
+	struct vgpu_charge *c = kzalloc(sizeof(*c), GFP_KERNEL);
+
+	if (!c)
+		return NULL;
+	refcount_set(&c->ref, 1);
+	vgpu_slice_get(s);
+	c->slice = s;
+	c->gpu = gpu;
+	c->bytes = bytes;
+	atomic64_inc(&s->gpus[gpu].allocs);
+	atomic_inc(&vgpu_nr_charges);
+	return c;
+}
+
+void vgpu_charge_put(struct vgpu_charge *c)
+{
+	if (!c || !refcount_dec_and_test(&c->ref))
+		return;
+	vgpu_unreserve(c->slice, c->gpu, c->bytes);
+	atomic64_dec(&c->slice->gpus[c->gpu].allocs);
+	atomic_dec(&vgpu_nr_charges);
+	vgpu_slice_put(c->slice);
+	kfree(c);
+}
+
+/* ------------------------------------------------------- object table */
+
+static void vgpu_client_free_rcu(struct rcu_head *rcu)
+{
+	kfree(container_of(rcu, struct vgpu_client, rcu));
+}
+
+static void vgpu_client_release(struct kref *ref)
+{
+	struct vgpu_client *c = container_of(ref, struct vgpu_client, ref);
+
+	vgpu_slice_put(c->slice);
+	call_rcu(&c->rcu, vgpu_client_free_rcu);
+}
+
+void vgpu_client_put(struct vgpu_client *c)
+{
+	kref_put(&c->ref, vgpu_client_release);
+}
+
+struct vgpu_obj *vgpu_obj_find(NvHandle hClient, NvHandle hObject)
+{
+	struct vgpu_key key = { hClient, hObject };
+
+	return rhashtable_lookup_fast(&vgpu_objs, &key, vgpu_obj_params);
+}
+
+/* A referenced live client, or NULL. */
+struct vgpu_client *vgpu_client_lookup(NvHandle h)
+{
+	struct vgpu_client *c = NULL;
+	struct vgpu_obj *o;
+
+	rcu_read_lock();
+	o = vgpu_obj_find(h, h);
+	if (o && o->type == VGPU_OBJ_CLIENT && kref_get_unless_zero(&o->client->ref))
+		c = o->client;
+	rcu_read_unlock();
+	return c;
+}
+
+/* Record a client proved to belong to vf (a control file). */
+int vgpu_client_record(struct vgpu_file *vf, NvHandle h)
+{
+	struct vgpu_client *c;
+	int ret;
+
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return -ENOMEM;
+	kref_init(&c->ref);
+	mutex_init(&c->lock);
+	c->owner = vf;
+	vgpu_slice_get(vf->slice);
+	c->slice = vf->slice;
+	c->obj.key.client = h;
+	c->obj.key.object = h;
+	c->obj.type = VGPU_OBJ_CLIENT;
+	c->obj.hclass = NV01_ROOT_CLIENT;
+	c->obj.client = c;
+	INIT_LIST_HEAD(&c->obj.children);
+	INIT_LIST_HEAD(&c->obj.sibling);
+
+	mutex_lock(&vf->lock);
+	ret = rhashtable_lookup_insert_fast(&vgpu_objs, &c->obj.node,
+					    vgpu_obj_params);
+	if (!ret) {
+		list_add_tail(&c->file_node, &vf->clients);
+		atomic_inc(&vgpu_nr_objects);
+	}
+	mutex_unlock(&vf->lock);
+	if (ret) {
+		vgpu_slice_put(c->slice);
+		kfree(c);
+	}
+	return ret;
+}
+
+static void vgpu_obj_free_rcu(struct rcu_head *rcu)
+{
+	kfree(container_of(rcu, struct vgpu_obj, rcu));
+}
+
+/* Under c->lock. */
+int vgpu_obj_add(struct vgpu_client *c, struct vgpu_obj *parent, NvHandle h,
+		 u32 hclass, enum vgpu_obj_type type, u32 gpu,
+		 struct vgpu_charge *charge)
+{
+	struct vgpu_obj *o;
+	int ret;
+
+	lockdep_assert_held(&c->lock);
+	o = kzalloc(sizeof(*o), GFP_KERNEL);
+	if (!o)
+		return -ENOMEM;
+	o->key.client = c->obj.key.client;
+	o->key.object = h;
+	o->hclass = hclass;
+	o->type = type;
+	o->client = c;
+	o->parent = parent;
+	o->gpu = gpu;
+	o->charge = charge;
+	INIT_LIST_HEAD(&o->children);
+	ret = rhashtable_lookup_insert_fast(&vgpu_objs, &o->node, vgpu_obj_params);
+	if (ret) {
+		kfree(o);
+		return ret;
+	}
+	list_add_tail(&o->sibling, &parent->children);
+	atomic_inc(&vgpu_nr_objects);
+	return 0;
+}
+
+/* Remove o and its descendants (not a client's root); under the client lock. */
+void vgpu_obj_remove(struct vgpu_obj *o)
+{
+	struct vgpu_obj *child, *tmp;
+
+	list_for_each_entry_safe(child, tmp, &o->children, sibling)
+		vgpu_obj_remove(child);
+	if (o->type == VGPU_OBJ_CLIENT)
+		return;
+	rhashtable_remove_fast(&vgpu_objs, &o->node, vgpu_obj_params);
+	list_del(&o->sibling);
+	vgpu_charge_put(o->charge);
+	atomic_dec(&vgpu_nr_objects);
+	call_rcu(&o->rcu, vgpu_obj_free_rcu);
+}
+
+/* The client is gone in the driver: drop it from the table; under c->lock. */
+void vgpu_client_remove(struct vgpu_client *c)
+{
+	lockdep_assert_held(&c->lock);
+	if (c->dead)
+		return;
+	c->dead = true;
+	vgpu_obj_remove(&c->obj);
+	rhashtable_remove_fast(&vgpu_objs, &c->obj.node, vgpu_obj_params);
+	atomic_dec(&vgpu_nr_objects);
+	mutex_lock(&c->owner->lock);
+	list_del_init(&c->file_node);
+	mutex_unlock(&c->owner->lock);
+	vgpu_client_put(c);     /* the table's reference */
+}
+
+/*
+ * Last close of a control file: free each of its clients in the driver
+ * (kernel path, so the FB is released now), then return the charges.
+ */
+void vgpu_file_free_clients(struct vgpu_file *vf)
+{
+	struct vgpu_client *c;
+	NvHandle h;
+
+	for (;;) {
+		mutex_lock(&vf->lock);
+		c = list_first_entry_or_null(&vf->clients, struct vgpu_client,
+					     file_node);
+		if (c)
+			kref_get(&c->ref);
+		mutex_unlock(&vf->lock);
+		if (!c)
+			break;
+		mutex_lock(&c->lock);
+		h = c->obj.key.client;
+		if (!c->dead) {
+			vgpu_rm_free(h, h, h);
+			vgpu_client_remove(c);
+		}
+		mutex_unlock(&c->lock);
+		vgpu_client_put(c);
+	}
+}
+
+/* --------------------------------------------------- RM paths (kernel) */
+
+/* The kernel path's class table: parameter sizes the driver copies. */
+struct vgpu_class {
+	u32 hclass;
+	u32 params_size;
+	enum vgpu_obj_type type;
+};
+
+static const struct vgpu_class vgpu_classes[] = {
+	{ NV01_DEVICE_0, sizeof(NV0080_ALLOC_PARAMETERS), VGPU_OBJ_DEVICE },
+	{ NV20_SUBDEVICE_0, sizeof(NV2080_ALLOC_PARAMETERS), VGPU_OBJ_SUBDEVICE },
+	{ NV01_MEMORY_LOCAL_USER, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
+	{ NV01_MEMORY_SYSTEM, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
+	{ NV01_MEMORY_VIRTUAL, sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
+	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS), VGPU_OBJ_OTHER },
+	{ KEPLER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ KEPLER_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ MAXWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ PASCAL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ VOLTA_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ TURING_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ AMPERE_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ HOPPER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ BLACKWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ BLACKWELL_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ VOLTA_USERMODE_A, 0, VGPU_OBJ_USERMODE },
+	{ TURING_USERMODE_A, 0, VGPU_OBJ_USERMODE },
+	{ AMPERE_USERMODE_A, 0, VGPU_OBJ_USERMODE },
+	{ HOPPER_USERMODE_A, 0, VGPU_OBJ_USERMODE },
+	{ BLACKWELL_USERMODE_A, 0, VGPU_OBJ_USERMODE },
+};
+
+static const struct vgpu_class *vgpu_class_find(u32 hclass)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(vgpu_classes); i++)
+		if (vgpu_classes[i].hclass == hclass)
+			return &vgpu_classes[i];
+	return NULL;
+}
+
+/* A referenced client of vf (or of the control file vf registered with). */
+struct vgpu_client *vgpu_file_client(struct vgpu_file *vf, NvHandle h)
+{
+	struct vgpu_client *c = vgpu_client_lookup(h);
+	struct vgpu_file *owner = vf;
+
+	if (vf->kind != VGPU_KIND_CTL && vf->ctl_filp)
+		owner = vf->ctl_filp->private_data;
+	if (c && c->owner != owner) {
+		vgpu_client_put(c);
+		c = NULL;
+	}
+	return c;
+}
+
+static bool vgpu_gpu_parent(struct vgpu_obj *o)
+{
+	return o && (o->type == VGPU_OBJ_DEVICE || o->type == VGPU_OBJ_SUBDEVICE);
+}
+
+/*
+ * After an FB allocation: charge what the driver says it allocated.  A
+ * size larger than reserved is reserved too; if that fails the object is
+ * freed again and the caller gets NV_ERR_NO_MEMORY.
+ */
+static NV_STATUS vgpu_commit(struct vgpu_client *c, struct vgpu_obj *parent,
+			     NvHandle h, u32 hclass, u64 reserved, u64 actual)
+{
+	struct vgpu_slice *s = c->slice;
+	struct vgpu_charge *ch;
+	u32 gpu = parent->gpu;
+
+	if (actual > reserved) {
+		if (!vgpu_reserve(s, gpu, actual - reserved)) {
+			vgpu_rm_free(c->obj.key.client, parent->key.object, h);
+			vgpu_unreserve(s, gpu, reserved);
+			vgpu_refused(s, gpu, actual);
+			return NV_ERR_NO_MEMORY;
+		}
+		reserved = actual;
+	}
+	ch = vgpu_charge_new(s, gpu, reserved);
+	if (!ch)
+		goto fail;
+	if (vgpu_obj_add(c, parent, h, hclass, VGPU_OBJ_MEMORY, gpu, ch)) {
+		vgpu_charge_put(ch);
+		vgpu_rm_free(c->obj.key.client, parent->key.object, h);
+		return NV_ERR_NO_MEMORY;
+	}
+	return NV_OK;
+fail:
+	vgpu_rm_free(c->obj.key.client, parent->key.object, h);
+	vgpu_unreserve(s, gpu, reserved);
+	return NV_ERR_NO_MEMORY;
+}
+
+static NV_STATUS vgpu_track(struct vgpu_client *c, struct vgpu_obj *parent,
+			    NvHandle h, u32 hclass, enum vgpu_obj_type type,
+			    u32 gpu)
+{
+	if (vgpu_obj_add(c, parent, h, hclass, type, gpu, NULL)) {
+		vgpu_rm_free(c->obj.key.client, parent->key.object, h);
+		return NV_ERR_NO_MEMORY;
+	}
+	return NV_OK;
+}
+
+/**
+ * vgpu_rm_alloc_path - RM_ALLOC (NVOS21/NVOS64) and RM_ALLOC_OBJECT of a
+ * non-root class, made through the kernel entry point
+ * @vf: the control file
+ * @p: the parameters, top level already in kernel memory; pAllocParms is
+ *	still the caller's pointer and is copied here (class size)
+ */
+NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
+{
+	const struct vgpu_class *cls = vgpu_class_find(p->hClass);
+	struct vgpu_slice *s = vf->slice;
+	NV_MEMORY_ALLOCATION_PARAMS *mp;
+	void __user *uparams = u64_to_user_ptr(p->pAllocParms);
+	struct vgpu_obj *parent;
+	struct vgpu_client *c;
+	u64 reserved = 0;
+	bool fb = false;
+	u32 gpu = 0;
+	u8 kparams[sizeof(NV_CHANNEL_ALLOC_PARAMS)] __aligned(8);
+	NV_STATUS st;
+
+	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV_MEMORY_ALLOCATION_PARAMS));
+	if (!cls)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (p->flags & NVOS64_FLAGS_FINN_SERIALIZED)
+		return NV_ERR_NOT_SUPPORTED;
+
+	memset(kparams, 0, sizeof(kparams));
+	if (cls->params_size && p->pAllocParms &&
+	    copy_from_user(kparams, uparams, cls->params_size))
+		return NV_ERR_INVALID_ARGUMENT;
+
+	c = vgpu_file_client(vf, p->hRoot);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
+	if (!parent) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+
+	gpu = parent->gpu;
+	switch (cls->type) {
+	case VGPU_OBJ_DEVICE: {
+		NV0080_ALLOC_PARAMETERS *dp = (void *)kparams;
+		u32 idx = dp->deviceId;
+
+		if (parent->type != VGPU_OBJ_CLIENT) {
+			st = NV_ERR_INVALID_OBJECT_PARENT;
+			goto out;
+		}
+		/* The container numbers its GPUs from 0; others do not exist. */
+		if (idx >= s->nr_gpus) {
+			st = NV_ERR_INVALID_CLASS;
+			goto out;
+		}
+		dp->deviceId = s->gpus[idx].real_minor;
+		gpu = idx;
+		break;
+	}
+	case VGPU_OBJ_SUBDEVICE:
+		if (parent->type != VGPU_OBJ_DEVICE) {
+			st = NV_ERR_INVALID_OBJECT_PARENT;
+			goto out;
+		}
+		break;
+	case VGPU_OBJ_MEMORY:
+		if (!vgpu_gpu_parent(parent)) {
+			st = NV_ERR_INVALID_OBJECT_PARENT;
+			goto out;
+		}
+		if (p->hClass == NV01_MEMORY_VIRTUAL)
+			break;
+		mp = (void *)kparams;
+		if (!p->pAllocParms) {
+			st = NV_ERR_INVALID_ARGUMENT;
+			goto out;
+		}
+		/* Only kernel callers may set internal flags. */
+		mp->internalflags = 0;
+		if (p->hClass == NV01_MEMORY_LOCAL_USER) {
+			fb = true;
+			reserved = mp->size;
+			if (!vgpu_reserve(s, parent->gpu, reserved)) {
+				vgpu_refused(s, parent->gpu, reserved);
+				st = NV_ERR_NO_MEMORY;
+				goto out;
+			}
+		}
+		break;
+	default:
+		if (parent->type == VGPU_OBJ_CLIENT) {
+			st = NV_ERR_INVALID_OBJECT_PARENT;
+			goto out;
+		}
+		break;
+	}
+
+	/* Device and subdevice always get (zeroed) parameters: the defaults. */
+	p->pAllocParms = cls->params_size &&
+			 (uparams || cls->type == VGPU_OBJ_DEVICE ||
+			  cls->type == VGPU_OBJ_SUBDEVICE) ?
+			 (u64)(uintptr_t)kparams : 0;
+	p->pRightsRequested = 0;
+	st = vgpu_rm_alloc(p);
+	p->pAllocParms = (u64)(uintptr_t)uparams;
+	if (st != NV_OK) {
+		if (fb)
+			vgpu_unreserve(s, parent->gpu, reserved);
+		goto out;
+	}
+	if (fb) {
+		mp = (void *)kparams;
+		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved,
+				 mp->size);
+	} else {
+		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, cls->type,
+				gpu);
+	}
+	/* The caller sees its own numbering back. */
+	if (cls->type == VGPU_OBJ_DEVICE)
+		((NV0080_ALLOC_PARAMETERS *)kparams)->deviceId = gpu;
+	if (st == NV_OK && cls->params_size && uparams &&
+	    copy_to_user(uparams, kparams, cls->params_size)) {
+		/* As the driver: parameters that cannot be written back undo. */
+		struct vgpu_obj *o = vgpu_obj_find(p->hRoot, p->hObjectNew);
+
+		vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectNew);
+		if (o)
+			vgpu_obj_remove(o);
+		st = NV_ERR_INVALID_ARGUMENT;
+	}
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return st;
+}
+
+/**
+ * vgpu_rm_free_path - RM_FREE: the object and its descendants, or the client
+ */
+NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p)
+{
+	struct vgpu_client *c;
+	struct vgpu_obj *o;
+	NV_STATUS st;
+
+	c = vgpu_file_client(vf, p->hRoot);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	st = vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectOld);
+	if (st != NV_OK)
+		goto out;
+	if (p->hObjectOld == p->hRoot) {
+		vgpu_client_remove(c);
+	} else {
+		o = vgpu_obj_find(p->hRoot, p->hObjectOld);
+		if (o)
+			vgpu_obj_remove(o);
+	}
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return st;
+}
+
+/**
+ * vgpu_rm_dup_path - RM_DUP_OBJECT: memory of a client of the same slice;
+ * the new object shares the source's FB charge.
+ */
+NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
+{
+	struct vgpu_charge *charge = NULL;
+	struct vgpu_obj *src, *parent;
+	struct vgpu_client *c;
+	enum vgpu_obj_type type;
+	u32 hclass, gpu;
+	NV_STATUS st;
+
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+
+	/* The source must be an object vgpu.ko tracks in this slice. */
+	rcu_read_lock();
+	src = vgpu_obj_find(p->hClientSrc, p->hObjectSrc);
+	if (!src || src->client->slice != vf->slice ||
+	    (src->type != VGPU_OBJ_MEMORY && src->type != VGPU_OBJ_USERMODE) ||
+	    (src->charge && !refcount_inc_not_zero(&src->charge->ref))) {
+		rcu_read_unlock();
+		vgpu_client_put(c);
+		return src ? NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
+	}
+	charge = src->charge;
+	type = src->type;
+	hclass = src->hclass;
+	gpu = src->gpu;
+	rcu_read_unlock();
+
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	parent = vgpu_obj_find(p->hClient, p->hParent);
+	if (!vgpu_gpu_parent(parent)) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	if (parent->gpu != gpu) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	st = vgpu_rm_dup(p);
+	if (st != NV_OK)
+		goto out;
+	if (vgpu_obj_add(c, parent, p->hObject, hclass, type, gpu, charge)) {
+		vgpu_rm_free(p->hClient, p->hParent, p->hObject);
+		st = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	charge = NULL;          /* now the new object's */
+out:
+	mutex_unlock(&c->lock);
+	vgpu_charge_put(charge);
+	vgpu_client_put(c);
+	return st;
+}
+
+/**
+ * vgpu_alloc_memory_path - RM_ALLOC_MEMORY (NVOS02) of FB (0x40), kernel path
+ */
+NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
+{
+	struct vgpu_slice *s = vf->slice;
+	struct vgpu_obj *parent;
+	struct vgpu_client *c;
+	u64 size;
+	NV_STATUS st;
+
+	if (p->hClass != NV01_MEMORY_LOCAL_USER)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (p->limit == U64_MAX)
+		return NV_ERR_INVALID_ARGUMENT;
+	size = p->limit + 1;
+
+	c = vgpu_file_client(vf, p->hRoot);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
+	if (!vgpu_gpu_parent(parent)) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	if (!vgpu_reserve(s, parent->gpu, size)) {
+		vgpu_refused(s, parent->gpu, size);
+		st = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	st = vgpu_rm_alloc_memory(p);
+	if (st != NV_OK) {
+		vgpu_unreserve(s, parent->gpu, size);
+		goto out;
+	}
+	st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, size,
+			 p->limit + 1);
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return st;
+}
+
+/* Is an NVOS32 allocation FB?  (nv-abi.md: VIRTUAL flag, attr location.) */
+static bool vgpu_heap_is_fb(u32 flags, u32 attr, u32 *hclass)
+{
+	u32 loc = (attr >> NVOS32_ATTR_LOCATION_SHIFT) & NVOS32_ATTR_LOCATION_MASK;
+
+	if (flags & NVOS32_ALLOC_FLAGS_VIRTUAL) {
+		*hclass = NV01_MEMORY_VIRTUAL;
+		return false;
+	}
+	if (loc == NVOS32_ATTR_LOCATION_PCI) {
+		*hclass = NV01_MEMORY_SYSTEM;
+		return false;
+	}
+	*hclass = NV01_MEMORY_LOCAL_USER;
+	return true;
+}
+
+/**
+ * vgpu_vid_heap_path - RM_VID_HEAP_CONTROL: ALLOC 2/6/14, FREE 3, INFO 5
+ */
+NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
+{
+	struct vgpu_slice *s = vf->slice;
+	struct vgpu_obj *parent, *o;
+	struct vgpu_client *c;
+	u32 flags, attr, hclass = 0;
+	u64 *psize, size = 0;
+	bool fb = false;
+	NV_STATUS st;
+
+	switch (p->function) {
+	case NVOS32_FUNCTION_ALLOC_SIZE:
+		flags = p->data.AllocSize.flags;
+		attr = p->data.AllocSize.attr;
+		psize = &p->data.AllocSize.size;
+		break;
+	case NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
+		flags = p->data.AllocTiledPitchHeight.flags;
+		attr = p->data.AllocTiledPitchHeight.attr;
+		psize = &p->data.AllocTiledPitchHeight.size;
+		break;
+	case NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
+		flags = p->data.AllocSizeRange.flags;
+		attr = p->data.AllocSizeRange.attr;
+		psize = &p->data.AllocSizeRange.size;
+		break;
+	case NVOS32_FUNCTION_FREE:
+	case NVOS32_FUNCTION_INFO:
+		psize = NULL;
+		flags = attr = 0;
+		break;
+	default:
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	}
+
+	c = vgpu_file_client(vf, p->hRoot);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
+	if (!vgpu_gpu_parent(parent)) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	if (psize) {
+		fb = vgpu_heap_is_fb(flags, attr, &hclass);
+		size = *psize;
+		if (fb && !vgpu_reserve(s, parent->gpu, size)) {
+			vgpu_refused(s, parent->gpu, size);
+			st = NV_ERR_NO_MEMORY;
+			goto out;
+		}
+	}
+	st = vgpu_rm_vid_heap(p);
+	if (st != NV_OK) {
+		if (fb)
+			vgpu_unreserve(s, parent->gpu, size);
+		goto out;
+	}
+	if (p->function == NVOS32_FUNCTION_FREE) {
+		o = vgpu_obj_find(p->hRoot, p->data.Free.hMemory);
+		if (o && o->type != VGPU_OBJ_CLIENT)
+			vgpu_obj_remove(o);
+	} else if (psize) {
+		/* hMemory is at the same offset in the three layouts. */
+		NvHandle h = p->data.AllocSize.hMemory;
+
+		if (fb)
+			st = vgpu_commit(c, parent, h, hclass, size, *psize);
+		else
+			st = vgpu_track(c, parent, h, hclass, VGPU_OBJ_MEMORY,
+					parent->gpu);
+	}
+	if (st == NV_OK)
+		vgpu_heap_info_rewrite(s, parent->gpu, p);
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return st;
+}
+
+bool vgpu_class_allowed(u32 hclass)
+{
+	return vgpu_class_find(hclass) != NULL;
+}

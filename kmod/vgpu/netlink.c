@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * netlink.c - the generic-netlink family "vgpu" (include/uapi/vgpu.h):
+ * strict policies, GENL_ADMIN_PERM on every command, extack messages that
+ * name the bad attribute, and the "events" multicast group.
+ */
+#include <linux/slab.h>
+#include <net/genetlink.h>
+
+#include "vgpu.h"
+
+static struct genl_family vgpu_family;
+
+enum { VGPU_MCGRP_EVENTS_ID };
+
+static const struct genl_multicast_group vgpu_mcgrps[] = {
+	[VGPU_MCGRP_EVENTS_ID] = { .name = VGPU_GENL_MCGRP_EVENTS },
+};
+
+static const struct nla_policy vgpu_gpu_policy[VGPU_GPU_A_MAX + 1] = {
+	[VGPU_GPU_A_INDEX] = NLA_POLICY_MAX(NLA_U32, VGPU_MAX_SLICE_GPUS - 1),
+	[VGPU_GPU_A_REAL_MINOR] = NLA_POLICY_MAX(NLA_U32, NV_MAX_GPU_MINOR),
+	[VGPU_GPU_A_MEM_LIMIT] = { .type = NLA_U64 },
+	[VGPU_GPU_A_MEM_USED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_MEM_PEAK] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_ALLOCS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_REFUSALS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_GPU_ID] = { .type = NLA_U32 },
+	[VGPU_GPU_A_PAD] = { .type = NLA_REJECT },
+};
+
+static const struct nla_policy vgpu_list_policy[VGPU_A_LIST_MAX + 1] = {
+	[VGPU_A_GPU] = NLA_POLICY_NESTED(vgpu_gpu_policy),
+	[VGPU_A_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+};
+
+static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
+	[VGPU_A_SLICE_ID] = NLA_POLICY_MIN(NLA_U32, 1),
+	[VGPU_A_SLICE_NAME] = { .type = NLA_NUL_STRING, .len = VGPU_SLICE_NAME_MAX - 1 },
+	[VGPU_A_SLICE_FLAGS] = NLA_POLICY_MASK(NLA_U32, VGPU_SLICE_F_ALL),
+	[VGPU_A_SLICE_UVM_POLICY] = NLA_POLICY_MAX(NLA_U32, __VGPU_UVM_POLICY_MAX - 1),
+	[VGPU_A_SLICE_GPUS] = NLA_POLICY_NESTED(vgpu_list_policy),
+	[VGPU_A_SLICE_MAJOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_BASE_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_OPEN_FILES] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_PIDS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_UVM_MAPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_EVENT_TYPE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_EVENT_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_EVENT_GPU] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_EVENT_SIZE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_PAD] = { .type = NLA_REJECT },
+};
+
+/* ------------------------------------------------------------ replies */
+
+static int vgpu_fill_gpu(struct sk_buff *skb, struct vgpu_slice *s, u32 i)
+{
+	struct vgpu_gpu *g = &s->gpus[i];
+	struct nlattr *n = nla_nest_start(skb, VGPU_A_GPU);
+
+	if (!n)
+		return -EMSGSIZE;
+	if (nla_put_u32(skb, VGPU_GPU_A_INDEX, i) ||
+	    nla_put_u32(skb, VGPU_GPU_A_REAL_MINOR, g->real_minor) ||
+	    nla_put_u32(skb, VGPU_GPU_A_GPU_ID, g->gpu_id) ||
+	    nla_put_u32(skb, VGPU_GPU_A_MINOR, s->base + VGPU_MINOR_GPU0 + i) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_MEM_LIMIT, READ_ONCE(g->limit), VGPU_GPU_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_MEM_USED, atomic64_read(&g->used), VGPU_GPU_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_MEM_PEAK, atomic64_read(&g->peak), VGPU_GPU_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_ALLOCS, atomic64_read(&g->allocs), VGPU_GPU_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_REFUSALS, atomic64_read(&g->refusals), VGPU_GPU_A_PAD)) {
+		nla_nest_cancel(skb, n);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(skb, n);
+	return 0;
+}
+
+static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
+			   u32 portid, u32 seq, int flags, u8 cmd)
+{
+	struct nlattr *gpus, *pids;
+	struct vgpu_pid *p;
+	void *hdr;
+	u32 i;
+
+	hdr = genlmsg_put(skb, portid, seq, &vgpu_family, flags, cmd);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (nla_put_u32(skb, VGPU_A_SLICE_ID, s->id) ||
+	    nla_put_string(skb, VGPU_A_SLICE_NAME, s->name) ||
+	    nla_put_u32(skb, VGPU_A_SLICE_UVM_POLICY, READ_ONCE(s->uvm_policy)) ||
+	    nla_put_u32(skb, VGPU_A_SLICE_MAJOR, vgpu_major) ||
+	    nla_put_u32(skb, VGPU_A_SLICE_BASE_MINOR, s->base) ||
+	    nla_put_u32(skb, VGPU_A_SLICE_OPEN_FILES, atomic_read(&s->open_files)) ||
+	    nla_put_u64_64bit(skb, VGPU_A_SLICE_UVM_MAPPED,
+			      atomic64_read(&s->uvm_mapped), VGPU_A_PAD))
+		goto err;
+	gpus = nla_nest_start(skb, VGPU_A_SLICE_GPUS);
+	if (!gpus)
+		goto err;
+	for (i = 0; i < s->nr_gpus; i++)
+		if (vgpu_fill_gpu(skb, s, i))
+			goto err;
+	nla_nest_end(skb, gpus);
+	pids = nla_nest_start(skb, VGPU_A_SLICE_PIDS);
+	if (!pids)
+		goto err;
+	mutex_lock(&s->lock);
+	list_for_each_entry(p, &s->pids, node) {
+		if (nla_put_u32(skb, VGPU_A_PID, pid_nr(p->pid))) {
+			mutex_unlock(&s->lock);
+			goto err;
+		}
+	}
+	mutex_unlock(&s->lock);
+	nla_nest_end(skb, pids);
+	genlmsg_end(skb, hdr);
+	return 0;
+err:
+	genlmsg_cancel(skb, hdr);
+	return -EMSGSIZE;
+}
+
+static int vgpu_reply_slice(struct genl_info *info, struct vgpu_slice *s)
+{
+	struct sk_buff *skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	int ret;
+
+	if (!skb)
+		return -ENOMEM;
+	ret = vgpu_fill_slice(skb, s, info->snd_portid, info->snd_seq, 0,
+			      VGPU_CMD_SLICE_GET);
+	if (ret) {
+		nlmsg_free(skb);
+		return ret;
+	}
+	return genlmsg_reply(skb, info);
+}
+
+/* ------------------------------------------------------------ commands */
+
+/* NL_SET_ERR_MSG_ATTR for a message chosen at run time (static strings only). */
+static void vgpu_extack(struct netlink_ext_ack *extack, const struct nlattr *attr,
+			const char *msg)
+{
+	if (extack) {
+		extack->_msg = msg;
+		extack->bad_attr = attr;
+	}
+}
+
+struct vgpu_gpu_req {
+	u32 n;
+	u32 index[VGPU_MAX_SLICE_GPUS];
+	u32 minor[VGPU_MAX_SLICE_GPUS];
+	u32 gpu_id[VGPU_MAX_SLICE_GPUS];
+	u64 limit[VGPU_MAX_SLICE_GPUS];
+	bool has_index[VGPU_MAX_SLICE_GPUS];
+	bool has_minor[VGPU_MAX_SLICE_GPUS];
+	bool has_limit[VGPU_MAX_SLICE_GPUS];
+};
+
+static int vgpu_parse_gpus(struct nlattr *gpus, struct vgpu_gpu_req *r,
+			   struct netlink_ext_ack *extack)
+{
+	struct nlattr *tb[VGPU_GPU_A_MAX + 1], *a;
+	int rem, ret;
+
+	memset(r, 0, sizeof(*r));
+	nla_for_each_nested(a, gpus, rem) {
+		if (nla_type(a) != VGPU_A_GPU) {
+			NL_SET_ERR_MSG_ATTR(extack, a, "VGPU_A_SLICE_GPUS holds only VGPU_A_GPU");
+			return -EINVAL;
+		}
+		if (r->n == VGPU_MAX_SLICE_GPUS) {
+			NL_SET_ERR_MSG_ATTR(extack, a, "more than VGPU_MAX_SLICE_GPUS GPUs");
+			return -E2BIG;
+		}
+		ret = nla_parse_nested(tb, VGPU_GPU_A_MAX, a, vgpu_gpu_policy, extack);
+		if (ret)
+			return ret;
+		if (tb[VGPU_GPU_A_INDEX]) {
+			r->has_index[r->n] = true;
+			r->index[r->n] = nla_get_u32(tb[VGPU_GPU_A_INDEX]);
+		}
+		if (tb[VGPU_GPU_A_REAL_MINOR]) {
+			r->has_minor[r->n] = true;
+			r->minor[r->n] = nla_get_u32(tb[VGPU_GPU_A_REAL_MINOR]);
+		}
+		if (tb[VGPU_GPU_A_MEM_LIMIT]) {
+			r->has_limit[r->n] = true;
+			r->limit[r->n] = nla_get_u64(tb[VGPU_GPU_A_MEM_LIMIT]);
+		}
+		if (tb[VGPU_GPU_A_GPU_ID])
+			r->gpu_id[r->n] = nla_get_u32(tb[VGPU_GPU_A_GPU_ID]);
+		r->n++;
+	}
+	return 0;
+}
+
+static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
+{
+	struct netlink_ext_ack *extack = info->extack;
+	struct vgpu_gpu_req *r;
+	struct vgpu_slice *s;
+	const char *name = "";
+	u32 id, policy = VGPU_UVM_COUNT, i;
+	int ret;
+
+	if (GENL_REQ_ATTR_CHECK(info, VGPU_A_SLICE_ID) ||
+	    GENL_REQ_ATTR_CHECK(info, VGPU_A_SLICE_GPUS))
+		return -EINVAL;
+	id = nla_get_u32(info->attrs[VGPU_A_SLICE_ID]);
+	if (info->attrs[VGPU_A_SLICE_NAME])
+		name = nla_data(info->attrs[VGPU_A_SLICE_NAME]);
+	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
+		policy = nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]);
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	ret = vgpu_parse_gpus(info->attrs[VGPU_A_SLICE_GPUS], r, extack);
+	if (ret)
+		goto out;
+	if (!r->n) {
+		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
+				    "at least one VGPU_A_GPU is needed");
+		ret = -EINVAL;
+		goto out;
+	}
+	for (i = 0; i < r->n; i++) {
+		if (!r->has_minor[i] || !r->has_limit[i]) {
+			vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS],
+				    r->has_minor[i] ? "VGPU_GPU_A_MEM_LIMIT missing" :
+				    "VGPU_GPU_A_REAL_MINOR missing");
+			ret = -EINVAL;
+			goto out;
+		}
+		if (r->has_index[i] && r->index[i] != i) {
+			NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
+					    "VGPU_GPU_A_INDEX must follow the order of the GPUs");
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	mutex_lock(&vgpu_slices_lock);
+	s = vgpu_slice_new(id, name, r->n, r->minor, r->gpu_id, r->limit, policy, &ret);
+	if (s) {
+		ret = vgpu_reply_slice(info, s);
+		if (ret)
+			vgpu_slice_remove_locked(s);
+	} else if (ret == -EEXIST) {
+		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_ID], "slice id in use");
+	} else if (ret == -ENODEV) {
+		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
+				    "a real NVIDIA device node is missing");
+	} else if (ret == -EINVAL) {
+		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
+				    "a GPU is named twice");
+	} else if (ret == -ENOSPC) {
+		NL_SET_ERR_MSG(extack, "no free slice minors");
+	}
+	mutex_unlock(&vgpu_slices_lock);
+out:
+	kfree(r);
+	return ret;
+}
+
+static struct vgpu_slice *vgpu_nl_slice(struct genl_info *info)
+{
+	struct vgpu_slice *s;
+
+	if (GENL_REQ_ATTR_CHECK(info, VGPU_A_SLICE_ID))
+		return ERR_PTR(-EINVAL);
+	s = vgpu_slice_find_locked(nla_get_u32(info->attrs[VGPU_A_SLICE_ID]));
+	if (!s) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[VGPU_A_SLICE_ID],
+				    "no such slice");
+		return ERR_PTR(-ENOENT);
+	}
+	return s;
+}
+
+static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
+{
+	struct netlink_ext_ack *extack = info->extack;
+	struct vgpu_gpu_req *r;
+	struct vgpu_slice *s;
+	u32 i;
+	int ret = 0;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	mutex_lock(&vgpu_slices_lock);
+	s = vgpu_nl_slice(info);
+	if (IS_ERR(s)) {
+		ret = PTR_ERR(s);
+		goto out;
+	}
+	if (info->attrs[VGPU_A_SLICE_GPUS]) {
+		ret = vgpu_parse_gpus(info->attrs[VGPU_A_SLICE_GPUS], r, extack);
+		if (ret)
+			goto out;
+		/* Check everything before changing anything. */
+		for (i = 0; i < r->n; i++) {
+			const char *msg = NULL;
+
+			if (!r->has_index[i])
+				msg = "VGPU_GPU_A_INDEX missing";
+			else if (r->index[i] >= s->nr_gpus)
+				msg = "VGPU_GPU_A_INDEX: no such GPU in the slice";
+			else if (r->has_minor[i] || r->gpu_id[i])
+				msg = "a slice's GPUs cannot change";
+			else if (!r->has_limit[i])
+				msg = "VGPU_GPU_A_MEM_LIMIT missing";
+			if (msg) {
+				vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS], msg);
+				ret = -EINVAL;
+				goto out;
+			}
+		}
+	}
+	for (i = 0; i < r->n; i++)
+		WRITE_ONCE(s->gpus[r->index[i]].limit, r->limit[i]);
+	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
+		WRITE_ONCE(s->uvm_policy,
+			   nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]));
+	ret = vgpu_reply_slice(info, s);
+out:
+	mutex_unlock(&vgpu_slices_lock);
+	kfree(r);
+	return ret;
+}
+
+static int vgpu_nl_del(struct sk_buff *skb, struct genl_info *info)
+{
+	struct vgpu_slice *s;
+	u32 flags = 0;
+	int ret = 0;
+
+	if (info->attrs[VGPU_A_SLICE_FLAGS])
+		flags = nla_get_u32(info->attrs[VGPU_A_SLICE_FLAGS]);
+	mutex_lock(&vgpu_slices_lock);
+	s = vgpu_nl_slice(info);
+	if (IS_ERR(s)) {
+		ret = PTR_ERR(s);
+		goto out;
+	}
+	if (atomic_read(&s->open_files) && !(flags & VGPU_SLICE_F_FORCE)) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[VGPU_A_SLICE_ID],
+				    "slice has open files (VGPU_SLICE_F_FORCE to destroy anyway)");
+		ret = -EBUSY;
+		goto out;
+	}
+	vgpu_slice_remove_locked(s);
+out:
+	mutex_unlock(&vgpu_slices_lock);
+	return ret;
+}
+
+static int vgpu_nl_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct vgpu_slice *s;
+	int ret;
+
+	mutex_lock(&vgpu_slices_lock);
+	s = vgpu_nl_slice(info);
+	ret = IS_ERR(s) ? PTR_ERR(s) : vgpu_reply_slice(info, s);
+	mutex_unlock(&vgpu_slices_lock);
+	return ret;
+}
+
+struct vgpu_dump_ctx {
+	struct sk_buff *skb;
+	struct netlink_callback *cb;
+	int count;
+};
+
+static int vgpu_dump_one(struct vgpu_slice *s, void *arg)
+{
+	struct vgpu_dump_ctx *d = arg;
+	int ret;
+
+	ret = vgpu_fill_slice(d->skb, s, NETLINK_CB(d->cb->skb).portid,
+			      d->cb->nlh->nlmsg_seq, NLM_F_MULTI,
+			      VGPU_CMD_SLICE_GET);
+	if (ret)
+		return ret;
+	/* cb->args[0]: the next slice id to send. */
+	d->cb->args[0] = (long)s->id + 1;
+	d->count++;
+	return 0;
+}
+
+static int vgpu_nl_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct vgpu_dump_ctx d = { .skb = skb, .cb = cb };
+	int ret;
+
+	if (cb->args[0] > U32_MAX)
+		return 0;
+	ret = vgpu_slice_for_each_from((u32)cb->args[0], vgpu_dump_one, &d);
+	if (ret && !d.count)
+		return ret;
+	if (!ret)
+		cb->args[0] = (long)U32_MAX + 1;     /* done */
+	return skb->len;
+}
+
+static const struct genl_ops vgpu_ops[] = {
+	{ .cmd = VGPU_CMD_SLICE_NEW, .doit = vgpu_nl_new, .flags = GENL_ADMIN_PERM },
+	{ .cmd = VGPU_CMD_SLICE_SET, .doit = vgpu_nl_set, .flags = GENL_ADMIN_PERM },
+	{ .cmd = VGPU_CMD_SLICE_DEL, .doit = vgpu_nl_del, .flags = GENL_ADMIN_PERM },
+	{ .cmd = VGPU_CMD_SLICE_GET, .doit = vgpu_nl_get, .dumpit = vgpu_nl_dump,
+	  .flags = GENL_ADMIN_PERM },
+};
+
+static struct genl_family vgpu_family __ro_after_init = {
+	.name = VGPU_GENL_NAME,
+	.version = VGPU_GENL_VERSION,
+	.maxattr = VGPU_A_MAX,
+	.policy = vgpu_policy,
+	.netnsok = false,
+	.module = THIS_MODULE,
+	.ops = vgpu_ops,
+	.n_ops = ARRAY_SIZE(vgpu_ops),
+	.mcgrps = vgpu_mcgrps,
+	.n_mcgrps = ARRAY_SIZE(vgpu_mcgrps),
+};
+
+/* ------------------------------------------------------------- events */
+
+void vgpu_event(struct vgpu_slice *s, u32 type, u32 gpu, u64 size)
+{
+	struct sk_buff *skb;
+	void *hdr;
+
+	if (!genl_has_listeners(&vgpu_family, &init_net, VGPU_MCGRP_EVENTS_ID))
+		return;
+	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!skb)
+		return;
+	hdr = genlmsg_put(skb, 0, 0, &vgpu_family, 0, VGPU_CMD_EVENT);
+	if (!hdr)
+		goto err;
+	if (nla_put_u32(skb, VGPU_A_SLICE_ID, s->id) ||
+	    nla_put_u32(skb, VGPU_A_EVENT_TYPE, type) ||
+	    nla_put_u32(skb, VGPU_A_EVENT_PID, task_tgid_nr(current)) ||
+	    (gpu != U32_MAX && nla_put_u32(skb, VGPU_A_EVENT_GPU, gpu)) ||
+	    (size && nla_put_u64_64bit(skb, VGPU_A_EVENT_SIZE, size, VGPU_A_PAD)))
+		goto err;
+	genlmsg_end(skb, hdr);
+	genlmsg_multicast(&vgpu_family, skb, 0, VGPU_MCGRP_EVENTS_ID, GFP_KERNEL);
+	return;
+err:
+	nlmsg_free(skb);
+}
+
+int vgpu_netlink_init(void)
+{
+	return genl_register_family(&vgpu_family);
+}
+
+void vgpu_netlink_exit(void)
+{
+	genl_unregister_family(&vgpu_family);
+}

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rmapi.c - the driver's kernel RM entry point (nvidia_get_rm_ops).
+ *
+ * Linked directly, as nvidia-modeset does: the module loader binds vgpu.ko
+ * to whichever driver provides the symbol (nvidia.ko or nvsim.ko) and pins
+ * it while loaded.  (symbol_get() is not usable: Debian's 6.1 kernel, like
+ * mainline since 6.6, refuses symbol_get() of a non-GPL export.)  Every
+ * parameter passed here is kernel memory, so the driver reads exactly what
+ * vgpu.ko checked: no double fetch.
+ */
+#include <linux/module.h>
+#include <linux/string.h>
+
+#include "vgpu.h"
+
+static nvidia_modeset_rm_ops_t vgpu_rm;
+static NV_STATUS (*vgpu_get_rm_ops)(nvidia_modeset_rm_ops_t *);
+static char vgpu_rm_version[NV_RM_API_VERSION_STRING_LENGTH];
+
+int vgpu_rm_init(void)
+{
+	NV_STATUS st;
+
+	vgpu_get_rm_ops = nvidia_get_rm_ops;
+	memset(&vgpu_rm, 0, sizeof(vgpu_rm));
+	vgpu_rm.version_string = vgpu_nvidia_version;
+	st = vgpu_get_rm_ops(&vgpu_rm);
+	if (st == NV_ERR_GENERIC && vgpu_rm.version_string) {
+		/* The driver wrote its own version back: retry with it. */
+		strscpy(vgpu_rm_version, vgpu_rm.version_string,
+			sizeof(vgpu_rm_version));
+		if (vgpu_nvidia_version[0])
+			pr_warn("driver version %s, not %s as asked\n",
+				vgpu_rm_version, vgpu_nvidia_version);
+		memset(&vgpu_rm, 0, sizeof(vgpu_rm));
+		vgpu_rm.version_string = vgpu_rm_version;
+		st = vgpu_get_rm_ops(&vgpu_rm);
+	}
+	if (st != NV_OK || !vgpu_rm.op || !vgpu_rm.alloc_stack ||
+	    !vgpu_rm.free_stack || !vgpu_rm.enumerate_gpus) {
+		pr_err("nvidia_get_rm_ops refused (status %#x)\n", st);
+		vgpu_get_rm_ops = NULL;
+		return -ENODEV;
+	}
+	pr_info("bound to NVIDIA driver %s\n", vgpu_rm_version[0] ?
+		vgpu_rm_version : vgpu_nvidia_version);
+	return 0;
+}
+
+void vgpu_rm_exit(void)
+{
+	vgpu_get_rm_ops = NULL;
+}
+
+/* One RM stack per call: the driver's stacks are not shared between threads. */
+void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops)
+{
+	nvidia_modeset_stack_ptr sp = NULL;
+
+	if (vgpu_rm.alloc_stack(&sp)) {
+		/* Every op's status is the first field after its handles; fail it. */
+		switch (ops->op) {
+		case NV01_FREE: ops->params.free.status = NV_ERR_NO_MEMORY; break;
+		case NV01_ALLOC_MEMORY: ops->params.allocMemory64.status = NV_ERR_NO_MEMORY; break;
+		case NV04_ALLOC: ops->params.alloc.status = NV_ERR_NO_MEMORY; break;
+		case NV04_CONTROL: ops->params.control.status = NV_ERR_NO_MEMORY; break;
+		case NV04_DUP_OBJECT: ops->params.dupObject.status = NV_ERR_NO_MEMORY; break;
+		case NV04_VID_HEAP_CONTROL: ops->params.pVidHeapControl->status = NV_ERR_NO_MEMORY; break;
+		}
+		return;
+	}
+	vgpu_rm.op(sp, ops);
+	vgpu_rm.free_stack(sp);
+}
+
+NV_STATUS vgpu_rm_alloc(NVOS64_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
+
+	ops.params.alloc = *p;
+	ops.params.alloc.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	*p = ops.params.alloc;
+	return p->status;
+}
+
+NV_STATUS vgpu_rm_free(NvHandle hClient, NvHandle hParent, NvHandle hObject)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV01_FREE };
+
+	ops.params.free.hRoot = hClient;
+	ops.params.free.hObjectParent = hParent;
+	ops.params.free.hObjectOld = hObject;
+	ops.params.free.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	return ops.params.free.status;
+}
+
+NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_CONTROL };
+
+	ops.params.control = *p;
+	ops.params.control.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	p->status = ops.params.control.status;
+	return p->status;
+}
+
+NV_STATUS vgpu_rm_alloc_memory(NVOS02_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV01_ALLOC_MEMORY };
+
+	ops.params.allocMemory64 = *p;
+	ops.params.allocMemory64.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	*p = ops.params.allocMemory64;
+	return p->status;
+}
+
+NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_VID_HEAP_CONTROL };
+
+	p->status = NV_ERR_GENERIC;
+	ops.params.pVidHeapControl = p;
+	vgpu_rm_op(&ops);
+	return p->status;
+}
+
+NV_STATUS vgpu_rm_dup(NVOS55_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_DUP_OBJECT };
+
+	ops.params.dupObject = *p;
+	ops.params.dupObject.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	*p = ops.params.dupObject;
+	return p->status;
+}
+
+/*
+ * The existence probe: NVXXXX_CTRL_CMD_NULL (0), which the driver accepts
+ * on every object, after looking up client and object.  Absent:
+ * NV_ERR_INVALID_CLIENT or NV_ERR_INVALID_OBJECT_HANDLE; any other status
+ * (NV_OK on the real driver, NV_ERR_NOT_SUPPORTED on nvsim) means present.
+ */
+bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject)
+{
+	NVOS54_PARAMETERS p = {
+		.hClient = hClient, .hObject = hObject, .cmd = 0,
+	};
+	NV_STATUS st = vgpu_rm_control(&p);
+
+	return st != NV_ERR_INVALID_CLIENT && st != NV_ERR_INVALID_OBJECT_HANDLE &&
+	       st != NV_ERR_OBJECT_NOT_FOUND && st != NV_ERR_GENERIC;
+}
+
+u32 vgpu_rm_enumerate(nv_gpu_info_t *info)
+{
+	return vgpu_rm.enumerate_gpus(info);
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * slice.c - refcounted slices and their registry.
+ *
+ * A slice is created and removed under vgpu_slices_lock.  Removal (netlink
+ * SLICE_DEL or module exit) unlinks it from the registry and deletes its
+ * nodes; open files, charges and clients keep their references, and the
+ * slice is freed when the last one goes (vgpu_slice_put).
+ */
+#include <linux/slab.h>
+#include <linux/idr.h>
+#include <linux/xarray.h>
+#include <linux/namei.h>
+#include <linux/string.h>
+#include <linux/stat.h>
+#include <linux/pid_namespace.h>
+#include <linux/sched.h>
+
+#include "vgpu.h"
+
+DEFINE_MUTEX(vgpu_slices_lock);
+static DEFINE_IDR(vgpu_slot_idr);        /* slot (base / 16) -> slice */
+static DEFINE_XARRAY(vgpu_slice_ids);    /* id -> slice */
+
+static void vgpu_slice_release(struct kref *ref)
+{
+	struct vgpu_slice *s = container_of(ref, struct vgpu_slice, ref);
+	struct vgpu_pid *p, *tmp;
+	u32 i;
+
+	for (i = 0; i < s->nr_gpus; i++)
+		path_put(&s->gpus[i].path);
+	path_put(&s->ctl_path);
+	if (s->uvm_path.dentry)
+		path_put(&s->uvm_path);
+	list_for_each_entry_safe(p, tmp, &s->pids, node) {
+		put_pid(p->pid);
+		kfree(p);
+	}
+	kfree(s);
+}
+
+void vgpu_slice_put(struct vgpu_slice *s)
+{
+	if (s)
+		kref_put(&s->ref, vgpu_slice_release);
+}
+
+/* Look up a real node: a character device with the expected numbers. */
+static int vgpu_real_node(const char *name, int major, int minor,
+			  struct path *out)
+{
+	char *p;
+	int ret;
+
+	p = kasprintf(GFP_KERNEL, "%s/%s", vgpu_nvidia_dev_dir, name);
+	if (!p)
+		return -ENOMEM;
+	ret = kern_path(p, LOOKUP_FOLLOW, out);
+	kfree(p);
+	if (ret)
+		return -ENODEV;
+	if (!d_is_reg(out->dentry) && d_inode(out->dentry) &&
+	    S_ISCHR(d_inode(out->dentry)->i_mode) &&
+	    (major < 0 || MAJOR(d_inode(out->dentry)->i_rdev) == major) &&
+	    (minor < 0 || MINOR(d_inode(out->dentry)->i_rdev) == minor))
+		return 0;
+	path_put(out);
+	return -ENODEV;
+}
+
+/**
+ * vgpu_slice_new - create and register a slice, with its nodes
+ *
+ * Called with vgpu_slices_lock held.  Return: the slice (the registry's
+ * reference) or NULL with *err set.
+ */
+struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
+				  const u32 *minors, const u32 *gpu_ids,
+				  const u64 *limits, u32 uvm_policy, int *err)
+{
+	static nv_gpu_info_t info[NVIDIA_MAX_GPUS];
+	struct vgpu_slice *s;
+	char node[32];
+	u32 i, j, n;
+	int slot, ret;
+
+	lockdep_assert_held(&vgpu_slices_lock);
+
+	if (xa_load(&vgpu_slice_ids, id)) {
+		*err = -EEXIST;
+		return NULL;
+	}
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	kref_init(&s->ref);
+	mutex_init(&s->lock);
+	INIT_LIST_HEAD(&s->pids);
+	s->id = id;
+	strscpy(s->name, name ? name : "", sizeof(s->name));
+	s->uvm_policy = uvm_policy;
+
+	/* info[] is static: vgpu_slices_lock serialises its users. */
+	n = vgpu_rm_enumerate(info);
+	ret = vgpu_real_node("nvidiactl", NV_MAJOR_DEVICE_NUMBER,
+			     NV_CONTROL_DEVICE_MINOR, &s->ctl_path);
+	if (ret)
+		goto err_free;
+	if (vgpu_real_node("nvidia-uvm", -1, -1, &s->uvm_path))
+		s->uvm_path.dentry = NULL;
+
+	for (i = 0; i < nr_gpus; i++) {
+		struct vgpu_gpu *g = &s->gpus[i];
+
+		for (j = 0; j < i; j++) {
+			if (minors[j] == minors[i]) {
+				ret = -EINVAL;
+				goto err_gpus;
+			}
+		}
+		snprintf(node, sizeof(node), "nvidia%u", minors[i]);
+		ret = vgpu_real_node(node, NV_MAJOR_DEVICE_NUMBER, minors[i],
+				     &g->path);
+		if (ret)
+			goto err_gpus;
+		s->nr_gpus = i + 1;
+		g->index = i;
+		g->real_minor = minors[i];
+		g->limit = limits[i];
+		/* Default gpu_id: the GPU the driver enumerates at that index
+		 * (the driver's minors follow its enumeration order). */
+		g->gpu_id = gpu_ids[i];
+		if (!g->gpu_id && minors[i] < n)
+			g->gpu_id = info[minors[i]].gpu_id;
+	}
+
+	slot = idr_alloc(&vgpu_slot_idr, s, 0, VGPU_MAX_SLICES, GFP_KERNEL);
+	if (slot < 0) {
+		ret = slot == -ENOSPC ? -ENOSPC : slot;
+		goto err_gpus;
+	}
+	s->base = slot * VGPU_MINORS_PER_SLICE;
+	ret = xa_insert(&vgpu_slice_ids, id, s, GFP_KERNEL);
+	if (ret)
+		goto err_idr;
+	ret = vgpu_device_add_nodes(s);
+	if (ret)
+		goto err_xa;
+	return s;
+
+err_xa:
+	xa_erase(&vgpu_slice_ids, id);
+err_idr:
+	idr_remove(&vgpu_slot_idr, slot);
+err_gpus:
+	for (i = 0; i < s->nr_gpus; i++)
+		path_put(&s->gpus[i].path);
+	s->nr_gpus = 0;
+	path_put(&s->ctl_path);
+	if (s->uvm_path.dentry)
+		path_put(&s->uvm_path);
+	s->uvm_path.dentry = NULL;
+	s->ctl_path.dentry = NULL;
+err_free:
+	kfree(s);
+	*err = ret;
+	return NULL;
+}
+
+struct vgpu_slice *vgpu_slice_find_locked(u32 id)
+{
+	lockdep_assert_held(&vgpu_slices_lock);
+	return xa_load(&vgpu_slice_ids, id);
+}
+
+/* Open: a referenced live slice owning the minor, or NULL. */
+struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor)
+{
+	struct vgpu_slice *s;
+
+	mutex_lock(&vgpu_slices_lock);
+	s = idr_find(&vgpu_slot_idr, minor / VGPU_MINORS_PER_SLICE);
+	if (s && !s->removed)
+		vgpu_slice_get(s);
+	else
+		s = NULL;
+	mutex_unlock(&vgpu_slices_lock);
+	return s;
+}
+
+/* Unlink: nodes go, ids and minors become free; the registry's ref is dropped. */
+void vgpu_slice_remove_locked(struct vgpu_slice *s)
+{
+	lockdep_assert_held(&vgpu_slices_lock);
+	s->removed = true;
+	vgpu_device_del_nodes(s);
+	xa_erase(&vgpu_slice_ids, s->id);
+	idr_remove(&vgpu_slot_idr, s->base / VGPU_MINORS_PER_SLICE);
+	vgpu_slice_put(s);
+}
+
+/* Calls fn for each slice with id >= start_id in id order, under the lock. */
+int vgpu_slice_for_each_from(u32 start_id, vgpu_slice_iter_t fn, void *arg)
+{
+	struct vgpu_slice *s;
+	unsigned long id;
+	int ret = 0;
+
+	mutex_lock(&vgpu_slices_lock);
+	xa_for_each_start(&vgpu_slice_ids, id, s, start_id) {
+		ret = fn(s, arg);
+		if (ret)
+			break;
+	}
+	mutex_unlock(&vgpu_slices_lock);
+	return ret;
+}
+
+u32 vgpu_nr_slices(void)
+{
+	struct vgpu_slice *s;
+	unsigned long id;
+	u32 n = 0;
+
+	xa_for_each(&vgpu_slice_ids, id, s)
+		n++;
+	return n;
+}
+
+int vgpu_slice_add_pid(struct vgpu_slice *s, struct pid *pid)
+{
+	struct vgpu_pid *p, *np;
+
+	np = kzalloc(sizeof(*np), GFP_KERNEL);
+	if (!np)
+		return -ENOMEM;
+	mutex_lock(&s->lock);
+	list_for_each_entry(p, &s->pids, node) {
+		if (p->pid == pid) {
+			p->files++;
+			mutex_unlock(&s->lock);
+			kfree(np);
+			return 0;
+		}
+	}
+	np->pid = get_pid(pid);
+	np->files = 1;
+	list_add_tail(&np->node, &s->pids);
+	mutex_unlock(&s->lock);
+	return 0;
+}
+
+void vgpu_slice_del_pid(struct vgpu_slice *s, struct pid *pid)
+{
+	struct vgpu_pid *p, *found = NULL;
+
+	mutex_lock(&s->lock);
+	list_for_each_entry(p, &s->pids, node) {
+		if (p->pid == pid) {
+			if (!--p->files) {
+				list_del(&p->node);
+				found = p;
+			}
+			break;
+		}
+	}
+	mutex_unlock(&s->lock);
+	if (found) {
+		put_pid(found->pid);
+		kfree(found);
+	}
+}
+
+bool vgpu_slice_has_host_pid(struct vgpu_slice *s, pid_t nr)
+{
+	struct vgpu_pid *p;
+	bool ret = false;
+
+	mutex_lock(&s->lock);
+	list_for_each_entry(p, &s->pids, node) {
+		if (pid_nr(p->pid) == nr) {
+			ret = true;
+			break;
+		}
+	}
+	mutex_unlock(&s->lock);
+	return ret;
+}
+
+void vgpu_slices_exit(void)
+{
+	struct vgpu_slice *s;
+	unsigned long id;
+
+	mutex_lock(&vgpu_slices_lock);
+	xa_for_each(&vgpu_slice_ids, id, s)
+		vgpu_slice_remove_locked(s);
+	mutex_unlock(&vgpu_slices_lock);
+	idr_destroy(&vgpu_slot_idr);
+	xa_destroy(&vgpu_slice_ids);
+}
+
+/* A host tgid of the slice as the caller's PID namespace numbers it; 0 if none. */
+pid_t vgpu_slice_pid_out(struct vgpu_slice *s, pid_t host)
+{
+	struct pid_namespace *ns = task_active_pid_ns(current);
+	struct vgpu_pid *p;
+	pid_t ret = 0;
+
+	mutex_lock(&s->lock);
+	list_for_each_entry(p, &s->pids, node) {
+		if (pid_nr(p->pid) == host) {
+			ret = pid_nr_ns(p->pid, ns);
+			break;
+		}
+	}
+	mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* The host tgid of a process of the slice named in the caller's namespace; 0 if none. */
+pid_t vgpu_slice_pid_in(struct vgpu_slice *s, pid_t vnr)
+{
+	struct pid_namespace *ns = task_active_pid_ns(current);
+	struct vgpu_pid *p;
+	pid_t ret = 0;
+
+	if (vnr <= 0)
+		return 0;
+	mutex_lock(&s->lock);
+	list_for_each_entry(p, &s->pids, node) {
+		if (pid_nr_ns(p->pid, ns) == vnr) {
+			ret = pid_nr(p->pid);
+			break;
+		}
+	}
+	mutex_unlock(&s->lock);
+	return ret;
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * uvm.c - the slice's nvidia-uvm node: plain integer commands (not
+ * _IOC-encoded, the size is implied), an allow-list, and the translation of
+ * rmCtrlFd / uvmFd.  The parameters are forwarded in the caller's memory
+ * with the descriptor rewritten for the call and restored after it; what a
+ * racing thread could change there is only another descriptor number,
+ * which the driver resolves in the caller's table (where only vgpu files
+ * and our temporary descriptors of this slice's real files are).
+ */
+#include <linux/uaccess.h>
+#include <linux/slab.h>
+
+#include "vgpu.h"
+
+struct vgpu_uvm_cmd {
+	u32 cmd;
+	u32 size;
+	s32 fd_off;             /* offset of an fd to translate, -1: none */
+	unsigned int kinds;     /* what that fd must be */
+	s32 client_off;         /* hClient to check against the file, -1: none */
+};
+
+#define CTL VGPU_KINDS(VGPU_KIND_CTL)
+static const struct vgpu_uvm_cmd vgpu_uvm_cmds[] = {
+	{ UVM_INITIALIZE, sizeof(UVM_INITIALIZE_PARAMS), -1, 0, -1 },
+	{ UVM_DEINITIALIZE, 0, -1, 0, -1 },
+	{ UVM_MM_INITIALIZE, sizeof(UVM_MM_INITIALIZE_PARAMS),
+	  offsetof(UVM_MM_INITIALIZE_PARAMS, uvmFd), VGPU_KINDS(VGPU_KIND_UVM), -1 },
+	{ UVM_REGISTER_GPU, sizeof(UVM_REGISTER_GPU_PARAMS),
+	  offsetof(UVM_REGISTER_GPU_PARAMS, rmCtrlFd), CTL,
+	  offsetof(UVM_REGISTER_GPU_PARAMS, hClient) },
+	{ UVM_REGISTER_GPU_VASPACE, sizeof(UVM_REGISTER_GPU_VASPACE_PARAMS),
+	  offsetof(UVM_REGISTER_GPU_VASPACE_PARAMS, rmCtrlFd), CTL, -1 },
+	{ UVM_MAP_EXTERNAL_ALLOCATION, sizeof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS),
+	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmCtrlFd), CTL,
+	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hClient) },
+	{ UVM_FREE, sizeof(UVM_FREE_PARAMS), -1, 0, -1 },
+	{ UVM_MIGRATE, sizeof(UVM_MIGRATE_PARAMS), -1, 0, -1 },
+};
+#undef CTL
+
+static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
+			     unsigned long arg);
+
+/*
+ * After a successful MAP_EXTERNAL_ALLOCATION the driver holds the memory
+ * until UVM_FREE of that base (or close): keep a reference on its charge
+ * for as long, so that an RM_FREE of the handle does not return the quota.
+ * The fields are re-read after the call; a racing thread can only make
+ * vgpu.ko hold a charge of its own slice longer.
+ */
+static void vgpu_uvm_ext_add(struct vgpu_file *vf, void __user *u)
+{
+	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS __user *p = u;
+	struct vgpu_charge *charge = NULL;
+	struct vgpu_uvm_ext *e;
+	NvHandle hc, hm;
+	NV_STATUS st;
+	struct vgpu_obj *o;
+	u64 base;
+
+	if (get_user(st, &p->rmStatus) || st != NV_OK ||
+	    get_user(base, &p->base) || get_user(hc, &p->hClient) ||
+	    get_user(hm, &p->hMemory))
+		return;
+	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	if (!e)
+		return;
+	rcu_read_lock();
+	o = vgpu_obj_find(hc, hm);
+	if (o && o->charge && o->client->slice == vf->slice &&
+	    refcount_inc_not_zero(&o->charge->ref))
+		charge = o->charge;
+	rcu_read_unlock();
+	if (!charge) {
+		kfree(e);
+		return;
+	}
+	e->base = base;
+	e->charge = charge;
+	mutex_lock(&vf->lock);
+	list_add_tail(&e->node, &vf->uvm_ext);
+	mutex_unlock(&vf->lock);
+}
+
+static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
+			  unsigned long arg)
+{
+	UVM_FREE_PARAMS __user *p = (void __user *)arg;
+	struct vgpu_uvm_ext *e, *tmp;
+	NV_STATUS st;
+	u64 base;
+	long ret;
+
+	if (get_user(base, &p->base))
+		return -EFAULT;
+	ret = vgpu_uvm_forward(vf, cmd, arg);
+	if (ret || get_user(st, &p->rmStatus) || st != NV_OK)
+		return ret;
+	mutex_lock(&vf->lock);
+	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node) {
+		if (e->base == base) {
+			list_del(&e->node);
+			vgpu_charge_put(e->charge);
+			kfree(e);
+		}
+	}
+	mutex_unlock(&vf->lock);
+	return ret;
+}
+
+void vgpu_uvm_release(struct vgpu_file *vf)
+{
+	struct vgpu_uvm_ext *e, *tmp;
+
+	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node) {
+		list_del(&e->node);
+		vgpu_charge_put(e->charge);
+		kfree(e);
+	}
+}
+
+static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
+			     unsigned long arg)
+{
+	if (!vf->real->f_op->unlocked_ioctl)
+		return -ENOTTY;
+	return vf->real->f_op->unlocked_ioctl(vf->real, cmd, arg);
+}
+
+/**
+ * vgpu_uvm_ioctl - errnos: -EPERM for a command outside the allow-list or
+ * an fd of another slice; -EINVAL for a descriptor that is no vgpu file
+ * (the driver's answer); -EFAULT for unreadable parameters.
+ */
+long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
+{
+	const struct vgpu_uvm_cmd *c = NULL;
+	struct vgpu_tmpfd t = { .fd = -1 };
+	void __user *u = (void __user *)arg;
+	struct vgpu_client *cl;
+	NvHandle h;
+	int fd, ret;
+	size_t i;
+
+	if (READ_ONCE(vf->poisoned))
+		return -EIO;
+	for (i = 0; i < ARRAY_SIZE(vgpu_uvm_cmds); i++)
+		if (vgpu_uvm_cmds[i].cmd == cmd)
+			c = &vgpu_uvm_cmds[i];
+	if (!c) {
+		if (!vgpu_passthrough_unknown)
+			return -EPERM;
+		pr_info_ratelimited("slice %u: UVM command %#x forwarded\n",
+				    vf->slice->id, cmd);
+		return vgpu_uvm_forward(vf, cmd, arg);
+	}
+	if (cmd == UVM_FREE)
+		return vgpu_uvm_free(vf, cmd, arg);
+	if (c->fd_off < 0)
+		return vgpu_uvm_forward(vf, cmd, arg);
+
+	if (get_user(fd, (int __user *)(u + c->fd_off)))
+		return -EFAULT;
+	if (c->client_off >= 0) {
+		/* The client must be one the named control file owns. */
+		if (get_user(h, (NvHandle __user *)(u + c->client_off)))
+			return -EFAULT;
+	}
+	ret = vgpu_fd_xlate(vf, fd, c->kinds, &t);
+	if (ret == -ENOENT || ret == -EBADF)
+		return -EINVAL;
+	if (ret)
+		return ret;
+	if (c->client_off >= 0) {
+		cl = vgpu_client_lookup(h);
+		if (!cl || cl->owner != t.vfilp->private_data) {
+			if (cl)
+				vgpu_client_put(cl);
+			ret = -EPERM;
+			goto out;
+		}
+		vgpu_client_put(cl);
+	}
+	if (put_user(t.fd, (int __user *)(u + c->fd_off))) {
+		ret = -EFAULT;
+		goto out;
+	}
+	ret = vgpu_uvm_forward(vf, cmd, arg);
+	if (put_user(fd, (int __user *)(u + c->fd_off)))
+		ret = -EFAULT;
+	if (!ret && cmd == UVM_MAP_EXTERNAL_ALLOCATION)
+		vgpu_uvm_ext_add(vf, u);
+out:
+	vgpu_fd_restore(&t);
+	return ret;
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * vgpu.h - internal interfaces of vgpu.ko, the mediator.
+ *
+ * Locking, in the order it nests:
+ *
+ *   vgpu_slices_lock (mutex)  the slice registry (ids, base minors), slice
+ *                             creation/removal, netlink changes of a slice.
+ *   vgpu_client.lock (mutex)  every kernel-path RM call on one client and
+ *                             the client's part of the object table; no
+ *                             other client lock is taken inside it.
+ *   vgpu_file.lock (mutex)    the list of clients a control file owns.
+ *   vgpu_slice.lock (mutex)   the slice's process list.
+ *
+ * The object table is an rhashtable (its own locking, RCU lookups).
+ * Quota counters are atomics: a reservation is a cmpxchg on used.  No user
+ * memory is touched and nothing sleeps under a spinlock; the only
+ * spinlock-free hot path is the lookup.
+ */
+#ifndef VGPU_H
+#define VGPU_H
+
+#undef pr_fmt
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/types.h>
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/list.h>
+#include <linux/path.h>
+#include <linux/rhashtable.h>
+#include <linux/atomic.h>
+#include <linux/refcount.h>
+#include <linux/fs.h>
+#include <linux/pid.h>
+
+#include "nvabi.h"
+#include "uapi/vgpu.h"
+
+#define VGPU_MAX_SLICES         256
+#define VGPU_NR_MINORS          (VGPU_MAX_SLICES * VGPU_MINORS_PER_SLICE)
+#define VGPU_CLIENT_HANDLE_BASE 0xc1d00000u
+#define VGPU_MAX_CTRL_PARAMS    (64u << 10)
+
+/* Module parameters. */
+extern bool vgpu_passthrough_unknown;
+extern char *vgpu_nvidia_dev_dir;
+extern char *vgpu_nvidia_version;
+
+/* Leak evidence for debugfs. */
+extern atomic_t vgpu_nr_files;
+extern atomic_t vgpu_nr_objects;
+extern atomic_t vgpu_nr_charges;
+
+struct vgpu_gpu {
+	u32 index;              /* the container's number */
+	u32 real_minor;
+	u32 gpu_id;             /* the driver's gpu_id (CARD_INFO, ATTACH) */
+	u64 limit;              /* READ_ONCE/WRITE_ONCE */
+	atomic64_t used;
+	atomic64_t peak;
+	atomic64_t allocs;
+	atomic64_t refusals;
+	struct path path;       /* the real /dev/nvidia<minor> */
+};
+
+struct vgpu_pid {
+	struct list_head node;
+	struct pid *pid;        /* the tgid's struct pid */
+	unsigned int files;
+};
+
+struct vgpu_slice {
+	struct kref ref;
+	u32 id;
+	u32 base;               /* base minor */
+	char name[VGPU_SLICE_NAME_MAX];
+	u32 nr_gpus;
+	u32 uvm_policy;         /* READ_ONCE */
+	struct vgpu_gpu gpus[VGPU_MAX_SLICE_GPUS];
+	struct path ctl_path;
+	struct path uvm_path;   /* .dentry NULL when the driver has no UVM node */
+	bool removed;           /* vgpu_slices_lock; nodes stop opening */
+	atomic_t open_files;
+	atomic64_t uvm_mapped;
+	atomic_t usermode_maps;
+	struct mutex lock;      /* pids */
+	struct list_head pids;
+	struct device *devs[VGPU_MINORS_PER_SLICE];
+};
+
+enum vgpu_kind { VGPU_KIND_CTL, VGPU_KIND_UVM, VGPU_KIND_GPU };
+
+struct vgpu_file {
+	struct vgpu_slice *slice;       /* a reference */
+	enum vgpu_kind kind;
+	u32 gpu;                        /* VGPU_KIND_GPU: slice GPU index */
+	struct file *filp;              /* ours */
+	struct file *real;              /* the real driver's file */
+	struct pid *tgid;               /* opener, for GET_PIDS */
+	struct mutex lock;              /* clients, ctl */
+	struct list_head clients;       /* vgpu_client.file_node (control files) */
+	struct file *ctl_filp;          /* REGISTER_FD target (a vgpu ctl file), ref held */
+	bool usermode_pending;          /* RM_MAP_MEMORY of a usermode object named this file */
+	bool poisoned;                  /* a forwarded call came back inconsistent */
+	struct list_head uvm_ext;       /* vgpu_uvm_ext, lock: UVM external mappings */
+};
+
+/* UVM_MAP_EXTERNAL_ALLOCATION keeps the FB until UVM_FREE: so does its charge. */
+struct vgpu_uvm_ext {
+	struct list_head node;
+	u64 base;
+	struct vgpu_charge *charge;
+};
+
+/* ----------------------------------------------------------- object table */
+enum vgpu_obj_type {
+	VGPU_OBJ_CLIENT,
+	VGPU_OBJ_DEVICE,
+	VGPU_OBJ_SUBDEVICE,
+	VGPU_OBJ_MEMORY,
+	VGPU_OBJ_USERMODE,
+	VGPU_OBJ_OTHER,
+};
+
+struct vgpu_key {
+	u32 client;
+	u32 object;
+};
+
+struct vgpu_charge {
+	refcount_t ref;
+	struct vgpu_slice *slice;       /* a reference */
+	u32 gpu;
+	u64 bytes;
+};
+
+struct vgpu_client;
+
+struct vgpu_obj {
+	struct rhash_head node;
+	struct vgpu_key key;
+	u32 hclass;
+	enum vgpu_obj_type type;
+	u32 gpu;                        /* slice GPU index (device and below) */
+	struct vgpu_client *client;
+	struct vgpu_obj *parent;
+	struct list_head children;
+	struct list_head sibling;
+	struct vgpu_charge *charge;     /* FB memory only */
+	struct rcu_head rcu;
+};
+
+struct vgpu_client {
+	struct kref ref;
+	struct mutex lock;
+	bool dead;                      /* lock */
+	struct vgpu_obj obj;            /* the root, key (h, h) */
+	struct vgpu_file *owner;        /* the control file */
+	struct vgpu_slice *slice;       /* a reference */
+	struct list_head file_node;     /* owner->lock */
+	struct rcu_head rcu;
+};
+
+/* rmapi.c */
+int vgpu_rm_init(void);
+void vgpu_rm_exit(void);
+void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops);
+NV_STATUS vgpu_rm_alloc(NVOS64_PARAMETERS *p);
+NV_STATUS vgpu_rm_free(NvHandle hClient, NvHandle hParent, NvHandle hObject);
+NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p);
+NV_STATUS vgpu_rm_alloc_memory(NVOS02_PARAMETERS *p);
+NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p);
+NV_STATUS vgpu_rm_dup(NVOS55_PARAMETERS *p);
+bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject);
+u32 vgpu_rm_enumerate(nv_gpu_info_t *info);
+
+/* slice.c */
+extern struct mutex vgpu_slices_lock;
+struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
+				  const u32 *minors, const u32 *gpu_ids,
+				  const u64 *limits, u32 uvm_policy, int *err);
+struct vgpu_slice *vgpu_slice_find_locked(u32 id);
+struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor);
+void vgpu_slice_remove_locked(struct vgpu_slice *s);
+void vgpu_slice_put(struct vgpu_slice *s);
+static inline void vgpu_slice_get(struct vgpu_slice *s) { kref_get(&s->ref); }
+typedef int (*vgpu_slice_iter_t)(struct vgpu_slice *s, void *arg);
+int vgpu_slice_for_each_from(u32 start_id, vgpu_slice_iter_t fn, void *arg);
+u32 vgpu_nr_slices(void);
+int vgpu_slice_add_pid(struct vgpu_slice *s, struct pid *pid);
+void vgpu_slice_del_pid(struct vgpu_slice *s, struct pid *pid);
+bool vgpu_slice_has_host_pid(struct vgpu_slice *s, pid_t nr);
+pid_t vgpu_slice_pid_out(struct vgpu_slice *s, pid_t host);
+pid_t vgpu_slice_pid_in(struct vgpu_slice *s, pid_t vnr);
+void vgpu_slices_exit(void);
+
+/* device.c */
+int vgpu_device_init(void);
+void vgpu_device_exit(void);
+int vgpu_device_add_nodes(struct vgpu_slice *s);
+void vgpu_device_del_nodes(struct vgpu_slice *s);
+bool vgpu_is_vgpu_file(struct file *f);
+extern unsigned int vgpu_major;
+
+/* mediate.c */
+long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
+long vgpu_real_ioctl(struct vgpu_file *vf, u32 nr, u32 size, void __user *uptr);
+int vgpu_bounce_ioctl(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size);
+struct vgpu_client *vgpu_file_client(struct vgpu_file *vf, NvHandle h);
+
+/* memory.c */
+int vgpu_memory_init(void);
+void vgpu_memory_exit(void);
+bool vgpu_reserve(struct vgpu_slice *s, u32 gpu, u64 bytes);
+void vgpu_unreserve(struct vgpu_slice *s, u32 gpu, u64 bytes);
+void vgpu_refused(struct vgpu_slice *s, u32 gpu, u64 bytes);
+struct vgpu_charge *vgpu_charge_new(struct vgpu_slice *s, u32 gpu, u64 bytes);
+void vgpu_charge_put(struct vgpu_charge *c);
+struct vgpu_client *vgpu_client_lookup(NvHandle h);
+void vgpu_client_put(struct vgpu_client *c);
+int vgpu_client_record(struct vgpu_file *vf, NvHandle h);
+struct vgpu_obj *vgpu_obj_find(NvHandle hClient, NvHandle hObject);
+int vgpu_obj_add(struct vgpu_client *c, struct vgpu_obj *parent, NvHandle h,
+		 u32 hclass, enum vgpu_obj_type type, u32 gpu,
+		 struct vgpu_charge *charge);
+void vgpu_obj_remove(struct vgpu_obj *o);
+void vgpu_client_remove(struct vgpu_client *c);
+void vgpu_file_free_clients(struct vgpu_file *vf);
+NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p);
+bool vgpu_class_allowed(u32 hclass);
+NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p);
+NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p);
+NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p);
+NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p);
+
+/* report.c */
+NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
+int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size);
+int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size);
+void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p);
+
+/* fdxlate.c */
+struct vgpu_tmpfd {
+	int fd;
+	struct file *vfilp;     /* the vgpu file named, ref held */
+};
+int vgpu_fd_xlate(struct vgpu_file *vf, int fd, unsigned int kinds,
+		  struct vgpu_tmpfd *t);
+void vgpu_fd_restore(struct vgpu_tmpfd *t);
+#define VGPU_KINDS(k) (1u << (k))
+
+/* mmap.c */
+int vgpu_mmap(struct file *filp, struct vm_area_struct *vma);
+
+/* uvm.c */
+long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
+void vgpu_uvm_release(struct vgpu_file *vf);
+
+/* netlink.c */
+int vgpu_netlink_init(void);
+void vgpu_netlink_exit(void);
+void vgpu_event(struct vgpu_slice *s, u32 type, u32 gpu, u64 size);
+
+/* debugfs.c */
+void vgpu_debugfs_init(void);
+void vgpu_debugfs_exit(void);
+
+#endif /* VGPU_H */

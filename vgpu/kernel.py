@@ -1,0 +1,685 @@
+"""The netlink client of vgpu.ko: create, change, destroy and list slices, and
+listen to the module's events.
+
+The API is the generic-netlink family "vgpu" of kmod/include/uapi/vgpu.h
+(mirrored in vgpu/uapi.py).  Messages are declared with pyroute2's genlmsg /
+nla classes (``vgpumsg``), which do all encoding and decoding; the socket I/O
+is a plain blocking AF_NETLINK socket owned here, so the client is synchronous,
+has no event loop of its own, and can be driven from a worker thread of the
+trio daemon (or the daemon can reuse ``vgpumsg`` on its own fd).
+
+    with VgpuKernel() as k:
+        s = k.slice_new(7, gpus=[(0, 4 << 30)], name="ctr-abc")
+        k.slice_set(7, limits={0: 2 << 30})
+        for s in k.slices(): ...
+        k.slice_del(7, force=True)
+
+Errors: every refusal is a ``VgpuError`` (an OSError) carrying the errno and
+the kernel's extack message (``.extack``), attribute offset and missing
+attribute when the kernel sent them.  ``VgpuNotLoaded`` when the family does
+not exist.  ``raw_request`` sends arbitrary, even malformed, attributes for
+hostile-input tests.
+
+What it may call: the kernel's netlink API only.  It never opens device nodes.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from pyroute2.netlink import (NLA_F_NESTED, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+                              CTRL_CMD_GETFAMILY, GENL_ID_CTRL, ctrlmsg, genlmsg, nla)
+
+from . import uapi as U
+
+__all__ = [
+    "VgpuError", "VgpuNotLoaded", "VgpuKernel", "Slice", "GpuUsage", "Event",
+    "EventStream", "Nla", "encode_attrs", "vgpumsg",
+]
+
+NETLINK_GENERIC = 16
+SOL_NETLINK = 270
+NETLINK_ADD_MEMBERSHIP = 1
+NETLINK_DROP_MEMBERSHIP = 2
+NETLINK_CAP_ACK = 10
+NETLINK_EXT_ACK = 11
+NLMSG_NOOP, NLMSG_ERROR, NLMSG_DONE, NLMSG_OVERRUN = 1, 2, 3, 4
+NLM_F_MULTI = 0x2
+NLM_F_CAPPED = 0x100
+NLM_F_ACK_TLVS = 0x200
+NLMSGERR_ATTR_MSG = 1
+NLMSGERR_ATTR_OFFS = 2
+NLMSGERR_ATTR_MISS_TYPE = 5
+NLMSGERR_ATTR_MISS_NEST = 6
+_NLHDR = struct.Struct("=IHHII")
+_GENLHDR = struct.Struct("=BBH")
+_NLAHDR = struct.Struct("=HH")
+RECV_BUF = 1 << 20
+
+NOT_LOADED = "vgpu.ko is not loaded: generic netlink family 'vgpu' not found"
+
+
+def _align4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+# ------------------------------------------------------------------ errors
+class VgpuError(OSError):
+    """The kernel refused a request: errno plus its extack message, if any."""
+
+    def __init__(self, errno: int, message: str | None = None, *, op: str = "",
+                 extack: str | None = None, offset: int | None = None,
+                 miss_type: int | None = None, miss_nest: int | None = None):
+        if message is None:
+            message = extack or os.strerror(errno)
+        super().__init__(errno, message)
+        self.op = op
+        self.extack = extack
+        self.offset = offset
+        self.miss_type = miss_type
+        self.miss_nest = miss_nest
+
+    def __str__(self) -> str:
+        name = _errno.errorcode.get(self.errno, str(self.errno))
+        out = f"{self.op + ': ' if self.op else ''}{name} ({os.strerror(self.errno)})"
+        if self.extack:
+            out += f": {self.extack}"
+        elif self.strerror and self.strerror != os.strerror(self.errno):
+            out += f": {self.strerror}"
+        if self.miss_type is not None:
+            out += f" [missing attribute {self.miss_type}]"
+        return out
+
+
+class VgpuNotLoaded(VgpuError):
+    def __init__(self):
+        super().__init__(_errno.ENOENT, NOT_LOADED)
+
+    def __str__(self) -> str:
+        return NOT_LOADED
+
+
+# --------------------------------------------------------------- messages
+#: pyroute2 type of every attribute (names from uapi.py, so a renamed or
+#: missing one fails at import; tests/host/test_uapi.py checks completeness).
+SLICE_ATTR_TYPES = {
+    "VGPU_A_UNSPEC": "none",
+    "VGPU_A_SLICE_ID": "uint32",
+    "VGPU_A_SLICE_NAME": "asciiz",
+    "VGPU_A_SLICE_FLAGS": "uint32",
+    "VGPU_A_SLICE_UVM_POLICY": "uint32",
+    "VGPU_A_SLICE_GPUS": "slice_list",
+    "VGPU_A_SLICE_MAJOR": "uint32",
+    "VGPU_A_SLICE_BASE_MINOR": "uint32",
+    "VGPU_A_SLICE_OPEN_FILES": "uint32",
+    "VGPU_A_SLICE_PIDS": "slice_list",
+    "VGPU_A_SLICE_UVM_MAPPED": "uint64",
+    "VGPU_A_EVENT_TYPE": "uint32",
+    "VGPU_A_EVENT_PID": "uint32",
+    "VGPU_A_EVENT_GPU": "uint32",
+    "VGPU_A_EVENT_SIZE": "uint64",
+    "VGPU_A_PAD": "none",
+}
+LIST_ATTR_TYPES = {
+    "VGPU_A_LIST_UNSPEC": "none",
+    "VGPU_A_GPU": "gpu",
+    "VGPU_A_PID": "uint32",
+}
+GPU_ATTR_TYPES = {
+    "VGPU_GPU_A_UNSPEC": "none",
+    "VGPU_GPU_A_INDEX": "uint32",
+    "VGPU_GPU_A_REAL_MINOR": "uint32",
+    "VGPU_GPU_A_MEM_LIMIT": "uint64",
+    "VGPU_GPU_A_MEM_USED": "uint64",
+    "VGPU_GPU_A_MEM_PEAK": "uint64",
+    "VGPU_GPU_A_ALLOCS": "uint64",
+    "VGPU_GPU_A_REFUSALS": "uint64",
+    "VGPU_GPU_A_MINOR": "uint32",
+    "VGPU_GPU_A_GPU_ID": "uint32",
+    "VGPU_GPU_A_PAD": "none",
+}
+
+
+def _nla_map(names: list[str], types: dict[str, str]) -> tuple:
+    # an attribute the header gained but this table lacks still decodes (as hex)
+    return tuple((n, types.get(n, "hex")) for n in names)
+
+
+class vgpumsg(genlmsg):
+    """A message of the vgpu family (command in 'cmd', attributes VGPU_A_*)."""
+
+    prefix = "VGPU_A_"
+    nla_map = _nla_map(U.SLICE_ATTRS, SLICE_ATTR_TYPES)
+
+    class slice_list(nla):
+        """VGPU_A_SLICE_GPUS / VGPU_A_SLICE_PIDS: a nest of list entries."""
+        prefix = "VGPU_A_"
+        nla_flags = NLA_F_NESTED
+        nla_map = _nla_map(U.LIST_ATTRS, LIST_ATTR_TYPES)
+
+        class gpu(nla):
+            prefix = "VGPU_GPU_A_"
+            nla_flags = NLA_F_NESTED
+            nla_map = _nla_map(U.GPU_ATTRS, GPU_ATTR_TYPES)
+
+
+# ------------------------------------------------------------- data types
+@dataclass
+class GpuUsage:
+    """One GPU of a slice, as the kernel reports it."""
+    index: int
+    mem_limit: int = 0
+    mem_used: int = 0
+    mem_peak: int = 0
+    allocs: int = 0
+    refusals: int = 0
+    minor: int | None = None          # the virtual node's minor
+    real_minor: int | None = None
+    gpu_id: int | None = None
+
+
+@dataclass
+class Slice:
+    id: int
+    name: str = ""
+    uvm_policy: int | None = None
+    major: int | None = None
+    base_minor: int | None = None
+    open_files: int = 0
+    pids: list[int] = field(default_factory=list)
+    uvm_mapped: int = 0
+    flags: int = 0
+    gpus: list[GpuUsage] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)   # attributes not known here
+
+    def devno(self, offset: int) -> int:
+        """dev_t of the slice's node at base_minor + offset."""
+        return os.makedev(self.major, self.base_minor + offset)
+
+    @property
+    def ctl_devno(self) -> int:
+        return self.devno(U.VGPU_MINOR_CTL)
+
+    @property
+    def uvm_devno(self) -> int:
+        return self.devno(U.VGPU_MINOR_UVM)
+
+    def gpu_devno(self, index: int) -> int:
+        return self.devno(U.VGPU_MINOR_GPU0 + index)
+
+    def gpu(self, index: int) -> GpuUsage:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(index)
+
+
+@dataclass
+class Event:
+    type: int
+    slice_id: int | None = None
+    pid: int | None = None
+    gpu: int | None = None
+    size: int | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return U.EVENT_NAMES.get(self.type, f"VGPU_EVENT_{self.type}")
+
+
+def _attrs_dict(msg) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in msg.get("attrs", []):
+        name, value = a[0], a[1]
+        out.setdefault(name, value)
+    return out
+
+
+def _gpu_from_nla(g) -> GpuUsage:
+    d = _attrs_dict(g)
+    return GpuUsage(
+        index=d.get("VGPU_GPU_A_INDEX", 0),
+        mem_limit=d.get("VGPU_GPU_A_MEM_LIMIT", 0),
+        mem_used=d.get("VGPU_GPU_A_MEM_USED", 0),
+        mem_peak=d.get("VGPU_GPU_A_MEM_PEAK", 0),
+        allocs=d.get("VGPU_GPU_A_ALLOCS", 0),
+        refusals=d.get("VGPU_GPU_A_REFUSALS", 0),
+        minor=d.get("VGPU_GPU_A_MINOR"),
+        real_minor=d.get("VGPU_GPU_A_REAL_MINOR"),
+        gpu_id=d.get("VGPU_GPU_A_GPU_ID"),
+    )
+
+
+def slice_from_msg(msg) -> Slice:
+    d = _attrs_dict(msg)
+    s = Slice(id=d.get("VGPU_A_SLICE_ID", 0))
+    s.name = d.get("VGPU_A_SLICE_NAME", "") or ""
+    s.uvm_policy = d.get("VGPU_A_SLICE_UVM_POLICY")
+    s.major = d.get("VGPU_A_SLICE_MAJOR")
+    s.base_minor = d.get("VGPU_A_SLICE_BASE_MINOR")
+    s.open_files = d.get("VGPU_A_SLICE_OPEN_FILES", 0)
+    s.uvm_mapped = d.get("VGPU_A_SLICE_UVM_MAPPED", 0)
+    s.flags = d.get("VGPU_A_SLICE_FLAGS", 0)
+    gl = msg.get_attr("VGPU_A_SLICE_GPUS")
+    if gl is not None:
+        s.gpus = [_gpu_from_nla(a[1]) for a in gl.get("attrs", []) if a[0] == "VGPU_A_GPU"]
+    pl = msg.get_attr("VGPU_A_SLICE_PIDS")
+    if pl is not None:
+        s.pids = [a[1] for a in pl.get("attrs", []) if a[0] == "VGPU_A_PID"]
+    known = {"VGPU_A_SLICE_ID", "VGPU_A_SLICE_NAME", "VGPU_A_SLICE_UVM_POLICY",
+             "VGPU_A_SLICE_MAJOR", "VGPU_A_SLICE_BASE_MINOR", "VGPU_A_SLICE_OPEN_FILES",
+             "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
+             "VGPU_A_SLICE_PIDS", "VGPU_A_PAD"}
+    s.extra = {k: v for k, v in d.items() if k not in known}
+    return s
+
+
+def event_from_msg(msg) -> Event:
+    d = _attrs_dict(msg)
+    return Event(type=d.get("VGPU_A_EVENT_TYPE", 0), slice_id=d.get("VGPU_A_SLICE_ID"),
+                 pid=d.get("VGPU_A_EVENT_PID"), gpu=d.get("VGPU_A_EVENT_GPU"),
+                 size=d.get("VGPU_A_EVENT_SIZE"), attrs=d)
+
+
+# ------------------------------------------------- raw attribute encoding
+@dataclass
+class Nla:
+    """A raw attribute for raw_request: type, payload bytes (or a list of
+    nested Nla), optional NLA_F_* flag bits and a length override (the
+    nla_len written in the header, for malformed-length tests)."""
+    type: int
+    data: bytes | list["Nla"] = b""
+    flags: int = 0
+    length: int | None = None
+
+    @classmethod
+    def u32(cls, t: int, v: int) -> "Nla":
+        return cls(t, struct.pack("=I", v & 0xFFFFFFFF))
+
+    @classmethod
+    def u64(cls, t: int, v: int) -> "Nla":
+        return cls(t, struct.pack("=Q", v & 0xFFFFFFFFFFFFFFFF))
+
+    @classmethod
+    def string(cls, t: int, s: str | bytes, nul: bool = True) -> "Nla":
+        b = s.encode() if isinstance(s, str) else bytes(s)
+        return cls(t, b + (b"\0" if nul else b""))
+
+    @classmethod
+    def nest(cls, t: int, *children: "Nla", flag: bool = True) -> "Nla":
+        return cls(t, list(children), NLA_F_NESTED if flag else 0)
+
+
+def encode_attrs(attrs) -> bytes:
+    """Encode a list of Nla (or (type, value) pairs: int -> u32, bytes -> raw,
+    list -> nest with NLA_F_NESTED)."""
+    out = bytearray()
+    for a in attrs:
+        if not isinstance(a, Nla):
+            t, v = a
+            if isinstance(v, bool) or isinstance(v, int):
+                a = Nla.u32(t, int(v))
+            elif isinstance(v, (bytes, bytearray)):
+                a = Nla(t, bytes(v))
+            elif isinstance(v, str):
+                a = Nla.string(t, v)
+            else:
+                a = Nla(t, list(v), NLA_F_NESTED)
+        payload = encode_attrs(a.data) if isinstance(a.data, list) else bytes(a.data)
+        length = _NLAHDR.size + len(payload) if a.length is None else a.length
+        out += _NLAHDR.pack(length & 0xFFFF, (a.type | a.flags) & 0xFFFF)
+        out += payload
+        out += bytes(_align4(len(payload)) - len(payload))
+    return bytes(out)
+
+
+# ----------------------------------------------------------------- socket
+class _GenlSocket:
+    """A blocking NETLINK_GENERIC socket with extended acks."""
+
+    def __init__(self, timeout: float | None):
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
+                                  NETLINK_GENERIC)
+        try:
+            self.sock.bind((0, 0))
+            self.pid = self.sock.getsockname()[0]
+            for opt in (NETLINK_EXT_ACK, NETLINK_CAP_ACK):
+                try:
+                    self.sock.setsockopt(SOL_NETLINK, opt, 1)
+                except OSError:
+                    pass
+            self.sock.settimeout(timeout)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.seq = int(time.monotonic_ns() & 0xFFFF) << 8
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, mtype: int, flags: int, payload: bytes) -> int:
+        self.seq = (self.seq + 1) & 0xFFFFFFFF or 1
+        hdr = _NLHDR.pack(_NLHDR.size + len(payload), mtype, flags, self.seq, 0)
+        self.sock.sendto(hdr + payload, (0, 0))
+        return self.seq
+
+    def recv_msgs(self) -> list[tuple[int, int, int, bytes]]:
+        """One datagram, split: [(type, flags, seq, whole message bytes)]."""
+        data = self.sock.recv(RECV_BUF)
+        out = []
+        off = 0
+        while off + _NLHDR.size <= len(data):
+            length, mtype, flags, seq, _pid = _NLHDR.unpack_from(data, off)
+            if length < _NLHDR.size or off + length > len(data):
+                break
+            out.append((mtype, flags, seq, data[off:off + length]))
+            off += _align4(length)
+        return out
+
+
+def parse_error(flags: int, msg: bytes, op: str = "") -> VgpuError | None:
+    """NLMSG_ERROR (or NLMSG_DONE of a dump) -> VgpuError, None for an ACK."""
+    if len(msg) < _NLHDR.size + 4:
+        return VgpuError(_errno.EPROTO, "truncated netlink error message", op=op)
+    (err,) = struct.unpack_from("=i", msg, _NLHDR.size)
+    if err == 0:
+        return None
+    extack = offs = miss_type = miss_nest = None
+    if flags & NLM_F_ACK_TLVS:
+        mtype = struct.unpack_from("=H", msg, 4)[0]
+        if mtype == NLMSG_ERROR:
+            pos = _NLHDR.size + 4
+            if flags & NLM_F_CAPPED or len(msg) < pos + _NLHDR.size:
+                pos += _NLHDR.size
+            else:
+                pos += _align4(struct.unpack_from("=I", msg, pos)[0])
+        else:
+            pos = _NLHDR.size + 4
+        while pos + _NLAHDR.size <= len(msg):
+            ln, t = _NLAHDR.unpack_from(msg, pos)
+            if ln < _NLAHDR.size:
+                break
+            val = msg[pos + 4:pos + ln]
+            t &= 0x3FFF
+            if t == NLMSGERR_ATTR_MSG:
+                extack = val.split(b"\0", 1)[0].decode(errors="replace")
+            elif t == NLMSGERR_ATTR_OFFS and len(val) >= 4:
+                offs = struct.unpack_from("=I", val)[0]
+            elif t == NLMSGERR_ATTR_MISS_TYPE and len(val) >= 4:
+                miss_type = struct.unpack_from("=I", val)[0]
+            elif t == NLMSGERR_ATTR_MISS_NEST and len(val) >= 4:
+                miss_nest = struct.unpack_from("=I", val)[0]
+            pos += _align4(ln)
+    return VgpuError(-err, None, op=op, extack=extack, offset=offs, miss_type=miss_type,
+                     miss_nest=miss_nest)
+
+
+def _resolve_family(gs: _GenlSocket, name: str) -> tuple[int, dict[str, int]]:
+    msg = ctrlmsg()
+    msg["cmd"] = CTRL_CMD_GETFAMILY
+    msg["version"] = 1
+    msg["attrs"].append(["CTRL_ATTR_FAMILY_NAME", name])
+    msg.encode()
+    payload = bytes(msg.data[_NLHDR.size:])
+    seq = gs.send(GENL_ID_CTRL, NLM_F_REQUEST, payload)
+    while True:
+        for mtype, flags, mseq, data in gs.recv_msgs():
+            if mseq != seq:
+                continue
+            if mtype == NLMSG_ERROR:
+                err = parse_error(flags, data, "CTRL_CMD_GETFAMILY")
+                if err is None:
+                    continue
+                if err.errno == _errno.ENOENT:
+                    raise VgpuNotLoaded()
+                raise err
+            reply = ctrlmsg(data)
+            reply.decode()
+            groups = {g.get_attr("CTRL_ATTR_MCAST_GRP_NAME"): g.get_attr("CTRL_ATTR_MCAST_GRP_ID")
+                      for g in reply.get_attr("CTRL_ATTR_MCAST_GROUPS", [])}
+            return reply.get_attr("CTRL_ATTR_FAMILY_ID"), groups
+
+
+def _decode(data: bytes):
+    m = vgpumsg(data)
+    m.decode()
+    return m
+
+
+# ------------------------------------------------------------------ client
+class VgpuKernel:
+    """A synchronous client of vgpu.ko's netlink family.
+
+    Thread-safe (one request at a time per instance).  ``timeout`` bounds
+    every wait for the kernel's answer (seconds; None waits forever)."""
+
+    def __init__(self, timeout: float | None = 10.0):
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._gs = _GenlSocket(timeout)
+        try:
+            self.family_id, self.mcast_groups = _resolve_family(self._gs, U.VGPU_GENL_NAME)
+        except BaseException:
+            self._gs.close()
+            raise
+
+    def close(self) -> None:
+        self._gs.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -------------------------------------------------------- plumbing
+    def _transact(self, cmd: int, payload_attrs: bytes, flags: int, *, op: str,
+                  version: int = U.VGPU_GENL_VERSION, raw_payload: bytes | None = None,
+                  mtype: int | None = None) -> list:
+        """Send one request and collect replies until the ACK / DONE / error."""
+        payload = raw_payload if raw_payload is not None else \
+            _GENLHDR.pack(cmd, version, 0) + payload_attrs
+        dump = bool(flags & NLM_F_DUMP)
+        out = []
+        with self._lock:
+            seq = self._gs.send(self.family_id if mtype is None else mtype, flags, payload)
+            while True:
+                try:
+                    msgs = self._gs.recv_msgs()
+                except socket.timeout:
+                    raise VgpuError(_errno.ETIMEDOUT, f"no answer from vgpu.ko within "
+                                    f"{self.timeout}s", op=op) from None
+                for t, f, s, data in msgs:
+                    if s != seq:
+                        continue            # a late answer to an abandoned request
+                    if t == NLMSG_ERROR:
+                        err = parse_error(f, data, op)
+                        if err is not None:
+                            raise err
+                        return out          # the ACK
+                    if t == NLMSG_DONE:
+                        err = parse_error(f, data, op) if len(data) >= _NLHDR.size + 4 else None
+                        if err is not None:
+                            raise err
+                        return out
+                    if t in (NLMSG_NOOP, NLMSG_OVERRUN):
+                        continue
+                    out.append(_decode(data))
+                    if not dump and not (flags & NLM_F_ACK) and not (f & NLM_F_MULTI):
+                        return out
+
+    def _request(self, cmd: int, attrs: list, *, dump: bool = False) -> list:
+        msg = vgpumsg()
+        msg["cmd"] = cmd
+        msg["version"] = U.VGPU_GENL_VERSION
+        msg["attrs"] = attrs
+        msg["header"]["type"] = self.family_id
+        msg.encode()
+        payload = bytes(msg.data[_NLHDR.size + _GENLHDR.size:])
+        flags = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
+        return self._transact(cmd, payload, flags, op=U.CMD_NAMES.get(cmd, str(cmd))[5:])
+
+    def raw_request(self, cmd: int, attrs=(), *, flags: int | None = None,
+                    version: int = U.VGPU_GENL_VERSION, payload: bytes | None = None,
+                    dump: bool = False, mtype: int | None = None) -> list:
+        """Send cmd with arbitrary attributes (Nla objects or (type, value)
+        pairs, see encode_attrs), or an arbitrary genl payload (header
+        included) with payload=.  Returns the decoded replies (vgpumsg);
+        raises VgpuError with the kernel's errno and extack."""
+        if flags is None:
+            flags = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
+        return self._transact(cmd, encode_attrs(attrs), flags, op=f"raw cmd {cmd}",
+                              version=version, raw_payload=payload, mtype=mtype)
+
+    # -------------------------------------------------------- commands
+    def slice_new(self, id: int, gpus, name: str | None = None,
+                  uvm_policy: int | None = None, flags: int | None = None) -> Slice:
+        """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...]."""
+        entries = []
+        for g in gpus:
+            real_minor, limit = g[0], g[1]
+            ga = [["VGPU_GPU_A_REAL_MINOR", int(real_minor)],
+                  ["VGPU_GPU_A_MEM_LIMIT", int(limit)]]
+            if len(g) > 2 and g[2] is not None:
+                ga.append(["VGPU_GPU_A_GPU_ID", int(g[2])])
+            entries.append(["VGPU_A_GPU", {"attrs": ga}])
+        attrs = [["VGPU_A_SLICE_ID", int(id)], ["VGPU_A_SLICE_GPUS", {"attrs": entries}]]
+        if name is not None:
+            attrs.append(["VGPU_A_SLICE_NAME", name])
+        if uvm_policy is not None:
+            attrs.append(["VGPU_A_SLICE_UVM_POLICY", int(uvm_policy)])
+        if flags is not None:
+            attrs.append(["VGPU_A_SLICE_FLAGS", int(flags)])
+        replies = self._request(U.VGPU_CMD_SLICE_NEW, attrs)
+        for r in replies:
+            return slice_from_msg(r)
+        return self.slice_get(id)
+
+    def slice_set(self, id: int, limits: dict[int, int] | None = None,
+                  uvm_policy: int | None = None) -> Slice | None:
+        """Change limits ({container GPU index: bytes}) and/or the UVM policy."""
+        attrs = [["VGPU_A_SLICE_ID", int(id)]]
+        if limits:
+            entries = [["VGPU_A_GPU", {"attrs": [["VGPU_GPU_A_INDEX", int(i)],
+                                                 ["VGPU_GPU_A_MEM_LIMIT", int(b)]]}]
+                       for i, b in sorted(limits.items())]
+            attrs.append(["VGPU_A_SLICE_GPUS", {"attrs": entries}])
+        if uvm_policy is not None:
+            attrs.append(["VGPU_A_SLICE_UVM_POLICY", int(uvm_policy)])
+        replies = self._request(U.VGPU_CMD_SLICE_SET, attrs)
+        return slice_from_msg(replies[0]) if replies else None
+
+    def slice_del(self, id: int, force: bool = False) -> None:
+        attrs = [["VGPU_A_SLICE_ID", int(id)]]
+        if force:
+            attrs.append(["VGPU_A_SLICE_FLAGS", U.VGPU_SLICE_F_FORCE])
+        self._request(U.VGPU_CMD_SLICE_DEL, attrs)
+
+    def slice_get(self, id: int) -> Slice:
+        replies = self._request(U.VGPU_CMD_SLICE_GET, [["VGPU_A_SLICE_ID", int(id)]])
+        if not replies:
+            raise VgpuError(_errno.EPROTO, "SLICE_GET answered without a slice", op="SLICE_GET")
+        return slice_from_msg(replies[0])
+
+    def slices(self) -> list[Slice]:
+        """Every slice, with its usage (a dump)."""
+        return [slice_from_msg(m) for m in self._request(U.VGPU_CMD_SLICE_GET, [], dump=True)]
+
+    # ---------------------------------------------------------- events
+    def subscribe(self, timeout: float | None = None) -> "EventStream":
+        """A new socket joined to the events group (join before acting, so
+        nothing is missed)."""
+        gid = self.mcast_groups.get(U.VGPU_GENL_MCGRP_EVENTS)
+        if gid is None:
+            raise VgpuError(_errno.ENOENT, f"family '{U.VGPU_GENL_NAME}' has no multicast group "
+                            f"'{U.VGPU_GENL_MCGRP_EVENTS}'", op="subscribe")
+        return EventStream(self.family_id, gid, timeout)
+
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Events as they come; stops after timeout seconds without one."""
+        with self.subscribe(timeout) as es:
+            yield from es
+
+
+class EventStream:
+    """Events of the vgpu family's "events" multicast group."""
+
+    def __init__(self, family_id: int, group: int, timeout: float | None = None):
+        self.family_id = family_id
+        self.timeout = timeout
+        self._gs = _GenlSocket(None)
+        self._pending: list[Event] = []
+        try:
+            self._gs.sock.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group)
+        except BaseException:
+            self._gs.close()
+            raise
+
+    def close(self) -> None:
+        self._gs.close()
+
+    def fileno(self) -> int:
+        return self._gs.sock.fileno()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def get(self, timeout: float | None = -1.0) -> Event | None:
+        """The next event, or None after timeout seconds (default: the
+        stream's timeout; None waits forever)."""
+        if timeout == -1.0:
+            timeout = self.timeout
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._pending:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            r, _, _ = select.select([self._gs.sock], [], [], left)
+            if not r:
+                return None
+            try:
+                msgs = self._gs.recv_msgs()
+            except OSError as e:
+                if e.errno == _errno.ENOBUFS:    # overrun: events were lost
+                    raise VgpuError(_errno.ENOBUFS, "event queue overrun: events lost",
+                                    op="events") from None
+                raise
+            for t, _f, _s, data in msgs:
+                if t == self.family_id:
+                    m = _decode(data)
+                    if m["cmd"] == U.VGPU_CMD_EVENT:
+                        self._pending.append(event_from_msg(m))
+        return self._pending.pop(0)
+
+    def drain(self, timeout: float = 0.2) -> list[Event]:
+        out = []
+        while (ev := self.get(timeout)) is not None:
+            out.append(ev)
+        return out
+
+    def wait_for(self, pred, timeout: float = 5.0) -> Event | None:
+        """The first event for which pred(event) holds, within timeout."""
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ev = self.get(left)
+            if ev is None:
+                return None
+            if pred(ev):
+                return ev
+
+    def __iter__(self) -> Iterator[Event]:
+        while (ev := self.get()) is not None:
+            yield ev

@@ -1,0 +1,128 @@
+"""Python mirror of kmod/include/uapi/vgpu.h: the netlink API of vgpu.ko.
+
+The C header is the single source of truth.  Every #define and enum member
+named VGPU_* there has a twin here with the same name and value, and
+tests/host/test_uapi.py compiles a program against the header that prints
+each value, compares, and fails on any VGPU_* name of the header missing
+here (or any here that the header lacks).
+
+Standard library only: the CLI and the hook may import it at start-up.
+"""
+
+from __future__ import annotations
+
+VGPU_GENL_NAME = "vgpu"
+VGPU_GENL_VERSION = 1
+VGPU_GENL_MCGRP_EVENTS = "events"
+
+# Limits.
+VGPU_MAX_SLICE_GPUS = 8
+VGPU_SLICE_NAME_MAX = 128          # including the terminating NUL
+
+# Minors of a slice, relative to its base minor.
+VGPU_MINORS_PER_SLICE = 16
+VGPU_MINOR_CTL = 0
+VGPU_MINOR_UVM = 1
+VGPU_MINOR_GPU0 = 2
+
+# enum vgpu_cmd
+VGPU_CMD_UNSPEC = 0
+VGPU_CMD_SLICE_NEW = 1
+VGPU_CMD_SLICE_SET = 2
+VGPU_CMD_SLICE_DEL = 3
+VGPU_CMD_SLICE_GET = 4
+VGPU_CMD_EVENT = 5
+__VGPU_CMD_MAX = 6
+VGPU_CMD_MAX = __VGPU_CMD_MAX - 1
+
+# enum vgpu_attr: top-level attributes
+VGPU_A_UNSPEC = 0
+VGPU_A_SLICE_ID = 1              # u32, not 0
+VGPU_A_SLICE_NAME = 2            # NUL-terminated string
+VGPU_A_SLICE_FLAGS = 3           # u32, VGPU_SLICE_F_*
+VGPU_A_SLICE_UVM_POLICY = 4      # u32, enum vgpu_uvm_policy
+VGPU_A_SLICE_GPUS = 5            # nested: VGPU_A_GPU entries
+VGPU_A_SLICE_MAJOR = 6           # u32, reply only
+VGPU_A_SLICE_BASE_MINOR = 7      # u32, reply only
+VGPU_A_SLICE_OPEN_FILES = 8      # u32, reply only
+VGPU_A_SLICE_PIDS = 9            # nested: VGPU_A_PID u32 entries, reply only
+VGPU_A_SLICE_UVM_MAPPED = 10     # u64, reply only
+VGPU_A_EVENT_TYPE = 11           # u32, enum vgpu_event
+VGPU_A_EVENT_PID = 12            # u32
+VGPU_A_EVENT_GPU = 13            # u32, container's GPU index
+VGPU_A_EVENT_SIZE = 14           # u64, bytes asked
+VGPU_A_PAD = 15
+__VGPU_A_MAX = 16
+VGPU_A_MAX = __VGPU_A_MAX - 1
+
+# enum vgpu_list_attr: entries of the GPUS and PIDS nests
+VGPU_A_LIST_UNSPEC = 0
+VGPU_A_GPU = 1                   # nested: VGPU_GPU_A_*
+VGPU_A_PID = 2                   # u32
+__VGPU_A_LIST_MAX = 3
+VGPU_A_LIST_MAX = __VGPU_A_LIST_MAX - 1
+
+# enum vgpu_gpu_attr: one GPU of a slice
+VGPU_GPU_A_UNSPEC = 0
+VGPU_GPU_A_INDEX = 1             # u32, container's GPU number; SET names GPUs by it
+VGPU_GPU_A_REAL_MINOR = 2        # u32, minor of the real /dev/nvidiaN; NEW
+VGPU_GPU_A_MEM_LIMIT = 3         # u64 bytes
+VGPU_GPU_A_MEM_USED = 4          # u64, reply only
+VGPU_GPU_A_MEM_PEAK = 5          # u64, reply only
+VGPU_GPU_A_ALLOCS = 6            # u64, live FB allocations, reply only
+VGPU_GPU_A_REFUSALS = 7          # u64, reply only
+VGPU_GPU_A_MINOR = 8             # u32, the virtual node's minor, reply only
+VGPU_GPU_A_GPU_ID = 9            # u32, the driver's gpu_id; NEW, optional
+VGPU_GPU_A_PAD = 10
+__VGPU_GPU_A_MAX = 11
+VGPU_GPU_A_MAX = __VGPU_GPU_A_MAX - 1
+
+# VGPU_A_SLICE_FLAGS
+VGPU_SLICE_F_FORCE = 1 << 0
+VGPU_SLICE_F_ALL = VGPU_SLICE_F_FORCE
+
+# enum vgpu_uvm_policy
+VGPU_UVM_COUNT = 0
+VGPU_UVM_REFUSE = 1
+__VGPU_UVM_POLICY_MAX = 2
+
+# enum vgpu_event
+VGPU_EVENT_UNSPEC = 0
+VGPU_EVENT_ALLOC_REFUSED = 1
+VGPU_EVENT_SLICE_EMPTIED = 2
+VGPU_EVENT_DEVICE_OPENED = 3
+__VGPU_EVENT_MAX = 4
+
+
+# ------------------------------------------------------------ registries
+def _prefixed(prefix: str) -> dict[str, int]:
+    return {k: v for k, v in globals().items()
+            if k.startswith(prefix) and type(v) is int and not k.startswith("__")}
+
+
+def uapi_constants() -> dict[str, object]:
+    """Every mirrored name (VGPU_* and __VGPU_*) with its value (int or str)."""
+    return {k: v for k, v in globals().items()
+            if (k.startswith("VGPU_") or k.startswith("__VGPU_")) and type(v) in (int, str)}
+
+
+def names_by_value(prefix: str, exclude_max: bool = True) -> dict[int, str]:
+    """value -> name for the members of one enum, e.g. "VGPU_CMD_"."""
+    out = {}
+    for k, v in _prefixed(prefix).items():
+        if exclude_max and k.endswith("_MAX"):
+            continue
+        if prefix == "VGPU_A_" and k.startswith("VGPU_A_LIST_"):
+            continue
+        out.setdefault(v, k)
+    return out
+
+
+#: Attribute tables in enum order (index == attribute type).
+SLICE_ATTRS = [names_by_value("VGPU_A_")[i] for i in range(__VGPU_A_MAX)]
+assert not any(n.startswith("VGPU_A_LIST_") for n in SLICE_ATTRS)
+LIST_ATTRS = ["VGPU_A_LIST_UNSPEC", "VGPU_A_GPU", "VGPU_A_PID"]
+GPU_ATTRS = [names_by_value("VGPU_GPU_A_")[i] for i in range(__VGPU_GPU_A_MAX)]
+CMD_NAMES = {v: k for k, v in _prefixed("VGPU_CMD_").items() if not k.endswith("_MAX")}
+EVENT_NAMES = {v: k for k, v in _prefixed("VGPU_EVENT_").items() if not k.endswith("_MAX")}
+UVM_POLICY_NAMES = {VGPU_UVM_COUNT: "count", VGPU_UVM_REFUSE: "refuse"}
