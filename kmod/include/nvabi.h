@@ -84,6 +84,16 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 /* The driver copies at most this many bytes through XFER. */
 #define NV_ABSOLUTE_MAX_IOCTL_SIZE  16384
 
+/*
+ * The rule the driver applies to an XFER before dispatching its inner call:
+ * a non-empty payload of at most NV_ABSOLUTE_MAX_IOCTL_SIZE bytes, and no
+ * XFER inside an XFER.  Shared by the simulator and the mediator, so both
+ * unwrap exactly alike.
+ */
+#define NV_IOCTL_XFER_VALID(cmd_, size_)                                    \
+	((size_) != 0 && (size_) <= NV_ABSOLUTE_MAX_IOCTL_SIZE &&           \
+	 (cmd_) != NV_ESC_IOCTL_XFER_CMD)
+
 /* ------------------------------------------------------- status codes */
 #define NV_OK                              0x00000000
 #define NV_ERR_GENERIC                     0x0000FFFF

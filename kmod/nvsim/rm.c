@@ -510,9 +510,7 @@ long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 			return -EINVAL;
 		if (copy_from_user(&xfer, uptr, sizeof(xfer)))
 			return -EFAULT;
-		/* XFER of XFER reaches rm_ioctl() as an unknown escape. */
-		if (xfer.size == 0 || xfer.size > NV_ABSOLUTE_MAX_IOCTL_SIZE ||
-		    xfer.cmd == NV_ESC_IOCTL_XFER_CMD)
+		if (!NV_IOCTL_XFER_VALID(xfer.cmd, xfer.size))
 			return -EINVAL;
 		nr = xfer.cmd;
 		size = xfer.size;

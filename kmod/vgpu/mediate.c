@@ -446,8 +446,7 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 			return -EINVAL;
 		if (copy_from_user(&x, uptr, sizeof(x)))
 			return -EFAULT;
-		if (x.size == 0 || x.size > NV_ABSOLUTE_MAX_IOCTL_SIZE ||
-		    x.cmd == NV_ESC_IOCTL_XFER_CMD)
+		if (!NV_IOCTL_XFER_VALID(x.cmd, x.size))
 			return -EINVAL;
 		nr = x.cmd;
 		size = x.size;
