@@ -1,22 +1,734 @@
-"""vgpuctl: administer GPU slices through vgpud.
+"""vgpuctl: administer GPU slices through vgpud's admin API (docs/api.md).
 
-Placeholder entry point: the implementation lands with its own issue.  It
-prints its usage and exits 2 so that nothing mistakes it for a working tool.
+One table, ``COMMANDS``, defines every subcommand: its arguments, its
+options (with the converter that validates each value locally, before
+anything is sent), its one-line summary and its function.  The parser and
+the usage texts are generated from it, as in ``wg``.
+
+Standard library only, and imports kept to the minimum (``--help`` loads
+nothing beyond ``sys`` and ``os``; a command adds vgpu.apiclient, json,
+socket and vgpu.units) so that the tool starts fast.
 """
+
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 
+PROG = "vgpuctl"
 
+EXIT_OK = 0
+EXIT_ERROR = 1          # vgpud refused or failed the request, or did not answer
+EXIT_USAGE = 2          # bad command line or value
+EXIT_UNAVAILABLE = 3    # vgpud is not running
+EXIT_PERMISSION = 4     # permission denied on the API socket
+EXIT_NOT_FOUND = 5      # no such slice (container)
+
+EXIT_TEXT = f"""\
+exit status:
+  {EXIT_OK}  success
+  {EXIT_ERROR}  vgpud refused or failed the request (admission, kernel, ...), or did not
+     answer within --timeout
+  {EXIT_USAGE}  usage error: unknown command or option, or a bad value (quoted)
+  {EXIT_UNAVAILABLE}  vgpud is not running (no socket, or nothing listens on it)
+  {EXIT_PERMISSION}  permission denied (not root, nor in the group set as api.group)
+  {EXIT_NOT_FOUND}  no slice for that container"""
+
+
+class UsageError(Exception):
+    pass
+
+
+# ------------------------------------------------------------ converters
+# Each takes the option's text and returns the value sent on the wire, or
+# raises ValueError with a reason (the caller quotes the value).
+
+def _reason(e: ValueError, text: str) -> str:
+    """vgpu.units' messages start with the quoted value; we quote it
+    ourselves, so drop that prefix."""
+    from .units import quote
+    msg = str(e)
+    prefix = quote(text) + " "
+    if msg.startswith(prefix):
+        msg = msg[len(prefix):]
+        if msg.startswith("is "):
+            msg = msg[3:]
+    return msg
+
+
+def c_size(text: str) -> int:
+    from .units import parse_size
+    return parse_size(text)
+
+
+def c_percent(text: str) -> int | float:
+    from .units import parse_percent
+    x = parse_percent(text)
+    return int(x) if x == int(x) else x
+
+
+def c_duration(text: str) -> float:
+    from .units import parse_duration
+    return parse_duration(text)
+
+
+def _choice(*choices: str):
+    def conv(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"not one of {', '.join(choices)}")
+        return text
+    conv.choices = choices
+    return conv
+
+
+c_priority = _choice("high", "low")
+c_policy = _choice("share", "fixed", "burst")
+
+
+def c_nonempty(text: str) -> str:
+    if not text or "\0" in text:
+        raise ValueError("must be a non-empty string")
+    return text
+
+
+def c_pid(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 1 << 22:
+        raise ValueError("not a process id")
+    return int(text)
+
+
+def c_gpus(text: str) -> list:
+    """"0", "0,1", "GPU-8f6d...": indexes become ints, anything else a UUID."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise ValueError("not a GPU index or UUID (e.g. 0, 0,1 or GPU-...)")
+        if part.isdigit():
+            if int(part) >= 1024:
+                raise ValueError(f"GPU index {part} is out of range")
+            out.append(int(part))
+        elif len(part) > 128:
+            raise ValueError("not a GPU index or UUID (too long)")
+        else:
+            out.append(part)
+    return out
+
+
+def c_label(text: str) -> tuple[str, str]:
+    k, sep, v = text.partition("=")
+    if not sep or not k.strip():
+        raise ValueError("not a label (use KEY=VALUE)")
+    return k.strip(), v
+
+
+def c_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError("not a positive whole number")
+    return int(text)
+
+
+def c_container(text: str) -> str:
+    """Mirrors the daemon's check (vgpu.api.v_container)."""
+    if not text:
+        raise ValueError("is empty")
+    if len(text.encode()) > 127:
+        raise ValueError("is longer than 127 bytes")
+    if text in (".", "..") or any(ord(c) < 0x20 or c in "/\x7f" for c in text):
+        raise ValueError("contains '/', control characters, or is '.' or '..'")
+    return text
+
+
+# ------------------------------------------------------------ the table
+class Opt:
+    """``--name METAVAR``: ``conv`` validates; ``multi`` collects repeats
+    (lists are extended, pairs go into a dict); ``metavar=None`` is a flag."""
+    __slots__ = ("name", "metavar", "help", "conv", "dest", "multi")
+
+    def __init__(self, name, metavar, help, conv=None, dest=None, multi=False):
+        self.name, self.metavar, self.help = name, metavar, help
+        self.conv, self.multi = conv, multi
+        self.dest = dest or name.lstrip("-").replace("-", "_")
+
+    def spelling(self) -> str:
+        return self.name if self.metavar is None else f"{self.name} {self.metavar}"
+
+
+class Cmd:
+    __slots__ = ("name", "args", "opts", "summary", "run", "groups")
+
+    def __init__(self, name, args, opts, summary, run, groups=()):
+        self.name, self.args, self.opts = name, args, opts
+        self.summary, self.run, self.groups = summary, run, groups
+
+
+GLOBAL_OPTS = (
+    Opt("--socket", "PATH", "vgpud's API socket (default: $VGPU_SOCKET, else "
+        "/run/vgpu/vgpud.sock)", c_nonempty),
+    Opt("--timeout", "S", "how long to wait for vgpud's connect, send and each reply "
+        "(default 5; e.g. 2, 500ms)", c_duration),
+    Opt("--json", None, "machine-readable output: the API's result objects as JSON "
+        "(events, top: JSON lines)"),
+    Opt("--help", None, "this text (after a command: that command's)"),
+)
+
+O_MEMORY = Opt("--memory", "SIZE", "memory quota per GPU: 8GiB, 512MiB, 1.5GiB or bytes "
+               "(binary units)", c_size)
+O_COMPUTE = Opt("--compute", "PCT", "compute quota: 30% (0 to 100)", c_percent)
+O_PRIORITY = Opt("--priority", "high|low", "scheduling priority", c_priority)
+O_POLICY = Opt("--policy", "share|fixed|burst", "compute policy", c_policy)
+O_PROFILE = Opt("--profile", "NAME", "a profile of the config file", c_nonempty)
+O_GPU = Opt("--gpu", "GPU", "GPU index or UUID; repeat or comma-separate for several",
+            c_gpus, dest="gpus", multi=True)
+QUOTA_OPTS = (O_MEMORY, O_COMPUTE, O_PRIORITY, O_POLICY, O_PROFILE)
+
+
+def cmd_list(client, o):
+    res = client.request("list")
+    if o["json"]:
+        return emit_json(res)
+    print_table(["CONTAINER", "GPUS", "MEMORY USED", "LIMIT", "PEAK", "COMPUTE",
+                 "PRIORITY", "POLICY", "PROFILE", "PIDS"],
+                [_slice_row(s) for s in res.get("slices", [])])
+    return EXIT_OK
+
+
+def cmd_show(client, o):
+    res = client.request("show", container=o["container"])
+    if o["json"]:
+        return emit_json(res)
+    print_slice(res.get("slice", {}))
+    return EXIT_OK
+
+
+def cmd_create(client, o):
+    if "cgroup" in o and "pid" in o:
+        raise UsageError("create: give --cgroup or --pid, not both")
+    args = {k: o[k] for k in ("cgroup", "pid", "gpus", "memory", "compute", "priority",
+                              "policy", "profile", "labels") if k in o}
+    res = client.request("create", container=o["container"], **args)
+    if o["json"]:
+        return emit_json(res)
+    print_slice(res.get("slice", {}))
+    return EXIT_OK
+
+
+def cmd_set_quota(client, o):
+    args = {k: o[k] for k in ("memory", "compute", "priority", "policy", "profile", "gpus")
+            if k in o}
+    if not (args.keys() - {"gpus"}):
+        raise UsageError("set-quota: nothing to change (give --memory, --compute, "
+                         "--priority, --policy or --profile)")
+    res = client.request("set-quota", container=o["container"], **args)
+    if o["json"]:
+        return emit_json(res)
+    print_slice(res.get("slice", {}))
+    return EXIT_OK
+
+
+def cmd_delete(client, o):
+    args = {"force": True} if o.get("force") else {}
+    res = client.request("delete", container=o["container"], **args)
+    if o["json"]:
+        return emit_json(res)
+    print(f"deleted {o['container']}")
+    return EXIT_OK
+
+
+def cmd_gpus(client, o):
+    res = client.request("gpus")
+    if o["json"]:
+        return emit_json(res)
+    print_table(["GPU", "NAME", "UUID", "BUS ID", "MEMORY", "ALLOCATED", "USED", "UTIL",
+                 "SLICES"], [_gpu_row(g) for g in res.get("gpus", [])])
+    return EXIT_OK
+
+
+def cmd_status(client, o):
+    res = client.request("status")
+    if o["json"]:
+        return emit_json(res)
+    kernel = res.get("kernel") or {}
+    rows = [
+        ("vgpud", f"version {res.get('version', '?')}, pid {res.get('pid', '?')}, "
+                  f"up {fmt_uptime(res.get('uptime_s'))}"),
+        ("vgpu.ko", "loaded" if kernel.get("loaded") else "NOT LOADED"),
+        ("slices", _count(res.get("slices"))),
+        ("gpus", _count(res.get("gpus"))),
+        ("config", res.get("config", "-")),
+    ]
+    for k, v in rows:
+        print(f"{k + ':':<9} {v}")
+    return EXIT_OK
+
+
+def cmd_events(client, o):
+    out = sys.stdout
+    try:
+        for ev in client.events():
+            if o["json"]:
+                import json
+                out.write(json.dumps(ev, separators=(",", ":"), ensure_ascii=False) + "\n")
+            else:
+                out.write(fmt_event(ev) + "\n")
+            out.flush()
+    except KeyboardInterrupt:
+        return EXIT_OK
+    err(f"vgpud closed the event stream")
+    return EXIT_ERROR
+
+
+def cmd_top(client, o):
+    return run_top(client, o, sys.stdout)
+
+
+def cmd_help(client, o):
+    name = o.get("command")
+    if name is None:
+        sys.stdout.write(usage_text())
+        return EXIT_OK
+    cmd = find_command(name)
+    sys.stdout.write(command_help(cmd))
+    return EXIT_OK
+
+
+COMMANDS = (
+    Cmd("list", (), (), "list the slices with their quotas and use", cmd_list),
+    Cmd("show", ("CONTAINER",), (), "show one slice in full", cmd_show),
+    Cmd("create", ("CONTAINER",), (
+        Opt("--cgroup", "PATH", "the container's cgroup (v2 path)", c_nonempty),
+        Opt("--pid", "PID", "a process of the container (instead of --cgroup)", c_pid),
+        O_GPU, *QUOTA_OPTS,
+        Opt("--label", "KEY=VALUE", "a label (schedules select slices by label); repeatable",
+            c_label, dest="labels", multi=True),
+    ), "create a slice for a container (unset quotas: profile, then defaults)",
+        cmd_create),
+    Cmd("set-quota", ("CONTAINER",), (
+        *QUOTA_OPTS,
+        Opt("--gpu", "GPU", "change the memory quota on these GPUs of the slice only "
+            "(index or UUID; repeat or comma-separate)", c_gpus, dest="gpus", multi=True),
+    ), "change an existing slice's quotas; returns once the kernel has applied them",
+        cmd_set_quota),
+    Cmd("delete", ("CONTAINER",), (
+        Opt("--force", None, "delete even while processes of the slice have it open"),
+    ), "delete a container's slice", cmd_delete),
+    Cmd("gpus", (), (), "list the GPUs with their memory, allocations and use", cmd_gpus),
+    Cmd("top", (), (
+        Opt("--once", None, "print one frame and exit (implied when stdout is not a terminal)"),
+        Opt("--interval", "S", "seconds between frames (default 1)", c_duration),
+    ), "a live view of GPUs and slices, refreshed each second (Ctrl-C quits)", cmd_top),
+    Cmd("events", (), (), "stream events, one line each, until Ctrl-C", cmd_events),
+    Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded",
+        cmd_status),
+    Cmd("help", ("[COMMAND]",), (), "this text, or a command's", cmd_help),
+)
+
+
+def find_command(name: str) -> Cmd:
+    for c in COMMANDS:
+        if c.name == name:
+            return c
+    near = [c.name for c in COMMANDS if c.name.startswith(name[:2])] if name else []
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    raise UsageError(f'unknown command "{name}"{hint} (see {PROG} --help)')
+
+
+# ------------------------------------------------------------ usage texts
+def _synopsis(cmd: Cmd) -> str:
+    parts = [PROG, cmd.name, *cmd.args]
+    parts += [f"[{o.spelling()}]" for o in cmd.opts]
+    return " ".join(parts)
+
+
+def _opt_lines(opts) -> list[str]:
+    width = max(len(o.spelling()) for o in opts)
+    return [f"  {o.spelling():<{width}}  {o.help}" for o in opts]
+
+
+def usage_text() -> str:
+    width = max(len(c.name) for c in COMMANDS)
+    lines = [f"usage: {PROG} [--socket PATH] [--timeout S] [--json] COMMAND [ARGS...]", "",
+             "Administer GPU slices through vgpud.", "", "commands:"]
+    for c in COMMANDS:
+        lines.append(f"  {c.name:<{width}}  {c.summary}")
+    lines += ["", "options (before or after the command):", *_opt_lines(GLOBAL_OPTS), "",
+              "values: sizes 8GiB, 512MiB, 1.5GiB or bytes (binary units; 4GB is refused);",
+              "compute 30%; priority high|low; policy share|fixed|burst.", "",
+              EXIT_TEXT, "", f"'{PROG} help COMMAND' or '{PROG} COMMAND --help' for a "
+              "command's options.", ""]
+    return "\n".join(lines)
+
+
+def command_help(cmd: Cmd) -> str:
+    lines = [f"usage: {_synopsis(cmd)}", "", cmd.summary + ".", ""]
+    if cmd.opts:
+        lines += ["options:", *_opt_lines(cmd.opts), ""]
+    lines += ["common options:", *_opt_lines(GLOBAL_OPTS), "", EXIT_TEXT, ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ parsing
+def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
+    """-> (command, options).  Options are keyed by dest; absent ones are
+    absent (``json`` is always there).  Raises UsageError.  (None, {...})
+    with ``help`` set means general help."""
+    cmd: Cmd | None = None
+    o: dict = {"json": False}
+    positionals: list[str] = []
+    table = {x.name: x for x in GLOBAL_OPTS}
+    i, only_positional = 0, False
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if only_positional or not a.startswith("-") or a == "-":
+            if cmd is None:
+                cmd = find_command(a)
+                table.update({x.name: x for x in cmd.opts})
+            else:
+                positionals.append(a)
+            continue
+        if a == "--":
+            only_positional = True
+            continue
+        if a == "-h":
+            a = "--help"
+        name, eq, value = a.partition("=")
+        opt = table.get(name)
+        if opt is None:
+            where = f" for {cmd.name}" if cmd else ""
+            raise UsageError(f'unknown option "{name}"{where} (see {PROG} '
+                             f'{cmd.name + " " if cmd else ""}--help)')
+        if opt.metavar is None:
+            if eq:
+                raise UsageError(f"{name} takes no value")
+            o[opt.dest] = True
+            continue
+        if not eq:
+            if i >= len(argv):
+                raise UsageError(f"{name} needs a value ({opt.metavar})")
+            value = argv[i]
+            i += 1
+        try:
+            v = opt.conv(value) if opt.conv else value
+        except ValueError as e:
+            raise UsageError(f'invalid {name} {_quote(value)}: {_reason(e, value)}') from None
+        if opt.multi:
+            if isinstance(v, tuple):
+                o.setdefault(opt.dest, {})[v[0]] = v[1]
+            else:
+                lst = o.setdefault(opt.dest, [])
+                for g in v:
+                    if g in lst:
+                        raise UsageError(f"{name}: GPU {g} named twice")
+                    lst.append(g)
+        else:
+            if opt.dest in o:
+                raise UsageError(f"{name} given twice")
+            o[opt.dest] = v
+    if o.get("help"):
+        return cmd, o
+    if cmd is None:
+        raise UsageError(f"no command given (see {PROG} --help)")
+    required = [a for a in cmd.args if not a.startswith("[")]
+    if len(positionals) < len(required):
+        raise UsageError(f"{cmd.name}: missing {' '.join(required[len(positionals):])} "
+                         f"(usage: {_synopsis(cmd)})")
+    if len(positionals) > len(cmd.args):
+        extra = positionals[len(cmd.args)]
+        raise UsageError(f"{cmd.name}: unexpected argument {_quote(extra)}")
+    for spec, value in zip(cmd.args, positionals):
+        key = spec.strip("[]").lower()
+        if key == "container":
+            try:
+                value = c_container(value)
+            except ValueError as e:
+                raise UsageError(f"invalid CONTAINER {_quote(value)}: {e}") from None
+        o[key] = value
+    if cmd.name == "help" and "command" in o:
+        find_command(o["command"])
+    return cmd, o
+
+
+def _quote(text: str) -> str:
+    from .units import quote
+    return quote(text)
+
+
+# ------------------------------------------------------------ output
+def err(msg: str) -> None:
+    sys.stderr.write(f"{PROG}: {msg}\n")
+
+
+def emit_json(obj) -> int:
+    import json
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    return EXIT_OK
+
+
+def _size(n) -> str:
+    if isinstance(n, bool) or not isinstance(n, int):
+        return "-" if n is None else str(n)
+    from .units import format_size
+    return format_size(n).replace(" ", "")
+
+
+def _pct(x) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "-" if x is None else str(x)
+    from .units import format_percent
+    return format_percent(float(x))
+
+
+def _count(v) -> str:
+    if isinstance(v, (list, dict)):
+        return str(len(v))
+    return "-" if v is None else str(v)
+
+
+def _sum(gpus, key):
+    vals = [g.get(key) for g in gpus if isinstance(g.get(key), int)]
+    return sum(vals) if vals else None
+
+
+def _slice_row(s: dict) -> list[str]:
+    gpus = s.get("gpus") or []
+    comp = s.get("compute") or {}
+    return [str(s.get("container", "?")),
+            ",".join(str(g.get("index", "?")) for g in gpus) or "-",
+            _size(_sum(gpus, "memory_used")), _size(_sum(gpus, "memory_limit")),
+            _size(_sum(gpus, "memory_peak")), _pct(comp.get("percent")),
+            str(comp.get("priority") or "-"), str(comp.get("policy") or "-"),
+            str(s.get("profile") or "-"), _count(s.get("pids"))]
+
+
+def _gpu_row(g: dict) -> list[str]:
+    return [str(g.get("index", "?")), str(g.get("name") or "-"), str(g.get("uuid") or "-"),
+            str(g.get("pci_bus_id") or "-"), _size(g.get("memory_total")),
+            _size(g.get("memory_allocated")), _size(g.get("memory_used")),
+            _pct(g.get("utilization")), _count(g.get("slices"))]
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        for j, cell in enumerate(r):
+            widths[j] = max(widths[j], len(cell))
+    out = []
+    for r in [headers, *rows]:
+        out.append("  ".join(c.ljust(widths[j]) for j, c in enumerate(r)).rstrip())
+    return out
+
+
+def print_table(headers, rows) -> None:
+    sys.stdout.write("\n".join(format_table(headers, rows)) + "\n")
+
+
+def fmt_time(t) -> str:
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        import time
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    return "-" if t is None else str(t)
+
+
+def fmt_uptime(s) -> str:
+    if not isinstance(s, (int, float)) or isinstance(s, bool):
+        return "?"
+    s = int(s)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h {m}m"
+    if h:
+        return f"{h}h {m}m"
+    if m:
+        return f"{m}m {s}s"
+    return f"{s}s"
+
+
+def print_slice(s: dict) -> None:
+    comp = s.get("compute") or {}
+    dev = s.get("devices") or {}
+    labels = s.get("labels") or {}
+    pids = s.get("pids")
+    rows = [
+        ("container", s.get("container", "?")),
+        ("slice id", s.get("slice_id", "-")),
+        ("profile", s.get("profile") or "-"),
+        ("labels", ", ".join(f"{k}={v}" for k, v in labels.items()) or "-"),
+        ("cgroup", s.get("cgroup") or "-"),
+        ("pids", " ".join(map(str, pids)) if isinstance(pids, list) and pids else "-"),
+        ("open files", s.get("open_files", "-")),
+        ("created", fmt_time(s.get("created"))),
+        ("compute", f"{_pct(comp.get('percent'))} {comp.get('policy') or '-'}, "
+                    f"priority {comp.get('priority') or '-'}"),
+    ]
+    if dev:
+        minors = dev.get("gpu_minors")
+        rows.append(("devices", f"major {dev.get('major', '-')}, ctl minor "
+                                f"{dev.get('ctl_minor', '-')}, uvm minor {dev.get('uvm_minor', '-')}, "
+                                f"gpu minors "
+                                f"{' '.join(map(str, minors)) if isinstance(minors, list) else '-'}"))
+    for k, v in rows:
+        print(f"{k + ':':<11} {v}")
+    gpus = s.get("gpus") or []
+    if gpus:
+        print()
+        print_table(["GPU", "UUID", "REAL MINOR", "LIMIT", "USED", "PEAK", "ALLOCS", "REFUSALS"],
+                    [[str(g.get("index", "?")), str(g.get("uuid") or "-"),
+                      str(g.get("real_minor", "-")), _size(g.get("memory_limit")),
+                      _size(g.get("memory_used")), _size(g.get("memory_peak")),
+                      str(g.get("allocs", "-")), str(g.get("refusals", "-"))] for g in gpus])
+
+
+def fmt_event(ev: dict) -> str:
+    t = ev.get("time")
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        import time
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+    else:
+        ts = str(t) if t is not None else "-"
+    rest = []
+    for k, v in ev.items():
+        if k in ("time", "type", "container"):
+            continue
+        if isinstance(v, str) and v and " " not in v:
+            rest.append(f"{k}={v}")
+        else:
+            import json
+            rest.append(f"{k}={json.dumps(v, ensure_ascii=False)}")
+    return " ".join([ts, str(ev.get("type", "?")), str(ev.get("container") or "-"), *rest])
+
+
+# ------------------------------------------------------------ top
+def top_frame(client) -> dict:
+    return {"status": client.request("status"), "gpus": client.request("gpus").get("gpus", []),
+            "slices": client.request("list").get("slices", [])}
+
+
+def render_top(frame: dict, width: int | None = None, height: int | None = None) -> list[str]:
+    import time
+    st = frame["status"]
+    kernel = st.get("kernel") or {}
+    head = (f"vgpud {st.get('version', '?')}  pid {st.get('pid', '?')}  "
+            f"up {fmt_uptime(st.get('uptime_s'))}  vgpu.ko "
+            f"{'loaded' if kernel.get('loaded') else 'NOT LOADED'}  "
+            f"{len(frame['gpus'])} GPUs  {len(frame['slices'])} slices  "
+            f"{time.strftime('%H:%M:%S')}")
+    lines = [head, ""]
+    lines += format_table(["GPU", "NAME", "MEMORY", "ALLOCATED", "USED", "UTIL", "SLICES"],
+                          [[r[0], r[1], r[4], r[5], r[6], r[7], r[8]]
+                           for r in map(_gpu_row, frame["gpus"])])
+    lines.append("")
+
+    def used(s):
+        return _sum(s.get("gpus") or [], "memory_used") or 0
+    slices = sorted(frame["slices"], key=lambda s: (-used(s), str(s.get("container"))))
+    rows = []
+    for s in slices:
+        gpus = s.get("gpus") or []
+        lim, u = _sum(gpus, "memory_limit"), _sum(gpus, "memory_used")
+        comp = s.get("compute") or {}
+        rows.append([str(s.get("container", "?")),
+                     ",".join(str(g.get("index", "?")) for g in gpus) or "-",
+                     _size(u), _size(lim),
+                     f"{100 * u / lim:.0f}%" if lim and u is not None else "-",
+                     _size(_sum(gpus, "memory_peak")), _pct(comp.get("percent")),
+                     str(comp.get("priority") or "-"), str(comp.get("policy") or "-"),
+                     _count(_sum(gpus, "refusals"))])
+    lines += format_table(["CONTAINER", "GPUS", "USED", "LIMIT", "USE", "PEAK", "COMPUTE",
+                           "PRIORITY", "POLICY", "REFUSALS"], rows)
+    if height is not None and len(lines) > height:
+        lines = lines[:max(height - 1, 1)] + [f"... {len(lines) - height + 1} more lines"]
+    if width is not None:
+        lines = [ln[:width] for ln in lines]
+    return lines
+
+
+def run_top(client, o, out) -> int:
+    import time
+    interval = o.get("interval", 1.0)
+    live = not o.get("once") and out.isatty()
+    if not live:
+        frame = top_frame(client)
+        if o["json"]:
+            return emit_json(frame)
+        out.write("\n".join(render_top(frame)) + "\n")
+        return EXIT_OK
+    out.write("\x1b[?25l\x1b[H\x1b[2J")           # hide the cursor, clear
+    try:
+        while True:
+            frame = top_frame(client)
+            if o["json"]:
+                import json
+                out.write(json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n")
+            else:
+                try:
+                    size = os.get_terminal_size(out.fileno())
+                    w, h = size.columns, size.lines
+                except (OSError, ValueError, AttributeError):
+                    w, h = None, None
+                lines = render_top(frame, w, h)
+                # home, each line then clear to its end, clear below: no flicker
+                out.write("\x1b[H" + "".join(ln + "\x1b[K\n" for ln in lines) + "\x1b[J")
+            out.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        out.write("\x1b[?25h")
+        out.flush()
+
+
+# ------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vgpuctl",
-        description="administer GPU slices through vgpud (not implemented yet in this release).")
-    parser.parse_args(argv)
-    parser.print_usage(sys.stderr)
-    print("vgpuctl: not implemented yet", file=sys.stderr)
-    return 2
+    if argv is None:
+        argv = sys.argv[1:]
+    try:
+        cmd, o = parse_args(argv)
+    except UsageError as e:
+        err(str(e))
+        return EXIT_USAGE
+    if o.get("help"):
+        sys.stdout.write(command_help(cmd) if cmd is not None and cmd.name != "help"
+                         else usage_text())
+        return EXIT_OK
+    if cmd.name == "help":
+        return cmd.run(None, o)
+
+    from . import apiclient as ac
+    client = ac.ApiClient(o.get("socket"), o.get("timeout", 5.0))
+    try:
+        return cmd.run(client, o)
+    except UsageError as e:
+        err(str(e))
+        return EXIT_USAGE
+    except ac.DaemonUnavailable as e:
+        err(str(e))
+        return EXIT_UNAVAILABLE
+    except ac.PermissionDenied as e:
+        err(f"permission denied: {e.message}" if not e.message.startswith("permission")
+            else e.message)
+        return EXIT_PERMISSION
+    except ac.ApiError as e:
+        err(f"{cmd.name}: {e.message} ({e.code})")
+        return EXIT_NOT_FOUND if e.code == "not-found" else EXIT_ERROR
+    except ac.ClientError as e:
+        err(str(e))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return 130
+    except BrokenPipeError:
+        # the reader went away (vgpuctl list | head): not our error
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return EXIT_OK
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

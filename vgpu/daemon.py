@@ -1,22 +1,321 @@
-"""vgpud: the vgpu daemon: config, admin API, netlink, vgpufs.
+"""vgpud: the vgpu daemon.
 
-Placeholder entry point: the implementation lands with its own issue.  It
-prints its usage and exits 2 so that nothing mistakes it for a working tool.
+One trio root nursery; each service is started with ``await nursery.start``
+(it is ready when that returns) and stopped by cancellation:
+
+- signals: SIGTERM/SIGINT drain and exit (stop accepting API connections,
+  finish in-flight requests, at most 10 s; kernel slices stay: vgpu.ko keeps
+  enforcing), SIGHUP reloads the config file (what changed is logged; an
+  invalid file is reported and the old config kept);
+- kernel: connects to vgpu.ko's netlink family (retrying every 5 s while the
+  module is absent) and reconciles the state file with the kernel's slices;
+- kernel events: the "events" multicast group, on its own socket, read on
+  its fd from the event loop, fanned out to API subscribers;
+- the admin API (vgpu.api.Server) on the Unix socket;
+- metrics (vgpu.metrics) when [metrics] listen is set;
+- the ticker: schedule windows (checked every second, applied when a minute
+  boundary changes what is in force), reconciliation, garbage collection and
+  over-quota checks every [gc] interval (sooner after a slice-emptied event).
+
+Kernel calls run in one worker thread (vgpu.slices.KernelPort), each bounded
+by a deadline.  No per-slice tasks: the kernel is read with one dump.
+
+Readiness is reported to systemd with sd_notify (READY=1, RELOADING=1,
+STOPPING=1) when $NOTIFY_SOCKET is set (packaging/vgpud.service: Type=notify).
+
+    vgpud [--config FILE] [--log-level LEVEL]
+    vgpud --check-config FILE
+
+What it may call: every vgpu module of the daemon side; never vgpu.ctl.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import logging
+import os
+import signal
+import socket
 import sys
+
+DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
+LEVELS = ("debug", "info", "warning", "error")
+log = logging.getLogger("vgpud")
+
+
+def sd_notify(msg: str) -> bool:
+    """Send a datagram to systemd's $NOTIFY_SOCKET; False when there is none."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return False
+    if path.startswith("@"):
+        path = "\0" + path[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+            s.connect(path)
+            s.sendall(msg.encode())
+        return True
+    except OSError as e:
+        log.debug("sd_notify: %s", e)
+        return False
+
+
+def setup_logging(level: str) -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        fmt = "%(levelname)s %(name)s: %(message)s" if os.environ.get("JOURNAL_STREAM") else \
+            "%(asctime)s %(levelname)s %(name)s: %(message)s"
+        h.setFormatter(logging.Formatter(fmt))
+        root.addHandler(h)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+class Daemon:
+    def __init__(self, cfg, config_path: str, *, log_level_override: str | None = None):
+        import trio
+        self.trio = trio
+        self.cfg = cfg
+        self.config_path = config_path
+        self.log_level_override = log_level_override
+        self.kernel_ready = trio.Event()
+        self.mgr = None
+        self.server = None
+        self.metrics = None
+        self.exit_code = 0
+
+    # ---------------------------------------------------------------- main
+    async def run(self) -> int:
+        trio = self.trio
+        from .api import Server
+        from .inventory import Inventory
+        from .slices import KernelPort, SliceManager
+        from .state import StateError, StateStore
+
+        store = StateStore(self.cfg.paths.state_dir)
+        try:
+            store.lock()
+        except (StateError, OSError) as e:
+            log.error("%s", e)
+            return 1
+        try:
+            inv = Inventory()
+            self.mgr = mgr = SliceManager(self.cfg, self.config_path, KernelPort(), store, inv)
+            try:
+                mgr.load_state()
+            except (StateError, OSError) as e:
+                log.error("state: %s", e)
+                return 1
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+                async with trio.open_nursery() as root:
+                    self.root = root
+                    root.start_soon(self._signals, sigs, root)
+                    await mgr.poll_inventory()
+                    log.info("%d GPU(s) by %s: %s", len(mgr.gpus), inv.source,
+                             ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
+                    await root.start(self._kernel_service)
+                    await root.start(self._event_service)
+                    try:
+                        self.server = Server(mgr, str(self.cfg.paths.socket),
+                                             group=self.cfg.api_group or None)
+                    except ValueError as e:
+                        log.error("api.group: %s", e)
+                        root.cancel_scope.cancel()
+                        self.exit_code = 1
+                        return 1
+                    try:
+                        await root.start(self.server.run)
+                    except (OSError, RuntimeError) as e:
+                        log.error("API socket: %s", e)
+                        root.cancel_scope.cancel()
+                        self.exit_code = 1
+                        return 1
+                    if self.cfg.metrics_listen:
+                        from .metrics import MetricsServer
+                        self.metrics = MetricsServer(mgr, self.cfg.metrics_listen)
+                        try:
+                            await root.start(self.metrics.run)
+                        except OSError as e:
+                            log.error("metrics on %s: %s (metrics disabled)", self.cfg.metrics_listen, e)
+                            self.metrics = None
+                    await root.start(self._ticker)
+                    sd_notify(f"READY=1\nSTATUS=serving {len(mgr.records)} slice(s)\nMAINPID={os.getpid()}")
+                    log.info("vgpud %d ready: socket %s, %d slice(s)", os.getpid(),
+                             self.cfg.paths.socket, len(mgr.records))
+        finally:
+            if self.mgr is not None:
+                self.mgr.kport.close()
+                if self.mgr.inventory is not None:
+                    self.mgr.inventory.close()
+            store.unlock()
+        log.info("vgpud stopped (kernel slices left in place)")
+        return self.exit_code
+
+    # ------------------------------------------------------------- signals
+    async def _signals(self, sigs, root):
+        async for s in sigs:
+            if s == signal.SIGHUP:
+                await self.reload()
+            else:
+                log.info("%s: draining and exiting", signal.Signals(s).name)
+                sd_notify("STOPPING=1")
+                if self.server is not None:
+                    self.server.stop()
+                    await self.server.drain(10.0)
+                root.cancel_scope.cancel()
+                return
+
+    async def reload(self) -> bool:
+        from .config import ConfigError, describe_changes, load_config
+        sd_notify("RELOADING=1")
+        try:
+            try:
+                new = await self.trio.to_thread.run_sync(load_config, self.config_path)
+            except ConfigError as e:
+                log.error("reload refused, keeping the running config:\n%s", e)
+                return False
+            changes = describe_changes(self.cfg, new)
+            if not changes:
+                log.info("reload: %s unchanged", self.config_path)
+            for line in changes:
+                log.info("reload: %s", line)
+            self.cfg = new
+            self.mgr.cfg = new
+            if not self.log_level_override:
+                setup_logging(new.log_level)
+            n = await self.mgr.apply_all("reload")
+            log.info("reload: applied to %d slice(s)", n)
+            return True
+        finally:
+            sd_notify("READY=1")
+
+    # -------------------------------------------------------------- kernel
+    async def _kernel_service(self, *, task_status):
+        trio = self.trio
+        mgr = self.mgr
+        first = True
+        while True:
+            if mgr.kport.kernel is None:
+                if await mgr.kport.connect():
+                    counts = await mgr.reconcile()
+                    log.info("vgpu.ko: reconciled: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
+                    self.kernel_ready.set()
+                elif first:
+                    log.warning("vgpu.ko is not loaded; retrying every 5 s (API answers 'unavailable')")
+            if first:
+                task_status.started()
+                first = False
+            await trio.sleep(5)
+
+    async def _event_service(self, *, task_status):
+        trio = self.trio
+        from .kernel import EventStream, VgpuError
+        from . import uapi as U
+        task_status.started()
+        await self.kernel_ready.wait()
+        k = self.mgr.kport.kernel
+        gid = k.mcast_groups.get(U.VGPU_GENL_MCGRP_EVENTS)
+        if gid is None:
+            log.warning("vgpu.ko has no events group: no kernel events")
+            return
+        es = EventStream(k.family_id, gid)
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(es.fileno())
+                while True:
+                    try:
+                        ev = es.get(0)
+                    except VgpuError as e:
+                        log.warning("kernel events: %s; resynchronising", e)
+                        await self.mgr.kdump()
+                        break
+                    if ev is None:
+                        break
+                    self.mgr.kernel_event(ev)
+        finally:
+            es.close()
+
+    # -------------------------------------------------------------- ticker
+    async def _ticker(self, *, task_status):
+        trio = self.trio
+        mgr = self.mgr
+        task_status.started()
+        minute = datetime.datetime.now().replace(second=0, microsecond=0)
+        next_gc = trio.current_time() + min(self.cfg.gc_interval, 2.0)
+        next_reconcile = trio.current_time() + 60.0       # the kernel service reconciled at start
+        while True:
+            with trio.move_on_after(1.0):
+                await mgr.wake_gc.wait()
+            now = datetime.datetime.now().replace(second=0, microsecond=0)
+            if now != minute and self.cfg.schedule:
+                minute = now
+                try:
+                    await mgr.apply_all("schedule")
+                except Exception:
+                    log.exception("schedule windows")
+            minute = now
+            if mgr.wake_gc.is_set() or trio.current_time() >= next_gc:
+                mgr.wake_gc = trio.Event()
+                next_gc = trio.current_time() + self.cfg.gc_interval
+                try:
+                    # drift (slices changed behind the daemon's back) costs a
+                    # full dump: at most once a minute when idle
+                    if mgr.kport.kernel is not None and trio.current_time() >= next_reconcile:
+                        next_reconcile = trio.current_time() + max(60.0, self.cfg.gc_interval)
+                        await mgr.reconcile()
+                    await mgr.collect()
+                    await mgr.check_over_quota()
+                except trio.TooSlowError:
+                    log.warning("GC tick: the kernel did not answer in time")
+                except Exception:
+                    log.exception("GC tick")
+
+
+# ------------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vgpud",
+        description="The vgpu daemon: holds the desired GPU slices of this node, keeps vgpu.ko "
+                    "in step with them, serves the admin API (vgpuctl) on a Unix socket and "
+                    "Prometheus metrics over HTTP.",
+        epilog="Signals: SIGHUP reloads the config file (an invalid file is refused and the "
+               "running config kept); SIGTERM/SIGINT stop after finishing in-flight requests, "
+               "leaving the kernel's slices in place.  See docs/config.md and docs/api.md.")
+    p.add_argument("--config", "-c", metavar="FILE", default=None,
+                   help=f"config file (default {DEFAULT_CONFIG}, or $VGPUD_CONFIG)")
+    p.add_argument("--check-config", metavar="FILE", nargs="?", const="", default=None,
+                   help="validate FILE (default: --config's) and exit: prints OK, or the errors "
+                        "on stderr and exits 1")
+    p.add_argument("--log-level", choices=LEVELS, default=None,
+                   help="log level, overriding the config's [log] level")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vgpud",
-        description="the vgpu daemon: config, admin API, netlink, vgpufs (not implemented yet in this release).")
-    parser.parse_args(argv)
-    parser.print_usage(sys.stderr)
-    print("vgpud: not implemented yet", file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    from .config import ConfigError, load_config
+    path = args.config or os.environ.get("VGPUD_CONFIG") or DEFAULT_CONFIG
+    if args.check_config is not None:
+        path = args.check_config or path
+        try:
+            load_config(path)
+        except ConfigError as e:
+            print(str(e), file=sys.stderr)
+            return 1
+        print(f"{path}: OK")
+        return 0
+    try:
+        cfg = load_config(path)
+    except ConfigError as e:
+        print(f"vgpud: {e}", file=sys.stderr)
+        return 1
+    setup_logging(args.log_level or cfg.log_level)
+    import trio
+    d = Daemon(cfg, path, log_level_override=args.log_level)
+    try:
+        return trio.run(d.run)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

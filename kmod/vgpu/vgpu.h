@@ -37,7 +37,7 @@
 #include "nvabi.h"
 #include "uapi/vgpu.h"
 
-#define VGPU_MAX_SLICES         256
+#define VGPU_MAX_SLICES         4096    /* 65,536 minors; MINORBITS allows 2^20 */
 #define VGPU_NR_MINORS          (VGPU_MAX_SLICES * VGPU_MINORS_PER_SLICE)
 #define VGPU_CLIENT_HANDLE_BASE 0xc1d00000u
 #define VGPU_MAX_CTRL_PARAMS    (64u << 10)

@@ -1,0 +1,191 @@
+"""A small fake of vgpud's admin API, for the CLI's and the API client's
+host tests only (test_ctl.py, test_apiclient.py).
+
+It speaks docs/api.md version 1 (newline-delimited JSON on a Unix socket,
+one thread per connection) over canned state: two 16 GiB GPUs and whatever
+slices the test creates.  It is NOT the daemon and checks far less than
+vgpu.api does; the daemon's own protocol tests cover the real server.
+
+Misbehaviours for the error paths, set on the instance:
+
+- ``deny``: answer every connection with one ``permission`` error and close;
+- ``silent``: read requests, never answer (timeouts);
+- ``delay``: seconds to wait before each reply;
+- ``events``: the events sent after an ``events`` ack; then the stream is
+  closed, unless ``hold_events`` (then it stays open until the client goes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+
+GIB = 1 << 30
+
+
+def make_gpu(index: int) -> dict:
+    return {"index": index, "uuid": f"GPU-0000000{index}-fake", "name": "NVSIM Simulated GPU",
+            "pci_bus_id": f"0000:0{index + 1}:00.0", "memory_total": 16 * GIB,
+            "memory_allocated": 0, "memory_used": 0, "utilization": None, "slices": 0}
+
+
+def make_slice(container: str, slice_id: int, args: dict) -> dict:
+    gpus = args.get("gpus") or [0]
+    mem = args.get("memory", 4 * GIB)
+    return {
+        "container": container, "slice_id": slice_id, "profile": args.get("profile"),
+        "labels": args.get("labels", {}), "cgroup": args.get("cgroup"),
+        "pids": [args["pid"]] if "pid" in args else [], "open_files": 0,
+        "created": 1700000000.5,
+        "gpus": [{"index": g, "uuid": f"GPU-0000000{g}-fake", "real_minor": g,
+                  "memory_limit": mem, "memory_used": GIB // 2, "memory_peak": GIB,
+                  "allocs": 3, "refusals": 0} for g in gpus],
+        "compute": {"percent": args.get("compute", 25), "policy": args.get("policy", "share"),
+                    "priority": args.get("priority", "low")},
+        "devices": {"major": 510, "ctl_minor": 0, "uvm_minor": 1, "gpu_minors": [2]},
+    }
+
+
+class FakeVgpud:
+    def __init__(self, path: str):
+        self.path = str(path)
+        self.requests: list[dict] = []      # every parsed request, in order
+        self.slices: dict[str, dict] = {}
+        self.gpus = [make_gpu(0), make_gpu(1)]
+        self.deny = False
+        self.silent = False
+        self.delay = 0.0
+        self.events: list[dict] = []
+        self.hold_events = False
+        self._next_slice = 1
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        for c in list(self._conns):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------
+    def _accept_loop(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self._conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _send(c, doc):
+        c.sendall((json.dumps(doc) + "\n").encode())
+
+    def _serve(self, c):
+        try:
+            if self.deny:
+                self._send(c, {"v": 1, "id": None, "ok": False, "error": {
+                    "code": "permission", "message": "uid 1000 is not root nor in group vgpu"}})
+                return
+            f = c.makefile("rb")
+            for line in f:
+                req = json.loads(line)
+                self.requests.append(req)
+                if self.silent:
+                    continue
+                if self.delay:
+                    time.sleep(self.delay)
+                rid, op, args = req.get("id"), req.get("op"), req.get("args", {})
+                if req.get("v") != 1:
+                    self._send(c, {"v": 1, "id": rid, "ok": False, "supported": [1], "error": {
+                        "code": "unsupported-version", "message": "v: not supported"}})
+                    continue
+                if op == "events":
+                    self._send(c, {"v": 1, "id": rid, "ok": True, "result": {}})
+                    for ev in self.events:
+                        self._send(c, {"v": 1, "event": ev})
+                    if self.hold_events:
+                        while not self._stop.is_set() and c.recv(1):
+                            pass
+                    return
+                try:
+                    result = self._op(op, args)
+                except KeyError as e:
+                    code, msg = e.args
+                    self._send(c, {"v": 1, "id": rid, "ok": False,
+                                   "error": {"code": code, "message": msg}})
+                else:
+                    self._send(c, {"v": 1, "id": rid, "ok": True, "result": result})
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def _op(self, op, args):
+        if op == "status":
+            return {"version": "0.1.0", "pid": 4242, "uptime_s": 3725, "slices": len(self.slices),
+                    "gpus": len(self.gpus), "kernel": {"loaded": True},
+                    "config": "/etc/vgpu/vgpud.toml"}
+        if op == "gpus":
+            return {"gpus": self.gpus}
+        if op == "list":
+            return {"slices": list(self.slices.values())}
+        name = args.get("container")
+        if op == "create":
+            if name in self.slices:
+                raise KeyError("exists", f"container {json.dumps(name)} already has a slice")
+            if args.get("memory", 0) > 16 * GIB:
+                raise KeyError("admission", "memory 40GiB exceeds GPU 0's 16GiB "
+                                            "(oversubscription is off)")
+            self.slices[name] = make_slice(name, self._next_slice, args)
+            self._next_slice += 1
+            return {"slice": self.slices[name]}
+        if op in ("show", "set-quota", "delete"):
+            if name not in self.slices:
+                raise KeyError("not-found", f"no slice for container {json.dumps(name)}")
+            s = self.slices[name]
+            if op == "delete":
+                del self.slices[name]
+                return {}
+            if op == "set-quota":
+                if "memory" in args:
+                    if args["memory"] > 16 * GIB:
+                        raise KeyError("admission", "memory exceeds GPU 0's 16GiB "
+                                                    "(oversubscription is off)")
+                    for g in s["gpus"]:
+                        if "gpus" not in args or g["index"] in args["gpus"]:
+                            g["memory_limit"] = args["memory"]
+                for k in ("percent", "policy", "priority"):
+                    src = "compute" if k == "percent" else k
+                    if src in args:
+                        s["compute"][k] = args[src]
+                if "profile" in args:
+                    s["profile"] = args["profile"]
+            return {"slice": s}
+        raise KeyError("unknown-op", f"op: unknown operation {json.dumps(op)}")

@@ -1,0 +1,464 @@
+"""vgpud's admin API (docs/api.md) on the host: framing, validation and
+dispatch, good and hostile requests, against the pure functions and against
+a real Unix socket served in-process.
+
+The kernel here is ``FakeKernel``, an in-memory stand-in for
+vgpu.kernel.VgpuKernel with the same method names and Slice objects.  It is
+used for the API layer only (these tests check the protocol, validation,
+admission, reconciliation and GC decisions of the daemon, not vgpu.ko); the
+VM tests (tests/vm/test_daemon_*.py) run the daemon against the real module
+with no fakes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from vgpu import api
+from vgpu.api import ApiError, handle_line, parse_request
+from vgpu.config import parse_config
+from vgpu.inventory import GpuInfo, over_quota, synth_uuid
+from vgpu.kernel import GpuUsage, Slice, VgpuError
+from vgpu.slices import KernelPort, SliceManager
+from vgpu.state import StateStore
+
+ROOT = Path(__file__).resolve().parents[2]
+GiB, MiB = 1 << 30, 1 << 20
+
+
+class FakeKernel:
+    """In-memory vgpu.ko (API-layer tests only)."""
+
+    def __init__(self):
+        self.slices_: dict[int, Slice] = {}
+        self.calls: list[tuple] = []
+
+    def slice_new(self, id, gpus, name=None, uvm_policy=None, flags=None):
+        self.calls.append(("new", id))
+        if id in self.slices_:
+            raise VgpuError(errno.EEXIST, op="SLICE_NEW")
+        s = Slice(id=id, name=name or "", major=240, base_minor=16 * len(self.slices_),
+                  gpus=[GpuUsage(index=i, real_minor=g[0], mem_limit=g[1]) for i, g in enumerate(gpus)])
+        self.slices_[id] = s
+        return s
+
+    def slice_set(self, id, limits=None, uvm_policy=None):
+        self.calls.append(("set", id, dict(limits or {})))
+        s = self.slice_get(id)
+        for i, b in (limits or {}).items():
+            s.gpu(i).mem_limit = b
+        return s
+
+    def slice_del(self, id, force=False):
+        self.calls.append(("del", id))
+        s = self.slice_get(id)
+        if s.open_files and not force:
+            raise VgpuError(errno.EBUSY, op="SLICE_DEL")
+        del self.slices_[id]
+
+    def slice_get(self, id):
+        if id not in self.slices_:
+            raise VgpuError(errno.ENOENT, op="SLICE_GET")
+        return self.slices_[id]
+
+    def slices(self):
+        return list(self.slices_.values())
+
+    def close(self):
+        pass
+
+
+class FakeInventory:
+    source = "fake"
+
+    def __init__(self, n=2, total=16 * GiB):
+        self.gpus = [GpuInfo(i, synth_uuid(f"0000:0{i + 1}:00.0"), "Sim", f"0000:0{i + 1}:00.0",
+                             total, 0, i, gpu_id=0x100 + i, uuid_synthesized=True) for i in range(n)]
+
+    def poll(self, proc_memory=False):
+        return self.gpus
+
+    def close(self):
+        pass
+
+
+CONFIG = """
+[paths]
+socket = "{tmp}/s.sock"
+state_dir = "{tmp}/state"
+[defaults]
+memory = "1GiB"
+compute = "10%"
+[profiles.small]
+memory = "4GiB"
+compute = "25%"
+[profiles.fixed50]
+memory = "2GiB"
+compute = "50%"
+policy = "fixed"
+"""
+
+
+@pytest.fixture
+def env(tmp_path):
+    cfg = parse_config(CONFIG.format(tmp=tmp_path), "test.toml")
+    k = FakeKernel()
+    mgr = SliceManager(cfg, "test.toml", KernelPort(factory=lambda: k), StateStore(tmp_path / "state"),
+                       FakeInventory())
+    mgr.load_state()
+    return mgr, k, tmp_path
+
+
+async def call(mgr, op, rid=1, **args):
+    line = json.dumps({"v": 1, "id": rid, "op": op, "args": args}).encode()
+    return json.loads(await handle_line(mgr, line))
+
+
+# ------------------------------------------------------------ pure parsing
+@pytest.mark.parametrize("line,code", [
+    (b"garbage", "bad-request"),
+    (b"", "bad-request"),
+    (b"\xff\xfe", "bad-request"),
+    (b"[1, 2]", "bad-request"),
+    (b'"status"', "bad-request"),
+    (b"null", "bad-request"),
+    (b'{"op": "status"}', "bad-request"),                        # no version
+    (b'{"v": 2, "op": "status"}', "unsupported-version"),
+    (b'{"v": "1", "op": "status"}', "unsupported-version"),
+    (b'{"v": true, "op": "status"}', "unsupported-version"),
+    (b'{"v": 1, "op": "reboot"}', "unknown-op"),
+    (b'{"v": 1, "op": 7}', "bad-request"),
+    (b'{"v": 1}', "bad-request"),
+    (b'{"v": 1, "op": "status", "args": []}', "bad-request"),
+    (b'{"v": 1, "op": "status", "args": {"x": 1}}', "bad-request"),
+    (b'{"v": 1, "op": "status", "extra": 1}', "bad-request"),
+    (b'{"v": 1, "op": "status", "id": {"a": 1}}', "bad-request"),
+    (b'{"v": 1, "op": "show"}', "bad-request"),
+    (b'{"v": 1, "op": "show", "args": {"container": 5}}', "bad-request"),
+    (b'{"v": 1, "op": "show", "args": {"container": ""}}', "bad-request"),
+    (b'{"v": 1, "op": "show", "args": {"container": "a/b"}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "memory": "8GB"}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "memory": -1}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "memory": true}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "compute": "130%"}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "compute": NaN}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "priority": "urgent"}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "gpus": []}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "gpus": [0, 0]}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "pid": 0}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "pid": 1, "cgroup": "/x"}}', "bad-request"),
+    (b'{"v": 1, "op": "create", "args": {"container": "c", "labels": {"a": 1}}}', "bad-request"),
+    (b'{"v": 1, "op": "delete", "args": {"container": "c", "force": "yes"}}', "bad-request"),
+    (b"[" * 100000, "too-large"),
+    (b"[" * 50000, "bad-request"),                                # deep nesting
+])
+def test_hostile_lines(line, code):
+    with pytest.raises(ApiError) as ei:
+        parse_request(line)
+    assert ei.value.code == code, ei.value.message
+
+
+def test_message_names_argument_and_quotes_value():
+    with pytest.raises(ApiError) as ei:
+        parse_request(b'{"v": 1, "op": "set-quota", "args": {"container": "c", "memory": "8GB"}}')
+    assert "args.memory" in ei.value.message and '"8GB"' in ei.value.message
+    with pytest.raises(ApiError) as ei:
+        parse_request(b'{"v": 1, "op": "set-quota", "args": {"container": "c", "colour": 1}}')
+    assert "args.colour" in ei.value.message
+
+
+def test_good_request_and_id_echo():
+    r = parse_request(b'{"v": 1, "id": "x7", "op": "set-quota", "args": {"container": "c1", '
+                      b'"memory": "8GiB", "compute": "30%", "priority": "high"}}')
+    assert (r.id, r.op) == ("x7", "set-quota")
+    assert r.args == {"container": "c1", "memory": 8 * GiB, "compute": 30.0, "priority": "high"}
+    assert parse_request(b'{"v": 1, "op": "status"}').args == {}
+    assert parse_request(b'{"v": 1, "op": "status", "args": null}').args == {}
+
+
+async def test_error_reply_echoes_id_and_supported(env):
+    mgr, _, _ = env
+    r = json.loads(await handle_line(mgr, b'{"v": 9, "id": 42, "op": "status"}'))
+    assert r["ok"] is False and r["id"] == 42 and r["supported"] == [1]
+    assert r["error"]["code"] == "unsupported-version"
+    r = json.loads(await handle_line(mgr, b'{"v": 1, "id": 3, "op": "nope"}'))
+    assert (r["id"], r["error"]["code"]) == (3, "unknown-op")
+
+
+# ------------------------------------------------------------ dispatcher
+async def test_create_show_set_delete(env):
+    mgr, k, tmp = env
+    r = await call(mgr, "create", container="c1", memory="2GiB", labels={"vgpu.io/class": "x"})
+    assert r["ok"], r
+    s = r["result"]["slice"]
+    assert s["gpus"][0]["memory_limit"] == 2 * GiB and s["compute"]["percent"] == 10
+    assert s["devices"]["major"] == 240
+    sid = s["slice_id"]
+    assert k.slices_[sid].name == "c1"
+    assert (await call(mgr, "create", container="c1"))["error"]["code"] == "exists"
+    r = await call(mgr, "set-quota", container="c1", memory="3GiB", compute="30%")
+    assert r["ok"] and k.slices_[sid].gpu(0).mem_limit == 3 * GiB
+    assert r["result"]["slice"]["compute"]["percent"] == 30
+    r = await call(mgr, "set-quota", container="c1", profile="small")
+    assert r["result"]["slice"]["profile"] == "small"
+    assert k.slices_[sid].gpu(0).mem_limit == 3 * GiB          # explicit memory wins
+    assert (await call(mgr, "set-quota", container="c1", profile="huge"))["error"]["code"] == "bad-request"
+    listed = (await call(mgr, "list"))["result"]["slices"]
+    assert [x["container"] for x in listed] == ["c1"]
+    state = json.loads((tmp / "state" / "state.json").read_text())
+    assert state["slices"]["c1"]["slice_id"] == sid
+    assert (await call(mgr, "delete", container="c1"))["ok"]
+    assert sid not in k.slices_
+    assert (await call(mgr, "show", container="c1"))["error"]["code"] == "not-found"
+    assert (await call(mgr, "delete", container="c1"))["error"]["code"] == "not-found"
+
+
+async def test_admission_and_placement(env):
+    mgr, k, _ = env
+    assert (await call(mgr, "create", container="big", memory="17GiB"))["error"]["code"] == "admission"
+    a = (await call(mgr, "create", container="a", memory="10GiB"))["result"]["slice"]
+    b = (await call(mgr, "create", container="b", memory="10GiB"))["result"]["slice"]
+    assert {a["gpus"][0]["gpu"], b["gpus"][0]["gpu"]} == {0, 1}            # spread
+    r = await call(mgr, "create", container="c", memory="8GiB")
+    assert r["error"]["code"] == "admission", r
+    r = await call(mgr, "set-quota", container="a", memory="17GiB")
+    assert r["error"]["code"] == "admission"
+    assert (await call(mgr, "set-quota", container="a", memory="16GiB"))["ok"]
+    assert (await call(mgr, "create", container="g", gpus=[5]))["error"]["code"] == "not-found"
+    f1 = await call(mgr, "create", container="f1", gpus=[0], memory=0, profile="fixed50")
+    assert f1["ok"], f1
+    f2 = await call(mgr, "create", container="f2", gpus=[0], memory=0, profile="fixed50")
+    assert f2["ok"], f2
+    f3 = await call(mgr, "create", container="f3", gpus=[0], memory=0, profile="fixed50")
+    assert f3["error"]["code"] == "admission" and "100" in f3["error"]["message"] or "50" in f3["error"]["message"]
+
+
+async def test_kernel_refusal_and_unavailable(env, tmp_path):
+    mgr, k, _ = env
+    s = (await call(mgr, "create", container="c", memory="1GiB"))["result"]["slice"]
+    k.slices_[s["slice_id"]].open_files = 1
+    r = await call(mgr, "delete", container="c")
+    assert r["error"]["code"] == "kernel" and "EBUSY" in r["error"]["message"]
+    assert (await call(mgr, "delete", container="c", force=True))["ok"]
+
+    from vgpu.kernel import VgpuNotLoaded
+
+    def absent():
+        raise VgpuNotLoaded()
+    cfg = mgr.cfg
+    m2 = SliceManager(cfg, "x", KernelPort(factory=absent), StateStore(tmp_path / "s2"), FakeInventory())
+    assert (await call(m2, "create", container="c"))["error"]["code"] == "unavailable"
+    st = (await call(m2, "status"))["result"]
+    assert st["kernel"]["loaded"] is False and st["slices"] == 0
+
+
+async def test_handler_bug_answers_internal(env, monkeypatch):
+    mgr, _, _ = env
+
+    async def boom(args):
+        raise ZeroDivisionError("x")
+    monkeypatch.setattr(mgr, "op_list", boom)
+    r = await call(mgr, "list")
+    assert r["error"]["code"] == "internal"
+
+
+# ------------------------------------------------------- reconcile and GC
+async def test_reconcile_adopt_recreate_correct(env):
+    mgr, k, tmp = env
+    await call(mgr, "create", container="want", memory="1GiB")
+    await call(mgr, "create", container="changed", memory="1GiB")
+    sid_want = mgr.records["want"]["slice_id"]
+    sid_changed = mgr.records["changed"]["slice_id"]
+    del k.slices_[sid_want]                                    # the kernel lost it
+    k.slices_[sid_changed].gpu(0).mem_limit = 5               # drifted
+    k.slice_new(900, [(1, 2 * GiB)], name="stranger")         # nobody wanted it
+    # a restarted daemon: new manager on the same state and kernel
+    m2 = SliceManager(mgr.cfg, "x", KernelPort(factory=lambda: k), StateStore(tmp / "state"), FakeInventory())
+    m2.load_state()
+    counts = await m2.reconcile()
+    assert counts == {"adopted": 1, "recreated": 1, "corrected": 1, "kept": 0}
+    assert k.slices_[sid_want].name == "want"
+    assert k.slices_[sid_changed].gpu(0).mem_limit == GiB
+    assert m2.records["stranger"]["gpus"][0]["memory"] == 2 * GiB
+    assert m2.records["stranger"]["gpus"][0]["gpu"] == 1
+    counts = await m2.reconcile()
+    assert counts["kept"] == 3 and counts["adopted"] == counts["recreated"] == 0
+    s = (await call(m2, "create", container="new", memory="1GiB"))["result"]["slice"]
+    assert s["slice_id"] not in (sid_want, sid_changed, 900)
+
+
+async def test_gc_dead_pid_and_missing_cgroup(env, tmp_path):
+    mgr, k, _ = env
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        await call(mgr, "create", container="p", pid=p.pid)
+        await call(mgr, "create", container="cg", cgroup=str(tmp_path / "no-such-cgroup"))
+        await call(mgr, "create", container="keep")
+        assert await mgr.collect() == ["cg"]
+    finally:
+        p.kill()
+        p.wait()
+    assert await mgr.collect() == ["p"]
+    assert set(mgr.records) == {"keep"}
+    assert [s.name for s in k.slices()] == ["keep"]
+    assert (await call(mgr, "create", container="dead", pid=4194000))["error"]["code"] in ("not-found", "bad-request")
+
+
+def test_over_quota_pure():
+    g = GpuInfo(0, "GPU-x", "Sim", "0000:01:00.0", 16 * GiB, 0, 0, proc_memory={10: 3 * GiB, 11: GiB, 99: 8 * GiB})
+    s = Slice(id=1, name="c", pids=[10, 11], gpus=[GpuUsage(index=0, real_minor=0, mem_limit=3 * GiB, mem_used=3 * GiB)])
+    found = over_quota([("c", s)], [g])
+    assert found == [{"container": "c", "gpu": 0, "real_minor": 0, "limit": 3 * GiB,
+                      "driver_used": 4 * GiB, "kernel_used": 3 * GiB, "pids": [10, 11]}]
+    s.gpus[0].mem_limit = 4 * GiB
+    assert over_quota([("c", s)], [g]) == []
+
+
+async def test_metrics_render(env):
+    from vgpu.metrics import render
+    mgr, _, _ = env
+    await call(mgr, "create", container="m1", memory="1GiB")
+    await mgr.kdump()
+    text = render(mgr)
+    assert 'vgpu_slice_memory_limit_bytes{container="m1"' in text
+    assert "vgpu_gpu_memory_total_bytes" in text and "vgpud_slices 1" in text
+    assert 'vgpu_gpu_memory_allocated_bytes{gpu="0"' in text
+
+
+# ------------------------------------------------------------ real socket
+async def _serve(mgr, tmp, **kw):
+    srv = api.Server(mgr, str(tmp / "api.sock"), **kw)
+    return srv
+
+
+async def _connect(path):
+    return await trio.open_unix_socket(path)
+
+
+async def _rpc(stream, doc) -> dict:
+    await stream.send_all(json.dumps(doc).encode() + b"\n")
+    return json.loads(await _readline(stream))
+
+
+async def _readline(stream) -> bytes:
+    buf = b""
+    with trio.fail_after(10):
+        while not buf.endswith(b"\n"):
+            d = await stream.receive_some(65536)
+            if not d:
+                break
+            buf += d
+    return buf
+
+
+async def test_socket_hostile_and_parallel(env):
+    mgr, _, tmp = env
+    srv = api.Server(mgr, str(tmp / "api.sock"), read_timeout=0.5, idle_timeout=3.0)
+    async with trio.open_nursery() as n:
+        await n.start(srv.run)
+        assert oct(os.stat(srv.path).st_mode & 0o777) == "0o660"
+        # 100 parallel idle connections and 30 half-open requests
+        idle = [await _connect(srv.path) for _ in range(100)]
+        half = []
+        for _ in range(30):
+            s = await _connect(srv.path)
+            await s.send_all(b'{"v": 1, "op": "sta')
+            half.append(s)
+        good = await _connect(srv.path)
+        r = await _rpc(good, {"v": 1, "id": 1, "op": "status"})
+        assert r["ok"] and r["id"] == 1
+        # several requests on one connection, answered in order
+        await good.send_all(b'{"v":1,"id":"a","op":"list"}\n\n{"v":1,"id":"b","op":"gpus"}\n')
+        got = b""
+        with trio.fail_after(5):
+            while got.count(b"\n") < 2:
+                got += await good.receive_some(65536)
+        assert [json.loads(x)["id"] for x in got.splitlines()] == ["a", "b"]
+        # a huge line: too-large, then closed
+        big = await _connect(srv.path)
+        await big.send_all(b"x" * (api.MAX_LINE + 10))
+        r = json.loads(await _readline(big))
+        assert r["error"]["code"] == "too-large"
+        assert await _readline(big) == b""
+        # the half-open ones time out with an error; the server still serves
+        for s in half[:3]:
+            r = json.loads(await _readline(s))
+            assert r["error"]["code"] == "bad-request" and "within" in r["error"]["message"]
+        r = await _rpc(good, {"v": 1, "id": 2, "op": "create", "args": {"container": "z"}})
+        assert r["ok"], r
+        # events stream
+        ev = await _connect(srv.path)
+        assert (await _rpc(ev, {"v": 1, "id": 9, "op": "events"}))["ok"]
+        await _rpc(good, {"v": 1, "id": 3, "op": "delete", "args": {"container": "z"}})
+        e = json.loads(await _readline(ev))
+        assert e["event"]["type"] == "slice-deleted" and e["event"]["container"] == "z"
+        await ev.aclose()
+        for s in idle + half + [good, big]:
+            await s.aclose()
+        srv.stop()
+        await srv.drain(1)
+    assert not os.path.exists(srv.path)
+
+
+async def test_socket_idle_timeout_and_drain(env):
+    mgr, _, tmp = env
+    srv = api.Server(mgr, str(tmp / "api.sock"), idle_timeout=0.3)
+    async with trio.open_nursery() as n:
+        await n.start(srv.run)
+        s = await _connect(srv.path)
+        assert await _readline(s) == b""              # closed after 0.3 s of silence
+        s2 = await _connect(srv.path)
+        srv.stop()
+        await srv.drain(1)
+        with pytest.raises(OSError):
+            socket.socket(socket.AF_UNIX).connect(srv.path)
+        await s2.aclose()
+
+
+def test_peer_allowed():
+    assert api.peer_allowed(0, 0, 1, None)
+    assert not api.peer_allowed(1000, 1000, 1, None)
+    assert api.peer_allowed(1000, 4242, 1, 4242)
+    assert not api.peer_allowed(1000, 1000, os.getpid(), 4242)
+
+
+def test_stale_socket_replaced_and_live_one_refused(tmp_path):
+    p = str(tmp_path / "s.sock")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(p)                                            # bound, not listening: stale
+    s.close()
+    srv = api.Server(None, p)
+    srv._listen().close()
+    live = socket.socket(socket.AF_UNIX)
+    os.unlink(p)
+    live.bind(p)
+    live.listen(1)
+    with pytest.raises(RuntimeError, match="another vgpud"):
+        api.Server(None, p)._listen()
+    live.close()
+
+
+# ------------------------------------------------------------ command line
+def _vgpud(*args):
+    return subprocess.run([sys.executable, "-m", "vgpu.daemon", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+def test_check_config(tmp_path):
+    r = _vgpud("--check-config", str(ROOT / "config" / "vgpud.example.toml"))
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[profiles.small]\nmemory = "4GB"\n')
+    r = _vgpud("--check-config", str(bad))
+    assert r.returncode == 1 and "profiles.small.memory" in r.stderr and '"4GB"' in r.stderr
+    r = _vgpud("--help")
+    assert r.returncode == 0 and "--check-config" in r.stdout and "SIGHUP" in r.stdout

@@ -1,0 +1,606 @@
+"""vgpu.config: the config file's schema, every error path, precedence, reload."""
+import dataclasses
+import datetime
+import re
+from pathlib import Path
+
+import pytest
+
+from vgpu.config import (DEFAULT_CONFIG_PATH, Config, ConfigError, Node, SliceSpec, Window,
+                         describe_changes, load_config, parse_config)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "config" / "vgpud.example.toml"
+GiB = 1 << 30
+MON = datetime.datetime(2024, 1, 1)     # a Monday
+assert MON.weekday() == 0
+
+
+def errors(text, path="f.toml"):
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, path)
+    e = ei.value
+    assert str(e) == "\n".join(e.errors)
+    return e.errors
+
+
+def one_error(text, path="f.toml"):
+    errs = errors(text, path)
+    assert len(errs) == 1, errs
+    return errs[0]
+
+
+# ---- the example and the defaults -----------------------------------------
+
+def test_example_loads():
+    c = load_config(EXAMPLE)
+    assert c.path == str(EXAMPLE)
+    assert c.profiles["small"] == SliceSpec(memory=4 * GiB, compute=25.0)
+    assert c.defaults == SliceSpec(memory=4 * GiB, compute=25.0, priority="low", policy="share")
+    assert len(c.schedule) == 3
+    assert c.schedule[0].days == frozenset(range(5))
+
+
+def test_example_documents_every_key():
+    """Every key the parser knows appears (uncommented) in the example."""
+    text = EXAMPLE.read_text()
+    for key in ["socket", "state_dir", "fuse_mount", "group", "gpus", "placement",
+                "oversubscribe_memory", "uvm", "over_quota_action", "memory", "compute",
+                "priority", "policy", "period", "listen", "level", "interval", "label",
+                "profile", "from", "to", "days"]:
+        assert re.search(rf"^{key} = ", text, re.M), key
+    for section in ["paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc"]:
+        assert f"[{section}]" in text
+
+
+def test_docs_example_parses():
+    """The example in docs/config.md is valid too."""
+    md = (ROOT / "docs" / "config.md").read_text()
+    block = md.split("```toml", 1)[1].split("```", 1)[0]
+    parse_config(block, "docs/config.md")
+
+
+def test_empty_file_gives_builtin_defaults():
+    c = parse_config("")
+    assert c.path == "<string>"
+    assert c == Config(path="<string>")
+    assert c.paths.socket == Path("/run/vgpu/vgpud.sock")
+    assert c.paths.state_dir == Path("/var/lib/vgpu")
+    assert c.node == Node()
+    assert c.node.gpus == "all" and c.node.placement == "spread"
+    assert c.node.oversubscribe_memory is False
+    assert c.defaults == SliceSpec(None, None, "low", "share")
+    assert c.scheduler_period == 0.1 and c.gc_interval == 10.0
+    assert c.metrics_listen == "127.0.0.1:9400" and c.log_level == "info"
+    assert c.api_group == "" and c.profiles == {} and c.schedule == ()
+    assert DEFAULT_CONFIG_PATH == "/etc/vgpu/vgpud.toml"
+
+
+def test_config_is_frozen():
+    c = parse_config("")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.log_level = "debug"
+
+
+def test_values_parsed():
+    c = parse_config('''
+[paths]
+socket = "/tmp/x.sock"
+[api]
+group = "vgpu"
+[node]
+gpus = [0, "GPU-abc"]
+placement = "binpack"
+oversubscribe_memory = true
+uvm = "refuse"
+over_quota_action = "kill"
+[defaults]
+memory = 1073741824
+compute = 30
+[scheduler]
+period = 0.05
+[metrics]
+listen = ""
+[log]
+level = "DEBUG"
+[gc]
+interval = "2m"
+''')
+    assert c.paths.socket == Path("/tmp/x.sock")
+    assert c.api_group == "vgpu"
+    assert c.node == Node(gpus=(0, "GPU-abc"), placement="binpack", oversubscribe_memory=True,
+                          uvm="refuse", over_quota_action="kill")
+    assert c.node.selects(0, "GPU-x") and c.node.selects(3, "GPU-abc")
+    assert not c.node.selects(1, "GPU-def")
+    assert c.defaults == SliceSpec(GiB, 30.0, "low", "share")
+    assert c.scheduler_period == 0.05 and c.gc_interval == 120.0
+    assert c.metrics_listen == "" and c.log_level == "debug"
+
+
+# ---- TOML syntax -----------------------------------------------------------
+
+@pytest.mark.parametrize("text, line", [
+    ("[node]\nplacement = spread\n", 2),
+    ("\n\n\n[node\n", 4),
+    ("[node]\nuvm = \"count\"\nuvm = \"refuse\"\n", 3),
+    ('[paths]\nsocket = "/x', 2),
+])
+def test_toml_syntax_error_has_line(text, line):
+    e = one_error(text)
+    assert e.startswith(f"f.toml:{line}: "), e
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(ConfigError) as ei:
+        load_config(tmp_path / "nope.toml")
+    assert str(ei.value).startswith(f"{tmp_path / 'nope.toml'}: cannot read")
+
+
+def test_not_utf8(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_bytes(b"# ok\n[log]\nlevel = \"\xff\"\n")
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    assert str(ei.value).startswith(f"{p}:3: not UTF-8")
+
+
+# ---- unknown keys and sections --------------------------------------------
+
+@pytest.mark.parametrize("text, key", [
+    ("[bogus]\nx = 1\n", "bogus"),
+    ("top = 1\n", "top"),
+    ("[paths]\nsock = \"/x\"\n", "paths.sock"),
+    ("[api]\ngroups = \"x\"\n", "api.groups"),
+    ("[node]\ngpu = \"all\"\n", "node.gpu"),
+    ("[defaults]\nmem = \"1GiB\"\n", "defaults.mem"),
+    ("[scheduler]\nperiod_ms = 100\n", "scheduler.period_ms"),
+    ("[metrics]\naddress = \"\"\n", "metrics.address"),
+    ("[log]\nfile = \"/x\"\n", "log.file"),
+    ("[gc]\nperiod = \"1s\"\n", "gc.period"),
+    ("[profiles.a]\nmemroy = \"1GiB\"\n", "profiles.a.memroy"),
+    ('[profiles.a]\n[[schedule]]\nlabel="a=b"\nprofile="a"\nfrom="01:00"\nto="02:00"\nday=["mon"]\n',
+     "schedule[0].day"),
+])
+def test_unknown_key(text, key):
+    e = one_error(text)
+    assert e.startswith(f"f.toml: {key}: unknown key"), e
+
+
+# ---- every key's bad values -------------------------------------------------
+
+BAD = [
+    # (section, key, TOML value, expected dotted key, words in the reason)
+    ("paths", "socket", '"relative.sock"', "paths.socket", "absolute"),
+    ("paths", "socket", "5", "paths.socket", "not a string"),
+    ("paths", "socket", '"/' + "s" * 107 + '"', "paths.socket", "too long for a Unix socket"),
+    ("paths", "state_dir", '"var/lib"', "paths.state_dir", "absolute"),
+    ("paths", "fuse_mount", "true", "paths.fuse_mount", "not a string"),
+    ("api", "group", "5", "api.group", "not a string"),
+    ("api", "group", '"bad group!"', "api.group", "not a group"),
+    ("node", "gpus", '"some"', "node.gpus", "not \"all\""),
+    ("node", "gpus", "0", "node.gpus", "not \"all\""),
+    ("node", "gpus", "[]", "node.gpus", "selects no GPU"),
+    ("node", "gpus", "[-1]", "node.gpus[0]", "negative"),
+    ("node", "gpus", '[0, "1"]', "node.gpus[1]", "without quotes"),
+    ("node", "gpus", '[""]', "node.gpus[0]", "not a GPU UUID"),
+    ("node", "gpus", "[0, 0]", "node.gpus[1]", "twice"),
+    ("node", "gpus", "[true]", "node.gpus[0]", "not a GPU index"),
+    ("node", "gpus", "[1.5]", "node.gpus[0]", "not a GPU index"),
+    ("node", "placement", '"random"', "node.placement", "spread, binpack"),
+    ("node", "placement", "1", "node.placement", "spread, binpack"),
+    ("node", "oversubscribe_memory", '"yes"', "node.oversubscribe_memory", "true or false"),
+    ("node", "oversubscribe_memory", "1", "node.oversubscribe_memory", "true or false"),
+    ("node", "uvm", '"allow"', "node.uvm", "count, refuse"),
+    ("node", "over_quota_action", '"ignore"', "node.over_quota_action", "log, event, kill"),
+    ("defaults", "memory", '"4GB"', "defaults.memory", "decimal units"),
+    ("defaults", "memory", "-5", "defaults.memory", "negative"),
+    ("defaults", "memory", "1.5", "defaults.memory", "not a size"),
+    ("defaults", "memory", "true", "defaults.memory", "not a size"),
+    ("defaults", "memory", '"lots"', "defaults.memory", "not a size"),
+    ("defaults", "compute", '"130%"', "defaults.compute", "out of range"),
+    ("defaults", "compute", '"half"', "defaults.compute", "not a percentage"),
+    ("defaults", "compute", "[30]", "defaults.compute", "not a percentage"),
+    ("defaults", "priority", '"urgent"', "defaults.priority", "high or low"),
+    ("defaults", "priority", "1", "defaults.priority", "high or low"),
+    ("defaults", "policy", '"greedy"', "defaults.policy", "share, fixed or burst"),
+    ("scheduler", "period", '"0s"', "scheduler.period", "not positive"),
+    ("scheduler", "period", '"fast"', "scheduler.period", "not a duration"),
+    ("scheduler", "period", '"100us"', "scheduler.period", "out of range"),
+    ("scheduler", "period", '"1m"', "scheduler.period", "out of range"),
+    ("scheduler", "period", "true", "scheduler.period", "not a duration"),
+    ("metrics", "listen", '"9400"', "metrics.listen", "host:port"),
+    ("metrics", "listen", '":9400"', "metrics.listen", "host:port"),
+    ("metrics", "listen", '"localhost:http"', "metrics.listen", "bad port"),
+    ("metrics", "listen", '"localhost:0"', "metrics.listen", "bad port"),
+    ("metrics", "listen", '"localhost:70000"', "metrics.listen", "bad port"),
+    ("metrics", "listen", '"::1:9400"', "metrics.listen", "without brackets"),
+    ("metrics", "listen", '"[zz::1]:9400"', "metrics.listen", "bad IPv6"),
+    ("metrics", "listen", '"300.1.1.1:9400"', "metrics.listen", "bad IPv4"),
+    ("metrics", "listen", '"bad_host!:9400"', "metrics.listen", "bad host name"),
+    ("metrics", "listen", "9400", "metrics.listen", "not a string"),
+    ("log", "level", '"verbose"', "log.level", "debug, info, warning, error"),
+    ("log", "level", "3", "log.level", "debug, info, warning, error"),
+    ("gc", "interval", '"-1s"', "gc.interval", "not positive"),
+    ("gc", "interval", '"2d"', "gc.interval", "units"),
+    ("gc", "interval", '"10ms"', "gc.interval", "out of range"),
+]
+
+
+@pytest.mark.parametrize("section, key, value, dotted, words", BAD,
+                         ids=[f"{b[3]}={b[2]}" for b in BAD])
+def test_bad_value(section, key, value, dotted, words):
+    e = one_error(f"[{section}]\n{key} = {value}\n")
+    assert e.startswith(f"f.toml: {dotted}: "), e
+    assert words in e, e
+
+
+@pytest.mark.parametrize("value, quoted", [('"4GB"', '"4GB"'), ("-5", "-5"), ('"lots"', '"lots"')])
+def test_bad_value_is_quoted(value, quoted):
+    e = one_error(f"[profiles.small]\nmemory = {value}\n", "/etc/vgpu/vgpud.toml")
+    assert e.startswith(f"/etc/vgpu/vgpud.toml: profiles.small.memory: {quoted} "), e
+
+
+def test_docs_error_example():
+    e = one_error('[profiles.small]\nmemory = "4GB"\n', "/etc/vgpu/vgpud.toml")
+    assert e == ('/etc/vgpu/vgpud.toml: profiles.small.memory: "4GB" is not a size: decimal '
+                 'units are not accepted (use binary units, e.g. 4GiB)')
+
+
+@pytest.mark.parametrize("section", ["paths", "api", "node", "defaults", "scheduler", "metrics",
+                                     "log", "gc", "profiles"])
+def test_section_not_a_table(section):
+    e = one_error(f'{section} = "x"\n')
+    assert e.startswith(f'f.toml: {section}: "x" is a string, not a table'), e
+
+
+def test_good_listen_addresses():
+    for v in ["127.0.0.1:9400", "0.0.0.0:1", "[::1]:9400", "[::]:65535", "localhost:9400",
+              "node-1.example.com:80", ""]:
+        assert parse_config(f'[metrics]\nlisten = "{v}"\n').metrics_listen == v
+
+
+def test_group_by_number():
+    assert parse_config('[api]\ngroup = "1001"\n').api_group == "1001"
+
+
+def test_every_error_is_reported_at_once():
+    errs = errors('''
+[node]
+placement = "random"
+uvm = 5
+[defaults]
+memory = "4GB"
+compute = "200%"
+[log]
+level = "loud"
+[extra]
+''')
+    keys = [e.split(": ")[1] for e in errs]
+    assert keys == ["extra", "node.placement", "node.uvm", "defaults.memory",
+                    "defaults.compute", "log.level"]
+
+
+# ---- profiles ----------------------------------------------------------------
+
+def test_profiles():
+    c = parse_config('''
+[profiles.small]
+memory = "4GiB"
+compute = "25%"
+[profiles."gpu.big_1"]
+memory = "1.5GiB"
+priority = "high"
+policy = "fixed"
+[profiles.empty]
+''')
+    assert c.profiles == {"small": SliceSpec(4 * GiB, 25.0), "gpu.big_1":
+                          SliceSpec(3 * GiB // 2, None, "high", "fixed"), "empty": SliceSpec()}
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ('[profiles]\nsmall = "4GiB"\n', "profiles.small", "not a table"),
+    ('[profiles."bad name"]\nmemory = 1\n', "profiles.bad name", "not a profile name"),
+    ('[profiles."-x"]\nmemory = 1\n', "profiles.-x", "not a profile name"),
+    ('[profiles.a]\ncompute = "-1%"\n', "profiles.a.compute", "out of range"),
+    ('[profiles.a]\npolicy = "fixd"\n', "profiles.a.policy", "share, fixed or burst"),
+])
+def test_bad_profile(text, key, words):
+    e = one_error(text)
+    assert e.startswith(f"f.toml: {key}: "), e
+    assert words in e
+
+
+# ---- schedule ------------------------------------------------------------------
+
+SCHED = '''
+[profiles.day]
+compute = "70%"
+[profiles.night]
+compute = "20%"
+[[schedule]]
+label = "{label}"
+profile = "{profile}"
+from = {start}
+to = {end}
+{extra}
+'''
+
+
+def sched(label="vgpu.io/class=inference", profile="day", start='"08:00"', end='"20:00"',
+          extra=""):
+    return SCHED.format(label=label, profile=profile, start=start, end=end, extra=extra)
+
+
+def test_schedule_parsed():
+    c = parse_config(sched(extra='days = ["mon", "Wednesday", "fri-sun"]'))
+    assert c.schedule == (Window("vgpu.io/class=inference", "day", datetime.time(8),
+                                 datetime.time(20), frozenset({0, 2, 4, 5, 6})),)
+    w = c.schedule[0]
+    assert w.label_key == "vgpu.io/class" and w.label_value == "inference"
+
+
+def test_schedule_toml_local_time():
+    c = parse_config(sched(start="08:30:00", end="17:00:00"))
+    assert c.schedule[0].start == datetime.time(8, 30)
+
+
+def test_schedule_days_wrapping_range():
+    c = parse_config(sched(extra='days = "sat-mon"'))
+    assert c.schedule[0].days == frozenset({5, 6, 0})
+
+
+@pytest.mark.parametrize("kw, key, words", [
+    ({"profile": "evening"}, "schedule[0].profile", "not a defined profile (profiles: day, night)"),
+    ({"label": "inference"}, "schedule[0].label", "not a label selector"),
+    ({"label": "=x"}, "schedule[0].label", "not a label selector"),
+    ({"label": "a=b c"}, "schedule[0].label", "not a label selector"),
+    ({"start": '"25:00"'}, "schedule[0].from", "not a time of day"),
+    ({"start": '"8am"'}, "schedule[0].from", "not a time of day"),
+    ({"end": "2000"}, "schedule[0].to", "not a time of day"),
+    ({"end": "20:00:30"}, "schedule[0].to", "whole minutes"),
+    ({"end": '"08:00"'}, "schedule[0].to", "would be empty"),
+    ({"extra": 'days = ["mon", "someday"]'}, "schedule[0].days[1]", "not a day"),
+    ({"extra": 'days = ["mon-xyz"]'}, "schedule[0].days[0]", "not a day"),
+    ({"extra": 'days = ["mon", "mon"]'}, "schedule[0].days[1]", "repeats a day"),
+    ({"extra": 'days = ["mon-fri", "wed"]'}, "schedule[0].days[1]", "repeats a day"),
+    ({"extra": "days = []"}, "schedule[0].days", "names no day"),
+    ({"extra": "days = 5"}, "schedule[0].days", "not a list of days"),
+    ({"extra": "days = [1]"}, "schedule[0].days[0]", "not a day"),
+])
+def test_bad_schedule(kw, key, words):
+    e = one_error(sched(**kw))
+    assert e.startswith(f"f.toml: {key}: "), e
+    assert words in e, e
+
+
+def test_schedule_unknown_profile_quotes_it():
+    e = one_error(sched(profile="evening"))
+    assert '"evening"' in e
+
+
+def test_schedule_missing_keys():
+    errs = errors('[[schedule]]\nlabel = "a=b"\n')
+    assert [e.split(": ")[1] for e in errs] == ["schedule[0].profile", "schedule[0].from",
+                                                "schedule[0].to"]
+    assert all("missing" in e for e in errs)
+
+
+def test_schedule_not_array_of_tables():
+    e = one_error('schedule = "x"\n')
+    assert e.startswith('f.toml: schedule: "x" is a string, not an array of tables')
+    e = one_error('schedule = [1]\n')
+    assert e.startswith("f.toml: schedule[0]: 1 is an integer, not a table")
+
+
+def test_schedule_naming_a_broken_profile_reports_only_the_profile():
+    errs = errors(sched(profile="bad") + '[profiles.bad]\nmemory = "4GB"\n')
+    assert len(errs) == 1 and errs[0].startswith("f.toml: profiles.bad.memory"), errs
+
+
+# ---- windows ----------------------------------------------------------------
+
+def at(day, hh, mm=0):
+    return MON + datetime.timedelta(days=day, hours=hh, minutes=mm)
+
+
+def test_window_plain():
+    w = Window("a=b", "p", datetime.time(8), datetime.time(20), frozenset({0}))
+    assert not w.active(at(0, 7, 59))
+    assert w.active(at(0, 8))
+    assert w.active(at(0, 19, 59))
+    assert not w.active(at(0, 20))        # [from, to)
+    assert not w.active(at(1, 9))         # Tuesday not listed
+
+
+def test_window_wraps_past_midnight():
+    w = Window("a=b", "p", datetime.time(20), datetime.time(8), frozenset({4}))   # Friday night
+    assert not w.active(at(4, 19, 59))
+    assert w.active(at(4, 20))
+    assert w.active(at(4, 23, 59))
+    assert w.active(at(5, 0))             # Saturday morning belongs to Friday's window
+    assert w.active(at(5, 7, 59))
+    assert not w.active(at(5, 8))
+    assert not w.active(at(5, 21))        # Saturday evening: not a listed day
+    assert not w.active(at(4, 3))         # Friday early morning belongs to Thursday's
+
+
+def test_window_every_day_wrap():
+    w = Window("a=b", "p", datetime.time(22), datetime.time(6))
+    for d in range(7):
+        assert w.active(at(d, 23)) and w.active(at(d, 5)) and not w.active(at(d, 12))
+
+
+def test_window_aware_datetime_uses_wall_clock():
+    w = Window("a=b", "p", datetime.time(8), datetime.time(20))
+    tz = datetime.timezone(datetime.timedelta(hours=9))
+    assert w.active(datetime.datetime(2024, 1, 1, 9, tzinfo=tz))
+
+
+def test_window_profile_first_match_wins():
+    c = parse_config(sched() + '''
+[[schedule]]
+label = "vgpu.io/class=inference"
+profile = "night"
+from = "00:00"
+to = "23:59"
+''')
+    inf = {"vgpu.io/class": "inference", "other": "x"}
+    assert c.window_profile(inf, at(0, 9)) == "day"
+    assert c.window_profile(inf, at(0, 21)) == "night"
+    assert c.window_profile({"vgpu.io/class": "training"}, at(0, 9)) is None
+    assert c.window_profile({}, at(0, 9)) is None
+
+
+# ---- effective settings ---------------------------------------------------------
+
+def effective_config():
+    return parse_config('''
+[defaults]
+memory = "2GiB"
+compute = "10%"
+priority = "low"
+policy = "share"
+[profiles.small]
+memory = "4GiB"
+compute = "25%"
+[profiles.day]
+compute = "70%"
+priority = "high"
+[[schedule]]
+label = "class=inference"
+profile = "day"
+from = "08:00"
+to = "20:00"
+''')
+
+
+def test_effective_defaults_only():
+    c = effective_config()
+    assert c.effective(SliceSpec(), None, {}, at(0, 9)) == SliceSpec(2 * GiB, 10.0, "low", "share")
+
+
+def test_effective_profile_over_defaults():
+    c = effective_config()
+    assert c.effective(SliceSpec(), "small", {}, at(0, 9)) == SliceSpec(4 * GiB, 25.0, "low",
+                                                                       "share")
+
+
+def test_effective_explicit_over_profile():
+    c = effective_config()
+    got = c.effective(SliceSpec(memory=GiB, policy="fixed"), "small", {}, at(0, 9))
+    assert got == SliceSpec(GiB, 25.0, "low", "fixed")
+
+
+def test_effective_window_over_own_profile_then_back():
+    c = effective_config()
+    labels = {"class": "inference"}
+    # by day the window's profile replaces the slice's own ("small" sets memory 4GiB,
+    # "day" does not: memory then comes from [defaults])
+    assert c.effective(SliceSpec(), "small", labels, at(0, 9)) == SliceSpec(2 * GiB, 70.0,
+                                                                           "high", "share")
+    # explicit values still win over the window
+    assert c.effective(SliceSpec(compute=5), "small", labels, at(0, 9)).compute == 5.0
+    # out of the window, its own profile again
+    assert c.effective(SliceSpec(), "small", labels, at(0, 21)) == SliceSpec(4 * GiB, 25.0,
+                                                                            "low", "share")
+    # a slice without the label is not affected
+    assert c.effective(SliceSpec(), "small", {"class": "training"}, at(0, 9)).compute == 25.0
+
+
+def test_effective_unknown_profile():
+    with pytest.raises(ValueError, match='profile "nope" is not defined'):
+        effective_config().effective(SliceSpec(), "nope", {}, at(0, 9))
+
+
+def test_merged_over():
+    a = SliceSpec(memory=1, priority="high")
+    b = SliceSpec(memory=2, compute=3.0, priority="low", policy="burst")
+    assert a.merged_over(b) == SliceSpec(1, 3.0, "high", "burst")
+    assert b.merged_over(a) == b
+    assert SliceSpec().merged_over(b) == b
+    assert a.merged_over(SliceSpec()) == a
+
+
+def test_slicespec_from_values():
+    assert SliceSpec.from_values("8GiB", "30%", "high", "fixed") == SliceSpec(8 * GiB, 30.0,
+                                                                              "high", "fixed")
+    assert SliceSpec.from_values() == SliceSpec()
+    with pytest.raises(ValueError, match=r'^memory: "4GB" is not a size'):
+        SliceSpec.from_values(memory="4GB")
+    with pytest.raises(ValueError, match=r'^policy: "x" is not a policy'):
+        SliceSpec.from_values(policy="x")
+    s = SliceSpec(GiB, 12.5, "low", "burst")
+    assert SliceSpec.from_dict(s.to_dict()) == s
+
+
+# ---- reload: describe_changes ------------------------------------------------------
+
+def test_describe_no_changes():
+    c = load_config(EXAMPLE)
+    assert describe_changes(c, load_config(EXAMPLE)) == []
+
+
+def test_describe_changes():
+    old = parse_config('''
+[paths]
+socket = "/run/a.sock"
+[scheduler]
+period = "100ms"
+[profiles.small]
+memory = "4GiB"
+[profiles.gone]
+compute = 5
+[[schedule]]
+label = "a=b"
+profile = "small"
+from = "08:00"
+to = "20:00"
+''')
+    new = parse_config('''
+[paths]
+socket = "/run/b.sock"
+[scheduler]
+period = "50ms"
+[node]
+oversubscribe_memory = true
+[profiles.small]
+memory = "6GiB"
+priority = "high"
+[profiles.new]
+memory = "1GiB"
+[[schedule]]
+label = "a=b"
+profile = "small"
+from = "09:00"
+to = "20:00"
+days = ["mon-fri"]
+[[schedule]]
+label = "c=d"
+profile = "new"
+from = "20:00"
+to = "08:00"
+''')
+    lines = describe_changes(old, new)
+    assert lines == [
+        'paths.socket: "/run/a.sock" -> "/run/b.sock" (takes effect on restart)',
+        "node.oversubscribe_memory: false -> true",
+        "scheduler.period: 100ms -> 50ms",
+        "profiles.small.memory: 4 GiB -> 6 GiB",
+        'profiles.small.priority: unset -> "high"',
+        "profiles.gone: removed",
+        "profiles.new: added (memory 1 GiB)",
+        "schedule[0]: a=b gets small 08:00-20:00 every day -> a=b gets small 09:00-20:00 "
+        "mon-fri",
+        "schedule[1]: added (c=d gets new 20:00-08:00 every day)",
+    ]
+    back = describe_changes(new, old)
+    assert "schedule[1]: removed (c=d gets new 20:00-08:00 every day)" in back
+
+
+@pytest.mark.parametrize("days, text", [
+    (range(7), "every day"), (range(5), "mon-fri"), ({0, 1}, "mon,tue"),
+    ({0, 2, 3, 4, 6}, "mon,wed-fri,sun"), ({5, 6}, "sat,sun"),
+])
+def test_window_describe_days(days, text):
+    w = Window("a=b", "p", datetime.time(8), datetime.time(9), frozenset(days))
+    assert w.describe() == f"a=b gets p 08:00-09:00 {text}"

@@ -1,0 +1,416 @@
+"""vgpuctl: parsing, local validation, output (human and --json) and exit
+codes, against the fake API server of fake_vgpud.py (not the daemon)."""
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fake_vgpud import GIB, FakeVgpud
+from vgpu import ctl
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    with FakeVgpud(tmp_path / "vgpud.sock") as f:
+        monkeypatch.setenv("VGPU_SOCKET", f.path)
+        yield f
+
+
+def run(capsys, *argv):
+    rc = ctl.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def with_slice(fake, name="c1", **args):
+    import contextlib
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = ctl.main(["create", "--pid", "123", *sum(([f"--{k}", v] for k, v in args.items()), []),
+                       "--", name])
+    assert rc == 0
+
+
+# ------------------------------------------------------------ usage / help
+def test_help_lists_every_command_and_exit_code(capsys):
+    rc, out, _ = run(capsys, "--help")
+    assert rc == 0 and out.startswith("usage: vgpuctl")
+    for c in ctl.COMMANDS:
+        assert re.search(rf"^  {re.escape(c.name)}\s+\S", out, re.M), c.name
+    for code in range(6):
+        assert re.search(rf"^  {code}  \S", out, re.M), code
+
+
+@pytest.mark.parametrize("cmd", [c.name for c in ctl.COMMANDS if c.name != "help"])
+def test_command_help_comes_from_the_table(capsys, cmd):
+    rc, out, _ = run(capsys, cmd, "--help")
+    assert rc == 0
+    c = ctl.find_command(cmd)
+    assert out.startswith(f"usage: vgpuctl {cmd}")
+    for o in c.opts:
+        assert o.spelling() in out
+    rc2, out2, _ = run(capsys, "help", cmd)
+    assert rc2 == 0 and out2 == out
+
+
+def test_no_command_is_usage_error(capsys):
+    rc, out, err = run(capsys)
+    assert rc == 2 and out == ""
+    assert err == "vgpuctl: no command given (see vgpuctl --help)\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["lst"], 'unknown command "lst"'),
+    (["list", "--bogus"], 'unknown option "--bogus" for list'),
+    (["show"], "show: missing CONTAINER"),
+    (["show", "a", "b"], 'show: unexpected argument "b"'),
+    (["list", "--json=1"], "--json takes no value"),
+    (["set-quota", "c1", "--memory"], "--memory needs a value (SIZE)"),
+    (["set-quota", "c1"], "set-quota: nothing to change"),
+    (["set-quota", "c1", "--gpu", "0"], "set-quota: nothing to change"),
+    (["set-quota", "c1", "--memory", "1GiB", "--memory", "2GiB"], "--memory given twice"),
+    (["create", "c1", "--gpu", "0", "--gpu", "0"], "--gpu: GPU 0 named twice"),
+    (["help", "nope"], 'unknown command "nope"'),
+])
+def test_usage_errors(capsys, argv, message):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert err.startswith("vgpuctl: ") and message in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["set-quota", "c1", "--memory", "4GB"],
+     'invalid --memory "4GB": not a size: decimal units are not accepted'),
+    (["set-quota", "c1", "--memory=lots"], 'invalid --memory "lots": not a size'),
+    (["set-quota", "c1", "--memory", "-1GiB"], 'invalid --memory "-1GiB": negative'),
+    (["set-quota", "c1", "--compute", "130%"], 'invalid --compute "130%": out of range'),
+    (["set-quota", "c1", "--compute", "most"], 'invalid --compute "most": not a percentage'),
+    (["set-quota", "c1", "--priority", "urgent"], 'invalid --priority "urgent": not one of high, low'),
+    (["set-quota", "c1", "--policy", "greedy"], 'invalid --policy "greedy": not one of share, fixed, burst'),
+    (["create", "c1", "--pid", "abc"], 'invalid --pid "abc": not a process id'),
+    (["create", "c1", "--pid", "0"], 'invalid --pid "0": not a process id'),
+    (["create", "c1", "--label", "novalue"], 'invalid --label "novalue": not a label'),
+    (["create", "c1", "--gpu", "0,,1"], 'invalid --gpu "0,,1"'),
+    (["create", "c1", "--gpu", "5000"], 'invalid --gpu "5000": GPU index 5000 is out of range'),
+    (["show", "a/b"], 'invalid CONTAINER "a/b"'),
+    (["show", ""], 'invalid CONTAINER "": is empty'),
+    (["show", "x" * 200], "is longer than 127 bytes"),
+    (["--timeout", "soon", "list"], 'invalid --timeout "soon": not a duration'),
+    (["--timeout", "0", "list"], 'invalid --timeout "0": not positive'),
+    (["top", "--interval", "-1"], 'invalid --interval "-1"'),
+])
+def test_bad_values_are_quoted_and_never_sent(fake, capsys, argv, message):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert err.startswith("vgpuctl: ") and message in err, err
+    assert fake.requests == []
+
+
+def test_create_refuses_cgroup_and_pid(fake, capsys):
+    rc, _, err = run(capsys, "create", "c1", "--cgroup", "/sys/fs/cgroup/x", "--pid", "1")
+    assert rc == 2 and "--cgroup or --pid, not both" in err
+    assert fake.requests == []
+
+
+# ------------------------------------------------------------ what is sent
+def test_create_sends_validated_values(fake, capsys):
+    rc, out, err = run(capsys, "create", "c1", "--cgroup", "/sys/fs/cgroup/pod1",
+                       "--gpu", "0,GPU-abc", "--gpu=1", "--memory", "1.5GiB", "--compute", "30%",
+                       "--priority", "high", "--policy", "fixed", "--profile", "small",
+                       "--label", "vgpu.io/class=inference", "--label", "team=a=b")
+    assert fake.requests[-1] == {"v": 1, "id": 1, "op": "create", "args": {
+        "container": "c1", "cgroup": "/sys/fs/cgroup/pod1", "gpus": [0, "GPU-abc", 1],
+        "memory": 1536 << 20, "compute": 30, "priority": "high", "policy": "fixed",
+        "profile": "small", "labels": {"vgpu.io/class": "inference", "team": "a=b"}}}
+
+
+def test_set_quota_sends_only_what_is_given(fake, capsys):
+    with_slice(fake)
+    rc, out, err = run(capsys, "set-quota", "c1", "--memory", "8GiB", "--compute", "12.5",
+                       "--gpu", "0")
+    assert rc == 0, err
+    assert fake.requests[-1]["args"] == {"container": "c1", "memory": 8 * GIB,
+                                         "compute": 12.5, "gpus": [0]}
+    assert "8GiB" in out and "12.5%" in out
+
+
+def test_global_options_anywhere(fake, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("VGPU_SOCKET", str(tmp_path / "elsewhere.sock"))
+    rc1, out1, _ = run(capsys, "--socket", fake.path, "status")
+    rc2, out2, _ = run(capsys, "status", f"--socket={fake.path}", "--timeout", "2")
+    assert rc1 == rc2 == 0 and out1 == out2
+
+
+def test_double_dash_ends_options(fake, capsys):
+    with_slice(fake, "-odd")
+    rc, out, err = run(capsys, "show", "--", "-odd")
+    assert rc == 0, err
+    assert fake.requests[-1]["args"] == {"container": "-odd"}
+
+
+def test_delete_force(fake, capsys):
+    with_slice(fake)
+    rc, out, _ = run(capsys, "delete", "c1", "--force")
+    assert rc == 0 and out == "deleted c1\n"
+    assert fake.requests[-1]["args"] == {"container": "c1", "force": True}
+    with_slice(fake)
+    run(capsys, "delete", "c1")
+    assert fake.requests[-1]["args"] == {"container": "c1"}
+
+
+# ------------------------------------------------------------ output
+def test_list_human_and_json(fake, capsys):
+    with_slice(fake, "c1", memory="8GiB", compute="30%")
+    with_slice(fake, "c2")
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "list")
+    lines = out.splitlines()
+    assert rc == 0 and lines[0].split()[:3] == ["CONTAINER", "GPUS", "MEMORY"]
+    assert lines[1].split() == ["c1", "0", "512MiB", "8GiB", "1GiB", "30%", "low", "share", "-", "1"]
+    assert lines[2].split()[0] == "c2" and len(lines) == 3
+    rc, out, _ = run(capsys, "list", "--json")
+    assert rc == 0
+    assert json.loads(out) == {"slices": list(fake.slices.values())}
+
+
+@pytest.mark.parametrize("cmd", ["status", "gpus", "list", "show c1"])
+def test_json_is_the_api_result_as_is(fake, capsys, cmd):
+    with_slice(fake)
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "--json", *cmd.split())
+    assert rc == 0
+    op, *rest = cmd.split()
+    args = {"container": rest[0]} if rest else {}
+    assert json.loads(out) == fake._op(op, args)
+
+
+def test_show_human(fake, capsys):
+    with_slice(fake, "c1", memory="2GiB", label="a=b")
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "show", "c1")
+    assert rc == 0
+    assert re.search(r"^container:\s+c1$", out, re.M)
+    assert re.search(r"^labels:\s+a=b$", out, re.M)
+    assert re.search(r"^compute:\s+25% share, priority low$", out, re.M)
+    assert re.search(r"^0\s+GPU-00000000-fake\s+0\s+2GiB\s+512MiB\s+1GiB\s+3\s+0$", out, re.M)
+
+
+def test_gpus_and_status_human(fake, capsys):
+    rc, out, _ = run(capsys, "gpus")
+    assert rc == 0
+    assert out.splitlines()[1].split() == ["0", "NVSIM", "Simulated", "GPU", "GPU-00000000-fake",
+                                           "0000:01:00.0", "16GiB", "0B", "0B", "-", "0"]
+    rc, out, _ = run(capsys, "status")
+    assert rc == 0
+    assert "version 0.1.0, pid 4242, up 1h 2m" in out
+    assert re.search(r"^vgpu.ko:\s+loaded$", out, re.M)
+
+
+# ------------------------------------------------------------ exit codes
+def test_daemon_not_running_exit_3(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "missing.sock"
+    monkeypatch.setenv("VGPU_SOCKET", str(path))
+    rc, out, err = run(capsys, "list")
+    assert rc == 3 and out == ""
+    assert err == f"vgpuctl: vgpud is not running (no socket at {path})\n"
+
+
+def test_permission_reply_exit_4(fake, capsys):
+    fake.deny = True
+    rc, out, err = run(capsys, "list")
+    assert rc == 4 and out == ""
+    assert err == "vgpuctl: permission denied: uid 1000 is not root nor in group vgpu\n"
+
+
+def test_eacces_exit_4(tmp_path, capsys, monkeypatch):
+    from vgpu import apiclient
+
+    class Refusing:
+        def settimeout(self, t):
+            pass
+
+        def connect(self, addr):
+            raise PermissionError(13, "Permission denied")
+
+        def close(self):
+            pass
+    monkeypatch.setattr(apiclient, "_new_socket", Refusing)
+    rc, _, err = run(capsys, "--socket", str(tmp_path / "s"), "status")
+    assert rc == 4 and err.startswith("vgpuctl: permission denied on ")
+
+
+def test_not_found_exit_5(fake, capsys):
+    rc, out, err = run(capsys, "show", "ghost")
+    assert rc == 5 and out == ""
+    assert err == 'vgpuctl: show: no slice for container "ghost" (not-found)\n'
+    rc, _, _ = run(capsys, "set-quota", "ghost", "--memory", "1GiB")
+    assert rc == 5
+
+
+def test_daemon_refusal_exit_1(fake, capsys):
+    with_slice(fake)
+    rc, out, err = run(capsys, "set-quota", "c1", "--memory", "40GiB")
+    assert rc == 1 and out == ""
+    assert err.startswith("vgpuctl: set-quota: memory exceeds") and err.endswith("(admission)\n")
+    rc, _, err = run(capsys, "create", "c1")
+    assert rc == 1 and "(exists)" in err
+
+
+def test_timeout_exit_1(fake, capsys):
+    fake.silent = True
+    t = time.monotonic()
+    rc, out, err = run(capsys, "--timeout", "300ms", "status")
+    assert rc == 1 and out == ""
+    assert err == "vgpuctl: vgpud did not answer status within 0.3 s\n"
+    assert time.monotonic() - t < 2
+
+
+# ------------------------------------------------------------ events
+def test_events_lines_and_json(fake, capsys):
+    fake.events = [
+        {"type": "slice-created", "container": "c1", "time": 1700000000.25},
+        {"type": "alloc-refused", "container": "c1", "time": 1700000001.0, "gpu": 0,
+         "size": 1073741824, "message": "over quota"},
+    ]
+    rc, out, err = run(capsys, "events")
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(".250 slice-created c1")
+    assert lines[1].endswith('alloc-refused c1 gpu=0 size=1073741824 message="over quota"')
+    # the daemon ending the stream is reported
+    assert rc == 1 and err == "vgpuctl: vgpud closed the event stream\n"
+    rc, out, _ = run(capsys, "events", "--json")
+    assert [json.loads(ln) for ln in out.splitlines()] == fake.events
+
+
+def _spawn(fake, *argv):
+    env = dict(os.environ, VGPU_SOCKET=fake.path, PYTHONPATH=REPO)
+    return subprocess.Popen([sys.executable, "-m", "vgpu.ctl", *argv], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_events_streams_and_ctrl_c_is_clean(fake):
+    fake.events = [{"type": "slice-created", "container": "c1", "time": 1.0}]
+    fake.hold_events = True
+    p = _spawn(fake, "events", "--json")
+    try:
+        line = p.stdout.readline()          # arrives while the stream is open
+        assert json.loads(line)["type"] == "slice-created"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        p.kill()
+    assert p.returncode == 0
+    assert "Traceback" not in err and err == ""
+
+
+# ------------------------------------------------------------ top
+def test_top_once(fake, capsys):
+    with_slice(fake, "small", memory="1GiB")
+    with_slice(fake, "big", memory="8GiB", gpu="1")
+    fake.slices["big"]["gpus"][0]["memory_used"] = 6 * GIB
+    capsys.readouterr()
+    rc, out, err = run(capsys, "top", "--once")
+    assert rc == 0, err
+    assert "\x1b" not in out
+    lines = out.splitlines()
+    assert lines[0].startswith("vgpud 0.1.0  pid 4242  up 1h 2m  vgpu.ko loaded  2 GPUs  2 slices")
+    rows = [ln.split() for ln in lines if ln.startswith(("big", "small"))]
+    assert rows[0][:5] == ["big", "1", "6GiB", "8GiB", "75%"]     # busiest first
+    assert rows[1][:5] == ["small", "0", "512MiB", "1GiB", "50%"]
+    rc, out, _ = run(capsys, "top", "--once", "--json")
+    doc = json.loads(out)
+    assert doc["gpus"] == fake.gpus and len(doc["slices"]) == 2 and doc["status"]["pid"] == 4242
+
+
+def test_top_not_a_terminal_prints_one_frame(fake, capsys):
+    rc, out, _ = run(capsys, "top")
+    assert rc == 0 and out.count("vgpud 0.1.0") == 1
+
+
+class FakeTty(io.StringIO):
+    def isatty(self):
+        return True
+
+    def fileno(self):
+        raise OSError("no fd")
+
+
+def test_top_live_redraws_and_quits_on_ctrl_c(fake, monkeypatch):
+    out = FakeTty()
+    sleeps = []
+
+    def sleep(s):
+        sleeps.append(s)
+        if len(sleeps) == 3:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(time, "sleep", sleep)
+    from vgpu import apiclient
+    with apiclient.ApiClient(fake.path) as c:
+        rc = ctl.run_top(c, {"json": False, "interval": 1.0}, out)
+    text = out.getvalue()
+    assert rc == 0 and sleeps == [1.0, 1.0, 1.0]
+    assert text.startswith("\x1b[?25l\x1b[H\x1b[2J")     # hide cursor, clear once
+    assert text.count("\x1b[H") == 4                     # then home per frame: no flicker
+    assert text.count("vgpud 0.1.0") == 3
+    assert text.endswith("\x1b[J\x1b[?25h")              # cursor restored on the way out
+    # one connection for all frames
+    assert len(fake._conns) == 1
+
+
+def test_top_ctrl_c_in_a_real_process(fake):
+    p = subprocess.Popen([sys.executable, "-c",
+                          "import sys, io; sys.stdout.isatty = lambda: True\n"
+                          "from vgpu import ctl; sys.exit(ctl.main(['top', '--interval', '50ms']))"],
+                         cwd=REPO, env=dict(os.environ, VGPU_SOCKET=fake.path, PYTHONPATH=REPO),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert err == b"" and out.endswith(b"\x1b[?25h") and out.count(b"vgpud 0.1.0") >= 2
+
+
+# ------------------------------------------------------------ the process
+def test_entry_point_exit_codes_in_a_process(fake, tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO, VGPU_SOCKET=str(tmp_path / "none.sock"))
+    r = subprocess.run([sys.executable, "-m", "vgpu.ctl", "status"], cwd=REPO, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 3 and "vgpud is not running (no socket at" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "vgpu.ctl"], cwd=REPO, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "usage" not in r.stdout and "no command given" in r.stderr
+
+
+def test_help_imports_little():
+    """--help loads neither the client nor json/socket: vgpuctl starts fast."""
+    code = ("import sys, io; sys.stdout = io.StringIO(); from vgpu import ctl; ctl.main(['--help']);"
+            "sys.stdout = sys.__stdout__; print(sorted(m for m in sys.modules if m.startswith('vgpu')"
+            " or m in ('json', 'socket', 'argparse', 'trio')))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=REPO))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['vgpu', 'vgpu.ctl']"
+
+
+def test_ctl_uses_only_the_standard_library():
+    import ast
+    tree = ast.parse(open(ctl.__file__).read())
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module != "__future__":
+            assert n.module.split(".")[0] in sys.stdlib_module_names, n.module
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                assert a.name.split(".")[0] in sys.stdlib_module_names, a.name
+        if isinstance(n, ast.ImportFrom) and n.level == 1:
+            assert n.module in ("units", "apiclient", None), n.module

@@ -1,0 +1,355 @@
+"""vgpud end to end in the VM, against vgpu.ko and nvsim (no fakes).
+
+    python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
+        /work/main/.venv/bin/python -m pytest -q tests/vm/test_daemon_e2e.py
+
+Each test starts vgpud as a subprocess with a config whose paths are under
+tmp_path, talks to it over its socket (a small stdlib client here, so the
+test does not depend on vgpuctl), allocates through the slice's device nodes
+with vgpu.nvclient, and stops the daemon (SIGTERM, or SIGKILL where that is
+the point) before deleting the slices it made.  Python in the VM is slow
+(TCG): timeouts are generous and the tests few.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import SliceEnv
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 180.0
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),
+    reason="vgpud end-to-end tests run in the VM with nvsim and vgpu.ko loaded")
+
+
+# ------------------------------------------------------------------ client
+class Api:
+    def __init__(self, path: str, timeout: float = 60.0):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(path)
+        self.f = self.s.makefile("rwb")
+        self.n = 0
+
+    def call(self, op: str, **args) -> dict:
+        self.n += 1
+        self.f.write(json.dumps({"v": 1, "id": self.n, "op": op, "args": args}).encode() + b"\n")
+        self.f.flush()
+        line = self.f.readline()
+        assert line, f"daemon closed the connection on {op}"
+        r = json.loads(line)
+        assert r["id"] == self.n
+        return r
+
+    def ok(self, op: str, **args) -> dict:
+        r = self.call(op, **args)
+        assert r["ok"], r
+        return r["result"]
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
+CONFIG = """
+[paths]
+socket = "{tmp}/vgpud.sock"
+state_dir = "{tmp}/state"
+fuse_mount = "{tmp}/fs"
+
+[metrics]
+listen = ""
+
+[log]
+level = "info"
+
+[gc]
+interval = "1s"
+
+[defaults]
+memory = "64MiB"
+compute = "10%"
+
+[profiles.small]
+memory = "32MiB"
+compute = "20%"
+"""
+
+
+class Vgpud:
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.config = tmp / "vgpud.toml"
+        self.config.write_text(CONFIG.format(tmp=tmp))
+        self.sock = str(tmp / "vgpud.sock")
+        self.logf = tmp / "vgpud.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Vgpud":
+        logfh = open(self.logf, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon", "--config", str(self.config)],
+                                     cwd=ROOT, stdout=logfh, stderr=logfh)
+        logfh.close()
+        end = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < end:
+            assert self.proc.poll() is None, f"vgpud exited {self.proc.returncode}:\n{self.log()}"
+            try:
+                a = Api(self.sock, 10)
+                st = a.ok("status")
+                a.close()
+                if st["pid"] == self.proc.pid and st["kernel"]["loaded"]:
+                    return self
+            except (OSError, AssertionError, ValueError):
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"vgpud not serving within {START_TIMEOUT}s:\n{self.log()}")
+
+    def api(self) -> Api:
+        return Api(self.sock)
+
+    def log(self, tail: int = 0) -> str:
+        try:
+            text = self.logf.read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-tail:] if tail else text
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"vgpud did not exit on {sig}:\n{self.log()}")
+
+
+@pytest.fixture
+def vgpud(tmp_path, kern):
+    """vgpud factory; at teardown every daemon is stopped and every kernel
+    slice whose name starts with 't-' is deleted."""
+    made: list[Vgpud] = []
+
+    def _start() -> Vgpud:
+        d = Vgpud(tmp_path).start()
+        made.append(d)
+        return d
+
+    yield _start
+    for d in made:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop(signal.SIGKILL)
+    for s in kern.slices():
+        if s.name.startswith("t-"):
+            kern.slice_del(s.id, force=True)
+
+
+def _env(kern, slice_id: int) -> SliceEnv:
+    return SliceEnv(kern, kern.slice_get(slice_id))
+
+
+def _fill(gpu, chunk: int, limit: int = 64) -> list[int]:
+    hs = []
+    for _ in range(limit):
+        try:
+            hs.append(gpu.alloc(chunk))
+        except RmError:
+            break
+    return hs
+
+
+# ------------------------------------------------------------------ tests
+def test_quota_live_kill9_restart_sigterm(vgpud, kern):
+    d = vgpud()
+    a = d.api()
+    sl = a.ok("create", container="t-c1", gpus=[0], memory="64MiB")["slice"]
+    sid = sl["slice_id"]
+    assert sl["gpus"][0]["memory_limit"] == 64 * MiB
+    assert sl["compute"]["percent"] == 10
+    assert kern.slice_get(sid).name == "t-c1"
+    assert a.call("create", container="t-c1")["error"]["code"] == "exists"
+
+    env = _env(kern, sid)
+    try:
+        c = env.client()
+        g = c.open_gpus()[0]
+        hs = _fill(g, 16 * MiB)
+        assert len(hs) == 4                        # exactly the 64 MiB quota
+        # set-quota takes effect at once for the running client
+        r = a.ok("set-quota", container="t-c1", memory="128MiB")["slice"]
+        assert r["gpus"][0]["memory_limit"] == 128 * MiB
+        hs += _fill(g, 16 * MiB)
+        assert len(hs) == 8
+        # list / show report the kernel's real use
+        shown = a.ok("show", container="t-c1")["slice"]["gpus"][0]
+        assert shown["memory_used"] == 128 * MiB == kern.slice_get(sid).gpu(0).mem_used
+        assert shown["refusals"] == 2
+        listed = [s for s in a.ok("list")["slices"] if s["container"] == "t-c1"][0]
+        assert listed["gpus"][0]["memory_used"] == 128 * MiB
+        a.close()
+
+        # kill -9 under allocation load: the client keeps its quota throughout
+        stop = threading.Event()
+        errors: list[str] = []
+
+        def load():
+            try:
+                while not stop.is_set():
+                    try:
+                        h = g.alloc(16 * MiB)
+                        errors.append(f"allocated past the quota: {h:#x}")
+                        g.free(h)
+                    except RmError as e:
+                        if e.status != A.NV_ERR_NO_MEMORY:
+                            errors.append(str(e))
+                    c.free(hs[-1])
+                    hs[-1] = g.alloc(16 * MiB)      # churn within the quota
+            except Exception as e:                 # noqa: BLE001
+                errors.append(repr(e))
+
+        t = threading.Thread(target=load)
+        t.start()
+        time.sleep(0.5)
+        d.stop(signal.SIGKILL)
+        time.sleep(0.5)
+        d.start()                                   # restart: reconciles
+        stop.set()
+        t.join(60)
+        assert not errors, errors
+        assert "kept 1" in d.log(), d.log(6000)
+        info = kern.slice_get(sid)
+        assert (info.name, info.gpu(0).mem_limit, info.gpu(0).mem_used) == ("t-c1", 128 * MiB, 128 * MiB)
+        a = d.api()
+        shown = a.ok("show", container="t-c1")["slice"]
+        assert shown["slice_id"] == sid and shown["gpus"][0]["memory_limit"] == 128 * MiB
+        # the restarted daemon still changes quotas of running clients
+        a.ok("set-quota", container="t-c1", memory="144MiB")
+        hs.append(g.alloc(16 * MiB))
+        with pytest.raises(RmError):
+            g.alloc(16 * MiB)
+        # a profile quota, then admission refusal
+        assert a.call("set-quota", container="t-c1", memory="1TiB")["error"]["code"] == "admission"
+        assert a.call("show", container="nope")["error"]["code"] == "not-found"
+        a.close()
+        # SIGTERM: clean exit, the kernel slice stays and keeps enforcing
+        assert d.stop(signal.SIGTERM) == 0, d.log()
+        assert kern.slice_get(sid).gpu(0).mem_limit == 144 * MiB
+        with pytest.raises(RmError):
+            g.alloc(16 * MiB)
+        state = json.loads((d.tmp / "state" / "state.json").read_text())
+        assert state["slices"]["t-c1"]["slice_id"] == sid
+    finally:
+        env.close_all()
+
+
+def test_gc_of_vanished_containers(vgpud, kern):
+    d = vgpud()
+    a = d.api()
+    sleeper = subprocess.Popen(["sleep", "600"])
+    cg = Path("/sys/fs/cgroup") / f"vgpu-test-{os.getpid()}"
+    cg_ok = Path("/sys/fs/cgroup/cgroup.procs").exists()
+    cg_proc = None
+    try:
+        a.ok("create", container="t-pid", pid=sleeper.pid, memory="16MiB")
+        if cg_ok:
+            cg.mkdir()
+            cg_proc = subprocess.Popen(["sleep", "600"])
+            (cg / "cgroup.procs").write_text(str(cg_proc.pid))
+            a.ok("create", container="t-cg", cgroup=str(cg), memory="16MiB")
+        a.ok("create", container="t-keep", memory="16MiB")      # no owner: never collected
+        time.sleep(3)
+        names = {s["container"] for s in a.ok("list")["slices"]}
+        assert {"t-pid", "t-keep"} <= names
+        sleeper.kill()
+        sleeper.wait()
+        if cg_proc is not None:
+            cg_proc.kill()
+            cg_proc.wait()
+        gone = wait_until(lambda: not ({"t-pid", "t-cg"} & {s["container"] for s in a.ok("list")["slices"]}),
+                          60, 0.5)
+        assert gone, d.log()
+        assert {s.name for s in kern.slices()} & {"t-pid", "t-cg"} == set()
+        assert "t-keep" in {s["container"] for s in a.ok("list")["slices"]}
+        a.ok("delete", container="t-keep")
+        assert "t-keep" not in {s.name for s in kern.slices()}
+        a.close()
+        assert d.stop() == 0
+    finally:
+        for p in (sleeper, cg_proc):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        if cg.exists():
+            wait_until(lambda: not (cg / "cgroup.procs").read_text().strip(), 5)
+            cg.rmdir()
+
+
+def test_hostile_clients_and_reload(vgpud, kern):
+    d = vgpud()
+    good = d.api()
+    good.ok("create", container="t-h", memory="16MiB")
+    conns = []
+    try:
+        # 100 parallel idle connections, half-open requests, garbage, huge lines
+        for i in range(100):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(d.sock)
+            if i % 3 == 0:
+                s.sendall(b'{"v": 1, "op": "sta')          # half a request, never finished
+            conns.append(s)
+        g = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        g.settimeout(60)
+        g.connect(d.sock)
+        g.sendall(b"\xff\xfe garbage\n[1,2]\n")
+        f = g.makefile("rb")
+        assert json.loads(f.readline())["error"]["code"] == "bad-request"
+        assert json.loads(f.readline())["error"]["code"] == "bad-request"
+        g.sendall(b"x" * (70 * 1024))
+        assert json.loads(f.readline())["error"]["code"] == "too-large"
+        assert f.readline() == b""                        # and closed
+        g.close()
+        t0 = time.monotonic()
+        assert good.ok("status")["slices"] >= 1
+        assert good.ok("show", container="t-h")["slice"]["gpus"][0]["memory_limit"] == 16 * MiB
+        assert time.monotonic() - t0 < 30
+        other = d.api()
+        assert other.ok("list")["slices"]
+        other.close()
+
+        # SIGHUP with an invalid config: refused, the old one kept
+        good_text = d.config.read_text()
+        d.config.write_text(good_text.replace('memory = "32MiB"', 'memory = "32MB"'))
+        d.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: "reload refused" in d.log(), 60, 0.3), d.log()
+        assert '"32MB" is not a size' in d.log()
+        assert good.ok("status")
+        # a valid change: logged, and applied to slices using the profile
+        good.ok("set-quota", container="t-h", profile="small")
+        d.config.write_text(good_text.replace('memory = "32MiB"', 'memory = "48MiB"'))
+        d.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: "profiles.small.memory: " in d.log(), 60, 0.3), d.log()
+        sid = good.ok("show", container="t-h")["slice"]["slice_id"]
+        # explicit memory (16MiB) still wins over the profile's
+        assert kern.slice_get(sid).gpu(0).mem_limit == 16 * MiB
+        good.ok("delete", container="t-h")
+    finally:
+        for s in conns:
+            s.close()
+        good.close()
+    assert d.stop() == 0, d.log()

@@ -1,0 +1,611 @@
+"""The server side of vgpud's admin API (docs/api.md, version 1).
+
+Newline-delimited JSON on a Unix stream socket.  This module owns:
+
+- the framing and its limits (``MAX_LINE`` bytes a request, ``READ_TIMEOUT``
+  seconds for a request to arrive whole once its first byte came,
+  ``IDLE_TIMEOUT`` seconds of silence before a connection is closed);
+- request validation (``parse_request``: version, id, op, and every argument
+  checked against ``OPS`` with a message that names the argument and quotes
+  the value) and reply encoding (``ok_reply`` / ``error_reply``);
+- dispatch (``dispatch``: a validated request -> the handler's method);
+- the socket server (``serve``): SO_PEERCRED check per connection, a cap on
+  concurrent connections, per-connection deadlines, event streams.
+
+The handler (vgpu.slices.SliceManager in the daemon, a fake in host tests) is
+any object with async methods ``op_status(args)``, ``op_gpus``, ``op_list``,
+``op_show``, ``op_create``, ``op_set_quota``, ``op_delete`` returning the
+result object, raising ``ApiError`` for refusals, and ``subscribe()`` -> a
+trio receive channel of event dicts for ``events``.
+
+What it may call: the handler only.  It never talks to the kernel itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import grp
+import json
+import logging
+import math
+import os
+import socket
+import stat
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import trio
+
+from .units import parse_percent, parse_size
+
+log = logging.getLogger("vgpud.api")
+
+VERSION = 1
+SUPPORTED = [1]
+MAX_LINE = 65536
+READ_TIMEOUT = 5.0
+IDLE_TIMEOUT = 30.0
+MAX_CONNECTIONS = 256
+CONTAINER_MAX = 127          # vgpu.ko's slice name: VGPU_SLICE_NAME_MAX incl. NUL
+EVENT_QUEUE = 256            # events buffered per subscriber before it is dropped
+
+CODES = ("bad-request", "unknown-op", "unsupported-version", "too-large", "permission",
+         "not-found", "exists", "admission", "kernel", "unavailable", "internal")
+
+
+class ApiError(Exception):
+    """A refusal with an API error code; ``extra`` is merged into the error
+    object (``supported`` for unsupported-version, for instance)."""
+
+    def __init__(self, code: str, message: str, **extra):
+        assert code in CODES, code
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def _q(v: Any) -> str:
+    """A value quoted for a message (short, JSON-ish)."""
+    try:
+        s = json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError):
+        s = repr(v)
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+# ----------------------------------------------------------- validators
+def v_container(name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a container id (a non-empty string)")
+    if len(v.encode()) > CONTAINER_MAX:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is longer than {CONTAINER_MAX} bytes")
+    if any(ord(c) < 0x20 or c in "/\x7f" for c in v) or v in (".", ".."):
+        raise ApiError("bad-request", f"{name}: {_q(v)} contains '/', '.'-only or control characters")
+    return v
+
+
+def v_str(name: str, v: Any, maxlen: int = 4096) -> str:
+    if not isinstance(v, str) or not v:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a non-empty string")
+    if len(v) > maxlen or "\0" in v:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is too long or contains NUL")
+    return v
+
+
+def v_pid(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v < 1 << 22:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a process id")
+    return v
+
+
+def v_size(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a size (bytes or e.g. \"8GiB\")")
+    try:
+        return parse_size(v)
+    except (ValueError, TypeError) as e:
+        raise ApiError("bad-request", f"{name}: {e}") from None
+
+
+def v_percent(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)) or \
+            (isinstance(v, float) and not math.isfinite(v)):
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a percentage (e.g. \"30%\")")
+    try:
+        return parse_percent(v)
+    except (ValueError, TypeError) as e:
+        raise ApiError("bad-request", f"{name}: {e}") from None
+
+
+def _choice(*choices: str) -> Callable[[str, Any], str]:
+    def check(name: str, v: Any) -> str:
+        if v not in choices:
+            raise ApiError("bad-request", f"{name}: {_q(v)} is not one of {', '.join(choices)}")
+        return v
+    return check
+
+
+def v_gpus(name: str, v: Any) -> list:
+    if not isinstance(v, list) or not v or len(v) > 8:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a list of 1 to 8 GPU indexes or UUIDs")
+    out = []
+    for i, g in enumerate(v):
+        if isinstance(g, bool) or not isinstance(g, (int, str)) or \
+                (isinstance(g, int) and not 0 <= g < 1024) or (isinstance(g, str) and not 0 < len(g) <= 128):
+            raise ApiError("bad-request", f"{name}[{i}]: {_q(g)} is not a GPU index or UUID")
+        if g in out:
+            raise ApiError("bad-request", f"{name}: GPU {_q(g)} named twice")
+        out.append(g)
+    return out
+
+
+def v_labels(name: str, v: Any) -> dict:
+    if not isinstance(v, dict) or len(v) > 64:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not an object of at most 64 string labels")
+    for k, x in v.items():
+        if not k or len(k) > 253 or not isinstance(x, str) or len(x) > 253:
+            raise ApiError("bad-request", f"{name}.{k}: {_q(x)} is not a label value (a string)")
+    return dict(v)
+
+
+def v_bool(name: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not true or false")
+    return v
+
+
+v_priority = _choice("high", "low")
+v_policy = _choice("share", "fixed", "burst")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    args: dict[str, Callable[[str, Any], Any]] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    method: str = ""
+
+
+QUOTA_ARGS = {"memory": v_size, "compute": v_percent, "priority": v_priority,
+              "policy": v_policy, "profile": v_str}
+
+OPS: dict[str, OpSpec] = {
+    "status": OpSpec(method="op_status"),
+    "gpus": OpSpec(method="op_gpus"),
+    "list": OpSpec(method="op_list"),
+    "show": OpSpec({"container": v_container}, ("container",), "op_show"),
+    "create": OpSpec({"container": v_container, "cgroup": v_str, "pid": v_pid, "gpus": v_gpus,
+                      "labels": v_labels, **QUOTA_ARGS}, ("container",), "op_create"),
+    "set-quota": OpSpec({"container": v_container, "gpus": v_gpus, **QUOTA_ARGS},
+                        ("container",), "op_set_quota"),
+    "delete": OpSpec({"container": v_container, "force": v_bool}, ("container",), "op_delete"),
+    "events": OpSpec(method=""),
+}
+
+
+@dataclass
+class Request:
+    id: Any
+    op: str
+    args: dict
+
+
+def _scalar_id(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v))
+
+
+def parse_request(line: bytes | str) -> Request:
+    """One request line -> a validated Request.  Raises ApiError; its
+    ``extra['id']`` carries the request id where one could be read."""
+    if isinstance(line, bytes):
+        if len(line) > MAX_LINE:
+            raise ApiError("too-large", f"request of {len(line)} bytes exceeds {MAX_LINE}")
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ApiError("bad-request", f"request is not UTF-8: {e.reason} at byte {e.start}") from None
+    else:
+        text = line
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise ApiError("bad-request", f"request is not JSON: {str(e)[:120]}") from None
+    if not isinstance(doc, dict):
+        raise ApiError("bad-request", f"request is not a JSON object but {type(doc).__name__} {_q(doc)}")
+    rid = doc.get("id")
+    if not _scalar_id(rid):
+        raise ApiError("bad-request", f"id: {_q(rid)} is not a JSON scalar")
+    try:
+        return _validate(doc, rid)
+    except ApiError as e:
+        e.extra.setdefault("id", rid)
+        raise
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _validate(doc: dict, rid: Any) -> Request:
+    unknown = set(doc) - {"v", "id", "op", "args"}
+    if unknown:
+        raise ApiError("bad-request", f"unknown request field(s): {', '.join(sorted(map(_q, unknown)))}")
+    if "v" not in doc:
+        raise ApiError("bad-request", "v: missing (the protocol version, 1)")
+    v = doc["v"]
+    if isinstance(v, bool) or v not in SUPPORTED:
+        raise ApiError("unsupported-version", f"v: protocol version {_q(v)} is not supported",
+                       supported=list(SUPPORTED))
+    op = doc.get("op")
+    if not isinstance(op, str):
+        raise ApiError("bad-request", f"op: {_q(op)} is not an operation name")
+    spec = OPS.get(op)
+    if spec is None:
+        raise ApiError("unknown-op", f"op: unknown operation {_q(op)} (known: {', '.join(OPS)})")
+    args = doc.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ApiError("bad-request", f"args: {_q(args)} is not an object")
+    out = {}
+    for k, val in args.items():
+        check = spec.args.get(k)
+        if check is None:
+            raise ApiError("bad-request", f"args.{k}: unknown argument of {op}"
+                           + (f" (known: {', '.join(spec.args)})" if spec.args else " (it takes none)"))
+        out[k] = check(f"args.{k}", val)
+    for k in spec.required:
+        if k not in out:
+            raise ApiError("bad-request", f"args.{k}: missing (required by {op})")
+    if op == "create" and "cgroup" in out and "pid" in out:
+        raise ApiError("bad-request", "args: give cgroup or pid, not both")
+    return Request(rid, op, out)
+
+
+# --------------------------------------------------------------- replies
+def _dump(doc: dict) -> bytes:
+    return (json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode()
+
+
+def ok_reply(rid: Any, result: dict) -> bytes:
+    return _dump({"v": VERSION, "id": rid, "ok": True, "result": result})
+
+
+def error_reply(rid: Any, code: str, message: str, **extra) -> bytes:
+    err = {"code": code, "message": message}
+    reply = {"v": VERSION, "id": rid, "ok": False, "error": err}
+    sup = extra.pop("supported", None)
+    if sup is not None:
+        reply["supported"] = sup
+        err["supported"] = sup
+    err.update({k: v for k, v in extra.items() if k != "id"})
+    return _dump(reply)
+
+
+def event_line(event: dict) -> bytes:
+    return _dump({"v": VERSION, "event": event})
+
+
+async def dispatch(handler, req: Request) -> bytes:
+    """Run one validated request (not ``events``) -> the reply line."""
+    try:
+        result = await getattr(handler, OPS[req.op].method)(req.args)
+        return ok_reply(req.id, result if result is not None else {})
+    except ApiError as e:
+        return error_reply(req.id, e.code, e.message, **e.extra)
+    except trio.Cancelled:
+        raise
+    except Exception as e:          # a bug: answer it, log it, keep serving
+        log.exception("internal error in %s", req.op)
+        return error_reply(req.id, "internal", f"{type(e).__name__}: {e}")
+
+
+async def handle_line(handler, line: bytes) -> bytes:
+    """A raw request line -> the reply line (pure of sockets; events are not
+    handled here)."""
+    try:
+        req = parse_request(line)
+    except ApiError as e:
+        return error_reply(e.extra.get("id"), e.code, e.message, **e.extra)
+    if req.op == "events":
+        return error_reply(req.id, "bad-request", "events needs a stream connection")
+    return await dispatch(handler, req)
+
+
+# ---------------------------------------------------------------- socket
+SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
+
+
+def peercred(sock) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the peer of a connected Unix socket."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", raw)
+
+
+def peer_allowed(uid: int, gid: int, pid: int, group_gid: int | None) -> bool:
+    """uid 0, or the configured group as primary or supplementary group."""
+    if uid == 0:
+        return True
+    if group_gid is None:
+        return False
+    if gid == group_gid:
+        return True
+    try:                                    # supplementary groups of the process
+        with open(f"/proc/{pid}/status") as f:
+            for ln in f:
+                if ln.startswith("Groups:"):
+                    return str(group_gid) in ln.split()[1:]
+    except OSError:
+        pass
+    try:
+        import pwd
+        name = pwd.getpwuid(uid).pw_name
+        return name in grp.getgrgid(group_gid).gr_mem
+    except (KeyError, OSError):
+        return False
+
+
+def resolve_group(name: str | None) -> int | None:
+    if not name:
+        return None
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        if name.isdigit():
+            return int(name)
+        raise ValueError(f"group {name!r} does not exist") from None
+
+
+class LineReader:
+    """Newline framing over a trio stream with a byte limit."""
+
+    def __init__(self, stream, limit: int = MAX_LINE):
+        self.stream = stream
+        self.limit = limit
+        self.buf = bytearray()
+        self.eof = False
+
+    def has_partial(self) -> bool:
+        return bool(self.buf)
+
+    async def readline(self, idle: float, whole: float) -> bytes | None:
+        """The next line without its newline; None at EOF.  Raises
+        ApiError('too-large') past the limit, trio.TooSlowError on the
+        idle timeout (no byte) or the whole-request timeout."""
+        deadline_whole = None
+        if self.buf:
+            deadline_whole = trio.current_time() + whole
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                if i > self.limit:
+                    raise ApiError("too-large", f"request line exceeds {self.limit} bytes")
+                line = bytes(self.buf[:i])
+                del self.buf[:i + 1]
+                return line
+            if len(self.buf) > self.limit:
+                raise ApiError("too-large", f"request line exceeds {self.limit} bytes")
+            if self.eof:
+                if self.buf:
+                    line = bytes(self.buf)
+                    self.buf.clear()
+                    return line
+                return None
+            if deadline_whole is None:
+                with trio.fail_after(idle):
+                    data = await self.stream.receive_some(65536)
+            else:
+                with trio.fail_at(deadline_whole):
+                    data = await self.stream.receive_some(65536)
+            if not data:
+                self.eof = True
+            elif deadline_whole is None:
+                deadline_whole = trio.current_time() + whole
+                self.buf += data
+            else:
+                self.buf += data
+
+
+class Server:
+    """The API listener.  ``await nursery.start(server.run)``; ``stop()``
+    stops accepting; ``drain(timeout)`` waits for in-flight requests."""
+
+    def __init__(self, handler, path: str, *, group: str | None = None, mode: int = 0o660,
+                 idle_timeout: float = IDLE_TIMEOUT, read_timeout: float = READ_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS):
+        self.handler = handler
+        self.path = path
+        self.group_gid = resolve_group(group)
+        self.mode = mode
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
+        self.max_connections = max_connections
+        self.connections = 0
+        self.inflight = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self._accept_scope: trio.CancelScope | None = None
+        self._conn_scopes: set[trio.CancelScope] = set()
+        self._stopping = False
+        self._listener_closed = trio.Event()
+
+    def _listen(self) -> socket.socket:
+        d = os.path.dirname(self.path)
+        if d:
+            os.makedirs(d, mode=0o755, exist_ok=True)
+        try:
+            st = os.lstat(self.path)
+            if stat.S_ISSOCK(st.st_mode):
+                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    probe.settimeout(1.0)
+                    probe.connect(self.path)
+                except OSError:
+                    os.unlink(self.path)            # stale socket of a dead daemon
+                else:
+                    raise RuntimeError(f"{self.path}: another vgpud is serving this socket")
+                finally:
+                    probe.close()
+            else:
+                raise RuntimeError(f"{self.path} exists and is not a socket")
+        except FileNotFoundError:
+            pass
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            old = os.umask(0o177)
+            try:
+                s.bind(self.path)
+            finally:
+                os.umask(old)
+            if self.group_gid is not None:
+                os.chown(self.path, -1, self.group_gid)
+            os.chmod(self.path, self.mode)
+            s.listen(128)
+        except BaseException:
+            s.close()
+            raise
+        return s
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
+        sock = trio.socket.from_stdlib_socket(self._listen())
+        listener = trio.SocketListener(sock)
+        log.info("API listening on %s", self.path)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._accept_scope = trio.CancelScope()
+                with self._accept_scope:
+                    task_status.started()
+                    while True:
+                        try:
+                            stream = await listener.accept()
+                        except OSError as e:
+                            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                                log.warning("accept: %s; pausing", e)
+                                await trio.sleep(0.1)
+                                continue
+                            raise
+                        nursery.start_soon(self._serve_conn, stream)
+                # stopped accepting: new clients are refused at once, the
+                # connections already accepted finish (drain())
+                await self._close_listener(listener)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close_listener(listener)
+
+    async def _close_listener(self, listener) -> None:
+        await listener.aclose()
+        self._listener_closed.set()
+        try:
+            if stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                os.unlink(self.path)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        """Stop accepting; idle connections are closed, in-flight requests finish."""
+        if self._accept_scope is not None:
+            self._accept_scope.cancel()
+        self._stopping = True
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait (at most timeout s) for in-flight requests, then close every
+        connection."""
+        with trio.move_on_after(timeout):
+            await self._listener_closed.wait()
+            await self._idle.wait()
+        for sc in list(self._conn_scopes):
+            sc.cancel()
+
+    async def _serve_conn(self, stream: trio.SocketStream):
+        self.connections += 1
+        scope = trio.CancelScope()
+        self._conn_scopes.add(scope)
+        try:
+            with scope:
+                await self._conn(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            log.debug("connection dropped: %s", e)
+        finally:
+            self._conn_scopes.discard(scope)
+            self.connections -= 1
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(1):
+                    await stream.aclose()
+
+    async def _send(self, stream, data: bytes) -> None:
+        with trio.fail_after(self.idle_timeout):
+            await stream.send_all(data)
+
+    async def _conn(self, stream: trio.SocketStream):
+        try:
+            pid, uid, gid = peercred(stream.socket)
+        except OSError:
+            pid = uid = gid = -1
+        if not peer_allowed(uid, gid, pid, self.group_gid):
+            log.warning("refused API connection from pid %d uid %d gid %d", pid, uid, gid)
+            await self._send(stream, error_reply(None, "permission",
+                                                 f"uid {uid} may not use vgpud (root or the API group only)"))
+            return
+        if self.connections > self.max_connections:
+            await self._send(stream, error_reply(None, "unavailable",
+                                                 f"too many connections ({self.max_connections}); retry"))
+            return
+        reader = LineReader(stream)
+        while not self._stopping:
+            try:
+                line = await reader.readline(self.idle_timeout, self.read_timeout)
+            except ApiError as e:
+                await self._send(stream, error_reply(None, e.code, e.message))
+                return
+            except trio.TooSlowError:
+                if reader.has_partial():
+                    with trio.move_on_after(1):
+                        await stream.send_all(error_reply(
+                            None, "bad-request", f"request not complete within {self.read_timeout:g} s"))
+                return
+            if line is None:
+                return
+            if not line.strip():
+                continue
+            try:
+                req = parse_request(line)
+            except ApiError as e:
+                await self._send(stream, error_reply(e.extra.get("id"), e.code, e.message, **e.extra))
+                continue
+            if req.op == "events":
+                await self._events(stream, req)
+                return
+            self._begin()
+            try:
+                reply = await dispatch(self.handler, req)
+            finally:
+                self._end()
+            await self._send(stream, reply)
+
+    def _begin(self):
+        self.inflight += 1
+        if self._idle.is_set():
+            self._idle = trio.Event()
+
+    def _end(self):
+        self.inflight -= 1
+        if self.inflight == 0:
+            self._idle.set()
+
+    async def _events(self, stream, req: Request):
+        recv = self.handler.subscribe(EVENT_QUEUE)
+        async with recv:
+            await self._send(stream, ok_reply(req.id, {}))
+            async with trio.open_nursery() as n:
+                async def watch_close():
+                    # the client closes (or sends anything): end the stream
+                    while True:
+                        data = await stream.receive_some(4096)
+                        if not data:
+                            n.cancel_scope.cancel()
+                            return
+                n.start_soon(watch_close)
+                async for ev in recv:
+                    await self._send(stream, event_line(ev))
+                n.cancel_scope.cancel()

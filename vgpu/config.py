@@ -1,0 +1,767 @@
+"""vgpud's configuration file (TOML): parsing, validation, effective settings.
+
+Owned here: the file's schema (docs/config.md, config/vgpud.example.toml),
+every error message about it, the precedence of a slice's settings
+(explicit > profile or schedule window > [defaults]) and the description of
+what changed on reload.  Standard library only; no I/O besides reading the
+file in load_config().
+
+Errors are collected, not raised one by one: ConfigError lists every problem
+in the file, each as ``<file>: <dotted.key>: <quoted bad value> <reason>``
+(TOML syntax errors as ``<file>:<line>: <reason>``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .units import (format_duration, format_percent, format_size, parse_clock,
+                    parse_duration, parse_percent, parse_size, quote)
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "ConfigError",
+    "Config",
+    "Paths",
+    "Node",
+    "SliceSpec",
+    "Window",
+    "load_config",
+    "parse_config",
+    "describe_changes",
+    "DAYS",
+    "PRIORITIES",
+    "POLICIES",
+]
+
+DEFAULT_CONFIG_PATH = "/etc/vgpu/vgpud.toml"
+
+PRIORITIES = ("high", "low")
+POLICIES = ("share", "fixed", "burst")
+PLACEMENTS = ("spread", "binpack")
+UVM_MODES = ("count", "refuse")
+OVER_QUOTA_ACTIONS = ("log", "event", "kill")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+# sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
+_SUN_PATH_MAX = 107
+
+# Bounds on the kernel's duty-cycle period and the collection interval.
+PERIOD_MIN, PERIOD_MAX = 0.001, 10.0
+GC_MIN, GC_MAX = 0.1, 86400.0
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
+_GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?\Z")
+_LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,252}\Z")
+_LABEL_VALUE_RE = re.compile(r"[A-Za-z0-9_.-]{0,63}\Z")
+_HOSTNAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                          r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+
+
+class ConfigError(Exception):
+    """An invalid configuration.  `errors` holds one line per problem; str()
+    joins them with newlines."""
+
+    def __init__(self, errors: list[str] | str):
+        if isinstance(errors, str):
+            errors = [errors]
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+    def __str__(self) -> str:
+        return "\n".join(self.errors)
+
+
+# --------------------------------------------------------------------------
+# the model
+
+@dataclass(frozen=True)
+class SliceSpec:
+    """A slice's settings; None = not set at this level (see merged_over()).
+
+    memory: bytes per GPU; compute: percent 0..100; priority: "high"|"low";
+    policy: "share" (a weight: idle time goes to others) | "fixed" (a cap,
+    never above) | "burst" (a guaranteed floor that may use idle time).
+    """
+    memory: int | None = None
+    compute: float | None = None
+    priority: str | None = None
+    policy: str | None = None
+
+    def merged_over(self, other: "SliceSpec") -> "SliceSpec":
+        """This spec's set values over `other`'s."""
+        return SliceSpec(*(getattr(self, f.name) if getattr(self, f.name) is not None
+                           else getattr(other, f.name) for f in fields(self)))
+
+    @classmethod
+    def from_values(cls, memory: Any = None, compute: Any = None, priority: Any = None,
+                    policy: Any = None) -> "SliceSpec":
+        """Build a spec from user values (API arguments, CLI options): sizes
+        as in parse_size, compute as in parse_percent.  Raises ValueError
+        naming the key and quoting the value: 'memory: "4GB" is not a size ...'.
+        None leaves a value unset."""
+        errors: list[tuple[str, str]] = []
+        spec = _parse_spec({k: v for k, v in (("memory", memory), ("compute", compute),
+                                              ("priority", priority), ("policy", policy))
+                            if v is not None},
+                           lambda key, msg: errors.append((key, msg)), "")
+        if errors:
+            raise ValueError(f"{errors[0][0]}: {errors[0][1]}")
+        return spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: {"memory": int|None, "compute": float|None, ...}."""
+        return {"memory": self.memory, "compute": self.compute,
+                "priority": self.priority, "policy": self.policy}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SliceSpec":
+        """Inverse of to_dict() (validating, as from_values)."""
+        return cls.from_values(d.get("memory"), d.get("compute"), d.get("priority"),
+                               d.get("policy"))
+
+    def describe(self) -> str:
+        parts = []
+        if self.memory is not None:
+            parts.append(f"memory {format_size(self.memory)}")
+        if self.compute is not None:
+            parts.append(f"compute {format_percent(self.compute)}")
+        if self.priority is not None:
+            parts.append(f"priority {self.priority}")
+        if self.policy is not None:
+            parts.append(f"policy {self.policy}")
+        return ", ".join(parts) or "nothing set"
+
+
+@dataclass(frozen=True)
+class Paths:
+    socket: Path = Path("/run/vgpu/vgpud.sock")
+    state_dir: Path = Path("/var/lib/vgpu")
+    fuse_mount: Path = Path("/run/vgpu/fs")
+
+
+@dataclass(frozen=True)
+class Node:
+    gpus: str | tuple[int | str, ...] = "all"   # "all" or indexes / UUIDs
+    placement: str = "spread"
+    oversubscribe_memory: bool = False
+    uvm: str = "count"
+    over_quota_action: str = "event"
+
+    def selects(self, index: int, uuid: str) -> bool:
+        """Whether this node slices the GPU with this index and UUID."""
+        if self.gpus == "all":
+            return True
+        return index in self.gpus or uuid in self.gpus
+
+
+@dataclass(frozen=True)
+class Window:
+    """A schedule entry: slices labelled `label` ("key=value") get `profile`
+    from `start` to `end` (local time, [start, end), wrapping past midnight
+    when end <= start) on `days` (0 = Monday; for a window that wraps, the
+    day it starts on)."""
+    label: str
+    profile: str
+    start: datetime.time
+    end: datetime.time
+    days: frozenset[int] = frozenset(range(7))
+
+    @property
+    def label_key(self) -> str:
+        return self.label.partition("=")[0]
+
+    @property
+    def label_value(self) -> str:
+        return self.label.partition("=")[2]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return labels.get(self.label_key) == self.label_value
+
+    def active(self, now: datetime.datetime) -> bool:
+        """Whether the window is open at local time `now` (naive, or aware:
+        its wall-clock reading is used either way)."""
+        t = now.time().replace(tzinfo=None)
+        wd = now.weekday()
+        if self.start < self.end:
+            return wd in self.days and self.start <= t < self.end
+        # wraps past midnight: [start, 24:00) on a listed day, [00:00, end)
+        # on the day after a listed day
+        if t >= self.start:
+            return wd in self.days
+        if t < self.end:
+            return (wd - 1) % 7 in self.days
+        return False
+
+    def describe(self) -> str:
+        """'vgpu.io/class=inference gets inference-day 08:00-20:00 mon-fri'."""
+        return (f"{self.label} gets {self.profile} "
+                f"{self.start:%H:%M}-{self.end:%H:%M} {_describe_days(self.days)}")
+
+
+def _describe_days(days: frozenset[int]) -> str:
+    if days == frozenset(range(7)):
+        return "every day"
+    runs: list[list[int]] = []
+    for d in sorted(days):
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ",".join(f"{DAYS[r[0]]}-{DAYS[r[-1]]}" if len(r) >= 3
+                    else ",".join(DAYS[d] for d in r) for r in runs)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str = DEFAULT_CONFIG_PATH
+    paths: Paths = field(default_factory=Paths)
+    api_group: str = ""
+    node: Node = field(default_factory=Node)
+    defaults: SliceSpec = field(default_factory=lambda: SliceSpec(
+        memory=None, compute=None, priority="low", policy="share"))
+    scheduler_period: float = 0.1
+    metrics_listen: str = "127.0.0.1:9400"
+    log_level: str = "info"
+    gc_interval: float = 10.0
+    profiles: dict[str, SliceSpec] = field(default_factory=dict)
+    schedule: tuple[Window, ...] = ()
+
+    def window_profile(self, labels: Mapping[str, str],
+                       now: datetime.datetime) -> str | None:
+        """The profile of the first schedule window (in file order) that
+        matches one of `labels` and is open at `now`; None if none."""
+        for w in self.schedule:
+            if w.matches(labels) and w.active(now):
+                return w.profile
+        return None
+
+    def effective(self, spec: SliceSpec, profile: str | None,
+                  labels: Mapping[str, str], now: datetime.datetime) -> SliceSpec:
+        """A slice's effective settings at `now`: its explicit values (`spec`)
+        over the profile an open schedule window selects for its labels, or
+        else its own `profile`, over [defaults].  A window wins over the
+        slice's own profile: the schedule is the operator's node-wide policy
+        and the label is the container's opt-in to it; outside its windows
+        the slice's own profile applies again.  Raises ValueError for a
+        profile this config does not define."""
+        chosen = self.window_profile(labels, now) or profile
+        base = self.defaults
+        if chosen is not None:
+            try:
+                base = self.profiles[chosen].merged_over(self.defaults)
+            except KeyError:
+                known = ", ".join(sorted(self.profiles)) or "none defined"
+                raise ValueError(f"profile {quote(chosen)} is not defined "
+                                 f"(profiles: {known})") from None
+        return spec.merged_over(base)
+
+
+# --------------------------------------------------------------------------
+# parsing
+
+def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
+    """Read and validate a config file; raises ConfigError (including for a
+    file that cannot be read)."""
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{name}: cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{name}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})") from None
+    return parse_config(text, name)
+
+
+_TOML_POS_RE = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*\Z")
+_TOML_END_RE = re.compile(r"\s*\(at end of document\)\s*\Z")
+
+
+def parse_config(text: str, path: str = "<string>") -> Config:
+    """Validate TOML text; raises ConfigError listing every problem."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = _TOML_POS_RE.search(msg)
+        if m:
+            raise ConfigError(f"{path}:{m.group(1)}: {msg[:m.start()]} "
+                              f"(column {m.group(2)})") from None
+        m = _TOML_END_RE.search(msg)
+        if m:
+            line = text.count("\n") + (0 if text.endswith("\n") else 1)
+            raise ConfigError(f"{path}:{max(line, 1)}: {msg[:m.start()]} "
+                              f"(at end of file)") from None
+        raise ConfigError(f"{path}: {msg}") from None
+    return _Parser(path).parse(raw)
+
+
+_SECTIONS = ("paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc",
+             "profiles", "schedule")
+
+
+def _typename(v: Any) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int):
+        return "an integer"
+    if isinstance(v, float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array"
+    if isinstance(v, dict):
+        return "a table"
+    return "a date or time"
+
+
+def _parse_spec(table: Mapping[str, Any], err: Callable[[str, str], None],
+                prefix: str) -> SliceSpec:
+    """The four slice keys of a table ([defaults], [profiles.X], API args);
+    err(dotted_key, message) for each problem, unknown keys included."""
+    out: dict[str, Any] = {}
+    for key, v in table.items():
+        k = prefix + key
+        if key == "memory":
+            if isinstance(v, float):
+                err(k, f"{quote(v)} is not a size (use an integer of bytes, or e.g. \"1.5GiB\")")
+                continue
+            try:
+                out["memory"] = parse_size(v)
+            except ValueError as e:
+                err(k, str(e))
+        elif key == "compute":
+            try:
+                out["compute"] = parse_percent(v)
+            except ValueError as e:
+                err(k, str(e))
+        elif key == "priority":
+            if v not in PRIORITIES:
+                err(k, f"{quote(v)} is not a priority (high or low)")
+            else:
+                out["priority"] = v
+        elif key == "policy":
+            if v not in POLICIES:
+                err(k, f"{quote(v)} is not a policy (share, fixed or burst)")
+            else:
+                out["policy"] = v
+        else:
+            err(k, f"unknown key (known: memory, compute, priority, policy)")
+    return SliceSpec(**out)
+
+
+class _Parser:
+    def __init__(self, path: str):
+        self.path = path
+        self.errors: list[str] = []
+
+    def err(self, key: str, msg: str) -> None:
+        self.errors.append(f"{self.path}: {key}: {msg}")
+
+    # -- helpers over one table ------------------------------------------
+    def table(self, raw: Mapping[str, Any], key: str) -> dict[str, Any]:
+        v = raw.get(key, {})
+        if not isinstance(v, dict):
+            self.err(key, f"{quote(v)} is {_typename(v)}, not a table (write [{key}])")
+            return {}
+        return v
+
+    def unknown(self, tbl: Mapping[str, Any], prefix: str, known: tuple[str, ...]) -> None:
+        for k in tbl:
+            if k not in known:
+                self.err(prefix + k, f"unknown key (known: {', '.join(known)})")
+
+    def string(self, tbl: Mapping[str, Any], key: str, dotted: str, default: str) -> str | None:
+        v = tbl.get(key, default)
+        if not isinstance(v, str):
+            self.err(dotted, f"{quote(v)} is {_typename(v)}, not a string")
+            return None
+        return v
+
+    def choice(self, tbl, key, dotted, default, choices) -> str:
+        v = tbl.get(key, default)
+        if v not in choices or not isinstance(v, str):
+            self.err(dotted, f"{quote(v)} is not one of {', '.join(choices)}")
+            return default
+        return v
+
+    def duration(self, tbl, key, dotted, default, lo, hi) -> float:
+        if key not in tbl:
+            return default
+        v = tbl[key]
+        try:
+            x = parse_duration(v)
+        except ValueError as e:
+            self.err(dotted, str(e))
+            return default
+        if not (lo - 1e-12 <= x <= hi + 1e-12):
+            self.err(dotted, f"{quote(v)} is out of range ({format_duration(lo)} to "
+                             f"{format_duration(hi)})")
+            return default
+        return x
+
+    def abspath(self, tbl, key, dotted, default: Path) -> Path:
+        v = tbl.get(key, str(default))
+        if not isinstance(v, str):
+            self.err(dotted, f"{quote(v)} is {_typename(v)}, not a string")
+            return default
+        if not v.startswith("/"):
+            self.err(dotted, f"{quote(v)} is not an absolute path")
+            return default
+        if "\0" in v:
+            self.err(dotted, f"{quote(v)} contains a NUL byte")
+            return default
+        return Path(v)
+
+    # -- the file ---------------------------------------------------------
+    def parse(self, raw: dict[str, Any]) -> Config:
+        base = Config(path=self.path)
+        self.unknown(raw, "", _SECTIONS)
+
+        t = self.table(raw, "paths")
+        self.unknown(t, "paths.", ("socket", "state_dir", "fuse_mount"))
+        sock = self.abspath(t, "socket", "paths.socket", base.paths.socket)
+        if len(str(sock).encode()) > _SUN_PATH_MAX:
+            self.err("paths.socket", f"{quote(str(sock))} is too long for a Unix socket "
+                                     f"(at most {_SUN_PATH_MAX} bytes)")
+            sock = base.paths.socket
+        paths = Paths(
+            socket=sock,
+            state_dir=self.abspath(t, "state_dir", "paths.state_dir", base.paths.state_dir),
+            fuse_mount=self.abspath(t, "fuse_mount", "paths.fuse_mount", base.paths.fuse_mount),
+        )
+
+        t = self.table(raw, "api")
+        self.unknown(t, "api.", ("group",))
+        group = self.string(t, "group", "api.group", "")
+        if group and not (_GROUP_RE.match(group) or group.isdigit()):
+            self.err("api.group", f"{quote(group)} is not a group name or number")
+            group = ""
+        group = group or ""
+
+        node = self.parse_node(self.table(raw, "node"))
+
+        t = self.table(raw, "defaults")
+        d = _parse_spec(t, self.err, "defaults.")
+        defaults = d.merged_over(base.defaults)
+
+        t = self.table(raw, "scheduler")
+        self.unknown(t, "scheduler.", ("period",))
+        period = self.duration(t, "period", "scheduler.period", base.scheduler_period,
+                               PERIOD_MIN, PERIOD_MAX)
+
+        t = self.table(raw, "metrics")
+        self.unknown(t, "metrics.", ("listen",))
+        listen = self.string(t, "listen", "metrics.listen", base.metrics_listen)
+        if listen is None:
+            listen = base.metrics_listen
+        elif listen:
+            problem = _check_listen(listen)
+            if problem:
+                self.err("metrics.listen", f"{quote(listen)} {problem}")
+                listen = base.metrics_listen
+
+        t = self.table(raw, "log")
+        self.unknown(t, "log.", ("level",))
+        level = t.get("level", base.log_level)
+        if isinstance(level, str) and level.lower() in LOG_LEVELS:
+            level = level.lower()
+        else:
+            self.err("log.level", f"{quote(level)} is not one of {', '.join(LOG_LEVELS)}")
+            level = base.log_level
+
+        t = self.table(raw, "gc")
+        self.unknown(t, "gc.", ("interval",))
+        gc_interval = self.duration(t, "interval", "gc.interval", base.gc_interval,
+                                    GC_MIN, GC_MAX)
+
+        profiles: dict[str, SliceSpec] = {}
+        t = self.table(raw, "profiles")
+        for name, ptbl in t.items():
+            if not _NAME_RE.match(name):
+                self.err(f"profiles.{name}", f"{quote(name)} is not a profile name "
+                         f"(letters, digits, _ . -; up to 63)")
+                continue
+            if not isinstance(ptbl, dict):
+                self.err(f"profiles.{name}", f"{quote(ptbl)} is {_typename(ptbl)}, "
+                         f"not a table (write [profiles.{name}])")
+                continue
+            profiles[name] = _parse_spec(ptbl, self.err, f"profiles.{name}.")
+
+        schedule = self.parse_schedule(raw.get("schedule", []), profiles,
+                                       bad_profiles=set(t) - set(profiles))
+
+        if self.errors:
+            raise ConfigError(self.errors)
+        return Config(path=self.path, paths=paths, api_group=group, node=node,
+                      defaults=defaults, scheduler_period=period, metrics_listen=listen,
+                      log_level=level, gc_interval=gc_interval, profiles=profiles,
+                      schedule=schedule)
+
+    def parse_node(self, t: Mapping[str, Any]) -> Node:
+        base = Node()
+        self.unknown(t, "node.", ("gpus", "placement", "oversubscribe_memory", "uvm",
+                                  "over_quota_action"))
+        gpus: str | tuple[int | str, ...] = "all"
+        v = t.get("gpus", "all")
+        if v == "all":
+            pass
+        elif isinstance(v, list):
+            items: list[int | str] = []
+            ok = True
+            if not v:
+                self.err("node.gpus", '[] selects no GPU (write "all", or list indexes or UUIDs)')
+                ok = False
+            for i, g in enumerate(v):
+                k = f"node.gpus[{i}]"
+                if isinstance(g, bool) or not isinstance(g, (int, str)):
+                    self.err(k, f"{quote(g)} is {_typename(g)}, not a GPU index or UUID")
+                    ok = False
+                elif isinstance(g, int) and g < 0:
+                    self.err(k, f"{quote(g)} is negative (GPU indexes start at 0)")
+                    ok = False
+                elif isinstance(g, str) and (not g.strip() or g.strip().isdigit()):
+                    hint = " (write an index as a number, without quotes)" if g.strip() else ""
+                    self.err(k, f"{quote(g)} is not a GPU UUID{hint}")
+                    ok = False
+                elif g in items:
+                    self.err(k, f"{quote(g)} is listed twice")
+                    ok = False
+                else:
+                    items.append(g)
+            if ok:
+                gpus = tuple(items)
+        else:
+            self.err("node.gpus", f'{quote(v)} is not "all" or a list of GPU indexes or UUIDs')
+        placement = self.choice(t, "placement", "node.placement", base.placement, PLACEMENTS)
+        over = t.get("oversubscribe_memory", False)
+        if not isinstance(over, bool):
+            self.err("node.oversubscribe_memory", f"{quote(over)} is not true or false")
+            over = False
+        uvm = self.choice(t, "uvm", "node.uvm", base.uvm, UVM_MODES)
+        action = self.choice(t, "over_quota_action", "node.over_quota_action",
+                             base.over_quota_action, OVER_QUOTA_ACTIONS)
+        return Node(gpus=gpus, placement=placement, oversubscribe_memory=over, uvm=uvm,
+                    over_quota_action=action)
+
+    def parse_schedule(self, v: Any, profiles: Mapping[str, SliceSpec],
+                       bad_profiles: set[str]) -> tuple[Window, ...]:
+        if not isinstance(v, list):
+            self.err("schedule", f"{quote(v)} is {_typename(v)}, not an array of tables "
+                                 f"(write [[schedule]])")
+            return ()
+        out: list[Window] = []
+        for i, w in enumerate(v):
+            p = f"schedule[{i}]"
+            if not isinstance(w, dict):
+                self.err(p, f"{quote(w)} is {_typename(w)}, not a table (write [[schedule]])")
+                continue
+            n0 = len(self.errors)
+            known = ("label", "profile", "from", "to", "days")
+            self.unknown(w, p + ".", known)
+            for k in ("label", "profile", "from", "to"):
+                if k not in w:
+                    self.err(f"{p}.{k}", "missing (a window needs label, profile, from and to)")
+            label = w.get("label")
+            if label is not None:
+                if not isinstance(label, str):
+                    self.err(f"{p}.label", f"{quote(label)} is {_typename(label)}, not a string")
+                else:
+                    key, eq, value = label.partition("=")
+                    if not eq or not _LABEL_KEY_RE.match(key) or not _LABEL_VALUE_RE.match(value):
+                        self.err(f"{p}.label", f"{quote(label)} is not a label selector "
+                                               f"(write key=value, e.g. vgpu.io/class=inference)")
+            profile = w.get("profile")
+            if profile is not None:
+                if not isinstance(profile, str):
+                    self.err(f"{p}.profile", f"{quote(profile)} is {_typename(profile)}, "
+                                             f"not a profile name")
+                elif profile not in profiles and profile not in bad_profiles:
+                    known_p = ", ".join(sorted(profiles)) or "none defined"
+                    self.err(f"{p}.profile", f"{quote(profile)} is not a defined profile "
+                                             f"(profiles: {known_p})")
+            times: dict[str, datetime.time] = {}
+            for k in ("from", "to"):
+                if k in w:
+                    tv = w[k]
+                    if isinstance(tv, datetime.time):   # TOML local time 08:00:00
+                        if tv.second or tv.microsecond:
+                            self.err(f"{p}.{k}", f"{quote(tv.isoformat())} is not a time "
+                                                 f"of day in whole minutes")
+                        else:
+                            times[k] = tv.replace(tzinfo=None)
+                        continue
+                    try:
+                        times[k] = parse_clock(tv)
+                    except ValueError as e:
+                        self.err(f"{p}.{k}", str(e))
+            if len(times) == 2 and times["from"] == times["to"]:
+                self.err(f"{p}.to", f"{quote(w['to'] if isinstance(w['to'], str) else str(w['to']))} "
+                                    f"equals from: the window would be empty "
+                                    f"(for all day, leave the profile to the slice)")
+            days = self.parse_days(w.get("days"), f"{p}.days")
+            if len(self.errors) == n0:
+                out.append(Window(label=label, profile=profile, start=times["from"],
+                                  end=times["to"], days=days))
+        return tuple(out)
+
+    def parse_days(self, v: Any, dotted: str) -> frozenset[int]:
+        every = frozenset(range(7))
+        if v is None:
+            return every
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list):
+            self.err(dotted, f"{quote(v)} is {_typename(v)}, not a list of days "
+                             f'(e.g. ["mon", "tue"] or ["mon-fri"])')
+            return every
+        if not v:
+            self.err(dotted, "[] names no day (leave days out for every day)")
+            return every
+        out: set[int] = set()
+        for i, d in enumerate(v):
+            k = f"{dotted}[{i}]"
+            if not isinstance(d, str):
+                self.err(k, f"{quote(d)} is {_typename(d)}, not a day (mon ... sun)")
+                continue
+            lo, dash, hi = d.strip().lower().partition("-")
+            a, b = _DAY_INDEX.get(lo.strip()), _DAY_INDEX.get(hi.strip()) if dash else None
+            if a is None or (dash and b is None):
+                self.err(k, f"{quote(d)} is not a day (mon, tue, wed, thu, fri, sat, sun, "
+                            f"or a range such as mon-fri)")
+                continue
+            if b is None:
+                b = a
+            span = {(a + j) % 7 for j in range((b - a) % 7 + 1)}
+            if span & out:
+                self.err(k, f"{quote(d)} repeats a day")
+            out |= span
+        return frozenset(out) if out else every
+
+
+_DAY_INDEX = {**{d: i for i, d in enumerate(DAYS)},
+              **{d: i for i, d in enumerate(("monday", "tuesday", "wednesday", "thursday",
+                                             "friday", "saturday", "sunday"))}}
+
+
+def _check_listen(v: str) -> str | None:
+    """None if `v` is host:port ("[v6]:port" for IPv6), else what is wrong."""
+    host, sep, port = v.rpartition(":")
+    if not sep or not host:
+        return "is not host:port (e.g. 127.0.0.1:9400; \"\" disables metrics)"
+    if not port.isdigit() or not (1 <= int(port) <= 65535):
+        return f"has a bad port {quote(port)} (1 to 65535)"
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return "has a bad IPv6 address"
+        return None
+    if ":" in host:
+        return "has an IPv6 address without brackets (write [::1]:9400)"
+    try:
+        ipaddress.IPv4Address(host)
+        return None
+    except ValueError:
+        pass
+    if host.replace(".", "").isdigit():
+        return "has a bad IPv4 address"
+    if not _HOSTNAME_RE.match(host) or len(host) > 253:
+        return "has a bad host name"
+    return None
+
+
+# --------------------------------------------------------------------------
+# reload
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "unset"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return quote(v)
+    if isinstance(v, Path):
+        return quote(str(v))
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return str(v)
+
+
+def _spec_items(prefix: str, s: SliceSpec) -> dict[str, str]:
+    return {
+        prefix + "memory": "unset" if s.memory is None else format_size(s.memory),
+        prefix + "compute": "unset" if s.compute is None else format_percent(s.compute),
+        prefix + "priority": _show(s.priority),
+        prefix + "policy": _show(s.policy),
+    }
+
+
+def _flatten(c: Config) -> dict[str, str]:
+    out = {
+        "paths.socket": _show(c.paths.socket),
+        "paths.state_dir": _show(c.paths.state_dir),
+        "paths.fuse_mount": _show(c.paths.fuse_mount),
+        "api.group": _show(c.api_group),
+        "node.gpus": _show(c.node.gpus),
+        "node.placement": _show(c.node.placement),
+        "node.oversubscribe_memory": _show(c.node.oversubscribe_memory),
+        "node.uvm": _show(c.node.uvm),
+        "node.over_quota_action": _show(c.node.over_quota_action),
+        "scheduler.period": format_duration(c.scheduler_period),
+        "metrics.listen": _show(c.metrics_listen),
+        "log.level": _show(c.log_level),
+        "gc.interval": format_duration(c.gc_interval),
+    }
+    out.update(_spec_items("defaults.", c.defaults))
+    return out
+
+
+# Keys whose change takes effect only when vgpud restarts.
+RESTART_KEYS = ("paths.socket", "paths.state_dir", "paths.fuse_mount")
+
+
+def describe_changes(old: Config, new: Config) -> list[str]:
+    """Human-readable lines, one per changed setting, in file order:
+    'profiles.small.memory: 4 GiB -> 6 GiB', 'profiles.big: added (memory
+    16 GiB)', 'schedule[1]: removed (...)'.  Keys in RESTART_KEYS are marked
+    '(takes effect on restart)'.  [] when nothing changed."""
+    lines: list[str] = []
+    a, b = _flatten(old), _flatten(new)
+    for k in a:
+        if a[k] != b[k]:
+            note = " (takes effect on restart)" if k in RESTART_KEYS else ""
+            lines.append(f"{k}: {a[k]} -> {b[k]}{note}")
+    for name in old.profiles:
+        if name not in new.profiles:
+            lines.append(f"profiles.{name}: removed")
+        elif old.profiles[name] != new.profiles[name]:
+            pa = _spec_items(f"profiles.{name}.", old.profiles[name])
+            pb = _spec_items(f"profiles.{name}.", new.profiles[name])
+            lines.extend(f"{k}: {pa[k]} -> {pb[k]}" for k in pa if pa[k] != pb[k])
+    for name in new.profiles:
+        if name not in old.profiles:
+            lines.append(f"profiles.{name}: added ({new.profiles[name].describe()})")
+    for i in range(max(len(old.schedule), len(new.schedule))):
+        wa = old.schedule[i] if i < len(old.schedule) else None
+        wb = new.schedule[i] if i < len(new.schedule) else None
+        if wa == wb:
+            continue
+        if wa is None:
+            lines.append(f"schedule[{i}]: added ({wb.describe()})")
+        elif wb is None:
+            lines.append(f"schedule[{i}]: removed ({wa.describe()})")
+        else:
+            lines.append(f"schedule[{i}]: {wa.describe()} -> {wb.describe()}")
+    return lines

@@ -1,0 +1,773 @@
+"""The slice manager of vgpud: desired state, kernel, reconciliation, GC.
+
+Owns:
+- the desired state: one record per container (slice id, GPUs, explicit
+  quotas, profile, labels, cgroup or pid), saved atomically through
+  vgpu.state.StateStore after every change;
+- the API handler (``op_*`` methods, see vgpu.api) that creates, changes and
+  deletes slices through vgpu.ko, after placement and admission
+  (vgpu.policy);
+- slice-id allocation (lowest free id above the last one handed out, never
+  one the kernel or the state already uses);
+- reconciliation (``reconcile``): the kernel's slices are the truth of what
+  exists, the state file the truth of what was wanted.  A wanted slice the
+  kernel lacks is created again (same id); a kernel slice nobody wanted is
+  adopted (its name is the container, its limits become explicit quotas);
+  limits that differ from the effective ones are set.  Run at start, when
+  vgpu.ko appears, and on every GC tick: idempotent, one dump;
+- garbage collection (``collect``): a slice whose container is gone (its
+  cgroup v2 directory gone or its cgroup.procs empty; its pid dead or reused)
+  and that has no open files is deleted;
+- schedule windows and reloads (``apply_all``): effective settings are
+  recomputed when a window opens/closes (checked once a minute) or the
+  config changes, and pushed to the kernel;
+- over-quota detection: the driver's per-process FB (vgpu.inventory) against
+  the slice's limit, handled as configured (log, event, kill);
+- the event fan-out to API subscribers.
+
+What it may call: vgpu.kernel (through ``KernelPort``, in a worker thread),
+vgpu.inventory (worker thread), vgpu.state, vgpu.policy, vgpu.config.  It
+never opens a slice's device nodes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from . import policy as P
+from .api import ApiError
+from .units import format_size
+
+log = logging.getLogger("vgpud.slices")
+
+MAX_SLICE_ID = 0xFFFFFFFF
+KERNEL_TIMEOUT = 5.0
+
+
+# ------------------------------------------------------------------ kernel
+class KernelPort:
+    """vgpu.kernel.VgpuKernel driven from trio: every call runs in one worker
+    thread (a limiter of 1), bounded by the client's socket timeout and a
+    trio deadline.  ``kernel`` is None while vgpu.ko is not loaded."""
+
+    def __init__(self, factory=None, timeout: float = KERNEL_TIMEOUT):
+        self.timeout = timeout
+        self._factory = factory
+        self.kernel = None
+        self.limiter = trio.CapacityLimiter(1)
+
+    def _make(self):
+        if self._factory is not None:
+            return self._factory()
+        from .kernel import VgpuKernel
+        return VgpuKernel(timeout=self.timeout)
+
+    async def connect(self) -> bool:
+        from .kernel import VgpuNotLoaded
+        if self.kernel is not None:
+            return True
+        try:
+            self.kernel = await trio.to_thread.run_sync(self._make, limiter=self.limiter)
+        except (VgpuNotLoaded, FileNotFoundError):
+            return False
+        except OSError as e:
+            log.warning("vgpu.ko: %s", e)
+            return False
+        return True
+
+    async def call(self, _method: str, /, *args, **kw):
+        if self.kernel is None and not await self.connect():
+            raise ApiError("unavailable", "vgpu.ko is not loaded")
+        fn = getattr(self.kernel, _method)
+        with trio.fail_after(self.timeout * 2 + 1):
+            return await trio.to_thread.run_sync(lambda: fn(*args, **kw), limiter=self.limiter)
+
+    def close(self):
+        if self.kernel is not None:
+            try:
+                self.kernel.close()
+            except Exception:
+                pass
+            self.kernel = None
+
+
+def kernel_error(e: OSError) -> ApiError:
+    from .kernel import VgpuNotLoaded
+    if isinstance(e, VgpuNotLoaded):
+        return ApiError("unavailable", str(e))
+    name = errno.errorcode.get(e.errno or 0, str(e.errno))
+    return ApiError("kernel", f"vgpu.ko refused: {name}: {e}", errno=name)
+
+
+# ------------------------------------------------------------------ config
+def effective(cfg, explicit: dict, profile: str | None, labels: dict, now=None) -> dict:
+    """The effective memory/compute/priority/policy (+ the profile in force)
+    of a slice: explicit values over its profile (or the schedule window's)
+    over [defaults].  An adapter over Config.effective; raises ValueError
+    (an unknown profile, no memory quota anywhere)."""
+    from .config import SliceSpec
+    now = now if now is not None else _now()
+    labels = labels or {}
+    spec = SliceSpec(**{k: explicit.get(k) for k in ("memory", "compute", "priority", "policy")})
+    eff = cfg.effective(spec, profile, labels, now)
+    out = {k: getattr(eff, k) for k in ("memory", "compute", "priority", "policy")}
+    if out["memory"] is None:
+        raise ValueError("no memory quota: the request gives none, nor does its profile or [defaults]")
+    out["profile"] = cfg.window_profile(labels, now) or profile
+    return out
+
+
+def _now():
+    import datetime
+    return datetime.datetime.now()
+
+
+# ------------------------------------------------------------------ liveness
+def proc_start(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of pid, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def container_gone(rec: dict) -> bool:
+    """True when the container a record names is gone for sure."""
+    cg = rec.get("cgroup")
+    if cg:
+        path = cg if cg.startswith("/sys/fs/cgroup") else os.path.join("/sys/fs/cgroup", cg.lstrip("/"))
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                return not f.read().strip()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+    pid = rec.get("pid")
+    if pid:
+        st = proc_start(pid)
+        return st is None or (rec.get("pid_start") is not None and st != rec["pid_start"])
+    return False
+
+
+# ------------------------------------------------------------------ manager
+@dataclass
+class GpuRef:
+    index: int           # host index (inventory)
+    uuid: str
+    minor: int
+    gpu_id: int | None
+    memory_total: int
+
+
+class SliceManager:
+    def __init__(self, cfg, config_path: str, kernel: KernelPort, store, inventory=None):
+        self.cfg = cfg
+        self.config_path = config_path
+        self.kport = kernel
+        self.store = store
+        self.inventory = inventory
+        self.records: dict[str, dict] = {}
+        self.by_id: dict[int, str] = {}
+        self.kslices: dict[int, Any] = {}       # last kernel dump: id -> kernel.Slice
+        self.kdump_at = 0.0
+        self.gpus: list = []                    # inventory.GpuInfo, last poll
+        self.lock = trio.Lock()
+        self.started = time.time()
+        self._next_id = 1
+        self._subs: set = set()
+        self._reported: set = set()
+        self.wake_gc = trio.Event()
+        self.inv_limiter = trio.CapacityLimiter(1)
+
+    # ------------------------------------------------------------- state
+    def load_state(self) -> None:
+        doc = self.store.load() or {}
+        for c, rec in (doc.get("slices") or {}).items():
+            if isinstance(rec, dict) and isinstance(rec.get("slice_id"), int):
+                rec["container"] = c
+                self.records[c] = rec
+                self.by_id[rec["slice_id"]] = c
+        self._next_id = int(doc.get("next_id", 1)) or 1
+        log.info("state: %d slice(s) wanted", len(self.records))
+
+    def save_state(self) -> None:
+        self.store.save({"version": 1, "next_id": self._next_id, "slices": self.records})
+
+    # ---------------------------------------------------------- inventory
+    async def poll_inventory(self, proc_memory: bool = False) -> list:
+        if self.inventory is None:
+            return self.gpus
+        try:
+            with trio.fail_after(30):
+                self.gpus = await trio.to_thread.run_sync(
+                    lambda: self.inventory.poll(proc_memory), limiter=self.inv_limiter)
+        except (OSError, trio.TooSlowError) as e:
+            log.warning("GPU inventory: %s", e)
+        except Exception as e:                     # RmError and friends
+            log.warning("GPU inventory: %s", e)
+        return self.gpus
+
+    def sliced_gpus(self) -> list[GpuRef]:
+        out = []
+        for g in self.gpus:
+            if not self.cfg.node.selects(g.index, g.uuid):
+                continue
+            out.append(GpuRef(g.index, g.uuid, g.minor, g.gpu_id, g.memory_total))
+        return out
+
+    def _gpu_by_ref(self, ref) -> GpuRef:
+        for g in self.sliced_gpus():
+            if ref == g.index or (isinstance(ref, str) and ref.lower() == g.uuid.lower()):
+                return g
+        raise ApiError("not-found", f"GPU {ref!r} is not one this node slices "
+                       f"(known: {', '.join(str(g.index) for g in self.sliced_gpus()) or 'none'})")
+
+    def _gpu_by_minor(self, minor: int) -> GpuRef | None:
+        for g in self.gpus:
+            if g.minor == minor:
+                return GpuRef(g.index, g.uuid, g.minor, g.gpu_id, g.memory_total)
+        return None
+
+    # ------------------------------------------------------------ effective
+    def eff(self, rec: dict, now=None) -> dict:
+        return effective(self.cfg, rec.get("explicit", {}), rec.get("profile"), rec.get("labels", {}), now)
+
+    @staticmethod
+    def gpu_limits(rec: dict, eff: dict) -> dict[int, int]:
+        """container GPU index -> bytes."""
+        return {i: (g.get("memory") if g.get("memory") is not None else eff["memory"])
+                for i, g in enumerate(rec["gpus"])}
+
+    def views(self, exclude: str | None = None) -> dict[int, P.GpuView]:
+        views = {g.index: P.GpuView(g.index, g.uuid, g.memory_total) for g in self.sliced_gpus()}
+        for c, rec in self.records.items():
+            if c == exclude:
+                continue
+            e = rec.get("applied") or self.eff(rec)
+            lim = self.gpu_limits(rec, e)
+            for i, g in enumerate(rec["gpus"]):
+                v = views.get(g["gpu"])
+                if v is None:
+                    continue
+                v.memory_allocated += lim[i]
+                if P.reserves_compute(e.get("policy")) and e.get("compute") is not None:
+                    v.compute_fixed += e["compute"]
+        return views
+
+    # ------------------------------------------------------------ ids
+    def _alloc_id(self) -> int:
+        used = set(self.by_id) | set(self.kslices)
+        sid = self._next_id
+        for _ in range(1 << 20):
+            if sid < 1 or sid > MAX_SLICE_ID:
+                sid = 1
+            if sid not in used:
+                self._next_id = sid + 1
+                return sid
+            sid += 1
+        raise ApiError("internal", "no free slice id")
+
+    # ------------------------------------------------------------ kernel
+    async def kdump(self, max_age: float = 0.0) -> dict[int, Any]:
+        if self.kport.kernel is None and not await self.kport.connect():
+            return self.kslices
+        if max_age and time.monotonic() - self.kdump_at < max_age:
+            return self.kslices
+        try:
+            ks = await self.kport.call("slices")
+        except ApiError:
+            return self.kslices
+        except OSError as e:
+            log.warning("kernel dump: %s", e)
+            return self.kslices
+        self.kslices = {s.id: s for s in ks}
+        self.kdump_at = time.monotonic()
+        return self.kslices
+
+    # ------------------------------------------------------------ events
+    def subscribe(self, size: int = 256):
+        send, recv = trio.open_memory_channel(size)
+        self._subs.add(send)
+        return recv
+
+    def publish(self, type_: str, container: str | None, **kw) -> None:
+        ev = {"type": type_, "container": container, "time": time.time(), **kw}
+        for s in list(self._subs):
+            try:
+                s.send_nowait(ev)
+            except trio.WouldBlock:
+                log.warning("event subscriber too slow: dropped")
+                s.close()
+                self._subs.discard(s)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subs.discard(s)
+
+    # ------------------------------------------------------------ views
+    def slice_view(self, rec: dict, ks=None) -> dict:
+        e = rec.get("applied") or self.eff(rec)
+        lim = self.gpu_limits(rec, e)
+        gpus = []
+        for i, g in enumerate(rec["gpus"]):
+            ku = None
+            if ks is not None:
+                ku = next((x for x in ks.gpus if x.index == i), None)
+            gpus.append({"index": i, "gpu": g["gpu"], "uuid": g.get("uuid"),
+                         "real_minor": g.get("real_minor"),
+                         "memory_limit": ku.mem_limit if ku else lim[i],
+                         "memory_used": ku.mem_used if ku else 0,
+                         "memory_peak": ku.mem_peak if ku else 0,
+                         "allocs": ku.allocs if ku else 0,
+                         "refusals": ku.refusals if ku else 0})
+        devices = None
+        if ks is not None and ks.major is not None:
+            devices = {"major": ks.major, "ctl_minor": ks.base_minor,
+                       "uvm_minor": ks.base_minor + 1,
+                       "gpu_minors": [ks.base_minor + 2 + i for i in range(len(rec["gpus"]))]}
+        return {"container": rec["container"], "slice_id": rec["slice_id"],
+                "profile": e.get("profile"), "labels": rec.get("labels", {}),
+                "cgroup": rec.get("cgroup"), "pid": rec.get("pid"),
+                "pids": list(ks.pids) if ks else [], "open_files": ks.open_files if ks else 0,
+                "created": rec.get("created"), "in_kernel": ks is not None,
+                "adopted": bool(rec.get("adopted")), "gpus": gpus,
+                "compute": {"percent": e.get("compute"), "policy": e.get("policy"),
+                            "priority": e.get("priority")},
+                "devices": devices}
+
+    def _rec(self, container: str) -> dict:
+        rec = self.records.get(container)
+        if rec is None:
+            raise ApiError("not-found", f"no slice for container {container!r}")
+        return rec
+
+    # ------------------------------------------------------------ API ops
+    async def op_status(self, args) -> dict:
+        return {"version": _version(), "pid": os.getpid(),
+                "uptime_s": round(time.time() - self.started, 3), "slices": len(self.records),
+                "gpus": len(self.sliced_gpus()), "kernel": {"loaded": self.kport.kernel is not None},
+                "config": self.config_path, "inventory": getattr(self.inventory, "source", None)}
+
+    async def op_gpus(self, args) -> dict:
+        await self.poll_inventory()
+        views = self.views()
+        out = []
+        for g in self.gpus:
+            v = views.get(g.index)
+            d = g.as_dict()
+            d.update({"memory_allocated": v.memory_allocated if v else 0,
+                      "sliced": v is not None,
+                      "slices": sum(1 for r in self.records.values()
+                                    if any(x["gpu"] == g.index for x in r["gpus"]))})
+            out.append(d)
+        return {"gpus": out}
+
+    async def op_list(self, args) -> dict:
+        ks = await self.kdump()
+        return {"slices": [self.slice_view(r, ks.get(r["slice_id"]))
+                           for r in sorted(self.records.values(), key=lambda r: r["slice_id"])]}
+
+    async def op_show(self, args) -> dict:
+        rec = self._rec(args["container"])
+        ks = None
+        try:
+            ks = await self.kport.call("slice_get", rec["slice_id"])
+            self.kslices[ks.id] = ks
+        except ApiError:
+            pass
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise kernel_error(e) from None
+        return {"slice": self.slice_view(rec, ks)}
+
+    def _explicit(self, args) -> dict:
+        return {k: args[k] for k in ("memory", "compute", "priority", "policy") if k in args}
+
+    def _check_profile(self, name):
+        if name is not None and name not in (getattr(self.cfg, "profiles", None) or {}):
+            raise ApiError("bad-request", f"args.profile: {name!r} is not a profile of the config "
+                           f"(known: {', '.join(self.cfg.profiles) or 'none'})")
+
+    async def op_create(self, args) -> dict:
+        c = args["container"]
+        self._check_profile(args.get("profile"))
+        if self.kport.kernel is None and not await self.kport.connect():
+            raise ApiError("unavailable", "vgpu.ko is not loaded")
+        async with self.lock:
+            if c in self.records:
+                raise ApiError("exists", f"container {c!r} already has slice {self.records[c]['slice_id']}")
+            if not self.gpus:
+                await self.poll_inventory()
+            rec = {"container": c, "explicit": self._explicit(args), "profile": args.get("profile"),
+                   "labels": args.get("labels", {}), "cgroup": args.get("cgroup"),
+                   "pid": args.get("pid"), "created": time.time(), "gpus": []}
+            if rec["pid"]:
+                rec["pid_start"] = proc_start(rec["pid"])
+                if rec["pid_start"] is None:
+                    raise ApiError("not-found", f"args.pid: process {rec['pid']} does not exist")
+            try:
+                e = self.eff(rec)
+            except Exception as ex:                       # config refuses the combination
+                raise ApiError("bad-request", str(ex)) from None
+            over = bool(self.cfg.node.oversubscribe_memory)
+            views = self.views()
+            if "gpus" in args:
+                refs = [self._gpu_by_ref(r) for r in args["gpus"]]
+                for g in refs:
+                    try:
+                        P.admit(views[g.index], e["memory"], e["compute"], e["policy"], over)
+                    except P.AdmissionError as ex:
+                        raise ApiError("admission", str(ex)) from None
+            else:
+                try:
+                    idx = P.place(list(views.values()), e["memory"], 1,
+                                  getattr(self.cfg.node, "placement", "spread"), over,
+                                  compute=e["compute"], policy=e["policy"])
+                except P.AdmissionError as ex:
+                    raise ApiError("admission", str(ex)) from None
+                refs = [self._gpu_by_ref(i) for i in idx]
+            rec["gpus"] = [{"gpu": g.index, "uuid": g.uuid, "real_minor": g.minor,
+                            "gpu_id": g.gpu_id} for g in refs]
+            for _attempt in range(64):         # ids taken outside the daemon: EEXIST, next
+                sid = self._alloc_id()
+                try:
+                    ks = await self.kport.call(
+                        "slice_new", sid, [(g.minor, e["memory"], g.gpu_id) for g in refs],
+                        name=c, uvm_policy=self._uvm_policy())
+                    break
+                except ApiError:
+                    raise
+                except OSError as ex:
+                    if ex.errno == errno.EEXIST:
+                        self.kslices[sid] = None
+                        continue
+                    raise kernel_error(ex) from None
+            else:
+                raise ApiError("kernel", "could not find a free slice id (EEXIST 64 times)")
+            rec["slice_id"] = sid
+            rec["applied"] = e
+            self.records[c] = rec
+            self.by_id[sid] = c
+            self.kslices[sid] = ks
+            self.save_state()
+        log.info("created slice %d for %s on GPU(s) %s, %s", sid, c,
+                 ",".join(str(g.index) for g in refs), format_size(e["memory"]))
+        self.publish("slice-created", c, slice_id=sid)
+        return {"slice": self.slice_view(rec, ks)}
+
+    def _uvm_policy(self):
+        from . import uapi as U
+        return U.VGPU_UVM_REFUSE if getattr(self.cfg.node, "uvm", "count") == "refuse" else U.VGPU_UVM_COUNT
+
+    async def op_set_quota(self, args) -> dict:
+        c = args["container"]
+        self._check_profile(args.get("profile"))
+        async with self.lock:
+            rec = self._rec(c)
+            new = dict(rec)
+            new["explicit"] = {**rec.get("explicit", {}), **self._explicit(args)}
+            new["gpus"] = [dict(g) for g in rec["gpus"]]
+            if "profile" in args:
+                new["profile"] = args["profile"]
+            if "gpus" in args and "memory" in args:
+                # memory for the named GPUs of the slice only
+                new["explicit"].pop("memory", None)
+                if "memory" in rec.get("explicit", {}):
+                    new["explicit"]["memory"] = rec["explicit"]["memory"]
+                targets = [self._gpu_by_ref(r).index for r in args["gpus"]]
+                hit = False
+                for g in new["gpus"]:
+                    if g["gpu"] in targets:
+                        g["memory"] = args["memory"]
+                        hit = True
+                if not hit:
+                    raise ApiError("not-found", f"args.gpus: the slice of {c!r} is not on GPU(s) "
+                                   f"{', '.join(map(str, args['gpus']))}")
+            elif "memory" in args:
+                for g in new["gpus"]:
+                    g.pop("memory", None)
+            try:
+                e = self.eff(new)
+            except Exception as ex:
+                raise ApiError("bad-request", str(ex)) from None
+            views = self.views(exclude=c)
+            over = bool(self.cfg.node.oversubscribe_memory)
+            lim = self.gpu_limits(new, e)
+            for i, g in enumerate(new["gpus"]):
+                v = views.get(g["gpu"])
+                if v is not None:
+                    try:
+                        P.admit(v, lim[i], e["compute"], e["policy"], over)
+                    except P.AdmissionError as ex:
+                        raise ApiError("admission", str(ex)) from None
+            try:
+                ks = await self.kport.call("slice_set", rec["slice_id"], limits=lim)
+            except ApiError:
+                raise
+            except OSError as ex:
+                raise kernel_error(ex) from None
+            if ks is None:
+                try:
+                    ks = await self.kport.call("slice_get", rec["slice_id"])
+                except OSError:
+                    ks = None
+            new["applied"] = e
+            self.records[c] = new
+            if ks is not None:
+                self.kslices[ks.id] = ks
+            self.save_state()
+        log.info("set quota of %s: %s", c, ", ".join(f"GPU {new['gpus'][i]['gpu']} {format_size(b)}"
+                                                    for i, b in lim.items()))
+        self.publish("slice-changed", c, slice_id=new["slice_id"])
+        return {"slice": self.slice_view(new, ks)}
+
+    async def op_delete(self, args) -> dict:
+        c = args["container"]
+        async with self.lock:
+            rec = self._rec(c)
+            try:
+                await self.kport.call("slice_del", rec["slice_id"], force=bool(args.get("force")))
+            except ApiError:
+                raise
+            except OSError as ex:
+                if ex.errno == errno.EBUSY:
+                    raise ApiError("kernel", f"slice of {c!r} has open files (EBUSY); "
+                                   f"use force to delete it anyway", errno="EBUSY") from None
+                if ex.errno != errno.ENOENT:
+                    raise kernel_error(ex) from None
+            self._forget(c)
+            self.save_state()
+        log.info("deleted slice %d of %s", rec["slice_id"], c)
+        self.publish("slice-deleted", c, slice_id=rec["slice_id"])
+        return {}
+
+    def _forget(self, c: str) -> None:
+        rec = self.records.pop(c, None)
+        if rec is not None:
+            self.by_id.pop(rec["slice_id"], None)
+            self.kslices.pop(rec["slice_id"], None)
+
+    # ------------------------------------------------------------ reconcile
+    async def reconcile(self) -> dict:
+        """Kernel (what exists) vs desired (what was wanted); returns counts."""
+        counts = {"adopted": 0, "recreated": 0, "corrected": 0, "kept": 0}
+        async with self.lock:
+            if self.kport.kernel is None and not await self.kport.connect():
+                return counts
+            ks_all = await self.kdump()
+            if not self.gpus:
+                await self.poll_inventory()
+            changed = False
+            for c, rec in list(self.records.items()):
+                ks = ks_all.get(rec["slice_id"])
+                if ks is not None and ks.name not in ("", c):
+                    # the id is someone else's now: move this slice to a new id
+                    self.by_id.pop(rec["slice_id"], None)
+                    rec["slice_id"] = self._alloc_id()
+                    self.by_id[rec["slice_id"]] = c
+                    ks = None
+                    changed = True
+                try:
+                    e = self.eff(rec)
+                except Exception as ex:
+                    log.error("slice of %s: %s", c, ex)
+                    continue
+                lim = self.gpu_limits(rec, e)
+                if ks is None:
+                    gl = [(g["real_minor"], lim[i], g.get("gpu_id")) for i, g in enumerate(rec["gpus"])]
+                    try:
+                        ks = await self.kport.call("slice_new", rec["slice_id"], gl, name=c,
+                                                   uvm_policy=self._uvm_policy())
+                        self.kslices[ks.id] = ks
+                        counts["recreated"] += 1
+                        log.warning("slice %d of %s was missing in vgpu.ko: created again",
+                                    rec["slice_id"], c)
+                    except OSError as ex:
+                        log.error("recreating slice %d of %s: %s", rec["slice_id"], c, ex)
+                        continue
+                else:
+                    have = {g.index: g.mem_limit for g in ks.gpus}
+                    if have != lim:
+                        try:
+                            new = await self.kport.call("slice_set", rec["slice_id"], limits=lim)
+                            if new is not None:
+                                self.kslices[new.id] = new
+                            counts["corrected"] += 1
+                            log.warning("slice %d of %s: limits %s corrected to %s",
+                                        rec["slice_id"], c, have, lim)
+                        except OSError as ex:
+                            log.error("correcting slice %d of %s: %s", rec["slice_id"], c, ex)
+                    else:
+                        counts["kept"] += 1
+                if rec.get("applied") != e:
+                    rec["applied"] = e
+                    changed = True
+            for sid, ks in ks_all.items():
+                if ks is None or sid in self.by_id:
+                    continue
+                name = ks.name or f"slice-{sid}"
+                if name in self.records:
+                    name = f"{name}-{sid}"
+                gpus = []
+                for g in ks.gpus:
+                    ref = self._gpu_by_minor(g.real_minor) if g.real_minor is not None else None
+                    gpus.append({"gpu": ref.index if ref else g.real_minor, "uuid": ref.uuid if ref else None,
+                                 "real_minor": g.real_minor, "gpu_id": g.gpu_id, "memory": g.mem_limit})
+                rec = {"container": name, "slice_id": sid, "explicit": {}, "profile": None,
+                       "labels": {}, "cgroup": None, "pid": None, "created": time.time(),
+                       "adopted": True, "gpus": gpus}
+                try:
+                    rec["applied"] = self.eff(rec)
+                except Exception:
+                    pass
+                self.records[name] = rec
+                self.by_id[sid] = name
+                counts["adopted"] += 1
+                changed = True
+                log.warning("adopted slice %d (%s) found in vgpu.ko", sid, name)
+            if changed or counts["recreated"] or counts["corrected"]:
+                self._next_id = max([self._next_id] + [s + 1 for s in self.by_id])
+                self.save_state()
+        return counts
+
+    # ------------------------------------------------------------ GC
+    async def collect(self) -> list[str]:
+        """Delete the slices of containers that are gone; returns them."""
+        gone = [c for c, r in self.records.items() if container_gone(r)]
+        if not gone:
+            return []
+        done = []
+        async with self.lock:
+            ks_all = await self.kdump()
+            for c in gone:
+                rec = self.records.get(c)
+                if rec is None or not container_gone(rec):
+                    continue
+                ks = ks_all.get(rec["slice_id"])
+                if ks is not None and ks.open_files:
+                    log.debug("container of %s gone but %d file(s) open", c, ks.open_files)
+                    continue
+                try:
+                    await self.kport.call("slice_del", rec["slice_id"])
+                except ApiError:
+                    return done
+                except OSError as ex:
+                    if ex.errno == errno.EBUSY:
+                        continue
+                    if ex.errno != errno.ENOENT:
+                        log.error("collecting slice of %s: %s", c, ex)
+                        continue
+                self._forget(c)
+                done.append(c)
+                log.info("collected slice %d of %s: container gone", rec["slice_id"], c)
+                self.publish("slice-collected", c, slice_id=rec["slice_id"])
+            if done:
+                self.save_state()
+        return done
+
+    # ------------------------------------------------------------ windows / reload
+    async def apply_all(self, reason: str) -> int:
+        """Recompute every slice's effective settings; push what changed."""
+        n = 0
+        async with self.lock:
+            now = _now()
+            for c, rec in list(self.records.items()):
+                try:
+                    e = self.eff(rec, now)
+                except Exception as ex:
+                    log.error("slice of %s under the new settings: %s", c, ex)
+                    continue
+                old = rec.get("applied")
+                if old == e:
+                    continue
+                lim = self.gpu_limits(rec, e)
+                if old is None or self.gpu_limits(rec, old) != lim:
+                    try:
+                        ks = await self.kport.call("slice_set", rec["slice_id"], limits=lim)
+                        if ks is not None:
+                            self.kslices[ks.id] = ks
+                    except (OSError, ApiError) as ex:
+                        log.error("applying %s to slice of %s: %s", reason, c, ex)
+                        continue
+                rec["applied"] = e
+                n += 1
+                log.info("slice of %s: %s -> profile %s, %s, compute %s %s %s", c, reason,
+                         e.get("profile"), format_size(e["memory"]), e.get("compute"),
+                         e.get("policy"), e.get("priority"))
+                self.publish("slice-changed", c, slice_id=rec["slice_id"], reason=reason)
+            if n:
+                self.save_state()
+        return n
+
+    # ------------------------------------------------------------ over-quota
+    async def check_over_quota(self) -> list[dict]:
+        from .inventory import over_quota
+        gpus = await self.poll_inventory(proc_memory=True)
+        if not any(g.proc_memory for g in gpus):
+            return []                       # nothing holds FB: no kernel dump needed
+        ks_all = await self.kdump(max_age=1.0)
+        pairs = [(c, ks_all[r["slice_id"]]) for c, r in self.records.items()
+                 if ks_all.get(r["slice_id"]) is not None]
+        found = over_quota(pairs, gpus)
+        keys = set()
+        action = getattr(self.cfg.node, "over_quota_action", "event")
+        for f in found:
+            key = (f["container"], f["gpu"])
+            keys.add(key)
+            if key in self._reported and action != "kill":
+                continue
+            self._reported.add(key)
+            log.warning("over quota: slice of %s holds %s on GPU %d by the driver's count, "
+                        "limit %s (kernel counts %s); pids %s", f["container"],
+                        format_size(f["driver_used"]), f["gpu"], format_size(f["limit"]),
+                        format_size(f["kernel_used"]), f["pids"])
+            if action in ("event", "kill"):
+                self.publish("over-quota", f["container"], **{k: v for k, v in f.items() if k != "container"})
+            if action == "kill":
+                for pid in f["pids"]:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        log.warning("killed pid %d of %s (over quota)", pid, f["container"])
+                    except OSError:
+                        pass
+        self._reported &= keys
+        return found
+
+    # ------------------------------------------------------------ kernel events
+    def kernel_event(self, ev) -> None:
+        names = {1: "alloc-refused", 2: "slice-emptied", 3: "device-opened"}
+        c = self.by_id.get(ev.slice_id)
+        kw = {"slice_id": ev.slice_id}
+        if ev.pid is not None:
+            kw["pid"] = ev.pid
+        if ev.gpu is not None:
+            kw["gpu"] = ev.gpu
+        if ev.size is not None:
+            kw["size"] = ev.size
+        t = names.get(ev.type, f"kernel-{ev.type}")
+        if t == "alloc-refused":
+            log.debug("allocation of %s refused in slice of %s (GPU %s)",
+                     format_size(ev.size or 0), c, ev.gpu)
+        if t == "slice-emptied":
+            self.wake_gc.set()
+        self.publish(t, c, **kw)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("vgpu")
+    except Exception:
+        return "0.1.0"
