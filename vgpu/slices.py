@@ -502,14 +502,21 @@ class SliceManager:
                 e = self.eff(new)
             except Exception as ex:
                 raise ApiError("bad-request", str(ex)) from None
-            views = self.views(exclude=c)
+            # The GPUs' totals include this slice's current quota, handed to
+            # admit() as `replacing`: keeping or shrinking what it has is
+            # never refused, even on a GPU overcommitted since.
+            views = self.views()
             over = bool(self.cfg.node.oversubscribe_memory)
             lim = self.gpu_limits(new, e)
+            old_e = rec.get("applied") or self.eff(rec)
+            old_lim = self.gpu_limits(rec, old_e)
             for i, g in enumerate(new["gpus"]):
                 v = views.get(g["gpu"])
                 if v is not None:
                     try:
-                        P.admit(v, lim[i], e["compute"], e["policy"], over)
+                        P.admit(v, lim[i], e["compute"], e["policy"], over,
+                                replacing=(old_lim.get(i, 0), old_e.get("compute"),
+                                           old_e.get("policy")))
                     except P.AdmissionError as ex:
                         raise ApiError("admission", str(ex)) from None
             try:

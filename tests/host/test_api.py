@@ -242,6 +242,24 @@ async def test_admission_and_placement(env):
     assert f3["error"]["code"] == "admission" and "100" in f3["error"]["message"] or "50" in f3["error"]["message"]
 
 
+async def test_set_quota_may_keep_or_shrink_on_an_overcommitted_gpu(env, tmp_path):
+    """Slices admitted while oversubscription was on may still shrink (or
+    keep their quota) after it is turned off; growing is refused."""
+    mgr, k, _ = env
+    strict = mgr.cfg
+    mgr.cfg = parse_config(CONFIG.format(tmp=tmp_path) + "[node]\noversubscribe_memory = true\n",
+                           "test.toml")
+    assert (await call(mgr, "create", container="a", gpus=[0], memory="12GiB"))["ok"]
+    assert (await call(mgr, "create", container="b", gpus=[0], memory="12GiB"))["ok"]
+    mgr.cfg = strict
+    r = await call(mgr, "set-quota", container="b", memory="12GiB")
+    assert r["ok"], r
+    r = await call(mgr, "set-quota", container="b", memory="10GiB")
+    assert r["ok"], r
+    r = await call(mgr, "set-quota", container="b", memory="11GiB")
+    assert r["error"]["code"] == "admission", r
+
+
 async def test_kernel_refusal_and_unavailable(env, tmp_path):
     mgr, k, _ = env
     s = (await call(mgr, "create", container="c", memory="1GiB"))["result"]["slice"]
