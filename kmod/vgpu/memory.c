@@ -333,6 +333,26 @@ struct vgpu_client *vgpu_file_client(struct vgpu_file *vf, NvHandle h)
 	return c;
 }
 
+/*
+ * The client @h of @vf, referenced and locked for a kernel-path call; NULL,
+ * with nothing held, when the file does not own it or it is being freed.
+ * The caller unlocks and puts it.
+ */
+static struct vgpu_client *vgpu_client_lock_live(struct vgpu_file *vf, NvHandle h)
+{
+	struct vgpu_client *c = vgpu_file_client(vf, h);
+
+	if (!c)
+		return NULL;
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		mutex_unlock(&c->lock);
+		vgpu_client_put(c);
+		return NULL;
+	}
+	return c;
+}
+
 static bool vgpu_gpu_parent(struct vgpu_obj *o)
 {
 	return o && (o->type == VGPU_OBJ_DEVICE || o->type == VGPU_OBJ_SUBDEVICE);
@@ -417,14 +437,9 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	    copy_from_user(kparams, uparams, cls->params_size))
 		return NV_ERR_INVALID_ARGUMENT;
 
-	c = vgpu_file_client(vf, p->hRoot);
+	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
-	mutex_lock(&c->lock);
-	if (c->dead) {
-		st = NV_ERR_INVALID_CLIENT;
-		goto out;
-	}
 	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
 	if (!parent) {
 		st = NV_ERR_INVALID_OBJECT_PARENT;
@@ -537,14 +552,9 @@ NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p)
 	struct vgpu_obj *o;
 	NV_STATUS st;
 
-	c = vgpu_file_client(vf, p->hRoot);
+	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
-	mutex_lock(&c->lock);
-	if (c->dead) {
-		st = NV_ERR_INVALID_CLIENT;
-		goto out;
-	}
 	st = vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectOld);
 	if (st != NV_OK)
 		goto out;
@@ -641,14 +651,9 @@ NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 		return NV_ERR_INVALID_ARGUMENT;
 	size = p->limit + 1;
 
-	c = vgpu_file_client(vf, p->hRoot);
+	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
-	mutex_lock(&c->lock);
-	if (c->dead) {
-		st = NV_ERR_INVALID_CLIENT;
-		goto out;
-	}
 	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
 	if (!vgpu_gpu_parent(parent)) {
 		st = NV_ERR_INVALID_OBJECT_PARENT;
@@ -727,14 +732,9 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	}
 
-	c = vgpu_file_client(vf, p->hRoot);
+	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
-	mutex_lock(&c->lock);
-	if (c->dead) {
-		st = NV_ERR_INVALID_CLIENT;
-		goto out;
-	}
 	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
 	if (!vgpu_gpu_parent(parent)) {
 		st = NV_ERR_INVALID_OBJECT_PARENT;
