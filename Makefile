@@ -97,7 +97,7 @@ PIP_INSTALL_ARGS ?=
 VGPU_VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml)
 VGPU_VENV := $(VGPU_HOME)/venv
 VGPU_SRC := $(DKMSDIR)/vgpu-$(VGPU_VERSION)
-VGPU_COMMANDS := vgpud vgpuctl vgpu-oci-hook
+VGPU_COMMANDS := vgpud vgpuctl vgpu-oci-hook vgpu-runtime
 # systemctl only on the live system, not into a staging tree
 LIVE_SYSTEMD := $(if $(DESTDIR),,$(wildcard /run/systemd/system))
 

@@ -76,6 +76,22 @@ def nvsim_fb_used() -> dict[int, int]:
     return used
 
 
+def show_fuse_view(container: str) -> None:
+    """What the container issue's hook will bind-mount: vgpufs's view of one slice."""
+    root = Path("/run/vgpu/fs") / container
+    if not root.is_dir():
+        print("\n(vgpufs is not mounted: no FUSE in this VM)")
+        return
+    print(f"\n==== vgpufs view of {container} ({root}) ====")
+    for node in sorted((root / "dev").iterdir()):
+        st = node.stat()
+        print(f"  dev/{node.name:<12} char {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    for info in sorted((root / "proc/driver/nvidia/gpus").glob("*/information")):
+        print(f"  {info.relative_to(root)}:")
+        for line in info.read_text().splitlines():
+            print(f"    {line}")
+
+
 def main() -> int:
     print("==== the node's GPUs (simulated by nvsim), as the RM ABI reports them ====", flush=True)
     subprocess.run([str(VENV / "vgpu-nvclient"), "info"], check=True)
@@ -130,6 +146,7 @@ def main() -> int:
                  r["gpus_seen"] == 1 for (n, _, _), r in zip(SLICES, results))
         print(f"\nevery workload allocated exactly its quota and saw only its slice: "
               f"{'yes' if ok else 'NO'}")
+        show_fuse_view(SLICES[0][0])
         for w in workloads:
             w.stdin.write("\n")
             w.stdin.flush()

@@ -144,7 +144,7 @@ class SliceSpec:
 class Paths:
     socket: Path = Path("/run/vgpu/vgpud.sock")
     state_dir: Path = Path("/var/lib/vgpu")
-    fuse_mount: Path = Path("/run/vgpu/fs")
+    fuse_mount: Path | None = Path("/run/vgpu/fs")     # None: no vgpufs
 
 
 @dataclass(frozen=True)
@@ -439,7 +439,8 @@ class _Parser:
         paths = Paths(
             socket=sock,
             state_dir=self.abspath(t, "state_dir", "paths.state_dir", base.paths.state_dir),
-            fuse_mount=self.abspath(t, "fuse_mount", "paths.fuse_mount", base.paths.fuse_mount),
+            fuse_mount=None if t.get("fuse_mount") == "" else     # "" disables vgpufs
+            self.abspath(t, "fuse_mount", "paths.fuse_mount", base.paths.fuse_mount),
         )
 
         t = self.table(raw, "api")

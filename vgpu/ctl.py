@@ -282,6 +282,71 @@ def cmd_top(client, o):
     return run_top(client, o, sys.stdout)
 
 
+def cdi_spec(slices: list, fuse_mount: str) -> dict:
+    """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
+    slice, named by its container, whose nodes are the slice's vgpufs nodes
+    (hostPath) at /dev/nvidia*, with /proc/driver/nvidia bind-mounted from
+    the slice's proc view."""
+    devices = []
+    for s in slices:
+        cid = str(s.get("container", ""))
+        if not cid:
+            continue
+        base = os.path.join(fuse_mount, cid)
+        dev = s.get("devices") if isinstance(s.get("devices"), dict) else {}
+        major = dev.get("major")
+        nodes = []
+
+        def node(name, minor):
+            n = {"path": f"/dev/{name}", "hostPath": os.path.join(base, "dev", name),
+                 "type": "c", "permissions": "rw"}
+            if isinstance(major, int) and isinstance(minor, int):
+                n["major"], n["minor"] = major, minor
+            nodes.append(n)
+        node("nvidiactl", dev.get("ctl_minor"))
+        minors = dev.get("gpu_minors") if isinstance(dev.get("gpu_minors"), list) else []
+        if not minors:
+            minors = [None] * len(s.get("gpus") or [])
+        for i, m in enumerate(minors):
+            node(f"nvidia{i}", m)
+        node("nvidia-uvm", dev.get("uvm_minor"))
+        devices.append({
+            "name": cid,
+            "annotations": {"vgpu.io/slice-id": str(s.get("slice_id", ""))},
+            "containerEdits": {
+                "deviceNodes": nodes,
+                "mounts": [{"hostPath": os.path.join(base, "proc", "driver", "nvidia"),
+                            "containerPath": "/proc/driver/nvidia",
+                            "options": ["ro", "nosuid", "nodev", "bind"]}],
+            },
+        })
+    return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
+
+
+def cmd_cdi(client, o):
+    if o["generate"] != "generate":
+        raise UsageError(f'cdi: unknown action {_quote(o["generate"])} (only "generate")')
+    import json
+    slices = client.request("list").get("slices", [])
+    fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/fs"
+    text = json.dumps(cdi_spec(slices, fuse), indent=2) + "\n"
+    out = o.get("output")
+    if not out or out == "-":
+        sys.stdout.write(text)
+        return EXIT_OK
+    d = os.path.dirname(os.path.abspath(out))
+    tmp = os.path.join(d, f".{os.path.basename(out)}.tmp{os.getpid()}")
+    try:
+        os.makedirs(d, exist_ok=True)
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except OSError as e:
+        err(f"cdi generate: cannot write {out}: {e.strerror or e}")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
 def cmd_help(client, o):
     name = o.get("command")
     if name is None:
@@ -320,6 +385,13 @@ COMMANDS = (
     Cmd("events", (), (), "stream events, one line each, until Ctrl-C", cmd_events),
     Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded",
         cmd_status),
+    Cmd("cdi", ("generate",), (
+        Opt("--output", "FILE", "write the spec here (e.g. /etc/cdi/vgpu.json; default: "
+            "stdout)", c_nonempty),
+        Opt("--fuse-mount", "DIR", "where vgpufs is mounted (default $VGPU_FUSE_MOUNT, "
+            "else /run/vgpu/fs)", c_nonempty),
+    ), "cdi generate: write a CDI spec (kind vgpu.io/slice) with one device per slice",
+        cmd_cdi),
     Cmd("help", ("[COMMAND]",), (), "this text, or a command's", cmd_help),
 )
 

@@ -13,6 +13,9 @@ One trio root nursery; each service is started with ``await nursery.start``
   its fd from the event loop, fanned out to API subscribers;
 - the admin API (vgpu.api.Server) on the Unix socket;
 - metrics (vgpu.metrics) when [metrics] listen is set;
+- vgpufs (vgpu.fs), the containers' /dev and /proc/driver/nvidia views, a
+  FUSE mount at [paths] fuse_mount served in this loop ("" disables it; a
+  mount failure is logged and the daemon runs without it);
 - the ticker: schedule windows (checked every second, applied when a minute
   boundary changes what is in force), reconciliation, garbage collection and
   over-quota checks every [gc] interval (sooner after a slice-emptied event).
@@ -82,6 +85,7 @@ class Daemon:
         self.mgr = None
         self.server = None
         self.metrics = None
+        self.fs = None
         self.exit_code = 0
 
     # ---------------------------------------------------------------- main
@@ -138,6 +142,8 @@ class Daemon:
                         except OSError as e:
                             log.error("metrics on %s: %s (metrics disabled)", self.cfg.metrics_listen, e)
                             self.metrics = None
+                    if self.cfg.paths.fuse_mount:
+                        await self._start_fs(root)
                     await root.start(self._ticker)
                     sd_notify(f"READY=1\nSTATUS=serving {len(mgr.records)} slice(s)\nMAINPID={os.getpid()}")
                     log.info("vgpud %d ready: socket %s, %d slice(s)", os.getpid(),
@@ -150,6 +156,18 @@ class Daemon:
             store.unlock()
         log.info("vgpud stopped (kernel slices left in place)")
         return self.exit_code
+
+    async def _start_fs(self, root):
+        """vgpufs (vgpu.fs) at paths.fuse_mount; a failure to mount is logged
+        and the daemon runs on without the container views."""
+        try:
+            from .fs import ManagerSource, VgpuFs
+            fs = VgpuFs(ManagerSource(self.mgr), str(self.cfg.paths.fuse_mount))
+            await root.start(fs.run)
+            self.fs = fs
+        except (ImportError, OSError, RuntimeError) as e:
+            log.error("vgpufs at %s: %s (container device views disabled)",
+                      self.cfg.paths.fuse_mount, e)
 
     # ------------------------------------------------------------- signals
     async def _signals(self, sigs, root):

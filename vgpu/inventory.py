@@ -68,6 +68,7 @@ class Inventory:
     def __init__(self, dev_prefix: str = "/dev", use_nvml: bool = True):
         self.dev_prefix = dev_prefix
         self.source = None
+        self.driver_version = ""         # the NVIDIA driver's version, from the last poll
         self._nvml = None
         if use_nvml:
             try:
@@ -97,6 +98,11 @@ class Inventory:
     def _poll_nvml(self, proc_memory: bool) -> list[GpuInfo]:
         nv = self._nvml
         out = []
+        try:
+            v = nv.nvmlSystemGetDriverVersion()
+            self.driver_version = v.decode() if isinstance(v, bytes) else v
+        except Exception:
+            pass
         for i in range(nv.nvmlDeviceGetCount()):
             h = nv.nvmlDeviceGetHandleByIndex(i)
             name = nv.nvmlDeviceGetName(h)
@@ -131,6 +137,7 @@ class Inventory:
         except (NoDeviceError, FileNotFoundError):
             return []
         out = []
+        self.driver_version = getattr(client, "version", "") or self.driver_version
         with client:
             gpus = client.open_gpus() if client.cards else []
             for g in gpus:

@@ -1,0 +1,509 @@
+"""vgpufs: the per-container device and /proc view, a FUSE file system
+served by vgpud's trio loop (pyfuse3).
+
+Mounted at ``paths.fuse_mount`` (default /run/vgpu/fs) with
+``fsname=vgpufs,subtype=vgpufs,dev,allow_other``.  For each slice:
+
+    <container>/dev/nvidiactl                  c major:base+VGPU_MINOR_CTL   0666
+    <container>/dev/nvidia-uvm                 c major:base+VGPU_MINOR_UVM   0666
+    <container>/dev/nvidia<i>                  c major:base+VGPU_MINOR_GPU0+i
+    <container>/proc/driver/nvidia/version
+    <container>/proc/driver/nvidia/gpus/<pci bus id>/information
+
+The dev/ nodes appear once the kernel has reported the slice's major and
+base minor.  Everything is computed from the slice manager's in-memory
+records on every request (no kernel call, no I/O in a handler), so entries
+appear and vanish with slices and a file opened after a ``set-quota`` shows
+the new limit.  Directory entries and file attributes are not cached
+(timeouts 0); a file's text is fixed when it is opened (like a seq_file).
+The char nodes' attributes are cached for a day: their rdev is tied to the
+inode (a slice recreated with other minors gets a new inode), and a cached
+attribute lets stat() of a bind-mounted node keep working if vgpud dies.
+
+No ``default_permissions``: the kernel then asks vgpufs nothing when a char
+node is opened (the open goes straight to vgpu.ko by rdev, and vgpu.ko
+checks the caller's cgroup), which keeps bind-mounted nodes working across
+a daemon restart.  Regular files refuse opens for writing themselves.
+
+Restarts (LXCFS's lesson).  A container keeps bind mounts of the mount
+vgpud had when the container started.  When vgpud dies its FUSE connection
+is aborted: the mount point and every bind mount of it answer ENOTCONN
+("Transport endpoint is not connected") for anything that needs the daemon.
+On start vgpud lazily detaches (umount2 MNT_DETACH) any FUSE mount left at
+the mount point and mounts afresh.  What that means for running containers:
+
+- already-open device fds keep working (they belong to vgpu.ko);
+- new opens of a bind-mounted char node keep working (no FUSE request is
+  made for an open; stat() answers from the cached attributes for a day);
+- the bind-mounted /proc/driver/nvidia files go stale (ENOTCONN) and the
+  new mount does not repair them.  The OCI hook (or the operator) has to
+  re-bind them for each running container after a daemon restart:
+  ``nsenter --mount=/proc/<pid>/ns/mnt -- sh -c 'umount -l
+  /proc/driver/nvidia; mount --bind /run/vgpu/fs/<container>/proc/driver/nvidia
+  /proc/driver/nvidia'`` (likewise for the dev nodes if a fresh stat() is
+  wanted).  Containers started after the restart are not affected.
+
+What it may call: vgpu.slices' manager read-only (records, kslices, gpus),
+pyfuse3, trio.  Never the kernel, never blocking I/O in a handler.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import os
+import platform
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from . import uapi as U
+
+log = logging.getLogger("vgpud.fs")
+
+MOUNT_OPTIONS = ("fsname=vgpufs", "subtype=vgpufs", "dev", "allow_other")
+DEV_ATTR_TIMEOUT = 86400.0
+MNT_DETACH = 2
+
+MINOR_CTL = getattr(U, "VGPU_MINOR_CTL", 0)
+MINOR_UVM = getattr(U, "VGPU_MINOR_UVM", 1)
+MINOR_GPU0 = getattr(U, "VGPU_MINOR_GPU0", 2)
+
+
+# ------------------------------------------------------------------ model
+@dataclass
+class FsGpu:
+    index: int                 # the container's index: nvidia<index>, Device Minor
+    name: str
+    uuid: str
+    pci_bus_id: str            # 0000:01:00.0
+    memory_limit: int          # bytes
+
+
+@dataclass
+class FsSlice:
+    container: str
+    slice_id: int
+    major: int | None = None
+    base_minor: int | None = None
+    gpus: list[FsGpu] = field(default_factory=list)
+
+
+class ManagerSource:
+    """The FS's view of a vgpu.slices.SliceManager: pure reads of its
+    in-memory records, the last kernel dump and the last inventory poll."""
+
+    def __init__(self, mgr):
+        self.mgr = mgr
+
+    def driver_version(self) -> str:
+        inv = getattr(self.mgr, "inventory", None)
+        return getattr(inv, "driver_version", "") or ""
+
+    def slices(self) -> dict[str, FsSlice]:
+        mgr = self.mgr
+        hw = {g.index: g for g in mgr.gpus}
+        out = {}
+        for c, rec in list(mgr.records.items()):
+            ks = mgr.kslices.get(rec.get("slice_id"))
+            try:
+                v = mgr.slice_view(rec, ks)
+            except Exception as e:               # e.g. no memory quota resolvable
+                log.debug("vgpufs: slice of %r: %s", c, e)
+                continue
+            s = FsSlice(c, v["slice_id"])
+            if v.get("devices"):
+                s.major = v["devices"]["major"]
+                s.base_minor = v["devices"]["ctl_minor"]
+            for g in v["gpus"]:
+                h = hw.get(g.get("gpu"))
+                if h is None:
+                    continue
+                s.gpus.append(FsGpu(g["index"], h.name, g.get("uuid") or h.uuid,
+                                    h.pci_bus_id, int(g["memory_limit"] or 0)))
+            out[c] = s
+        return out
+
+
+# ------------------------------------------------------------------ text
+def _arch() -> str:
+    m = platform.machine()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def version_text(driver_version: str, s: FsSlice) -> bytes:
+    ver = driver_version or "unknown"
+    return (f"NVRM version: NVIDIA UNIX {_arch()} Kernel Module  {ver}  "
+            f"vgpu slice {s.slice_id} (container {s.container})\n"
+            f"GCC version:  unknown (vgpufs view)\n").encode()
+
+
+def information_text(g: FsGpu) -> bytes:
+    mib = g.memory_limit // (1 << 20)
+    return (f"Model: \t\t {g.name}\n"
+            f"IRQ:   \t\t 0\n"
+            f"GPU UUID: \t {g.uuid}\n"
+            f"Video BIOS: \t ??.??.??.??.??\n"
+            f"Bus Type: \t PCIe\n"
+            f"Bus Location: \t {g.pci_bus_id.lower()}\n"
+            f"Device Minor: \t {g.index}\n"
+            f"Video Memory: \t {mib} MB\n"
+            f"GPU Firmware: \t N/A\n"
+            f"GPU Excluded:\t No\n").encode()
+
+
+def _valid_name(n: str) -> bool:
+    return bool(n) and n not in (".", "..") and "/" not in n and "\0" not in n
+
+
+# ------------------------------------------------------------------ tree
+# A node: ("dir", [names]) | ("file", bytes) | ("chr", rdev)
+NV = ("proc", "driver", "nvidia")
+
+
+def resolve(path: tuple, slices: dict, version: str):
+    if not path:
+        return ("dir", sorted(c for c in slices if _valid_name(c)))
+    s = slices.get(path[0]) if _valid_name(path[0]) else None
+    if s is None:
+        return None
+    rest = path[1:]
+    if not rest:
+        return ("dir", ["dev", "proc"])
+    if rest[0] == "dev":
+        nodes = {}
+        if s.major is not None and s.base_minor is not None:
+            nodes["nvidiactl"] = os.makedev(s.major, s.base_minor + MINOR_CTL)
+            nodes["nvidia-uvm"] = os.makedev(s.major, s.base_minor + MINOR_UVM)
+            for g in s.gpus:
+                nodes[f"nvidia{g.index}"] = os.makedev(s.major, s.base_minor + MINOR_GPU0 + g.index)
+        if len(rest) == 1:
+            return ("dir", sorted(nodes))
+        if len(rest) == 2 and rest[1] in nodes:
+            return ("chr", nodes[rest[1]])
+        return None
+    if rest[0] != "proc":
+        return None
+    for i, part in enumerate(NV):
+        if len(rest) == i + 1:
+            return ("dir", [NV[i + 1]] if i + 1 < len(NV) else ["gpus", "version"])
+        if rest[i] != part:
+            return None
+    rest = rest[len(NV):]
+    if rest == ("version",):
+        return ("file", version_text(version, s))
+    if rest[0] != "gpus":
+        return None
+    byp = {g.pci_bus_id.lower(): g for g in s.gpus}
+    if len(rest) == 1:
+        return ("dir", sorted(byp))
+    g = byp.get(rest[1])
+    if g is None:
+        return None
+    if len(rest) == 2:
+        return ("dir", ["information"])
+    if rest[2:] == ("information",):
+        return ("file", information_text(g))
+    return None
+
+
+# ------------------------------------------------------------------ mounts
+def _unescape(s: str) -> str:
+    return s.encode().decode("unicode_escape") if "\\" in s else s
+
+
+def fuse_mounts_at(mountpoint: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """The FUSE file system types mounted exactly at mountpoint."""
+    out = []
+    try:
+        with open(mountinfo) as f:
+            for line in f:
+                a, _, b = line.partition(" - ")
+                fields = a.split()
+                if len(fields) < 5 or _unescape(fields[4]) != mountpoint:
+                    continue
+                fstype = b.split()[0] if b.split() else ""
+                if fstype == "fuse" or fstype.startswith("fuse."):
+                    out.append(fstype)
+    except OSError:
+        pass
+    return out
+
+
+def _umount_detach(path: str) -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.umount2(path.encode(), MNT_DETACH) == 0:
+        return
+    e = ctypes.get_errno()
+    try:
+        r = subprocess.run(["fusermount3", "-uz", path], capture_output=True, timeout=10)
+        if r.returncode == 0:
+            return
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    raise OSError(e, f"umount2({path}, MNT_DETACH): {os.strerror(e)}")
+
+
+def canonical(mountpoint: str) -> str:
+    """Absolute, symlinks resolved in the parent (never stat the mount
+    point itself: it may be a dead FUSE mount)."""
+    mp = os.path.abspath(mountpoint)
+    return os.path.join(os.path.realpath(os.path.dirname(mp)), os.path.basename(mp))
+
+
+def clear_stale_mounts(mountpoint: str) -> int:
+    """Lazily detach every FUSE mount stacked at mountpoint (a killed
+    vgpud's, answering ENOTCONN); returns how many.  Reads only
+    /proc/self/mountinfo, so a hung mount cannot block it."""
+    mp = canonical(mountpoint)
+    n = 0
+    for _ in range(32):
+        types = fuse_mounts_at(mp)
+        if not types:
+            break
+        log.warning("vgpufs: detaching a stale %s mount at %s", types[-1], mp)
+        _umount_detach(mp)
+        n += 1
+    return n
+
+
+# ------------------------------------------------------------------ FS
+def _make_ops_class():
+    import pyfuse3
+
+    class Ops(pyfuse3.Operations):
+        def __init__(self, fs):
+            super().__init__()
+            self.fs = fs
+
+        # every handler: no blocking, unexpected errors become EIO
+        def _guard(self, fn, *a):
+            try:
+                return fn(*a)
+            except pyfuse3.FUSEError:
+                raise
+            except Exception:
+                log.exception("vgpufs handler")
+                raise pyfuse3.FUSEError(errno.EIO) from None
+
+        async def lookup(self, parent_inode, name, ctx=None):
+            return self._guard(self.fs.lookup, parent_inode, name)
+
+        async def getattr(self, inode, ctx=None):
+            return self._guard(self.fs.getattr, inode)
+
+        async def forget(self, inode_list):
+            self._guard(self.fs.forget, inode_list)
+
+        async def opendir(self, inode, ctx):
+            return self._guard(self.fs.opendir, inode)
+
+        async def readdir(self, fh, start_id, token):
+            self._guard(self.fs.readdir, fh, start_id, token)
+
+        async def releasedir(self, fh):
+            pass
+
+        async def open(self, inode, flags, ctx):
+            return self._guard(self.fs.open, inode, flags)
+
+        async def read(self, fh, off, size):
+            return self._guard(self.fs.read, fh, off, size)
+
+        async def release(self, fh):
+            self.fs.files.pop(fh, None)
+
+        async def statfs(self, ctx):
+            s = pyfuse3.StatvfsData()
+            s.f_bsize = s.f_frsize = 4096
+            s.f_namemax = 255
+            return s
+
+    return Ops
+
+
+class VgpuFs:
+    """The file system.  ``source`` has ``slices() -> {container: FsSlice}``
+    and ``driver_version() -> str``; both are called on every request and
+    must not block."""
+
+    def __init__(self, source, mountpoint: str, options=MOUNT_OPTIONS):
+        self.source = source
+        self.mountpoint = canonical(str(mountpoint))
+        self.options = set(options)
+        self.t0 = time.time()
+        self.ino_of: dict[tuple, int] = {}
+        self.key_of: dict[int, tuple] = {}
+        self.nlookup: dict[int, int] = {}
+        self.files: dict[int, bytes] = {}
+        self._next_ino = 2
+        self._next_fh = 1
+        self.mounted = trio.Event()
+
+    # ----------------------------------------------------------- inodes
+    # An inode's key is its path plus, for char nodes, the rdev: a slice
+    # recreated with other minors gets another inode (cached attrs stay right).
+    def _key(self, path, node):
+        return path + (("\0rdev", node[1]),) if node[0] == "chr" else path
+
+    def _path(self, inode) -> tuple:
+        import pyfuse3
+        if inode == pyfuse3.ROOT_INODE:
+            return ()
+        key = self.key_of.get(inode)
+        if key is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return tuple(k for k in key if not isinstance(k, tuple))
+
+    def _ino(self, key) -> int:
+        ino = self.ino_of.get(key)
+        if ino is None:
+            ino = self._next_ino
+            self._next_ino += 1
+            self.ino_of[key] = ino
+            self.key_of[ino] = key
+        return ino
+
+    def _node(self, path):
+        return resolve(path, self.source.slices(), self.source.driver_version())
+
+    def _attr(self, ino, node):
+        import pyfuse3
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = ino
+        a.generation = 0
+        a.entry_timeout = 0
+        a.attr_timeout = 0
+        kind, val = node
+        if kind == "dir":
+            a.st_mode = stat.S_IFDIR | 0o555
+            a.st_nlink = 2
+        elif kind == "file":
+            a.st_mode = stat.S_IFREG | 0o444
+            a.st_nlink = 1
+            a.st_size = len(val)
+        else:
+            a.st_mode = stat.S_IFCHR | 0o666
+            a.st_nlink = 1
+            a.st_rdev = val
+            a.attr_timeout = DEV_ATTR_TIMEOUT
+        a.st_uid = a.st_gid = 0
+        a.st_blksize = 4096
+        a.st_blocks = (a.st_size + 511) // 512
+        ns = int(self.t0 * 1e9)
+        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = ns
+        return a
+
+    # ----------------------------------------------------------- handlers
+    def lookup(self, parent, name: bytes):
+        import pyfuse3
+        path = self._path(parent)
+        n = os.fsdecode(name)
+        if n == ".":
+            new = path
+        elif n == "..":
+            new = path[:-1]
+        else:
+            new = path + (n,)
+        node = self._node(new)
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        ino = pyfuse3.ROOT_INODE if not new else self._ino(self._key(new, node))
+        self.nlookup[ino] = self.nlookup.get(ino, 0) + 1
+        return self._attr(ino, node)
+
+    def getattr(self, inode):
+        import pyfuse3
+        path = self._path(inode)
+        node = self._node(path)
+        if node is None or (path and self._key(path, node) != self.key_of.get(inode)):
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._attr(inode, node)
+
+    def forget(self, inode_list):
+        for ino, n in inode_list:
+            left = self.nlookup.get(ino, 0) - n
+            if left > 0:
+                self.nlookup[ino] = left
+                continue
+            self.nlookup.pop(ino, None)
+            key = self.key_of.pop(ino, None)
+            if key is not None and self.ino_of.get(key) == ino:
+                del self.ino_of[key]
+
+    def opendir(self, inode):
+        import pyfuse3
+        node = self._node(self._path(inode))
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if node[0] != "dir":
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return inode
+
+    def readdir(self, fh, start_id, token):
+        import pyfuse3
+        path = self._path(fh)
+        node = self._node(path)
+        if node is None or node[0] != "dir":
+            return
+        for i, name in enumerate(node[1]):
+            if i < start_id:
+                continue
+            child = path + (name,)
+            cn = self._node(child)
+            if cn is None:
+                continue
+            ino = self._ino(self._key(child, cn))
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._attr(ino, cn), i + 1):
+                break
+            self.nlookup[ino] = self.nlookup.get(ino, 0) + 1
+
+    def open(self, inode, flags):
+        import pyfuse3
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
+            raise pyfuse3.FUSEError(errno.EACCES)
+        node = self._node(self._path(inode))
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if node[0] != "file":
+            raise pyfuse3.FUSEError(errno.EISDIR if node[0] == "dir" else errno.ENXIO)
+        fh = self._next_fh
+        self._next_fh += 1
+        self.files[fh] = node[1]
+        return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
+
+    def read(self, fh, off, size):
+        import pyfuse3
+        data = self.files.get(fh)
+        if data is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return data[off:off + size]
+
+    # ----------------------------------------------------------- service
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
+        """Mount, serve until cancelled, unmount.  Raises (before started)
+        OSError/RuntimeError when it cannot mount."""
+        import pyfuse3
+        if not os.path.exists("/dev/fuse"):
+            raise OSError(errno.ENODEV, "/dev/fuse is missing (modprobe fuse)")
+        clear_stale_mounts(self.mountpoint)       # before any stat of it
+        os.makedirs(self.mountpoint, mode=0o755, exist_ok=True)
+        ops = _make_ops_class()(self)
+        pyfuse3.init(ops, self.mountpoint, self.options)
+        log.info("vgpufs mounted at %s", self.mountpoint)
+        self.mounted.set()
+        task_status.started()
+        try:
+            await pyfuse3.main()
+            log.warning("vgpufs: the FUSE loop ended (unmounted from outside?)")
+            await trio.sleep_forever()
+        finally:
+            try:
+                pyfuse3.close(unmount=True)
+            except Exception as e:
+                log.warning("vgpufs: unmount: %s", e)
+            log.info("vgpufs unmounted from %s", self.mountpoint)
