@@ -127,6 +127,8 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_EVENT_GPU": "uint32",
     "VGPU_A_EVENT_SIZE": "uint64",
     "VGPU_A_PAD": "none",
+    "VGPU_A_SLICE_CGROUP_FD": "uint32",
+    "VGPU_A_SLICE_CGROUP_ID": "uint64",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
@@ -197,6 +199,7 @@ class Slice:
     pids: list[int] = field(default_factory=list)
     uvm_mapped: int = 0
     flags: int = 0
+    cgroup_id: int = 0                # the bound cgroup v2's id (its inode), 0: none
     gpus: list[GpuUsage] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)   # attributes not known here
 
@@ -269,6 +272,7 @@ def slice_from_msg(msg) -> Slice:
     s.open_files = d.get("VGPU_A_SLICE_OPEN_FILES", 0)
     s.uvm_mapped = d.get("VGPU_A_SLICE_UVM_MAPPED", 0)
     s.flags = d.get("VGPU_A_SLICE_FLAGS", 0)
+    s.cgroup_id = d.get("VGPU_A_SLICE_CGROUP_ID", 0) or 0
     gl = msg.get_attr("VGPU_A_SLICE_GPUS")
     if gl is not None:
         s.gpus = [_gpu_from_nla(a[1]) for a in gl.get("attrs", []) if a[0] == "VGPU_A_GPU"]
@@ -278,7 +282,7 @@ def slice_from_msg(msg) -> Slice:
     known = {"VGPU_A_SLICE_ID", "VGPU_A_SLICE_NAME", "VGPU_A_SLICE_UVM_POLICY",
              "VGPU_A_SLICE_MAJOR", "VGPU_A_SLICE_BASE_MINOR", "VGPU_A_SLICE_OPEN_FILES",
              "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
-             "VGPU_A_SLICE_PIDS", "VGPU_A_PAD"}
+             "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
 
@@ -542,8 +546,10 @@ class VgpuKernel:
 
     # -------------------------------------------------------- commands
     def slice_new(self, id: int, gpus, name: str | None = None,
-                  uvm_policy: int | None = None, flags: int | None = None) -> Slice:
-        """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...]."""
+                  uvm_policy: int | None = None, flags: int | None = None,
+                  cgroup_fd: int | None = None) -> Slice:
+        """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...];
+        cgroup_fd: an open fd of a cgroup v2 directory to bind the slice to."""
         entries = []
         for g in gpus:
             real_minor, limit = g[0], g[1]
@@ -559,14 +565,17 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SLICE_UVM_POLICY", int(uvm_policy)])
         if flags is not None:
             attrs.append(["VGPU_A_SLICE_FLAGS", int(flags)])
+        if cgroup_fd is not None:
+            attrs.append(["VGPU_A_SLICE_CGROUP_FD", int(cgroup_fd)])
         replies = self._request(U.VGPU_CMD_SLICE_NEW, attrs)
         for r in replies:
             return slice_from_msg(r)
         return self.slice_get(id)
 
     def slice_set(self, id: int, limits: dict[int, int] | None = None,
-                  uvm_policy: int | None = None) -> Slice | None:
-        """Change limits ({container GPU index: bytes}) and/or the UVM policy."""
+                  uvm_policy: int | None = None, cgroup_fd: int | None = None) -> Slice | None:
+        """Change limits ({container GPU index: bytes}), the UVM policy and/or
+        the bound cgroup (cgroup_fd: an open fd of a cgroup v2 directory)."""
         attrs = [["VGPU_A_SLICE_ID", int(id)]]
         if limits:
             entries = [["VGPU_A_GPU", {"attrs": [["VGPU_GPU_A_INDEX", int(i)],
@@ -575,6 +584,8 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SLICE_GPUS", {"attrs": entries}])
         if uvm_policy is not None:
             attrs.append(["VGPU_A_SLICE_UVM_POLICY", int(uvm_policy)])
+        if cgroup_fd is not None:
+            attrs.append(["VGPU_A_SLICE_CGROUP_FD", int(cgroup_fd)])
         replies = self._request(U.VGPU_CMD_SLICE_SET, attrs)
         return slice_from_msg(replies[0]) if replies else None
 

@@ -144,11 +144,34 @@ def proc_start(pid: int) -> int | None:
         return None
 
 
+#: where cgroup v2 is mounted; a record's cgroup path is relative to it unless
+#: it already starts with it
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def cgroup_path(cg: str) -> str:
+    root = CGROUP_ROOT.rstrip("/")
+    return cg if cg == root or cg.startswith(root + "/") else os.path.join(root, cg.lstrip("/"))
+
+
+def open_cgroup(cg: str | None) -> int | None:
+    """An O_RDONLY|O_DIRECTORY fd of a record's cgroup directory, for binding
+    its slice in vgpu.ko (the caller closes it); None without a cgroup.
+    Raises ApiError bad-request when the directory cannot be opened."""
+    if not cg:
+        return None
+    path = cgroup_path(cg)
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise ApiError("bad-request", f"args.cgroup: {path}: {e.strerror}") from None
+
+
 def container_gone(rec: dict) -> bool:
     """True when the container a record names is gone for sure."""
     cg = rec.get("cgroup")
     if cg:
-        path = cg if cg.startswith("/sys/fs/cgroup") else os.path.join("/sys/fs/cgroup", cg.lstrip("/"))
+        path = cgroup_path(cg)
         try:
             with open(os.path.join(path, "cgroup.procs")) as f:
                 return not f.read().strip()
@@ -440,22 +463,31 @@ class SliceManager:
                 refs = [self._gpu_by_ref(i) for i in idx]
             rec["gpus"] = [{"gpu": g.index, "uuid": g.uuid, "real_minor": g.minor,
                             "gpu_id": g.gpu_id} for g in refs]
-            for _attempt in range(64):         # ids taken outside the daemon: EEXIST, next
-                sid = self._alloc_id()
-                try:
-                    ks = await self.kport.call(
-                        "slice_new", sid, [(g.minor, e["memory"], g.gpu_id) for g in refs],
-                        name=c, uvm_policy=self._uvm_policy())
-                    break
-                except ApiError:
-                    raise
-                except OSError as ex:
-                    if ex.errno == errno.EEXIST:
-                        self.kslices[sid] = None
-                        continue
-                    raise kernel_error(ex) from None
-            else:
-                raise ApiError("kernel", "could not find a free slice id (EEXIST 64 times)")
+            cgfd = open_cgroup(rec["cgroup"])      # the slice's nodes open only from it
+            kw = {} if cgfd is None else {"cgroup_fd": cgfd}
+            try:
+                for _attempt in range(64):         # ids taken outside the daemon: EEXIST, next
+                    sid = self._alloc_id()
+                    try:
+                        ks = await self.kport.call(
+                            "slice_new", sid, [(g.minor, e["memory"], g.gpu_id) for g in refs],
+                            name=c, uvm_policy=self._uvm_policy(), **kw)
+                        break
+                    except ApiError:
+                        raise
+                    except OSError as ex:
+                        if ex.errno == errno.EEXIST:
+                            self.kslices[sid] = None
+                            continue
+                        if ex.errno == errno.EBADF and cgfd is not None:
+                            raise ApiError("bad-request", f"args.cgroup: {cgroup_path(rec['cgroup'])} "
+                                           "is not a cgroup v2 directory") from None
+                        raise kernel_error(ex) from None
+                else:
+                    raise ApiError("kernel", "could not find a free slice id (EEXIST 64 times)")
+            finally:
+                if cgfd is not None:
+                    os.close(cgfd)
             rec["slice_id"] = sid
             rec["applied"] = e
             self.records[c] = rec
@@ -594,16 +626,22 @@ class SliceManager:
                 lim = self.gpu_limits(rec, e)
                 if ks is None:
                     gl = [(g["real_minor"], lim[i], g.get("gpu_id")) for i, g in enumerate(rec["gpus"])]
+                    cgfd = None
                     try:
+                        cgfd = open_cgroup(rec.get("cgroup"))
+                        kw = {} if cgfd is None else {"cgroup_fd": cgfd}
                         ks = await self.kport.call("slice_new", rec["slice_id"], gl, name=c,
-                                                   uvm_policy=self._uvm_policy())
+                                                   uvm_policy=self._uvm_policy(), **kw)
                         self.kslices[ks.id] = ks
                         counts["recreated"] += 1
                         log.warning("slice %d of %s was missing in vgpu.ko: created again",
                                     rec["slice_id"], c)
-                    except OSError as ex:
+                    except (OSError, ApiError) as ex:   # a cgroup gone: collect() removes it
                         log.error("recreating slice %d of %s: %s", rec["slice_id"], c, ex)
                         continue
+                    finally:
+                        if cgfd is not None:
+                            os.close(cgfd)
                 else:
                     have = {g.index: g.mem_limit for g in ks.gpus}
                     if have != lim:

@@ -52,7 +52,9 @@ VGPU_A_EVENT_PID = 12            # u32
 VGPU_A_EVENT_GPU = 13            # u32, container's GPU index
 VGPU_A_EVENT_SIZE = 14           # u64, bytes asked
 VGPU_A_PAD = 15
-__VGPU_A_MAX = 16
+VGPU_A_SLICE_CGROUP_FD = 16      # u32, fd of a cgroup v2 directory; NEW, SET
+VGPU_A_SLICE_CGROUP_ID = 17      # u64, bound cgroup's id (0: none), reply only
+__VGPU_A_MAX = 18
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
 # enum vgpu_list_attr: entries of the GPUS and PIDS nests

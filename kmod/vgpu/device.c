@@ -29,8 +29,8 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	int ret;
 
 	s = vgpu_slice_get_by_minor(minor);
-	if (!s)
-		return -ENODEV;
+	if (IS_ERR_OR_NULL(s))
+		return s ? PTR_ERR(s) : -ENODEV;
 	vf = kzalloc(sizeof(*vf), GFP_KERNEL);
 	if (!vf) {
 		ret = -ENOMEM;

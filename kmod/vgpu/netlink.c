@@ -51,6 +51,8 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_EVENT_GPU] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_SIZE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_PAD] = { .type = NLA_REJECT },
+	[VGPU_A_SLICE_CGROUP_FD] = { .type = NLA_U32 },
+	[VGPU_A_SLICE_CGROUP_ID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 };
 
 /* ------------------------------------------------------------ replies */
@@ -96,7 +98,9 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 	    nla_put_u32(skb, VGPU_A_SLICE_BASE_MINOR, s->base) ||
 	    nla_put_u32(skb, VGPU_A_SLICE_OPEN_FILES, atomic_read(&s->open_files)) ||
 	    nla_put_u64_64bit(skb, VGPU_A_SLICE_UVM_MAPPED,
-			      atomic64_read(&s->uvm_mapped), VGPU_A_PAD))
+			      atomic64_read(&s->uvm_mapped), VGPU_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_A_SLICE_CGROUP_ID,
+			      s->cgroup ? cgroup_id(s->cgroup) : 0, VGPU_A_PAD))
 		goto err;
 	gpus = nla_nest_start(skb, VGPU_A_SLICE_GPUS);
 	if (!gpus)
@@ -141,6 +145,24 @@ static int vgpu_reply_slice(struct genl_info *info, struct vgpu_slice *s)
 }
 
 /* ------------------------------------------------------------ commands */
+
+/*
+ * VGPU_A_SLICE_CGROUP_FD, resolved in the sender's fd table: a referenced
+ * cgroup v2, NULL without the attribute, or an ERR_PTR (extack set).
+ */
+static struct cgroup *vgpu_nl_cgroup(struct genl_info *info)
+{
+	struct nlattr *a = info->attrs[VGPU_A_SLICE_CGROUP_FD];
+	struct cgroup *cgrp;
+
+	if (!a)
+		return NULL;
+	cgrp = cgroup_get_from_fd((int)nla_get_u32(a));
+	if (IS_ERR(cgrp))
+		NL_SET_ERR_MSG_ATTR(info->extack, a,
+				    "VGPU_A_SLICE_CGROUP_FD is not an open cgroup v2 directory");
+	return cgrp;
+}
 
 /* NL_SET_ERR_MSG_ATTR for a message chosen at run time (static strings only). */
 static void vgpu_extack(struct netlink_ext_ack *extack, const struct nlattr *attr,
@@ -206,6 +228,7 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 	struct netlink_ext_ack *extack = info->extack;
 	struct vgpu_gpu_req *r;
 	struct vgpu_slice *s;
+	struct cgroup *cgrp;
 	const char *name = "";
 	u32 id, policy = VGPU_UVM_COUNT, i;
 	int ret;
@@ -246,9 +269,18 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 			goto out;
 		}
 	}
+	cgrp = vgpu_nl_cgroup(info);
+	if (IS_ERR(cgrp)) {
+		ret = PTR_ERR(cgrp);
+		goto out;
+	}
 	mutex_lock(&vgpu_slices_lock);
 	s = vgpu_slice_new(id, name, r->n, r->minor, r->gpu_id, r->limit, policy, &ret);
 	if (s) {
+		/* Bound before anyone can open: the nodes' opens take the lock. */
+		if (cgrp)
+			vgpu_slice_set_cgroup_locked(s, cgrp);
+		cgrp = NULL;
 		ret = vgpu_reply_slice(info, s);
 		if (ret)
 			vgpu_slice_remove_locked(s);
@@ -264,6 +296,8 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 		NL_SET_ERR_MSG(extack, "no free slice minors");
 	}
 	mutex_unlock(&vgpu_slices_lock);
+	if (cgrp)
+		cgroup_put(cgrp);
 out:
 	kfree(r);
 	return ret;
@@ -289,12 +323,18 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 	struct netlink_ext_ack *extack = info->extack;
 	struct vgpu_gpu_req *r;
 	struct vgpu_slice *s;
+	struct cgroup *cgrp;
 	u32 i;
 	int ret = 0;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
+	cgrp = vgpu_nl_cgroup(info);
+	if (IS_ERR(cgrp)) {
+		kfree(r);
+		return PTR_ERR(cgrp);
+	}
 	mutex_lock(&vgpu_slices_lock);
 	s = vgpu_nl_slice(info);
 	if (IS_ERR(s)) {
@@ -329,9 +369,16 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
 		WRITE_ONCE(s->uvm_policy,
 			   nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]));
+	if (cgrp) {
+		/* Rebind: later opens are checked against the new cgroup. */
+		vgpu_slice_set_cgroup_locked(s, cgrp);
+		cgrp = NULL;
+	}
 	ret = vgpu_reply_slice(info, s);
 out:
 	mutex_unlock(&vgpu_slices_lock);
+	if (cgrp)
+		cgroup_put(cgrp);
 	kfree(r);
 	return ret;
 }

@@ -37,7 +37,32 @@ static void vgpu_slice_release(struct kref *ref)
 		put_pid(p->pid);
 		kfree(p);
 	}
+	if (s->cgroup)
+		cgroup_put(s->cgroup);
 	kfree(s);
+}
+
+/* Bind (or rebind) a slice to cgrp, whose reference it takes over. */
+void vgpu_slice_set_cgroup_locked(struct vgpu_slice *s, struct cgroup *cgrp)
+{
+	struct cgroup *old;
+
+	lockdep_assert_held(&vgpu_slices_lock);
+	old = s->cgroup;
+	s->cgroup = cgrp;
+	if (old)
+		cgroup_put(old);
+}
+
+/* Is current's cgroup v2 cgrp or below it? */
+static bool vgpu_current_under(struct cgroup *cgrp)
+{
+	bool ret;
+
+	rcu_read_lock();
+	ret = cgroup_is_descendant(task_dfl_cgroup(current), cgrp);
+	rcu_read_unlock();
+	return ret;
 }
 
 void vgpu_slice_put(struct vgpu_slice *s)
@@ -176,17 +201,29 @@ struct vgpu_slice *vgpu_slice_find_locked(u32 id)
 	return xa_load(&vgpu_slice_ids, id);
 }
 
-/* Open: a referenced live slice owning the minor, or NULL. */
+/*
+ * Open: a referenced live slice owning the minor, NULL if none, or
+ * ERR_PTR(-EPERM) when the slice is bound to a cgroup that current is not in
+ * (nor below).
+ */
 struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor)
 {
 	struct vgpu_slice *s;
 
 	mutex_lock(&vgpu_slices_lock);
 	s = idr_find(&vgpu_slot_idr, minor / VGPU_MINORS_PER_SLICE);
-	if (s && !s->removed)
-		vgpu_slice_get(s);
-	else
+	if (s && !s->removed) {
+		if (s->cgroup && !vgpu_current_under(s->cgroup)) {
+			pr_notice_ratelimited("slice %u: open of minor %u by pid %d (%s) refused: not in the slice's cgroup (id %llu)\n",
+					      s->id, minor, task_tgid_nr(current),
+					      current->comm, cgroup_id(s->cgroup));
+			s = ERR_PTR(-EPERM);
+		} else {
+			vgpu_slice_get(s);
+		}
+	} else {
 		s = NULL;
+	}
 	mutex_unlock(&vgpu_slices_lock);
 	return s;
 }

@@ -33,6 +33,7 @@
 #include <linux/refcount.h>
 #include <linux/fs.h>
 #include <linux/pid.h>
+#include <linux/cgroup.h>
 
 #include "nvabi.h"
 #include "uapi/vgpu.h"
@@ -81,6 +82,7 @@ struct vgpu_slice {
 	struct path ctl_path;
 	struct path uvm_path;   /* .dentry NULL when the driver has no UVM node */
 	bool removed;           /* vgpu_slices_lock; nodes stop opening */
+	struct cgroup *cgroup;  /* vgpu_slices_lock; a reference; NULL: opens unchecked */
 	atomic_t open_files;
 	atomic64_t uvm_mapped;
 	atomic_t usermode_maps;
@@ -182,6 +184,7 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 				  const u64 *limits, u32 uvm_policy, int *err);
 struct vgpu_slice *vgpu_slice_find_locked(u32 id);
 struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor);
+void vgpu_slice_set_cgroup_locked(struct vgpu_slice *s, struct cgroup *cgrp);
 void vgpu_slice_remove_locked(struct vgpu_slice *s);
 void vgpu_slice_put(struct vgpu_slice *s);
 static inline void vgpu_slice_get(struct vgpu_slice *s) { kref_get(&s->ref); }

@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 import trio
 
 from vgpu import api
+from vgpu import slices as S
 from vgpu.api import ApiError, handle_line, parse_request
 from vgpu.config import parse_config
 from vgpu.inventory import GpuInfo, over_quota, synth_uuid
@@ -42,18 +44,32 @@ class FakeKernel:
         self.slices_: dict[int, Slice] = {}
         self.calls: list[tuple] = []
 
-    def slice_new(self, id, gpus, name=None, uvm_policy=None, flags=None):
+    @staticmethod
+    def _cgroup_id(fd):
+        # vgpu.ko: cgroup_get_from_fd (EBADF unless an open directory); the id is its inode
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            raise VgpuError(errno.EBADF, op="cgroup fd") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise VgpuError(errno.EBADF, op="cgroup fd")
+        return st.st_ino
+
+    def slice_new(self, id, gpus, name=None, uvm_policy=None, flags=None, cgroup_fd=None):
         self.calls.append(("new", id))
         if id in self.slices_:
             raise VgpuError(errno.EEXIST, op="SLICE_NEW")
-        s = Slice(id=id, name=name or "", major=240, base_minor=16 * len(self.slices_),
+        cg = self._cgroup_id(cgroup_fd) if cgroup_fd is not None else 0
+        s = Slice(id=id, name=name or "", major=240, base_minor=16 * len(self.slices_), cgroup_id=cg,
                   gpus=[GpuUsage(index=i, real_minor=g[0], mem_limit=g[1]) for i, g in enumerate(gpus)])
         self.slices_[id] = s
         return s
 
-    def slice_set(self, id, limits=None, uvm_policy=None):
+    def slice_set(self, id, limits=None, uvm_policy=None, cgroup_fd=None):
         self.calls.append(("set", id, dict(limits or {})))
         s = self.slice_get(id)
+        if cgroup_fd is not None:
+            s.cgroup_id = self._cgroup_id(cgroup_fd)
         for i, b in (limits or {}).items():
             s.gpu(i).mem_limit = b
         return s
@@ -314,13 +330,16 @@ async def test_reconcile_adopt_recreate_correct(env):
     assert s["slice_id"] not in (sid_want, sid_changed, 900)
 
 
-async def test_gc_dead_pid_and_missing_cgroup(env, tmp_path):
+async def test_gc_dead_pid_and_missing_cgroup(env, tmp_path, monkeypatch):
     mgr, k, _ = env
+    monkeypatch.setattr(S, "CGROUP_ROOT", str(tmp_path))
+    (tmp_path / "cg").mkdir()
     p = subprocess.Popen(["sleep", "30"])
     try:
         await call(mgr, "create", container="p", pid=p.pid)
-        await call(mgr, "create", container="cg", cgroup=str(tmp_path / "no-such-cgroup"))
+        await call(mgr, "create", container="cg", cgroup="/cg")
         await call(mgr, "create", container="keep")
+        (tmp_path / "cg").rmdir()                 # the container's cgroup is gone
         assert await mgr.collect() == ["cg"]
     finally:
         p.kill()
@@ -480,3 +499,30 @@ def test_check_config(tmp_path):
     assert r.returncode == 1 and "profiles.small.memory" in r.stderr and '"4GB"' in r.stderr
     r = _vgpud("--help")
     assert r.returncode == 0 and "--check-config" in r.stdout and "SIGHUP" in r.stdout
+
+
+async def test_create_binds_cgroup(env, tmp_path, monkeypatch):
+    """A slice created with a cgroup is bound to it in vgpu.ko (an fd of the
+    directory, relative to the cgroup root unless absolute under it); the fd
+    is closed again; a missing or non-directory cgroup is a bad request."""
+    mgr, k, _ = env
+    monkeypatch.setattr(S, "CGROUP_ROOT", str(tmp_path))
+    (tmp_path / "pod" / "c1").mkdir(parents=True)
+    (tmp_path / "file").write_text("")
+    nfds = len(os.listdir("/proc/self/fd"))
+    s = (await call(mgr, "create", container="c1", cgroup="pod/c1"))["result"]["slice"]
+    assert k.slice_get(s["slice_id"]).cgroup_id == (tmp_path / "pod" / "c1").stat().st_ino
+    s2 = (await call(mgr, "create", container="c2", cgroup=str(tmp_path / "pod")))["result"]["slice"]
+    assert k.slice_get(s2["slice_id"]).cgroup_id == (tmp_path / "pod").stat().st_ino
+    s3 = (await call(mgr, "create", container="c3"))["result"]["slice"]
+    assert k.slice_get(s3["slice_id"]).cgroup_id == 0
+    for bad in ("/no-such", "file"):
+        r = await call(mgr, "create", container="bad", cgroup=bad)
+        assert r["error"]["code"] == "bad-request", r
+    assert "bad" not in mgr.records
+    assert len(os.listdir("/proc/self/fd")) == nfds
+    # recreated by reconcile: bound again
+    del k.slices_[s["slice_id"]]
+    counts = await mgr.reconcile()
+    assert counts["recreated"] == 1
+    assert k.slice_get(s["slice_id"]).cgroup_id == (tmp_path / "pod" / "c1").stat().st_ino

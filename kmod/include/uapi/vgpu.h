@@ -17,7 +17,8 @@
  *                        0), VGPU_A_SLICE_GPUS (nested, at least one
  *                        VGPU_A_GPU nest, each with VGPU_GPU_A_REAL_MINOR and
  *                        VGPU_GPU_A_MEM_LIMIT).  Optional: VGPU_A_SLICE_NAME,
- *                        VGPU_A_SLICE_UVM_POLICY, VGPU_A_SLICE_FLAGS.
+ *                        VGPU_A_SLICE_UVM_POLICY, VGPU_A_SLICE_FLAGS,
+ *                        VGPU_A_SLICE_CGROUP_FD.
  *                        -EEXIST if the id is taken, -ENODEV if a real device
  *                        node is missing, -E2BIG past VGPU_MAX_SLICE_GPUS.
  *                        The reply is the new slice, as SLICE_GET answers.
@@ -25,7 +26,8 @@
  *                        VGPU_A_SLICE_GPUS (nests name GPUs by
  *                        VGPU_GPU_A_INDEX, the container's numbering, and
  *                        carry a new VGPU_GPU_A_MEM_LIMIT) and
- *                        VGPU_A_SLICE_UVM_POLICY.  A limit below current use
+ *                        VGPU_A_SLICE_UVM_POLICY and VGPU_A_SLICE_CGROUP_FD
+ *                        (rebinds the slice).  A limit below current use
  *                        is accepted: new allocations are refused until use
  *                        falls below it.
  *   VGPU_CMD_SLICE_DEL   destroy a slice: VGPU_A_SLICE_ID, optional
@@ -35,6 +37,18 @@
  *                        files keep working until closed).
  *   VGPU_CMD_SLICE_GET   one slice (doit, by VGPU_A_SLICE_ID) or all (dump).
  *   VGPU_CMD_EVENT       only sent, on the "events" multicast group.
+ *
+ * Binding a slice to a cgroup: VGPU_A_SLICE_CGROUP_FD is a file descriptor,
+ * in the sending process's fd table, of a cgroup v2 directory (opened
+ * O_RDONLY|O_DIRECTORY; the caller may close it once the reply came).  The
+ * slice keeps a reference to that cgroup until it is freed or rebound.  An
+ * open of any node of a bound slice by a task whose cgroup v2 is neither
+ * that cgroup nor one of its descendants fails with -EPERM (a ratelimited
+ * log line names the slice and the pid); files already open keep working.
+ * A slice without a cgroup has no such check.  An fd that is not a cgroup v2
+ * directory (or not open) is refused with -EBADF and an extack message.
+ * Replies carry VGPU_A_SLICE_CGROUP_ID (the cgroup's id, which is the inode
+ * number of its directory in cgroupfs; 0 for an unbound slice).
  */
 #ifndef _UAPI_VGPU_H
 #define _UAPI_VGPU_H
@@ -87,6 +101,8 @@ enum vgpu_attr {
 	VGPU_A_EVENT_GPU,           /* u32, container's GPU index, events only */
 	VGPU_A_EVENT_SIZE,          /* u64, bytes asked, events only */
 	VGPU_A_PAD,
+	VGPU_A_SLICE_CGROUP_FD,     /* u32, fd of a cgroup v2 directory (sender's fd table); NEW, SET */
+	VGPU_A_SLICE_CGROUP_ID,     /* u64, the bound cgroup's id (0: none), reply only */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)

@@ -1,0 +1,235 @@
+"""vgpu.ko: a slice bound to a cgroup v2 (VGPU_A_SLICE_CGROUP_FD) opens only
+for tasks in that cgroup or below it; other openers get EPERM on every node.
+Unbound slices are unchecked.  SLICE_SET rebinds; a bad fd is refused with
+EBADF and an extack message.  Cgroups are made under /sys/fs/cgroup and
+removed after each test; work "inside" a cgroup runs in a forked child that
+moved itself there."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import SliceEnv, _ids
+from vgpu import uapi as U
+from vgpu.kernel import Nla
+
+CG_ROOT = Path("/sys/fs/cgroup")
+NODES = ("nvidiactl", "nvidia0", "nvidia-uvm")
+
+pytestmark = pytest.mark.skipif(not (CG_ROOT / "cgroup.controllers").exists(),
+                                reason="no cgroup v2 at /sys/fs/cgroup")
+
+
+@pytest.fixture
+def cgroups():
+    base = CG_ROOT / f"vgpu-test-{os.getpid()}"
+    dirs = {"A": base / "A", "sub": base / "A" / "sub", "B": base / "B"}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    yield dirs
+    for d in (dirs["sub"], dirs["A"], dirs["B"], base):
+        for _ in range(50):
+            try:
+                d.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:                 # a child still exiting
+                import time
+                time.sleep(0.05)
+    assert not base.exists(), f"could not remove {base}"
+
+
+@pytest.fixture
+def bound(kern):
+    """bound(cgroup_dir or None) -> SliceEnv on GPU 0 (256 MiB)."""
+    made = []
+
+    def _make(cg: Path | None):
+        fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY) if cg is not None else None
+        try:
+            info = kern.slice_new(next(_ids), [(0, 256 * MiB)], cgroup_fd=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        env = SliceEnv(kern, info)
+        made.append(env)
+        return env
+
+    yield _make
+    for env in made:
+        env.close_all()
+        kern.slice_del(env.id, force=True)
+
+
+def in_cgroup(cg: Path | None, fn):
+    """Run fn() in a forked child moved into cg; its result (JSON) back."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            if cg is not None:
+                (cg / "cgroup.procs").write_text(str(os.getpid()))
+            out = {"ok": fn()}
+        except BaseException as e:          # noqa: BLE001
+            out = {"exc": repr(e), "errno": getattr(e, "errno", None)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 0
+    return json.loads(data)
+
+
+def open_all(prefix: str):
+    def fn():
+        res = {}
+        for n in NODES:
+            try:
+                fd = os.open(os.path.join(prefix, n), os.O_RDWR | os.O_CLOEXEC)
+                os.close(fd)
+                res[n] = "ok"
+            except OSError as e:
+                res[n] = errno.errorcode[e.errno]
+        return res
+    return fn
+
+
+def alloc(prefix: str):
+    def fn():
+        from vgpu.nvclient import RmClient
+        c = RmClient(prefix)
+        try:
+            g = c.open_gpus()[0]
+            h = g.alloc(8 * MiB)
+            c.free(h)
+        finally:
+            c.close()
+        return "allocated"
+    return fn
+
+
+def _baseline(sl: SliceEnv) -> dict:
+    """What the nodes give an unchecked opener (nvidia-uvm may be absent)."""
+    return open_all(sl.prefix)()
+
+
+def test_bound_slice_opens_only_in_its_cgroup(kern, cgroups, bound):
+    A, sub, B = cgroups["A"], cgroups["sub"], cgroups["B"]
+    free = bound(None)
+    base = _baseline(free)
+    assert base["nvidiactl"] == base["nvidia0"] == "ok"
+    sl = bound(A)
+    assert sl.info.cgroup_id == os.stat(A).st_ino
+    assert in_cgroup(A, open_all(sl.prefix)) == {"ok": base}
+    assert in_cgroup(sub, open_all(sl.prefix)) == {"ok": base}
+    assert in_cgroup(A, alloc(sl.prefix)) == {"ok": "allocated"}
+    assert in_cgroup(sub, alloc(sl.prefix)) == {"ok": "allocated"}
+    assert in_cgroup(B, open_all(sl.prefix)) == {"ok": {n: "EPERM" for n in NODES}}
+    # the test process itself (not in A) too
+    assert open_all(sl.prefix)() == {n: "EPERM" for n in NODES}
+    s = sl.get()
+    assert s.open_files == 0 and s.gpu(0).mem_used == 0 and s.gpu(0).allocs == 0
+    # the dump reports the binding
+    byid = {x.id: x for x in kern.slices()}
+    assert byid[sl.id].cgroup_id == os.stat(A).st_ino
+    assert byid[free.id].cgroup_id == 0
+
+
+def test_unbound_slice_is_unaffected(cgroups, bound):
+    sl = bound(None)
+    assert sl.info.cgroup_id == 0
+    base = _baseline(sl)
+    for cg in (cgroups["A"], cgroups["B"]):
+        assert in_cgroup(cg, open_all(sl.prefix)) == {"ok": base}
+    assert in_cgroup(cgroups["B"], alloc(sl.prefix)) == {"ok": "allocated"}
+
+
+def test_rebind_by_slice_set(kern, cgroups, bound):
+    A, B = cgroups["A"], cgroups["B"]
+    sl = bound(A)
+    base = _baseline(bound(None))
+    fd = os.open(B, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        s = kern.slice_set(sl.id, cgroup_fd=fd)
+    finally:
+        os.close(fd)
+    assert s.cgroup_id == os.stat(B).st_ino
+    assert in_cgroup(B, open_all(sl.prefix)) == {"ok": base}
+    assert in_cgroup(A, open_all(sl.prefix)) == {"ok": {n: "EPERM" for n in NODES}}
+    # an unbound slice can be bound later, and limits and binding change together
+    free = bound(None)
+    fd = os.open(A, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        s = kern.slice_set(free.id, limits={0: 128 * MiB}, cgroup_fd=fd)
+    finally:
+        os.close(fd)
+    assert s.cgroup_id == os.stat(A).st_ino and s.gpu(0).mem_limit == 128 * MiB
+    assert in_cgroup(B, open_all(free.prefix)) == {"ok": {n: "EPERM" for n in NODES}}
+
+
+def _bad_fds(tmp_path):
+    null = os.open("/dev/null", os.O_RDONLY)
+    notcg = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    closed = os.open("/dev/null", os.O_RDONLY)
+    os.close(closed)
+    return {"/dev/null": null, "plain directory": notcg, "closed fd": closed}
+
+
+def test_bad_cgroup_fd(kern, cgroups, bound, tmp_path):
+    sl = bound(cgroups["A"])
+    fds = _bad_fds(tmp_path)
+    try:
+        for what, fd in fds.items():
+            sid = next(_ids)
+            with pytest.raises(VgpuError) as ei:
+                kern.slice_new(sid, [(0, MiB)], cgroup_fd=fd)
+            assert ei.value.errno in (errno.EBADF, errno.EINVAL), what
+            assert ei.value.extack and "CGROUP_FD" in ei.value.extack, (what, ei.value)
+            with pytest.raises(VgpuError) as ei:
+                kern.slice_get(sid)
+            assert ei.value.errno == errno.ENOENT, f"{what}: a slice was left behind"
+            with pytest.raises(VgpuError) as ei:
+                kern.slice_set(sl.id, limits={0: MiB}, cgroup_fd=fd)
+            assert ei.value.errno in (errno.EBADF, errno.EINVAL), what
+            assert ei.value.extack and "CGROUP_FD" in ei.value.extack, (what, ei.value)
+            s = sl.get()                    # nothing changed
+            assert s.cgroup_id == os.stat(cgroups["A"]).st_ino
+            assert s.gpu(0).mem_limit == 256 * MiB
+    finally:
+        for fd in fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    # reply-only attribute
+    with pytest.raises(VgpuError) as ei:
+        kern.raw_request(U.VGPU_CMD_SLICE_SET, [
+            Nla(U.VGPU_A_SLICE_ID, sl.id.to_bytes(4, "little")),
+            Nla(U.VGPU_A_SLICE_CGROUP_ID, (1).to_bytes(8, "little"))])
+    assert ei.value.errno == errno.EINVAL
+
+
+def test_cgroup_removed_while_bound(kern, bound):
+    """rmdir of a bound cgroup works (the slice holds a reference, not the
+    directory); the slice stays unopenable, and deleting it frees the ref."""
+    cg = CG_ROOT / f"vgpu-test-gone-{os.getpid()}"
+    cg.mkdir()
+    try:
+        sl = bound(cg)
+        ino = os.stat(cg).st_ino
+    finally:
+        cg.rmdir()
+    assert sl.get().cgroup_id == ino
+    assert open_all(sl.prefix)() == {n: "EPERM" for n in NODES}
