@@ -298,11 +298,19 @@ class Mounter:
             raise OSError(e, f"{what}: {os.strerror(e)}")
 
     def setns_mnt(self, pid: int) -> None:
+        """Enter ``pid``'s mount namespace and its root (as ``nsenter -m -r``):
+        setns alone leaves us at the namespace's root mount, which is not the
+        process's root when the runtime runs chrooted (the VM test bed)."""
         fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             self._check(self.libc.setns(fd, self.CLONE_NEWNS), "setns into the mount namespace")
+            os.fchdir(root)
+            os.chroot(".")
+            os.chdir("/")
         finally:
             os.close(fd)
+            os.close(root)
 
     def mount(self, src: str | None, target: str, fstype: str | None, flags: int,
               data: str | None = None) -> None:
