@@ -181,8 +181,9 @@ class Runc:
                            "options": ["rbind", "ro"]})
         mounts.append({"destination": "/shared", "type": "bind", "source": str(self.shared),
                        "options": ["rbind", "rw"]})
-        (rootfs / "shared").mkdir()
-        (rootfs / "tmp").mkdir()
+        # Mount points; "tmp" may exist already when the checkout lives under /tmp.
+        (rootfs / "shared").mkdir(exist_ok=True)
+        (rootfs / "tmp").mkdir(exist_ok=True)
         if annotations:
             config["annotations"] = annotations
         (b / "config.json").write_text(json.dumps(config))
