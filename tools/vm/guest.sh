@@ -43,28 +43,24 @@ sh -c "$VGPU_CMD"
 rc=$?
 echo "vm-guest: command exited with status $rc"
 
-state=/sys/kernel/debug/nvsim/state
-if [ "$VGPU_CHECK_LEAKS" = 1 ] && [ -r "$state" ]; then
-	# Releases of files closed by exiting processes may still be in flight.
+# leak_check NAME FILE AWK: fail check NAME if the awk program prints any
+# line of FILE (a debugfs state file) once the run is over.  Releases of
+# files closed by exiting processes may still be in flight: retry for 5 s.
+leak_check() {
+	[ "$VGPU_CHECK_LEAKS" = 1 ] && [ -r "$2" ] || return 0
 	leaked=""
 	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		leaked=$(awk '($1=="objects"||$1=="clients"||$1=="mappings") && $2!=0 {print} $1=="gpu" && $6!=0 {print}' "$state")
+		leaked=$(awk "$3" "$2")
 		[ -z "$leaked" ] && break
 		sleep 0.5
 	done
-	if [ -z "$leaked" ]; then check nvsim-leaks 1 ""; else check nvsim-leaks 0 "live after the run: $leaked"; fi
-fi
+	if [ -z "$leaked" ]; then check "$1" 1 ""; else check "$1" 0 "live after the run: $leaked"; fi
+}
 
-vstate=/sys/kernel/debug/vgpu/state
-if [ "$VGPU_CHECK_LEAKS" = 1 ] && [ -r "$vstate" ]; then
-	leaked=""
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		leaked=$(awk '($1=="files"||$1=="objects"||$1=="charges") && $2!=0 {print}' "$vstate")
-		[ -z "$leaked" ] && break
-		sleep 0.5
-	done
-	if [ -z "$leaked" ]; then check vgpu-leaks 1 ""; else check vgpu-leaks 0 "live after the run: $leaked"; fi
-fi
+leak_check nvsim-leaks /sys/kernel/debug/nvsim/state \
+	'($1=="objects"||$1=="clients"||$1=="mappings") && $2!=0 {print} $1=="gpu" && $6!=0 {print}'
+leak_check vgpu-leaks /sys/kernel/debug/vgpu/state \
+	'($1=="files"||$1=="objects"||$1=="charges") && $2!=0 {print}'
 
 for m in $loaded; do
 	if rmmod "$m"; then check "unload-$m" 1 ""; else check "unload-$m" 0 "rmmod $m failed"; fi
