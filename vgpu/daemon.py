@@ -43,6 +43,8 @@ import sys
 
 DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
 LEVELS = ("debug", "info", "warning", "error")
+REBIND_TIMEOUT = 10     # seconds per container view re-bound after a restart
+REBIND_PARALLEL = 8
 log = logging.getLogger("vgpud")
 
 
@@ -165,9 +167,48 @@ class Daemon:
             fs = VgpuFs(ManagerSource(self.mgr), str(self.cfg.paths.fuse_mount))
             await root.start(fs.run)
             self.fs = fs
+            if self.mgr.records:
+                await self._rebind_views()      # before READY: views are whole when we say so
         except (ImportError, OSError, RuntimeError) as e:
             log.error("vgpufs at %s: %s (container device views disabled)",
                       self.cfg.paths.fuse_mount, e)
+
+    async def _rebind_views(self):
+        """Running containers keep bind mounts of the vgpufs mount that existed
+        when they started; after a restart those answer ENOTCONN.  Re-bind
+        each live container's /proc/driver/nvidia to the new mount (the hook's
+        --rebind does it in the container's mount namespace: a separate
+        process, since setns needs a single-threaded caller), up to
+        REBIND_PARALLEL at a time, each bounded by REBIND_TIMEOUT."""
+        import trio
+        from .slices import live_pid
+        limiter = trio.CapacityLimiter(REBIND_PARALLEL)
+        done = []
+
+        async def one(cid: str, pid: int):
+            cmd = [sys.executable, "-S", "-m", "vgpu.hook", "--debug", "--fuse-mount",
+                   str(self.cfg.paths.fuse_mount), "--rebind", str(pid), cid]
+            async with limiter:
+                with trio.move_on_after(REBIND_TIMEOUT) as scope:
+                    r = await trio.run_process(cmd, capture_stderr=True, check=False,
+                                               cwd=os.path.dirname(os.path.dirname(__file__)))
+            if scope.cancelled_caught:
+                log.warning("vgpufs: re-binding the view of %s (pid %d) took over %d s; "
+                            "skipped", cid, pid, REBIND_TIMEOUT)
+            elif r.returncode == 0:
+                done.append(cid)
+                for line in r.stderr.decode(errors="replace").splitlines():
+                    log.info("vgpufs: %s", line.removeprefix("vgpu-oci-hook: "))
+            else:
+                log.warning("vgpufs: could not re-bind the view of %s: %s", cid,
+                            r.stderr.decode(errors="replace").strip())
+
+        async with trio.open_nursery() as n:
+            for cid, rec in list(self.mgr.records.items()):
+                pid = live_pid(rec)
+                if pid is not None:
+                    n.start_soon(one, cid, pid)
+        log.info("vgpufs: views of %d running container(s) checked", len(done))
 
     # ------------------------------------------------------------- signals
     async def _signals(self, sigs, root):

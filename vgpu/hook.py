@@ -28,6 +28,14 @@ and config.json: nothing else is imported, nothing is sent.
   already gone is fine.
 - any other stage: nothing (exit 0; a line with --debug).
 
+``vgpu-oci-hook --rebind PID CONTAINER`` (run by vgpud after it mounted
+vgpufs afresh, e.g. after a restart; stdin unused): re-bind the container's
+/proc/driver/nvidia, whose bind mount still points at the previous, dead
+FUSE connection, to the new mount, inside the running container's mount
+namespace (open_tree + move_mount: the container's root no longer shows the
+host's paths).  Its /dev nodes need nothing: char nodes open through
+vgpu.ko, not through FUSE.  Already-current views are left alone.
+
 Every call to vgpud is bounded by --timeout (default 5 s).  Exit status:
 0 success or nothing to do, 1 failure (one line on stderr), 2 usage.
 """
@@ -47,6 +55,7 @@ STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
 
 USAGE = f"""\
 usage: {PROG} [--socket PATH] [--timeout S] [--fuse-mount DIR] [--debug] [STAGE]
+       {PROG} [--fuse-mount DIR] [--debug] --rebind PID CONTAINER
 
 OCI hook: attach a vgpu slice to a container that asks for one (annotations
 vgpu.io/memory, vgpu.io/compute, vgpu.io/priority, vgpu.io/policy,
@@ -62,6 +71,9 @@ options:
   --timeout S       bound on each call to vgpud, in seconds (default 5)
   --fuse-mount DIR  where vgpufs is mounted (default $VGPU_FUSE_MOUNT, else {DEFAULT_FUSE_MOUNT})
   --debug           say what the hook does on stderr
+  --rebind PID CONTAINER
+                    re-bind a running container's /proc/driver/nvidia view to
+                    the current vgpufs mount (vgpud does this after a restart)
   --help            this text
 
 exit status: 0 success or nothing to do, 1 failure, 2 usage error
@@ -78,6 +90,7 @@ class Opts:
     fuse_mount = None
     debug = False
     stage = None
+    rebind: tuple[int, str] | None = None
 
 
 def parse_argv(argv: list[str]) -> Opts:
@@ -107,6 +120,16 @@ def parse_argv(argv: list[str]) -> Opts:
                 o.fuse_mount = value
         elif a == "--debug":
             o.debug = True
+        elif a == "--rebind":
+            if i + 2 > len(argv):
+                raise ValueError("--rebind needs PID and CONTAINER")
+            pid, cid = argv[i], argv[i + 1]
+            i += 2
+            if not pid.isdigit() or int(pid) <= 0:
+                raise ValueError(f'invalid --rebind pid "{pid}"')
+            if not cid or "/" in cid or cid in (".", ".."):
+                raise ValueError(f'invalid --rebind container "{cid}"')
+            o.rebind = (int(pid), cid)
         elif a in ("--help", "-h"):
             raise SystemExit(sys.stdout.write(USAGE) and 0)
         elif a.startswith("-"):
@@ -318,6 +341,27 @@ class Mounter:
         self._check(self.libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)),
                     f"mount {src or fstype} on {target}")
 
+    # x86_64 and aarch64 share these (the new mount API, Linux 5.2)
+    SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
+    OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, 0o2000000
+    MOVE_MOUNT_F_EMPTY_PATH = 0x4
+    AT_FDCWD, MNT_DETACH = -100, 2
+
+    def open_tree(self, path: str) -> int:
+        """A detached copy of the mount at path, as an fd that survives setns."""
+        fd = self.libc.syscall(self.SYS_OPEN_TREE, self.AT_FDCWD, path.encode(),
+                               self.OPEN_TREE_CLONE | self.OPEN_TREE_CLOEXEC)
+        self._check(0 if fd >= 0 else -1, f"open_tree {path}")
+        return fd
+
+    def move_mount(self, fd: int, target: str) -> None:
+        self._check(self.libc.syscall(self.SYS_MOVE_MOUNT, fd, b"", self.AT_FDCWD,
+                                      target.encode(), self.MOVE_MOUNT_F_EMPTY_PATH),
+                    f"move_mount onto {target}")
+
+    def umount_detach(self, target: str) -> None:
+        self._check(self.libc.umount2(target.encode(), self.MNT_DETACH), f"umount {target}")
+
 
 def _inside(root: str, path: str) -> bool:
     rp = os.path.realpath(path)
@@ -528,6 +572,46 @@ def release(state: dict, o: Opts, debug) -> int:
     return 0
 
 
+def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug) -> int:
+    """Point a running container's /proc/driver/nvidia at the current vgpufs
+    mount (see the module doc).  Returns 0 also when nothing was needed."""
+    import errno
+    src = os.path.join(fuse, cid, "proc", "driver", "nvidia")
+    try:
+        want = os.stat(src)
+    except OSError as e:
+        raise HookError(f"container {cid}: no vgpufs view at {src} ({e.strerror})") from None
+    fd = m.open_tree(src)
+    try:
+        m.setns_mnt(pid)
+        target = "/proc/driver/nvidia"
+        try:
+            st = os.stat(target)
+            if os.path.samestat(st, want):
+                debug(f"{cid}: {target} already shows the current vgpufs mount")
+                return 0
+        except FileNotFoundError:
+            raise HookError(f"container {cid} (pid {pid}) has no {target} to re-bind") \
+                from None
+        except OSError as e:
+            if e.errno != errno.ENOTCONN:
+                raise
+        # the stale bind of the old FUSE connection (ENOTCONN) or another view
+        try:
+            m.umount_detach(target)
+        except OSError as e:
+            debug(f"{cid}: umount {target}: {e} (mounting over it)")
+        m.move_mount(fd, target)
+        m.mount(None, target, None, Mounter.MS_BIND | Mounter.MS_REMOUNT | Mounter.MS_RDONLY)
+        debug(f"{cid}: re-bound {target} in pid {pid}'s mount namespace")
+        return 0
+    except OSError as e:
+        raise HookError(f"container {cid}: re-binding its view in pid {pid}: "
+                        f"{e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
 def run(o: Opts, data: bytes) -> int:
     def debug(msg):
         if o.debug:
@@ -559,6 +643,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         sys.stderr.write(f"{PROG}: {e}\n{USAGE.splitlines()[0]}\n")
         return 2
+    if o.rebind is not None:
+        fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
+        debug = (lambda msg: sys.stderr.write(f"{PROG}: {msg}\n")) if o.debug else (lambda m: None)
+        try:
+            return rebind(*o.rebind, fuse, Mounter(), debug)
+        except HookError as e:
+            sys.stderr.write(f"{PROG}: {e}\n")
+            return 1
     try:
         data = sys.stdin.buffer.read(MAX_STATE + 1) if sys.stdin is not None else b""
         if len(data) > MAX_STATE:

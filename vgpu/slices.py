@@ -186,6 +186,23 @@ def container_gone(rec: dict) -> bool:
     return False
 
 
+def live_pid(rec: dict) -> int | None:
+    """A live process of the container a record names (the first of its
+    cgroup's processes, or its recorded pid), or None."""
+    cg = rec.get("cgroup")
+    if cg:
+        try:
+            with open(os.path.join(cgroup_path(cg), "cgroup.procs")) as f:
+                first = f.readline().strip()
+            return int(first) if first.isdigit() else None
+        except OSError:
+            return None
+    pid = rec.get("pid")
+    if pid and not container_gone(rec):
+        return pid
+    return None
+
+
 # ------------------------------------------------------------------ manager
 @dataclass
 class GpuRef:

@@ -481,3 +481,22 @@ def test_vgpuctl_cdi_generate(tmp_path, fake, capsys):
     rc = ctl.main(["cdi", "generate", "--socket", fake.path])
     assert rc == 0 and json.loads(capsys.readouterr().out)["kind"] == "vgpu.io/slice"
     assert ctl.main(["cdi", "frobnicate", "--socket", fake.path]) == ctl.EXIT_USAGE
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--rebind"], "--rebind needs PID and CONTAINER"),
+    (["--rebind", "12"], "--rebind needs PID and CONTAINER"),
+    (["--rebind", "x1", "c"], 'invalid --rebind pid "x1"'),
+    (["--rebind", "0", "c"], 'invalid --rebind pid "0"'),
+    (["--rebind", "12", "../etc"], 'invalid --rebind container "../etc"'),
+])
+def test_rebind_refuses_bad_arguments(args, words, capsys):
+    assert hook.main(args) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_rebind_without_a_view_fails_cleanly(tmp_path, capsys):
+    rc = hook.main(["--fuse-mount", str(tmp_path), "--rebind", str(os.getpid()), "nope"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "container nope: no vgpufs view at" in err, err
+    assert err.count("\n") == 1

@@ -83,6 +83,8 @@ class Daemon:
         self.fs = str(tmp / "fs")
         self.logf = tmp / "vgpud.log"
         (tmp / "vgpud.toml").write_text(CONFIG.format(tmp=tmp))
+        # a previous vgpud's dead mount is still there after a crash
+        self.fs_ready = lambda: os.path.ismount(self.fs) and os.path.isdir(self.fs)
         subprocess.run(["modprobe", "fuse"], capture_output=True)
         with open(self.logf, "ab") as log:
             self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon", "--config",
@@ -92,11 +94,18 @@ class Daemon:
         while time.monotonic() < end:
             assert self.proc.poll() is None, f"vgpud exited:\n{self.log()}"
             r = self.ctl_raw("status")
-            if r.returncode == 0 and os.path.ismount(self.fs):
+            if r.returncode == 0 and self.fs_ready():
                 return
             time.sleep(0.5)
         self.stop()
         raise AssertionError(f"vgpud (with vgpufs at {self.fs}) not up:\n{self.log()}")
+
+    def crash_and_restart(self):
+        """SIGKILL (no unmount, no cleanup), then a new vgpud on the same
+        config, state and mount point."""
+        self.proc.kill()
+        self.proc.wait()
+        self.__init__(self.tmp)
 
     def log(self) -> str:
         try:
@@ -436,3 +445,66 @@ def test_containerd_ctr_run_and_task_kill_release(runc, daemon):
             ctd.kill()
             ctd.wait()
     assert daemon.slices() == {}
+
+
+# ------------------------------------------------------------------ isolation of nodes
+def test_node_bind_mounted_into_another_container_cannot_be_opened(runc, daemon):
+    """A copies nothing; B (no slice) gets A's vgpufs node bind-mounted in and
+    the vgpu major allowed in its device cgroup, so only vgpu.ko's cgroup
+    check stands between B and A's slice."""
+    hold = ("exec 3<>/dev/nvidiactl && echo OPENED > /shared/a.ok; "
+            "while [ ! -e /shared/a.go ]; do sleep 0.2; done")
+    runc.run_detached("c-own", runc.bundle("c-own", hold, {"vgpu.io/memory": "32MiB",
+                                                             "vgpu.io/gpus": "0"}))
+    assert poll(lambda: (runc.shared / "a.ok").exists(), 120), daemon.log()
+    sl = daemon.slices()["c-own"]
+    b = runc.bundle("c-thief", "for n in nvidiactl nvidia0; do "
+                    "(exec 3<>/dev/$n && echo OPENED $n) 2>&1 || echo REFUSED $n; done")
+    config = json.loads((b / "config.json").read_text())
+    for n in ("nvidiactl", "nvidia0"):
+        config["mounts"].append({"destination": f"/dev/{n}", "type": "bind",
+                                 "source": f"{daemon.fs}/c-own/dev/{n}", "options": ["bind"]})
+    config["linux"].setdefault("resources", {}).setdefault("devices", []).append(
+        {"allow": True, "type": "c", "major": sl["devices"]["major"], "access": "rwm"})
+    (b / "config.json").write_text(json.dumps(config))
+    r = runc.run("c-thief", b)
+    assert r.returncode == 0, r.stderr
+    assert "OPENED" not in r.stdout, r.stdout
+    assert r.stdout.count("REFUSED") == 2 and "Operation not permitted" in r.stdout, r.stdout
+    # the owner still works: its slice is untouched and it holds its node open
+    assert daemon.slices()["c-own"]["open_files"] >= 1
+    (runc.shared / "a.go").write_text("")
+
+
+# ------------------------------------------------------------------ daemon restart
+def test_daemon_crash_and_restart_rebinds_running_containers_views(runc, daemon):
+    """vgpud is SIGKILLed while a container runs: its bind-mounted /proc view
+    points at the dead FUSE connection.  The next vgpud mounts vgpufs afresh
+    and re-binds the running container's view; the slice carries on."""
+    script = ("n=0; while [ ! -e /shared/r.go ]; do "
+              "if [ -e /shared/r.ask$n ]; then "
+              "cat /proc/driver/nvidia/gpus/*/information > /shared/r.$n.tmp 2>&1; "
+              "(exec 3<>/dev/nvidia0 && echo DEVOK) >> /shared/r.$n.tmp 2>&1; "
+              "mv /shared/r.$n.tmp /shared/r.$n; n=$((n+1)); fi; sleep 0.2; done")
+    runc.run_detached("c-r", runc.bundle("c-r", script, {"vgpu.io/memory": "48MiB",
+                                                         "vgpu.io/gpus": "0"}))
+
+    def ask(n):
+        (runc.shared / f"r.ask{n}").write_text("")
+        assert poll(lambda: (runc.shared / f"r.{n}").exists(), 120), daemon.log()
+        return (runc.shared / f"r.{n}").read_text()
+
+    out = ask(0)
+    assert video_memory(out) == ["48 MB"] and "DEVOK" in out, out
+    daemon.crash_and_restart()
+    # the API answers before vgpufs is mounted and the views are re-bound
+    assert poll(lambda: "vgpufs: views of" in daemon.log(), 120), daemon.log()
+    out = ask(1)
+    assert video_memory(out) == ["48 MB"] and "DEVOK" in out, f"{out}\n{daemon.log()}"
+    assert "not connected" not in out
+    assert "re-bound" in daemon.log()
+    # and the restarted daemon still serves the slice: set-quota reaches the view
+    daemon.ctl("set-quota", "c-r", "--memory", "64MiB")
+    out = ask(2)
+    assert video_memory(out) == ["64 MB"], out
+    (runc.shared / "r.go").write_text("")
