@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import stat
-import statistics
 import subprocess
 import sys
 import time
@@ -122,18 +121,5 @@ def test_bad_annotation_fails_the_start_and_leaves_no_slice(tmp_path, env):
     assert "ctr-bad" not in st.stdout
 
 
-def test_hook_cost_per_container_start(tmp_path, env):
-    """runc run with and without the hook (a container that asks for
-    nothing, through the wrapper with the hook wired by hand), median of 20."""
-    b = make_bundle(tmp_path, "t")
-    plain = [runc_run(env, b, f"t{i}", wrapper=False).elapsed for i in range(20)]
-    config = json.loads((b / "config.json").read_text())
-    os.environ.pop("VGPU_HOOK", None)
-    from vgpu import runtime
-    config["hooks"] = {s: [runtime.hook_entry(s)] for s in ("createRuntime", "poststop")}
-    (b / "config.json").write_text(json.dumps(config))
-    hooked = [runc_run(env, b, f"h{i}", wrapper=False).elapsed for i in range(20)]
-    pm, hm = statistics.median(plain), statistics.median(hooked)
-    print(f"\nrunc run: median {pm * 1000:.0f} ms plain, {hm * 1000:.0f} ms with the hook "
-          f"at createRuntime+poststop (container without a request): +{(hm - pm) * 1000:.0f} ms")
-    assert hm - pm < 0.300       # the target (150 ms) is a figure; this catches regressions
+# What the hook adds to a start is measured by bench/container_start.py
+# (host and VM), not by a timed test.
