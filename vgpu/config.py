@@ -47,6 +47,7 @@ POLICIES = ("share", "fixed", "burst")
 PLACEMENTS = ("spread", "binpack")
 UVM_MODES = ("count", "refuse")
 OVER_QUOTA_ACTIONS = ("log", "event", "kill")
+SCHED_LAYERS = ("tsg", "doorbell")     # [scheduler] layers (vgpu.compute.LAYER_FLAGS)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -228,6 +229,7 @@ class Config:
     defaults: SliceSpec = field(default_factory=lambda: SliceSpec(
         memory=None, compute=None, priority="low", policy="share"))
     scheduler_period: float = 0.1
+    scheduler_layers: tuple[str, ...] | None = None    # None: the kernel's default (all)
     metrics_listen: str = "127.0.0.1:9400"
     log_level: str = "info"
     gc_interval: float = 10.0
@@ -458,9 +460,10 @@ class _Parser:
         defaults = d.merged_over(base.defaults)
 
         t = self.table(raw, "scheduler")
-        self.unknown(t, "scheduler.", ("period",))
+        self.unknown(t, "scheduler.", ("period", "layers"))
         period = self.duration(t, "period", "scheduler.period", base.scheduler_period,
                                PERIOD_MIN, PERIOD_MAX)
+        layers = self.parse_layers(t["layers"]) if "layers" in t else None
 
         t = self.table(raw, "metrics")
         self.unknown(t, "metrics.", ("listen",))
@@ -506,9 +509,33 @@ class _Parser:
         if self.errors:
             raise ConfigError(self.errors)
         return Config(path=self.path, paths=paths, api_group=group, node=node,
-                      defaults=defaults, scheduler_period=period, metrics_listen=listen,
+                      defaults=defaults, scheduler_period=period, scheduler_layers=layers,
+                      metrics_listen=listen,
                       log_level=level, gc_interval=gc_interval, profiles=profiles,
                       schedule=schedule)
+
+    def parse_layers(self, v: Any) -> tuple[str, ...] | None:
+        """[scheduler] layers: a non-empty list of SCHED_LAYERS names, no repeats."""
+        if not isinstance(v, list):
+            self.err("scheduler.layers", f"{quote(v)} is {_typename(v)}, not a list "
+                     f"(e.g. [\"tsg\", \"doorbell\"])")
+            return None
+        if not v:
+            self.err("scheduler.layers", f"[] names no layer (known: {', '.join(SCHED_LAYERS)})")
+            return None
+        out: list[str] = []
+        ok = True
+        for i, x in enumerate(v):
+            if not isinstance(x, str) or x not in SCHED_LAYERS:
+                self.err(f"scheduler.layers[{i}]", f"{quote(x)} is not a layer "
+                         f"(known: {', '.join(SCHED_LAYERS)})")
+                ok = False
+            elif x in out:
+                self.err(f"scheduler.layers[{i}]", f"{quote(x)} is named twice")
+                ok = False
+            else:
+                out.append(x)
+        return tuple(out) if ok else None
 
     def parse_node(self, t: Mapping[str, Any]) -> Node:
         base = Node()
@@ -721,6 +748,8 @@ def _flatten(c: Config) -> dict[str, str]:
         "node.uvm": _show(c.node.uvm),
         "node.over_quota_action": _show(c.node.over_quota_action),
         "scheduler.period": format_duration(c.scheduler_period),
+        "scheduler.layers": "kernel default" if c.scheduler_layers is None
+        else _show(c.scheduler_layers),
         "metrics.listen": _show(c.metrics_listen),
         "log.level": _show(c.log_level),
         "gc.interval": format_duration(c.gc_interval),

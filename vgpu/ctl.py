@@ -239,9 +239,29 @@ def cmd_gpus(client, o):
     res = client.request("gpus")
     if o["json"]:
         return emit_json(res)
+    gpus = res.get("gpus", [])
     print_table(["GPU", "NAME", "UUID", "BUS ID", "MEMORY", "ALLOCATED", "USED", "UTIL",
-                 "SLICES"], [_gpu_row(g) for g in res.get("gpus", [])])
+                 "SLICES"], [_gpu_row(g) for g in gpus])
+    sched = [g for g in gpus if isinstance(g.get("scheduler"), dict)]
+    if sched:
+        print()
+        print_table(["GPU", "SCHED PERIOD", "LAYERS", "SWITCHES", "SCHED CPU"],
+                    [_sched_row(g) for g in sched])
     return EXIT_OK
+
+
+def _sched_row(g: dict) -> list[str]:
+    sc = g.get("scheduler") or {}
+    per = sc.get("period_us")
+    cpu = sc.get("cpu_s")
+    return [str(g.get("index", "?")), _dur(per / 1e6) if isinstance(per, (int, float)) else "-",
+            "+".join(sc.get("layers") or []) or "none", str(sc.get("switches", "-")),
+            f"{cpu:.3f}s" if isinstance(cpu, (int, float)) else "-"]
+
+
+def _dur(seconds: float) -> str:
+    from .units import format_duration
+    return format_duration(seconds)
 
 
 def cmd_status(client, o):
@@ -257,8 +277,16 @@ def cmd_status(client, o):
         ("gpus", _count(res.get("gpus"))),
         ("config", res.get("config", "-")),
     ]
+    sc = res.get("scheduler")
+    if isinstance(sc, dict):
+        per = sc.get("period_s")
+        text = (f"period {_dur(per) if isinstance(per, (int, float)) else '-'}, layers "
+                f"{'+'.join(sc['layers']) if sc.get('layers') else 'kernel default'}")
+        if sc.get("supported") is False:
+            text += " (vgpu.ko has no scheduler: compute not enforced)"
+        rows.append(("scheduler", text))
     for k, v in rows:
-        print(f"{k + ':':<9} {v}")
+        print(f"{k + ':':<10} {v}")
     return EXIT_OK
 
 
@@ -651,6 +679,31 @@ def print_slice(s: dict) -> None:
                       str(g.get("real_minor", "-")), _size(g.get("memory_limit")),
                       _size(g.get("memory_used")), _size(g.get("memory_peak")),
                       str(g.get("allocs", "-")), str(g.get("refusals", "-"))] for g in gpus])
+        comp = [g for g in gpus if isinstance(g.get("compute"), dict)]
+        if comp:
+            print()
+            print_table(["GPU", "POLICY", "TARGET", "PRIORITY", "GPU TIME", "ACHIEVED", "PAUSED",
+                         "TSGS", "CHANNELS"], [_compute_row(g) for g in comp])
+
+
+def _compute_row(g: dict) -> list[str]:
+    c = g.get("compute") or {}
+    t = c.get("gpu_time_s")
+    paused = c.get("paused")
+    return [str(g.get("index", "?")), str(c.get("policy") or "-"), _pct(c.get("percent")),
+            str(c.get("priority") or "-"),
+            f"{t:.3f}s" if isinstance(t, (int, float)) and not isinstance(t, bool) else "-",
+            _pct(c.get("achieved_percent")),
+            "-" if paused is None else ("yes" if paused else "no"),
+            _count(c.get("tsgs")), _count(c.get("channels"))]
+
+
+def _per_gpu(gpus: list, key: str) -> str:
+    """A compute figure of each GPU of a slice, comma-separated."""
+    vals = [(g.get("compute") or {}).get(key) for g in gpus]
+    if not vals or all(v is None for v in vals):
+        return "-"
+    return ",".join(_pct(v) for v in vals)
 
 
 def fmt_event(ev: dict) -> str:
@@ -701,15 +754,19 @@ def render_top(frame: dict, width: int | None = None, height: int | None = None)
         gpus = s.get("gpus") or []
         lim, u = _sum(gpus, "memory_limit"), _sum(gpus, "memory_used")
         comp = s.get("compute") or {}
+        target = _per_gpu(gpus, "percent")
+        if target == "-":
+            target = _pct(comp.get("percent"))
         rows.append([str(s.get("container", "?")),
                      ",".join(str(g.get("index", "?")) for g in gpus) or "-",
                      _size(u), _size(lim),
                      f"{100 * u / lim:.0f}%" if lim and u is not None else "-",
-                     _size(_sum(gpus, "memory_peak")), _pct(comp.get("percent")),
+                     _size(_sum(gpus, "memory_peak")), target,
+                     _per_gpu(gpus, "achieved_percent"),
                      str(comp.get("priority") or "-"), str(comp.get("policy") or "-"),
                      _count(_sum(gpus, "refusals"))])
-    lines += format_table(["CONTAINER", "GPUS", "USED", "LIMIT", "USE", "PEAK", "COMPUTE",
-                           "PRIORITY", "POLICY", "REFUSALS"], rows)
+    lines += format_table(["CONTAINER", "GPUS", "USED", "LIMIT", "USE", "PEAK", "TARGET",
+                           "ACHIEVED", "PRIORITY", "POLICY", "REFUSALS"], rows)
     if height is not None and len(lines) > height:
         lines = lines[:max(height - 1, 1)] + [f"... {len(lines) - height + 1} more lines"]
     if width is not None:

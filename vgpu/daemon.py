@@ -17,8 +17,12 @@ One trio root nursery; each service is started with ``await nursery.start``
   FUSE mount at [paths] fuse_mount served in this loop ("" disables it; a
   mount failure is logged and the daemon runs without it);
 - the ticker: schedule windows (checked every second, applied when a minute
-  boundary changes what is in force), reconciliation, garbage collection and
-  over-quota checks every [gc] interval (sooner after a slice-emptied event).
+  boundary changes what is in force), a kernel dump every second while
+  slices exist (the GPU time counters behind the achieved compute share),
+  reconciliation, garbage collection and over-quota checks every [gc]
+  interval (sooner after a slice-emptied event);
+- the kernel schedulers: [scheduler] period (and layers) set on every
+  sliced GPU when vgpu.ko appears and on reload.
 
 Kernel calls run in one worker thread (vgpu.slices.KernelPort), each bounded
 by a deadline.  No per-slice tasks: the kernel is read with one dump.
@@ -244,6 +248,10 @@ class Daemon:
                 setup_logging(new.log_level)
             n = await self.mgr.apply_all("reload")
             log.info("reload: applied to %d slice(s)", n)
+            try:
+                await self.mgr.apply_sched("reload")
+            except self.trio.TooSlowError:
+                log.warning("reload: the scheduler setting timed out")
             return True
         finally:
             sd_notify("READY=1")
@@ -256,6 +264,10 @@ class Daemon:
         while True:
             if mgr.kport.kernel is None:
                 if await mgr.kport.connect():
+                    try:
+                        await mgr.apply_sched("start")
+                    except trio.TooSlowError:
+                        log.warning("vgpu.ko: the scheduler setting timed out")
                     counts = await mgr.reconcile()
                     log.info("vgpu.ko: reconciled: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
                     self.kernel_ready.set()
@@ -313,6 +325,12 @@ class Daemon:
                 except Exception:
                     log.exception("schedule windows")
             minute = now
+            if mgr.records and mgr.kport.kernel is not None:
+                # one dump a second feeds the achieved-share meter (GPU time)
+                try:
+                    await mgr.kdump(max_age=0.9)
+                except trio.TooSlowError:
+                    log.warning("compute sampling: the kernel did not answer in time")
             if mgr.wake_gc.is_set() or trio.current_time() >= next_gc:
                 mgr.wake_gc = trio.Event()
                 next_gc = trio.current_time() + self.cfg.gc_interval

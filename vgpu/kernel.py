@@ -11,6 +11,8 @@ trio daemon (or the daemon can reuse ``vgpumsg`` on its own fd).
     with VgpuKernel() as k:
         s = k.slice_new(7, gpus=[(0, 4 << 30)], name="ctr-abc")
         k.slice_set(7, limits={0: 2 << 30})
+        k.slice_set(7, compute={0: Compute(U.VGPU_COMPUTE_FIXED, 3000)})
+        k.sched_set(0, period_us=50_000, layers=U.VGPU_SCHED_L_ALL)
         for s in k.slices(): ...
         k.slice_del(7, force=True)
 
@@ -41,7 +43,8 @@ from pyroute2.netlink import (NLA_F_NESTED, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST
 from . import uapi as U
 
 __all__ = [
-    "VgpuError", "VgpuNotLoaded", "VgpuKernel", "Slice", "GpuUsage", "Event",
+    "VgpuError", "VgpuNotLoaded", "VgpuKernel", "Slice", "GpuUsage", "Event", "Compute",
+    "SchedInfo",
     "EventStream", "Nla", "encode_attrs", "vgpumsg",
 ]
 
@@ -129,6 +132,11 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_PAD": "none",
     "VGPU_A_SLICE_CGROUP_FD": "uint32",
     "VGPU_A_SLICE_CGROUP_ID": "uint64",
+    "VGPU_A_SCHED_REAL_MINOR": "uint32",
+    "VGPU_A_SCHED_PERIOD_US": "uint32",
+    "VGPU_A_SCHED_LAYERS": "uint32",
+    "VGPU_A_SCHED_SWITCHES": "uint64",
+    "VGPU_A_SCHED_CPU_NS": "uint64",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
@@ -147,6 +155,14 @@ GPU_ATTR_TYPES = {
     "VGPU_GPU_A_MINOR": "uint32",
     "VGPU_GPU_A_GPU_ID": "uint32",
     "VGPU_GPU_A_PAD": "none",
+    "VGPU_GPU_A_COMPUTE_POLICY": "uint32",
+    "VGPU_GPU_A_COMPUTE_BP": "uint32",
+    "VGPU_GPU_A_PRIORITY": "uint32",
+    "VGPU_GPU_A_GPU_TIME_NS": "uint64",
+    "VGPU_GPU_A_TSGS": "uint32",
+    "VGPU_GPU_A_CHANNELS": "uint32",
+    "VGPU_GPU_A_PAUSED": "uint32",
+    "VGPU_GPU_A_DOORBELL_TRAPS": "uint64",
 }
 
 
@@ -175,6 +191,45 @@ class vgpumsg(genlmsg):
 
 # ------------------------------------------------------------- data types
 @dataclass
+class Compute:
+    """A slice's compute setting on one GPU (VGPU_GPU_A_COMPUTE_POLICY,
+    _COMPUTE_BP, _PRIORITY).  None leaves the kernel's value (SET) or
+    default (NEW: policy NONE, priority LOW)."""
+    policy: int | None = None         # enum vgpu_compute_policy
+    bp: int | None = None             # basis points 1..10000
+    priority: int | None = None       # enum vgpu_priority
+
+    @classmethod
+    def of(cls, v) -> "Compute":
+        """A Compute from a Compute, a dict or a (policy, bp[, priority]) tuple."""
+        if isinstance(v, Compute):
+            return v
+        if isinstance(v, dict):
+            return cls(**v)
+        return cls(*v)
+
+    def attrs(self) -> list:
+        out = []
+        if self.policy is not None:
+            out.append(["VGPU_GPU_A_COMPUTE_POLICY", int(self.policy)])
+        if self.bp is not None:
+            out.append(["VGPU_GPU_A_COMPUTE_BP", int(self.bp)])
+        if self.priority is not None:
+            out.append(["VGPU_GPU_A_PRIORITY", int(self.priority)])
+        return out
+
+
+@dataclass
+class SchedInfo:
+    """One real GPU's scheduler (SCHED_GET)."""
+    real_minor: int
+    period_us: int = 0
+    layers: int = 0
+    switches: int = 0
+    cpu_ns: int = 0
+
+
+@dataclass
 class GpuUsage:
     """One GPU of a slice, as the kernel reports it."""
     index: int
@@ -186,6 +241,14 @@ class GpuUsage:
     minor: int | None = None          # the virtual node's minor
     real_minor: int | None = None
     gpu_id: int | None = None
+    compute_policy: int = 0           # enum vgpu_compute_policy
+    compute_bp: int = 0
+    priority: int = 0                 # enum vgpu_priority
+    gpu_time_ns: int = 0              # time granted while it wanted the GPU
+    tsgs: int = 0
+    channels: int = 0
+    paused: bool = False
+    doorbell_traps: int = 0
 
 
 @dataclass
@@ -259,6 +322,14 @@ def _gpu_from_nla(g) -> GpuUsage:
         minor=d.get("VGPU_GPU_A_MINOR"),
         real_minor=d.get("VGPU_GPU_A_REAL_MINOR"),
         gpu_id=d.get("VGPU_GPU_A_GPU_ID"),
+        compute_policy=d.get("VGPU_GPU_A_COMPUTE_POLICY", 0),
+        compute_bp=d.get("VGPU_GPU_A_COMPUTE_BP", 0),
+        priority=d.get("VGPU_GPU_A_PRIORITY", 0),
+        gpu_time_ns=d.get("VGPU_GPU_A_GPU_TIME_NS", 0),
+        tsgs=d.get("VGPU_GPU_A_TSGS", 0),
+        channels=d.get("VGPU_GPU_A_CHANNELS", 0),
+        paused=bool(d.get("VGPU_GPU_A_PAUSED", 0)),
+        doorbell_traps=d.get("VGPU_GPU_A_DOORBELL_TRAPS", 0),
     )
 
 
@@ -285,6 +356,15 @@ def slice_from_msg(msg) -> Slice:
              "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
+
+
+def sched_from_msg(msg) -> SchedInfo:
+    d = _attrs_dict(msg)
+    return SchedInfo(real_minor=d.get("VGPU_A_SCHED_REAL_MINOR", 0),
+                     period_us=d.get("VGPU_A_SCHED_PERIOD_US", 0),
+                     layers=d.get("VGPU_A_SCHED_LAYERS", 0),
+                     switches=d.get("VGPU_A_SCHED_SWITCHES", 0),
+                     cpu_ns=d.get("VGPU_A_SCHED_CPU_NS", 0))
 
 
 def event_from_msg(msg) -> Event:
@@ -547,16 +627,20 @@ class VgpuKernel:
     # -------------------------------------------------------- commands
     def slice_new(self, id: int, gpus, name: str | None = None,
                   uvm_policy: int | None = None, flags: int | None = None,
-                  cgroup_fd: int | None = None) -> Slice:
+                  cgroup_fd: int | None = None, compute: dict | None = None) -> Slice:
         """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...];
-        cgroup_fd: an open fd of a cgroup v2 directory to bind the slice to."""
+        cgroup_fd: an open fd of a cgroup v2 directory to bind the slice to;
+        compute: {container GPU index: Compute | (policy, bp[, priority]) | dict}."""
+        compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
         entries = []
-        for g in gpus:
+        for i, g in enumerate(gpus):
             real_minor, limit = g[0], g[1]
             ga = [["VGPU_GPU_A_REAL_MINOR", int(real_minor)],
                   ["VGPU_GPU_A_MEM_LIMIT", int(limit)]]
             if len(g) > 2 and g[2] is not None:
                 ga.append(["VGPU_GPU_A_GPU_ID", int(g[2])])
+            if i in compute:
+                ga += compute[i].attrs()
             entries.append(["VGPU_A_GPU", {"attrs": ga}])
         attrs = [["VGPU_A_SLICE_ID", int(id)], ["VGPU_A_SLICE_GPUS", {"attrs": entries}]]
         if name is not None:
@@ -573,14 +657,24 @@ class VgpuKernel:
         return self.slice_get(id)
 
     def slice_set(self, id: int, limits: dict[int, int] | None = None,
-                  uvm_policy: int | None = None, cgroup_fd: int | None = None) -> Slice | None:
-        """Change limits ({container GPU index: bytes}), the UVM policy and/or
-        the bound cgroup (cgroup_fd: an open fd of a cgroup v2 directory)."""
+                  uvm_policy: int | None = None, cgroup_fd: int | None = None,
+                  compute: dict | None = None) -> Slice | None:
+        """Change limits ({container GPU index: bytes}), compute settings
+        ({index: Compute | (policy, bp[, priority]) | dict}), the UVM policy
+        and/or the bound cgroup (cgroup_fd: an open fd of a cgroup v2
+        directory)."""
         attrs = [["VGPU_A_SLICE_ID", int(id)]]
-        if limits:
-            entries = [["VGPU_A_GPU", {"attrs": [["VGPU_GPU_A_INDEX", int(i)],
-                                                 ["VGPU_GPU_A_MEM_LIMIT", int(b)]]}]
-                       for i, b in sorted(limits.items())]
+        limits = {int(i): b for i, b in (limits or {}).items()}
+        compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
+        if limits or compute:
+            entries = []
+            for i in sorted(set(limits) | set(compute)):
+                ga = [["VGPU_GPU_A_INDEX", i]]
+                if i in limits:
+                    ga.append(["VGPU_GPU_A_MEM_LIMIT", int(limits[i])])
+                if i in compute:
+                    ga += compute[i].attrs()
+                entries.append(["VGPU_A_GPU", {"attrs": ga}])
             attrs.append(["VGPU_A_SLICE_GPUS", {"attrs": entries}])
         if uvm_policy is not None:
             attrs.append(["VGPU_A_SLICE_UVM_POLICY", int(uvm_policy)])
@@ -604,6 +698,31 @@ class VgpuKernel:
     def slices(self) -> list[Slice]:
         """Every slice, with its usage (a dump)."""
         return [slice_from_msg(m) for m in self._request(U.VGPU_CMD_SLICE_GET, [], dump=True)]
+
+    # ------------------------------------------------------- scheduler
+    def sched_set(self, real_minor: int, period_us: int | None = None,
+                  layers: int | None = None) -> SchedInfo:
+        """Set a real GPU's scheduling period and/or layers (VGPU_SCHED_L_*);
+        creates its scheduler if it has none yet."""
+        attrs = [["VGPU_A_SCHED_REAL_MINOR", int(real_minor)]]
+        if period_us is not None:
+            attrs.append(["VGPU_A_SCHED_PERIOD_US", int(period_us)])
+        if layers is not None:
+            attrs.append(["VGPU_A_SCHED_LAYERS", int(layers)])
+        replies = self._request(U.VGPU_CMD_SCHED_SET, attrs)
+        return sched_from_msg(replies[0]) if replies else self.sched_get(real_minor)
+
+    def sched_get(self, real_minor: int) -> SchedInfo:
+        replies = self._request(U.VGPU_CMD_SCHED_GET,
+                                [["VGPU_A_SCHED_REAL_MINOR", int(real_minor)]])
+        if not replies:
+            raise VgpuError(_errno.EPROTO, "SCHED_GET answered without a scheduler",
+                            op="SCHED_GET")
+        return sched_from_msg(replies[0])
+
+    def scheds(self) -> list[SchedInfo]:
+        """Every real GPU's scheduler (a dump)."""
+        return [sched_from_msg(m) for m in self._request(U.VGPU_CMD_SCHED_GET, [], dump=True)]
 
     # ---------------------------------------------------------- events
     def subscribe(self, timeout: float | None = None) -> "EventStream":

@@ -1,9 +1,13 @@
 """Prometheus text exposition of vgpud (``GET /metrics`` over HTTP/1.0, trio).
 
 Per slice (labels container, slice_id, gpu, uuid): FB limit, used, peak,
-live allocations, refusals; compute target percent.  Per GPU (labels gpu,
-uuid, name): memory total, allocated to slices (sum of limits), used (the
-driver's figure), slices.  Plus vgpud_up, vgpud_slices, vgpud_kernel_loaded.
+live allocations, refusals; GPU time granted (a counter), the compute target
+(the kernel's basis points as a ratio) and the achieved share over the last
+window (vgpu.compute.ShareMeter); per slice (container, slice_id) the
+configured compute percent.  Per GPU (labels gpu, uuid, name): memory total,
+allocated to slices (sum of limits), used (the driver's figure), slices; the
+scheduler's slot switches and its own CPU time.  Plus vgpud_up,
+vgpud_slices, vgpud_kernel_loaded.
 
 ``render(manager)`` is pure (reads the manager's last kernel dump and
 inventory); the server refreshes the dump (at most once a second) before
@@ -39,11 +43,19 @@ METRICS = [
     ("vgpu_slice_allocations", "gauge", "live FB allocations of a slice on one GPU"),
     ("vgpu_slice_refusals_total", "counter", "FB allocations refused over quota"),
     ("vgpu_slice_compute_target_percent", "gauge", "compute quota of a slice"),
+    ("vgpu_slice_gpu_time_seconds_total", "counter",
+     "GPU time vgpu.ko granted a slice on one GPU while it wanted the GPU"),
+    ("vgpu_slice_compute_target_ratio", "gauge",
+     "compute setting of a slice on one GPU as vgpu.ko holds it (cap, floor or weight; 0..1)"),
+    ("vgpu_slice_compute_achieved_ratio", "gauge",
+     "share of wall time a slice got on one GPU over the last window (0..1)"),
     ("vgpu_slice_open_files", "gauge", "open files on a slice's device nodes"),
     ("vgpu_gpu_memory_total_bytes", "gauge", "FB of a GPU"),
     ("vgpu_gpu_memory_allocated_bytes", "gauge", "sum of the FB quotas of a GPU's slices"),
     ("vgpu_gpu_memory_used_bytes", "gauge", "FB in use on a GPU (driver)"),
     ("vgpu_gpu_slices", "gauge", "slices on a GPU"),
+    ("vgpu_scheduler_switches_total", "counter", "slot changes of a GPU's compute scheduler"),
+    ("vgpu_scheduler_cpu_seconds_total", "counter", "CPU time of a GPU's compute scheduler"),
 ]
 
 
@@ -69,6 +81,13 @@ def render(mgr) -> str:
                 rows["vgpu_slice_memory_peak_bytes"].append(f"{gl} {ku.mem_peak}")
                 rows["vgpu_slice_allocations"].append(f"{gl} {ku.allocs}")
                 rows["vgpu_slice_refusals_total"].append(f"{gl} {ku.refusals}")
+                rows["vgpu_slice_gpu_time_seconds_total"].append(f"{gl} {ku.gpu_time_ns / 1e9:.9g}")
+                if ku.compute_policy:           # NONE: no setting, no target
+                    rows["vgpu_slice_compute_target_ratio"].append(
+                        f"{gl} {ku.compute_bp / 10000:g}")
+                a = mgr.meter.share((ks.id, i))
+                if a is not None:
+                    rows["vgpu_slice_compute_achieved_ratio"].append(f"{gl} {a:.6g}")
     views = mgr.views()
     for g in mgr.gpus:
         gl = _labels({"gpu": g.index, "uuid": g.uuid, "name": g.name})
@@ -78,6 +97,10 @@ def render(mgr) -> str:
         rows["vgpu_gpu_memory_used_bytes"].append(f"{gl} {g.memory_used}")
         rows["vgpu_gpu_slices"].append(
             f"{gl} {sum(1 for r in mgr.records.values() if any(x['gpu'] == g.index for x in r['gpus']))}")
+        si = mgr.scheds.get(g.minor)
+        if si is not None:
+            rows["vgpu_scheduler_switches_total"].append(f"{gl} {si.switches}")
+            rows["vgpu_scheduler_cpu_seconds_total"].append(f"{gl} {si.cpu_ns / 1e9:.9g}")
     out = []
     for name, typ, help_ in METRICS:
         out.append(f"# HELP {name} {help_}")
@@ -124,6 +147,7 @@ class MetricsServer:
                 line = head.split(b"\n", 1)[0].decode("latin-1").split()
                 if len(line) >= 2 and line[0] == "GET" and line[1].split("?")[0] == "/metrics":
                     await self.mgr.kdump(max_age=1.0)
+                    await self.mgr.refresh_scheds(max_age=1.0)
                     body = render(self.mgr).encode()
                     status, ctype = "200 OK", "text/plain; version=0.0.4; charset=utf-8"
                 elif len(line) >= 2 and line[0] == "GET":

@@ -11,14 +11,16 @@ own generated handles start at 0xcaf00000, so the two never collide).
 What it covers: the three paths that allocate framebuffer (RM_ALLOC of class
 0x40 in both the NVOS21 and NVOS64 forms, RM_ALLOC_MEMORY, VID_HEAP_CONTROL),
 the controls that report memory, RM_FREE / RM_DUP_OBJECT, RM_MAP_MEMORY plus
-mmap, channel groups, channels and the usermode region, UVM, and raw escapes
-(any nr, any size, any bytes; XFER wrapping) for tests.
+mmap, channel groups, channels and the usermode region, work submission
+(``Channel``: GPFIFO entries, GP_PUT, the doorbell; see docs/compute.md
+section 1), UVM, and raw escapes (any nr, any size, any bytes; XFER wrapping)
+for tests.
 
 Errors: an RM status other than NV_OK raises RmError (with .status and .name);
 a malformed call that the driver answers with an errno raises OSError.
 
 Standard library only: used by CLIs and containers where start-up time
-matters.  Command line: ``python -m vgpu.nvclient {info,probe} ...``.
+matters.  Command line: ``python -m vgpu.nvclient {info,probe,work} ...``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ import json
 import mmap
 import os
 import re
+import struct
 import sys
+import time
 from collections.abc import Iterable
 
 from . import nvabi as A
@@ -40,7 +44,7 @@ from .nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
                     NVOS54_PARAMETERS, NVOS55_PARAMETERS, NVOS64_PARAMETERS)
 
 __all__ = [
-    "RmError", "NoDeviceError", "RmClient", "Gpu", "Mapping", "UvmFile",
+    "RmError", "NoDeviceError", "RmClient", "Gpu", "Mapping", "Channel", "UvmFile",
     "raw_ioctl", "raw_ioctl_ptr", "xfer_ioctl", "parse_size", "main",
 ]
 
@@ -596,7 +600,7 @@ class RmClient:
 
     def alloc_channel(self, parent: int, hclass: int = A.VOLTA_CHANNEL_GPFIFO_A,
                       handle: int | None = None, *, engine_type: int = ENGINE_TYPE_GR0,
-                      gpfifo_entries: int = 1024) -> int:
+                      gpfifo_entries: int = A.NVSIM_GPFIFO_ENTRIES_DEFAULT) -> int:
         p = A.NV_CHANNEL_ALLOC_PARAMS(engineType=engine_type, gpFifoEntries=gpfifo_entries)
         return self.alloc(parent, hclass, p, handle)
 
@@ -805,6 +809,215 @@ class Mapping:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# ----------------------------------------------------------- work submission
+PAGE_SIZE = mmap.PAGESIZE
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_RECORD = struct.Struct("<QQ")
+
+
+class Channel:
+    """A channel ready to take work, set up the way CUDA sets one up: a TSG
+    (KEPLER_CHANNEL_GROUP_A) under the GPU's device, a channel under it,
+    GPFIFO_SCHEDULE on for the TSG, the channel's USERD and GPFIFO ring
+    mapped (RM_MAP_MEMORY of the channel on a new GPU fd, mmap of 2 pages),
+    the usermode region mapped, and the channel's work-submit token.
+
+    Work: ``submit(us)`` writes a GPFIFO entry (a simulated one is the work:
+    its duration in us), bumps GP_PUT and rings the doorbell; ``wait(n)``
+    waits for entry n (counted from 0 since the channel was made) to
+    complete; ``record(n)`` reads its completion record {start_ns, end_ns}
+    in the GPU timer's clock (``gpu_time_ns()``).
+
+    Only the ABI is used, so it works the same through a dev prefix of
+    mediated nodes.  The ring beside USERD and the completion records are
+    the simulator's (kmod/nvsim/README.md); on a real GPU the ring lives in
+    GPU memory and entries point at pushbuffers.
+    """
+
+    def __init__(self, gpu: Gpu, *, hclass: int = A.VOLTA_CHANNEL_GPFIFO_A,
+                 entries: int = A.NVSIM_GPFIFO_ENTRIES_DEFAULT, schedule: bool = True,
+                 timeslice_us: int | None = None):
+        c = gpu.client
+        self.client, self.gpu, self.entries = c, gpu, entries
+        self.htsg = 0
+        self.husermode = 0
+        self.map: Mapping | None = None
+        self.usermode: Mapping | None = None
+        self.submitted = 0          # entries queued so far
+        self.completed = 0          # entries seen completed so far
+        self.submit_ns: dict[int, int] = {}
+        try:
+            self.htsg = c.alloc_tsg(gpu.hDevice)
+            self.hchannel = c.alloc_channel(self.htsg, hclass, gpfifo_entries=entries)
+            self.token = c.work_submit_token(self.hchannel)
+            self.map = gpu.map(self.hchannel, A.NVSIM_CHANNEL_MAP_PAGES * PAGE_SIZE)
+            self.husermode, self.usermode = gpu.usermode()
+            if timeslice_us is not None:
+                c.tsg_set_timeslice(self.htsg, timeslice_us)
+            if schedule:
+                c.tsg_schedule(self.htsg, True)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---------------------------------------------------------- lifecycle
+    def close(self, free: bool = True) -> None:
+        """Unmap everything; free=True also frees the TSG (with the channel)
+        and the usermode object."""
+        for m in (self.map, self.usermode):
+            if m is not None:
+                m.close()
+        self.map = self.usermode = None
+        if free and self.client.fd >= 0:
+            for h in (self.htsg, self.husermode):
+                if h:
+                    try:
+                        self.client.free(h)
+                    except (RmError, OSError):
+                        pass
+        self.htsg = self.husermode = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------ registers
+    def _mm(self) -> mmap.mmap:
+        if self.map is None or self.map.mm is None:
+            raise ValueError("channel is closed")
+        return self.map.mm
+
+    @property
+    def gp_get(self) -> int:
+        return _U32.unpack_from(self._mm(), A.NVC36F_GPGET_OFFSET)[0]
+
+    @property
+    def gp_put(self) -> int:
+        return _U32.unpack_from(self._mm(), A.NVC36F_GPPUT_OFFSET)[0]
+
+    def set_gp_put(self, value: int) -> None:
+        _U32.pack_into(self._mm(), A.NVC36F_GPPUT_OFFSET, value & 0xFFFFFFFF)
+
+    def write_entry(self, index: int, value: int) -> None:
+        """Write GPFIFO entry index (modulo the ring) without queueing it."""
+        _U64.pack_into(self._mm(), PAGE_SIZE + (index % self.entries) * 8,
+                       value & 0xFFFFFFFFFFFFFFFF)
+
+    def ring(self, token: int | None = None) -> None:
+        """Write the channel's work-submit token to the doorbell."""
+        if self.usermode is None or self.usermode.mm is None:
+            raise ValueError("channel is closed")
+        _U32.pack_into(self.usermode.mm, A.NVC361_NOTIFY_CHANNEL_PENDING,
+                       self.token if token is None else token)
+
+    def gpu_time_ns(self) -> int:
+        """The GPU timer (TIME_1:TIME_0), read high-low-high as on hardware."""
+        if self.usermode is None or self.usermode.mm is None:
+            raise ValueError("channel is closed")
+        mm = self.usermode.mm
+        while True:
+            hi = _U32.unpack_from(mm, A.NVC361_TIME_1)[0]
+            lo = _U32.unpack_from(mm, A.NVC361_TIME_0)[0]
+            if _U32.unpack_from(mm, A.NVC361_TIME_1)[0] == hi:
+                return (hi << 32) | lo
+
+    def record(self, n: int) -> tuple[int, int]:
+        """The completion record {start_ns, end_ns} of entry n (valid until
+        NVSIM_USERD_COMPLETIONS later entries have started)."""
+        slot = (n % self.entries) % A.NVSIM_USERD_COMPLETIONS
+        return _RECORD.unpack_from(self._mm(), A.NVSIM_USERD_COMPLETIONS_OFFSET + slot * 16)
+
+    # ----------------------------------------------------------------- work
+    def poll(self) -> int:
+        """Entries completed so far (from GP_GET, which counts modulo the ring)."""
+        in_flight = self.submitted - self.completed
+        done = (self.gp_get - self.completed) % self.entries
+        self.completed += min(done, in_flight)
+        return self.completed
+
+    def submit(self, us: int, *, ring: bool = True) -> int:
+        """Queue a work item of us microseconds; returns its entry number."""
+        if not 0 <= us <= 0xFFFFFFFF:
+            raise ValueError(f"work item of {us} us: must fit 32 bits")
+        if self.submitted - self.poll() >= self.entries - 1:
+            raise RuntimeError(f"GPFIFO ring full ({self.entries - 1} entries queued)")
+        n = self.submitted
+        self.write_entry(n, us)
+        self.submit_ns[n] = self.gpu_time_ns()
+        self.submitted += 1
+        self.set_gp_put(self.submitted % self.entries)
+        if ring:
+            self.ring()
+        return n
+
+    def wait(self, n: int, timeout: float = 30.0) -> None:
+        """Wait until entry n has completed.  The doorbell is rung again
+        about every millisecond: nvsim polls it once per engine tick, so a
+        ring can be lost to another in the same tick (a simulator artefact,
+        kmod/nvsim/README.md).  TimeoutError after timeout seconds."""
+        if n >= self.submitted:
+            raise ValueError(f"entry {n} was never submitted ({self.submitted} so far)")
+        end = time.monotonic() + timeout
+        next_ring = time.monotonic() + 0.001
+        while self.poll() <= n:
+            now = time.monotonic()
+            if now >= end:
+                raise TimeoutError(f"entry {n} not complete after {timeout} s "
+                                   f"(GP_GET {self.gp_get}, GP_PUT {self.gp_put})")
+            if now >= next_ring:
+                self.ring()
+                next_ring = now + 0.001
+            time.sleep(0.0002)
+
+    def run_work(self, item_us: int, depth: int, seconds: float | None = None,
+                 items: int | None = None, *, timeout: float = 60.0) -> dict:
+        """Keep up to depth items of item_us queued until seconds have passed
+        or items were submitted, then drain.  Returns items done, GPU time
+        used (sum of end - start of the completion records) and the
+        start-latency figures (record start minus the GPU timer at submit)."""
+        if (seconds is None) == (items is None):
+            raise ValueError("give exactly one of seconds and items")
+        limit = min(self.entries - 1, A.NVSIM_USERD_COMPLETIONS)
+        if not 1 <= depth <= limit:
+            raise ValueError(f"depth must be 1..{limit}")
+        first = self.submitted
+        start = time.monotonic()
+        stop = None if seconds is None else start + seconds
+        gpu_ns = 0
+        lat: list[int] = []
+        done = self.poll()
+        while True:
+            while (self.submitted - done < depth
+                   and (items is None or self.submitted - first < items)
+                   and (stop is None or time.monotonic() < stop)):
+                self.submit(item_us)
+            if self.submitted == done:
+                break
+            self.wait(done, timeout)
+            now_done = self.poll()
+            for n in range(done, now_done):
+                s, e = self.record(n)
+                gpu_ns += max(e - s, 0)
+                lat.append(s - self.submit_ns.pop(n, s))
+            done = now_done
+        wall = time.monotonic() - start
+        lat.sort()
+
+        def pct(q: float) -> float:
+            if not lat:
+                return 0.0
+            return lat[min(len(lat) - 1, int(q * len(lat)))] / 1000.0
+
+        return {"items": self.submitted - first, "item_us": item_us, "depth": depth,
+                "wall_s": round(wall, 6), "gpu_time_us": gpu_ns / 1000.0,
+                "gpu_share": round(gpu_ns / 1e9 / wall, 6) if wall > 0 else 0.0,
+                "start_latency_us": {"median": pct(0.5), "p99": pct(0.99),
+                                     "max": lat[-1] / 1000.0 if lat else 0.0}}
 
 
 FB_INDEXES = {
@@ -1020,6 +1233,26 @@ def cmd_probe(args) -> int:
     return 0
 
 
+def cmd_work(args) -> int:
+    with RmClient(args.dev_prefix) as c:
+        if args.gpu >= len(c.cards):
+            raise SystemExit(f"no GPU {args.gpu}: the driver reports {len(c.cards)} GPU(s)")
+        g = c.open_gpus([args.gpu])[0]
+        with Channel(g) as ch:
+            r = ch.run_work(args.item_us, args.depth, seconds=args.seconds, items=args.items)
+    r["gpu"] = args.gpu
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    lat = r["start_latency_us"]
+    print(f"GPU {r['gpu']}: {r['items']} items of {r['item_us']} us (depth {r['depth']}) "
+          f"in {r['wall_s']:.3f} s")
+    print(f"GPU time used: {r['gpu_time_us'] / 1000:.3f} ms ({100 * r['gpu_share']:.1f}% of wall time)")
+    print(f"start latency: median {lat['median']:.1f} us, p99 {lat['p99']:.1f} us, "
+          f"max {lat['max']:.1f} us")
+    return 0
+
+
 def _size_arg(text: str) -> int:
     try:
         return parse_size(text)
@@ -1041,6 +1274,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chunk size, e.g. 256MiB (default), 1GiB, 4096")
     p.add_argument("--path", choices=["rm-alloc", "alloc-memory", "vid-heap"], default="rm-alloc")
     p.add_argument("--limit", type=_size_arg, default=None, help="stop after this many bytes")
+    p = sub.add_parser("work", help="submit work items through a channel and report GPU time")
+    p.add_argument("--gpu", type=int, default=0)
+    p.add_argument("--item-us", type=int, required=True, help="duration of each work item (us)")
+    p.add_argument("--depth", type=int, default=8, help="items kept queued (default 8)")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--seconds", type=float, help="keep submitting for this long")
+    how.add_argument("--items", type=int, help="submit this many items")
     for sp in sub.choices.values():  # accept the global options after the subcommand too
         sp.add_argument("--dev-prefix", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         sp.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -1050,14 +1290,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"info": cmd_info, "probe": cmd_probe}[args.cmd](args)
+        return {"info": cmd_info, "probe": cmd_probe, "work": cmd_work}[args.cmd](args)
     except NoDeviceError as e:
         print(f"vgpu-nvclient: {e.strerror}", file=sys.stderr)
         return 2
     except RmError as e:
         print(f"vgpu-nvclient: {e}", file=sys.stderr)
         return 1
-    except OSError as e:
+    except (OSError, ValueError, RuntimeError) as e:
         print(f"vgpu-nvclient: {e}", file=sys.stderr)
         return 1
 

@@ -23,7 +23,14 @@ Owns:
   config changes, and pushed to the kernel;
 - over-quota detection: the driver's per-process FB (vgpu.inventory) against
   the slice's limit, handled as configured (log, event, kill);
-- the event fan-out to API subscribers.
+- the event fan-out to API subscribers;
+- compute (vgpu.compute): each slice's effective compute/policy/priority is
+  sent per GPU with SLICE_NEW/SLICE_SET when it is created and whenever it
+  changes (and corrected by reconcile), each sliced GPU's scheduler period
+  (and layers, if configured) with SCHED_SET at start and on reload
+  (``apply_sched``); every kernel dump feeds the achieved-share meter
+  (GPU_TIME_NS over a 5 s window).  A vgpu.ko without the SCHED commands
+  (an older module) gets no compute attributes at all: logged once.
 
 What it may call: vgpu.kernel (through ``KernelPort``, in a worker thread),
 vgpu.inventory (worker thread), vgpu.state, vgpu.policy, vgpu.config.  It
@@ -42,7 +49,9 @@ from typing import Any
 
 import trio
 
+from . import compute as C
 from . import policy as P
+from . import uapi as U
 from .api import ApiError
 from .units import format_size
 
@@ -232,6 +241,12 @@ class SliceManager:
         self._reported: set = set()
         self.wake_gc = trio.Event()
         self.inv_limiter = trio.CapacityLimiter(1)
+        self.meter = C.ShareMeter()
+        self.scheds: dict[int, Any] = {}        # real minor -> kernel.SchedInfo, last read
+        self.scheds_at = 0.0
+        #: None until probed; False: vgpu.ko lacks SCHED_SET (and compute)
+        self.sched_supported: bool | None = None
+        self._layers_sent: int | None = None
 
     # ------------------------------------------------------------- state
     def load_state(self) -> None:
@@ -336,7 +351,112 @@ class SliceManager:
             return self.kslices
         self.kslices = {s.id: s for s in ks}
         self.kdump_at = time.monotonic()
+        for s in ks:
+            self.sample(s)
+        self.meter.forget((s.id, g.index) for s in ks for g in s.gpus)
         return self.kslices
+
+    def sample(self, ks, now: float | None = None) -> None:
+        """Feed a kernel reply's GPU_TIME_NS counters to the share meter."""
+        if ks is None:
+            return
+        now = time.monotonic() if now is None else now
+        for g in ks.gpus:
+            self.meter.add((ks.id, g.index), g.gpu_time_ns, now)
+
+    # ------------------------------------------------------------ compute
+    @property
+    def compute_enabled(self) -> bool:
+        """Whether compute attributes are sent (False on a vgpu.ko without
+        the SCHED commands, which would refuse them)."""
+        return self.sched_supported is not False
+
+    def kcompute(self, rec: dict, e: dict) -> dict | None:
+        """{container GPU index: kernel.Compute} of a record under effective
+        settings e; None when compute is not sent to this kernel."""
+        if not self.compute_enabled:
+            return None
+        return C.slice_compute(len(rec["gpus"]), e)
+
+    def _sched_unsupported(self, ex: OSError) -> bool:
+        """Whether a SCHED_* refusal means the module lacks the command: genl
+        answers an unknown command EOPNOTSUPP (EINVAL on some kernels, with
+        no extack; an EINVAL with a message is a refused value)."""
+        if ex.errno == errno.EOPNOTSUPP or (ex.errno == errno.EINVAL
+                                            and not getattr(ex, "extack", None)):
+            if self.sched_supported is not False:
+                log.warning("vgpu.ko has no scheduler commands (SCHED_SET: %s): an older "
+                            "module; compute quotas are not enforced", ex)
+            self.sched_supported = False
+            return True
+        return False
+
+    async def apply_sched(self, reason: str = "start") -> int:
+        """SCHED_SET on every sliced GPU: [scheduler] period, and layers when
+        configured (back to the kernel's default, all, when the key is
+        removed).  Returns the GPUs set; a kernel without the command is
+        logged once and left alone."""
+        if self.kport.kernel is None and not await self.kport.connect():
+            return 0
+        if not self.gpus:
+            await self.poll_inventory()
+        period_us = int(round(self.cfg.scheduler_period * 1e6))
+        period_us = max(U.VGPU_SCHED_PERIOD_MIN_US, min(U.VGPU_SCHED_PERIOD_MAX_US, period_us))
+        layers = C.layers_flags(getattr(self.cfg, "scheduler_layers", None))
+        send_layers = layers
+        if layers is None and self._layers_sent not in (None, U.VGPU_SCHED_L_ALL):
+            send_layers = U.VGPU_SCHED_L_ALL
+        n = 0
+        for g in self.sliced_gpus():
+            try:
+                info = await self.kport.call("sched_set", g.minor, period_us=period_us,
+                                             layers=send_layers)
+            except ApiError:
+                return n
+            except OSError as ex:
+                if self._sched_unsupported(ex):
+                    return n
+                log.error("scheduler of GPU %d (minor %d): %s", g.index, g.minor, ex)
+                continue
+            self.sched_supported = True
+            if info is not None:
+                self.scheds[info.real_minor] = info
+            n += 1
+        if n:
+            self._layers_sent = send_layers if send_layers is not None else self._layers_sent
+            log.info("scheduler (%s): period %d us, layers %s on %d GPU(s)", reason, period_us,
+                     "+".join(C.layers_names(layers)) if layers is not None else "kernel default",
+                     n)
+        return n
+
+    async def _ensure_sched(self) -> None:
+        if self.sched_supported is None and self.kport.kernel is not None:
+            await self.apply_sched("probe")
+
+    async def refresh_scheds(self, max_age: float = 0.0) -> dict[int, Any]:
+        """The kernel's schedulers (a SCHED_GET dump), cached max_age seconds."""
+        if self.sched_supported is False or self.kport.kernel is None:
+            return self.scheds
+        if max_age and time.monotonic() - self.scheds_at < max_age:
+            return self.scheds
+        try:
+            infos = await self.kport.call("scheds")
+        except ApiError:
+            return self.scheds
+        except OSError as ex:
+            if not self._sched_unsupported(ex):
+                log.warning("scheduler dump: %s", ex)
+            return self.scheds
+        self.scheds = {i.real_minor: i for i in infos}
+        self.scheds_at = time.monotonic()
+        return self.scheds
+
+    def sched_view(self, minor: int | None) -> dict | None:
+        info = self.scheds.get(minor) if minor is not None else None
+        if info is None:
+            return None
+        return {"period_us": info.period_us, "layers": C.layers_names(info.layers),
+                "switches": info.switches, "cpu_s": info.cpu_ns / 1e9}
 
     # ------------------------------------------------------------ events
     def subscribe(self, size: int = 256):
@@ -361,17 +481,28 @@ class SliceManager:
         e = rec.get("applied") or self.eff(rec)
         lim = self.gpu_limits(rec, e)
         gpus = []
+        try:
+            want = C.kernel_compute(e)
+        except ValueError:
+            want = None
         for i, g in enumerate(rec["gpus"]):
             ku = None
             if ks is not None:
                 ku = next((x for x in ks.gpus if x.index == i), None)
+            if ku is not None:
+                comp = C.kernel_view(ku, self.meter.share((ks.id, i)))
+            elif want is not None:
+                comp = C.wanted_view(want)
+            else:
+                comp = None
             gpus.append({"index": i, "gpu": g["gpu"], "uuid": g.get("uuid"),
                          "real_minor": g.get("real_minor"),
                          "memory_limit": ku.mem_limit if ku else lim[i],
                          "memory_used": ku.mem_used if ku else 0,
                          "memory_peak": ku.mem_peak if ku else 0,
                          "allocs": ku.allocs if ku else 0,
-                         "refusals": ku.refusals if ku else 0})
+                         "refusals": ku.refusals if ku else 0,
+                         "compute": comp})
         devices = None
         if ks is not None and ks.major is not None:
             devices = {"major": ks.major, "ctl_minor": ks.base_minor,
@@ -398,10 +529,15 @@ class SliceManager:
         return {"version": _version(), "pid": os.getpid(),
                 "uptime_s": round(time.time() - self.started, 3), "slices": len(self.records),
                 "gpus": len(self.sliced_gpus()), "kernel": {"loaded": self.kport.kernel is not None},
-                "config": self.config_path, "inventory": getattr(self.inventory, "source", None)}
+                "config": self.config_path, "inventory": getattr(self.inventory, "source", None),
+                "scheduler": {"supported": self.sched_supported,
+                              "period_s": self.cfg.scheduler_period,
+                              "layers": list(self.cfg.scheduler_layers)
+                              if getattr(self.cfg, "scheduler_layers", None) else None}}
 
     async def op_gpus(self, args) -> dict:
         await self.poll_inventory()
+        await self.refresh_scheds(max_age=1.0)
         views = self.views()
         out = []
         for g in self.gpus:
@@ -409,6 +545,7 @@ class SliceManager:
             d = g.as_dict()
             d.update({"memory_allocated": v.memory_allocated if v else 0,
                       "sliced": v is not None,
+                      "scheduler": self.sched_view(g.minor),
                       "slices": sum(1 for r in self.records.values()
                                     if any(x["gpu"] == g.index for x in r["gpus"]))})
             out.append(d)
@@ -425,6 +562,7 @@ class SliceManager:
         try:
             ks = await self.kport.call("slice_get", rec["slice_id"])
             self.kslices[ks.id] = ks
+            self.sample(ks)
         except ApiError:
             pass
         except OSError as e:
@@ -445,6 +583,7 @@ class SliceManager:
         self._check_profile(args.get("profile"))
         if self.kport.kernel is None and not await self.kport.connect():
             raise ApiError("unavailable", "vgpu.ko is not loaded")
+        await self._ensure_sched()
         async with self.lock:
             if c in self.records:
                 raise ApiError("exists", f"container {c!r} already has slice {self.records[c]['slice_id']}")
@@ -480,8 +619,14 @@ class SliceManager:
                 refs = [self._gpu_by_ref(i) for i in idx]
             rec["gpus"] = [{"gpu": g.index, "uuid": g.uuid, "real_minor": g.minor,
                             "gpu_id": g.gpu_id} for g in refs]
+            try:
+                comp = self.kcompute(rec, e)
+            except ValueError as ex:
+                raise ApiError("bad-request", str(ex)) from None
             cgfd = open_cgroup(rec["cgroup"])      # the slice's nodes open only from it
             kw = {} if cgfd is None else {"cgroup_fd": cgfd}
+            if comp is not None:
+                kw["compute"] = comp
             try:
                 for _attempt in range(64):         # ids taken outside the daemon: EEXIST, next
                     sid = self._alloc_id()
@@ -523,6 +668,7 @@ class SliceManager:
     async def op_set_quota(self, args) -> dict:
         c = args["container"]
         self._check_profile(args.get("profile"))
+        await self._ensure_sched()
         async with self.lock:
             rec = self._rec(c)
             new = dict(rec)
@@ -569,7 +715,12 @@ class SliceManager:
                     except P.AdmissionError as ex:
                         raise ApiError("admission", str(ex)) from None
             try:
-                ks = await self.kport.call("slice_set", rec["slice_id"], limits=lim)
+                comp = self.kcompute(new, e)
+            except ValueError as ex:
+                raise ApiError("bad-request", str(ex)) from None
+            kw = {} if comp is None else {"compute": comp}
+            try:
+                ks = await self.kport.call("slice_set", rec["slice_id"], limits=lim, **kw)
             except ApiError:
                 raise
             except OSError as ex:
@@ -584,8 +735,9 @@ class SliceManager:
             if ks is not None:
                 self.kslices[ks.id] = ks
             self.save_state()
-        log.info("set quota of %s: %s", c, ", ".join(f"GPU {new['gpus'][i]['gpu']} {format_size(b)}"
-                                                    for i, b in lim.items()))
+        log.info("set quota of %s: %s; compute %s %s %s", c,
+                 ", ".join(f"GPU {new['gpus'][i]['gpu']} {format_size(b)}" for i, b in lim.items()),
+                 e.get("compute"), e.get("policy"), e.get("priority"))
         self.publish("slice-changed", c, slice_id=new["slice_id"])
         return {"slice": self.slice_view(new, ks)}
 
@@ -619,9 +771,10 @@ class SliceManager:
     async def reconcile(self) -> dict:
         """Kernel (what exists) vs desired (what was wanted); returns counts."""
         counts = {"adopted": 0, "recreated": 0, "corrected": 0, "kept": 0}
+        if self.kport.kernel is None and not await self.kport.connect():
+            return counts
+        await self._ensure_sched()
         async with self.lock:
-            if self.kport.kernel is None and not await self.kport.connect():
-                return counts
             ks_all = await self.kdump()
             if not self.gpus:
                 await self.poll_inventory()
@@ -641,12 +794,19 @@ class SliceManager:
                     log.error("slice of %s: %s", c, ex)
                     continue
                 lim = self.gpu_limits(rec, e)
+                try:
+                    comp = self.kcompute(rec, e)
+                except ValueError as ex:
+                    log.error("slice of %s: %s", c, ex)
+                    comp = None
                 if ks is None:
                     gl = [(g["real_minor"], lim[i], g.get("gpu_id")) for i, g in enumerate(rec["gpus"])]
                     cgfd = None
                     try:
                         cgfd = open_cgroup(rec.get("cgroup"))
                         kw = {} if cgfd is None else {"cgroup_fd": cgfd}
+                        if comp is not None:
+                            kw["compute"] = comp
                         ks = await self.kport.call("slice_new", rec["slice_id"], gl, name=c,
                                                    uvm_policy=self._uvm_policy(), **kw)
                         self.kslices[ks.id] = ks
@@ -661,14 +821,30 @@ class SliceManager:
                             os.close(cgfd)
                 else:
                     have = {g.index: g.mem_limit for g in ks.gpus}
+                    kw = {}
                     if have != lim:
+                        kw["limits"] = lim
+                    if comp is not None:
+                        bad = {g.index: comp[g.index] for g in ks.gpus
+                               if g.index in comp and C.compute_differs(g, comp[g.index])}
+                        if bad:
+                            kw["compute"] = bad
+                    if kw:
                         try:
-                            new = await self.kport.call("slice_set", rec["slice_id"], limits=lim)
+                            new = await self.kport.call("slice_set", rec["slice_id"], **kw)
                             if new is not None:
                                 self.kslices[new.id] = new
                             counts["corrected"] += 1
-                            log.warning("slice %d of %s: limits %s corrected to %s",
-                                        rec["slice_id"], c, have, lim)
+                            if "limits" in kw:
+                                log.warning("slice %d of %s: limits %s corrected to %s",
+                                            rec["slice_id"], c, have, lim)
+                            if "compute" in kw:
+                                log.warning("slice %d of %s: compute %s corrected to %s",
+                                            rec["slice_id"], c,
+                                            {g.index: (g.compute_policy, g.compute_bp, g.priority)
+                                             for g in ks.gpus if g.index in kw["compute"]},
+                                            {i: (x.policy, x.bp, x.priority)
+                                             for i, x in kw["compute"].items()})
                         except OSError as ex:
                             log.error("correcting slice %d of %s: %s", rec["slice_id"], c, ex)
                     else:
@@ -690,6 +866,13 @@ class SliceManager:
                 rec = {"container": name, "slice_id": sid, "explicit": {}, "profile": None,
                        "labels": {}, "cgroup": None, "pid": None, "created": time.time(),
                        "adopted": True, "gpus": gpus}
+                # its compute setting (if it has one) becomes explicit, as its limits
+                g0 = ks.gpus[0] if ks.gpus else None
+                if g0 is not None and g0.compute_policy in C.POLICY_NAMES and \
+                        g0.compute_policy != U.VGPU_COMPUTE_NONE:
+                    rec["explicit"] = {"compute": g0.compute_bp / 100,
+                                       "policy": C.POLICY_NAMES[g0.compute_policy],
+                                       "priority": C.PRIORITY_NAMES.get(g0.priority, "low")}
                 try:
                     rec["applied"] = self.eff(rec)
                 except Exception:
@@ -699,6 +882,22 @@ class SliceManager:
                 counts["adopted"] += 1
                 changed = True
                 log.warning("adopted slice %d (%s) found in vgpu.ko", sid, name)
+                # a slice without a compute setting (policy NONE) gets the
+                # effective one now, like any slice
+                try:
+                    comp = self.kcompute(rec, rec["applied"]) if "applied" in rec else None
+                except ValueError:
+                    comp = None
+                if comp:
+                    bad = {g.index: comp[g.index] for g in ks.gpus
+                           if g.index in comp and C.compute_differs(g, comp[g.index])}
+                    if bad:
+                        try:
+                            new = await self.kport.call("slice_set", sid, compute=bad)
+                            if new is not None:
+                                self.kslices[new.id] = new
+                        except OSError as ex:
+                            log.error("compute of adopted slice %d (%s): %s", sid, name, ex)
             if changed or counts["recreated"] or counts["corrected"]:
                 self._next_id = max([self._next_id] + [s + 1 for s in self.by_id])
                 self.save_state()
@@ -743,6 +942,7 @@ class SliceManager:
     async def apply_all(self, reason: str) -> int:
         """Recompute every slice's effective settings; push what changed."""
         n = 0
+        await self._ensure_sched()
         async with self.lock:
             now = _now()
             for c, rec in list(self.records.items()):
@@ -755,9 +955,19 @@ class SliceManager:
                 if old == e:
                     continue
                 lim = self.gpu_limits(rec, e)
+                kw = {}
                 if old is None or self.gpu_limits(rec, old) != lim:
+                    kw["limits"] = lim
+                try:
+                    comp = self.kcompute(rec, e)
+                    if comp is not None and (old is None or self.kcompute(rec, old) != comp):
+                        kw["compute"] = comp
+                except ValueError as ex:
+                    log.error("slice of %s under the new settings: %s", c, ex)
+                    continue
+                if kw:
                     try:
-                        ks = await self.kport.call("slice_set", rec["slice_id"], limits=lim)
+                        ks = await self.kport.call("slice_set", rec["slice_id"], **kw)
                         if ks is not None:
                             self.kslices[ks.id] = ks
                     except (OSError, ApiError) as ex:

@@ -32,7 +32,9 @@ VGPU_CMD_SLICE_SET = 2
 VGPU_CMD_SLICE_DEL = 3
 VGPU_CMD_SLICE_GET = 4
 VGPU_CMD_EVENT = 5
-__VGPU_CMD_MAX = 6
+VGPU_CMD_SCHED_SET = 6
+VGPU_CMD_SCHED_GET = 7
+__VGPU_CMD_MAX = 8
 VGPU_CMD_MAX = __VGPU_CMD_MAX - 1
 
 # enum vgpu_attr: top-level attributes
@@ -54,7 +56,12 @@ VGPU_A_EVENT_SIZE = 14           # u64, bytes asked
 VGPU_A_PAD = 15
 VGPU_A_SLICE_CGROUP_FD = 16      # u32, fd of a cgroup v2 directory; NEW, SET
 VGPU_A_SLICE_CGROUP_ID = 17      # u64, bound cgroup's id (0: none), reply only
-__VGPU_A_MAX = 18
+VGPU_A_SCHED_REAL_MINOR = 18     # u32, real GPU minor; SCHED_SET, SCHED_GET
+VGPU_A_SCHED_PERIOD_US = 19      # u32, VGPU_SCHED_PERIOD_MIN_US..MAX_US; SCHED_SET
+VGPU_A_SCHED_LAYERS = 20         # u32, VGPU_SCHED_L_* flags; SCHED_SET
+VGPU_A_SCHED_SWITCHES = 21       # u64, reply only
+VGPU_A_SCHED_CPU_NS = 22         # u64, the scheduler's own CPU time, reply only
+__VGPU_A_MAX = 23
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
 # enum vgpu_list_attr: entries of the GPUS and PIDS nests
@@ -76,7 +83,15 @@ VGPU_GPU_A_REFUSALS = 7          # u64, reply only
 VGPU_GPU_A_MINOR = 8             # u32, the virtual node's minor, reply only
 VGPU_GPU_A_GPU_ID = 9            # u32, the driver's gpu_id; NEW, optional
 VGPU_GPU_A_PAD = 10
-__VGPU_GPU_A_MAX = 11
+VGPU_GPU_A_COMPUTE_POLICY = 11   # u32, enum vgpu_compute_policy; NEW, SET
+VGPU_GPU_A_COMPUTE_BP = 12       # u32, basis points 1..VGPU_COMPUTE_BP_MAX; NEW, SET
+VGPU_GPU_A_PRIORITY = 13         # u32, enum vgpu_priority; NEW, SET
+VGPU_GPU_A_GPU_TIME_NS = 14      # u64, time granted while it wanted the GPU, reply only
+VGPU_GPU_A_TSGS = 15             # u32, reply only
+VGPU_GPU_A_CHANNELS = 16         # u32, reply only
+VGPU_GPU_A_PAUSED = 17           # u32, reply only
+VGPU_GPU_A_DOORBELL_TRAPS = 18   # u64, reply only
+__VGPU_GPU_A_MAX = 19
 VGPU_GPU_A_MAX = __VGPU_GPU_A_MAX - 1
 
 # VGPU_A_SLICE_FLAGS
@@ -87,6 +102,27 @@ VGPU_SLICE_F_ALL = VGPU_SLICE_F_FORCE
 VGPU_UVM_COUNT = 0
 VGPU_UVM_REFUSE = 1
 __VGPU_UVM_POLICY_MAX = 2
+
+# enum vgpu_compute_policy
+VGPU_COMPUTE_NONE = 0
+VGPU_COMPUTE_SHARE = 1
+VGPU_COMPUTE_FIXED = 2
+VGPU_COMPUTE_BURST = 3
+__VGPU_COMPUTE_POLICY_MAX = 4
+VGPU_COMPUTE_BP_MAX = 10000
+
+# enum vgpu_priority
+VGPU_PRIORITY_LOW = 0
+VGPU_PRIORITY_HIGH = 1
+__VGPU_PRIORITY_MAX = 2
+
+# The per-GPU scheduler
+VGPU_SCHED_PERIOD_MIN_US = 1000
+VGPU_SCHED_PERIOD_MAX_US = 10000000
+VGPU_SCHED_PERIOD_DEFAULT_US = 100000
+VGPU_SCHED_L_TSG = 1 << 0
+VGPU_SCHED_L_DOORBELL = 1 << 1
+VGPU_SCHED_L_ALL = VGPU_SCHED_L_TSG | VGPU_SCHED_L_DOORBELL
 
 # enum vgpu_event
 VGPU_EVENT_UNSPEC = 0
@@ -128,3 +164,6 @@ GPU_ATTRS = [names_by_value("VGPU_GPU_A_")[i] for i in range(__VGPU_GPU_A_MAX)]
 CMD_NAMES = {v: k for k, v in _prefixed("VGPU_CMD_").items() if not k.endswith("_MAX")}
 EVENT_NAMES = {v: k for k, v in _prefixed("VGPU_EVENT_").items() if not k.endswith("_MAX")}
 UVM_POLICY_NAMES = {VGPU_UVM_COUNT: "count", VGPU_UVM_REFUSE: "refuse"}
+COMPUTE_POLICY_NAMES = {VGPU_COMPUTE_NONE: "none", VGPU_COMPUTE_SHARE: "share",
+                        VGPU_COMPUTE_FIXED: "fixed", VGPU_COMPUTE_BURST: "burst"}
+PRIORITY_NAMES = {VGPU_PRIORITY_LOW: "low", VGPU_PRIORITY_HIGH: "high"}

@@ -115,6 +115,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV_ERR_NOT_SUPPORTED               0x00000056
 #define NV_ERR_OBJECT_NOT_FOUND            0x00000057
 #define NV_ERR_STATE_IN_USE                0x00000063
+#define NV_ERR_TIMEOUT                     0x00000065
 
 /* ------------------------------------------------------------- classes */
 #define NV01_ROOT                        0x00000000
@@ -151,6 +152,30 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NVC361_TIME_0                        0x80
 #define NVC361_TIME_1                        0x84
 #define NVC361_NOTIFY_CHANNEL_PENDING        0x90
+
+/*
+ * A channel's USERD (clc36f.h NvC36FControl, Volta+): GP_GET is written by
+ * the GPU (the next entry it will fetch), GP_PUT by user space (one past the
+ * last entry queued); both are ring indices.
+ */
+#define NVC36F_GPGET_OFFSET                  0x88
+#define NVC36F_GPPUT_OFFSET                  0x8C
+
+/*
+ * nvsim only (no real driver has these): what a simulated channel's two-page
+ * mapping holds beside the real USERD fields.  Page 0 = USERD, with
+ * NVSIM_USERD_COMPLETIONS records {u64 start_ns; u64 end_ns} at
+ * NVSIM_USERD_COMPLETIONS_OFFSET indexed by entry index % that count, in the
+ * clock of TIME_0/TIME_1; page 1 = the GPFIFO ring of u64 entries whose bits
+ * 0..31 are the work item's duration in microseconds.  gpFifoEntries 0 means
+ * the default; otherwise a power of two from MIN to MAX.
+ */
+#define NVSIM_CHANNEL_MAP_PAGES              2
+#define NVSIM_USERD_COMPLETIONS_OFFSET       0x800
+#define NVSIM_USERD_COMPLETIONS              64
+#define NVSIM_GPFIFO_ENTRIES_DEFAULT         128
+#define NVSIM_GPFIFO_ENTRIES_MIN             2
+#define NVSIM_GPFIFO_ENTRIES_MAX             512
 
 /* --------------------------------------------------------- controls */
 #define NV0041_CTRL_CMD_GET_SURFACE_INFO                0x00410110

@@ -28,6 +28,9 @@ struct nvsim_ctrl_ctx {
 	u64 fb_total;
 	u64 fb_free;
 	u64 phys_size;
+	/* PREEMPT bWait: the TSG, pinned, and the request to wait for. */
+	struct nvsim_tsg *tsg;
+	u64 preempt_seq;
 };
 
 /**
@@ -279,8 +282,9 @@ static NV_STATUS nvsim_ctrl_get_pid_info(struct nvsim_ctrl_ctx *ctx)
 static NV_STATUS nvsim_ctrl_tsg_schedule(struct nvsim_ctrl_ctx *ctx)
 {
 	NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS *p = ctx->params;
+	bool enable = !!p->bEnable;
 
-	ctx->obj->tsg.tsg->enabled = !!p->bEnable;
+	nvsim_engine_set_tsg(ctx->obj->tsg.tsg, &enable, NULL, NULL);
 	return NV_OK;
 }
 
@@ -291,7 +295,10 @@ static NV_STATUS nvsim_ctrl_tsg_set_timeslice(struct nvsim_ctrl_ctx *ctx)
 	/* The hardware cannot do 0: the driver makes it 1 us. */
 	if (p->timesliceUs == 0)
 		p->timesliceUs = 1;
-	ctx->obj->tsg.tsg->timeslice_us = p->timesliceUs;
+	/* Bounded so that the engine's budget (x4, in ns) cannot overflow. */
+	if (p->timesliceUs > U32_MAX)
+		return NV_ERR_INVALID_ARGUMENT;
+	nvsim_engine_set_tsg(ctx->obj->tsg.tsg, NULL, &p->timesliceUs, NULL);
 	return NV_OK;
 }
 
@@ -303,10 +310,37 @@ static NV_STATUS nvsim_ctrl_tsg_get_timeslice(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/*
+ * The engine takes the TSG off at its next block boundary.  bWait waits for
+ * that in the unlocked step, holding a reference on the TSG (which may be
+ * freed meanwhile: freeing it also releases the waiter).
+ */
 static NV_STATUS nvsim_ctrl_tsg_preempt(struct nvsim_ctrl_ctx *ctx)
 {
-	ctx->obj->tsg.tsg->nr_preempts++;
+	NVA06C_CTRL_PREEMPT_PARAMS *p = ctx->params;
+	struct nvsim_tsg *tsg = ctx->obj->tsg.tsg;
+
+	tsg->nr_preempts++;
+	ctx->preempt_seq = nvsim_engine_preempt(tsg);
+	if (p->bWait && ctx->preempt_seq) {
+		refcount_inc(&tsg->refs);
+		ctx->tsg = tsg;
+	}
 	return NV_OK;
+}
+
+static NV_STATUS nvsim_ctrl_tsg_preempt_wait(struct nvsim_ctrl_ctx *ctx)
+{
+	NVA06C_CTRL_PREEMPT_PARAMS *p = ctx->params;
+	NV_STATUS status;
+
+	if (!ctx->tsg)
+		return NV_OK;
+	status = nvsim_engine_preempt_wait(ctx->tsg, ctx->preempt_seq,
+					   p->bManualTimeout ? p->timeoutUs : 0);
+	nvsim_tsg_put(ctx->tsg);
+	ctx->tsg = NULL;
+	return status;
 }
 
 static NV_STATUS nvsim_ctrl_tsg_get_info(struct nvsim_ctrl_ctx *ctx)
@@ -323,7 +357,8 @@ static NV_STATUS nvsim_ctrl_tsg_set_interleave(struct nvsim_ctrl_ctx *ctx)
 
 	if (p->tsgInterleaveLevel > NVA06C_CTRL_INTERLEAVE_LEVEL_HIGH)
 		return NV_ERR_INVALID_ARGUMENT;
-	ctx->obj->tsg.tsg->interleave = p->tsgInterleaveLevel;
+	nvsim_engine_set_tsg(ctx->obj->tsg.tsg, NULL, NULL,
+			     &p->tsgInterleaveLevel);
 	return NV_OK;
 }
 
@@ -341,11 +376,12 @@ static NV_STATUS nvsim_ctrl_chan_schedule(struct nvsim_ctrl_ctx *ctx)
 {
 	NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS *p = ctx->params;
 	struct nvsim_object *obj = ctx->obj;
+	bool enable = !!p->bEnable;
 
-	obj->channel.enabled = !!p->bEnable;
+	nvsim_engine_set_channel(obj->channel.ch, enable);
 	/* A channel with a TSG of its own schedules that TSG. */
 	if (obj->channel.own_tsg)
-		obj->channel.tsg->enabled = !!p->bEnable;
+		nvsim_engine_set_tsg(obj->channel.tsg, &enable, NULL, NULL);
 	return NV_OK;
 }
 
@@ -387,7 +423,7 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NVA06C_CTRL_CMD_GET_TIMESLICE, sizeof(NVA06C_CTRL_TIMESLICE_PARAMS),
 	  TSG, nvsim_ctrl_tsg_get_timeslice, NULL },
 	{ NVA06C_CTRL_CMD_PREEMPT, sizeof(NVA06C_CTRL_PREEMPT_PARAMS),
-	  TSG, nvsim_ctrl_tsg_preempt, NULL },
+	  TSG, nvsim_ctrl_tsg_preempt, nvsim_ctrl_tsg_preempt_wait },
 	{ NVA06C_CTRL_CMD_GET_INFO, sizeof(NVA06C_CTRL_GET_INFO_PARAMS),
 	  TSG, nvsim_ctrl_tsg_get_info, NULL },
 	{ NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * debugfs.c - /sys/kernel/debug/nvsim/{state,stats}: the simulator's truth.
+ * debugfs.c - /sys/kernel/debug/nvsim/{state,stats,busy}: the simulator's truth.
  *
  * state is parsed by tests; its line format is fixed:
  *
@@ -9,7 +9,14 @@
  *   mappings <n>
  *   gpu <i> fb_total <bytes> fb_used <bytes>              (one per GPU)
  *   pid <tgid> gpu <i> fb_used <bytes>                    (fb_used > 0 only)
- *   tsg <gpu> <tsgid> client 0x<hclient> handle 0x<h> enabled <0|1> timeslice_us <n> interleave <n>
+ *   tsg <gpu> <tsgid> client 0x<hclient> handle 0x<h> enabled <0|1> timeslice_us <n> interleave <n> channels <n> errors <n>
+ *
+ * busy (docs/compute.md section 1), per GPU: its line, its TSGs, the
+ * processes with a client that ran or run TSGs on it:
+ *
+ *   gpu <index> busy_ns <n> now_ns <ktime>
+ *   tsg <gpu> <tsg id> 0x<hClient> 0x<handle> tgid <n> busy_ns <n> items <n> enabled <0|1>
+ *   pid <tgid> <gpu> busy_ns <n>
  *
  * objects counts every RM object, clients included (and the TSGs the driver
  * makes for channels allocated under a device, which show handle 0x0);
@@ -40,16 +47,51 @@ static int nvsim_state_show(struct seq_file *m, void *v)
 		if (pe->bytes)
 			seq_printf(m, "pid %d gpu %u fb_used %llu\n", pe->tgid,
 				   pe->gpu, pe->bytes);
-	for (i = 0; i < nvsim.num_gpus; i++)
+	for (i = 0; i < nvsim.num_gpus; i++) {
+		struct nvsim_engine *eng = &nvsim.gpus[i].engine;
+
+		spin_lock_irq(&eng->lock);
 		list_for_each_entry(tsg, &nvsim.gpus[i].tsgs, gpu_node)
-			seq_printf(m, "tsg %u %u client 0x%x handle 0x%x enabled %d timeslice_us %llu interleave %u\n",
+			seq_printf(m, "tsg %u %u client 0x%x handle 0x%x enabled %d timeslice_us %llu interleave %u channels %u errors %llu\n",
 				   i, tsg->id, tsg->hClient, tsg->handle,
 				   tsg->enabled ? 1 : 0, tsg->timeslice_us,
-				   tsg->interleave);
+				   tsg->interleave, tsg->nr_channels,
+				   tsg->errors);
+		spin_unlock_irq(&eng->lock);
+	}
 	mutex_unlock(&nvsim.lock);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(nvsim_state);
+
+static int nvsim_busy_show(struct seq_file *m, void *v)
+{
+	struct nvsim_pid_busy *pb;
+	struct nvsim_tsg *tsg;
+	unsigned int i;
+
+	mutex_lock(&nvsim.lock);
+	for (i = 0; i < nvsim.num_gpus; i++) {
+		struct nvsim_engine *eng = &nvsim.gpus[i].engine;
+
+		spin_lock_irq(&eng->lock);
+		seq_printf(m, "gpu %u busy_ns %llu now_ns %llu\n", i,
+			   eng->busy_ns, ktime_get_ns());
+		list_for_each_entry(tsg, &nvsim.gpus[i].tsgs, gpu_node)
+			seq_printf(m, "tsg %u %u 0x%x 0x%x tgid %d busy_ns %llu items %llu enabled %d\n",
+				   i, tsg->id, tsg->hClient, tsg->handle,
+				   tsg->tgid, tsg->busy_ns, tsg->items,
+				   tsg->enabled ? 1 : 0);
+		list_for_each_entry(pb, &nvsim.pid_busy, node)
+			if (pb->gpu == i)
+				seq_printf(m, "pid %d %u busy_ns %llu\n",
+					   pb->tgid, i, pb->busy_ns);
+		spin_unlock_irq(&eng->lock);
+	}
+	mutex_unlock(&nvsim.lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvsim_busy);
 
 static int nvsim_stats_show(struct seq_file *m, void *v)
 {
@@ -76,6 +118,8 @@ void nvsim_debugfs_init(void)
 			    &nvsim_state_fops);
 	debugfs_create_file("stats", 0444, nvsim_debugfs_dir, NULL,
 			    &nvsim_stats_fops);
+	debugfs_create_file("busy", 0444, nvsim_debugfs_dir, NULL,
+			    &nvsim_busy_fops);
 }
 
 void nvsim_debugfs_exit(void)

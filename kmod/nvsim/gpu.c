@@ -21,9 +21,9 @@
  * nvsim_gpu_update_timer - write the current time into the usermode region
  * @gpu: the GPU
  *
- * A plain page cannot tick by itself; the time is refreshed whenever the
- * region is mapped, which is enough for a reader that wants a plausible,
- * monotonic value.
+ * A plain page cannot tick by itself: the engine refreshes it every tick
+ * while the GPU has channels (engine.c), and it is refreshed here whenever
+ * the region is mapped.
  */
 void nvsim_gpu_update_timer(struct nvsim_gpu *gpu)
 {
@@ -47,6 +47,7 @@ struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id)
 static void nvsim_gpu_fini(struct nvsim_gpu *gpu)
 {
 	WARN_ON(!list_empty(&gpu->tsgs));
+	nvsim_engine_fini(gpu);
 	ida_destroy(&gpu->chid_ida);
 	ida_destroy(&gpu->tsg_ida);
 	__free_pages(gpu->usermode, NVSIM_USERMODE_ORDER);
@@ -71,6 +72,7 @@ int nvsim_gpus_init(void)
 		ida_init(&gpu->tsg_ida);
 		ida_init(&gpu->chid_ida);
 		INIT_LIST_HEAD(&gpu->tsgs);
+		nvsim_engine_init(gpu);
 		nvsim_gpu_update_timer(gpu);
 		nvsim.num_gpus = i + 1;
 	}

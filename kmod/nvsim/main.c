@@ -29,12 +29,18 @@ char *nvsim_driver_version = "595.45.04";
 module_param_named(driver_version, nvsim_driver_version, charp, 0444);
 MODULE_PARM_DESC(driver_version, "driver version string (CHECK_VERSION_STR, nvidia_get_rm_ops)");
 
+unsigned int nvsim_block_us = 100;
+module_param_named(block_us, nvsim_block_us, uint, 0444);
+MODULE_PARM_DESC(block_us, "engine block (tick) in microseconds (10..100000, default 100)");
+
 struct nvsim_state nvsim = {
 	.lock = __MUTEX_INITIALIZER(nvsim.lock),
 	.clients = XARRAY_INIT(nvsim.clients, 0),
 	.pid_fb = LIST_HEAD_INIT(nvsim.pid_fb),
 	.ctx_files = LIST_HEAD_INIT(nvsim.ctx_files),
 	.kernel_clients = LIST_HEAD_INIT(nvsim.kernel_clients),
+	.pid_busy = LIST_HEAD_INIT(nvsim.pid_busy),
+	.kmaps = LIST_HEAD_INIT(nvsim.kmaps),
 };
 
 static int nvsim_check_params(void)
@@ -52,6 +58,10 @@ static int nvsim_check_params(void)
 	    strlen(nvsim_driver_version) >= NV_RM_API_VERSION_STRING_LENGTH) {
 		pr_err("driver_version must be shorter than %d bytes\n",
 		       NV_RM_API_VERSION_STRING_LENGTH);
+		return -EINVAL;
+	}
+	if (nvsim_block_us < 10 || nvsim_block_us > 100000) {
+		pr_err("block_us must be 10..100000\n");
 		return -EINVAL;
 	}
 	if (!nvsim_gpu_name)

@@ -13,6 +13,13 @@
  * set of pages per GPU (gpu.c), mapped as a PFN map the way the real driver
  * maps registers, with a fault handler that reinserts pages so that a layer
  * which zaps the mapping, or wraps vm_ops, sees the real driver's shape.
+ *
+ * A channel (hMemory = the channel) maps as two pages, USERD then the GPFIFO
+ * ring, shared with the engine: the context and every mmap hold references
+ * on the pages, so they outlive a channel freed while mapped.  Kernel
+ * callers (NV04_MAP_MEMORY through nvidia_get_rm_ops) get the kernel address
+ * of the USERD page, pinned until NV04_UNMAP_MEMORY; these count in
+ * nvsim.nr_mappings like any other mapping.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -28,14 +35,34 @@ struct nvsim_vmap {
 	refcount_t refs;
 	enum nvsim_map_kind kind;
 	struct nvsim_gpu *gpu;
-	unsigned long first_page;       /* usermode: page index in the region */
+	unsigned long first_page;       /* usermode, channel: first page index */
 	void *vbuf;                     /* memory: vmalloc_user() pages */
+	struct page *pages[NVSIM_CHANNEL_MAP_PAGES]; /* channel: references */
 };
+
+static void nvsim_pages_put(struct page **pages)
+{
+	unsigned int i;
+
+	for (i = 0; i < NVSIM_CHANNEL_MAP_PAGES; i++)
+		if (pages[i])
+			put_page(pages[i]);
+}
+
+static void nvsim_pages_get(struct page **pages)
+{
+	unsigned int i;
+
+	for (i = 0; i < NVSIM_CHANNEL_MAP_PAGES; i++)
+		if (pages[i])
+			get_page(pages[i]);
+}
 
 static void nvsim_vmap_put(struct nvsim_vmap *vm)
 {
 	if (!refcount_dec_and_test(&vm->refs))
 		return;
+	nvsim_pages_put(vm->pages);
 	vfree(vm->vbuf);
 	kfree(vm);
 	atomic_dec(&nvsim.nr_mappings);
@@ -77,6 +104,17 @@ static vm_fault_t nvsim_vm_fault(struct vm_fault *vmf)
 				      page_to_pfn(vm->gpu->usermode) + idx);
 	}
 
+	if (vm->kind == NVSIM_MAP_CHANNEL) {
+		unsigned long idx = vm->first_page + pgoff;
+
+		if (idx >= NVSIM_CHANNEL_MAP_PAGES)
+			return VM_FAULT_SIGBUS;
+		page = vm->pages[idx];
+		get_page(page);
+		vmf->page = page;
+		return 0;
+	}
+
 	page = vmalloc_to_page(vm->vbuf + (pgoff << PAGE_SHIFT));
 	if (!page)
 		return VM_FAULT_SIGBUS;
@@ -108,20 +146,27 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 	if (vma->vm_pgoff != 0)
 		return -EINVAL;
 
-	spin_lock(&nvfp->ctx_lock);
-	ctx = nvfp->ctx;
-	spin_unlock(&nvfp->ctx_lock);
-
-	if (!ctx.valid)
-		return -EINVAL;
-	if (nvfp->kind == NVSIM_FILE_GPU ? len != nvsim_ctx_span(&ctx) :
-					   len > nvsim_ctx_span(&ctx))
-		return -EINVAL;
-
 	vm = kzalloc(sizeof(*vm), GFP_KERNEL_ACCOUNT);
 	if (!vm)
 		return -ENOMEM;
 	refcount_set(&vm->refs, 1);
+
+	/* The channel's pages are pinned for this mapping before ctx_lock goes. */
+	spin_lock(&nvfp->ctx_lock);
+	ctx = nvfp->ctx;
+	if (ctx.valid && ctx.kind == NVSIM_MAP_CHANNEL) {
+		memcpy(vm->pages, ctx.pages, sizeof(vm->pages));
+		nvsim_pages_get(vm->pages);
+	}
+	spin_unlock(&nvfp->ctx_lock);
+
+	ret = -EINVAL;
+	if (!ctx.valid)
+		goto err_free;
+	if (nvfp->kind == NVSIM_FILE_GPU ? len != nvsim_ctx_span(&ctx) :
+					   len > nvsim_ctx_span(&ctx))
+		goto err_free;
+
 	vm->kind = ctx.kind;
 	vm->gpu = ctx.gpu;
 
@@ -144,6 +189,22 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 				      len, vma->vm_page_prot);
 		if (ret)
 			goto err_free;
+	} else if (ctx.kind == NVSIM_MAP_CHANNEL) {
+		unsigned long i;
+
+		/* Shared with the engine: a private COW copy would not be. */
+		if (!(vma->vm_flags & VM_SHARED)) {
+			ret = -EINVAL;
+			goto err_free;
+		}
+		vm->first_page = ctx.offset >> PAGE_SHIFT;
+		vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+		for (i = 0; i < vma_pages(vma); i++) {
+			ret = vm_insert_page(vma, vma->vm_start + i * PAGE_SIZE,
+					     vm->pages[vm->first_page + i]);
+			if (ret)
+				goto err_free;
+		}
 	} else {
 		if (len > NVSIM_MAX_MMAP_BYTES) {
 			ret = -ENOMEM;
@@ -165,6 +226,7 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 	return 0;
 
 err_free:
+	nvsim_pages_put(vm->pages);
 	vfree(vm->vbuf);
 	kfree(vm);
 	return ret;
@@ -199,6 +261,8 @@ void nvsim_mapctx_clear(struct nvsim_file *nvfp)
 	spin_lock(&nvfp->ctx_lock);
 	nvfp->ctx.valid = false;
 	spin_unlock(&nvfp->ctx_lock);
+	nvsim_pages_put(nvfp->ctx.pages);
+	memset(nvfp->ctx.pages, 0, sizeof(nvfp->ctx.pages));
 	list_del_init(&nvfp->ctx_node);
 	atomic_dec(&nvsim.nr_mappings);
 }
@@ -239,6 +303,12 @@ static NV_STATUS nvsim_map_validate(const struct nvsim_call *call,
 		size = NVC361_USERMODE_REGION_SIZE;
 		ctx->kind = NVSIM_MAP_USERMODE;
 		break;
+	case NVSIM_OBJ_CHANNEL:
+		size = NVSIM_CHANNEL_MAP_PAGES * PAGE_SIZE;
+		ctx->kind = NVSIM_MAP_CHANNEL;
+		ctx->pages[0] = mem->channel.ch->userd;
+		ctx->pages[1] = mem->channel.ch->ring;
+		break;
 	default:
 		return NV_ERR_INVALID_OBJECT_HANDLE;
 	}
@@ -277,6 +347,8 @@ static NV_STATUS nvsim_ctx_attach(struct nvsim_mapctx *ctx, int fd,
 
 	ctx->cookie = ++nvsim.next_cookie << PAGE_SHIFT;
 	ctx->valid = true;
+	if (ctx->kind == NVSIM_MAP_CHANNEL)
+		nvsim_pages_get(ctx->pages);
 	nvsim_ctx_set(target, ctx);
 	return NV_OK;
 }
@@ -387,4 +459,99 @@ void nvsim_rm_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p)
 out:
 	mutex_unlock(&nvsim.lock);
 	p->status = status;
+}
+
+/* ------------------------------------------------------ kernel mappings */
+
+/**
+ * nvsim_kernel_map - NV04_MAP_MEMORY from a kernel caller
+ * @call: the caller (kernel)
+ * @p: the parameters; pLinearAddress returns a kernel address
+ *
+ * Only a channel's USERD page (offset + length within it) is mapped:
+ * vgpu.ko reads GP_GET/GP_PUT through it.  Other objects:
+ * NV_ERR_NOT_SUPPORTED, as before.
+ */
+void nvsim_kernel_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p)
+{
+	struct nvsim_mapctx ctx = {};
+	struct nvsim_client *client;
+	struct nvsim_kmap *km;
+	NV_STATUS status;
+	u64 end;
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_client_get(call, p->hClient, &client);
+	if (status != NV_OK)
+		goto out;
+	status = nvsim_map_validate(call, client, p->hDevice, p->hMemory,
+				    p->offset, p->length, &ctx);
+	if (status != NV_OK)
+		goto out;
+	if (ctx.kind != NVSIM_MAP_CHANNEL) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto out;
+	}
+	if (check_add_overflow(p->offset, p->length, &end) || end > PAGE_SIZE) {
+		status = NV_ERR_INVALID_ARGUMENT;
+		goto out;
+	}
+	km = kzalloc(sizeof(*km), GFP_KERNEL_ACCOUNT);
+	if (!km) {
+		status = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	km->page = ctx.pages[0];
+	get_page(km->page);
+	km->hClient = p->hClient;
+	km->addr = (u64)(uintptr_t)page_address(km->page) + p->offset;
+	list_add_tail(&km->node, &nvsim.kmaps);
+	atomic_inc(&nvsim.nr_mappings);
+	p->pLinearAddress = km->addr;
+out:
+	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}
+
+static void nvsim_kmap_free(struct nvsim_kmap *km)
+{
+	list_del(&km->node);
+	put_page(km->page);
+	kfree(km);
+	atomic_dec(&nvsim.nr_mappings);
+}
+
+/**
+ * nvsim_kernel_unmap - NV04_UNMAP_MEMORY from a kernel caller
+ * @call: the caller (kernel)
+ * @p: the parameters; pLinearAddress as returned by the map
+ *
+ * Works after the channel (or its whole client) is gone: the page was
+ * pinned by the map, and only the address and client handle are matched.
+ */
+void nvsim_kernel_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p)
+{
+	struct nvsim_kmap *km;
+	NV_STATUS status = NV_ERR_INVALID_ARGUMENT;
+
+	mutex_lock(&nvsim.lock);
+	list_for_each_entry(km, &nvsim.kmaps, node) {
+		if (km->addr == p->pLinearAddress && km->hClient == p->hClient) {
+			nvsim_kmap_free(km);
+			status = NV_OK;
+			break;
+		}
+	}
+	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}
+
+/* Module unload: kernel callers that never unmapped. */
+void nvsim_kmaps_free(void)
+{
+	struct nvsim_kmap *km, *tmp;
+
+	lockdep_assert_held(&nvsim.lock);
+	list_for_each_entry_safe(km, tmp, &nvsim.kmaps, node)
+		nvsim_kmap_free(km);
 }

@@ -9,6 +9,20 @@
  *                         files holding a mapping context.
  *   nvsim_file.ctx_lock   the mapping context of one file (a spinlock, so
  *                         mmap can read it without nvsim.lock).
+ *   nvsim_engine.lock     one per GPU (a spinlock taken with interrupts
+ *                         off: the engine's hrtimer callback runs in hard
+ *                         interrupt context and cannot take a mutex).  It
+ *                         guards what the engine reads and writes: the
+ *                         GPU's engine TSG list, each TSG's channel list and
+ *                         its scheduling fields (enabled, timeslice,
+ *                         interleave, busy/items/errors, preempt sequence),
+ *                         each channel's engine state, the per-process busy
+ *                         totals of that GPU.  Writers of those fields hold
+ *                         nvsim.lock and then the engine lock, never the
+ *                         other way round; the timer callback takes only the
+ *                         engine lock.  PREEMPT with bWait sleeps on the
+ *                         engine's wait queue holding neither lock (it pins
+ *                         the TSG with a reference instead).
  *
  * Two rules keep mmap_lock out of any cycle with nvsim.lock:
  *  - no user memory is touched under nvsim.lock (a fault there would take
@@ -28,6 +42,9 @@
 #include <linux/idr.h>
 #include <linux/atomic.h>
 #include <linux/fs.h>
+#include <linux/hrtimer.h>
+#include <linux/wait.h>
+#include <linux/refcount.h>
 
 #include "nvabi.h"
 
@@ -49,6 +66,28 @@ extern unsigned int nvsim_num_gpus;
 extern unsigned long nvsim_fb_size;
 extern char *nvsim_gpu_name;
 extern char *nvsim_driver_version;
+extern unsigned int nvsim_block_us;
+
+struct nvsim_tsg;
+struct nvsim_channel;
+
+/*
+ * The engine of one GPU (engine.c): an hrtimer ticking every block_us while
+ * the GPU has channels, running one TSG at a time.  All fields: lock.
+ */
+struct nvsim_engine {
+	spinlock_t lock;
+	struct hrtimer timer;
+	bool timer_on;                  /* armed, or its callback will re-arm */
+	unsigned int nr_channels;
+	struct list_head tsgs;          /* nvsim_tsg.eng_node; head = next up */
+	struct nvsim_tsg *cur;          /* on the engine, or NULL */
+	struct nvsim_channel *cur_ch;   /* cur's channel running an item */
+	s64 slice_left_ns;              /* of cur's timeslices this pass */
+	u64 last_ns;                    /* ktime of the last tick */
+	u64 busy_ns;
+	wait_queue_head_t wq;           /* PREEMPT bWait waiters */
+};
 
 struct nvsim_gpu {
 	u32 index;
@@ -63,6 +102,7 @@ struct nvsim_gpu {
 	struct list_head tsgs;  /* nvsim_tsg.gpu_node, nvsim.lock */
 	struct page *usermode;  /* the 64 KiB usermode (doorbell) region */
 	struct device *dev;
+	struct nvsim_engine engine;
 };
 
 /* Global state; one instance, nvsim. */
@@ -75,6 +115,8 @@ struct nvsim_state {
 	struct list_head pid_fb;        /* nvsim_pid_fb */
 	struct list_head ctx_files;     /* files with a valid mapping context */
 	struct list_head kernel_clients; /* clients made through nvidia_get_rm_ops */
+	struct list_head pid_busy;      /* nvsim_pid_busy */
+	struct list_head kmaps;         /* nvsim_kmap: kernel USERD mappings */
 	u64 memblock_size;              /* NV_ESC_SYS_PARAMS, set once */
 	u64 next_cookie;                /* pLinearAddress cookies */
 	const nvidia_modeset_callbacks_t *callbacks;
@@ -99,6 +141,7 @@ enum nvsim_map_kind {
 	NVSIM_MAP_VIDMEM,       /* device memory, GPU node */
 	NVSIM_MAP_USERMODE,     /* the usermode register region, GPU node */
 	NVSIM_MAP_SYSMEM,       /* system memory, control node */
+	NVSIM_MAP_CHANNEL,      /* a channel's USERD + GPFIFO pages, GPU node */
 };
 
 /* What RM_MAP_MEMORY (or RM_ALLOC_MEMORY of sysmem) leaves on a file. */
@@ -111,6 +154,8 @@ struct nvsim_mapctx {
 	u64 cookie;             /* pLinearAddress */
 	NvHandle hClient;
 	NvHandle hMemory;
+	/* NVSIM_MAP_CHANNEL: the pages, a reference held while valid. */
+	struct page *pages[NVSIM_CHANNEL_MAP_PAGES];
 };
 
 struct nvsim_os_event {
@@ -154,17 +199,69 @@ struct nvsim_mem {
 	pid_t tgid;                     /* process the FB is charged to */
 };
 
+/* Busy time of one process on one GPU; kept while the process has a client. */
+struct nvsim_pid_busy {
+	struct list_head node;          /* nvsim.pid_busy, nvsim.lock */
+	pid_t tgid;
+	u32 gpu;
+	u64 busy_ns;                    /* the GPU's engine.lock */
+};
+
+/* A kernel caller's NV04_MAP_MEMORY of a channel's USERD. */
+struct nvsim_kmap {
+	struct list_head node;          /* nvsim.kmaps, nvsim.lock */
+	u64 addr;                       /* pLinearAddress */
+	NvHandle hClient;
+	struct page *page;              /* a reference until NV04_UNMAP_MEMORY */
+};
+
 struct nvsim_tsg {
 	struct list_head gpu_node;
 	struct nvsim_gpu *gpu;
+	refcount_t refs;                /* the object, PREEMPT waiters */
 	u32 id;
 	NvHandle hClient;
 	NvHandle handle;                /* 0 for a TSG the driver made itself */
+	pid_t tgid;                     /* the client's process */
+	struct nvsim_pid_busy *pidb;
+	unsigned int nr_channels;
+	u64 nr_preempts;
+
+	/* engine.lock (written also under nvsim.lock) */
+	struct list_head eng_node;
+	struct list_head channels;      /* nvsim_channel.tsg_node */
 	bool enabled;
 	u64 timeslice_us;
 	u32 interleave;
-	unsigned int nr_channels;
-	u64 nr_preempts;
+	u64 busy_ns;
+	u64 items;
+	u64 errors;
+	u64 preempt_req;                /* PREEMPT requests while on the engine */
+	u64 preempt_ack;                /* ... and how many the engine served */
+};
+
+/*
+ * A channel's simulated hardware state.  USERD and the GPFIFO ring are two
+ * pages the channel owns (a reference each); mappings take their own.
+ */
+struct nvsim_channel {
+	struct nvsim_tsg *tsg;
+	struct list_head tsg_node;      /* engine.lock */
+	u32 chid;
+	u32 entries;                    /* ring size, a power of two */
+	struct page *userd;
+	struct page *ring;
+
+	/* engine.lock */
+	bool enabled;                   /* per-channel GPFIFO_SCHEDULE */
+	bool awake;                     /* AWAKE (else IDLE) */
+	bool stopped;                   /* an invalid GP_PUT stopped it */
+	bool running;                   /* an item started and not finished */
+	u32 gp_get;
+	u64 start_ns;                   /* of the item started */
+	u64 dur_ns;
+	u64 run_ns;                     /* how long it has run */
+	u64 errors;
 };
 
 enum nvsim_obj_type {
@@ -197,8 +294,8 @@ struct nvsim_object {
 		struct { struct nvsim_tsg *tsg; } tsg;
 		struct {
 			struct nvsim_tsg *tsg;
+			struct nvsim_channel *ch;
 			bool own_tsg;   /* the hidden TSG belongs to the channel */
-			bool enabled;
 			u32 chid;       /* U32_MAX until allocated */
 		} channel;
 	};
@@ -317,19 +414,38 @@ void nvsim_rm_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p,
 void nvsim_rm_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p);
 void nvsim_mapctx_clear(struct nvsim_file *nvfp);
 int nvsim_mmap(struct file *filp, struct vm_area_struct *vma);
+void nvsim_kernel_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p);
+void nvsim_kernel_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p);
+void nvsim_kmaps_free(void);
 
 /* uvm.c */
 int nvsim_uvm_init(void);
 void nvsim_uvm_exit(void);
 
 /* fifo.c */
-NV_STATUS nvsim_tsg_create(struct nvsim_gpu *gpu, NvHandle hClient,
+NV_STATUS nvsim_tsg_create(struct nvsim_gpu *gpu, struct nvsim_client *client,
 			   NvHandle handle, struct nvsim_tsg **out);
 void nvsim_tsg_free(struct nvsim_tsg *tsg);
+void nvsim_tsg_put(struct nvsim_tsg *tsg);
+void nvsim_pid_busy_release(struct nvsim_client *client);
 NV_STATUS nvsim_tsg_object_init(struct nvsim_object *obj, const void *params);
 NV_STATUS nvsim_channel_object_init(struct nvsim_object *obj,
 				    const void *params);
 void nvsim_channel_object_fini(struct nvsim_object *obj);
+
+/* engine.c */
+void nvsim_engine_init(struct nvsim_gpu *gpu);
+void nvsim_engine_fini(struct nvsim_gpu *gpu);
+void nvsim_engine_add_tsg(struct nvsim_tsg *tsg);
+void nvsim_engine_remove_tsg(struct nvsim_tsg *tsg);
+void nvsim_engine_add_channel(struct nvsim_channel *ch);
+void nvsim_engine_remove_channel(struct nvsim_channel *ch);
+void nvsim_engine_set_tsg(struct nvsim_tsg *tsg, const bool *enabled,
+			  const u64 *timeslice_us, const u32 *interleave);
+void nvsim_engine_set_channel(struct nvsim_channel *ch, bool enabled);
+u64 nvsim_engine_preempt(struct nvsim_tsg *tsg);
+NV_STATUS nvsim_engine_preempt_wait(struct nvsim_tsg *tsg, u64 seq,
+				    u64 timeout_us);
 
 /* rmops.c: nothing beyond the exported symbol in nvabi.h */
 void nvsim_rmops_exit(void);

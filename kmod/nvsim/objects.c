@@ -229,6 +229,7 @@ void nvsim_client_destroy(struct nvsim_client *client)
 	lockdep_assert_held(&nvsim.lock);
 
 	nvsim_destroy_children(&client->obj);
+	nvsim_pid_busy_release(client);
 	WARN_ON(!xa_empty(&client->objects));
 	xa_destroy(&client->objects);
 	xa_erase(&nvsim.clients, client->handle);
@@ -269,6 +270,8 @@ void nvsim_check_idle(void)
 	mutex_lock(&nvsim.lock);
 	WARN_ON(!xa_empty(&nvsim.clients));
 	WARN_ON(!list_empty(&nvsim.pid_fb));
+	WARN_ON(!list_empty(&nvsim.pid_busy));
+	WARN_ON(!list_empty(&nvsim.kmaps));
 	WARN_ON(!list_empty(&nvsim.ctx_files));
 	WARN_ON(atomic_read(&nvsim.nr_objects));
 	WARN_ON(atomic_read(&nvsim.nr_clients));

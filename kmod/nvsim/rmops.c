@@ -96,11 +96,11 @@ static void nvsim_rmops_op(nvidia_modeset_stack_ptr sp, void *ops_cmd)
 			nvsim_rm_vid_heap(&call, ops->params.pVidHeapControl);
 		break;
 	case NV04_MAP_MEMORY:
-		/* Kernel CPU mappings are not simulated. */
-		ops->params.mapMemory.status = NV_ERR_NOT_SUPPORTED;
+		/* A channel's USERD only (mmap.c). */
+		nvsim_kernel_map(&call, &ops->params.mapMemory);
 		break;
 	case NV04_UNMAP_MEMORY:
-		ops->params.unmapMemory.status = NV_ERR_NOT_SUPPORTED;
+		nvsim_kernel_unmap(&call, &ops->params.unmapMemory);
 		break;
 	case NV04_CONTROL:
 		nvsim_rm_control(&call, &ops->params.control);
@@ -162,6 +162,7 @@ void nvsim_rmops_exit(void)
 {
 	mutex_lock(&nvsim.lock);
 	nvsim_free_kernel_clients();
+	nvsim_kmaps_free();
 	nvsim.callbacks = NULL;
 	mutex_unlock(&nvsim.lock);
 }

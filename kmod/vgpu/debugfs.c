@@ -4,6 +4,10 @@
  * reads (slices, files, objects, charges), then one line per slice GPU:
  *   slice <id> gpu <i> minor <real> limit <b> used <b> peak <b> allocs <n> refusals <n>
  * and per slice: slice <id> files <n> uvm_mapped <b> usermode_maps <n>
+ * Compute: tsgs <n> and userd_maps <n> (all slices; leak evidence), and
+ * per slice GPU:
+ *   slice <id> gpu <i> compute <policy> bp <n> prio <n> tsgs <n> channels <n>
+ *     paused <0|1> gpu_time_ns <n> doorbell_traps <n>
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
@@ -31,6 +35,12 @@ static int vgpu_state_slice(struct vgpu_slice *s, void *arg)
 			   (long long)atomic64_read(&g->peak),
 			   (long long)atomic64_read(&g->allocs),
 			   (long long)atomic64_read(&g->refusals));
+		seq_printf(m, "slice %u gpu %u compute %u bp %u prio %u tsgs %u channels %u paused %d gpu_time_ns %lld doorbell_traps %lld\n",
+			   s->id, i, READ_ONCE(g->policy), READ_ONCE(g->bp),
+			   READ_ONCE(g->priority), READ_ONCE(g->nr_tsgs),
+			   READ_ONCE(g->nr_channels), READ_ONCE(g->paused),
+			   (long long)atomic64_read(&g->gpu_time_ns),
+			   (long long)atomic64_read(&g->doorbell_traps));
 	}
 	return 0;
 }
@@ -43,6 +53,8 @@ static int vgpu_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "files %d\n", atomic_read(&vgpu_nr_files));
 	seq_printf(m, "objects %d\n", atomic_read(&vgpu_nr_objects));
 	seq_printf(m, "charges %d\n", atomic_read(&vgpu_nr_charges));
+	seq_printf(m, "tsgs %d\n", atomic_read(&vgpu_nr_tsgs));
+	seq_printf(m, "userd_maps %d\n", atomic_read(&vgpu_nr_userd_maps));
 	vgpu_slice_for_each_from(0, vgpu_state_slice, m);
 	return 0;
 }

@@ -55,6 +55,7 @@ static void __exit vgpu_exit(void)
 	vgpu_debugfs_exit();
 	vgpu_netlink_exit();
 	vgpu_slices_exit();
+	vgpu_sched_exit();
 	vgpu_device_exit();
 	vgpu_memory_exit();
 	vgpu_rm_exit();

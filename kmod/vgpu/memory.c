@@ -223,6 +223,7 @@ void vgpu_obj_remove(struct vgpu_obj *o)
 		vgpu_obj_remove(child);
 	if (o->type == VGPU_OBJ_CLIENT)
 		return;
+	vgpu_compute_drop(o);
 	rhashtable_remove_fast(&vgpu_objs, &o->node, vgpu_obj_params);
 	list_del(&o->sibling);
 	vgpu_charge_put(o->charge);
@@ -267,6 +268,7 @@ void vgpu_file_free_clients(struct vgpu_file *vf)
 		mutex_lock(&c->lock);
 		h = c->obj.key.client;
 		if (!c->dead) {
+			vgpu_compute_unmap_subtree(&c->obj);
 			vgpu_rm_free(h, h, h);
 			vgpu_client_remove(c);
 		}
@@ -290,17 +292,17 @@ static const struct vgpu_class vgpu_classes[] = {
 	{ NV01_MEMORY_LOCAL_USER, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
 	{ NV01_MEMORY_SYSTEM, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
 	{ NV01_MEMORY_VIRTUAL, sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
-	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS), VGPU_OBJ_OTHER },
-	{ KEPLER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ KEPLER_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ MAXWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ PASCAL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ VOLTA_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ TURING_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ AMPERE_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ HOPPER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ BLACKWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
-	{ BLACKWELL_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_OTHER },
+	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS), VGPU_OBJ_TSG },
+	{ KEPLER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ KEPLER_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ MAXWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ PASCAL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ VOLTA_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ TURING_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ AMPERE_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ HOPPER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ BLACKWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
+	{ BLACKWELL_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
 	{ VOLTA_USERMODE_A, 0, VGPU_OBJ_USERMODE },
 	{ TURING_USERMODE_A, 0, VGPU_OBJ_USERMODE },
 	{ AMPERE_USERMODE_A, 0, VGPU_OBJ_USERMODE },
@@ -398,8 +400,19 @@ static NV_STATUS vgpu_track(struct vgpu_client *c, struct vgpu_obj *parent,
 			    NvHandle h, u32 hclass, enum vgpu_obj_type type,
 			    u32 gpu)
 {
+	struct vgpu_obj *o;
+
 	if (vgpu_obj_add(c, parent, h, hclass, type, gpu, NULL)) {
 		vgpu_rm_free(c->obj.key.client, parent->key.object, h);
+		return NV_ERR_NO_MEMORY;
+	}
+	if (type != VGPU_OBJ_TSG && type != VGPU_OBJ_CHANNEL)
+		return NV_OK;
+	/* A TSG or channel the scheduler cannot see must not exist. */
+	o = vgpu_obj_find(c->obj.key.client, h);
+	if (o && vgpu_compute_track(c, o)) {
+		vgpu_rm_free(c->obj.key.client, parent->key.object, h);
+		vgpu_obj_remove(o);
 		return NV_ERR_NO_MEMORY;
 	}
 	return NV_OK;
@@ -555,6 +568,11 @@ NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p)
 	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
+	/* USERD maps go before their channels (the driver may tear them down). */
+	o = p->hObjectOld == p->hRoot ? &c->obj :
+	    vgpu_obj_find(p->hRoot, p->hObjectOld);
+	if (o)
+		vgpu_compute_unmap_subtree(o);
 	st = vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectOld);
 	if (st != NV_OK)
 		goto out;

@@ -10,10 +10,29 @@
  * The wrapper holds a reference on the vgpu file, so vgpu.ko stays loaded
  * while the VMA exists; the reference is dropped (deferred fput) from the
  * last close.
+ *
+ * Doorbell gating (docs/compute.md 2, layer VGPU_SCHED_L_DOORBELL): the
+ * usermode wrapper adds pfn_mkwrite, so the kernel keeps the VMA's
+ * vm_page_prot read-only (vma_wants_writenotify) and every PTE the
+ * driver's fault handler inserts is read-only: the first write after a
+ * refault traps.  Pausing a slice zaps its usermode PTEs
+ * (vgpu_doorbell_protect); a doorbell write then refaults read-only (TIME_0/1
+ * stay readable) and traps in pfn_mkwrite, which records the activity,
+ * kicks the scheduler and sleeps (killable) until the slice runs again.
+ * Each VMA (splits and forks included, through open) is listed per slice
+ * GPU with its mm, so the scheduler can zap it; it only try-locks that
+ * mm's mmap_lock (a trapped writer of the same mm sleeps holding it for
+ * reading) and retries at its next decision if that fails.
+ * Assumption about the real driver: its fault handler inserts with the
+ * VMA's vm_page_prot (vmf_insert_pfn / io_remap_pfn_range), as nvsim's
+ * does; a handler that forces write access would defeat the trap.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/file.h>
+#include <linux/sched/mm.h>
+#include <linux/mmap_lock.h>
+#include <linux/ktime.h>
 
 #include "vgpu.h"
 
@@ -24,6 +43,14 @@ struct vgpu_vma {
 	struct file *vfilp;                     /* ours, ref held */
 	struct vgpu_charge *charge;             /* UVM range */
 	bool usermode;
+	struct vgpu_gpu *g;                     /* usermode: the slice GPU */
+};
+
+/* One usermode VMA, listed on its slice GPU (umap_lock). */
+struct vgpu_umap {
+	struct list_head node;
+	struct vm_area_struct *vma;
+	struct mm_struct *mm;                   /* mmgrab()bed */
 };
 
 static struct vgpu_vma *vgpu_vma_of(struct vm_area_struct *vma)
@@ -31,11 +58,113 @@ static struct vgpu_vma *vgpu_vma_of(struct vm_area_struct *vma)
 	return container_of(vma->vm_ops, struct vgpu_vma, ops);
 }
 
+static void vgpu_umap_add(struct vgpu_gpu *g, struct vm_area_struct *vma)
+{
+	struct vgpu_umap *u = kzalloc(sizeof(*u), GFP_KERNEL);
+
+	/* Without an entry the VMA is only never zapped: TSG layer still holds. */
+	if (!u)
+		return;
+	u->vma = vma;
+	u->mm = vma->vm_mm;
+	mmgrab(u->mm);
+	mutex_lock(&g->umap_lock);
+	list_add_tail(&u->node, &g->umaps);
+	mutex_unlock(&g->umap_lock);
+}
+
+static void vgpu_umap_del(struct vgpu_gpu *g, struct vm_area_struct *vma)
+{
+	struct vgpu_umap *u, *found = NULL;
+
+	mutex_lock(&g->umap_lock);
+	list_for_each_entry(u, &g->umaps, node) {
+		if (u->vma == vma) {
+			list_del(&u->node);
+			found = u;
+			break;
+		}
+	}
+	mutex_unlock(&g->umap_lock);
+	if (found) {
+		mmdrop(found->mm);
+		kfree(found);
+	}
+}
+
+/**
+ * vgpu_doorbell_protect - write-protect a slice GPU's usermode mappings
+ *
+ * Zaps the PTEs of every usermode VMA; refaults insert read-only.  A VMA
+ * whose mm cannot be locked at once (or is being unmapped) is left for the
+ * scheduler's next decision (zap_pending).
+ */
+void vgpu_doorbell_protect(struct vgpu_gpu *g)
+{
+	struct vgpu_umap *u;
+
+	mutex_lock(&g->umap_lock);
+	list_for_each_entry(u, &g->umaps, node) {
+		struct vm_area_struct *vma = u->vma;
+
+		if (!mmget_not_zero(u->mm))
+			continue;               /* exiting: nothing to ring with */
+		if (mmap_read_trylock(u->mm)) {
+			/* Still linked (not mid-munmap): safe to zap. */
+			if (find_vma(u->mm, vma->vm_start) == vma)
+				zap_vma_ptes(vma, vma->vm_start,
+					     vma->vm_end - vma->vm_start);
+			mmap_read_unlock(u->mm);
+		} else {
+			atomic_set(&g->zap_pending, 1);
+		}
+		/* Not mmput: a last reference would close the VMA, which takes umap_lock. */
+		mmput_async(u->mm);
+	}
+	mutex_unlock(&g->umap_lock);
+}
+
+/*
+ * A write to a read-only usermode PTE: the doorbell (or TIME, which is
+ * read-only in practice).  While the slice is paused with the doorbell
+ * layer, the writer waits for its slot.
+ */
+static vm_fault_t vgpu_vma_pfn_mkwrite(struct vm_fault *vmf)
+{
+	struct vgpu_vma *w = vgpu_vma_of(vmf->vma);
+	struct vgpu_gpu *g = w->g;
+	int gen, ret;
+
+	WRITE_ONCE(g->last_ring_ns, ktime_get_ns());
+	if (READ_ONCE(g->paused) &&
+	    (READ_ONCE(g->paused_layers) & VGPU_SCHED_L_DOORBELL)) {
+		atomic64_inc(&g->doorbell_traps);
+		gen = atomic_read(&g->run_gen);
+		atomic_inc(&g->waiters);
+		atomic_set(&g->rang, 1);
+		vgpu_sched_kick(g);
+		ret = wait_event_killable(g->run_wq,
+					  atomic_read(&g->run_gen) != gen ||
+					  !READ_ONCE(g->paused) ||
+					  READ_ONCE(g->slice->removed));
+		atomic_dec(&g->waiters);
+		if (ret || READ_ONCE(g->slice->removed))
+			return VM_FAULT_SIGBUS;
+	} else {
+		atomic_set(&g->rang, 1);
+	}
+	if (w->real_ops && w->real_ops->pfn_mkwrite)
+		return w->real_ops->pfn_mkwrite(vmf);
+	return 0;
+}
+
 static void vgpu_vma_open(struct vm_area_struct *vma)
 {
 	struct vgpu_vma *w = vgpu_vma_of(vma);
 
 	refcount_inc(&w->ref);
+	if (w->g)
+		vgpu_umap_add(w->g, vma);
 	if (w->real_ops && w->real_ops->open)
 		w->real_ops->open(vma);
 }
@@ -47,6 +176,8 @@ static void vgpu_vma_close(struct vm_area_struct *vma)
 
 	if (w->real_ops && w->real_ops->close)
 		w->real_ops->close(vma);
+	if (w->g)
+		vgpu_umap_del(w->g, vma);
 	if (!refcount_dec_and_test(&w->ref))
 		return;
 	if (w->charge) {
@@ -112,11 +243,27 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 		w->vfilp = get_file(filp);
 		w->charge = charge;
 		w->usermode = usermode;
+		if (usermode && vf->gpu < s->nr_gpus) {
+			w->g = &s->gpus[vf->gpu];
+			w->ops.pfn_mkwrite = vgpu_vma_pfn_mkwrite;
+		}
 		vma->vm_ops = &w->ops;
 		if (charge)
 			atomic64_add(len, &s->uvm_mapped);
 		if (usermode)
 			atomic_inc(&s->usermode_maps);
+		if (w->g) {
+			/*
+			 * None of the driver's writable PTEs left; refaults
+			 * are read-only (mmap_region's vma_set_page_prot makes
+			 * vm_page_prot read-only for a shared writable VMA with
+			 * pfn_mkwrite, right after this returns): the first
+			 * doorbell write is an activity event.
+			 */
+			if (vma->vm_flags & VM_PFNMAP)
+				zap_vma_ptes(vma, vma->vm_start, len);
+			vgpu_umap_add(w->g, vma);
+		}
 	}
 	return 0;
 err:

@@ -28,6 +28,20 @@ static const struct nla_policy vgpu_gpu_policy[VGPU_GPU_A_MAX + 1] = {
 	[VGPU_GPU_A_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_GPU_A_GPU_ID] = { .type = NLA_U32 },
 	[VGPU_GPU_A_PAD] = { .type = NLA_REJECT },
+	[VGPU_GPU_A_COMPUTE_POLICY] = NLA_POLICY_MAX(NLA_U32, __VGPU_COMPUTE_POLICY_MAX - 1),
+	[VGPU_GPU_A_COMPUTE_BP] = NLA_POLICY_RANGE(NLA_U32, 1, VGPU_COMPUTE_BP_MAX),
+	[VGPU_GPU_A_PRIORITY] = NLA_POLICY_MAX(NLA_U32, __VGPU_PRIORITY_MAX - 1),
+	[VGPU_GPU_A_GPU_TIME_NS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_TSGS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_CHANNELS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_PAUSED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_GPU_A_DOORBELL_TRAPS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+};
+
+/* Above s16: the policy's own min/max cannot hold it. */
+static struct netlink_range_validation vgpu_period_range __ro_after_init = {
+	.min = VGPU_SCHED_PERIOD_MIN_US,
+	.max = VGPU_SCHED_PERIOD_MAX_US,
 };
 
 static const struct nla_policy vgpu_list_policy[VGPU_A_LIST_MAX + 1] = {
@@ -53,6 +67,11 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_PAD] = { .type = NLA_REJECT },
 	[VGPU_A_SLICE_CGROUP_FD] = { .type = NLA_U32 },
 	[VGPU_A_SLICE_CGROUP_ID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SCHED_REAL_MINOR] = NLA_POLICY_MAX(NLA_U32, NV_MAX_GPU_MINOR),
+	[VGPU_A_SCHED_PERIOD_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &vgpu_period_range),
+	[VGPU_A_SCHED_LAYERS] = NLA_POLICY_MASK(NLA_U32, VGPU_SCHED_L_ALL),
+	[VGPU_A_SCHED_SWITCHES] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SCHED_CPU_NS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 };
 
 /* ------------------------------------------------------------ replies */
@@ -72,7 +91,17 @@ static int vgpu_fill_gpu(struct sk_buff *skb, struct vgpu_slice *s, u32 i)
 	    nla_put_u64_64bit(skb, VGPU_GPU_A_MEM_USED, atomic64_read(&g->used), VGPU_GPU_A_PAD) ||
 	    nla_put_u64_64bit(skb, VGPU_GPU_A_MEM_PEAK, atomic64_read(&g->peak), VGPU_GPU_A_PAD) ||
 	    nla_put_u64_64bit(skb, VGPU_GPU_A_ALLOCS, atomic64_read(&g->allocs), VGPU_GPU_A_PAD) ||
-	    nla_put_u64_64bit(skb, VGPU_GPU_A_REFUSALS, atomic64_read(&g->refusals), VGPU_GPU_A_PAD)) {
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_REFUSALS, atomic64_read(&g->refusals), VGPU_GPU_A_PAD) ||
+	    nla_put_u32(skb, VGPU_GPU_A_COMPUTE_POLICY, READ_ONCE(g->policy)) ||
+	    nla_put_u32(skb, VGPU_GPU_A_COMPUTE_BP, READ_ONCE(g->bp)) ||
+	    nla_put_u32(skb, VGPU_GPU_A_PRIORITY, READ_ONCE(g->priority)) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_GPU_TIME_NS, atomic64_read(&g->gpu_time_ns),
+			      VGPU_GPU_A_PAD) ||
+	    nla_put_u32(skb, VGPU_GPU_A_TSGS, READ_ONCE(g->nr_tsgs)) ||
+	    nla_put_u32(skb, VGPU_GPU_A_CHANNELS, READ_ONCE(g->nr_channels)) ||
+	    nla_put_u32(skb, VGPU_GPU_A_PAUSED, READ_ONCE(g->paused)) ||
+	    nla_put_u64_64bit(skb, VGPU_GPU_A_DOORBELL_TRAPS, atomic64_read(&g->doorbell_traps),
+			      VGPU_GPU_A_PAD)) {
 		nla_nest_cancel(skb, n);
 		return -EMSGSIZE;
 	}
@@ -183,7 +212,36 @@ struct vgpu_gpu_req {
 	bool has_index[VGPU_MAX_SLICE_GPUS];
 	bool has_minor[VGPU_MAX_SLICE_GPUS];
 	bool has_limit[VGPU_MAX_SLICE_GPUS];
+	u32 policy[VGPU_MAX_SLICE_GPUS];
+	u32 bp[VGPU_MAX_SLICE_GPUS];
+	u32 priority[VGPU_MAX_SLICE_GPUS];
+	bool has_policy[VGPU_MAX_SLICE_GPUS];
+	bool has_bp[VGPU_MAX_SLICE_GPUS];
+	bool has_priority[VGPU_MAX_SLICE_GPUS];
 };
+
+static bool vgpu_req_compute(const struct vgpu_gpu_req *r, u32 i)
+{
+	return r->has_policy[i] || r->has_bp[i] || r->has_priority[i];
+}
+
+/*
+ * The compute setting GPU i of the request gives, over (policy, bp,
+ * priority) = the current one; NULL if valid, else the extack message.
+ */
+static const char *vgpu_req_merge(const struct vgpu_gpu_req *r, u32 i,
+				  u32 *policy, u32 *bp, u32 *priority)
+{
+	if (r->has_policy[i])
+		*policy = r->policy[i];
+	if (r->has_bp[i])
+		*bp = r->bp[i];
+	if (r->has_priority[i])
+		*priority = r->priority[i];
+	if (*policy != VGPU_COMPUTE_NONE && !*bp)
+		return "VGPU_GPU_A_COMPUTE_BP missing (needed by a compute policy)";
+	return NULL;
+}
 
 static int vgpu_parse_gpus(struct nlattr *gpus, struct vgpu_gpu_req *r,
 			   struct netlink_ext_ack *extack)
@@ -218,6 +276,18 @@ static int vgpu_parse_gpus(struct nlattr *gpus, struct vgpu_gpu_req *r,
 		}
 		if (tb[VGPU_GPU_A_GPU_ID])
 			r->gpu_id[r->n] = nla_get_u32(tb[VGPU_GPU_A_GPU_ID]);
+		if (tb[VGPU_GPU_A_COMPUTE_POLICY]) {
+			r->has_policy[r->n] = true;
+			r->policy[r->n] = nla_get_u32(tb[VGPU_GPU_A_COMPUTE_POLICY]);
+		}
+		if (tb[VGPU_GPU_A_COMPUTE_BP]) {
+			r->has_bp[r->n] = true;
+			r->bp[r->n] = nla_get_u32(tb[VGPU_GPU_A_COMPUTE_BP]);
+		}
+		if (tb[VGPU_GPU_A_PRIORITY]) {
+			r->has_priority[r->n] = true;
+			r->priority[r->n] = nla_get_u32(tb[VGPU_GPU_A_PRIORITY]);
+		}
 		r->n++;
 	}
 	return 0;
@@ -268,6 +338,16 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 			ret = -EINVAL;
 			goto out;
 		}
+		{
+			u32 pol = VGPU_COMPUTE_NONE, bp = 0, prio = VGPU_PRIORITY_LOW;
+			const char *msg = vgpu_req_merge(r, i, &pol, &bp, &prio);
+
+			if (msg) {
+				vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS], msg);
+				ret = -EINVAL;
+				goto out;
+			}
+		}
 	}
 	cgrp = vgpu_nl_cgroup(info);
 	if (IS_ERR(cgrp)) {
@@ -281,7 +361,17 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 		if (cgrp)
 			vgpu_slice_set_cgroup_locked(s, cgrp);
 		cgrp = NULL;
-		ret = vgpu_reply_slice(info, s);
+		/* Nobody can open the nodes before this lock is released. */
+		for (i = 0; i < r->n && !ret; i++) {
+			u32 pol = VGPU_COMPUTE_NONE, bp = 0, prio = VGPU_PRIORITY_LOW;
+
+			if (!vgpu_req_compute(r, i))
+				continue;
+			vgpu_req_merge(r, i, &pol, &bp, &prio);
+			ret = vgpu_sched_set_compute(&s->gpus[i], pol, bp, prio);
+		}
+		if (!ret)
+			ret = vgpu_reply_slice(info, s);
 		if (ret)
 			vgpu_slice_remove_locked(s);
 	} else if (ret == -EEXIST) {
@@ -355,8 +445,15 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 				msg = "VGPU_GPU_A_INDEX: no such GPU in the slice";
 			else if (r->has_minor[i] || r->gpu_id[i])
 				msg = "a slice's GPUs cannot change";
-			else if (!r->has_limit[i])
-				msg = "VGPU_GPU_A_MEM_LIMIT missing";
+			else if (!r->has_limit[i] && !vgpu_req_compute(r, i))
+				msg = "VGPU_GPU_A_MEM_LIMIT or a compute attribute needed";
+			else {
+				struct vgpu_gpu *g = &s->gpus[r->index[i]];
+				u32 pol = READ_ONCE(g->policy), bp = READ_ONCE(g->bp);
+				u32 prio = READ_ONCE(g->priority);
+
+				msg = vgpu_req_merge(r, i, &pol, &bp, &prio);
+			}
 			if (msg) {
 				vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS], msg);
 				ret = -EINVAL;
@@ -364,8 +461,20 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 			}
 		}
 	}
-	for (i = 0; i < r->n; i++)
-		WRITE_ONCE(s->gpus[r->index[i]].limit, r->limit[i]);
+	for (i = 0; i < r->n; i++) {
+		struct vgpu_gpu *g = &s->gpus[r->index[i]];
+		u32 pol = READ_ONCE(g->policy), bp = READ_ONCE(g->bp);
+		u32 prio = READ_ONCE(g->priority);
+
+		if (r->has_limit[i])
+			WRITE_ONCE(g->limit, r->limit[i]);
+		if (!vgpu_req_compute(r, i))
+			continue;
+		vgpu_req_merge(r, i, &pol, &bp, &prio);
+		ret = vgpu_sched_set_compute(g, pol, bp, prio);
+		if (ret)
+			goto out;
+	}
 	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
 		WRITE_ONCE(s->uvm_policy,
 			   nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]));
@@ -458,12 +567,107 @@ static int vgpu_nl_dump(struct sk_buff *skb, struct netlink_callback *cb)
 	return skb->len;
 }
 
+/* ---------------------------------------------------------- scheduler */
+
+static int vgpu_fill_sched(struct sk_buff *skb, const struct vgpu_sched_info *si,
+			   u32 portid, u32 seq, int flags)
+{
+	void *hdr = genlmsg_put(skb, portid, seq, &vgpu_family, flags,
+				VGPU_CMD_SCHED_GET);
+
+	if (!hdr)
+		return -EMSGSIZE;
+	if (nla_put_u32(skb, VGPU_A_SCHED_REAL_MINOR, si->real_minor) ||
+	    nla_put_u32(skb, VGPU_A_SCHED_PERIOD_US, si->period_us) ||
+	    nla_put_u32(skb, VGPU_A_SCHED_LAYERS, si->layers) ||
+	    nla_put_u64_64bit(skb, VGPU_A_SCHED_SWITCHES, si->switches, VGPU_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_A_SCHED_CPU_NS, si->cpu_ns, VGPU_A_PAD)) {
+		genlmsg_cancel(skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+static int vgpu_reply_sched(struct genl_info *info, const struct vgpu_sched_info *si)
+{
+	struct sk_buff *skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	int ret;
+
+	if (!skb)
+		return -ENOMEM;
+	ret = vgpu_fill_sched(skb, si, info->snd_portid, info->snd_seq, 0);
+	if (ret) {
+		nlmsg_free(skb);
+		return ret;
+	}
+	return genlmsg_reply(skb, info);
+}
+
+static int vgpu_nl_sched_set(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *pa = info->attrs[VGPU_A_SCHED_PERIOD_US];
+	struct nlattr *la = info->attrs[VGPU_A_SCHED_LAYERS];
+	struct vgpu_sched_info si;
+	u32 minor, period, layers;
+	int ret;
+
+	if (GENL_REQ_ATTR_CHECK(info, VGPU_A_SCHED_REAL_MINOR))
+		return -EINVAL;
+	minor = nla_get_u32(info->attrs[VGPU_A_SCHED_REAL_MINOR]);
+	if (pa)
+		period = nla_get_u32(pa);
+	if (la)
+		layers = nla_get_u32(la);
+	ret = vgpu_sched_set(minor, pa ? &period : NULL, la ? &layers : NULL, &si);
+	if (ret == -ENODEV)
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[VGPU_A_SCHED_REAL_MINOR],
+				    "no GPU at that minor");
+	if (ret)
+		return ret;
+	return vgpu_reply_sched(info, &si);
+}
+
+static int vgpu_nl_sched_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct vgpu_sched_info si;
+	int ret;
+
+	if (GENL_REQ_ATTR_CHECK(info, VGPU_A_SCHED_REAL_MINOR))
+		return -EINVAL;
+	ret = vgpu_sched_get(nla_get_u32(info->attrs[VGPU_A_SCHED_REAL_MINOR]), &si);
+	if (ret) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[VGPU_A_SCHED_REAL_MINOR],
+				    "no scheduler for that GPU");
+		return ret;
+	}
+	return vgpu_reply_sched(info, &si);
+}
+
+static int vgpu_nl_sched_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct vgpu_sched_info si;
+
+	/* cb->args[0]: the next minor to send. */
+	while (cb->args[0] <= NV_MAX_GPU_MINOR &&
+	       !vgpu_sched_get_next((u32)cb->args[0], &si)) {
+		if (vgpu_fill_sched(skb, &si, NETLINK_CB(cb->skb).portid,
+				    cb->nlh->nlmsg_seq, NLM_F_MULTI))
+			break;
+		cb->args[0] = (long)si.real_minor + 1;
+	}
+	return skb->len;
+}
+
 static const struct genl_ops vgpu_ops[] = {
 	{ .cmd = VGPU_CMD_SLICE_NEW, .doit = vgpu_nl_new, .flags = GENL_ADMIN_PERM },
 	{ .cmd = VGPU_CMD_SLICE_SET, .doit = vgpu_nl_set, .flags = GENL_ADMIN_PERM },
 	{ .cmd = VGPU_CMD_SLICE_DEL, .doit = vgpu_nl_del, .flags = GENL_ADMIN_PERM },
 	{ .cmd = VGPU_CMD_SLICE_GET, .doit = vgpu_nl_get, .dumpit = vgpu_nl_dump,
 	  .flags = GENL_ADMIN_PERM },
+	{ .cmd = VGPU_CMD_SCHED_SET, .doit = vgpu_nl_sched_set, .flags = GENL_ADMIN_PERM },
+	{ .cmd = VGPU_CMD_SCHED_GET, .doit = vgpu_nl_sched_get,
+	  .dumpit = vgpu_nl_sched_dump, .flags = GENL_ADMIN_PERM },
 };
 
 static struct genl_family vgpu_family __ro_after_init = {

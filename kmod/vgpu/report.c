@@ -28,9 +28,11 @@ struct vgpu_ctrl {
 };
 
 /*
- * The TSG scheduling controls that change state (0xA06C0101/0103/0105/0107,
- * 0xA06F0103) are deliberately absent: the slice's compute share is set by
- * vgpu.ko, never by the container.
+ * The TSG scheduling controls that change state (0xA06C0103/0105/0107) are
+ * deliberately absent: the slice's compute share is set by vgpu.ko, never
+ * by the container.  GPFIFO_SCHEDULE (0xA06C0101, 0xA06F0103) goes to
+ * compute.c: an enable, which CUDA needs to start its TSGs, is virtualised
+ * (effective only while the slice holds the GPU); a disable is refused.
  */
 static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ 0 /* NVXXXX_CTRL_CMD_NULL */, 0, VGPU_CTRL_PLAIN },
@@ -151,6 +153,9 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		return NV_ERR_NOT_SUPPORTED;
 	if ((p->cmd & RM_CTRL_PRIVILEGED_MASK) == RM_CTRL_PRIVILEGED_MASK)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (p->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE ||
+	    p->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE)
+		return vgpu_compute_user_schedule(vf, p);
 	ctrl = vgpu_ctrl_find(p->cmd);
 	if (!ctrl) {
 		if (!vgpu_passthrough_unknown)

@@ -67,6 +67,8 @@ void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops)
 		case NV04_CONTROL: ops->params.control.status = NV_ERR_NO_MEMORY; break;
 		case NV04_DUP_OBJECT: ops->params.dupObject.status = NV_ERR_NO_MEMORY; break;
 		case NV04_VID_HEAP_CONTROL: ops->params.pVidHeapControl->status = NV_ERR_NO_MEMORY; break;
+		case NV04_MAP_MEMORY: ops->params.mapMemory.status = NV_ERR_NO_MEMORY; break;
+		case NV04_UNMAP_MEMORY: ops->params.unmapMemory.status = NV_ERR_NO_MEMORY; break;
 		}
 		return;
 	}
@@ -138,6 +140,44 @@ NV_STATUS vgpu_rm_dup(NVOS55_PARAMETERS *p)
 	vgpu_rm_op(&ops);
 	*p = ops.params.dupObject;
 	return p->status;
+}
+
+/*
+ * NV04_MAP_MEMORY from a kernel caller: pLinearAddress comes back as a
+ * kernel address (used for a channel's USERD page, compute.c).
+ */
+NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_MAP_MEMORY };
+
+	ops.params.mapMemory = *p;
+	ops.params.mapMemory.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	*p = ops.params.mapMemory;
+	return p->status;
+}
+
+NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_UNMAP_MEMORY };
+
+	ops.params.unmapMemory = *p;
+	ops.params.unmapMemory.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	*p = ops.params.unmapMemory;
+	return p->status;
+}
+
+/* A control with kernel parameters, made by vgpu.ko itself. */
+NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,
+		       void *params, u32 size)
+{
+	NVOS54_PARAMETERS p = {
+		.hClient = hClient, .hObject = hObject, .cmd = cmd,
+		.params = (u64)(uintptr_t)params, .paramsSize = size,
+	};
+
+	return vgpu_rm_control(&p);
 }
 
 /*

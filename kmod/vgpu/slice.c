@@ -125,6 +125,10 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 	mutex_init(&s->lock);
 	INIT_LIST_HEAD(&s->pids);
 	s->id = id;
+	for (i = 0; i < VGPU_MAX_SLICE_GPUS; i++) {
+		s->gpus[i].slice = s;
+		vgpu_compute_init_gpu(&s->gpus[i]);
+	}
 	strscpy(s->name, name ? name : "", sizeof(s->name));
 	s->uvm_policy = uvm_policy;
 
@@ -174,8 +178,18 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 	ret = vgpu_device_add_nodes(s);
 	if (ret)
 		goto err_xa;
+	/* Each GPU joins its real GPU's scheduler (policy NONE until set). */
+	for (i = 0; i < s->nr_gpus; i++) {
+		ret = vgpu_sched_attach(&s->gpus[i]);
+		if (ret)
+			goto err_sched;
+	}
 	return s;
 
+err_sched:
+	while (i--)
+		vgpu_sched_detach(&s->gpus[i]);
+	vgpu_device_del_nodes(s);
 err_xa:
 	xa_erase(&vgpu_slice_ids, id);
 err_idr:
@@ -231,9 +245,14 @@ struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor)
 /* Unlink: nodes go, ids and minors become free; the registry's ref is dropped. */
 void vgpu_slice_remove_locked(struct vgpu_slice *s)
 {
+	u32 i;
+
 	lockdep_assert_held(&vgpu_slices_lock);
-	s->removed = true;
+	WRITE_ONCE(s->removed, true);
 	vgpu_device_del_nodes(s);
+	/* Unmanaged from now on: running, blocked doorbell writers woken. */
+	for (i = 0; i < s->nr_gpus; i++)
+		vgpu_sched_detach(&s->gpus[i]);
 	xa_erase(&vgpu_slice_ids, s->id);
 	idr_remove(&vgpu_slot_idr, s->base / VGPU_MINORS_PER_SLICE);
 	vgpu_slice_put(s);

@@ -6,16 +6,35 @@
  *
  *   vgpu_slices_lock (mutex)  the slice registry (ids, base minors), slice
  *                             creation/removal, netlink changes of a slice.
+ *   vgpu_scheds_lock (mutex)  the list of per-GPU schedulers (sched.c).
+ *   vgpu_sched.lock (mutex)   one GPU's scheduler: its members, the slot,
+ *                             each member's used time and compute setting.
  *   vgpu_client.lock (mutex)  every kernel-path RM call on one client and
  *                             the client's part of the object table; no
  *                             other client lock is taken inside it.
+ *   vgpu_gpu.tlock (mutex)    one slice GPU's TSGs, channels, USERD maps and
+ *                             paused state; held across the RM scheduling
+ *                             calls on those TSGs (GPFIFO_SCHEDULE, PREEMPT
+ *                             with bWait, which sleeps) so that a free path
+ *                             (vgpu_client.lock -> tlock) cannot drop a TSG
+ *                             while the scheduler talks to it.  The
+ *                             scheduler takes tlock under vgpu_sched.lock but
+ *                             never a client lock: vgpu_client.lock and
+ *                             vgpu_sched.lock are never held together.
+ *   vgpu_gpu.umap_lock (mutex) the slice GPU's usermode (doorbell) VMAs;
+ *                             taken under the mm's mmap_lock by VMA
+ *                             open/close, so the scheduler only ever
+ *                             *try*-locks an mmap_lock inside it.
  *   vgpu_file.lock (mutex)    the list of clients a control file owns.
  *   vgpu_slice.lock (mutex)   the slice's process list.
  *
  * The object table is an rhashtable (its own locking, RCU lookups).
  * Quota counters are atomics: a reservation is a cmpxchg on used.  No user
  * memory is touched and nothing sleeps under a spinlock; the only
- * spinlock-free hot path is the lookup.
+ * spinlock-free hot path is the lookup.  No RM call is ever made under a
+ * spinlock or in atomic context.  A doorbell writer of a paused slice
+ * sleeps in pfn_mkwrite with its mmap_lock held for reading and no lock of
+ * ours.
  */
 #ifndef VGPU_H
 #define VGPU_H
@@ -34,6 +53,7 @@
 #include <linux/fs.h>
 #include <linux/pid.h>
 #include <linux/cgroup.h>
+#include <linux/wait.h>
 
 #include "nvabi.h"
 #include "uapi/vgpu.h"
@@ -53,7 +73,11 @@ extern atomic_t vgpu_nr_files;
 extern atomic_t vgpu_nr_objects;
 extern atomic_t vgpu_nr_charges;
 
+struct vgpu_sched;
+struct vgpu_slice;
+
 struct vgpu_gpu {
+	struct vgpu_slice *slice;       /* the slice this is embedded in */
 	u32 index;              /* the container's number */
 	u32 real_minor;
 	u32 gpu_id;             /* the driver's gpu_id (CARD_INFO, ATTACH) */
@@ -63,6 +87,34 @@ struct vgpu_gpu {
 	atomic64_t allocs;
 	atomic64_t refusals;
 	struct path path;       /* the real /dev/nvidia<minor> */
+
+	/* Compute (compute.c, sched.c; docs/compute.md 2-3). */
+	u32 policy;                     /* enum vgpu_compute_policy; READ_ONCE */
+	u32 bp;                         /* basis points; READ_ONCE */
+	u32 priority;                   /* enum vgpu_priority; READ_ONCE */
+	struct mutex tlock;             /* tsgs, counts, userd, paused */
+	struct list_head tsgs;          /* vgpu_tsg.node */
+	u32 nr_tsgs;                    /* tlock; READ_ONCE */
+	u32 nr_channels;                /* tlock; READ_ONCE */
+	u32 nr_unmapped;                /* channels without a USERD map; tlock */
+	bool paused;                    /* tlock; READ_ONCE: off the GPU */
+	u32 paused_layers;              /* tlock: how it was paused */
+	atomic_t run_gen;               /* bumped on every resume */
+	wait_queue_head_t run_wq;       /* trapped doorbell writers */
+	atomic_t rang;                  /* a doorbell trapped since the last decision */
+	atomic_t waiters;               /* doorbell writers blocked now */
+	atomic_t zap_pending;           /* a doorbell mapping could not be protected yet */
+	u64 last_ring_ns;               /* READ_ONCE/WRITE_ONCE */
+	atomic64_t gpu_time_ns;         /* granted while it wanted the GPU */
+	atomic64_t doorbell_traps;
+	struct mutex umap_lock;
+	struct list_head umaps;         /* vgpu_umap.node, umap_lock */
+	/* The scheduler's, under vgpu_sched.lock. */
+	struct vgpu_sched *sched;
+	struct list_head sched_node;
+	u64 used_ns;                    /* this period */
+	u64 wanted_ns;                  /* the last decision at which it wanted the GPU */
+	bool wants;
 };
 
 struct vgpu_pid {
@@ -122,6 +174,8 @@ enum vgpu_obj_type {
 	VGPU_OBJ_SUBDEVICE,
 	VGPU_OBJ_MEMORY,
 	VGPU_OBJ_USERMODE,
+	VGPU_OBJ_TSG,                   /* KEPLER_CHANNEL_GROUP_A */
+	VGPU_OBJ_CHANNEL,               /* *_CHANNEL_GPFIFO_* */
 	VGPU_OBJ_OTHER,
 };
 
@@ -150,7 +204,34 @@ struct vgpu_obj {
 	struct list_head children;
 	struct list_head sibling;
 	struct vgpu_charge *charge;     /* FB memory only */
+	void *compute;                  /* TSG: vgpu_tsg; channel: vgpu_chan */
 	struct rcu_head rcu;
+};
+
+/*
+ * A TSG vgpu.ko schedules: a KEPLER_CHANNEL_GROUP_A, or a channel allocated
+ * under a device (bare: the driver's hidden TSG, reached through the
+ * channel's own GPFIFO_SCHEDULE 0xA06F0103; it cannot be preempted).
+ */
+struct vgpu_tsg {
+	struct list_head node;          /* vgpu_gpu.tsgs, tlock */
+	struct vgpu_gpu *g;
+	NvHandle hclient;
+	NvHandle handle;                /* the TSG, or the bare channel */
+	bool bare;
+	bool user_enabled;              /* what the container asked; tlock */
+	bool hw_enabled;                /* what vgpu.ko last told the driver; tlock */
+	struct list_head chans;         /* vgpu_chan.node, tlock */
+};
+
+struct vgpu_chan {
+	struct list_head node;          /* vgpu_tsg.chans, tlock */
+	struct vgpu_tsg *tsg;
+	NvHandle handle;
+	NvHandle hdevice;
+	const u32 *userd;               /* kernel map of USERD; NULL: none; tlock */
+	u64 cookie;                     /* pLinearAddress for NV04_UNMAP_MEMORY */
+	bool owns_tsg;                  /* bare: tsg is this channel's */
 };
 
 struct vgpu_client {
@@ -175,6 +256,10 @@ NV_STATUS vgpu_rm_alloc_memory(NVOS02_PARAMETERS *p);
 NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p);
 NV_STATUS vgpu_rm_dup(NVOS55_PARAMETERS *p);
 bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject);
+NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p);
+NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p);
+NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,
+		       void *params, u32 size);
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info);
 
 /* slice.c */
@@ -255,6 +340,40 @@ void vgpu_fd_restore(struct vgpu_tmpfd *t);
 
 /* mmap.c */
 int vgpu_mmap(struct file *filp, struct vm_area_struct *vma);
+void vgpu_doorbell_protect(struct vgpu_gpu *g);
+
+/* compute.c: TSG and channel tracking */
+extern atomic_t vgpu_nr_tsgs;
+extern atomic_t vgpu_nr_userd_maps;
+void vgpu_compute_init_gpu(struct vgpu_gpu *g);
+int vgpu_compute_track(struct vgpu_client *c, struct vgpu_obj *o);
+void vgpu_compute_unmap_subtree(struct vgpu_obj *o);
+void vgpu_compute_drop(struct vgpu_obj *o);
+NV_STATUS vgpu_compute_user_schedule(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
+bool vgpu_compute_wants(struct vgpu_gpu *g, u64 now, u64 period_ns);
+void vgpu_compute_pause(struct vgpu_gpu *g, u32 layers);
+bool vgpu_compute_pause_begin(struct vgpu_gpu *g, u32 layers);
+void vgpu_compute_pause_finish(struct vgpu_gpu *g, u32 layers);
+void vgpu_compute_resume(struct vgpu_gpu *g);
+
+/* sched.c */
+struct vgpu_sched_info {
+	u32 real_minor;
+	u32 period_us;
+	u32 layers;
+	u64 switches;
+	u64 cpu_ns;
+};
+int vgpu_sched_attach(struct vgpu_gpu *g);
+void vgpu_sched_detach(struct vgpu_gpu *g);
+int vgpu_sched_set_compute(struct vgpu_gpu *g, u32 policy, u32 bp, u32 priority);
+void vgpu_sched_kick(struct vgpu_gpu *g);
+int vgpu_sched_set(u32 real_minor, const u32 *period_us, const u32 *layers,
+		   struct vgpu_sched_info *out);
+int vgpu_sched_get(u32 real_minor, struct vgpu_sched_info *out);
+int vgpu_sched_get_next(u32 from_minor, struct vgpu_sched_info *out);
+u32 vgpu_sched_layers_of(struct vgpu_gpu *g);
+void vgpu_sched_exit(void);
 
 /* uvm.c */
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);

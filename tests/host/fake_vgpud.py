@@ -29,7 +29,9 @@ GIB = 1 << 30
 def make_gpu(index: int) -> dict:
     return {"index": index, "uuid": f"GPU-0000000{index}-fake", "name": "NVSIM Simulated GPU",
             "pci_bus_id": f"0000:0{index + 1}:00.0", "memory_total": 16 * GIB,
-            "memory_allocated": 0, "memory_used": 0, "utilization": None, "slices": 0}
+            "memory_allocated": 0, "memory_used": 0, "utilization": None, "slices": 0,
+            "scheduler": {"period_us": 100000, "layers": ["tsg", "doorbell"],
+                          "switches": 1234 + index, "cpu_s": 0.25}}
 
 
 def make_slice(container: str, slice_id: int, args: dict) -> dict:
@@ -42,7 +44,12 @@ def make_slice(container: str, slice_id: int, args: dict) -> dict:
         "created": 1700000000.5,
         "gpus": [{"index": g, "uuid": f"GPU-0000000{g}-fake", "real_minor": g,
                   "memory_limit": mem, "memory_used": GIB // 2, "memory_peak": GIB,
-                  "allocs": 3, "refusals": 0} for g in gpus],
+                  "allocs": 3, "refusals": 0,
+                  "compute": {"policy": args.get("policy", "share"),
+                              "percent": args.get("compute", 25),
+                              "priority": args.get("priority", "low"), "gpu_time_s": 12.5,
+                              "achieved_percent": 24.5, "paused": False, "tsgs": 1,
+                              "channels": 2}} for g in gpus],
         "compute": {"percent": args.get("compute", 25), "policy": args.get("policy", "share"),
                     "priority": args.get("priority", "low")},
         "devices": {"major": 510, "ctl_minor": 0, "uvm_minor": 1, "gpu_minors": [2]},
@@ -151,7 +158,8 @@ class FakeVgpud:
         if op == "status":
             return {"version": "0.1.0", "pid": 4242, "uptime_s": 3725, "slices": len(self.slices),
                     "gpus": len(self.gpus), "kernel": {"loaded": True},
-                    "config": "/etc/vgpu/vgpud.toml"}
+                    "config": "/etc/vgpu/vgpud.toml",
+                    "scheduler": {"supported": True, "period_s": 0.1, "layers": None}}
         if op == "gpus":
             return {"gpus": self.gpus}
         if op == "list":
@@ -185,6 +193,8 @@ class FakeVgpud:
                     src = "compute" if k == "percent" else k
                     if src in args:
                         s["compute"][k] = args[src]
+                        for g in s["gpus"]:
+                            g["compute"][k] = args[src]
                 if "profile" in args:
                     s["profile"] = args["profile"]
             return {"slice": s}

@@ -29,7 +29,7 @@ from vgpu import slices as S
 from vgpu.api import ApiError, handle_line, parse_request
 from vgpu.config import parse_config
 from vgpu.inventory import GpuInfo, over_quota, synth_uuid
-from vgpu.kernel import GpuUsage, Slice, VgpuError
+from vgpu.kernel import Compute, GpuUsage, SchedInfo, Slice, VgpuError
 from vgpu.slices import KernelPort, SliceManager
 from vgpu.state import StateStore
 
@@ -43,6 +43,20 @@ class FakeKernel:
     def __init__(self):
         self.slices_: dict[int, Slice] = {}
         self.calls: list[tuple] = []
+        self.scheds_: dict[int, SchedInfo] = {}
+        self.sched_calls: list[tuple] = []
+
+    @staticmethod
+    def _apply_compute(s, compute):
+        for i, c in (compute or {}).items():
+            c = Compute.of(c)
+            g = s.gpu(i)
+            if c.policy is not None:
+                g.compute_policy = c.policy
+            if c.bp is not None:
+                g.compute_bp = c.bp
+            if c.priority is not None:
+                g.priority = c.priority
 
     @staticmethod
     def _cgroup_id(fd):
@@ -55,19 +69,24 @@ class FakeKernel:
             raise VgpuError(errno.EBADF, op="cgroup fd")
         return st.st_ino
 
-    def slice_new(self, id, gpus, name=None, uvm_policy=None, flags=None, cgroup_fd=None):
+    def slice_new(self, id, gpus, name=None, uvm_policy=None, flags=None, cgroup_fd=None,
+                  compute=None):
         self.calls.append(("new", id))
         if id in self.slices_:
             raise VgpuError(errno.EEXIST, op="SLICE_NEW")
         cg = self._cgroup_id(cgroup_fd) if cgroup_fd is not None else 0
         s = Slice(id=id, name=name or "", major=240, base_minor=16 * len(self.slices_), cgroup_id=cg,
                   gpus=[GpuUsage(index=i, real_minor=g[0], mem_limit=g[1]) for i, g in enumerate(gpus)])
+        self._apply_compute(s, compute)
         self.slices_[id] = s
         return s
 
-    def slice_set(self, id, limits=None, uvm_policy=None, cgroup_fd=None):
+    def slice_set(self, id, limits=None, uvm_policy=None, cgroup_fd=None, compute=None):
         self.calls.append(("set", id, dict(limits or {})))
+        if compute:
+            self.calls.append(("compute", id, {i: Compute.of(c) for i, c in compute.items()}))
         s = self.slice_get(id)
+        self._apply_compute(s, compute)
         if cgroup_fd is not None:
             s.cgroup_id = self._cgroup_id(cgroup_fd)
         for i, b in (limits or {}).items():
@@ -88,6 +107,23 @@ class FakeKernel:
 
     def slices(self):
         return list(self.slices_.values())
+
+    def sched_set(self, real_minor, period_us=None, layers=None):
+        self.sched_calls.append((real_minor, period_us, layers))
+        si = self.scheds_.setdefault(real_minor, SchedInfo(real_minor, 100_000, 3))
+        if period_us is not None:
+            si.period_us = period_us
+        if layers is not None:
+            si.layers = layers
+        return si
+
+    def sched_get(self, real_minor):
+        if real_minor not in self.scheds_:
+            raise VgpuError(errno.ENOENT, op="SCHED_GET")
+        return self.scheds_[real_minor]
+
+    def scheds(self):
+        return list(self.scheds_.values())
 
     def close(self):
         pass

@@ -123,3 +123,25 @@ def test_import_is_standard_library_only():
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.stdout.strip() == "[]", r.stderr
 
+
+
+def test_cli_work_arguments(tmp_path):
+    a = N.build_parser().parse_args(["work", "--item-us", "1000", "--depth", "8", "--seconds", "5",
+                                     "--json", "--dev-prefix", "/x", "--gpu", "1"])
+    assert (a.item_us, a.depth, a.seconds, a.items, a.json, a.dev_prefix, a.gpu) == \
+        (1000, 8, 5.0, None, True, "/x", 1)
+    a = N.build_parser().parse_args(["work", "--item-us", "10", "--items", "3"])
+    assert (a.items, a.seconds, a.depth) == (3, None, 8)
+    r = _cli("work", "--item-us", "10")                  # neither --seconds nor --items
+    assert r.returncode == 2
+    r = _cli("work", "--item-us", "10", "--items", "1", "--seconds", "1")
+    assert r.returncode == 2
+    r = _cli("work", "--item-us", "10", "--items", "1", "--dev-prefix", str(tmp_path))
+    assert r.returncode == 2 and "no NVIDIA device" in r.stderr
+
+
+def test_channel_layout_constants():
+    # USERD's GP_GET/GP_PUT (clc36f.h) and nvsim's records fit in the USERD page.
+    assert (A.NVC36F_GPGET_OFFSET, A.NVC36F_GPPUT_OFFSET) == (0x88, 0x8C)
+    assert A.NVSIM_USERD_COMPLETIONS_OFFSET + 16 * A.NVSIM_USERD_COMPLETIONS <= N.PAGE_SIZE
+    assert A.NVSIM_GPFIFO_ENTRIES_MAX * 8 <= N.PAGE_SIZE

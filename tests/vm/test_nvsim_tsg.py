@@ -4,11 +4,21 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 
 from vgpu import nvabi as A
 from vgpu.nvclient import RmError
+
+
+def wait_for(pred, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @pytest.fixture
@@ -168,11 +178,16 @@ def test_usermode_map_and_doorbell(client, gpu0, tsg, state):
         assert state().mappings == 2               # context + mmap
         t0 = struct.unpack_from("<II", m.mm, A.NVC361_TIME_0)
         assert t0 != (0, 0)                        # the timer holds a time
+        assert token != 0                          # 0 is the doorbell's "no ring"
+        # the engine polls the doorbell and clears it (engine.c)
         struct.pack_into("<I", m.mm, A.NVC361_NOTIFY_CHANNEL_PENDING, token)
-        assert struct.unpack_from("<I", m.mm, A.NVC361_NOTIFY_CHANNEL_PENDING)[0] == token
-        # one region per GPU: a second mapping sees the doorbell write
+        assert wait_for(lambda: struct.unpack_from(
+            "<I", m.mm, A.NVC361_NOTIFY_CHANNEL_PENDING)[0] == 0)
+        # one region per GPU: a second mapping sees the first one's writes
+        struct.pack_into("<I", m.mm, 0x1000, 0x5a5a1234)
         with gpu0.map(h, A.NVC361_USERMODE_REGION_SIZE, hdevice=gpu0.hSubdevice) as m2:
-            assert struct.unpack_from("<I", m2.mm, A.NVC361_NOTIFY_CHANNEL_PENDING)[0] == token
+            assert struct.unpack_from("<I", m2.mm, 0x1000)[0] == 0x5a5a1234
+            struct.pack_into("<I", m2.mm, 0x1000, 0)
     finally:
         m.close()
     client.free(h)

@@ -60,7 +60,7 @@ leak_check() {
 leak_check nvsim-leaks /sys/kernel/debug/nvsim/state \
 	'($1=="objects"||$1=="clients"||$1=="mappings") && $2!=0 {print} $1=="gpu" && $6!=0 {print}'
 leak_check vgpu-leaks /sys/kernel/debug/vgpu/state \
-	'($1=="files"||$1=="objects"||$1=="charges") && $2!=0 {print}'
+	'($1=="files"||$1=="objects"||$1=="charges"||$1=="tsgs"||$1=="userd_maps") && $2!=0 {print}'
 
 for m in $loaded; do
 	if rmmod "$m"; then check "unload-$m" 1 ""; else check "unload-$m" 0 "rmmod $m failed"; fi

@@ -37,6 +37,21 @@
  *                        files keep working until closed).
  *   VGPU_CMD_SLICE_GET   one slice (doit, by VGPU_A_SLICE_ID) or all (dump).
  *   VGPU_CMD_EVENT       only sent, on the "events" multicast group.
+ *   VGPU_CMD_SCHED_SET   a real GPU's scheduler: VGPU_A_SCHED_REAL_MINOR plus
+ *                        any of VGPU_A_SCHED_PERIOD_US, VGPU_A_SCHED_LAYERS.
+ *                        The reply is the scheduler, as SCHED_GET answers;
+ *                        -ENODEV if the driver has no GPU at that minor.
+ *                        Out-of-range values: -ERANGE (period), unknown
+ *                        layer bits: -EINVAL, each with an extack message.
+ *   VGPU_CMD_SCHED_GET   one GPU's scheduler (doit, by VGPU_A_SCHED_REAL_MINOR;
+ *                        -ENOENT if it has none) or all (dump).  Replies carry
+ *                        REAL_MINOR, PERIOD_US, LAYERS, SWITCHES and CPU_NS.
+ *
+ * Compute (SLICE_NEW and SLICE_SET, in a GPU nest): VGPU_GPU_A_COMPUTE_POLICY,
+ * VGPU_GPU_A_COMPUTE_BP and VGPU_GPU_A_PRIORITY; see enum vgpu_compute_policy.
+ * Replies add per GPU VGPU_GPU_A_GPU_TIME_NS, _TSGS, _CHANNELS, _PAUSED and
+ * _DOORBELL_TRAPS.  On SET a GPU nest may carry only compute attributes (the
+ * memory limit then stays).
  *
  * Binding a slice to a cgroup: VGPU_A_SLICE_CGROUP_FD is a file descriptor,
  * in the sending process's fd table, of a cgroup v2 directory (opened
@@ -79,6 +94,8 @@ enum vgpu_cmd {
 	VGPU_CMD_SLICE_DEL,
 	VGPU_CMD_SLICE_GET,
 	VGPU_CMD_EVENT,
+	VGPU_CMD_SCHED_SET,
+	VGPU_CMD_SCHED_GET,
 	__VGPU_CMD_MAX,
 };
 #define VGPU_CMD_MAX (__VGPU_CMD_MAX - 1)
@@ -103,6 +120,11 @@ enum vgpu_attr {
 	VGPU_A_PAD,
 	VGPU_A_SLICE_CGROUP_FD,     /* u32, fd of a cgroup v2 directory (sender's fd table); NEW, SET */
 	VGPU_A_SLICE_CGROUP_ID,     /* u64, the bound cgroup's id (0: none), reply only */
+	VGPU_A_SCHED_REAL_MINOR,    /* u32, the real GPU's minor; SCHED_SET, SCHED_GET */
+	VGPU_A_SCHED_PERIOD_US,     /* u32, VGPU_SCHED_PERIOD_MIN_US..MAX_US; SCHED_SET */
+	VGPU_A_SCHED_LAYERS,        /* u32, VGPU_SCHED_L_* flags; SCHED_SET */
+	VGPU_A_SCHED_SWITCHES,      /* u64, slot changes so far, reply only */
+	VGPU_A_SCHED_CPU_NS,        /* u64, the scheduler's own CPU time, reply only */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)
@@ -130,6 +152,15 @@ enum vgpu_gpu_attr {
 	VGPU_GPU_A_GPU_ID,          /* u32, the driver's gpu_id (CARD_INFO); NEW, optional:
 	                             * by default the id of the GPU enumerated at that minor */
 	VGPU_GPU_A_PAD,
+	VGPU_GPU_A_COMPUTE_POLICY,  /* u32, enum vgpu_compute_policy; NEW, SET (default NONE) */
+	VGPU_GPU_A_COMPUTE_BP,      /* u32, basis points 1..VGPU_COMPUTE_BP_MAX: the fixed cap,
+	                             * the burst floor or the share weight; NEW, SET */
+	VGPU_GPU_A_PRIORITY,        /* u32, enum vgpu_priority; NEW, SET (default LOW) */
+	VGPU_GPU_A_GPU_TIME_NS,     /* u64, time granted while it wanted the GPU, reply only */
+	VGPU_GPU_A_TSGS,            /* u32, live TSGs (a bare channel counts as one), reply only */
+	VGPU_GPU_A_CHANNELS,        /* u32, live channels, reply only */
+	VGPU_GPU_A_PAUSED,          /* u32, 1 while the slice's TSGs are off the runlist, reply only */
+	VGPU_GPU_A_DOORBELL_TRAPS,  /* u64, doorbell writes trapped while paused, reply only */
 	__VGPU_GPU_A_MAX,
 };
 #define VGPU_GPU_A_MAX (__VGPU_GPU_A_MAX - 1)
@@ -144,6 +175,42 @@ enum vgpu_uvm_policy {
 	VGPU_UVM_REFUSE,            /* refuse managed mappings */
 	__VGPU_UVM_POLICY_MAX,
 };
+
+/*
+ * Compute slicing (docs/compute.md 2-4).  Per slice and GPU: a policy, a
+ * percentage in basis points and a priority.  NONE: never paused.  FIXED:
+ * at most bp/10000 of each scheduling period.  SHARE: a weight, work
+ * conserving.  BURST: a floor of bp/10000, served before share slices, and
+ * anything left over.  A policy other than NONE needs VGPU_GPU_A_COMPUTE_BP.
+ */
+enum vgpu_compute_policy {
+	VGPU_COMPUTE_NONE,
+	VGPU_COMPUTE_SHARE,
+	VGPU_COMPUTE_FIXED,
+	VGPU_COMPUTE_BURST,
+	__VGPU_COMPUTE_POLICY_MAX,
+};
+#define VGPU_COMPUTE_BP_MAX     10000
+
+enum vgpu_priority {
+	VGPU_PRIORITY_LOW,
+	VGPU_PRIORITY_HIGH,
+	__VGPU_PRIORITY_MAX,
+};
+
+/*
+ * The per-GPU scheduler (VGPU_CMD_SCHED_SET / VGPU_CMD_SCHED_GET; GET by
+ * VGPU_A_SCHED_REAL_MINOR or a dump of every GPU that has a scheduler).
+ * SET creates the GPU's scheduler if it has none yet; attributes it does
+ * not carry keep their values.
+ */
+#define VGPU_SCHED_PERIOD_MIN_US     1000
+#define VGPU_SCHED_PERIOD_MAX_US     10000000
+#define VGPU_SCHED_PERIOD_DEFAULT_US 100000
+/* VGPU_A_SCHED_LAYERS: the mechanisms that hold a slice off the GPU. */
+#define VGPU_SCHED_L_TSG        (1U << 0)   /* GPFIFO_SCHEDULE off + PREEMPT on its TSGs */
+#define VGPU_SCHED_L_DOORBELL   (1U << 1)   /* write-protect its usermode (doorbell) mappings */
+#define VGPU_SCHED_L_ALL        (VGPU_SCHED_L_TSG | VGPU_SCHED_L_DOORBELL)
 
 enum vgpu_event {
 	VGPU_EVENT_UNSPEC,

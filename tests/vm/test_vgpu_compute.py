@@ -1,0 +1,421 @@
+"""Compute slicing through the virtual nodes (docs/compute.md 2-4): netlink
+validation, TSG/channel tracking, and the scheduler measured against nvsim's
+own busy accounting (/sys/kernel/debug/nvsim/busy), the independent truth.
+
+Windows are 1-2 s and tolerances are wide: the VM runs under TCG on two
+cores.  The strict figures come from the benchmark (bench/), not from here.
+"""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu.kernel import Compute, Nla, VgpuError
+from vgpu.nvclient import Channel, RmClient, RmError
+
+BUSY = Path("/sys/kernel/debug/nvsim/busy")
+FIXED, SHARE, BURST, NONE = (U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE,
+                             U.VGPU_COMPUTE_BURST, U.VGPU_COMPUTE_NONE)
+LOW, HIGH = U.VGPU_PRIORITY_LOW, U.VGPU_PRIORITY_HIGH
+TOL = 0.10                     # share tolerance under TCG, one slice
+TOL2 = 0.12                    # two saturating Python clients under TCG
+PERIOD_US = 100_000
+# Items long and queues deep enough that a Python client under TCG keeps
+# its channel busy (refills are slow there): 40 ms queued.
+ITEM_US, DEPTH = 5000, 8
+BAD_ERRNOS = {errno.EINVAL, errno.ERANGE}     # policy ranges answer ERANGE
+
+needs_engine = pytest.mark.skipif(not BUSY.exists(), reason="nvsim has no engine (busy file)")
+
+
+# ------------------------------------------------------------------ truth
+def read_busy() -> dict:
+    """{'gpu': {i: (busy_ns, now_ns)}, 'pid': {(tgid, gpu): busy_ns}, 'tsg': [...]}"""
+    out = {"gpu": {}, "pid": {}, "tsg": []}
+    for line in BUSY.read_text().splitlines():
+        f = line.split()
+        if f[0] == "gpu":
+            out["gpu"][int(f[1])] = (int(f[3]), int(f[5]))
+        elif f[0] == "pid":
+            out["pid"][(int(f[1]), int(f[2]))] = int(f[4])
+        elif f[0] == "tsg":
+            out["tsg"].append({"gpu": int(f[1]), "id": int(f[2]), "client": int(f[3], 16),
+                               "handle": int(f[4], 16), "tgid": int(f[6]),
+                               "busy_ns": int(f[8]), "enabled": int(f[12])})
+    return out
+
+
+def shares(pids, window: float, gpu: int = 0, slices=()) -> tuple[dict, float]:
+    """Each pid's share of wall time over window seconds (nvsim's clock), and
+    the GPU's total share.  With slices, also each slice's GPU_TIME_NS share
+    (the kernel's own accounting), keyed by slice id."""
+    ka = [s.get().gpu(0).gpu_time_ns for s in slices]
+    a = read_busy()
+    time.sleep(window)
+    b = read_busy()
+    kb = [s.get().gpu(0).gpu_time_ns for s in slices]
+    dt = b["gpu"][gpu][1] - a["gpu"][gpu][1]
+    per = {p: (b["pid"].get((p, gpu), 0) - a["pid"].get((p, gpu), 0)) / dt for p in pids}
+    for s, x, y in zip(slices, ka, kb):
+        per[f"slice{s.id}"] = (y - x) / dt
+    return per, (b["gpu"][gpu][0] - a["gpu"][gpu][0]) / dt
+
+
+# ----------------------------------------------------------------- workers
+def _worker(prefix, item_us, depth, seconds, ready, go, token_q=None, ring_token=None):
+    """A process with one channel on the slice's GPU 0, saturating it."""
+    c = RmClient(prefix)
+    g = c.open_gpus()[0]
+    ch = Channel(g)
+    if token_q is not None:
+        token_q.put(ch.token)
+    ready.set()
+    go.wait(30)
+    end = time.monotonic() + seconds
+    if ring_token is not None:
+        # the attacker: queue its own work and keep ringing the victim's token
+        n = ch.submit(item_us)
+        while time.monotonic() < end:
+            ch.ring(ring_token)
+            time.sleep(0.0005)
+        del n
+    else:
+        ch.run_work(item_us, depth, seconds=seconds, timeout=120)
+    ch.close()
+    c.close()
+
+
+class Workers:
+    def __init__(self):
+        self.procs: list[mp.Process] = []
+        self.go = mp.Event()
+        self.ctx = mp.get_context("fork")
+
+    def start(self, prefix, item_us=ITEM_US, depth=DEPTH, seconds=3.0, **kw) -> int:
+        ready = self.ctx.Event()
+        p = self.ctx.Process(target=_worker, args=(prefix, item_us, depth, seconds, ready,
+                                                   self.go), kwargs=kw, daemon=True)
+        p.start()
+        assert ready.wait(30), "worker did not set up its channel"
+        self.procs.append(p)
+        return p.pid
+
+    def run(self):
+        self.go.set()
+
+    def join(self, timeout=60):
+        for p in self.procs:
+            p.join(timeout)
+            assert not p.is_alive(), f"worker {p.pid} still running (blocked?)"
+
+    def kill(self):
+        for p in self.procs:
+            if p.is_alive():
+                p.kill()
+            p.join(10)
+
+
+@pytest.fixture
+def workers():
+    w = Workers()
+    yield w
+    w.kill()
+
+
+@pytest.fixture(autouse=True)
+def sched_default(kern):
+    kern.sched_set(0, period_us=PERIOD_US, layers=U.VGPU_SCHED_L_ALL)
+    yield
+    kern.sched_set(0, period_us=PERIOD_US, layers=U.VGPU_SCHED_L_ALL)
+
+
+def compute_slice(make_slice, kern, policy, bp, prio=LOW):
+    sl = make_slice()
+    kern.slice_set(sl.id, compute={0: Compute(policy, bp, prio)})
+    return sl
+
+
+# ---------------------------------------------------------------- netlink
+BAD_COMPUTE = {
+    "policy-4": Compute(4, 1000),
+    "bp-0": Compute(FIXED, 0),
+    "bp-10001": Compute(FIXED, 10001),
+    "priority-2": Compute(SHARE, 1000, 2),
+    "fixed-without-bp": Compute(FIXED, None),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_COMPUTE))
+def test_bad_compute_refused_nothing_changed(kern, sl, name):
+    # on SET a policy without bp keeps the slice's bp: only a NONE slice lacks one
+    kern.slice_set(sl.id, compute={0: Compute(SHARE, 2500, LOW)} if name != "fixed-without-bp"
+                   else {0: Compute(NONE)})
+    with pytest.raises(VgpuError) as ei:
+        kern.slice_set(sl.id, limits={0: 64 * MiB}, compute={0: BAD_COMPUTE[name]})
+    assert ei.value.errno in BAD_ERRNOS
+    assert ei.value.extack, "no extack message"
+    g = sl.get().gpu(0)
+    assert g.mem_limit == 256 * MiB
+    if name != "fixed-without-bp":
+        assert (g.compute_policy, g.compute_bp, g.priority) == (SHARE, 2500, LOW)
+    else:
+        assert (g.compute_policy, g.compute_bp) == (NONE, 0)
+    # and on NEW: no slice made
+    sid = sl.id + 50_000
+    with pytest.raises(VgpuError) as ei:
+        kern.slice_new(sid, [(0, MiB)], compute={0: BAD_COMPUTE[name]})
+    assert ei.value.errno in BAD_ERRNOS and ei.value.extack
+    assert sid not in {s.id for s in kern.slices()}
+
+
+def test_reply_only_and_sched_attrs_refused(kern, sl):
+    for attr in ("GPU_TIME_NS", "TSGS", "CHANNELS", "PAUSED", "DOORBELL_TRAPS"):
+        t = getattr(U, f"VGPU_GPU_A_{attr}")
+        with pytest.raises(VgpuError) as ei:
+            kern.raw_request(U.VGPU_CMD_SLICE_SET, [
+                Nla.u32(U.VGPU_A_SLICE_ID, sl.id),
+                Nla.nest(U.VGPU_A_SLICE_GPUS, Nla.nest(U.VGPU_A_GPU,
+                         Nla.u32(U.VGPU_GPU_A_INDEX, 0), Nla.u32(t, 1)))])
+        assert ei.value.errno == errno.EINVAL and ei.value.extack, attr
+    before = kern.sched_get(0)
+    for kw in ({"period_us": 999}, {"period_us": 10_000_001}, {"layers": 4},
+               {"layers": 0xFFFFFFFF}):
+        with pytest.raises(VgpuError) as ei:
+            kern.sched_set(0, **kw)
+        assert ei.value.errno in BAD_ERRNOS and ei.value.extack, kw
+    after = kern.sched_get(0)
+    assert (after.period_us, after.layers) == (before.period_us, before.layers)
+    with pytest.raises(VgpuError) as ei:
+        kern.sched_set(200, period_us=50_000)
+    assert ei.value.errno == errno.ENODEV
+    with pytest.raises(VgpuError):
+        kern.raw_request(U.VGPU_CMD_SCHED_SET, [Nla.u32(U.VGPU_A_SCHED_REAL_MINOR, 0),
+                                                Nla.u64(U.VGPU_A_SCHED_SWITCHES, 1)])
+
+
+def test_sched_set_get_dump(kern, sl):
+    s = kern.sched_set(0, period_us=50_000, layers=U.VGPU_SCHED_L_TSG)
+    assert (s.real_minor, s.period_us, s.layers) == (0, 50_000, U.VGPU_SCHED_L_TSG)
+    s = kern.sched_set(0, period_us=10_000_000)
+    assert (s.period_us, s.layers) == (10_000_000, U.VGPU_SCHED_L_TSG)
+    g = kern.sched_get(0)
+    assert (g.period_us, g.layers) == (10_000_000, U.VGPU_SCHED_L_TSG)
+    assert 0 in {x.real_minor for x in kern.scheds()}
+    assert g.cpu_ns >= 0 and g.switches >= 0
+
+
+def test_compute_settings_on_new_and_set(kern, make_slice):
+    sid = next(iter([make_slice().id])) + 60_000
+    s = kern.slice_new(sid, [(0, MiB)], compute={0: Compute(BURST, 2000, HIGH)})
+    try:
+        g = s.gpu(0)
+        assert (g.compute_policy, g.compute_bp, g.priority) == (BURST, 2000, HIGH)
+        s = kern.slice_set(sid, compute={0: Compute(priority=LOW)})
+        g = s.gpu(0)
+        assert (g.compute_policy, g.compute_bp, g.priority) == (BURST, 2000, LOW)
+        assert g.mem_limit == MiB
+        s = kern.slice_set(sid, compute={0: Compute(NONE)})
+        assert s.gpu(0).compute_policy == NONE
+    finally:
+        kern.slice_del(sid, force=True)
+
+
+# --------------------------------------------------------------- tracking
+def test_tracking_counts_follow_alloc_and_free(kern, sl, vstate):
+    c = sl.client()
+    g = c.open_gpus()[0]
+    t1 = c.alloc_tsg(g.hDevice)
+    assert (sl.get().gpu(0).tsgs, sl.get().gpu(0).channels) == (1, 0)
+    ch1 = c.alloc_channel(t1)
+    c.alloc_channel(t1)
+    bare = c.alloc_channel(g.hDevice)          # a hidden TSG of its own
+    gi = sl.get().gpu(0)
+    assert (gi.tsgs, gi.channels) == (2, 3)
+    c.free(ch1)
+    assert (sl.get().gpu(0).tsgs, sl.get().gpu(0).channels) == (2, 2)
+    c.free(bare)
+    assert (sl.get().gpu(0).tsgs, sl.get().gpu(0).channels) == (1, 1)
+    c.free(t1)                                 # the ancestor takes its channel
+    assert (sl.get().gpu(0).tsgs, sl.get().gpu(0).channels) == (0, 0)
+    t2 = c.alloc_tsg(g.hDevice)
+    c.alloc_channel(t2)
+    c.free(g.hDevice)                          # a further ancestor
+    assert (sl.get().gpu(0).tsgs, sl.get().gpu(0).channels) == (0, 0)
+    c2 = sl.client()
+    g2 = c2.open_gpus()[0]
+    c2.alloc_channel(c2.alloc_tsg(g2.hDevice))
+    assert vstate().get("tsgs") >= 1
+    sl.close_all()                             # last close
+    assert (sl.get().gpu(0).tsgs, sl.get().gpu(0).channels) == (0, 0)
+    assert vstate().get("tsgs") == 0 and vstate().get("userd_maps") == 0
+
+
+def test_scheduling_controls_from_a_slice(kern, make_slice):
+    sl = compute_slice(make_slice, kern, FIXED, 1)        # 0.01 %: almost always paused
+    c = sl.client()
+    g = c.open_gpus()[0]
+    t = c.alloc_tsg(g.hDevice)
+    c.alloc_channel(t)
+    for fn in (lambda: c.tsg_preempt(t), lambda: c.tsg_set_timeslice(t, 100),
+               lambda: c.tsg_schedule(t, False),
+               lambda: c.tsg_set_interleave(t, A.NVA06C_CTRL_INTERLEAVE_LEVEL_HIGH)):
+        with pytest.raises(RmError) as ei:
+            fn()
+        assert ei.value.status == A.NV_ERR_INSUFFICIENT_PERMISSIONS
+    assert wait_until(lambda: sl.get().gpu(0).paused, 2.0)
+    # enabling its own TSG is answered but gains nothing while paused
+    c.tsg_schedule(t, True)
+    tsgs = [x for x in read_busy()["tsg"] if x["handle"] == t] if BUSY.exists() else []
+    for x in tsgs:
+        assert x["enabled"] == 0
+    # a TSG made while paused starts off the runlist
+    t2 = c.alloc_tsg(g.hDevice)
+    c.alloc_channel(t2)
+    c.tsg_schedule(t2, True)
+    for x in (read_busy()["tsg"] if BUSY.exists() else []):
+        if x["handle"] in (t, t2) and sl.get().gpu(0).paused:
+            assert x["enabled"] == 0
+
+
+# -------------------------------------------------------------- scheduler
+@needs_engine
+def test_fixed_cap_alone(kern, make_slice, workers):
+    sl = compute_slice(make_slice, kern, FIXED, 3000)
+    pid = workers.start(sl.prefix, seconds=3.0)
+    workers.run()
+    time.sleep(0.4)
+    per, total = shares([pid], 1.5, slices=[sl])
+    workers.join()
+    kshare = per[f"slice{sl.id}"]
+    print(f"fixed 30% alone: achieved {per[pid]:.3f} (gpu {total:.3f}), "
+          f"GPU_TIME share {kshare:.3f}")
+    assert abs(per[pid] - 0.30) < TOL, per
+    # the kernel's own accounting agrees roughly with nvsim's
+    assert abs(kshare - per[pid]) < 0.15
+
+
+@needs_engine
+@pytest.mark.parametrize("policy,bps,want", [
+    (FIXED, (3000, 7000), (0.30, 0.70)),
+    (SHARE, (2500, 7500), (0.25, 0.75)),
+], ids=["fixed-30-70", "share-1-3"])
+def test_two_saturating_slices(kern, make_slice, workers, policy, bps, want):
+    a = compute_slice(make_slice, kern, policy, bps[0])
+    b = compute_slice(make_slice, kern, policy, bps[1])
+    pa = workers.start(a.prefix, seconds=3.5)
+    pb = workers.start(b.prefix, seconds=3.5)
+    workers.run()
+    time.sleep(0.5)
+    per, total = shares([pa, pb], 2.0, slices=[a, b])
+    workers.join()
+    print(f"{policy=} {bps}: achieved {per[pa]:.3f}/{per[pb]:.3f} (gpu {total:.3f}), "
+          f"target {want}; GPU_TIME {per[f'slice{a.id}']:.3f}/{per[f'slice{b.id}']:.3f}; "
+          f"switches {kern.sched_get(0).switches}")
+    assert abs(per[pa] - want[0]) < TOL2 and abs(per[pb] - want[1]) < TOL2, per
+    assert per[pb] > 1.5 * per[pa], per
+    if policy == FIXED:
+        assert per[pa] < want[0] + TOL, per        # a cap is a cap
+    assert total > 0.75
+
+
+@needs_engine
+def test_set_cap_takes_effect_within_two_periods(kern, make_slice, workers):
+    sl = compute_slice(make_slice, kern, FIXED, 2000)
+    pid = workers.start(sl.prefix, seconds=4.0)
+    workers.run()
+    time.sleep(0.4)
+    before, _ = shares([pid], 1.0)
+    kern.slice_set(sl.id, compute={0: Compute(FIXED, 6000)})
+    time.sleep(2 * PERIOD_US / 1e6)
+    after, _ = shares([pid], 1.0)
+    workers.join()
+    print(f"cap 20% -> 60%: achieved {before[pid]:.3f} -> {after[pid]:.3f}")
+    assert abs(before[pid] - 0.20) < TOL and abs(after[pid] - 0.60) < TOL
+
+
+@needs_engine
+def test_high_priority_starts_quickly(kern, make_slice, workers):
+    low = compute_slice(make_slice, kern, SHARE, 5000, LOW)
+    high = compute_slice(make_slice, kern, SHARE, 5000, HIGH)
+    workers.start(low.prefix, seconds=4.0)
+    workers.run()
+    time.sleep(0.3)
+    c = high.client()
+    g = c.open_gpus()[0]
+    lat = []
+    with Channel(g) as ch:
+        for _ in range(15):
+            r = ch.run_work(2000, 1, items=1, timeout=30)
+            lat.append(r["start_latency_us"]["max"])
+            time.sleep(0.03)                   # idle between items
+    workers.join()
+    lat.sort()
+    print(f"high priority start latency: median {lat[len(lat) // 2] / 1000:.2f} ms, "
+          f"max {lat[-1] / 1000:.2f} ms (low slice saturating)")
+    # a low slice holding the GPU for a whole period would show ~50-100 ms
+    assert lat[len(lat) // 2] < 30_000
+
+
+@needs_engine
+def test_ringing_another_slices_token_gains_nothing(kern, make_slice, workers):
+    victim = compute_slice(make_slice, kern, FIXED, 5000)
+    thief = compute_slice(make_slice, kern, FIXED, 500)
+    q = mp.get_context("fork").Queue()
+    pv = workers.start(victim.prefix, seconds=3.0, token_q=q)
+    token = q.get(timeout=10)
+    pt = workers.start(thief.prefix, item_us=100_000, seconds=3.0, ring_token=token)
+    workers.run()
+    time.sleep(0.4)
+    per, _ = shares([pv, pt], 1.5)
+    workers.join()
+    print(f"token theft: victim {per[pv]:.3f} (target 0.50), thief {per[pt]:.3f} (cap 0.05)")
+    assert abs(per[pv] - 0.50) < TOL
+    assert per[pt] < 0.05 + TOL / 2
+
+
+@needs_engine
+@pytest.mark.parametrize("how", ["delete", "kill"])
+def test_paused_slice_delete_or_kill_leaves_nothing(kern, make_slice, workers, vstate, how):
+    sl = compute_slice(make_slice, kern, FIXED, 100)          # 1 %: paused nearly always
+    pid = workers.start(sl.prefix, seconds=30.0)
+    workers.run()
+    assert wait_until(lambda: sl.get().gpu(0).doorbell_traps > 0 or sl.get().gpu(0).paused, 5)
+    time.sleep(0.3)
+    if how == "delete":
+        kern.slice_del(sl.id, force=True)
+    os.kill(pid, signal.SIGKILL)
+    workers.join(20)
+    assert wait_until(lambda: not vstate().leaks() and vstate().get("tsgs") == 0, 5), \
+        vstate().text
+
+
+@needs_engine
+@pytest.mark.parametrize("layers", [U.VGPU_SCHED_L_TSG, U.VGPU_SCHED_L_DOORBELL],
+                         ids=["tsg-only", "doorbell-only"])
+def test_single_layer(kern, make_slice, workers, layers):
+    """The layer benchmark's switch: TSG controls alone hold a fixed cap;
+    doorbell gating alone traps (a channel with queued work keeps running,
+    docs/compute.md 1, so it cannot hold the cap by itself)."""
+    assert kern.sched_set(0, layers=layers).layers == layers
+    sl = compute_slice(make_slice, kern, FIXED, 3000)
+    pid = workers.start(sl.prefix, seconds=3.0)
+    workers.run()
+    time.sleep(0.4)
+    per, _ = shares([pid], 1.5, slices=[sl])
+    workers.join()
+    traps = sl.get().gpu(0).doorbell_traps
+    print(f"layers {layers}: achieved {per[pid]:.3f} (GPU_TIME {per[f'slice{sl.id}']:.3f}), "
+          f"doorbell traps {traps}")
+    if layers == U.VGPU_SCHED_L_TSG:
+        assert abs(per[pid] - 0.30) < TOL and traps == 0
+    else:
+        assert traps > 0
+        assert per[f"slice{sl.id}"] < 0.30 + TOL      # what the kernel granted
