@@ -1,0 +1,245 @@
+"""What the OCI hook adds to a container start, and vgpufs's latency.
+
+    # in the VM, against vgpud + vgpufs + vgpu.ko + nvsim (the real path):
+    python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
+        .venv/bin/python bench/container_start.py
+    # on the host (no kernel module there): the hook against
+    # tests/host/fake_vgpud.py and a directory of mknod'ed nodes
+    .venv/bin/python bench/container_start.py
+
+Start: `runc create` + `runc start` of a busybox container running `true`,
+median and p90 of N (default 20) starts, for
+  plain       runc, no hook (what any container costs);
+  no-slice    through vgpu-runtime, a container that asks for nothing (the
+              wrapper reads config.json and execs runc; no hook is wired);
+  slice       through vgpu-runtime with vgpu.io/memory: createRuntime hook
+              (one API call creating the slice, bind mounts, device rule).
+The teardown (`runc delete`, which runs the poststop hook that releases the
+slice) is reported apart.
+
+vgpufs (VM only): lookup (stat of a slice's dev node), open+read+close of a
+/proc/driver/nvidia information file, and readdir of the mount root with
+many slices, warm (kernel caches hot) and cold (dentries dropped first).
+Figures go to stdout; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+RUNC = shutil.which("runc") or "/usr/sbin/runc"
+BUSYBOX = shutil.which("busybox") or "/bin/busybox"
+IN_VM = os.environ.get("VGPU_IN_VM") == "1" and os.path.exists("/sys/module/vgpu")
+
+
+def q(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def fmt_ms(xs: list[float]) -> str:
+    return f"median {statistics.median(xs) * 1e3:7.1f} ms   p90 {q(xs, 0.9) * 1e3:7.1f} ms"
+
+
+def fmt_us(xs: list[float]) -> str:
+    return (f"median {statistics.median(xs) * 1e6:8.1f} us   p99 {q(xs, 0.99) * 1e6:8.1f} us"
+            f"   (n={len(xs)})")
+
+
+class Env:
+    """vgpud (VM) or the fake daemon (host), the socket and the node dir."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.sock = str(tmp / "vgpud.sock")
+        self.fs = str(tmp / "fs")
+        self.proc = None
+        self.fake = None
+        if IN_VM:
+            (tmp / "vgpud.toml").write_text(
+                f'[paths]\nsocket = "{self.sock}"\nstate_dir = "{tmp}/state"\n'
+                f'fuse_mount = "{self.fs}"\n[metrics]\nlisten = ""\n'
+                f'[defaults]\nmemory = "16MiB"\n')
+            subprocess.run(["modprobe", "fuse"], capture_output=True)
+            log = open(tmp / "vgpud.log", "wb")
+            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon", "--config",
+                                          str(tmp / "vgpud.toml")], cwd=REPO, stdout=log,
+                                         stderr=log)
+            end = time.monotonic() + 240
+            while not (os.path.exists(self.sock) and os.path.ismount(self.fs)):
+                if time.monotonic() > end or self.proc.poll() is not None:
+                    sys.exit("bench: vgpud did not come up:\n"
+                             + (tmp / "vgpud.log").read_text()[-2000:])
+                time.sleep(0.3)
+        else:
+            sys.path.insert(0, str(REPO / "tests" / "host"))
+            from fake_vgpud import FakeVgpud
+            os.mkdir(self.fs)
+            self.fake = FakeVgpud(self.sock)
+            self.fake.__enter__()
+
+    def add_fake_nodes(self, cid: str) -> None:
+        """Host mode: what vgpufs would show for the slice (char nodes of
+        /dev/null's numbers, so that bind mounts and opens work)."""
+        if IN_VM:
+            return
+        d = Path(self.fs) / cid / "dev"
+        d.mkdir(parents=True)
+        st = os.stat("/dev/null")
+        for n in ("nvidiactl", "nvidia0", "nvidia-uvm"):
+            os.mknod(d / n, 0o666 | 0o020000, st.st_rdev)
+
+    def env(self) -> dict:
+        hook = self.tmp / "vgpu-oci-hook"
+        if not hook.exists():
+            hook.write_text(f"#!/bin/sh\ncd {REPO} && exec {PY} -S -m vgpu.hook --socket "
+                            f"{self.sock} --fuse-mount {self.fs} \"$@\"\n")
+            hook.chmod(0o755)
+        return dict(os.environ, VGPU_RUNC=RUNC, VGPU_SOCKET=self.sock,
+                    VGPU_FUSE_MOUNT=self.fs, VGPU_HOOK=str(hook), PYTHONPATH=str(REPO))
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(60)
+        if self.fake is not None:
+            self.fake.__exit__(None, None, None)
+
+
+def bundle(tmp: Path, name: str, annotations: dict | None) -> Path:
+    b = tmp / "bundles" / name
+    (b / "rootfs" / "bin").mkdir(parents=True)
+    shutil.copy(BUSYBOX, b / "rootfs" / "bin" / "busybox")
+    for c in ("sh", "true"):
+        os.symlink("busybox", b / "rootfs" / "bin" / c)
+    subprocess.run([RUNC, "spec"], cwd=b, check=True)
+    config = json.loads((b / "config.json").read_text())
+    config["process"]["terminal"] = False
+    config["process"]["args"] = ["true"]
+    config["root"]["readonly"] = False
+    if annotations:
+        config["annotations"] = annotations
+    (b / "config.json").write_text(json.dumps(config))
+    return b
+
+
+def start_times(e: Env, kind: str, n: int) -> tuple[list[float], list[float]]:
+    root = str(e.tmp / "runc-root")
+    starts, deletes = [], []
+    for i in range(n):
+        cid = f"{kind}-{i}"
+        ann = {"vgpu.io/memory": "16MiB", "vgpu.io/gpus": "0"} if kind == "slice" else None
+        b = bundle(e.tmp, cid, ann)
+        if kind == "slice":
+            e.add_fake_nodes(cid)
+        if kind == "plain":
+            pre = [RUNC, "--root", root]
+        else:
+            pre = [PY, "-S", "-m", "vgpu.runtime", "--root", root]
+        # the container inherits runc's stdio: a file, never a pipe (runc
+        # create returns while the container holds it open)
+        logp = e.tmp / "runc.out"
+        t0 = time.perf_counter()
+        for cmd in (["create", "--bundle", str(b), cid], ["start", cid]):
+            with open(logp, "wb") as out:
+                r = subprocess.run(pre + cmd, cwd=REPO, env=e.env(), stdin=subprocess.DEVNULL,
+                                   stdout=out, stderr=out, timeout=120)
+            if r.returncode != 0:
+                sys.exit(f"bench: {kind} {cmd[0]} {cid}: {logp.read_text().strip()}")
+        starts.append(time.perf_counter() - t0)
+        while json.loads(subprocess.run([RUNC, "--root", root, "state", cid], capture_output=True,
+                                        text=True).stdout or "{}").get("status") == "running":
+            time.sleep(0.01)
+        t0 = time.perf_counter()
+        r = subprocess.run(pre + ["delete", cid], cwd=REPO, env=e.env(), capture_output=True,
+                           text=True, timeout=120)
+        deletes.append(time.perf_counter() - t0)
+        if r.returncode != 0:
+            sys.exit(f"bench: delete {cid}: {r.stderr.strip()}")
+    return starts, deletes
+
+
+def fuse_latency(e: Env, n: int, slices: int) -> None:
+    sys.path.insert(0, str(REPO))
+    from vgpu.apiclient import ApiClient
+    names = [f"fz-{i}" for i in range(slices)]
+    with ApiClient(e.sock, 60) as c:
+        for name in names:
+            c.request("create", container=name, pid=os.getpid(), gpus=[0], memory="1MiB")
+    try:
+        root = Path(e.fs)
+        end = time.monotonic() + 60
+        while not (root / names[0] / "dev" / "nvidia0").exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        node = root / names[0] / "dev" / "nvidia0"
+        info = next((root / names[0] / "proc/driver/nvidia/gpus").glob("*/information"))
+
+        def measure(fn, cold: bool, k: int) -> list[float]:
+            out = []
+            for _ in range(k):
+                if cold:
+                    with open("/proc/sys/vm/drop_caches", "w") as f:
+                        f.write("2")
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+            return out
+
+        def read_info():
+            with open(info, "rb") as f:
+                f.read()
+
+        print(f"\nvgpufs ({slices} slices live), one call each:")
+        for label, fn in (("lookup (stat dev/nvidia0)", lambda: os.stat(node)),
+                          ("open+read+close information", read_info),
+                          (f"readdir of the root ({slices} entries)", lambda: os.listdir(root))):
+            print(f"  {label:<34} warm {fmt_us(measure(fn, False, n))}")
+            print(f"  {'':<34} cold {fmt_us(measure(fn, True, max(20, n // 10)))}")
+    finally:
+        with ApiClient(e.sock, 60) as c:
+            for name in names:
+                c.request("delete", container=name, force=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=20, help="container starts per kind (default 20)")
+    ap.add_argument("--fuse-calls", type=int, default=1000, help="vgpufs calls per figure")
+    ap.add_argument("--fuse-slices", type=int, default=100, help="live slices for vgpufs figures")
+    a = ap.parse_args()
+    if os.geteuid() != 0 or not os.access(RUNC, os.X_OK):
+        sys.exit("bench: needs root and runc")
+    tmp = Path(tempfile.mkdtemp(prefix="vgpu-bench-"))
+    e = Env(tmp)
+    try:
+        where = "VM (TCG): vgpud + vgpufs + vgpu.ko" if IN_VM else "host: fake vgpud, mknod nodes"
+        print(f"container start, {where}; runc create+start of busybox `true`, n={a.n}")
+        res = {k: start_times(e, k, a.n) for k in ("plain", "no-slice", "slice")}
+        for k, (s, d) in res.items():
+            print(f"  {k:<9} start {fmt_ms(s)}   delete {fmt_ms(d)}")
+        base = statistics.median(res["plain"][0])
+        for k in ("no-slice", "slice"):
+            print(f"  {k}: the wrapper{' and hook' if k == 'slice' else ''} add "
+                  f"{(statistics.median(res[k][0]) - base) * 1e3:.1f} ms to the start (median), "
+                  f"{(statistics.median(res[k][1]) - statistics.median(res['plain'][1])) * 1e3:.1f}"
+                  f" ms to the delete")
+        if IN_VM:
+            fuse_latency(e, a.fuse_calls, a.fuse_slices)
+    finally:
+        e.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
