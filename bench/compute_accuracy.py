@@ -271,7 +271,7 @@ def case_many(b: Bench, period_us: int | None = None) -> None:
     specs = [("fixed", 5)] * 8 + [("share", 10)] * 8     # fixed 40%, share splits 60%
     expect = [5.0] * 8 + [7.5] * 8
     sids = [b.slice(p, v) for p, v in specs]
-    procs = [b.work(s, 4) for s in sids]
+    procs = [b.work(s, 32) for s in sids]
     b.warm(procs, 3)
     s0 = b.k.sched_get(GPU)
     got = shares([p.pid for p in procs], b.window * 2)

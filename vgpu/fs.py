@@ -105,28 +105,42 @@ class ManagerSource:
         return getattr(inv, "driver_version", "") or ""
 
     def slices(self) -> dict[str, FsSlice]:
-        mgr = self.mgr
-        hw = {g.index: g for g in mgr.gpus}
+        """Every slice (the root directory's listing)."""
+        hw = {g.index: g for g in self.mgr.gpus}
         out = {}
-        for c, rec in list(mgr.records.items()):
-            ks = mgr.kslices.get(rec.get("slice_id"))
-            try:
-                v = mgr.slice_view(rec, ks)
-            except Exception as e:               # e.g. no memory quota resolvable
-                log.debug("vgpufs: slice of %r: %s", c, e)
-                continue
-            s = FsSlice(c, v["slice_id"])
-            if v.get("devices"):
-                s.major = v["devices"]["major"]
-                s.base_minor = v["devices"]["ctl_minor"]
-            for g in v["gpus"]:
-                h = hw.get(g.get("gpu"))
-                if h is None:
-                    continue
-                s.gpus.append(FsGpu(g["index"], h.name, g.get("uuid") or h.uuid,
-                                    h.pci_bus_id, int(g["memory_limit"] or 0)))
-            out[c] = s
+        for c, rec in list(self.mgr.records.items()):
+            s = self._view(c, rec, hw)
+            if s is not None:
+                out[c] = s
         return out
+
+    def slice(self, container: str) -> FsSlice | None:
+        """One slice: what every lookup, getattr and open below a container's
+        directory needs (the cost does not grow with the number of slices)."""
+        rec = self.mgr.records.get(container)
+        if rec is None:
+            return None
+        return self._view(container, rec, {g.index: g for g in self.mgr.gpus})
+
+    def _view(self, c: str, rec: dict, hw: dict) -> FsSlice | None:
+        mgr = self.mgr
+        ks = mgr.kslices.get(rec.get("slice_id"))
+        try:
+            v = mgr.slice_view(rec, ks)
+        except Exception as e:               # e.g. no memory quota resolvable
+            log.debug("vgpufs: slice of %r: %s", c, e)
+            return None
+        s = FsSlice(c, v["slice_id"])
+        if v.get("devices"):
+            s.major = v["devices"]["major"]
+            s.base_minor = v["devices"]["ctl_minor"]
+        for g in v["gpus"]:
+            h = hw.get(g.get("gpu"))
+            if h is None:
+                continue
+            s.gpus.append(FsGpu(g["index"], h.name, g.get("uuid") or h.uuid,
+                                h.pci_bus_id, int(g["memory_limit"] or 0)))
+        return s
 
 
 # ------------------------------------------------------------------ text
@@ -369,7 +383,13 @@ class VgpuFs:
         return ino
 
     def _node(self, path):
-        return resolve(path, self.source.slices(), self.source.driver_version())
+        src = self.source
+        if path and hasattr(src, "slice"):
+            one = src.slice(path[0]) if _valid_name(path[0]) else None
+            slices = {} if one is None else {path[0]: one}
+        else:
+            slices = src.slices()
+        return resolve(path, slices, src.driver_version())
 
     def _attr(self, ino, node):
         import pyfuse3

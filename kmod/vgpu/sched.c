@@ -78,7 +78,7 @@ static LIST_HEAD(vgpu_scheds);
  * ran dry cannot take more than that lead when it is back.
  */
 #define VGPU_HYST_DIV           2
-#define VGPU_HIGH_GRACE_NS      (2 * NSEC_PER_MSEC)
+#define VGPU_HIGH_GRACE_NS      (5 * NSEC_PER_MSEC)
 
 static u64 vgpu_high_grace(u64 period)
 {

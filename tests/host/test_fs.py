@@ -272,6 +272,13 @@ def test_manager_source_adapts_records(tmp_path):
     node = F.resolve(("c1", "dev", "nvidia0"), src.slices(), "595.45.04")
     assert node == ("chr", os.makedev(240, 114))
     assert src.driver_version() == ""
+    # one container's view alone (what lookups below it use) is the same
+    assert src.slice("c1") == src.slices()["c1"] and src.slice("nope") is None
+    # and the FS uses it: a lookup below c1 does not build every slice's view
+    fs = F.VgpuFs(src, str(tmp_path / "mnt"))
+    src.slices = lambda: (_ for _ in ()).throw(AssertionError("built every view"))
+    assert fs._node(("c1", "dev", "nvidia0")) == ("chr", os.makedev(240, 114))
+    assert fs._node(("nope", "dev")) is None
 
 
 def test_config_empty_fuse_mount_disables():
