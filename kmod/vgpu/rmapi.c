@@ -76,16 +76,30 @@ void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops)
 	vgpu_rm.free_stack(sp);
 }
 
-NV_STATUS vgpu_rm_alloc(NVOS64_PARAMETERS *p)
-{
-	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
-
-	ops.params.alloc = *p;
-	ops.params.alloc.status = NV_ERR_GENERIC;
-	vgpu_rm_op(&ops);
-	*p = ops.params.alloc;
-	return p->status;
+/*
+ * The calls whose parameters go in and come back whole: the driver gets a
+ * kernel copy (its status preset to a failure in case the op never runs)
+ * and the caller gets the driver's answer.
+ */
+#define VGPU_RM_CALL(name, type, opcode, field)				\
+NV_STATUS name(type *p)							\
+{									\
+	nvidia_kernel_rmapi_ops_t ops = { .op = opcode };		\
+									\
+	ops.params.field = *p;						\
+	ops.params.field.status = NV_ERR_GENERIC;			\
+	vgpu_rm_op(&ops);						\
+	*p = ops.params.field;						\
+	return p->status;						\
 }
+
+VGPU_RM_CALL(vgpu_rm_alloc, NVOS64_PARAMETERS, NV04_ALLOC, alloc)
+VGPU_RM_CALL(vgpu_rm_alloc_memory, NVOS02_PARAMETERS, NV01_ALLOC_MEMORY, allocMemory64)
+VGPU_RM_CALL(vgpu_rm_dup, NVOS55_PARAMETERS, NV04_DUP_OBJECT, dupObject)
+/* NV04_MAP_MEMORY from a kernel caller: pLinearAddress comes back as a
+ * kernel address (used for a channel's USERD page, compute.c). */
+VGPU_RM_CALL(vgpu_rm_map, NVOS33_PARAMETERS, NV04_MAP_MEMORY, mapMemory)
+VGPU_RM_CALL(vgpu_rm_unmap, NVOS34_PARAMETERS, NV04_UNMAP_MEMORY, unmapMemory)
 
 NV_STATUS vgpu_rm_free(NvHandle hClient, NvHandle hParent, NvHandle hObject)
 {
@@ -110,17 +124,6 @@ NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p)
 	return p->status;
 }
 
-NV_STATUS vgpu_rm_alloc_memory(NVOS02_PARAMETERS *p)
-{
-	nvidia_kernel_rmapi_ops_t ops = { .op = NV01_ALLOC_MEMORY };
-
-	ops.params.allocMemory64 = *p;
-	ops.params.allocMemory64.status = NV_ERR_GENERIC;
-	vgpu_rm_op(&ops);
-	*p = ops.params.allocMemory64;
-	return p->status;
-}
-
 NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p)
 {
 	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_VID_HEAP_CONTROL };
@@ -128,43 +131,6 @@ NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p)
 	p->status = NV_ERR_GENERIC;
 	ops.params.pVidHeapControl = p;
 	vgpu_rm_op(&ops);
-	return p->status;
-}
-
-NV_STATUS vgpu_rm_dup(NVOS55_PARAMETERS *p)
-{
-	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_DUP_OBJECT };
-
-	ops.params.dupObject = *p;
-	ops.params.dupObject.status = NV_ERR_GENERIC;
-	vgpu_rm_op(&ops);
-	*p = ops.params.dupObject;
-	return p->status;
-}
-
-/*
- * NV04_MAP_MEMORY from a kernel caller: pLinearAddress comes back as a
- * kernel address (used for a channel's USERD page, compute.c).
- */
-NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p)
-{
-	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_MAP_MEMORY };
-
-	ops.params.mapMemory = *p;
-	ops.params.mapMemory.status = NV_ERR_GENERIC;
-	vgpu_rm_op(&ops);
-	*p = ops.params.mapMemory;
-	return p->status;
-}
-
-NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p)
-{
-	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_UNMAP_MEMORY };
-
-	ops.params.unmapMemory = *p;
-	ops.params.unmapMemory.status = NV_ERR_GENERIC;
-	vgpu_rm_op(&ops);
-	*p = ops.params.unmapMemory;
 	return p->status;
 }
 
