@@ -14,14 +14,13 @@ import errno
 import mmap
 import os
 import time
-from pathlib import Path
 
 import pytest
 
 from vgpu import nvabi as A
+from nvsim_busy import BUSY, busy
 from vgpu.nvclient import PAGE_SIZE, Channel, RmError
 
-BUSY = Path("/sys/kernel/debug/nvsim/busy")
 MS = 1_000_000          # ns
 RW = mmap.PROT_READ | mmap.PROT_WRITE
 
@@ -29,41 +28,6 @@ pytestmark = pytest.mark.timeout(60)
 
 
 # ------------------------------------------------------------------ helpers
-class Busy:
-    """A parsed snapshot of /sys/kernel/debug/nvsim/busy."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.gpus: dict[int, dict] = {}
-        self.tsgs: dict[tuple[int, int], dict] = {}
-        self.pids: dict[tuple[int, int], int] = {}
-        for line in text.splitlines():
-            f = line.split()
-            if f[0] == "gpu":
-                assert f[2] == "busy_ns" and f[4] == "now_ns", line
-                self.gpus[int(f[1])] = {"busy_ns": int(f[3]), "now_ns": int(f[5])}
-            elif f[0] == "tsg":
-                assert (f[5], f[7], f[9], f[11]) == ("tgid", "busy_ns", "items", "enabled"), line
-                self.tsgs[(int(f[3], 16), int(f[4], 16))] = {
-                    "gpu": int(f[1]), "id": int(f[2]), "tgid": int(f[6]),
-                    "busy_ns": int(f[8]), "items": int(f[10]), "enabled": int(f[12])}
-            elif f[0] == "pid":
-                assert f[3] == "busy_ns", line
-                self.pids[(int(f[1]), int(f[2]))] = int(f[4])
-            else:
-                raise AssertionError(f"unknown busy line: {line!r}")
-
-    def tsg(self, ch: Channel) -> dict:
-        return self.tsgs[(ch.client.hClient, ch.htsg)]
-
-    def tsg_ns(self, ch: Channel) -> int:
-        return self.tsg(ch)["busy_ns"]
-
-
-def busy() -> Busy:
-    return Busy(BUSY.read_text())
-
-
 def wait_until(pred, timeout: float = 10.0, interval: float = 0.01):
     end = time.monotonic() + timeout
     while True:

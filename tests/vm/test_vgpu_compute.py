@@ -13,15 +13,14 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
+from nvsim_busy import BUSY, busy
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu.kernel import Compute, Nla, VgpuError
 from vgpu.nvclient import Channel, RmClient, RmError
 
-BUSY = Path("/sys/kernel/debug/nvsim/busy")
 FIXED, SHARE, BURST, NONE = (U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE,
                              U.VGPU_COMPUTE_BURST, U.VGPU_COMPUTE_NONE)
 LOW, HIGH = U.VGPU_PRIORITY_LOW, U.VGPU_PRIORITY_HIGH
@@ -37,36 +36,20 @@ needs_engine = pytest.mark.skipif(not BUSY.exists(), reason="nvsim has no engine
 
 
 # ------------------------------------------------------------------ truth
-def read_busy() -> dict:
-    """{'gpu': {i: (busy_ns, now_ns)}, 'pid': {(tgid, gpu): busy_ns}, 'tsg': [...]}"""
-    out = {"gpu": {}, "pid": {}, "tsg": []}
-    for line in BUSY.read_text().splitlines():
-        f = line.split()
-        if f[0] == "gpu":
-            out["gpu"][int(f[1])] = (int(f[3]), int(f[5]))
-        elif f[0] == "pid":
-            out["pid"][(int(f[1]), int(f[2]))] = int(f[4])
-        elif f[0] == "tsg":
-            out["tsg"].append({"gpu": int(f[1]), "id": int(f[2]), "client": int(f[3], 16),
-                               "handle": int(f[4], 16), "tgid": int(f[6]),
-                               "busy_ns": int(f[8]), "enabled": int(f[12])})
-    return out
-
-
 def shares(pids, window: float, gpu: int = 0, slices=()) -> tuple[dict, float]:
     """Each pid's share of wall time over window seconds (nvsim's clock), and
     the GPU's total share.  With slices, also each slice's GPU_TIME_NS share
     (the kernel's own accounting), keyed by slice id."""
     ka = [s.get().gpu(0).gpu_time_ns for s in slices]
-    a = read_busy()
+    a = busy()
     time.sleep(window)
-    b = read_busy()
+    b = busy()
     kb = [s.get().gpu(0).gpu_time_ns for s in slices]
-    dt = b["gpu"][gpu][1] - a["gpu"][gpu][1]
-    per = {p: (b["pid"].get((p, gpu), 0) - a["pid"].get((p, gpu), 0)) / dt for p in pids}
+    dt = b.gpus[gpu]["now_ns"] - a.gpus[gpu]["now_ns"]
+    per = {p: (b.pids.get((p, gpu), 0) - a.pids.get((p, gpu), 0)) / dt for p in pids}
     for s, x, y in zip(slices, ka, kb):
         per[f"slice{s.id}"] = (y - x) / dt
-    return per, (b["gpu"][gpu][0] - a["gpu"][gpu][0]) / dt
+    return per, (b.gpus[gpu]["busy_ns"] - a.gpus[gpu]["busy_ns"]) / dt
 
 
 # ----------------------------------------------------------------- workers
@@ -277,15 +260,15 @@ def test_scheduling_controls_from_a_slice(kern, make_slice):
     assert wait_until(lambda: sl.get().gpu(0).paused, 2.0)
     # enabling its own TSG is answered but gains nothing while paused
     c.tsg_schedule(t, True)
-    tsgs = [x for x in read_busy()["tsg"] if x["handle"] == t] if BUSY.exists() else []
+    tsgs = [x for (_, h), x in busy().tsgs.items() if h == t] if BUSY.exists() else []
     for x in tsgs:
         assert x["enabled"] == 0
     # a TSG made while paused starts off the runlist
     t2 = c.alloc_tsg(g.hDevice)
     c.alloc_channel(t2)
     c.tsg_schedule(t2, True)
-    for x in (read_busy()["tsg"] if BUSY.exists() else []):
-        if x["handle"] in (t, t2) and sl.get().gpu(0).paused:
+    for (_, h), x in (busy().tsgs.items() if BUSY.exists() else ()):
+        if h in (t, t2) and sl.get().gpu(0).paused:
             assert x["enabled"] == 0
 
 
