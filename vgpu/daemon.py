@@ -185,17 +185,18 @@ class Daemon:
         process, since setns needs a single-threaded caller), up to
         REBIND_PARALLEL at a time, each bounded by REBIND_TIMEOUT."""
         import trio
+        from .runtime import PKG_PARENT, hook_argv
         from .slices import live_pid
         limiter = trio.CapacityLimiter(REBIND_PARALLEL)
         done = []
 
         async def one(cid: str, pid: int):
-            cmd = [sys.executable, "-S", "-m", "vgpu.hook", "--debug", "--fuse-mount",
-                   str(self.cfg.paths.fuse_mount), "--rebind", str(pid), cid]
+            cmd = hook_argv("--debug", "--fuse-mount", str(self.cfg.paths.fuse_mount),
+                            "--rebind", str(pid), cid)
             async with limiter:
                 with trio.move_on_after(REBIND_TIMEOUT) as scope:
                     r = await trio.run_process(cmd, capture_stderr=True, check=False,
-                                               cwd=os.path.dirname(os.path.dirname(__file__)))
+                                               env=dict(os.environ, PYTHONPATH=PKG_PARENT))
             if scope.cancelled_caught:
                 log.warning("vgpufs: re-binding the view of %s (pid %d) took over %d s; "
                             "skipped", cid, pid, REBIND_TIMEOUT)
