@@ -142,7 +142,7 @@ static vm_fault_t vgpu_vma_pfn_mkwrite(struct vm_fault *vmf)
 		gen = atomic_read(&g->run_gen);
 		atomic_inc(&g->waiters);
 		atomic_set(&g->rang, 1);
-		vgpu_sched_kick(g);
+		vgpu_sched_ring(g);
 		ret = wait_event_killable(g->run_wq,
 					  atomic_read(&g->run_gen) != gen ||
 					  !READ_ONCE(g->paused) ||

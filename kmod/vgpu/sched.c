@@ -8,29 +8,48 @@
  * So the time a slice holds the slot while it wants the GPU is its GPU time
  * (GPU_TIME_NS), and the cap of a fixed slice is a limit on that.
  *
- * The thread decides every quantum (1 ms or period/100, whichever is
- * larger), at the moment the running slice's fixed cap runs out or the
- * period ends, and at once when kicked (a trapped doorbell of a paused
- * slice, a new TSG, a changed setting).  Per decision:
- *  - charge the slot holder for the time since the last decision, if it
+ * Two clocks per slice GPU:
+ *  - used_ns, its GPU time in the current period: fixed caps and burst
+ *    floors are per period, so it restarts at 0 at each period boundary;
+ *  - vtime, its GPU time scaled by 1/weight (ns at 100 %), never reset:
+ *    the order of the share class.  A per-period order (what this file did
+ *    first) hands the first slots of every period to the same slices (ties
+ *    break by list order) and forgets whoever the period's end cut short;
+ *    a continuous virtual time carries that debt over, as fair queueing
+ *    does.  A slice that stops wanting the GPU cannot bank credit: its
+ *    vtime is kept within a period of the newest holder's (vclock).
+ *
+ * Classes, best first: high priority before low; within a priority, the
+ * guaranteed class (fixed below its cap, burst below its floor, ordered by
+ * used/bp: they all reach their amount within the period) before the share
+ * class (share, and burst above its floor, ordered by vtime).  Fixed slices
+ * at their cap are not eligible.  Slices that do not want the GPU are
+ * skipped (work conservation).
+ *
+ * The thread takes a full decision when the slot may change: the holder's
+ * cap or floor is reached, its lead over the best other ends its slot, the
+ * period ends, or a kick (a trapped doorbell of a paused slice, a new TSG,
+ * a changed setting).  In between it only checks, every quantum (1 ms or
+ * period/100) and only while another slice wants the GPU, that the holder
+ * still wants it: a holder that ran dry gives way within a quantum.  When
+ * nobody else wants the GPU it sleeps until the holder's cap or the period
+ * ends: a paused slice's new work reaches it as a kick.
+ *
+ * A full decision:
+ *  - charges the slot holder for the time since the last decision, if it
  *    wanted the GPU then;
- *  - at a period boundary, every member's used time restarts at 0;
- *  - pick: high priority before low; within a priority, burst slices below
- *    their floor first; then the smallest used/bp (share weights, fixed
- *    caps and burst floors alike); fixed slices only while used < cap;
- *    slices that do not want the GPU are skipped (work conservation);
- *  - a holder keeps the slot for a quantum at least, and then until its
- *    used/bp leads the best other's by period/2 (hysteresis), unless a
- *    higher class wants it, or it stops being eligible or wanting: this
- *    bounds switches (each one is a PREEMPT) to a few per period;
+ *  - picks the best eligible slice that wants the GPU;
+ *  - a holder keeps the slot for a quantum at least, and then until its key
+ *    leads the best other's by a hysteresis (guaranteed class: a period,
+ *    i.e. until its cap or floor; share class: period/2 at 100 %), unless a
+ *    better class wants it, or it stops being eligible or wanting: each
+ *    switch is a PREEMPT, so this bounds them to about one slot per slice
+ *    and period;
  *  - a high-priority holder that stops wanting keeps the slot for a short
  *    grace (VGPU_HIGH_GRACE_NS, at most a tenth of the period): online work
  *    arrives in bursts of launches with gaps between them, and giving the
  *    slot to a low slice in each gap costs the high one a switch (a
  *    PREEMPT of the low one) per launch;
- *  - when no other member wants the GPU, the thread sleeps until the
- *    holder's cap or the period ends: a paused slice's new work reaches it
- *    as a trapped doorbell (a kick), so polling would buy nothing;
  *  - a switch takes the holder off the runlist, puts the next one on and
  *    only then waits for the holder's PREEMPT (the engine never idles in
  *    between); the next holder's clock starts once it is on the runlist,
@@ -56,9 +75,12 @@ struct vgpu_sched {
 	u32 layers;                     /* lock; READ_ONCE */
 	struct vgpu_gpu *cur;           /* the slot's holder */
 	bool cur_wanted;
+	bool others;                    /* another member wanted at the last decision */
+	u64 poll_ns;                    /* between polls of the holder */
 	u64 cur_since;
 	u64 period_start;
 	u64 last_ns;
+	u64 vclock;                     /* the newest holder's vtime */
 	atomic_t kick;
 	atomic64_t switches;
 	struct task_struct *thread;
@@ -68,17 +90,9 @@ static DEFINE_MUTEX(vgpu_scheds_lock);
 static LIST_HEAD(vgpu_scheds);
 
 #define VGPU_QUANTUM_MIN_NS     NSEC_PER_MSEC
-/*
- * Hysteresis: within a class, the holder keeps the slot until its used/bp
- * is ahead of the best other's by period/VGPU_HYST_DIV (in used/bp units,
- * i.e. ns at 100 %).  A switch costs a PREEMPT and the engine's restart
- * (several ms on nvsim under TCG), so switching whenever the order flips
- * (every quantum) loses a large part of the GPU; this makes about four
- * slots per period for two saturating slices, and a holder that briefly
- * ran dry cannot take more than that lead when it is back.
- */
-#define VGPU_HYST_DIV           2
 #define VGPU_HIGH_GRACE_NS      (5 * NSEC_PER_MSEC)
+#define VGPU_SLEEP_MIN_NS       (50 * NSEC_PER_USEC)
+#define VGPU_POLL_MAX_DIV       20
 
 static u64 vgpu_high_grace(u64 period)
 {
@@ -101,27 +115,56 @@ static u64 vgpu_bp_ns(u64 period, u32 bp)
 	return div_u64(period * bp, VGPU_COMPUTE_BP_MAX);
 }
 
-static bool vgpu_eligible(struct vgpu_sched *sc, struct vgpu_gpu *g)
+static u32 vgpu_bp(struct vgpu_gpu *g)
 {
-	if (READ_ONCE(g->policy) == VGPU_COMPUTE_FIXED)
-		return g->used_ns < vgpu_bp_ns(sc->period_ns, READ_ONCE(g->bp));
-	return true;
+	return max_t(u32, READ_ONCE(g->bp), 1);
 }
 
-/* Smaller is better: priority, then class (burst below floor first). */
+/* Below its guaranteed amount this period (fixed cap, burst floor)? */
+static bool vgpu_guaranteed(struct vgpu_sched *sc, struct vgpu_gpu *g)
+{
+	u32 policy = READ_ONCE(g->policy);
+
+	return (policy == VGPU_COMPUTE_FIXED || policy == VGPU_COMPUTE_BURST) &&
+	       g->used_ns < vgpu_bp_ns(sc->period_ns, vgpu_bp(g));
+}
+
+static bool vgpu_eligible(struct vgpu_sched *sc, struct vgpu_gpu *g)
+{
+	return READ_ONCE(g->policy) != VGPU_COMPUTE_FIXED ||
+	       vgpu_guaranteed(sc, g);
+}
+
+/* Smaller is better: priority, then class (guaranteed first). */
 static u32 vgpu_rank(struct vgpu_sched *sc, struct vgpu_gpu *g)
 {
 	u32 r = READ_ONCE(g->priority) == VGPU_PRIORITY_HIGH ? 0 : 2;
 
-	if (READ_ONCE(g->policy) != VGPU_COMPUTE_BURST ||
-	    g->used_ns >= vgpu_bp_ns(sc->period_ns, READ_ONCE(g->bp)))
-		r++;
-	return r;
+	return vgpu_guaranteed(sc, g) ? r : r + 1;
 }
 
-static u64 vgpu_ratio(struct vgpu_gpu *g)
+/*
+ * The order within a class, in ns at 100 %: used/bp in the guaranteed
+ * class, vtime in the share class.  vtime wraps (u64), so keys are compared
+ * by their signed difference; vclock keeps every member within a period
+ * (at 100 %) of each other, far from 2^63.
+ */
+static u64 vgpu_key(struct vgpu_sched *sc, struct vgpu_gpu *g, u32 rank)
 {
-	return div_u64(g->used_ns * VGPU_COMPUTE_BP_MAX, max_t(u32, READ_ONCE(g->bp), 1));
+	if (!(rank & 1))
+		return div_u64(g->used_ns * VGPU_COMPUTE_BP_MAX, vgpu_bp(g));
+	return g->vtime;
+}
+
+static bool vgpu_key_before(u64 a, u64 b)
+{
+	return (s64)(a - b) < 0;
+}
+
+/* A holder keeps the slot until its key leads the best other's by this. */
+static u64 vgpu_hyst(struct vgpu_sched *sc, u32 rank)
+{
+	return rank & 1 ? sc->period_ns / 2 : sc->period_ns;
 }
 
 /* a before b? */
@@ -132,13 +175,33 @@ static bool vgpu_better(struct vgpu_sched *sc, struct vgpu_gpu *a,
 
 	if (ra != rb)
 		return ra < rb;
-	return vgpu_ratio(a) < vgpu_ratio(b);
+	return vgpu_key_before(vgpu_key(sc, a, ra), vgpu_key(sc, b, rb));
+}
+
+/*
+ * How long cur may keep the slot against best (same class) before a
+ * decision is due: until its lead reaches the hysteresis, a quantum at
+ * least.  0: now.
+ */
+static u64 vgpu_slot_left(struct vgpu_sched *sc, struct vgpu_gpu *cur,
+			  struct vgpu_gpu *best, u64 now)
+{
+	u32 rank = vgpu_rank(sc, cur);
+	u64 min_slot = vgpu_quantum(sc->period_ns);
+	u64 lead_end = vgpu_key(sc, best, rank) + vgpu_hyst(sc, rank);
+	u64 key = vgpu_key(sc, cur, rank), left = 0;
+
+	if (vgpu_key_before(key, lead_end))
+		/* the key grows by BP_MAX/bp per ns held */
+		left = div_u64((lead_end - key) * vgpu_bp(cur) +
+			       VGPU_COMPUTE_BP_MAX - 1, VGPU_COMPUTE_BP_MAX);
+	if (now - sc->cur_since < min_slot)
+		left = max(left, min_slot - (now - sc->cur_since));
+	return left;
 }
 
 static struct vgpu_gpu *vgpu_pick(struct vgpu_sched *sc, u64 now)
 {
-	u64 min_slot = vgpu_quantum(sc->period_ns);
-	u64 hyst = sc->period_ns / VGPU_HYST_DIV;
 	struct vgpu_gpu *g, *best = NULL, *cur = sc->cur;
 
 	list_for_each_entry(g, &sc->members, sched_node) {
@@ -157,42 +220,116 @@ static struct vgpu_gpu *vgpu_pick(struct vgpu_sched *sc, u64 now)
 		    vgpu_rank(sc, best) >= vgpu_rank(sc, cur) &&
 		    now - cur->wanted_ns < vgpu_high_grace(sc->period_ns))
 			return cur;
-		/* Unless a higher class wants in: a minimum slot, then hysteresis. */
+		/* Unless a better class wants in: a minimum slot, then hysteresis. */
 		if (cur->wants && best != cur &&
-		    vgpu_rank(sc, best) >= vgpu_rank(sc, cur) &&
-		    (now - sc->cur_since < min_slot ||
-		     vgpu_rank(sc, best) > vgpu_rank(sc, cur) ||
-		     vgpu_ratio(cur) < vgpu_ratio(best) + hyst))
+		    (vgpu_rank(sc, best) > vgpu_rank(sc, cur) ||
+		     (vgpu_rank(sc, best) == vgpu_rank(sc, cur) &&
+		      vgpu_slot_left(sc, cur, best, now))))
 			return cur;
 	}
 	return best;
 }
 
-/* One decision; returns how long the thread may sleep (0: until kicked). */
+/*
+ * When the next full decision is due, at the latest (then or a kick):
+ * the period's end, the holder's cap or floor, the end of its slot against
+ * the best other that wants the GPU, the end of a high holder's grace.
+ */
+static u64 vgpu_next_decision(struct vgpu_sched *sc, u64 now)
+{
+	u64 period = sc->period_ns, next = sc->period_start + period;
+	struct vgpu_gpu *g, *cur = sc->cur, *best = NULL;
+
+	if (!cur)
+		return next;
+	if (READ_ONCE(cur->policy) != VGPU_COMPUTE_SHARE) {
+		u64 amount = vgpu_bp_ns(period, vgpu_bp(cur));
+
+		if (cur->used_ns < amount)
+			next = min(next, now + amount - cur->used_ns);
+	}
+	list_for_each_entry(g, &sc->members, sched_node) {
+		if (g == cur || !vgpu_managed(g) || !g->wants || !vgpu_eligible(sc, g))
+			continue;
+		if (!best || vgpu_better(sc, g, best))
+			best = g;
+	}
+	if (!best)
+		return next;
+	/* (a grace that ended while nobody else wanted the GPU is not a reason) */
+	if (!cur->wants && READ_ONCE(cur->priority) == VGPU_PRIORITY_HIGH)
+		next = min(next, cur->wanted_ns + vgpu_high_grace(period));
+	if (cur->wants && vgpu_rank(sc, best) == vgpu_rank(sc, cur))
+		next = min(next, now + vgpu_slot_left(sc, cur, best, now));
+	return next;
+}
+
+/*
+ * A new period: used restarts at 0, except that a fixed slice that ran past
+ * its cap (a decision is late by the thread's wake-up, and the cap's end
+ * falls between two decisions) carries the excess over: the cap holds on
+ * average, not only per period in the scheduler's books.
+ */
+static void vgpu_new_period(struct vgpu_sched *sc, struct vgpu_gpu *g)
+{
+	u64 cap = vgpu_bp_ns(sc->period_ns, vgpu_bp(g));
+
+	if (READ_ONCE(g->policy) == VGPU_COMPUTE_FIXED && g->used_ns > cap)
+		g->used_ns -= cap;
+	else
+		g->used_ns = 0;
+}
+
+/*
+ * Charge the holder for [last_ns, now) if it wanted the GPU.  Time in the
+ * guaranteed class does not move vtime: a burst slice's floor is on top of
+ * its weighted part of the rest.
+ */
+static void vgpu_charge(struct vgpu_sched *sc, u64 now)
+{
+	struct vgpu_gpu *cur = sc->cur;
+
+	if (cur && sc->cur_wanted) {
+		u64 d = now - sc->last_ns;
+
+		if (!vgpu_guaranteed(sc, cur))
+			cur->vtime += div_u64(d * VGPU_COMPUTE_BP_MAX, vgpu_bp(cur));
+		cur->used_ns += d;
+		atomic64_add(d, &cur->gpu_time_ns);
+		if (vgpu_key_before(sc->vclock, cur->vtime))
+			sc->vclock = cur->vtime;
+	}
+	sc->last_ns = now;
+}
+
+/* One decision; returns when the next one is due (0: only when kicked). */
 static u64 vgpu_decide(struct vgpu_sched *sc)
 {
-	u64 now = ktime_get_ns(), period = sc->period_ns, sleep;
+	u64 now = ktime_get_ns(), period = sc->period_ns;
+	u64 floor;
 	struct vgpu_gpu *g, *cur = sc->cur, *next;
 	bool any = false, others = false;
 
 	lockdep_assert_held(&sc->lock);
-	if (cur && sc->cur_wanted) {
-		u64 d = now - sc->last_ns;
-
-		cur->used_ns += d;
-		atomic64_add(d, &cur->gpu_time_ns);
-	}
-	sc->last_ns = now;
+	vgpu_charge(sc, now);
+	/*
+	 * A period of credit at most (twice the share class's hysteresis, so
+	 * never binding among slices taking turns): no banking while idle or
+	 * shut out by a better class.
+	 */
+	floor = sc->vclock - period;
 	if (now - sc->period_start >= period) {
 		sc->period_start = now;
 		list_for_each_entry(g, &sc->members, sched_node)
-			g->used_ns = 0;
+			vgpu_new_period(sc, g);
 	}
 	list_for_each_entry(g, &sc->members, sched_node) {
-		g->wants = vgpu_managed(g) &&
-			   vgpu_compute_wants(g, now, period);
+		WRITE_ONCE(g->wants, vgpu_managed(g) &&
+			   vgpu_compute_wants(g, now, period));
 		if (g->wants)
 			g->wanted_ns = now;
+		if (vgpu_key_before(g->vtime, floor))
+			g->vtime = floor;
 		any |= vgpu_managed(g);
 	}
 
@@ -231,41 +368,72 @@ static u64 vgpu_decide(struct vgpu_sched *sc)
 			vgpu_compute_resume(g);
 		}
 	}
+	sc->others = others;
 	if (!any)
 		return 0;
+	return max(vgpu_next_decision(sc, now), now + VGPU_SLEEP_MIN_NS);
+}
 
-	/*
-	 * Nobody else wants the GPU: nothing to decide before the cap or the
-	 * period ends, or a kick (a trapped doorbell, a new TSG, a setting).
-	 */
-	sleep = others ? vgpu_quantum(period) : period;
-	if (next && READ_ONCE(next->policy) == VGPU_COMPUTE_FIXED) {
-		u64 cap = vgpu_bp_ns(period, READ_ONCE(next->bp));
+/*
+ * Between full decisions, while another slice wants the GPU: has the
+ * holder's state (wanting the GPU or not) stayed what the last decision
+ * saw?  One slice's USERD instead of every member's.  A high holder in its
+ * grace that wants the GPU again is a change: it is charged from then on,
+ * and keeps the slot without waiting for the grace to end.
+ */
+static bool vgpu_holder_same(struct vgpu_sched *sc, u64 now)
+{
+	struct vgpu_gpu *cur = sc->cur;
+	bool wants;
 
-		if (cap > next->used_ns)
-			sleep = min(sleep, cap - next->used_ns);
-	}
-	sleep = min(sleep, sc->period_start + period - now);
-	return max_t(u64, sleep, 50 * NSEC_PER_USEC);
+	if (!cur)
+		return false;
+	wants = vgpu_compute_wants(cur, now, sc->period_ns);
+	if (wants)
+		cur->wanted_ns = now;
+	return wants == sc->cur_wanted;
 }
 
 static int vgpu_sched_thread(void *arg)
 {
 	struct vgpu_sched *sc = arg;
-	u64 sleep;
+	u64 due = 0, now, wake;
+	bool full = true;
 
 	while (!kthread_should_stop()) {
 		mutex_lock(&sc->lock);
-		sleep = vgpu_decide(sc);
+		now = ktime_get_ns();
+		if (full || now >= due || !vgpu_holder_same(sc, now)) {
+			due = vgpu_decide(sc);
+			sc->poll_ns = vgpu_quantum(sc->period_ns);
+		} else if (sc->cur_wanted &&
+			   READ_ONCE(sc->cur->priority) != VGPU_PRIORITY_HIGH) {
+			/*
+			 * Still busy: poll less often, up to period/20 (a holder
+			 * that runs dry then wastes at most that; under emulation
+			 * a wake-up costs as much as a decision).  Not for a high
+			 * holder: its grace runs from the last poll that saw it
+			 * busy, and online work has short gaps.
+			 */
+			sc->poll_ns = min(2 * sc->poll_ns,
+					  max(vgpu_quantum(sc->period_ns),
+					      sc->period_ns / VGPU_POLL_MAX_DIV));
+		}
+		now = ktime_get_ns();
+		/* Polls of the holder only while somebody else waits for it. */
+		wake = due;
+		if (due && sc->others && sc->cur)
+			wake = min(due, now + sc->poll_ns);
 		mutex_unlock(&sc->lock);
 
 		set_current_state(TASK_INTERRUPTIBLE);
-		if (atomic_xchg(&sc->kick, 0) || kthread_should_stop()) {
+		full = atomic_xchg(&sc->kick, 0);
+		if (full || kthread_should_stop()) {
 			__set_current_state(TASK_RUNNING);
 			continue;
 		}
-		if (sleep) {
-			ktime_t t = ns_to_ktime(sleep);
+		if (due) {
+			ktime_t t = ns_to_ktime(wake > now ? wake - now : 0);
 
 			schedule_hrtimeout_range(&t, 20 * NSEC_PER_USEC,
 						 HRTIMER_MODE_REL);
@@ -273,14 +441,30 @@ static int vgpu_sched_thread(void *arg)
 			schedule();
 		}
 		__set_current_state(TASK_RUNNING);
+		full = full || atomic_xchg(&sc->kick, 0);
 	}
 	return 0;
 }
-
 static void vgpu_sched_wake(struct vgpu_sched *sc)
 {
 	atomic_set(&sc->kick, 1);
 	wake_up_process(sc->thread);
+}
+
+/*
+ * A trapped doorbell of a paused slice (mmap.c; g->rang is set).  A
+ * decision is needed at once only if the last one did not count the slice
+ * as wanting the GPU: it may then be of a better class than the holder, or
+ * the thread may be asleep until the period ends.  A slice already known
+ * to want waits for the next due decision like every other waiting slice
+ * (with sixteen slices, a kick per trap was two full decisions in five).
+ * A decision clearing wants as the trap reads it costs at most a wait for
+ * the next due decision, within the period: rang carries the ring to it.
+ */
+void vgpu_sched_ring(struct vgpu_gpu *g)
+{
+	if (!READ_ONCE(g->wants))
+		vgpu_sched_kick(g);
 }
 
 void vgpu_sched_kick(struct vgpu_gpu *g)
@@ -338,6 +522,7 @@ int vgpu_sched_attach(struct vgpu_gpu *g)
 		return PTR_ERR(sc);
 	mutex_lock(&sc->lock);
 	vgpu_slice_get(g->slice);
+	g->vtime = sc->vclock;
 	list_add_tail(&g->sched_node, &sc->members);
 	WRITE_ONCE(g->sched, sc);
 	mutex_unlock(&sc->lock);

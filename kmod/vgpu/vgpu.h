@@ -113,6 +113,7 @@ struct vgpu_gpu {
 	struct vgpu_sched *sched;
 	struct list_head sched_node;
 	u64 used_ns;                    /* this period */
+	u64 vtime;                      /* GPU time / weight, never reset (sched.c) */
 	u64 wanted_ns;                  /* the last decision at which it wanted the GPU */
 	bool wants;
 };
@@ -367,6 +368,7 @@ struct vgpu_sched_info {
 int vgpu_sched_attach(struct vgpu_gpu *g);
 void vgpu_sched_detach(struct vgpu_gpu *g);
 int vgpu_sched_set_compute(struct vgpu_gpu *g, u32 policy, u32 bp, u32 priority);
+void vgpu_sched_ring(struct vgpu_gpu *g);
 void vgpu_sched_kick(struct vgpu_gpu *g);
 int vgpu_sched_set(u32 real_minor, const u32 *period_us, const u32 *layers,
 		   struct vgpu_sched_info *out);
