@@ -1029,7 +1029,8 @@ class Channel:
         return {"items": self.submitted - first, "item_us": item_us, "depth": depth,
                 "wall_s": round(wall, 6), "gpu_time_us": gpu_ns / 1000.0,
                 "gpu_share": round(gpu_ns / 1e9 / wall, 6) if wall > 0 else 0.0,
-                "start_latency_us": {"median": pct(0.5), "p99": pct(0.99),
+                "start_latency_us": {"mean": sum(lat) / len(lat) / 1000.0 if lat else 0.0,
+                                     "median": pct(0.5), "p99": pct(0.99),
                                      "max": lat[-1] / 1000.0 if lat else 0.0}}
 
 

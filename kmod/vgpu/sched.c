@@ -302,8 +302,13 @@ static void vgpu_charge(struct vgpu_sched *sc, u64 now)
 	sc->last_ns = now;
 }
 
-/* One decision; returns when the next one is due (0: only when kicked). */
-static u64 vgpu_decide(struct vgpu_sched *sc)
+/*
+ * One decision; returns when the next one is due (0: only when kicked).
+ * dry: a poll found the holder run dry since it last saw it busy (at
+ * cur->wanted_ns); it is charged up to halfway between the two, not for
+ * the whole poll interval it may have spent idle.
+ */
+static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 {
 	u64 now = ktime_get_ns(), period = sc->period_ns;
 	u64 floor;
@@ -311,7 +316,13 @@ static u64 vgpu_decide(struct vgpu_sched *sc)
 	bool any = false, others = false;
 
 	lockdep_assert_held(&sc->lock);
-	vgpu_charge(sc, now);
+	if (dry && cur && sc->cur_wanted && cur->wanted_ns >= sc->last_ns &&
+	    cur->wanted_ns < now) {
+		vgpu_charge(sc, cur->wanted_ns + (now - cur->wanted_ns) / 2);
+		sc->last_ns = now;
+	} else {
+		vgpu_charge(sc, now);
+	}
 	/*
 	 * A period of credit at most (twice the share class's hysteresis, so
 	 * never binding among slices taking turns): no banking while idle or
@@ -403,8 +414,11 @@ static int vgpu_sched_thread(void *arg)
 	while (!kthread_should_stop()) {
 		mutex_lock(&sc->lock);
 		now = ktime_get_ns();
-		if (full || now >= due || !vgpu_holder_same(sc, now)) {
-			due = vgpu_decide(sc);
+		if (full || now >= due) {
+			due = vgpu_decide(sc, false);
+			sc->poll_ns = vgpu_quantum(sc->period_ns);
+		} else if (!vgpu_holder_same(sc, now)) {
+			due = vgpu_decide(sc, sc->cur_wanted);
 			sc->poll_ns = vgpu_quantum(sc->period_ns);
 		} else if (sc->cur_wanted &&
 			   READ_ONCE(sc->cur->priority) != VGPU_PRIORITY_HIGH) {
