@@ -1184,4 +1184,40 @@ NVABI_OFF(UVM_MIGRATE_PARAMS, length, 8);
 NVABI_OFF(UVM_MIGRATE_PARAMS, destinationUuid, 16);
 NVABI_SIZE(UVM_MM_INITIALIZE_PARAMS, 8);
 
+#ifdef __KERNEL__
+#include <linux/uaccess.h>
+#include <linux/ioctl.h>
+
+/*
+ * The escape an ioctl on a /dev/nvidia* node carries, read as the driver
+ * reads it: the command's own number and size, or those inside an
+ * NV_ESC_IOCTL_XFER_CMD wrapper (NV_IOCTL_XFER_VALID).  Shared by the
+ * simulator and the mediator, so both unwrap exactly alike.
+ *
+ * Return: 0; -EINVAL for a malformed wrapper or an empty payload; -EFAULT
+ * for an unreadable wrapper.
+ */
+static inline int nv_ioctl_unwrap(unsigned int cmd, unsigned long arg,
+				  u32 *nr, u32 *size, void __user **uptr)
+{
+	nv_ioctl_xfer_t x;
+
+	*nr = _IOC_NR(cmd);
+	*size = _IOC_SIZE(cmd);
+	*uptr = (void __user *)arg;
+	if (*nr == NV_ESC_IOCTL_XFER_CMD) {
+		if (*size != sizeof(x))
+			return -EINVAL;
+		if (copy_from_user(&x, *uptr, sizeof(x)))
+			return -EFAULT;
+		if (!NV_IOCTL_XFER_VALID(x.cmd, x.size))
+			return -EINVAL;
+		*nr = x.cmd;
+		*size = x.size;
+		*uptr = u64_to_user_ptr(x.ptr);
+	}
+	return *size ? 0 : -EINVAL;
+}
+#endif
+
 #endif /* VGPU_NVABI_H */

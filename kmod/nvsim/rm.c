@@ -497,27 +497,16 @@ static int nvsim_escape(struct nvsim_file *nvfp, u32 nr, void *buf, u32 size)
 long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct nvsim_file *nvfp = filp->private_data;
-	void __user *uptr = (void __user *)arg;
-	u32 nr = _IOC_NR(cmd), size = _IOC_SIZE(cmd);
-	nv_ioctl_xfer_t xfer;
+	void __user *uptr;
+	u32 nr, size;
 	void *buf;
 	int ret;
 
 	atomic64_inc(&nvsim.nr_ioctls);
 
-	if (nr == NV_ESC_IOCTL_XFER_CMD) {
-		if (size != sizeof(xfer))
-			return -EINVAL;
-		if (copy_from_user(&xfer, uptr, sizeof(xfer)))
-			return -EFAULT;
-		if (!NV_IOCTL_XFER_VALID(xfer.cmd, xfer.size))
-			return -EINVAL;
-		nr = xfer.cmd;
-		size = xfer.size;
-		uptr = u64_to_user_ptr(xfer.ptr);
-	}
-	if (size == 0)
-		return -EINVAL;
+	ret = nv_ioctl_unwrap(cmd, arg, &nr, &size, &uptr);
+	if (ret)
+		return ret;
 
 	buf = kmalloc(size, GFP_KERNEL_ACCOUNT);
 	if (!buf)

@@ -433,27 +433,16 @@ static bool vgpu_escape_kernel(u32 nr)
  */
 long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 {
-	void __user *uptr = (void __user *)arg;
-	u32 nr = _IOC_NR(cmd), size = _IOC_SIZE(cmd);
-	nv_ioctl_xfer_t x;
+	void __user *uptr;
+	u32 nr, size;
 	void *kbuf;
 	long ret;
 
 	if (READ_ONCE(vf->poisoned))
 		return -EIO;
-	if (nr == NV_ESC_IOCTL_XFER_CMD) {
-		if (size != sizeof(x))
-			return -EINVAL;
-		if (copy_from_user(&x, uptr, sizeof(x)))
-			return -EFAULT;
-		if (!NV_IOCTL_XFER_VALID(x.cmd, x.size))
-			return -EINVAL;
-		nr = x.cmd;
-		size = x.size;
-		uptr = u64_to_user_ptr(x.ptr);
-	}
-	if (size == 0)
-		return -EINVAL;
+	ret = nv_ioctl_unwrap(cmd, arg, &nr, &size, &uptr);
+	if (ret)
+		return ret;
 
 	if (vgpu_escape_direct(nr))
 		return vgpu_real_ioctl(vf, nr, size, uptr);
