@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ if str(ROOT) not in sys.path:
 
 
 from vgpu.nvclient import RmClient  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 DEV = os.environ.get("VGPU_DEV_PREFIX", "/dev")
 CTL = os.path.join(DEV, "nvidiactl")
@@ -134,16 +134,6 @@ def read_state() -> NvsimState:
     return NvsimState(STATE.read_text())
 
 
-def wait_for(pred, timeout: float = 5.0, interval: float = 0.05):
-    """Poll pred() until it returns truthy; return the last value."""
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() >= end:
-            return v
-        time.sleep(interval)
-
-
 def wait_no_leaks(timeout: float = 5.0) -> list[str]:
     """Leaks still present after timeout (file releases of exiting processes
     may be in flight)."""
@@ -154,7 +144,7 @@ def wait_no_leaks(timeout: float = 5.0) -> list[str]:
         last = read_state().leaks()
         return not last
 
-    wait_for(ok, timeout)
+    wait_until(ok, timeout)
     return last
 
 
@@ -298,6 +288,6 @@ def wait_state():
             last = read_state()
             return pred(last)
 
-        wait_for(ok, timeout)
+        wait_until(ok, timeout)
         return last
     return _wait

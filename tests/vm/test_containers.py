@@ -19,6 +19,7 @@ Python under TCG is slow: the tests are few and each container does much.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -29,6 +30,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -67,13 +70,8 @@ def nvsim_used(gpu: int = 0) -> int:
     raise AssertionError("no such GPU in nvsim's state")
 
 
-def poll(pred, timeout: float, interval: float = 0.3):
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() >= end:
-            return v
-        time.sleep(interval)
+# container states change slowly under emulation: poll every 0.3 s
+poll = functools.partial(wait_until, interval=0.3)
 
 
 class Daemon:

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from vgpu import nvabi as A
+import polling
 from nvsim_busy import BUSY, busy
 from vgpu.nvclient import PAGE_SIZE, Channel, RmError
 
@@ -28,13 +29,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 # ------------------------------------------------------------------ helpers
-def wait_until(pred, timeout: float = 10.0, interval: float = 0.01):
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() >= end:
-            return v
-        time.sleep(interval)
+def wait_until(pred, timeout: float = 10.0):
+    """polling.wait_until in 10 ms steps: the engine ticks every 100 us."""
+    return polling.wait_until(pred, timeout, 0.01)
 
 
 @pytest.fixture

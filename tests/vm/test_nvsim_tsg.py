@@ -4,21 +4,12 @@
 from __future__ import annotations
 
 import struct
-import time
 
 import pytest
 
 from vgpu import nvabi as A
 from vgpu.nvclient import RmError
-
-
-def wait_for(pred, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() >= end:
-            return False
-        time.sleep(0.01)
-    return True
+from polling import wait_until
 
 
 @pytest.fixture
@@ -181,8 +172,8 @@ def test_usermode_map_and_doorbell(client, gpu0, tsg, state):
         assert token != 0                          # 0 is the doorbell's "no ring"
         # the engine polls the doorbell and clears it (engine.c)
         struct.pack_into("<I", m.mm, A.NVC361_NOTIFY_CHANNEL_PENDING, token)
-        assert wait_for(lambda: struct.unpack_from(
-            "<I", m.mm, A.NVC361_NOTIFY_CHANNEL_PENDING)[0] == 0)
+        assert wait_until(lambda: struct.unpack_from(
+            "<I", m.mm, A.NVC361_NOTIFY_CHANNEL_PENDING)[0] == 0, 5.0, 0.01)
         # one region per GPU: a second mapping sees the first one's writes
         struct.pack_into("<I", m.mm, 0x1000, 0x5a5a1234)
         with gpu0.map(h, A.NVC361_USERMODE_REGION_SIZE, hdevice=gpu0.hSubdevice) as m2:

@@ -23,7 +23,6 @@ import itertools
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from vgpu import nvabi as A
 from vgpu import uapi as U
 from vgpu.kernel import Slice, VgpuError, VgpuKernel
 from vgpu.nvclient import RmClient, RmError, UvmFile
+from polling import wait_until
 
 __all__ = [
     "VSTATE", "GiB", "MiB", "KiB", "VgpuState", "read_vstate", "SliceEnv",
@@ -90,15 +90,6 @@ def nvsim_fb(gpu: int = 0) -> int:
         if len(f) >= 6 and f[0] == "gpu" and f[2] == "fb_total" and int(f[1]) == gpu:
             return int(f[5])
     raise KeyError(gpu)
-
-
-def wait_until(pred, timeout: float = 5.0, interval: float = 0.05):
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() >= end:
-            return v
-        time.sleep(interval)
 
 
 # ------------------------------------------------------------------ slices
