@@ -200,16 +200,24 @@ static u64 vgpu_slot_left(struct vgpu_sched *sc, struct vgpu_gpu *cur,
 	return left;
 }
 
-static struct vgpu_gpu *vgpu_pick(struct vgpu_sched *sc, u64 now)
+/* The best eligible member that wants the GPU, other than skip. */
+static struct vgpu_gpu *vgpu_best(struct vgpu_sched *sc, struct vgpu_gpu *skip)
 {
-	struct vgpu_gpu *g, *best = NULL, *cur = sc->cur;
+	struct vgpu_gpu *g, *best = NULL;
 
 	list_for_each_entry(g, &sc->members, sched_node) {
-		if (!vgpu_managed(g) || !g->wants || !vgpu_eligible(sc, g))
+		if (g == skip || !vgpu_managed(g) || !g->wants || !vgpu_eligible(sc, g))
 			continue;
 		if (!best || vgpu_better(sc, g, best))
 			best = g;
 	}
+	return best;
+}
+
+static struct vgpu_gpu *vgpu_pick(struct vgpu_sched *sc, u64 now)
+{
+	struct vgpu_gpu *cur = sc->cur, *best = vgpu_best(sc, NULL);
+
 	if (cur && vgpu_managed(cur) && vgpu_eligible(sc, cur)) {
 		/* Nobody wants it: the holder keeps it (no switch for nothing). */
 		if (!best)
@@ -238,7 +246,7 @@ static struct vgpu_gpu *vgpu_pick(struct vgpu_sched *sc, u64 now)
 static u64 vgpu_next_decision(struct vgpu_sched *sc, u64 now)
 {
 	u64 period = sc->period_ns, next = sc->period_start + period;
-	struct vgpu_gpu *g, *cur = sc->cur, *best = NULL;
+	struct vgpu_gpu *cur = sc->cur, *best;
 
 	if (!cur)
 		return next;
@@ -248,12 +256,7 @@ static u64 vgpu_next_decision(struct vgpu_sched *sc, u64 now)
 		if (cur->used_ns < amount)
 			next = min(next, now + amount - cur->used_ns);
 	}
-	list_for_each_entry(g, &sc->members, sched_node) {
-		if (g == cur || !vgpu_managed(g) || !g->wants || !vgpu_eligible(sc, g))
-			continue;
-		if (!best || vgpu_better(sc, g, best))
-			best = g;
-	}
+	best = vgpu_best(sc, cur);
 	if (!best)
 		return next;
 	/* (a grace that ended while nobody else wanted the GPU is not a reason) */
