@@ -534,6 +534,7 @@ class RmClient:
         p = NVOS32_PARAMETERS(hRoot=self.hClient, hObjectParent=parent,
                               function=A.NVOS32_FUNCTION_FREE)
         p.data.Free.owner, p.data.Free.hMemory = owner, handle
+        p.data.Free.flags = A.NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED
         self.vid_heap(p)
         self.parents.pop(handle, None)
 
@@ -1086,8 +1087,10 @@ class UvmFile:
         self.ioctl(A.UVM_REGISTER_GPU, p)
         _check(p.rmStatus, "UVM_REGISTER_GPU", p)
 
-    def register_gpu_vaspace(self, uuid: bytes, rm_ctrl_fd: int, hvaspace: int) -> None:
-        p = A.UVM_REGISTER_GPU_VASPACE_PARAMS(rmCtrlFd=rm_ctrl_fd, hVaSpace=hvaspace)
+    def register_gpu_vaspace(self, uuid: bytes, rm_ctrl_fd: int, hclient: int,
+                             hvaspace: int) -> None:
+        p = A.UVM_REGISTER_GPU_VASPACE_PARAMS(rmCtrlFd=rm_ctrl_fd, hClient=hclient,
+                                              hVaSpace=hvaspace)
         ctypes.memmove(p.gpuUuid, bytes(uuid)[:16].ljust(16, b"\0"), 16)
         self.ioctl(A.UVM_REGISTER_GPU_VASPACE, p)
         _check(p.rmStatus, "UVM_REGISTER_GPU_VASPACE", p)

@@ -7,6 +7,8 @@
  *   objects <n>
  *   clients <n>
  *   mappings <n>
+ *   vas_global <n>        devices on their GPU's global VA space
+ *   vas_foreign <n>       devices on another client's VA space
  *   gpu <i> fb_total <bytes> fb_used <bytes>              (one per GPU)
  *   pid <tgid> gpu <i> fb_used <bytes>                    (fb_used > 0 only)
  *   tsg <gpu> <tsgid> client 0x<hclient> handle 0x<h> enabled <0|1> timeslice_us <n> interleave <n> channels <n> errors <n>
@@ -40,6 +42,8 @@ static int nvsim_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "objects %d\n", atomic_read(&nvsim.nr_objects));
 	seq_printf(m, "clients %d\n", atomic_read(&nvsim.nr_clients));
 	seq_printf(m, "mappings %d\n", atomic_read(&nvsim.nr_mappings));
+	seq_printf(m, "vas_global %d\n", atomic_read(&nvsim.nr_vas_global));
+	seq_printf(m, "vas_foreign %d\n", atomic_read(&nvsim.nr_vas_foreign));
 	for (i = 0; i < nvsim.num_gpus; i++)
 		seq_printf(m, "gpu %u fb_total %llu fb_used %llu\n", i,
 			   nvsim.gpus[i].fb_total, nvsim.gpus[i].fb_used);

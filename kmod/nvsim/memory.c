@@ -304,13 +304,15 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
  * @p: the parameters
  *
  * Functions: ALLOC_SIZE (2), ALLOC_TILED_PITCH_HEIGHT (6), ALLOC_SIZE_RANGE
- * (14), FREE (3), INFO (5).  total/free (bytes) are filled for every
+ * (14), FREE (3: of any handle, as the real driver), INFO (5).
+ * total/free (bytes) are filled for every
  * function that succeeds.  Other functions: NV_ERR_INVALID_ARGUMENT.
  */
 void nvsim_rm_vid_heap(const struct nvsim_call *call, NVOS32_PARAMETERS *p)
 {
 	struct nvsim_client *client;
 	struct nvsim_object *parent, *obj;
+	struct nvsim_gpu *gpu = NULL;
 	NV_STATUS status;
 
 	mutex_lock(&nvsim.lock);
@@ -326,8 +328,25 @@ void nvsim_rm_vid_heap(const struct nvsim_call *call, NVOS32_PARAMETERS *p)
 		status = nvsim_vid_heap_alloc(call, client, parent, p);
 		break;
 	case NVOS32_FUNCTION_FREE:
+		/*
+		 * As rmapi_deprecated_vidheapctrl.c, _nvos32FunctionFree: the
+		 * flag must say a handle is given, and then it is RmFree of
+		 * that handle, whatever it is: memory, a device (the parent
+		 * itself), a channel, or the client.  The heap figures are of
+		 * the GPU, which outlives all of them.
+		 */
+		if (!(p->data.Free.flags & NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED)) {
+			status = NV_ERR_INVALID_ARGUMENT;
+			break;
+		}
+		gpu = parent->gpu;
+		parent = NULL;
+		if (p->data.Free.hMemory == p->hRoot) {
+			nvsim_client_destroy(client);
+			break;
+		}
 		obj = xa_load(&client->objects, p->data.Free.hMemory);
-		if (!obj || obj->type != NVSIM_OBJ_MEMORY) {
+		if (!obj) {
 			status = NV_ERR_OBJECT_NOT_FOUND;
 			break;
 		}
@@ -340,7 +359,7 @@ void nvsim_rm_vid_heap(const struct nvsim_call *call, NVOS32_PARAMETERS *p)
 		break;
 	}
 	if (status == NV_OK)
-		nvsim_heap_info(parent->gpu, p);
+		nvsim_heap_info(parent ? parent->gpu : gpu, p);
 out:
 	mutex_unlock(&nvsim.lock);
 	p->status = status;

@@ -125,6 +125,8 @@ struct nvsim_state {
 	atomic_t nr_objects;
 	atomic_t nr_clients;
 	atomic_t nr_mappings;
+	atomic_t nr_vas_global;         /* devices on the GPU's global VA space */
+	atomic_t nr_vas_foreign;        /* devices on another client's VA space */
 	atomic64_t uvm_pages;
 	atomic64_t nr_ioctls;
 };
@@ -288,7 +290,12 @@ struct nvsim_object {
 	struct list_head sibling;
 	struct nvsim_gpu *gpu;          /* NULL for the client itself */
 	union {
-		struct { u32 inst; } device;
+		struct {
+			u32 inst;
+			/* whose VA space it is on: 0 the GPU's global one,
+			 * else a client's (its own or another's) */
+			NvHandle vas_client;
+		} device;
 		struct { u32 inst; } subdevice;
 		struct { struct nvsim_mem *mem; } memory;
 		struct { struct nvsim_tsg *tsg; } tsg;

@@ -214,6 +214,12 @@ void nvsim_object_destroy(struct nvsim_object *obj)
 	case NVSIM_OBJ_CHANNEL:
 		nvsim_channel_object_fini(obj);
 		break;
+	case NVSIM_OBJ_DEVICE:
+		if (!obj->device.vas_client)
+			atomic_dec(&nvsim.nr_vas_global);
+		else if (obj->device.vas_client != obj->client->handle)
+			atomic_dec(&nvsim.nr_vas_foreign);
+		break;
 	default:
 		break;
 	}
@@ -400,12 +406,40 @@ static NV_STATUS nvsim_device_ctor(const struct nvsim_call *call,
 		if (obj->type == NVSIM_OBJ_DEVICE && obj->device.inst == inst)
 			return NV_ERR_INSUFFICIENT_RESOURCES;
 
+	/*
+	 * The VA space the device joins, as deviceInitClientShare
+	 * (src/kernel/gpu/device_share.c): hClientShare 0 is the GPU's global
+	 * one, the device's own client a new one, and any other client
+	 * handle that client's, found by handle alone
+	 * (serverGetClientUnderLock) whoever owns it, provided it has a
+	 * device on the same instance (deviceGetByInstance).  No privilege or
+	 * ownership is asked for.
+	 */
+	if (p && p->hClientShare && p->hClientShare != client->handle) {
+		struct nvsim_client *share = xa_load(&nvsim.clients, p->hClientShare);
+		struct nvsim_object *d;
+		bool found = false;
+
+		if (!share)
+			return NV_ERR_INVALID_CLIENT;
+		list_for_each_entry(d, &share->obj.children, sibling)
+			if (d->type == NVSIM_OBJ_DEVICE && d->device.inst == inst)
+				found = true;
+		if (!found)
+			return NV_ERR_OBJECT_NOT_FOUND;
+	}
+
 	status = nvsim_object_new(client, parent, handle, hclass,
 				  NVSIM_OBJ_DEVICE, &obj);
 	if (status != NV_OK)
 		return status;
 	obj->gpu = &nvsim.gpus[inst];
 	obj->device.inst = inst;
+	obj->device.vas_client = p ? p->hClientShare : 0;
+	if (!obj->device.vas_client)
+		atomic_inc(&nvsim.nr_vas_global);
+	else if (obj->device.vas_client != client->handle)
+		atomic_inc(&nvsim.nr_vas_foreign);
 	return NV_OK;
 }
 

@@ -190,17 +190,28 @@ static NV_STATUS nvsim_uvm_register_gpu(struct nvsim_file *nvfp, void *buf)
 	return status;
 }
 
+/*
+ * The real UVM driver ignores rmCtrlFd here (uvm_va_space.c,
+ * uvm_api_register_gpu_va_space: "(void)user_rm_va_space->rm_control_fd",
+ * bug 1624521) and dups hClient's hVaSpace through RM's kernel interface
+ * (nvUvmInterfaceDupAddressSpace), which finds the client by handle alone,
+ * whoever owns it.  So does nvsim (which has no VA space class: any object
+ * of the client stands for one).
+ */
 static NV_STATUS nvsim_uvm_register_vaspace(struct nvsim_file *nvfp, void *buf)
 {
 	UVM_REGISTER_GPU_VASPACE_PARAMS *p = buf;
-	struct nvsim_file *ctl;
-	struct file *filp;
+	struct nvsim_client *client;
+	NV_STATUS status = NV_OK;
 
-	filp = nvsim_fget(p->rmCtrlFd, NVSIM_KIND(NVSIM_FILE_CTL), &ctl);
-	if (!filp)
-		return NV_ERR_INVALID_ARGUMENT;
-	fput(filp);
-	return NV_OK;
+	mutex_lock(&nvsim.lock);
+	client = xa_load(&nvsim.clients, p->hClient);
+	if (!client)
+		status = NV_ERR_INVALID_CLIENT;
+	else if (!xa_load(&client->objects, p->hVaSpace))
+		status = NV_ERR_OBJECT_NOT_FOUND;
+	mutex_unlock(&nvsim.lock);
+	return status;
 }
 
 /*

@@ -11,6 +11,8 @@
 #include <linux/slab.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
+#include <linux/fs.h>
+#include <linux/mount.h>
 
 #include "vgpu.h"
 
@@ -18,6 +20,18 @@ unsigned int vgpu_major;
 static dev_t vgpu_devt;
 static struct cdev vgpu_cdev;
 static struct class *vgpu_class;
+
+/* The access an open of the real node with filp's flags would ask for. */
+static int vgpu_open_mask(const struct file *filp)
+{
+	int mask = 0;
+
+	if (filp->f_mode & FMODE_READ)
+		mask |= MAY_READ;
+	if (filp->f_mode & FMODE_WRITE)
+		mask |= MAY_WRITE;
+	return mask;
+}
 
 static int vgpu_open(struct inode *inode, struct file *filp)
 {
@@ -60,10 +74,21 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 		goto err_free;
 	}
 	/*
-	 * The slice's own path, opened with the opener's credentials but
-	 * without a permission check on the real node: the container never
-	 * sees it.
+	 * The slice's own path, opened with the opener's credentials.
+	 * dentry_open() makes no permission check, so make the file-mode one
+	 * an open of the real node would make (mode, owner, ACLs, with the
+	 * capability overrides): a caller who may not open /dev/nvidiactl may
+	 * not open it through a slice either.  Not inode_permission(): that
+	 * also asks the opener's device cgroup about the real node's numbers,
+	 * which a container's rules never allow (they name vgpu's major); the
+	 * slice's own cgroup binding (vgpu_slice_get_by_minor) stands in for
+	 * them.  LSM hooks on the real node are not consulted (no exported
+	 * entry); the opener's LSM checks ran on the vgpu node it opened.
 	 */
+	ret = generic_permission(mnt_user_ns(path->mnt), d_inode(path->dentry),
+				 vgpu_open_mask(filp));
+	if (ret)
+		goto err_free;
 	real = dentry_open(path, filp->f_flags & ~(O_CREAT | O_EXCL | O_NOCTTY |
 						   O_TRUNC), current_cred());
 	if (IS_ERR(real)) {
@@ -212,10 +237,14 @@ bool vgpu_is_vgpu_file(struct file *f)
 	return f->f_op == &vgpu_fops;
 }
 
+/*
+ * Root only on the host: containers get their nodes through vgpufs bind
+ * mounts, and host users have no business with another tenant's slice.
+ */
 static char *vgpu_devnode(struct device *dev, umode_t *mode)
 {
 	if (mode)
-		*mode = 0666;
+		*mode = 0600;
 	return NULL;
 }
 

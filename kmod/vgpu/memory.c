@@ -445,6 +445,9 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	if (p->flags & NVOS64_FLAGS_FINN_SERIALIZED)
 		return NV_ERR_NOT_SUPPORTED;
 
+	/* A class table for another release may name larger parameters. */
+	if (cls->params_size > sizeof(kparams))
+		return NV_ERR_NOT_SUPPORTED;
 	memset(kparams, 0, sizeof(kparams));
 	if (cls->params_size && p->pAllocParms &&
 	    copy_from_user(kparams, uparams, cls->params_size))
@@ -472,6 +475,26 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		/* The container numbers its GPUs from 0; others do not exist. */
 		if (idx >= s->nr_gpus) {
 			st = NV_ERR_INVALID_CLASS;
+			goto out;
+		}
+		/*
+		 * hClientShare picks the VA space the device joins
+		 * (device_share.c, deviceInitClientShare): 0 is the GPU's
+		 * global one, shared with every other client that asks for
+		 * it (other slices included); another client's handle is
+		 * that client's, found by handle alone.  A container's device
+		 * always gets a VA space of its own client: 0 becomes the
+		 * client itself ("a new share"), any other client is refused.
+		 * hTargetClient/hTargetDevice (a device standing for another
+		 * client's) and the vGPU host's flags are not for containers.
+		 */
+		if (!dp->hClientShare)
+			dp->hClientShare = p->hRoot;
+		if (dp->hClientShare != p->hRoot || dp->hTargetClient ||
+		    dp->hTargetDevice ||
+		    (dp->flags & (NV_DEVICE_ALLOCATION_FLAGS_HOST_VGPU_DEVICE |
+				  NV_DEVICE_ALLOCATION_FLAGS_PLUGIN_CONTEXT))) {
+			st = NV_ERR_INSUFFICIENT_PERMISSIONS;
 			goto out;
 		}
 		dp->deviceId = s->gpus[idx].real_minor;
@@ -757,6 +780,21 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 	if (!vgpu_gpu_parent(parent)) {
 		st = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
+	}
+	/*
+	 * FREE is RmFree of any handle on the real driver
+	 * (rmapi_deprecated_vidheapctrl.c, _nvos32FunctionFree): a client, a
+	 * device or a channel would go without vgpu.ko's tracking (and the
+	 * scheduler's hold on a channel) going with it.  Only a memory object
+	 * tracked in this client may be freed this way; everything else is
+	 * RM_FREE's job, which keeps the tracking in step.
+	 */
+	if (p->function == NVOS32_FUNCTION_FREE) {
+		o = vgpu_obj_find(p->hRoot, p->data.Free.hMemory);
+		if (!o || o->type != VGPU_OBJ_MEMORY) {
+			st = NV_ERR_INSUFFICIENT_PERMISSIONS;
+			goto out;
+		}
 	}
 	if (psize) {
 		fb = vgpu_heap_is_fb(flags, attr, &hclass);

@@ -14,7 +14,12 @@ static struct genl_family vgpu_family;
 enum { VGPU_MCGRP_EVENTS_ID };
 
 static const struct genl_multicast_group vgpu_mcgrps[] = {
-	[VGPU_MCGRP_EVENTS_ID] = { .name = VGPU_GENL_MCGRP_EVENTS },
+	/*
+	 * Events carry host pids, container slices and sizes: listeners need
+	 * CAP_NET_ADMIN, like the commands.
+	 */
+	[VGPU_MCGRP_EVENTS_ID] = { .name = VGPU_GENL_MCGRP_EVENTS,
+				   .flags = GENL_MCAST_CAP_NET_ADMIN },
 };
 
 static const struct nla_policy vgpu_gpu_policy[VGPU_GPU_A_MAX + 1] = {

@@ -15,6 +15,7 @@
 #include <linux/stat.h>
 #include <linux/pid_namespace.h>
 #include <linux/sched.h>
+#include <linux/capability.h>
 
 #include "vgpu.h"
 
@@ -166,7 +167,13 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 			g->gpu_id = info[minors[i]].gpu_id;
 	}
 
-	slot = idr_alloc(&vgpu_slot_idr, s, 0, VGPU_MAX_SLICES, GFP_KERNEL);
+	/*
+	 * Cyclic: a freed slot (and its minors) is handed out again only
+	 * after every other one has been, so a node of a deleted slice left
+	 * behind somewhere (a stale bind mount, a copied mknod) does not open
+	 * the next tenant's slice a moment later.
+	 */
+	slot = idr_alloc_cyclic(&vgpu_slot_idr, s, 0, VGPU_MAX_SLICES, GFP_KERNEL);
 	if (slot < 0) {
 		ret = slot == -ENOSPC ? -ENOSPC : slot;
 		goto err_gpus;
@@ -217,8 +224,10 @@ struct vgpu_slice *vgpu_slice_find_locked(u32 id)
 
 /*
  * Open: a referenced live slice owning the minor, NULL if none, or
- * ERR_PTR(-EPERM) when the slice is bound to a cgroup that current is not in
- * (nor below).
+ * ERR_PTR(-EPERM) when current may not open it: a bound slice opens only
+ * from its cgroup (or below); an unbound one only for a host administrator
+ * (CAP_SYS_ADMIN in the initial user namespace), never for a container,
+ * since nothing would tell one container's unbound slice from another's.
  */
 struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor)
 {
@@ -231,6 +240,11 @@ struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor)
 			pr_notice_ratelimited("slice %u: open of minor %u by pid %d (%s) refused: not in the slice's cgroup (id %llu)\n",
 					      s->id, minor, task_tgid_nr(current),
 					      current->comm, cgroup_id(s->cgroup));
+			s = ERR_PTR(-EPERM);
+		} else if (!s->cgroup && !capable(CAP_SYS_ADMIN)) {
+			pr_notice_ratelimited("slice %u: open of minor %u by pid %d (%s) refused: the slice is bound to no cgroup (only a host administrator may open it)\n",
+					      s->id, minor, task_tgid_nr(current),
+					      current->comm);
 			s = ERR_PTR(-EPERM);
 		} else {
 			vgpu_slice_get(s);
