@@ -7,6 +7,11 @@
  * installed as a temporary descriptor, whose number goes into the
  * parameters for the call, and is closed afterwards (the caller's value is
  * restored by the caller of vgpu_fd_xlate).
+ *
+ * NOT sound against a thread that shares the caller's descriptor table: for
+ * the length of the driver call the real file is an ordinary descriptor
+ * there, and dup() of it keeps an unmediated descriptor of the real node
+ * (docs/mediator.md, "Open findings", 3).
  */
 #include <linux/file.h>
 #include <linux/fdtable.h>

@@ -16,6 +16,13 @@
  * An XFER is never forwarded as an XFER: the driver would re-read the XFER
  * header, and another thread could swap the inner command after the
  * decision.  Its inner call is forwarded as the direct ioctl it stands for.
+ *
+ * What does NOT hold against a hostile sibling (docs/mediator.md, "Open
+ * findings"): the kernel path runs at the driver's kernel privilege (1); a
+ * bounce mapping, and the XFER header of a call above 16 KiB, are pages of
+ * the caller's own mm, which a thread sharing it sees appear in
+ * /proc/self/maps and can write between vgpu.ko's copy_to_user and the
+ * driver's read (2).
  */
 #include <linux/slab.h>
 #include <linux/uaccess.h>

@@ -7,7 +7,10 @@
  * it while loaded.  (symbol_get() is not usable: Debian's 6.1 kernel, like
  * mainline since 6.6, refuses symbol_get() of a non-GPL export.)  Every
  * parameter passed here is kernel memory, so the driver reads exactly what
- * vgpu.ko checked: no double fetch.
+ * vgpu.ko checked: no double fetch.  But the driver runs these calls at
+ * RS_PRIV_LEVEL_KERNEL (entry_points.c, XlateUserModeArgsToSecInfo gives
+ * USER or USER_ROOT only to user-mode arguments), a privilege no container
+ * has: docs/mediator.md, "Open findings", 1.
  */
 #include <linux/module.h>
 #include <linux/string.h>

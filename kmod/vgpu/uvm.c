@@ -3,10 +3,14 @@
  * uvm.c - the slice's nvidia-uvm node: plain integer commands (not
  * _IOC-encoded, the size is implied), an allow-list, and the translation of
  * rmCtrlFd / uvmFd.  The parameters are forwarded in the caller's memory
- * with the descriptor rewritten for the call and restored after it; what a
- * racing thread could change there is only another descriptor number,
- * which the driver resolves in the caller's table (where only vgpu files
- * and our temporary descriptors of this slice's real files are).
+ * with the descriptor rewritten for the call and restored after it.
+ *
+ * NOT sound against a hostile sibling thread (docs/mediator.md, "Open
+ * findings"): the UVM driver copies the parameters itself, after the
+ * checks here, so a thread sharing the caller's memory can change hClient
+ * (or hMemory) between the check and the driver's copy; and the temporary
+ * descriptor of the real file sits in the caller's table for the whole
+ * call, where a thread sharing that table can dup() it.
  */
 #include <linux/uaccess.h>
 #include <linux/slab.h>
@@ -48,22 +52,38 @@ static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
  * After a successful MAP_EXTERNAL_ALLOCATION the driver holds the memory
  * until UVM_FREE of that base (or close): keep a reference on its charge
  * for as long, so that an RM_FREE of the handle does not return the quota.
- * The fields are re-read after the call; a racing thread can only make
- * vgpu.ko hold a charge of its own slice longer.
+ * The handles and base are those read before the call (@pre), not re-read
+ * after it, where a racing thread could have swapped them for another
+ * object's.  What the driver itself read may still differ (the copy is
+ * the driver's: see the file comment).
  */
-static void vgpu_uvm_ext_add(struct vgpu_file *vf, void __user *u)
+struct vgpu_uvm_ext_pre {
+	u64 base;
+	NvHandle hClient, hMemory;
+};
+
+static int vgpu_uvm_ext_read(void __user *u, struct vgpu_uvm_ext_pre *pre)
+{
+	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS __user *p = u;
+
+	if (get_user(pre->base, &p->base) || get_user(pre->hClient, &p->hClient) ||
+	    get_user(pre->hMemory, &p->hMemory))
+		return -EFAULT;
+	return 0;
+}
+
+static void vgpu_uvm_ext_add(struct vgpu_file *vf, void __user *u,
+			     const struct vgpu_uvm_ext_pre *pre)
 {
 	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS __user *p = u;
 	struct vgpu_charge *charge = NULL;
 	struct vgpu_uvm_ext *e;
-	NvHandle hc, hm;
+	NvHandle hc = pre->hClient, hm = pre->hMemory;
+	u64 base = pre->base;
 	NV_STATUS st;
 	struct vgpu_obj *o;
-	u64 base;
 
-	if (get_user(st, &p->rmStatus) || st != NV_OK ||
-	    get_user(base, &p->base) || get_user(hc, &p->hClient) ||
-	    get_user(hm, &p->hMemory))
+	if (get_user(st, &p->rmStatus) || st != NV_OK)
 		return;
 	e = kzalloc(sizeof(*e), GFP_KERNEL);
 	if (!e)
@@ -138,6 +158,7 @@ static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 {
 	const struct vgpu_uvm_cmd *c = NULL;
+	struct vgpu_uvm_ext_pre ext = {};
 	struct vgpu_tmpfd t = { .fd = -1 };
 	void __user *u = (void __user *)arg;
 	struct vgpu_client *cl;
@@ -163,6 +184,8 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 		return vgpu_uvm_forward(vf, cmd, arg);
 
 	if (get_user(fd, (int __user *)(u + c->fd_off)))
+		return -EFAULT;
+	if (cmd == UVM_MAP_EXTERNAL_ALLOCATION && vgpu_uvm_ext_read(u, &ext))
 		return -EFAULT;
 	if (c->client_off >= 0) {
 		/* The client must be one the named control file owns. */
@@ -192,7 +215,7 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	if (put_user(fd, (int __user *)(u + c->fd_off)))
 		ret = -EFAULT;
 	if (!ret && cmd == UVM_MAP_EXTERNAL_ALLOCATION)
-		vgpu_uvm_ext_add(vf, u);
+		vgpu_uvm_ext_add(vf, u, &ext);
 out:
 	vgpu_fd_restore(&t);
 	return ret;
