@@ -7,6 +7,10 @@
  *   objects <n>
  *   clients <n>
  *   mappings <n>
+ *   user_client_objects user <n> user_root <n> kernel <n>
+ *                         objects of clients a user file owns, by the
+ *                         privilege of the call that made them
+ *   privileged_channels <n>   channels made at USER_ROOT or KERNEL
  *   vas_global <n>        devices on their GPU's global VA space
  *   vas_foreign <n>       devices on another client's VA space
  *   gpu <i> fb_total <bytes> fb_used <bytes>              (one per GPU)
@@ -42,6 +46,12 @@ static int nvsim_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "objects %d\n", atomic_read(&nvsim.nr_objects));
 	seq_printf(m, "clients %d\n", atomic_read(&nvsim.nr_clients));
 	seq_printf(m, "mappings %d\n", atomic_read(&nvsim.nr_mappings));
+	seq_printf(m, "user_client_objects user %d user_root %d kernel %d\n",
+		   atomic_read(&nvsim.nr_user_client_objs[NVSIM_PRIV_USER]),
+		   atomic_read(&nvsim.nr_user_client_objs[NVSIM_PRIV_USER_ROOT]),
+		   atomic_read(&nvsim.nr_user_client_objs[NVSIM_PRIV_KERNEL]));
+	seq_printf(m, "privileged_channels %d\n",
+		   atomic_read(&nvsim.nr_privileged_channels));
 	seq_printf(m, "vas_global %d\n", atomic_read(&nvsim.nr_vas_global));
 	seq_printf(m, "vas_foreign %d\n", atomic_read(&nvsim.nr_vas_foreign));
 	for (i = 0; i < nvsim.num_gpus; i++)

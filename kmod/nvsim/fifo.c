@@ -235,6 +235,9 @@ void nvsim_channel_object_fini(struct nvsim_object *obj)
 	struct nvsim_tsg *tsg = obj->channel.tsg;
 	struct nvsim_channel *ch = obj->channel.ch;
 
+	if (obj->channel.privileged)
+		atomic_dec(&nvsim.nr_privileged_channels);
+
 	/* The engine lets go of the channel before its pages can go. */
 	if (obj->channel.chid != U32_MAX) {
 		nvsim_engine_remove_channel(ch);

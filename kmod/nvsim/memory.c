@@ -155,7 +155,7 @@ NV_STATUS nvsim_alloc_memory_object(const struct nvsim_call *call,
 	if (status != NV_OK)
 		return status;
 
-	status = nvsim_object_new(client, parent, handle, hclass,
+	status = nvsim_object_new(call, client, parent, handle, hclass,
 				  NVSIM_OBJ_MEMORY, &obj);
 	if (status != NV_OK) {
 		nvsim_mem_put(mem);

@@ -106,6 +106,20 @@ struct nvsim_gpu {
 };
 
 /* Global state; one instance, nvsim. */
+/*
+ * The privilege a call runs at, as RS_PRIV_LEVEL in the real driver
+ * (entry_points.c, XlateUserModeArgsToSecInfo): user-mode arguments get
+ * USER, or USER_ROOT when the caller is an administrator (os_is_administrator:
+ * capable(CAP_SYS_ADMIN)); the kernel entry point (nvidia_get_rm_ops) gets
+ * KERNEL.  The order matters: the driver compares with >=.
+ */
+enum nvsim_priv {
+	NVSIM_PRIV_USER,
+	NVSIM_PRIV_USER_ROOT,
+	NVSIM_PRIV_KERNEL,
+	NVSIM_PRIV_COUNT,
+};
+
 struct nvsim_state {
 	struct mutex lock;
 	unsigned int num_gpus;
@@ -125,6 +139,9 @@ struct nvsim_state {
 	atomic_t nr_objects;
 	atomic_t nr_clients;
 	atomic_t nr_mappings;
+	/* objects of user clients, by the privilege they were made at */
+	atomic_t nr_user_client_objs[NVSIM_PRIV_COUNT];
+	atomic_t nr_privileged_channels;
 	atomic_t nr_vas_global;         /* devices on the GPU's global VA space */
 	atomic_t nr_vas_foreign;        /* devices on another client's VA space */
 	atomic64_t uvm_pages;
@@ -284,6 +301,7 @@ struct nvsim_object {
 	NvHandle handle;
 	u32 hclass;
 	enum nvsim_obj_type type;
+	enum nvsim_priv priv;           /* of the call that made it */
 	struct nvsim_client *client;
 	struct nvsim_object *parent;
 	struct list_head children;
@@ -304,6 +322,8 @@ struct nvsim_object {
 			struct nvsim_channel *ch;
 			bool own_tsg;   /* the hidden TSG belongs to the channel */
 			u32 chid;       /* U32_MAX until allocated */
+			bool privileged;        /* kernel_channel.c: a
+						 * privileged channel */
 		} channel;
 	};
 };
@@ -343,6 +363,7 @@ struct nvsim_call {
 	struct nvsim_file *file;
 	bool kernel;
 	bool kparams;
+	enum nvsim_priv priv;
 };
 
 /* device.c */
@@ -377,7 +398,8 @@ NV_STATUS nvsim_client_get(const struct nvsim_call *call, NvHandle hClient,
 			   struct nvsim_client **out);
 struct nvsim_object *nvsim_object_find(struct nvsim_client *client,
 				       NvHandle handle);
-NV_STATUS nvsim_object_new(struct nvsim_client *client,
+NV_STATUS nvsim_object_new(const struct nvsim_call *call,
+			   struct nvsim_client *client,
 			   struct nvsim_object *parent, NvHandle *handle,
 			   u32 hclass, enum nvsim_obj_type type,
 			   struct nvsim_object **out);

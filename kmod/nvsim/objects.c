@@ -131,7 +131,8 @@ static NV_STATUS nvsim_gen_handle(struct nvsim_client *client, NvHandle *out)
  * own; NV_ERR_INSERT_DUPLICATE_NAME if it is in use (as RM's
  * clientValidateNewResourceHandle); NV_ERR_NO_MEMORY.
  */
-NV_STATUS nvsim_object_new(struct nvsim_client *client,
+NV_STATUS nvsim_object_new(const struct nvsim_call *call,
+			   struct nvsim_client *client,
 			   struct nvsim_object *parent, NvHandle *handle,
 			   u32 hclass, enum nvsim_obj_type type,
 			   struct nvsim_object **out)
@@ -159,6 +160,9 @@ NV_STATUS nvsim_object_new(struct nvsim_client *client,
 	obj->handle = h;
 	obj->hclass = hclass;
 	obj->type = type;
+	obj->priv = call->priv;
+	if (client->owner)
+		atomic_inc(&nvsim.nr_user_client_objs[obj->priv]);
 	obj->client = client;
 	obj->parent = parent;
 	obj->gpu = parent->gpu;
@@ -226,6 +230,8 @@ void nvsim_object_destroy(struct nvsim_object *obj)
 
 	list_del(&obj->sibling);
 	xa_erase(&obj->client->objects, obj->handle);
+	if (obj->client->owner)
+		atomic_dec(&nvsim.nr_user_client_objs[obj->priv]);
 	atomic_dec(&nvsim.nr_objects);
 	kfree(obj);
 }
@@ -429,7 +435,7 @@ static NV_STATUS nvsim_device_ctor(const struct nvsim_call *call,
 			return NV_ERR_OBJECT_NOT_FOUND;
 	}
 
-	status = nvsim_object_new(client, parent, handle, hclass,
+	status = nvsim_object_new(call, client, parent, handle, hclass,
 				  NVSIM_OBJ_DEVICE, &obj);
 	if (status != NV_OK)
 		return status;
@@ -462,7 +468,7 @@ static NV_STATUS nvsim_subdevice_ctor(const struct nvsim_call *call,
 		if (obj->type == NVSIM_OBJ_SUBDEVICE && obj->subdevice.inst == inst)
 			return NV_ERR_INSUFFICIENT_RESOURCES;
 
-	return nvsim_object_new(client, parent, handle, hclass,
+	return nvsim_object_new(call, client, parent, handle, hclass,
 				NVSIM_OBJ_SUBDEVICE, &obj);
 }
 
@@ -518,7 +524,7 @@ static NV_STATUS nvsim_tsg_ctor(const struct nvsim_call *call,
 	struct nvsim_object *obj;
 	NV_STATUS status;
 
-	status = nvsim_object_new(client, parent, handle, hclass,
+	status = nvsim_object_new(call, client, parent, handle, hclass,
 				  NVSIM_OBJ_TSG, &obj);
 	if (status != NV_OK)
 		return status;
@@ -537,14 +543,26 @@ static NV_STATUS nvsim_channel_ctor(const struct nvsim_call *call,
 	struct nvsim_object *obj;
 	NV_STATUS status;
 
-	status = nvsim_object_new(client, parent, handle, hclass,
+	status = nvsim_object_new(call, client, parent, handle, hclass,
 				  NVSIM_OBJ_CHANNEL, &obj);
 	if (status != NV_OK)
 		return status;
 	status = nvsim_channel_object_init(obj, params);
-	if (status != NV_OK)
+	if (status != NV_OK) {
 		nvsim_object_destroy(obj);
-	return status;
+		return status;
+	}
+	/*
+	 * kchannelConstruct (kernel_channel.c): a channel made at kernel
+	 * privilege, or by an administrator, is a privileged channel (the
+	 * driver's own kind, which may update page tables in physical
+	 * mode); a user's is not.
+	 */
+	if (call->priv >= NVSIM_PRIV_USER_ROOT) {
+		obj->channel.privileged = true;
+		atomic_inc(&nvsim.nr_privileged_channels);
+	}
+	return NV_OK;
 }
 
 static NV_STATUS nvsim_usermode_ctor(const struct nvsim_call *call,
@@ -555,7 +573,7 @@ static NV_STATUS nvsim_usermode_ctor(const struct nvsim_call *call,
 {
 	struct nvsim_object *obj;
 
-	return nvsim_object_new(client, parent, handle, hclass,
+	return nvsim_object_new(call, client, parent, handle, hclass,
 				NVSIM_OBJ_USERMODE, &obj);
 }
 
@@ -791,7 +809,7 @@ void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p)
 		status = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
 	}
-	status = nvsim_object_new(client, parent, &h, src->hclass,
+	status = nvsim_object_new(call, client, parent, &h, src->hclass,
 				  NVSIM_OBJ_MEMORY, &obj);
 	if (status != NV_OK)
 		goto out;

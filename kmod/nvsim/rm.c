@@ -13,6 +13,7 @@
 #include <linux/uaccess.h>
 #include <linux/file.h>
 #include <linux/string.h>
+#include <linux/capability.h>
 
 #include "nvsim.h"
 
@@ -448,7 +449,10 @@ static int nvsim_esc_rm(const struct nvsim_call *call, u32 nr, void *buf,
 
 static int nvsim_escape(struct nvsim_file *nvfp, u32 nr, void *buf, u32 size)
 {
-	struct nvsim_call call = { .file = nvfp };
+	struct nvsim_call call = {
+		.file = nvfp,
+		.priv = capable(CAP_SYS_ADMIN) ? NVSIM_PRIV_USER_ROOT : NVSIM_PRIV_USER,
+	};
 
 	switch (nr) {
 	case NV_ESC_WAIT_OPEN_COMPLETE: {

@@ -79,7 +79,9 @@ static void nvsim_rmops_close_gpu(NvU32 gpu_id, nvidia_modeset_stack_ptr sp)
 static void nvsim_rmops_op(nvidia_modeset_stack_ptr sp, void *ops_cmd)
 {
 	nvidia_kernel_rmapi_ops_t *ops = ops_cmd;
-	const struct nvsim_call call = { .kernel = true, .kparams = true };
+	const struct nvsim_call call = {
+		.kernel = true, .kparams = true, .priv = NVSIM_PRIV_KERNEL,
+	};
 
 	switch (ops->op) {
 	case NV01_FREE:

@@ -8,14 +8,13 @@ moved itself there."""
 from __future__ import annotations
 
 import errno
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import SliceEnv, _ids
+from vgpu_fixtures import SliceEnv, _ids, in_child
 from vgpu import uapi as U
 from vgpu.kernel import Nla
 
@@ -70,26 +69,7 @@ def bound(kern):
 
 def in_cgroup(cg: Path | None, fn):
     """Run fn() in a forked child moved into cg; its result (JSON) back."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            if cg is not None:
-                (cg / "cgroup.procs").write_text(str(os.getpid()))
-            out = {"ok": fn()}
-        except BaseException as e:          # noqa: BLE001
-            out = {"exc": repr(e), "errno": getattr(e, "errno", None)}
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, st = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(st) == 0
-    return json.loads(data)
+    return in_child(fn, cg)
 
 
 def open_all(prefix: str):

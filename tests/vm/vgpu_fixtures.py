@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import stat
 import subprocess
@@ -45,6 +46,31 @@ NODE_DIR = Path("/dev/vgpu")
 FALLBACK_DIR = Path("/tmp/vgpu-nodes")
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
 _ids = itertools.count(100 + (os.getpid() % 1000) * 100)
+
+
+def in_child(fn, cgroup: Path | None = None):
+    """fn() in a forked child, moved into ``cgroup`` first when given; its
+    result as {"ok": value} or {"exc": repr, "errno": n} (through JSON)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            if cgroup is not None:
+                (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+            out = {"ok": fn()}
+        except BaseException as e:          # noqa: BLE001
+            out = {"exc": repr(e), "errno": getattr(e, "errno", None)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 0
+    return json.loads(data)
 
 
 # ------------------------------------------------------------------ state
