@@ -3,7 +3,7 @@
 
 1. Show the node's GPUs as the RM ABI reports them on the host's /dev.
 2. Start vgpud with the example config (state under /tmp: the guest's root
-   is read-only), vgpufs at /run/vgpu/fs, and a containerd of its own.
+   is read-only), vgpufs at /run/vgpu/private/fs, and a containerd of its own.
 3. Run three containers through containerd (`ctr run --runc-binary
    vgpu-runtime`: the runtime wrapper wires the OCI hook into each
    container's config.json; the hook asks vgpud for a slice and bind-mounts
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv" / "bin"
 PY = str(VENV / "python")
 SOCKET = "/run/vgpu/vgpud.sock"
-FUSE = "/run/vgpu/fs"
+FUSE = "/run/vgpu/private/fs"
 RUNC = shutil.which("runc") or "/usr/sbin/runc"
 GiB = 1 << 30
 CHUNK = 256 << 20

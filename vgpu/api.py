@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import stat
 import struct
@@ -51,7 +52,7 @@ CONTAINER_MAX = 127          # vgpu.ko's slice name: VGPU_SLICE_NAME_MAX incl. N
 EVENT_QUEUE = 256            # events buffered per subscriber before it is dropped
 
 CODES = ("bad-request", "unknown-op", "unsupported-version", "too-large", "permission",
-         "not-found", "exists", "admission", "kernel", "unavailable", "internal")
+         "not-found", "exists", "not-owner", "admission", "kernel", "unavailable", "internal")
 
 
 class ApiError(Exception):
@@ -159,6 +160,58 @@ def v_bool(name: str, v: Any) -> bool:
 v_priority = _choice("high", "low")
 v_policy = _choice("share", "fixed", "burst")
 
+# A slice's owner: who made it through the OCI hook (docs/api.md, "Owners").
+# Container ids are unique only per runtime root, so the owner is what makes
+# "the slice of container c1" mean one container.  Every field is compared
+# as given, so each must have one spelling: strict charsets, a normalized
+# absolute root.
+_RUNTIME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_NAMESPACE_RE = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")     # containerd's rule
+_POD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+OWNER_FIELDS = ("runtime", "root", "namespace", "pod")
+ROOT_MAX = 1024
+
+
+def _owner_root(name: str, v: str) -> str:
+    if not v.startswith("/") or len(v.encode()) > ROOT_MAX or \
+            any(ord(c) < 0x20 or c == "\x7f" for c in v) or os.path.normpath(v) != v:
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not a normalized absolute path "
+                       f"(at most {ROOT_MAX} bytes)")
+    return v
+
+
+def v_owner(name: str, v: Any) -> dict:
+    """{"runtime", "root"?, "namespace"?, "pod"?}: the runtime's name, its
+    state root, the containerd namespace, the pod's uid."""
+    if not isinstance(v, dict):
+        raise ApiError("bad-request", f"{name}: {_q(v)} is not an owner object "
+                       f"({', '.join(OWNER_FIELDS)})")
+    for k in v:
+        if k not in OWNER_FIELDS:
+            raise ApiError("bad-request", f"{name}.{k}: unknown owner field "
+                           f"(known: {', '.join(OWNER_FIELDS)})")
+    if "runtime" not in v:
+        raise ApiError("bad-request", f"{name}.runtime: missing (the runtime's name, e.g. runc)")
+    checks = {"runtime": (_RUNTIME_RE, "a runtime name (letters, digits, ._+-, at most 64)"),
+              "namespace": (_NAMESPACE_RE, "a containerd namespace (letters, digits, ._- "
+                            "between them, at most 76)"),
+              "pod": (_POD_RE, "a pod uid (letters, digits, ._-, at most 128)")}
+    out = {}
+    for k in OWNER_FIELDS:                # one key order: owners compare equal as dicts
+        if k not in v:
+            continue
+        x = v[k]
+        if not isinstance(x, str):
+            raise ApiError("bad-request", f"{name}.{k}: {_q(x)} is not a string")
+        if k == "root":
+            out[k] = _owner_root(f"{name}.{k}", x)
+            continue
+        rx, what = checks[k]
+        if not rx.fullmatch(x) or (k == "namespace" and len(x) > 76):
+            raise ApiError("bad-request", f"{name}.{k}: {_q(x)} is not {what}")
+        out[k] = x
+    return out
+
 
 @dataclass(frozen=True)
 class OpSpec:
@@ -176,10 +229,15 @@ OPS: dict[str, OpSpec] = {
     "list": OpSpec(method="op_list"),
     "show": OpSpec({"container": v_container}, ("container",), "op_show"),
     "create": OpSpec({"container": v_container, "cgroup": v_str, "pid": v_pid, "gpus": v_gpus,
-                      "labels": v_labels, **QUOTA_ARGS}, ("container",), "op_create"),
+                      "labels": v_labels, "from_image": v_bool, "owner": v_owner,
+                      **QUOTA_ARGS}, ("container",),
+                     "op_create"),
     "set-quota": OpSpec({"container": v_container, "gpus": v_gpus, **QUOTA_ARGS},
                         ("container",), "op_set_quota"),
-    "delete": OpSpec({"container": v_container, "force": v_bool}, ("container",), "op_delete"),
+    "delete": OpSpec({"container": v_container, "force": v_bool, "owner": v_owner},
+                     ("container",), "op_delete"),
+    "attach": OpSpec({"container": v_container, "cgroup": v_str}, ("container", "cgroup"),
+                     "op_attach"),
     "events": OpSpec(method=""),
 }
 

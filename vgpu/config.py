@@ -31,6 +31,7 @@ __all__ = [
     "Paths",
     "Node",
     "SliceSpec",
+    "Limits",
     "Window",
     "load_config",
     "parse_config",
@@ -141,11 +142,66 @@ class SliceSpec:
         return ", ".join(parts) or "nothing set"
 
 
+#: the admission keys of a [profiles.X] table (beside SliceSpec's four)
+LIMIT_KEYS = ("max_memory", "max_compute", "allow_priorities", "allow_policies",
+              "allow_image_env")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a request that names a profile may take, checked when a slice is
+    created (Config.admit): a pod's annotations (or an allowed image's
+    environment) cannot ask past what the operator set.  None: no limit.
+    ``allow_image_env``: the profile takes requests from a container image's
+    own VGPU_* environment (off by default: the image is not the operator)."""
+    max_memory: int | None = None
+    max_compute: float | None = None
+    allow_priorities: tuple[str, ...] | None = None
+    allow_policies: tuple[str, ...] | None = None
+    allow_image_env: bool = False
+
+    def problems(self, spec: SliceSpec, name: str) -> list[str]:
+        """What in ``spec`` (effective values) exceeds these limits, one
+        phrase each quoting the value and the limit; [] when within."""
+        out = []
+        if self.max_memory is not None and spec.memory is not None \
+                and spec.memory > self.max_memory:
+            out.append(f"memory {format_size(spec.memory)} exceeds profile {quote(name)}'s "
+                       f"max_memory {format_size(self.max_memory)}")
+        if self.max_compute is not None and spec.compute is not None \
+                and spec.compute > self.max_compute:
+            out.append(f"compute {format_percent(spec.compute)} exceeds profile "
+                       f"{quote(name)}'s max_compute {format_percent(self.max_compute)}")
+        if self.allow_priorities is not None and spec.priority is not None \
+                and spec.priority not in self.allow_priorities:
+            out.append(f"priority {quote(spec.priority)} is not allowed by profile "
+                       f"{quote(name)} (allow_priorities: {', '.join(self.allow_priorities)})")
+        if self.allow_policies is not None and spec.policy is not None \
+                and spec.policy not in self.allow_policies:
+            out.append(f"policy {quote(spec.policy)} is not allowed by profile "
+                       f"{quote(name)} (allow_policies: {', '.join(self.allow_policies)})")
+        return out
+
+    def describe(self) -> str:
+        parts = []
+        if self.max_memory is not None:
+            parts.append(f"max_memory {format_size(self.max_memory)}")
+        if self.max_compute is not None:
+            parts.append(f"max_compute {format_percent(self.max_compute)}")
+        if self.allow_priorities is not None:
+            parts.append(f"allow_priorities {','.join(self.allow_priorities)}")
+        if self.allow_policies is not None:
+            parts.append(f"allow_policies {','.join(self.allow_policies)}")
+        if self.allow_image_env:
+            parts.append("allow_image_env")
+        return ", ".join(parts) or "no limits"
+
+
 @dataclass(frozen=True)
 class Paths:
     socket: Path = Path("/run/vgpu/vgpud.sock")
     state_dir: Path = Path("/var/lib/vgpu")
-    fuse_mount: Path | None = Path("/run/vgpu/fs")     # None: no vgpufs
+    fuse_mount: Path | None = Path("/run/vgpu/private/fs")   # None: no vgpufs; parent 0700
 
 
 @dataclass(frozen=True)
@@ -234,7 +290,34 @@ class Config:
     log_level: str = "info"
     gc_interval: float = 10.0
     profiles: dict[str, SliceSpec] = field(default_factory=dict)
+    limits: dict[str, Limits] = field(default_factory=dict)     # by profile name
     schedule: tuple[Window, ...] = ()
+
+    @property
+    def image_env_profiles(self) -> list[str]:
+        """The profiles that take requests from a container image's VGPU_*
+        environment (allow_image_env = true), sorted."""
+        return sorted(n for n, lim in self.limits.items() if lim.allow_image_env)
+
+    def admit(self, spec: SliceSpec, profile: str | None, from_image: bool = False) -> None:
+        """Check a new slice's request against its profile's limits: its
+        explicit values (``spec``) over the profile over [defaults], the
+        schedule left out (a window is the operator's own choice).  A
+        request from the image's environment must name a profile with
+        allow_image_env.  Raises ValueError quoting the value and the limit."""
+        if from_image and (profile is None or
+                           not self.limits.get(profile, Limits()).allow_image_env):
+            allowed = ", ".join(self.image_env_profiles) or "none"
+            raise ValueError(f"a request from the container image's environment needs a "
+                             f"profile with allow_image_env = true; "
+                             f"{'none was named' if profile is None else 'profile ' + quote(profile) + ' does not have it'} "
+                             f"(such profiles: {allowed})")
+        if profile is None or profile not in self.limits:
+            return
+        eff = spec.merged_over(self.profiles.get(profile, SliceSpec()).merged_over(self.defaults))
+        problems = self.limits[profile].problems(eff, profile)
+        if problems:
+            raise ValueError("; ".join(problems))
 
     def window_profile(self, labels: Mapping[str, str],
                        now: datetime.datetime) -> str | None:
@@ -329,9 +412,10 @@ def _typename(v: Any) -> str:
 
 
 def _parse_spec(table: Mapping[str, Any], err: Callable[[str, str], None],
-                prefix: str) -> SliceSpec:
+                prefix: str, also_known: tuple[str, ...] = ()) -> SliceSpec:
     """The four slice keys of a table ([defaults], [profiles.X], API args);
-    err(dotted_key, message) for each problem, unknown keys included."""
+    err(dotted_key, message) for each problem, unknown keys included
+    (``also_known``: other keys of the table, parsed by the caller)."""
     out: dict[str, Any] = {}
     for key, v in table.items():
         k = prefix + key
@@ -358,8 +442,8 @@ def _parse_spec(table: Mapping[str, Any], err: Callable[[str, str], None],
                 err(k, f"{quote(v)} is not a policy (share, fixed or burst)")
             else:
                 out["policy"] = v
-        else:
-            err(k, f"unknown key (known: memory, compute, priority, policy)")
+        elif key not in also_known:
+            err(k, f"unknown key (known: {', '.join(('memory', 'compute', 'priority', 'policy') + also_known)})")
     return SliceSpec(**out)
 
 
@@ -491,6 +575,7 @@ class _Parser:
                                     GC_MIN, GC_MAX)
 
         profiles: dict[str, SliceSpec] = {}
+        limits: dict[str, Limits] = {}
         t = self.table(raw, "profiles")
         for name, ptbl in t.items():
             if not _NAME_RE.match(name):
@@ -501,7 +586,10 @@ class _Parser:
                 self.err(f"profiles.{name}", f"{quote(ptbl)} is {_typename(ptbl)}, "
                          f"not a table (write [profiles.{name}])")
                 continue
-            profiles[name] = _parse_spec(ptbl, self.err, f"profiles.{name}.")
+            profiles[name] = _parse_spec(ptbl, self.err, f"profiles.{name}.", LIMIT_KEYS)
+            lim = self.parse_limits(ptbl, name, profiles[name].merged_over(defaults))
+            if lim != Limits():
+                limits[name] = lim
 
         schedule = self.parse_schedule(raw.get("schedule", []), profiles,
                                        bad_profiles=set(t) - set(profiles))
@@ -512,7 +600,63 @@ class _Parser:
                       defaults=defaults, scheduler_period=period, scheduler_layers=layers,
                       metrics_listen=listen,
                       log_level=level, gc_interval=gc_interval, profiles=profiles,
-                      schedule=schedule)
+                      limits=limits, schedule=schedule)
+
+    def parse_limits(self, t: Mapping[str, Any], name: str, eff: SliceSpec) -> Limits:
+        """A profile's admission keys (LIMIT_KEYS); ``eff`` is the profile
+        over [defaults], which must itself be within them."""
+        p = f"profiles.{name}."
+        out: dict[str, Any] = {}
+        if "max_memory" in t:
+            v = t["max_memory"]
+            try:
+                if isinstance(v, float):
+                    raise ValueError(f"{quote(v)} is not a size (use an integer of bytes, "
+                                     f"or e.g. \"1.5GiB\")")
+                out["max_memory"] = parse_size(v)
+                if out["max_memory"] == 0:
+                    del out["max_memory"]
+                    raise ValueError(f"{quote(v)} is zero (no slice could be made)")
+            except ValueError as e:
+                self.err(p + "max_memory", str(e))
+        if "max_compute" in t:
+            try:
+                out["max_compute"] = parse_percent(t["max_compute"])
+            except ValueError as e:
+                self.err(p + "max_compute", str(e))
+        for key, choices in (("allow_priorities", PRIORITIES), ("allow_policies", POLICIES)):
+            if key not in t:
+                continue
+            v = t[key]
+            if not isinstance(v, list) or not v:
+                self.err(p + key, f"{quote(v)} is not a non-empty list of "
+                                  f"{', '.join(choices)}")
+                continue
+            ok = True
+            for i, x in enumerate(v):
+                if not isinstance(x, str) or x not in choices:
+                    self.err(f"{p}{key}[{i}]", f"{quote(x)} is not one of {', '.join(choices)}")
+                    ok = False
+                elif v.index(x) != i:
+                    self.err(f"{p}{key}[{i}]", f"{quote(x)} is listed twice")
+                    ok = False
+            if ok:
+                out[key] = tuple(v)
+        if "allow_image_env" in t:
+            v = t["allow_image_env"]
+            if not isinstance(v, bool):
+                self.err(p + "allow_image_env", f"{quote(v)} is not true or false")
+            elif v and not ("max_memory" in t and "max_compute" in t):
+                # the image is anyone's: what it may ask must be bounded
+                self.err(p + "allow_image_env", "true needs max_memory and max_compute in "
+                         f"[profiles.{name}] (a request from an image must be bounded)")
+            else:
+                out["allow_image_env"] = v
+        lim = Limits(**out)
+        for problem in lim.problems(eff, name):
+            self.err(f"profiles.{name}", f"its own settings (over [defaults]) break its "
+                                         f"limits: {problem}")
+        return lim
 
     def parse_layers(self, v: Any) -> tuple[str, ...] | None:
         """[scheduler] layers: a non-empty list of SCHED_LAYERS names, no repeats."""
@@ -783,6 +927,10 @@ def describe_changes(old: Config, new: Config) -> list[str]:
     for name in new.profiles:
         if name not in old.profiles:
             lines.append(f"profiles.{name}: added ({new.profiles[name].describe()})")
+    for name in new.profiles:
+        la, lb = old.limits.get(name, Limits()), new.limits.get(name, Limits())
+        if name in old.profiles and la != lb:
+            lines.append(f"profiles.{name} limits: {la.describe()} -> {lb.describe()}")
     for i in range(max(len(old.schedule), len(new.schedule))):
         wa = old.schedule[i] if i < len(old.schedule) else None
         wb = new.schedule[i] if i < len(new.schedule) else None

@@ -285,6 +285,11 @@ def cmd_status(client, o):
         if sc.get("supported") is False:
             text += " (vgpu.ko has no scheduler: compute not enforced)"
         rows.append(("scheduler", text))
+    img = res.get("image_env_profiles")
+    if isinstance(img, list):
+        # which profiles let a container image ask with its own VGPU_* variables
+        rows.append(("image env", f"profiles {', '.join(map(str, img))}" if img
+                     else "ignored (no profile allows it)"))
     for k, v in rows:
         print(f"{k + ':':<10} {v}")
     return EXIT_OK
@@ -310,11 +315,24 @@ def cmd_top(client, o):
     return run_top(client, o, sys.stdout)
 
 
-def cdi_spec(slices: list, fuse_mount: str) -> dict:
+#: the hook `vgpuctl cdi generate` wires in by default (make install's link)
+CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
+#: its entry's whole environment: vgpu.hook.HOOK_ENV (vgpuctl imports no
+#: more of the package than units and apiclient; test_hook pins them equal)
+CDI_HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+
+
+def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
+             socket: str | None = None) -> dict:
     """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
     slice, named by its container, whose nodes are the slice's vgpufs nodes
-    (hostPath) at /dev/nvidia*, with /proc/driver/nvidia bind-mounted from
-    the slice's proc view."""
+    (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
+    the slice's proc view on /proc/driver/nvidia: runc refuses a config.json
+    mount there ("inside /proc"), so the view cannot be a CDI mount.  The
+    hook also attaches the slice to the container's cgroup through vgpud
+    (``socket``, when not the default): vgpu.ko opens an unbound slice for
+    host administrators only.  The hook entry's env is explicit (runc would
+    otherwise choose it)."""
     devices = []
     for s in slices:
         cid = str(s.get("container", ""))
@@ -343,9 +361,11 @@ def cdi_spec(slices: list, fuse_mount: str) -> dict:
             "annotations": {"vgpu.io/slice-id": str(s.get("slice_id", ""))},
             "containerEdits": {
                 "deviceNodes": nodes,
-                "mounts": [{"hostPath": os.path.join(base, "proc", "driver", "nvidia"),
-                            "containerPath": "/proc/driver/nvidia",
-                            "options": ["ro", "nosuid", "nodev", "bind"]}],
+                "hooks": [{"hookName": "createRuntime", "path": hook,
+                           "args": ["vgpu-oci-hook", "--fuse-mount", fuse_mount,
+                                    *(["--socket", socket] if socket else []),
+                                    "--mount-slice", cid, "createRuntime"],
+                           "env": list(CDI_HOOK_ENV), "timeout": 15}],
             },
         })
     return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
@@ -356,8 +376,11 @@ def cmd_cdi(client, o):
         raise UsageError(f'cdi: unknown action {_quote(o["generate"])} (only "generate")')
     import json
     slices = client.request("list").get("slices", [])
-    fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/fs"
-    text = json.dumps(cdi_spec(slices, fuse), indent=2) + "\n"
+    fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/private/fs"
+    from . import apiclient as ac
+    sock = ac.socket_path(o.get("socket"))
+    text = json.dumps(cdi_spec(slices, fuse, o.get("hook") or CDI_HOOK,
+                               None if sock == ac.DEFAULT_SOCKET else sock), indent=2) + "\n"
     out = o.get("output")
     if not out or out == "-":
         sys.stdout.write(text)
@@ -417,7 +440,9 @@ COMMANDS = (
         Opt("--output", "FILE", "write the spec here (e.g. /etc/cdi/vgpu.json; default: "
             "stdout)", c_nonempty),
         Opt("--fuse-mount", "DIR", "where vgpufs is mounted (default $VGPU_FUSE_MOUNT, "
-            "else /run/vgpu/fs)", c_nonempty),
+            "else /run/vgpu/private/fs)", c_nonempty),
+        Opt("--hook", "PATH", f"the vgpu-oci-hook the spec's createRuntime hook runs "
+            f"(default {CDI_HOOK})", c_nonempty),
     ), "cdi generate: write a CDI spec (kind vgpu.io/slice) with one device per slice",
         cmd_cdi),
     Cmd("help", ("[COMMAND]",), (), "this text, or a command's", cmd_help),
@@ -657,6 +682,8 @@ def print_slice(s: dict) -> None:
         ("profile", s.get("profile") or "-"),
         ("labels", ", ".join(f"{k}={v}" for k, v in labels.items()) or "-"),
         ("cgroup", s.get("cgroup") or "-"),
+        ("owner", " ".join(f"{k}={v}" for k, v in (s.get("owner") or {}).items())
+         or "- (made through the API)"),
         ("pids", " ".join(map(str, pids)) if isinstance(pids, list) and pids else "-"),
         ("open files", s.get("open_files", "-")),
         ("created", fmt_time(s.get("created"))),

@@ -186,13 +186,22 @@ class Daemon:
         REBIND_PARALLEL at a time, each bounded by REBIND_TIMEOUT."""
         import trio
         from .runtime import PKG_PARENT, hook_argv
-        from .slices import live_pid
+        from .slices import cgroup_path, live_pid
         limiter = trio.CapacityLimiter(REBIND_PARALLEL)
         done = []
 
-        async def one(cid: str, pid: int):
+        async def one(cid: str, pid: int, rec: dict):
+            # what the hook checks pid against once it has pinned it with a
+            # pidfd (the pid was read a moment ago and may be reused by then);
+            # with neither, the hook refuses
+            if rec.get("cgroup"):
+                ident = ["--cgroup", cgroup_path(rec["cgroup"])]
+            elif rec.get("pid_start") is not None:
+                ident = ["--pid-start", str(rec["pid_start"])]
+            else:
+                ident = []
             cmd = hook_argv("--debug", "--fuse-mount", str(self.cfg.paths.fuse_mount),
-                            "--rebind", str(pid), cid)
+                            *ident, "--rebind", str(pid), cid)
             async with limiter:
                 with trio.move_on_after(REBIND_TIMEOUT) as scope:
                     r = await trio.run_process(cmd, capture_stderr=True, check=False,
@@ -212,7 +221,7 @@ class Daemon:
             for cid, rec in list(self.mgr.records.items()):
                 pid = live_pid(rec)
                 if pid is not None:
-                    n.start_soon(one, cid, pid)
+                    n.start_soon(one, cid, pid, rec)
         log.info("vgpufs: views of %d running container(s) checked", len(done))
 
     # ------------------------------------------------------------- signals

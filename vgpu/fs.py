@@ -1,14 +1,37 @@
 """vgpufs: the per-container device and /proc view, a FUSE file system
 served by vgpud's trio loop (pyfuse3).
 
-Mounted at ``paths.fuse_mount`` (default /run/vgpu/fs) with
-``fsname=vgpufs,subtype=vgpufs,dev,allow_other``.  For each slice:
+Mounted at ``paths.fuse_mount`` (default /run/vgpu/private/fs) with
+``fsname=vgpufs,subtype=vgpufs,dev,allow_other``, in a directory that is
+root's and 0700 (``private_parent``: created so, or the mount is refused).
+For each slice:
 
+    <container>/                               dir 0500 (host only)
+    <container>/dev/                           dir 0500 (host only)
     <container>/dev/nvidiactl                  c major:base+VGPU_MINOR_CTL   0666
     <container>/dev/nvidia-uvm                 c major:base+VGPU_MINOR_UVM   0666
     <container>/dev/nvidia<i>                  c major:base+VGPU_MINOR_GPU0+i
-    <container>/proc/driver/nvidia/version
+    <container>/proc/driver/nvidia/version                 0444 (dirs 0555)
     <container>/proc/driver/nvidia/gpus/<pci bus id>/information
+
+Who gets in.  Containers get bind mounts of their nodes and their view
+(the hook, as root, walks the private directory to make them); their
+processes run as any uid, hence allow_other, 0666 nodes (as the real
+/dev/nvidia*) and a world-readable view (as the real /proc/driver/nvidia).
+Host users cannot walk through the 0700 parent; behind it, the host-only
+directories (the root's list of tenants, a tenant's directory, dev/, proc/,
+proc/driver/) answer lookups and opendir to the mounting uid alone
+(``VgpuFs._allowed``, on the FUSE request's uid).
+
+What a caller can cost (the FUSE loop shares vgpud's trio loop with the
+admin API).  pyfuse3 reads requests one at a time (a lock around
+wait_readable), so FUSE gets about one request per turn of the loop; every
+handler is synchronous (never awaits) and a non-root caller's request
+touches one slice's records (the root listing, O(slices), is host-only), so
+a flood adds one bounded request per loop turn to the API's latency.  Open
+view files hold their text until closed: at most ``MAX_OPEN_PER_SLICE`` per
+slice (EMFILE past it).  Inodes exist only for valid paths.  A slow caller
+holds nothing: replies never wait on it.
 
 The dev/ nodes appear once the kernel has reported the slice's major and
 base minor.  Everything is computed from the slice manager's in-memory
@@ -23,7 +46,9 @@ attribute lets stat() of a bind-mounted node keep working if vgpud dies.
 No ``default_permissions``: the kernel then asks vgpufs nothing when a char
 node is opened (the open goes straight to vgpu.ko by rdev, and vgpu.ko
 checks the caller's cgroup), which keeps bind-mounted nodes working across
-a daemon restart.  Regular files refuse opens for writing themselves.
+a daemon restart.  Regular files refuse opens for writing themselves, and
+the mode bits above are what the file system reports; the walls are the
+0700 parent and ``_allowed``.
 
 Restarts (LXCFS's lesson).  A container keeps bind mounts of the mount
 vgpud had when the container started.  When vgpud dies its FUSE connection
@@ -39,7 +64,7 @@ the mount point and mounts afresh.  What that means for running containers:
   new mount does not repair them.  The OCI hook (or the operator) has to
   re-bind them for each running container after a daemon restart:
   ``nsenter --mount=/proc/<pid>/ns/mnt -- sh -c 'umount -l
-  /proc/driver/nvidia; mount --bind /run/vgpu/fs/<container>/proc/driver/nvidia
+  /proc/driver/nvidia; mount --bind /run/vgpu/private/fs/<container>/proc/driver/nvidia
   /proc/driver/nvidia'`` (likewise for the dev nodes if a fresh stat() is
   wanted).  Containers started after the restart are not affected.
 
@@ -65,9 +90,19 @@ from . import uapi as U
 
 log = logging.getLogger("vgpud.fs")
 
+# allow_other: the containers' processes run as any uid (without it FUSE
+# answers EACCES to every uid but the mounter's, even through bind mounts).
+# What keeps host users out instead is the 0700 directory above the mount
+# point (private_parent) and, behind it, the owner-only host directories
+# (VgpuFs._allowed).
 MOUNT_OPTIONS = ("fsname=vgpufs", "subtype=vgpufs", "dev", "allow_other")
 DEV_ATTR_TIMEOUT = 86400.0
 MNT_DETACH = 2
+#: files of one slice's view open at once (each holds its text until
+#: closed): a container cannot grow vgpud's memory without bound
+MAX_OPEN_PER_SLICE = 1024
+#: the default mount point ([paths] fuse_mount): its parent is vgpud's, 0700
+DEFAULT_MOUNT = "/run/vgpu/private/fs"
 
 MINOR_CTL = getattr(U, "VGPU_MINOR_CTL", 0)
 MINOR_UVM = getattr(U, "VGPU_MINOR_UVM", 1)
@@ -172,6 +207,13 @@ def information_text(g: FsGpu) -> bytes:
 
 def _valid_name(n: str) -> bool:
     return bool(n) and n not in (".", "..") and "/" not in n and "\0" not in n
+
+
+def host_only(path: tuple) -> bool:
+    """The directories no container is given: the root (every tenant's
+    name), a tenant's directory and its dev/, proc/ and proc/driver/.
+    Containers get bind mounts of the nodes and of proc/driver/nvidia only."""
+    return len(path) <= 2 or path[1:] == ("proc", "driver")
 
 
 # ------------------------------------------------------------------ tree
@@ -285,6 +327,30 @@ def clear_stale_mounts(mountpoint: str) -> int:
     return n
 
 
+def private_parent(mountpoint: str) -> str:
+    """Make sure the directory above the mount point keeps host users out:
+    root's (the daemon's uid), mode 0700, created so when missing.  vgpufs is
+    mounted allow_other and without default_permissions (see MOUNT_OPTIONS),
+    so this directory is what stops a host user from listing every tenant,
+    reading their views or opening their nodes; containers never pass through
+    it (they get bind mounts of their own nodes and view).  An existing
+    directory open to others is refused rather than changed: it may hold
+    things that need its mode (e.g. the API socket's /run/vgpu)."""
+    parent = os.path.dirname(canonical(mountpoint))
+    if not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        os.chmod(parent, 0o700)              # makedirs' mode is under the umask
+    st = os.stat(parent)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise PermissionError(
+            errno.EPERM, f"{parent}, the directory above the vgpufs mount point, is mode "
+            f"{stat.S_IMODE(st.st_mode):04o} owned by uid {st.st_uid}: host users could reach "
+            f"every container's nodes and views; mount vgpufs in a directory of its own, "
+            f"owned by uid {os.geteuid()} with mode 0700 (the default [paths] fuse_mount "
+            f"{DEFAULT_MOUNT} has one)")
+    return parent
+
+
 # ------------------------------------------------------------------ FS
 def _make_ops_class():
     import pyfuse3
@@ -305,7 +371,7 @@ def _make_ops_class():
                 raise pyfuse3.FUSEError(errno.EIO) from None
 
         async def lookup(self, parent_inode, name, ctx=None):
-            return self._guard(self.fs.lookup, parent_inode, name)
+            return self._guard(self.fs.lookup, parent_inode, name, ctx)
 
         async def getattr(self, inode, ctx=None):
             return self._guard(self.fs.getattr, inode)
@@ -314,7 +380,7 @@ def _make_ops_class():
             self._guard(self.fs.forget, inode_list)
 
         async def opendir(self, inode, ctx):
-            return self._guard(self.fs.opendir, inode)
+            return self._guard(self.fs.opendir, inode, ctx)
 
         async def readdir(self, fh, start_id, token):
             self._guard(self.fs.readdir, fh, start_id, token)
@@ -323,13 +389,13 @@ def _make_ops_class():
             pass
 
         async def open(self, inode, flags, ctx):
-            return self._guard(self.fs.open, inode, flags)
+            return self._guard(self.fs.open, inode, flags, ctx)
 
         async def read(self, fh, off, size):
             return self._guard(self.fs.read, fh, off, size)
 
         async def release(self, fh):
-            self.fs.files.pop(fh, None)
+            self.fs.release(fh)
 
         async def statfs(self, ctx):
             s = pyfuse3.StatvfsData()
@@ -353,7 +419,10 @@ class VgpuFs:
         self.ino_of: dict[tuple, int] = {}
         self.key_of: dict[int, tuple] = {}
         self.nlookup: dict[int, int] = {}
-        self.files: dict[int, bytes] = {}
+        self.files: dict[int, tuple[str, bytes]] = {}    # fh -> (container, text)
+        self.open_files: dict[str, int] = {}             # container -> files open
+        #: who may use the host-only directories (host_only): the mounter, root
+        self.owner_uid = os.geteuid()
         self._next_ino = 2
         self._next_fh = 1
         self.mounted = trio.Event()
@@ -391,7 +460,19 @@ class VgpuFs:
             slices = src.slices()
         return resolve(path, slices, src.driver_version())
 
-    def _attr(self, ino, node):
+    def _allowed(self, ctx, *paths) -> None:
+        """Host-only directories (host_only) answer their owner alone: a
+        lookup in or of one, or opening one, is EACCES for any other uid.
+        Behind the 0700 directory above the mount point this is a second
+        wall, and it bounds what a caller can make vgpufs do: every request
+        it may make names one slice (no listing of every tenant)."""
+        import pyfuse3
+        if ctx is None or ctx.uid == self.owner_uid:
+            return
+        if any(host_only(p) for p in paths):
+            raise pyfuse3.FUSEError(errno.EACCES)
+
+    def _attr(self, ino, node, path):
         import pyfuse3
         a = pyfuse3.EntryAttributes()
         a.st_ino = ino
@@ -400,13 +481,19 @@ class VgpuFs:
         a.attr_timeout = 0
         kind, val = node
         if kind == "dir":
-            a.st_mode = stat.S_IFDIR | 0o555
+            # the view (proc/driver/nvidia and below) is everyone's inside
+            # the container, as the real /proc/driver/nvidia; the directories
+            # above it are the host's (modes tell; _allowed enforces)
+            a.st_mode = stat.S_IFDIR | (0o500 if host_only(path) else 0o555)
             a.st_nlink = 2
         elif kind == "file":
             a.st_mode = stat.S_IFREG | 0o444
             a.st_nlink = 1
             a.st_size = len(val)
         else:
+            # as the real /dev/nvidia*: any uid inside the container opens
+            # them (vgpu.ko then checks the opener's cgroup and its right to
+            # the real node); on the host only root reaches them (0700 parent)
             a.st_mode = stat.S_IFCHR | 0o666
             a.st_nlink = 1
             a.st_rdev = val
@@ -419,7 +506,7 @@ class VgpuFs:
         return a
 
     # ----------------------------------------------------------- handlers
-    def lookup(self, parent, name: bytes):
+    def lookup(self, parent, name: bytes, ctx=None):
         import pyfuse3
         path = self._path(parent)
         n = os.fsdecode(name)
@@ -429,12 +516,13 @@ class VgpuFs:
             new = path[:-1]
         else:
             new = path + (n,)
+        self._allowed(ctx, path, new)
         node = self._node(new)
         if node is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         ino = pyfuse3.ROOT_INODE if not new else self._ino(self._key(new, node))
         self.nlookup[ino] = self.nlookup.get(ino, 0) + 1
-        return self._attr(ino, node)
+        return self._attr(ino, node, new)
 
     def getattr(self, inode):
         import pyfuse3
@@ -442,7 +530,7 @@ class VgpuFs:
         node = self._node(path)
         if node is None or (path and self._key(path, node) != self.key_of.get(inode)):
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self._attr(inode, node)
+        return self._attr(inode, node, path)
 
     def forget(self, inode_list):
         for ino, n in inode_list:
@@ -455,9 +543,11 @@ class VgpuFs:
             if key is not None and self.ino_of.get(key) == ino:
                 del self.ino_of[key]
 
-    def opendir(self, inode):
+    def opendir(self, inode, ctx=None):
         import pyfuse3
-        node = self._node(self._path(inode))
+        path = self._path(inode)
+        self._allowed(ctx, path)
+        node = self._node(path)
         if node is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if node[0] != "dir":
@@ -478,30 +568,45 @@ class VgpuFs:
             if cn is None:
                 continue
             ino = self._ino(self._key(child, cn))
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._attr(ino, cn), i + 1):
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._attr(ino, cn, child),
+                                         i + 1):
                 break
             self.nlookup[ino] = self.nlookup.get(ino, 0) + 1
 
-    def open(self, inode, flags):
+    def open(self, inode, flags, ctx=None):
         import pyfuse3
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
             raise pyfuse3.FUSEError(errno.EACCES)
-        node = self._node(self._path(inode))
+        path = self._path(inode)
+        node = self._node(path)
         if node is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if node[0] != "file":
             raise pyfuse3.FUSEError(errno.EISDIR if node[0] == "dir" else errno.ENXIO)
+        c = path[0]                 # every file is in one slice's view
+        if self.open_files.get(c, 0) >= MAX_OPEN_PER_SLICE:
+            raise pyfuse3.FUSEError(errno.EMFILE)
+        self.open_files[c] = self.open_files.get(c, 0) + 1
         fh = self._next_fh
         self._next_fh += 1
-        self.files[fh] = node[1]
+        self.files[fh] = (c, node[1])
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     def read(self, fh, off, size):
         import pyfuse3
-        data = self.files.get(fh)
-        if data is None:
+        f = self.files.get(fh)
+        if f is None:
             raise pyfuse3.FUSEError(errno.EBADF)
-        return data[off:off + size]
+        return f[1][off:off + size]
+
+    def release(self, fh):
+        f = self.files.pop(fh, None)
+        if f is not None:
+            left = self.open_files.get(f[0], 0) - 1
+            if left > 0:
+                self.open_files[f[0]] = left
+            else:
+                self.open_files.pop(f[0], None)
 
     # ----------------------------------------------------------- service
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
@@ -511,7 +616,8 @@ class VgpuFs:
         if not os.path.exists("/dev/fuse"):
             raise OSError(errno.ENODEV, "/dev/fuse is missing (modprobe fuse)")
         clear_stale_mounts(self.mountpoint)       # before any stat of it
-        os.makedirs(self.mountpoint, mode=0o755, exist_ok=True)
+        private_parent(self.mountpoint)
+        os.makedirs(self.mountpoint, mode=0o700, exist_ok=True)
         ops = _make_ops_class()(self)
         pyfuse3.init(ops, self.mountpoint, self.options)
         log.info("vgpufs mounted at %s", self.mountpoint)

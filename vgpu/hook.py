@@ -4,37 +4,62 @@
 
 The runtime passes the container's state (JSON) on stdin; STAGE is the OCI
 hook stage the hook was wired for (``createRuntime``, ``prestart``,
-``createContainer``, ``poststop``, ...).  Without STAGE it is taken from the
-state's ``status`` (creating/created: prestart, stopped: poststop).
+``poststop``, ...).  Without STAGE only a ``stopped`` state is understood
+(poststop): a ``creating`` state comes with createRuntime, prestart and
+createContainer alike, so the hook refuses to guess and act on its pid.
+
+The hook never runs where the image can steer it: ``createContainer`` (run by
+runc inside the container's mount namespace, working directory the rootfs,
+with the container's environment when the entry sets none) is refused, every
+shipped entry sets an explicit ``env``, and Python runs isolated (``-I``: no
+PYTHONPATH, PYTHONWARNINGS, user site or working directory on sys.path).
 
 A container asks for a slice with annotations ``vgpu.io/memory``,
 ``vgpu.io/compute``, ``vgpu.io/priority``, ``vgpu.io/policy``,
-``vgpu.io/gpus`` and ``vgpu.io/profile`` or, when it has none of those, with
-the environment variables ``VGPU_MEMORY``, ``VGPU_COMPUTE``, ... of its
-process.  A container that asked for nothing costs a JSON parse of its state
-and config.json: nothing else is imported, nothing is sent.
+``vgpu.io/gpus`` and ``vgpu.io/profile`` (set by the pod or the operator).
+The image's environment (``VGPU_MEMORY``, ``VGPU_PROFILE``, ...) counts only
+for a container with none of those annotations, and only when it names, with
+``VGPU_PROFILE``, a profile of vgpud's config with ``allow_image_env = true``
+(vgpud's ``status`` lists them); otherwise it is ignored.  A container that
+asked for nothing costs a JSON parse of its state and config.json: nothing
+else is imported, nothing is sent.
 
 - createRuntime / prestart (runtime namespace, before pivot_root): one
-  ``create`` call to vgpud (container id, cgroup or pid), then, inside the
-  container's mount namespace (setns into /proc/<pid>/ns/mnt), bind-mount
+  ``create`` call to vgpud (container id, cgroup or pid, owner: see
+  owner_of; the same owner's slice is handed back, anyone else's refused),
+  then, inside the
+  container's mount namespace (setns through a pidfd of pid), bind-mount
   ``<fuse_mount>/<id>/dev/*`` onto the rootfs' /dev/* and
   ``<fuse_mount>/<id>/proc/driver/nvidia`` onto /proc/driver/nvidia, and
   allow the vgpu major in the device cgroup (v1: devices.allow; v2: the rule
   must be in config.json, which vgpu-runtime adds).  Any failure deletes the
   slice again and fails the start with one line naming the container.
-- createContainer (inside the container's mount namespace): the bind mounts
-  only, where createRuntime did not already make them.
-- poststop: ``delete`` (force) of the container's slice; a slice that is
-  already gone is fine.
+- createContainer: refused (exit 1, one line): see above.
+- poststop: ``delete`` (force) of the container's slice, as its owner; a
+  slice that is already gone is fine, one owned by someone else (a
+  same-named container of another runtime root or namespace) is left alone.
 - any other stage: nothing (exit 0; a line with --debug).
 
-``vgpu-oci-hook --rebind PID CONTAINER`` (run by vgpud after it mounted
-vgpufs afresh, e.g. after a restart; stdin unused): re-bind the container's
-/proc/driver/nvidia, whose bind mount still points at the previous, dead
-FUSE connection, to the new mount, inside the running container's mount
-namespace (open_tree + move_mount: the container's root no longer shows the
-host's paths).  Its /dev nodes need nothing: char nodes open through
-vgpu.ko, not through FUSE.  Already-current views are left alone.
+``vgpu-oci-hook --mount-slice SLICE createRuntime`` (the CDI flow, wired by
+``vgpuctl cdi generate``): mount the existing slice SLICE's views into the
+container (its /proc/driver/nvidia, which runc refuses as a config.json
+mount "inside /proc"); no request is read, nothing is created or deleted.
+
+``vgpu-oci-hook --cgroup DIR|--pid-start TICKS --rebind PID CONTAINER`` (run
+by vgpud after it mounted vgpufs afresh, e.g. after a restart; stdin
+unused): re-bind the container's /proc/driver/nvidia, whose bind mount
+still points at the previous, dead FUSE connection, to the new mount,
+inside the running container's mount namespace (open_tree + move_mount:
+the container's root no longer shows the host's paths).  PID is pinned
+with a pidfd and must be the container's (in its cgroup DIR or below, or
+started at TICKS) before and after the hook enters its namespace through
+that pidfd; otherwise nothing is touched.  Its /dev nodes need nothing:
+char nodes open through vgpu.ko, not through FUSE.  Already-current views
+are left alone.
+
+Mount targets inside a rootfs are never resolved as strings: each is
+opened with openat2() inside the root, refusing symlinks, and mounted on by
+fd (see Mounter).
 
 Every call to vgpud is bounded by --timeout (default 5 s).  Exit status:
 0 success or nothing to do, 1 failure (one line on stderr), 2 usage.
@@ -48,32 +73,45 @@ PROG = "vgpu-oci-hook"
 KEYS = ("memory", "compute", "priority", "policy", "gpus", "profile")
 ANNOTATION_PREFIX = "vgpu.io/"
 ENV_PREFIX = "VGPU_"
-DEFAULT_FUSE_MOUNT = "/run/vgpu/fs"
+DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (docs/vgpufs.md)
 MAX_STATE = 1 << 20
 STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
           "poststart", "poststop")
+#: the whole environment of every hook entry vgpu writes or ships: runc runs
+#: an entry without "env" with an environment it does not choose (the
+#: container's own at createContainer), and LD_PRELOAD, PYTHON* and the like
+#: from there would act before any line of the hook runs
+HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 
 USAGE = f"""\
 usage: {PROG} [--socket PATH] [--timeout S] [--fuse-mount DIR] [--debug] [STAGE]
-       {PROG} [--fuse-mount DIR] [--debug] --rebind PID CONTAINER
+       {PROG} [--fuse-mount DIR] [--debug] --mount-slice SLICE createRuntime
+       {PROG} [--fuse-mount DIR] [--debug] --cgroup DIR|--pid-start TICKS --rebind PID CONTAINER
 
 OCI hook: attach a vgpu slice to a container that asks for one (annotations
 vgpu.io/memory, vgpu.io/compute, vgpu.io/priority, vgpu.io/policy,
-vgpu.io/gpus, vgpu.io/profile, or env VGPU_MEMORY, VGPU_COMPUTE, ...).
-Reads the OCI state JSON on stdin.
+vgpu.io/gpus, vgpu.io/profile; the image's VGPU_* environment only for a
+profile whose config allows it).  Reads the OCI state JSON on stdin.
 
 stages: createRuntime|prestart (create the slice, mount its nodes),
-        createContainer (mounts only), poststop (delete the slice);
-        others do nothing.  Without STAGE: from the state's status.
+        poststop (delete the slice); createContainer is refused (it runs
+        with the image's environment); others do nothing.  Without STAGE
+        only a "stopped" state is understood (poststop).
 
 options:
   --socket PATH     vgpud's API socket (default $VGPU_SOCKET, else /run/vgpu/vgpud.sock)
   --timeout S       bound on each call to vgpud, in seconds (default 5)
   --fuse-mount DIR  where vgpufs is mounted (default $VGPU_FUSE_MOUNT, else {DEFAULT_FUSE_MOUNT})
   --debug           say what the hook does on stderr
+  --mount-slice SLICE
+                    CDI flow: mount the views of the existing slice SLICE
+                    into the container (createRuntime); nothing is created
   --rebind PID CONTAINER
                     re-bind a running container's /proc/driver/nvidia view to
                     the current vgpufs mount (vgpud does this after a restart)
+  --cgroup DIR, --pid-start TICKS
+                    with --rebind: what PID must be to count as the container's
+                    (in the cgroup v2 directory DIR or below; started at TICKS)
   --help            this text
 
 exit status: 0 success or nothing to do, 1 failure, 2 usage error
@@ -91,6 +129,9 @@ class Opts:
     debug = False
     stage = None
     rebind: tuple[int, str] | None = None
+    rebind_cgroup: str | None = None      # what --rebind checks the pid against
+    rebind_start: int | None = None
+    mount_slice: str | None = None
 
 
 def parse_argv(argv: list[str]) -> Opts:
@@ -100,7 +141,8 @@ def parse_argv(argv: list[str]) -> Opts:
         a = argv[i]
         i += 1
         name, eq, value = a.partition("=")
-        if name in ("--socket", "--timeout", "--fuse-mount"):
+        if name in ("--socket", "--timeout", "--fuse-mount", "--mount-slice", "--cgroup",
+                    "--pid-start"):
             if not eq:
                 if i >= len(argv):
                     raise ValueError(f"{name} needs a value")
@@ -116,6 +158,18 @@ def parse_argv(argv: list[str]) -> Opts:
                 o.timeout = t
             elif name == "--socket":
                 o.socket = value
+            elif name == "--mount-slice":
+                if not value or "/" in value or value in (".", ".."):
+                    raise ValueError(f'invalid --mount-slice "{value}"')
+                o.mount_slice = value
+            elif name == "--cgroup":
+                if not os.path.isabs(value):
+                    raise ValueError(f'invalid --cgroup "{value}": an absolute directory')
+                o.rebind_cgroup = value
+            elif name == "--pid-start":
+                if not value.isdigit():
+                    raise ValueError(f'invalid --pid-start "{value}": clock ticks since boot')
+                o.rebind_start = int(value)
             else:
                 o.fuse_mount = value
         elif a == "--debug":
@@ -204,7 +258,51 @@ def raw_request(state: dict, config: dict) -> tuple[dict, str]:
 
 
 def wants_slice(state: dict, config: dict) -> bool:
+    """Whether the bundle carries a request at all (annotations or the
+    image's VGPU_*); honoured_request() says whether it counts."""
     return bool(raw_request(state, config)[0])
+
+
+def image_env_allowed(raw: dict, cid: str, socket: str | None, timeout: float,
+                      debug, prog: str = PROG) -> bool:
+    """Whether vgpud's config lets the image's environment make this request.
+    The image is not the operator: its VGPU_* counts only when it names, with
+    VGPU_PROFILE, a profile whose config says ``allow_image_env = true``
+    (vgpud's ``status`` lists them as ``image_env_profiles``; vgpud checks
+    it again on ``create``).  Anything else is no, a vgpud that cannot be
+    asked included (one warning line): the request is ignored."""
+    profile = raw.get("profile")
+    if not isinstance(profile, str) or not profile.strip():
+        debug(f"container {cid}: the image's VGPU_* environment is ignored (it names no "
+              f"VGPU_PROFILE that allows requests from the image)")
+        return False
+    profile = profile.strip()
+    from . import apiclient as ac
+    try:
+        with ac.ApiClient(socket, timeout) as client:
+            allowed = client.request("status").get("image_env_profiles")
+    except ac.ClientError as e:
+        sys.stderr.write(f"{prog}: container {cid}: warning: the image's VGPU_* environment "
+                         f"is ignored: cannot ask vgpud whether profile {profile!r} allows "
+                         f"it: {e}\n")
+        return False
+    if not isinstance(allowed, list) or profile not in allowed:
+        debug(f"container {cid}: the image's VGPU_* environment is ignored (profile "
+              f"{profile!r} does not allow requests from the image)")
+        return False
+    return True
+
+
+def honoured_request(state: dict, config: dict, socket: str | None, timeout: float,
+                     debug, prog: str = PROG) -> tuple[dict, str]:
+    """raw_request(), less an image environment vgpud's config does not
+    allow (see image_env_allowed): ({}, "") for a container that asked for
+    nothing that counts."""
+    raw, source = raw_request(state, config)
+    if source == "env" and not image_env_allowed(raw, str(state.get("id", "")), socket,
+                                                 timeout, debug, prog):
+        return {}, ""
+    return raw, source
 
 
 def validate(raw: dict, source: str) -> dict:
@@ -274,25 +372,71 @@ def parse_gpus(v: str) -> list:
 
 
 # ------------------------------------------------------------ the host side
-def cgroup_of(pid: int) -> tuple[str | None, str | None]:
+def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """Where the unified (cgroup v2) hierarchy is mounted in this mount
+    namespace: /sys/fs/cgroup on a v2 host, /sys/fs/cgroup/unified (or
+    wherever the host put it) on a hybrid one, None on a v1-only host."""
+    try:
+        with open(mountinfo) as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if right.split()[:1] == ["cgroup2"] and len(fields) > 4 and fields[3] == "/":
+                    return fields[4].replace("\\040", " ")
+    except OSError:
+        pass
+    return None
+
+
+def cgroup_of(pid: int, mountinfo: str = "/proc/self/mountinfo") -> tuple[str | None, str | None]:
     """(v2 cgroup directory, v1 devices cgroup directory) of ``pid``; either
-    may be None.  The v2 path is given only on a pure v2 host (the daemon
-    resolves cgroups under /sys/fs/cgroup)."""
+    may be None.  The v2 directory is found through the unified hierarchy's
+    mount, so hybrid hosts (v1 controllers beside a unified hierarchy) bind
+    as pure v2 hosts do."""
     v2 = v1dev = None
     try:
         with open(f"/proc/{pid}/cgroup") as f:
             lines = f.read().splitlines()
     except OSError:
         return None, None
+    root = None
     for line in lines:
         hid, _, rest = line.partition(":")
         ctrls, _, path = rest.partition(":")
         if hid == "0" and ctrls == "":
-            if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-                v2 = "/sys/fs/cgroup" + path if path != "/" else "/sys/fs/cgroup"
+            root = root or cgroup2_mount(mountinfo)
+            if root:
+                v2 = root.rstrip("/") + path if path != "/" else root
         elif "devices" in ctrls.split(","):
             v1dev = "/sys/fs/cgroup/devices" + (path if path != "/" else "")
     return v2, v1dev
+
+
+def own_cgroup(cid: str, pid: int, v2: str | None) -> str:
+    """The v2 cgroup directory a slice is bound to: the container's own.
+
+    vgpu.ko lets a bound slice's nodes open only from that cgroup and below,
+    and an unbound one from no container at all, so every container slice
+    must be bound, and to a cgroup no other container shares.  At
+    createRuntime the container's init is the only process of its cgroup;
+    a cgroup holding anything else (the host's root, the runtime's own
+    service cgroup on a hybrid host whose runtime does not create one per
+    container) would open the slice to them, so the start fails closed."""
+    if v2 is None:
+        raise HookError(f"container {cid}: no cgroup v2 (unified) hierarchy holds it: vgpu "
+                        f"binds each slice to its container's cgroup v2 and does not start "
+                        f"slices on cgroup v1-only hosts")
+    try:
+        with open(os.path.join(v2, "cgroup.procs")) as f:
+            procs = {int(x) for x in f.read().split()}
+    except (OSError, ValueError) as e:
+        raise HookError(f"container {cid}: cannot read {v2}/cgroup.procs: "
+                        f"{getattr(e, 'strerror', None) or e}") from None
+    if os.path.realpath(v2) == os.path.realpath(cgroup2_mount() or "/") or procs - {pid}:
+        raise HookError(f"container {cid}: its cgroup v2 {v2} is not its own (it holds "
+                        f"{len(procs - {pid})} other process(es)); a slice bound there would "
+                        f"open to them, so none is made")
+    return v2
 
 
 def rootfs_of(state: dict, config: dict) -> str:
@@ -304,76 +448,218 @@ def rootfs_of(state: dict, config: dict) -> str:
 
 
 class Mounter:
-    """Bind mounts by syscall (ctypes; imported only for a container that
-    asked for a slice)."""
-    MS_BIND, MS_RDONLY, MS_REMOUNT = 4096, 1, 32
+    """Mounts by syscall (ctypes; imported only for a container that asked
+    for a slice).
+
+    Mount targets are file descriptors, never paths.  A path handed to
+    mount(2) is resolved again by the kernel after whatever check came
+    before it, and inside a rootfs the image, or anything sharing a writable
+    volume with it, can swap a directory for a symlink in between and land
+    the mount outside the root (NVIDIA Container Toolkit CVE-2024-0132, runc
+    CVE-2024-21626 and the 2025 runc mount races).  So a target is opened
+    with openat2() inside the root, refusing a symlink anywhere on the path
+    (resolve()); a missing one is created one component at a time relative
+    to its parent's fd (make()); and the mount is attached to the target's
+    fd with open_tree() + move_mount(), so what was checked is what is
+    mounted on.  (runc mounts onto /proc/self/fd/N of such an fd instead:
+    that needs a /proc it can trust in the hook's root, which the hook does
+    not have after setns, and a read-only view would need a second,
+    remount, call; the new mount API makes the detached copy read-only
+    before it is attached.)  Linux 5.12 or later (mount_setattr)."""
     CLONE_NEWNS = 0x00020000
+    # one syscall table for every architecture from 424 on (x86_64, aarch64, ...)
+    SYS_PIDFD_SEND_SIGNAL, SYS_OPEN_TREE, SYS_MOVE_MOUNT = 424, 428, 429
+    SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT, SYS_PIDFD_OPEN = 430, 431, 432, 434
+    SYS_OPENAT2, SYS_MOUNT_SETATTR = 437, 442
+    OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, 0o2000000
+    MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
+    AT_FDCWD, AT_EMPTY_PATH, MNT_DETACH = -100, 0x1000, 2
+    RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_IN_ROOT = 0x02, 0x04, 0x10
+    MOUNT_ATTR_RDONLY = 0x1
+    FSOPEN_CLOEXEC = FSMOUNT_CLOEXEC = 1
+    FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE = 1, 6
 
     def __init__(self):
         import ctypes
         import ctypes.util
         self.ctypes = ctypes
         self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # our own fd table in the host's /proc, opened while that is in
+        # sight: umount() reaches a mount by fd through it after setns
+        self.fd_dir = os.open("/proc/self/fd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
-    def _check(self, rc: int, what: str) -> None:
-        if rc != 0:
+    def _sys(self, nr: int, *args, what: str) -> int:
+        r = self.libc.syscall(nr, *args)
+        if r < 0:
             e = self.ctypes.get_errno()
             raise OSError(e, f"{what}: {os.strerror(e)}")
+        return r
+
+    # -------------------------------------------------------- processes
+    def open_process(self, pid: int) -> tuple[int, int]:
+        """(pidfd, fd of /proc/<pid>) of one and the same process.  The pidfd
+        pins the process; the /proc directory, opened after it, is its too
+        if the process is still alive afterwards (a pid is not reused before
+        its process is reaped).  Both stay bound to it: a reused pid cannot
+        slip in later."""
+        pidfd = self._sys(self.SYS_PIDFD_OPEN, pid, 0, what=f"pidfd_open {pid}")
+        try:
+            procfd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            if not self.alive(pidfd):
+                os.close(procfd)
+                raise ProcessLookupError(3, f"process {pid} exited")
+        except BaseException:
+            os.close(pidfd)
+            raise
+        return pidfd, procfd
+
+    def alive(self, pidfd: int) -> bool:
+        """Whether the process behind pidfd is not yet reaped (its pid is still its own)."""
+        if self.libc.syscall(self.SYS_PIDFD_SEND_SIGNAL, pidfd, 0, None, 0) == 0:
+            return True
+        e = self.ctypes.get_errno()
+        if e == 3:                                          # ESRCH
+            return False
+        raise OSError(e, f"pidfd_send_signal: {os.strerror(e)}")
+
+    def enter_mnt(self, pidfd: int) -> None:
+        """setns into the mount namespace of the process pidfd pins (Linux 5.8)."""
+        if self.libc.setns(pidfd, self.CLONE_NEWNS) != 0:
+            e = self.ctypes.get_errno()
+            raise OSError(e, f"setns into the mount namespace: {os.strerror(e)}")
 
     def setns_mnt(self, pid: int) -> None:
         """Enter ``pid``'s mount namespace and its root (as ``nsenter -m -r``):
         setns alone leaves us at the namespace's root mount, which is not the
         process's root when the runtime runs chrooted (the VM test bed)."""
-        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        pidfd, procfd = self.open_process(pid)
         try:
-            self._check(self.libc.setns(fd, self.CLONE_NEWNS), "setns into the mount namespace")
-            os.fchdir(root)
-            os.chroot(".")
-            os.chdir("/")
+            root = os.open("root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=procfd)
+            try:
+                self.enter_mnt(pidfd)
+                os.fchdir(root)
+                os.chroot(".")
+                os.chdir("/")
+            finally:
+                os.close(root)
         finally:
+            os.close(pidfd)
+            os.close(procfd)
+
+    # -------------------------------------------------------- targets
+    def resolve(self, dirfd: int, path: str, flags: int = 0) -> int:
+        """An O_PATH fd of ``path`` under ``dirfd``, resolved by the kernel
+        with ``dirfd`` as the root (".." stops there) and no symlink or
+        /proc magic link followed anywhere on the way (ELOOP)."""
+        ct = self.ctypes
+        how = (ct.c_uint64 * 3)(os.O_PATH | os.O_CLOEXEC | flags, 0,
+                                self.RESOLVE_IN_ROOT | self.RESOLVE_NO_SYMLINKS
+                                | self.RESOLVE_NO_MAGICLINKS)
+        for _ in range(16):
+            fd = self.libc.syscall(self.SYS_OPENAT2, dirfd, path.encode(), how, ct.sizeof(how))
+            if fd >= 0:
+                return fd
+            e = ct.get_errno()
+            if e != 11:           # EAGAIN: a rename or mount raced a ".." step; once more
+                break
+        raise OSError(e, os.strerror(e), path)
+
+    def make(self, dirfd: int, name: str, mode: int, directory: bool = False) -> None:
+        """Create the file or directory ``name`` (one component) in
+        ``dirfd`` without following anything; an entry that is already
+        there, a symlink included, is left for resolve() to judge."""
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"not one path component: {name!r}")
+        try:
+            if directory:
+                os.mkdir(name, mode, dir_fd=dirfd)
+            else:
+                os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_RDONLY | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, mode, dir_fd=dirfd))
+        except FileExistsError:
+            pass
+
+    # -------------------------------------------------------- mounts
+    def open_tree(self, path: str, rdonly: bool = False) -> int:
+        """A detached copy of the mount at ``path`` (vgpufs: the host's, not
+        the container's), as an fd that survives setns; read-only before it
+        is attached anywhere with ``rdonly``."""
+        fd = self._sys(self.SYS_OPEN_TREE, self.AT_FDCWD, path.encode(),
+                       self.OPEN_TREE_CLONE | self.OPEN_TREE_CLOEXEC, what=f"open_tree {path}")
+        try:
+            if rdonly:
+                self.set_rdonly(fd)
+        except BaseException:
             os.close(fd)
-            os.close(root)
-
-    def mount(self, src: str | None, target: str, fstype: str | None, flags: int,
-              data: str | None = None) -> None:
-        enc = (lambda s: None if s is None else s.encode())
-        self._check(self.libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)),
-                    f"mount {src or fstype} on {target}")
-
-    # x86_64 and aarch64 share these (the new mount API, Linux 5.2)
-    SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
-    OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, 0o2000000
-    MOVE_MOUNT_F_EMPTY_PATH = 0x4
-    AT_FDCWD, MNT_DETACH = -100, 2
-
-    def open_tree(self, path: str) -> int:
-        """A detached copy of the mount at path, as an fd that survives setns."""
-        fd = self.libc.syscall(self.SYS_OPEN_TREE, self.AT_FDCWD, path.encode(),
-                               self.OPEN_TREE_CLONE | self.OPEN_TREE_CLOEXEC)
-        self._check(0 if fd >= 0 else -1, f"open_tree {path}")
+            raise
         return fd
 
-    def move_mount(self, fd: int, target: str) -> None:
-        self._check(self.libc.syscall(self.SYS_MOVE_MOUNT, fd, b"", self.AT_FDCWD,
-                                      target.encode(), self.MOVE_MOUNT_F_EMPTY_PATH),
-                    f"move_mount onto {target}")
+    def set_rdonly(self, fd: int) -> None:
+        attr = (self.ctypes.c_uint64 * 4)(self.MOUNT_ATTR_RDONLY, 0, 0, 0)   # struct mount_attr
+        self._sys(self.SYS_MOUNT_SETATTR, fd, b"", self.AT_EMPTY_PATH, attr,
+                  self.ctypes.sizeof(attr), what="mount_setattr read-only")
 
-    def umount_detach(self, target: str) -> None:
-        self._check(self.libc.umount2(target.encode(), self.MNT_DETACH), f"umount {target}")
+    def attach(self, fd: int, target: int, what: str) -> None:
+        """Attach the detached mount ``fd`` onto the ``target`` fd: no path."""
+        self._sys(self.SYS_MOVE_MOUNT, fd, b"", target, b"",
+                  self.MOVE_MOUNT_F_EMPTY_PATH | self.MOVE_MOUNT_T_EMPTY_PATH,
+                  what=f"move_mount onto {what}")
 
+    def bind(self, src: str, target: int, what: str, rdonly: bool = False) -> int:
+        """Bind-mount ``src`` onto the ``target`` fd; the new mount's fd."""
+        fd = self.open_tree(src, rdonly)
+        try:
+            self.attach(fd, target, what)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
-def _inside(root: str, path: str) -> bool:
-    rp = os.path.realpath(path)
-    return rp == root or rp.startswith(root.rstrip("/") + "/")
+    def tmpfs(self, target: int, what: str, **options: str) -> int:
+        """A new tmpfs mounted onto the ``target`` fd; the new mount's fd."""
+        fs = self._sys(self.SYS_FSOPEN, b"tmpfs", self.FSOPEN_CLOEXEC, what="fsopen tmpfs")
+        try:
+            for k, v in options.items():
+                self._sys(self.SYS_FSCONFIG, fs, self.FSCONFIG_SET_STRING, k.encode(),
+                          v.encode(), 0, what=f"tmpfs {k}={v}")
+            self._sys(self.SYS_FSCONFIG, fs, self.FSCONFIG_CMD_CREATE, None, None, 0,
+                      what="tmpfs")
+            mnt = self._sys(self.SYS_FSMOUNT, fs, self.FSMOUNT_CLOEXEC, 0, what="fsmount tmpfs")
+        finally:
+            os.close(fs)
+        try:
+            self.attach(mnt, target, what)
+        except BaseException:
+            os.close(mnt)
+            raise
+        return mnt
+
+    def umount(self, fd: int, what: str) -> None:
+        """Detach the mount whose root ``fd`` is.  umount2 takes only a path:
+        the path is ``fd``'s own magic link in our fd table, looked up from
+        self.fd_dir (the host's /proc), so nothing of the container's is
+        resolved, and it works after setns, where / has no /proc of ours."""
+        cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fchdir(self.fd_dir)
+            if self.libc.umount2(str(fd).encode(), self.MNT_DETACH) != 0:
+                e = self.ctypes.get_errno()
+                raise OSError(e, f"umount {what}: {os.strerror(e)}")
+        finally:
+            os.fchdir(cwd)
+            os.close(cwd)
 
 
 def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug) -> list[str]:
     """Bind-mount the slice's vgpufs nodes and proc view into the rootfs (in
     the current mount namespace).  Idempotent: a target that already is the
-    slice's node is left alone.  Returns what it mounted."""
+    slice's node is left alone.  Returns what it mounted.
+
+    Every target is resolved inside the rootfs by fd and a symlink anywhere
+    on its path is refused (see Mounter); on any failure what this call
+    mounted is unmounted again."""
+    import errno
     import stat
-    rootfs = os.path.realpath(rootfs)
     src_dev = os.path.join(fuse, cid, "dev")
     src_proc = os.path.join(fuse, cid, "proc", "driver", "nvidia")
     try:
@@ -381,49 +667,82 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug) -> list[str
     except OSError as e:
         raise HookError(f"container {cid}: vgpufs has no nodes for it at {src_dev} "
                         f"({e.strerror or e}; is vgpud's filesystem mounted?)") from None
-    done = []
-    dev_dir = os.path.join(rootfs, "dev")
-    if not _inside(rootfs, dev_dir):
-        raise HookError(f"container {cid}: {dev_dir} leaves the rootfs")
-    os.makedirs(dev_dir, exist_ok=True)
-    for name in names:
-        src = os.path.join(src_dev, name)
-        st = os.stat(src)
-        if not stat.S_ISCHR(st.st_mode):
-            continue
-        target = os.path.join(dev_dir, name)
+    rootfs = os.path.realpath(rootfs)     # the runtime's path (trusted); inside it: fds only
+    fds: list[int] = []                   # closed at the end
+    mounted: list[tuple[int, str]] = []   # (mount fd, where), undone on a failure
+
+    def at(dirfd: int, rel: str, shown: str, flags: int = 0, optional: bool = False):
+        """resolve(), with the errors a rootfs can cause said in its terms;
+        None for a missing (or, with O_DIRECTORY, non-directory) optional one."""
         try:
-            tst = os.lstat(target)
-        except FileNotFoundError:
-            tst = None
-        if tst is not None and stat.S_ISCHR(tst.st_mode) and tst.st_rdev == st.st_rdev:
-            continue                      # already there (createRuntime did it)
-        if tst is not None and stat.S_ISLNK(tst.st_mode):
-            raise HookError(f"container {cid}: /dev/{name} in the rootfs is a symlink")
-        if tst is None:
-            os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o666))
-        m.mount(src, target, None, Mounter.MS_BIND)
-        done.append(f"/dev/{name}")
-    if os.path.isdir(src_proc):
-        pdrv = os.path.join(rootfs, "proc", "driver")
-        target = os.path.join(pdrv, "nvidia")
-        if os.path.isdir(os.path.join(rootfs, "proc")) and _inside(rootfs, pdrv):
-            if os.path.isdir(target):
-                if not os.path.samestat(os.stat(target), os.stat(src_proc)):
-                    m.mount(src_proc, target, None, Mounter.MS_BIND)
-                    m.mount(None, target, None, Mounter.MS_BIND | Mounter.MS_REMOUNT
-                            | Mounter.MS_RDONLY)
-                    done.append("/proc/driver/nvidia")
-            elif os.path.isdir(pdrv):
+            fd = m.resolve(dirfd, rel, flags)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise HookError(f"container {cid}: {shown} in the rootfs is a symlink or "
+                                f"lies under one; refused (mount targets never follow "
+                                f"symlinks)") from None
+            if optional and e.errno in (errno.ENOENT, errno.ENOTDIR):
+                return None
+            raise OSError(e.errno, e.strerror, shown) from None
+        fds.append(fd)
+        return fd
+
+    done = []
+    ok = False
+    try:
+        root = os.open(rootfs, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fds.append(root)
+        dev = at(root, "dev", "/dev", os.O_DIRECTORY, optional=True)
+        if dev is None:
+            m.make(root, "dev", 0o755, directory=True)
+            dev = at(root, "dev", "/dev", os.O_DIRECTORY)
+        for name in names:
+            src = os.path.join(src_dev, name)
+            st = os.stat(src)
+            if not stat.S_ISCHR(st.st_mode):
+                continue
+            shown = f"/dev/{name}"
+            target = at(dev, name, shown, optional=True)
+            if target is None:
+                m.make(dev, name, 0o666)
+                target = at(dev, name, shown)
+            tst = os.fstat(target)
+            if stat.S_ISCHR(tst.st_mode) and tst.st_rdev == st.st_rdev:
+                continue                  # already there (a second hook call)
+            mounted.append((m.bind(src, target, shown), shown))
+            done.append(shown)
+        pdrv = at(root, "proc/driver", "/proc/driver", os.O_DIRECTORY, optional=True) \
+            if os.path.isdir(src_proc) else None
+        if pdrv is not None:
+            shown = "/proc/driver/nvidia"
+            target = at(pdrv, "nvidia", shown, os.O_DIRECTORY, optional=True)
+            if target is not None:
+                if not os.path.samestat(os.fstat(target), os.stat(src_proc)):
+                    mounted.append((m.bind(src_proc, target, shown, rdonly=True), shown))
+                    done.append(shown)
+            else:
                 # procfs cannot grow a directory: a small read-only tmpfs over
                 # /proc/driver holding the slice's nvidia directory
-                m.mount("vgpu", pdrv, "tmpfs", 0, "mode=0555,size=64k")
-                os.mkdir(target, 0o555)
-                m.mount(src_proc, target, None, Mounter.MS_BIND)
-                m.mount(None, pdrv, None, Mounter.MS_REMOUNT | Mounter.MS_RDONLY,
-                        "mode=0555,size=64k")
-                done.append("/proc/driver/nvidia")
+                tmp = m.tmpfs(pdrv, "/proc/driver", source="vgpu", mode="0555", size="64k")
+                mounted.append((tmp, "/proc/driver"))
+                m.make(tmp, "nvidia", 0o555, directory=True)
+                target = at(tmp, "nvidia", shown, os.O_DIRECTORY)
+                mounted.append((m.bind(src_proc, target, shown, rdonly=True), shown))
+                m.set_rdonly(tmp)
+                done.append(shown)
+        ok = True
+    finally:
+        if not ok:
+            for fd, where in reversed(mounted):
+                try:
+                    m.umount(fd, where)
+                except OSError as e:
+                    sys.stderr.write(f"{PROG}: container {cid}: could not undo the mount "
+                                     f"on {where}: {e.strerror or e}\n")
+        for fd, _ in mounted:
+            os.close(fd)
+        for fd in fds:
+            os.close(fd)
     debug(f"mounted {' '.join(done) or 'nothing (already there)'} in {rootfs}")
     return done
 
@@ -460,15 +779,24 @@ def config_allows(config: dict, major: int) -> bool:
 
 
 def allow_devices(cid: str, config: dict, v1dev: str | None, slice_: dict, debug) -> None:
+    """Let the container's device cgroup open the slice's own nodes: read and
+    write of its minors, never mknod ("m"), so that no other slice's minor
+    can be made inside it."""
     dev = slice_.get("devices") if isinstance(slice_.get("devices"), dict) else {}
     major = dev.get("major") if isinstance(dev.get("major"), int) else vgpu_major()
     if major is None:
         debug("no vgpu major known: device cgroup left alone")
         return
+    minors = [m for m in [dev.get("ctl_minor"), dev.get("uvm_minor"), *(dev.get("gpu_minors") or [])]
+              if isinstance(m, int) and not isinstance(m, bool) and m >= 0]
     if v1dev and os.path.exists(os.path.join(v1dev, "devices.allow")):
-        with open(os.path.join(v1dev, "devices.allow"), "w") as f:
-            f.write(f"c {major}:* rwm")
-        debug(f"devices.allow c {major}:* rwm in {v1dev}")
+        if not minors:
+            raise HookError(f"container {cid}: vgpud reported no minors for its slice")
+        for m in minors:
+            # one rule per write: the v1 devices controller takes one a time
+            with open(os.path.join(v1dev, "devices.allow"), "w") as f:
+                f.write(f"c {major}:{m} rw")
+        debug(f"devices.allow c {major}:{{{','.join(map(str, minors))}}} rw in {v1dev}")
     elif not config_allows(config, major):
         # cgroup v2: runc's own eBPF program decides; only config.json's
         # rules (vgpu-runtime adds ours) can allow the major.
@@ -476,6 +804,83 @@ def allow_devices(cid: str, config: dict, v1dev: str | None, slice_: dict, debug
                          f"character major {major} (vgpu) and the device cgroup is v2; the "
                          f"container cannot open its GPU nodes (start it through "
                          f"vgpu-runtime)\n")
+
+
+# ------------------------------------------------------------ the owner
+#: runtimes' state roots when their command line gives no --root (as root)
+DEFAULT_ROOTS = {"runc": "/run/runc", "crun": "/run/crun", "youki": "/run/youki"}
+#: where CRI runtimes put the pod's uid (containerd's CRI, CRI-O)
+POD_UID_KEYS = ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid")
+
+
+def runtime_argv(pid: int | None = None) -> tuple[list[str], str]:
+    """(command line, working directory) of the runtime that runs the hook:
+    runc runs hooks as its children (vgpu-runtime execs runc, so it is runc
+    by then), so the parent, unless that is a wrapper of the hook (a shell
+    script that does not exec): then the nearest of 4 ancestors that is a
+    runtime we know or has a --root.  Host root's processes: the image
+    cannot steer them."""
+    pid = os.getppid() if pid is None else pid
+    first = None
+    for _ in range(4):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        first = first or (argv, cwd)
+        if argv and (os.path.basename(argv[0]) in DEFAULT_ROOTS or
+                     any(a == "--root" or a.startswith("--root=") for a in argv)):
+            return argv, cwd
+        if ppid <= 1:
+            break
+        pid = ppid
+    return first or ([], "/")
+
+
+def owner_of(state: dict, config: dict, argv: list[str], cwd: str = "/") -> dict:
+    """Who the container's slice belongs to (docs/api.md, "Owners"):
+    container ids are unique only per runtime root, so the runtime's name
+    and root (--root, else its default), the containerd namespace (from the
+    bundle path .../io.containerd.runtime.v2.task/<namespace>/<id>, or
+    containerd's runc root /run/containerd/runc/<namespace>) and the pod's
+    uid (CRI annotations) where there is one.  vgpud gives the slice back
+    to this owner only and refuses its deletion by anyone else."""
+    import re
+    runtime = os.path.basename(argv[0]) if argv else ""
+    root = None
+    for i in range(1, len(argv)):           # runc's and crun's global option
+        a = argv[i]
+        if a == "--":
+            break
+        if a == "--root" and i + 1 < len(argv):
+            root = argv[i + 1]
+            break
+        if a.startswith("--root="):
+            root = a[len("--root="):]
+            break
+    root = root or DEFAULT_ROOTS.get(runtime)
+    owner = {"runtime": runtime or "unknown"}
+    if root:
+        owner["root"] = os.path.normpath(os.path.join(cwd, root))
+    m = re.search(r"/io\.containerd\.runtime\.v[12]\.(?:task|linux)/([^/]+)/[^/]+$",
+                  os.path.normpath(state["bundle"])) or \
+        re.search(r"/containerd/runc/([^/]+)$", owner.get("root", ""))
+    if m:
+        owner["namespace"] = m.group(1)
+    ann = state.get("annotations")
+    if not isinstance(ann, dict) or not ann:
+        ann = config.get("annotations")
+    for k in POD_UID_KEYS:
+        v = ann.get(k) if isinstance(ann, dict) else None
+        if isinstance(v, str) and v:
+            owner["pod"] = v
+            break
+    return owner
 
 
 # ------------------------------------------------------------ stages
@@ -486,28 +891,33 @@ def attach(state: dict, config: dict, o: Opts, debug) -> int:
         args = validate(raw, source)
     except ValueError as e:
         raise HookError(f"container {cid}: bad {e}") from None
+    if source == "env":
+        args["from_image"] = True     # vgpud re-checks the profile's allow_image_env
     pid = state.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         raise HookError(f"container {cid}: the state on stdin has no pid")
     rootfs = rootfs_of(state, config)
     v2, v1dev = cgroup_of(pid)
-    if v2:
-        args["cgroup"] = v2
-    else:
-        args["pid"] = pid
+    args["cgroup"] = own_cgroup(cid, pid, v2)
+    owner = owner_of(state, config, *runtime_argv())
     from . import apiclient as ac
     client = ac.ApiClient(o.socket, o.timeout)
     created = ok = False
     try:
         try:
-            slice_ = client.request("create", container=cid, **args)["slice"]
-            created = True
-            debug(f"created slice {slice_.get('slice_id')} for {cid} ({args})")
+            res = client.request("create", container=cid, owner=owner, **args)
         except ac.ApiError as e:
             if e.code != "exists":
                 raise
-            slice_ = client.request("show", container=cid)["slice"]    # a second hook call
-            debug(f"slice for {cid} exists already")
+            # a slice of that name that is not this container's: never share it
+            raise HookError(f"container {cid}: vgpud: {e.message} (this container: "
+                            f"{' '.join(f'{k}={v}' for k, v in owner.items())})") from None
+        slice_ = res["slice"]
+        if res.get("reused"):               # our own, from a second hook call
+            debug(f"slice for {cid} exists already (same owner)")
+        else:
+            created = True
+            debug(f"created slice {slice_.get('slice_id')} for {cid} ({args}, owner {owner})")
         fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
         src = os.path.join(fuse, cid, "dev")
         # vgpufs shows dev/ empty until vgpu.ko has reported the slice's minors
@@ -529,7 +939,7 @@ def attach(state: dict, config: dict, o: Opts, debug) -> int:
     finally:
         if created and not ok:
             try:
-                client.request("delete", container=cid, force=True)
+                client.request("delete", container=cid, force=True, owner=owner)
             except ac.ClientError as e:
                 sys.stderr.write(f"{PROG}: container {cid}: could not delete its slice "
                                  f"after the failure: {e}\n")
@@ -546,23 +956,66 @@ def wait_for(path: str, limit: float) -> bool:
     return True
 
 
-def mounts_only(state: dict, config: dict, o: Opts, debug) -> int:
+def creating_pid(state: dict) -> int:
+    """The container's init pid from a createRuntime/prestart state, whose
+    status is "creating" (runc) or "created" (older runtimes); any other
+    state, or a pid that cannot be a new container's init, is refused
+    rather than acted on."""
+    cid, status, pid = state["id"], state.get("status"), state.get("pid")
+    if status not in ("creating", "created"):
+        raise HookError(f"container {cid}: a state with status {status!r} is not one of "
+                        f"createRuntime or prestart (\"creating\"); the hook does not act on it")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
+        raise HookError(f"container {cid}: the state on stdin has no container pid "
+                        f"(pid {pid!r})")
+    return pid
+
+
+def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
+    """The CDI flow (``--mount-slice SLICE`` at createRuntime): the operator
+    made the slice and the CDI spec gives the container its /dev nodes; the
+    proc view cannot be a config.json mount (runc refuses mounts inside
+    /proc), so the hook bind-mounts it in the container's mount namespace,
+    before pivot_root, as attach() does.  Nothing is created or deleted."""
+    cid, name = state["id"], o.mount_slice
+    pid = creating_pid(state)
     fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
+    rootfs = rootfs_of(state, config)
+    # vgpu.ko opens an unbound slice for host administrators only: bind the
+    # operator's slice to this container's own cgroup for as long as it runs
+    cg = own_cgroup(cid, pid, cgroup_of(pid)[0])
+    from . import apiclient as ac
+    client = ac.ApiClient(o.socket, o.timeout)
     try:
-        mount_views(state["id"], rootfs_of(state, config), fuse, Mounter(), debug)
+        client.request("attach", container=name, cgroup=cg)
+        debug(f"slice {name} attached to {cg}")
+    except ac.ClientError as e:
+        raise HookError(f"container {cid}: slice {name}: vgpud: {e}") from None
+    finally:
+        client.close()
+    try:
+        m = Mounter()
+        m.setns_mnt(pid)
+        mount_views(name, rootfs, fuse, m, debug)
     except OSError as e:
-        raise HookError(f"container {state['id']}: {e.strerror or e}") from None
+        raise HookError(f"container {cid}: slice {name}: {e.strerror or e}") from None
     return 0
 
 
-def release(state: dict, o: Opts, debug) -> int:
+def release(state: dict, config: dict, o: Opts, debug) -> int:
     cid = state["id"]
+    owner = owner_of(state, config, *runtime_argv())
     from . import apiclient as ac
     try:
         with ac.ApiClient(o.socket, o.timeout) as client:
-            client.request("delete", container=cid, force=True)
+            client.request("delete", container=cid, force=True, owner=owner)
         debug(f"deleted the slice of {cid}")
     except ac.ApiError as e:
+        if e.code == "not-owner":
+            # a same-named container of another runtime root or namespace
+            # (or the operator's slice): not ours to delete
+            sys.stderr.write(f"{PROG}: container {cid}: {e.message}\n")
+            return 0
         if e.code != "not-found":
             raise HookError(f"container {cid}: vgpud: {e}") from None
         debug(f"{cid} had no slice (already deleted)")
@@ -572,44 +1025,123 @@ def release(state: dict, o: Opts, debug) -> int:
     return 0
 
 
-def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug) -> int:
+def not_the_container(procfd: int, cgroup: str | None, start: int | None,
+                      v2root: str | None) -> str | None:
+    """Why the process whose /proc directory ``procfd`` is cannot be the
+    container vgpud recorded, or None: it must be in the cgroup v2
+    directory ``cgroup`` or below it (``v2root``: where the unified
+    hierarchy is mounted) and/or have started at ``start`` (clock ticks
+    since boot, /proc/<pid>/stat's 22nd field)."""
+    def read(name: str) -> bytes:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=procfd)
+        try:
+            return os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+    try:
+        if start is not None:
+            data = read("stat")
+            got = int(data[data.rindex(b")") + 2:].split()[19])
+            if got != start:
+                return f"it started at tick {got}, the container's process at {start}"
+        if cgroup is not None:
+            rel = next((ln[3:] for ln in read("cgroup").decode().splitlines()
+                        if ln.startswith("0::")), None)
+            if rel is None or v2root is None:
+                return "it is in no cgroup v2"
+            have = os.path.normpath(v2root.rstrip("/") + rel)
+            want = os.path.normpath(cgroup)
+            if want == os.path.normpath(v2root):
+                return f"{want} is the root of the hierarchy, every process is under it"
+            if have != want and not have.startswith(want.rstrip("/") + "/"):
+                return f"its cgroup is {have}, not {want}"
+    except (OSError, ValueError, IndexError) as e:
+        return f"cannot read its /proc entry ({getattr(e, 'strerror', None) or e})"
+    return None
+
+
+def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None = None,
+           start: int | None = None) -> int:
     """Point a running container's /proc/driver/nvidia at the current vgpufs
-    mount (see the module doc).  Returns 0 also when nothing was needed."""
+    mount (see the module doc).  Returns 0 also when nothing was needed.
+
+    vgpud names the container by a pid it read a moment before, and a pid
+    can be reused.  So the process is pinned with a pidfd first and checked
+    against what vgpud recorded of the container (its cgroup ``cgroup``,
+    or the start time ``start`` of a slice made by pid) before its mount
+    namespace is entered through that pidfd, and again after; with nothing
+    to check against, or on a mismatch, nothing is touched."""
     import errno
     src = os.path.join(fuse, cid, "proc", "driver", "nvidia")
     try:
         want = os.stat(src)
     except OSError as e:
         raise HookError(f"container {cid}: no vgpufs view at {src} ({e.strerror})") from None
-    fd = m.open_tree(src)
+    if cgroup is None and start is None:
+        raise HookError(f"container {cid}: --rebind needs --cgroup or --pid-start to tell "
+                        f"whether pid {pid} is still the container's; nothing re-bound")
+    v2root = cgroup2_mount() if cgroup is not None else None    # the host's, before setns
+    target = "/proc/driver/nvidia"
     try:
-        m.setns_mnt(pid)
-        target = "/proc/driver/nvidia"
+        pidfd, procfd = m.open_process(pid)
+    except OSError as e:
+        raise HookError(f"container {cid}: pid {pid}: {e.strerror or e}; nothing re-bound") \
+            from None
+    fds = [pidfd, procfd]
+
+    def check(when: str) -> None:
+        why = not_the_container(procfd, cgroup, start, v2root)
+        if why is None and not m.alive(pidfd):
+            why = "it exited"
+        if why:
+            raise HookError(f"container {cid}: pid {pid} is not the container's{when}: "
+                            f"{why}; nothing re-bound")
+
+    def resolve_target(root: int) -> int:
         try:
-            st = os.stat(target)
-            if os.path.samestat(st, want):
-                debug(f"{cid}: {target} already shows the current vgpufs mount")
-                return 0
+            fd = m.resolve(root, target.lstrip("/"), os.O_DIRECTORY)
         except FileNotFoundError:
             raise HookError(f"container {cid} (pid {pid}) has no {target} to re-bind") \
                 from None
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            raise HookError(f"container {cid}: {target} in its root is a symlink or lies "
+                            f"under one; refused") from None
+        fds.append(fd)
+        return fd
+
+    try:
+        check("")
+        root = os.open("root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=procfd)
+        fds.append(root)
+        tree = m.open_tree(src, rdonly=True)    # the host's path, while we still see it
+        fds.append(tree)
+        m.enter_mnt(pidfd)
+        check(" (after entering its mount namespace)")
+        t = resolve_target(root)
+        try:
+            if os.path.samestat(os.fstat(t), want):
+                debug(f"{cid}: {target} already shows the current vgpufs mount")
+                return 0
         except OSError as e:
             if e.errno != errno.ENOTCONN:
                 raise
         # the stale bind of the old FUSE connection (ENOTCONN) or another view
         try:
-            m.umount_detach(target)
+            m.umount(t, target)
+            t = resolve_target(root)            # what lies under it now
         except OSError as e:
-            debug(f"{cid}: umount {target}: {e} (mounting over it)")
-        m.move_mount(fd, target)
-        m.mount(None, target, None, Mounter.MS_BIND | Mounter.MS_REMOUNT | Mounter.MS_RDONLY)
+            debug(f"{cid}: umount {target}: {e.strerror or e} (mounting over it)")
+        m.attach(tree, t, target)
         debug(f"{cid}: re-bound {target} in pid {pid}'s mount namespace")
         return 0
     except OSError as e:
         raise HookError(f"container {cid}: re-binding its view in pid {pid}: "
                         f"{e.strerror or e}") from None
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
 
 
 def run(o: Opts, data: bytes) -> int:
@@ -618,22 +1150,42 @@ def run(o: Opts, data: bytes) -> int:
             sys.stderr.write(f"{PROG}: {msg}\n")
 
     state = read_state(data)
-    stage = o.stage
+    cid, stage = state["id"], o.stage
     if stage is None:
+        # Only "stopped" names its stage.  "creating" comes with
+        # createRuntime and prestart (runtime namespace: the pid is the
+        # container's) and with createContainer (inside the container, whose
+        # pid may read as 1): guessing would act on a pid we do not know.
         status = state.get("status")
-        stage = {"creating": "prestart", "created": "prestart",
-                 "stopped": "poststop"}.get(status, f"(status {status})")
-    if stage not in ("createRuntime", "prestart", "createContainer", "poststop"):
-        debug(f"stage {stage}: nothing to do for container {state['id']}")
+        if status in ("creating", "created"):
+            raise HookError(f"container {cid}: no STAGE argument and a {status!r} state, "
+                            f"which createRuntime, prestart and createContainer all send; "
+                            f"wire the hook as \"vgpu-oci-hook createRuntime\" (and "
+                            f"\"vgpu-oci-hook poststop\")")
+        stage = "poststop" if status == "stopped" else f"(status {status})"
+    if stage == "createContainer":
+        # runc runs it inside the container: working directory the rootfs,
+        # before pivot_root, with the image's environment when the entry has
+        # no "env".  No stage of ours belongs there.
+        raise HookError(f"container {cid}: refusing the createContainer stage: runc runs it "
+                        f"inside the container with the image's environment; wire "
+                        f"vgpu-oci-hook at createRuntime (or prestart) and poststop")
+    if stage not in ("createRuntime", "prestart", "poststop"):
+        debug(f"stage {stage}: nothing to do for container {cid}")
         return 0
     config = read_config(state)
-    if not wants_slice(state, config):
-        debug(f"container {state['id']} asked for no slice")
+    if o.mount_slice is not None:
+        if stage == "poststop":
+            debug(f"container {cid}: slice {o.mount_slice} is the operator's; nothing to do")
+            return 0
+        return mount_slice(state, config, o, debug)
+    raw, _ = honoured_request(state, config, o.socket, o.timeout, debug)
+    if not raw:
+        debug(f"container {cid} asked for no slice")
         return 0
     if stage == "poststop":
-        return release(state, o, debug)
-    if stage == "createContainer":
-        return mounts_only(state, config, o, debug)
+        return release(state, config, o, debug)
+    creating_pid(state)
     return attach(state, config, o, debug)
 
 
@@ -647,7 +1199,7 @@ def main(argv: list[str] | None = None) -> int:
         fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
         debug = (lambda msg: sys.stderr.write(f"{PROG}: {msg}\n")) if o.debug else (lambda m: None)
         try:
-            return rebind(*o.rebind, fuse, Mounter(), debug)
+            return rebind(*o.rebind, fuse, Mounter(), debug, o.rebind_cgroup, o.rebind_start)
         except HookError as e:
             sys.stderr.write(f"{PROG}: {e}\n")
             return 1

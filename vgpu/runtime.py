@@ -4,16 +4,19 @@
       BinaryName = "/usr/local/bin/vgpu-runtime"
 
 It takes runc's command line unchanged.  On ``create`` (and ``run``), for a
-container that asks for a slice (vgpu.io/* annotations or VGPU_* env, as
-vgpu-oci-hook reads them), it edits the bundle's config.json in place,
-idempotently:
+container that asks for a slice (vgpu.io/* annotations; the image's VGPU_*
+env only for a profile of vgpud's config that allows it, as vgpu-oci-hook
+reads them), it edits the bundle's config.json in place, idempotently:
 
-- hooks.createRuntime and hooks.poststop run the hook: ``python -S -m
-  vgpu.hook STAGE`` with this interpreter (no site import: fast), or
-  ``$VGPU_HOOK STAGE`` when $VGPU_HOOK names an executable;
-- linux.resources.devices allows character major N rwm, N being the vgpu
-  major from /proc/devices (runc's cgroup-v2 device program only allows what
-  config.json lists).
+- hooks.createRuntime and hooks.poststop run the hook: ``python -I -S -c
+  <boot> STAGE`` with this interpreter (isolated from the environment; no
+  site import: fast), or ``$VGPU_HOOK STAGE`` when $VGPU_HOOK names an
+  executable, each with an explicit minimal ``env``;
+- linux.resources.devices allows character major N rw (not m: no node of
+  another slice can be made inside), N being the vgpu major from
+  /proc/devices (runc's cgroup-v2 device program only allows what
+  config.json lists; the slice's minors are not known before the hook has
+  made it, and vgpu.ko's cgroup binding decides which minors open).
 
 Then it execs runc ($VGPU_RUNC, else ``runc`` on PATH) with the same argv.
 Every other command goes straight to runc.  Standard library only.
@@ -59,43 +62,47 @@ def find_bundle(argv: list[str], start: int) -> str:
     return "."
 
 
-#: where the vgpu package was loaded from: PYTHONPATH for hook_argv()
+#: where the vgpu package was loaded from: hook_argv() puts it on sys.path
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def hook_argv(*args: str) -> list[str]:
-    """This Python running vgpu.hook with -S (no site import: it saves ~30 ms
-    per run in a venv); the caller sets PYTHONPATH=PKG_PARENT."""
-    return [sys.executable or "/usr/bin/python3", "-S", "-m", "vgpu.hook", *args]
+    """This Python running vgpu.hook isolated: -I ignores every PYTHON*
+    variable and keeps the user site and the working directory off sys.path
+    (a hook may be started in the rootfs with the image's environment), -S
+    skips the site import (~30 ms less per run in a venv).  Neither leaves a
+    way to find the package, so the code names PKG_PARENT itself."""
+    boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
+            f"from vgpu.hook import main; sys.exit(main())")
+    return [sys.executable or "/usr/bin/python3", "-I", "-S", "-c", boot, *args]
 
 
 def hook_command(stage: str) -> tuple[str, list[str], list[str]]:
     """(path, args, env) of the hook entry for ``stage``.  $VGPU_HOOK names
     an executable to run as ``vgpu-oci-hook STAGE``; by default the hook is
-    this Python with -S (no site import: it saves ~30 ms per run in a venv)
-    running vgpu.hook from the directory this package was loaded from."""
-    env = [f"{k}={os.environ[k]}" for k in ("VGPU_SOCKET", "VGPU_FUSE_MOUNT")
-           if os.environ.get(k)]
+    hook_argv(): this Python, isolated, running vgpu.hook from the directory
+    this package was loaded from.  The env is always explicit (HOOK_ENV plus
+    our own VGPU_SOCKET / VGPU_FUSE_MOUNT): runc would otherwise choose it."""
+    from .hook import HOOK_ENV
+    env = [*HOOK_ENV, *(f"{k}={os.environ[k]}" for k in ("VGPU_SOCKET", "VGPU_FUSE_MOUNT")
+                        if os.environ.get(k))]
     p = os.environ.get("VGPU_HOOK")
     if p:
         return p, ["vgpu-oci-hook", stage], env
     args = hook_argv(stage)
-    return args[0], args, [f"PYTHONPATH={PKG_PARENT}", *env]
+    return args[0], args, env
 
 
 def hook_entry(stage: str) -> dict:
     path, args, env = hook_command(stage)
-    entry = {"path": path, "args": args, "timeout": HOOK_TIMEOUT}
-    if env:
-        entry["env"] = env
-    return entry
+    return {"path": path, "args": args, "env": env, "timeout": HOOK_TIMEOUT}
 
 
 def _is_ours(h: object, stage: str) -> bool:
     if not isinstance(h, dict) or not isinstance(h.get("args"), list):
         return False
     args = h["args"]
-    return stage in args and ("vgpu.hook" in args or
+    return stage in args and (any("vgpu.hook" in str(a) for a in args) or
                               os.path.basename(str(h.get("path", ""))) == "vgpu-oci-hook")
 
 
@@ -124,24 +131,32 @@ def edit_config(config: dict, major: int | None) -> bool:
         devs = res.setdefault("devices", [])
         if not isinstance(devs, list):
             raise ValueError("config.json: linux.resources.devices is not a list")
-        rule = {"allow": True, "type": "c", "major": major, "access": "rwm"}
+        rule = {"allow": True, "type": "c", "major": major, "access": "rw"}
         if rule not in devs:
             devs.append(rule)
             changed = True
     return changed
 
 
-def prepare_bundle(bundle: str) -> bool:
+#: bound on asking vgpud whether a profile takes requests from images
+STATUS_TIMEOUT = 3.0
+
+
+def prepare_bundle(bundle: str, cid: str = "") -> bool:
     """Edit ``bundle``/config.json for a container that asks for a slice;
-    False when it asked for nothing (the file is left untouched)."""
+    False when it asked for nothing that counts (the file is left
+    untouched).  The image's VGPU_* environment counts only where vgpud's
+    config allows it (hook.image_env_allowed): no hook and no device rule
+    for an image that merely says it wants a GPU."""
     import json
-    from .hook import wants_slice
+    from .hook import honoured_request
     path = os.path.join(bundle, "config.json")
     with open(path, "rb") as f:
         config = json.loads(f.read())
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not an OCI config")
-    if not wants_slice({}, config):
+    raw, _ = honoured_request({"id": cid}, config, None, STATUS_TIMEOUT, lambda m: None, PROG)
+    if not raw:
         return False
     if edit_config(config, vgpu_major()):
         tmp = path + ".vgpu-tmp"
@@ -173,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if cmd in ("create", "run"):
         bundle = find_bundle(argv, i + 1)
         try:
-            prepare_bundle(bundle)
+            prepare_bundle(bundle, argv[-1])
         except (OSError, ValueError) as e:
             sys.stderr.write(f"{PROG}: cannot prepare {os.path.join(bundle, 'config.json')}: "
                              f"{getattr(e, 'strerror', None) or e}\n")

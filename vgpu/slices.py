@@ -2,7 +2,9 @@
 
 Owns:
 - the desired state: one record per container (slice id, GPUs, explicit
-  quotas, profile, labels, cgroup or pid), saved atomically through
+  quotas, profile, labels, cgroup or pid, owner: who made it through the
+  hook, the only one a ``create`` hands it back to and whose ``delete``
+  naming an owner may end it), saved atomically through
   vgpu.state.StateStore after every change;
 - the API handler (``op_*`` methods, see vgpu.api) that creates, changes and
   deletes slices through vgpu.ko, after placement and admission
@@ -137,6 +139,13 @@ def effective(cfg, explicit: dict, profile: str | None, labels: dict, now=None) 
 def _now():
     import datetime
     return datetime.datetime.now()
+
+
+def owner_text(owner: dict | None) -> str:
+    """An owner (api.v_owner's object) for a message."""
+    if not owner:
+        return "no container (made through the API, e.g. by vgpuctl)"
+    return " ".join(f"{k}={v}" for k, v in owner.items())
 
 
 # ------------------------------------------------------------------ liveness
@@ -511,9 +520,10 @@ class SliceManager:
         return {"container": rec["container"], "slice_id": rec["slice_id"],
                 "profile": e.get("profile"), "labels": rec.get("labels", {}),
                 "cgroup": rec.get("cgroup"), "pid": rec.get("pid"),
+                "attached": rec.get("attached"),
                 "pids": list(ks.pids) if ks else [], "open_files": ks.open_files if ks else 0,
                 "created": rec.get("created"), "in_kernel": ks is not None,
-                "adopted": bool(rec.get("adopted")), "gpus": gpus,
+                "adopted": bool(rec.get("adopted")), "owner": rec.get("owner"), "gpus": gpus,
                 "compute": {"percent": e.get("compute"), "policy": e.get("policy"),
                             "priority": e.get("priority")},
                 "devices": devices}
@@ -530,6 +540,9 @@ class SliceManager:
                 "uptime_s": round(time.time() - self.started, 3), "slices": len(self.records),
                 "gpus": len(self.sliced_gpus()), "kernel": {"loaded": self.kport.kernel is not None},
                 "config": self.config_path, "inventory": getattr(self.inventory, "source", None),
+                # what vgpu-oci-hook and vgpu-runtime ask before an image's
+                # VGPU_* environment may count (config.Limits.allow_image_env)
+                "image_env_profiles": self.cfg.image_env_profiles,
                 "scheduler": {"supported": self.sched_supported,
                               "period_s": self.cfg.scheduler_period,
                               "layers": list(self.cfg.scheduler_layers)
@@ -570,6 +583,45 @@ class SliceManager:
                 raise kernel_error(e) from None
         return {"slice": self.slice_view(rec, ks)}
 
+    async def op_attach(self, args) -> dict:
+        """Bind an operator's slice (made without a cgroup: the CDI flow) to
+        the cgroup v2 of the container that uses it now.  vgpu.ko opens an
+        unbound slice for host administrators only, so the container's
+        createRuntime hook attaches it first.  One container at a time: a
+        slice attached to a cgroup that still has processes is refused with
+        ``exists``; one whose cgroup emptied or went is re-attached.  A
+        slice made for a container (with its cgroup) is never attached
+        elsewhere.  The attachment does not make the slice collectable: it
+        stays the operator's."""
+        c, cg = args["container"], args["cgroup"]
+        async with self.lock:
+            rec = self._rec(c)
+            if rec.get("cgroup") or rec.get("pid"):
+                raise ApiError("bad-request", f"slice {c!r} was made for a container "
+                               f"({rec.get('cgroup') or 'pid ' + str(rec.get('pid'))}); only a "
+                               f"slice made without one is attached")
+            cur = rec.get("attached")
+            if cur and cgroup_path(cur) != cgroup_path(cg) and \
+                    not container_gone({"cgroup": cur}):
+                raise ApiError("exists", f"slice {c!r} is attached to {cgroup_path(cur)}, "
+                               f"whose processes still run")
+            fd = open_cgroup(cg)
+            try:
+                ks = await self.kport.call("slice_set", rec["slice_id"], cgroup_fd=fd)
+            except OSError as e:
+                if e.errno == errno.EBADF:
+                    raise ApiError("bad-request", f"args.cgroup: {cgroup_path(cg)} is not a "
+                                   f"cgroup v2 directory") from None
+                raise kernel_error(e) from None
+            finally:
+                os.close(fd)
+            if ks is not None:
+                self.kslices[ks.id] = ks
+            self.records[c] = {**rec, "attached": cg}
+            self.save_state()
+            log.info("slice %d of %s attached to %s", rec["slice_id"], c, cgroup_path(cg))
+            return {"slice": self.slice_view(self.records[c], ks)}
+
     def _explicit(self, args) -> dict:
         return {k: args[k] for k in ("memory", "compute", "priority", "policy") if k in args}
 
@@ -578,20 +630,42 @@ class SliceManager:
             raise ApiError("bad-request", f"args.profile: {name!r} is not a profile of the config "
                            f"(known: {', '.join(self.cfg.profiles) or 'none'})")
 
+    def _admit_profile(self, args) -> None:
+        """The request against its profile's limits (Config.admit): what a
+        pod's annotations, or an image's environment where a profile allows
+        it, may ask is bounded by the operator's profile, before capacity."""
+        from .config import SliceSpec
+        spec = SliceSpec(**self._explicit(args))
+        try:
+            self.cfg.admit(spec, args.get("profile"), bool(args.get("from_image")))
+        except ValueError as ex:
+            raise ApiError("admission", str(ex)) from None
+
     async def op_create(self, args) -> dict:
         c = args["container"]
         self._check_profile(args.get("profile"))
+        self._admit_profile(args)
         if self.kport.kernel is None and not await self.kport.connect():
             raise ApiError("unavailable", "vgpu.ko is not loaded")
         await self._ensure_sched()
         async with self.lock:
             if c in self.records:
-                raise ApiError("exists", f"container {c!r} already has slice {self.records[c]['slice_id']}")
+                old = self.records[c]
+                # The owner's own slice again (its hook wired at two stages,
+                # or retried): that slice, as it is.  Anyone else's: refused,
+                # never shared (docs/api.md, "Owners").
+                if args.get("owner") is not None and old.get("owner") == args["owner"]:
+                    return {"slice": self.slice_view(old, self.kslices.get(old["slice_id"])),
+                            "reused": True}
+                raise ApiError("exists", f"container {c!r} already has slice {old['slice_id']}"
+                               f", owned by {owner_text(old.get('owner'))}",
+                               owner=old.get("owner"))
             if not self.gpus:
                 await self.poll_inventory()
             rec = {"container": c, "explicit": self._explicit(args), "profile": args.get("profile"),
                    "labels": args.get("labels", {}), "cgroup": args.get("cgroup"),
-                   "pid": args.get("pid"), "created": time.time(), "gpus": []}
+                   "pid": args.get("pid"), "created": time.time(), "gpus": [],
+                   "owner": args.get("owner")}
             if rec["pid"]:
                 rec["pid_start"] = proc_start(rec["pid"])
                 if rec["pid_start"] is None:
@@ -745,6 +819,13 @@ class SliceManager:
         c = args["container"]
         async with self.lock:
             rec = self._rec(c)
+            # a delete that names an owner (the hook's) touches that owner's
+            # slice only; one without (vgpuctl, an admin) deletes any
+            if "owner" in args and rec.get("owner") != args["owner"]:
+                raise ApiError("not-owner", f"the slice of {c!r} is owned by "
+                               f"{owner_text(rec.get('owner'))}, not by "
+                               f"{owner_text(args['owner'])}: left alone",
+                               owner=rec.get("owner"))
             try:
                 await self.kport.call("slice_del", rec["slice_id"], force=bool(args.get("force")))
             except ApiError:
@@ -803,7 +884,11 @@ class SliceManager:
                     gl = [(g["real_minor"], lim[i], g.get("gpu_id")) for i, g in enumerate(rec["gpus"])]
                     cgfd = None
                     try:
-                        cgfd = open_cgroup(rec.get("cgroup"))
+                        bind = rec.get("cgroup")
+                        if not bind and rec.get("attached") and \
+                                not container_gone({"cgroup": rec["attached"]}):
+                            bind = rec["attached"]      # an operator's slice, still in use
+                        cgfd = open_cgroup(bind)
                         kw = {} if cgfd is None else {"cgroup_fd": cgfd}
                         if comp is not None:
                             kw["compute"] = comp

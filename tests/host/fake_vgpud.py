@@ -53,6 +53,7 @@ def make_slice(container: str, slice_id: int, args: dict) -> dict:
         "compute": {"percent": args.get("compute", 25), "policy": args.get("policy", "share"),
                     "priority": args.get("priority", "low")},
         "devices": {"major": 510, "ctl_minor": 0, "uvm_minor": 1, "gpu_minors": [2]},
+        "owner": args.get("owner"),
     }
 
 
@@ -67,6 +68,7 @@ class FakeVgpud:
         self.delay = 0.0
         self.events: list[dict] = []
         self.hold_events = False
+        self.image_env_profiles: list[str] = []   # status; create's from_image check
         self._next_slice = 1
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
@@ -159,6 +161,7 @@ class FakeVgpud:
             return {"version": "0.1.0", "pid": 4242, "uptime_s": 3725, "slices": len(self.slices),
                     "gpus": len(self.gpus), "kernel": {"loaded": True},
                     "config": "/etc/vgpu/vgpud.toml",
+                    "image_env_profiles": list(self.image_env_profiles),
                     "scheduler": {"supported": True, "period_s": 0.1, "layers": None}}
         if op == "gpus":
             return {"gpus": self.gpus}
@@ -167,20 +170,40 @@ class FakeVgpud:
         name = args.get("container")
         if op == "create":
             if name in self.slices:
+                # as vgpud: the same owner gets its slice back, anyone else is refused
+                if args.get("owner") is not None and \
+                        self.slices[name].get("owner") == args["owner"]:
+                    return {"slice": self.slices[name], "reused": True}
                 raise KeyError("exists", f"container {json.dumps(name)} already has a slice")
+            if args.get("from_image") and args.get("profile") not in self.image_env_profiles:
+                raise KeyError("admission", "a request from the container image's environment "
+                                            "needs a profile with allow_image_env = true")
             if args.get("memory", 0) > 16 * GIB:
                 raise KeyError("admission", "memory 40GiB exceeds GPU 0's 16GiB "
                                             "(oversubscription is off)")
             self.slices[name] = make_slice(name, self._next_slice, args)
             self._next_slice += 1
             return {"slice": self.slices[name]}
-        if op in ("show", "set-quota", "delete"):
+        if op in ("show", "set-quota", "delete", "attach"):
             if name not in self.slices:
                 raise KeyError("not-found", f"no slice for container {json.dumps(name)}")
             s = self.slices[name]
             if op == "delete":
+                if "owner" in args and s.get("owner") != args["owner"]:
+                    raise KeyError("not-owner", f"the slice of {json.dumps(name)} is owned "
+                                                f"by someone else")
                 del self.slices[name]
                 return {}
+            if op == "attach":
+                # as vgpud: only a slice made without a cgroup; one container at a time
+                if s.get("cgroup"):
+                    raise KeyError("bad-request", f"slice {json.dumps(name)} was made for "
+                                                  f"a container")
+                if s.get("attached") not in (None, args["cgroup"]) and \
+                        os.path.exists(os.path.join(s["attached"], "cgroup.procs")):
+                    raise KeyError("exists", f"slice {json.dumps(name)} is attached to "
+                                             f"{s['attached']}, whose processes still run")
+                s["attached"] = args["cgroup"]
             if op == "set-quota":
                 if "memory" in args:
                     if args["memory"] > 16 * GIB:

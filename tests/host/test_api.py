@@ -274,6 +274,86 @@ async def test_create_show_set_delete(env):
     assert (await call(mgr, "delete", container="c1"))["error"]["code"] == "not-found"
 
 
+OWNER_A = {"runtime": "runc", "root": "/run/containerd/runc/k8s.io", "namespace": "k8s.io",
+           "pod": "0c4a1e6e-7a5b-4c33-9a0e-3d5f7b2b1c11"}
+
+
+async def test_owner_reuse_and_delete(env):
+    """Slices are owned (docs/api.md, "Owners"): the owner gets its slice
+    back, a same-named container of another runc root or containerd
+    namespace is refused it and cannot delete it; vgpuctl (no owner) can."""
+    mgr, k, tmp = env
+    r = await call(mgr, "create", container="c1", memory="2GiB", owner=OWNER_A)
+    assert r["ok"], r
+    s = r["result"]["slice"]
+    assert s["owner"] == OWNER_A and "reused" not in r["result"]
+    # the same owner again (a hook wired twice): its slice, nothing new
+    n_calls = len(k.calls)
+    r = await call(mgr, "create", container="c1", memory="2GiB", owner=dict(OWNER_A))
+    assert r["ok"] and r["result"]["reused"] is True
+    assert r["result"]["slice"]["slice_id"] == s["slice_id"] and len(k.calls) == n_calls
+    # another runtime root, another containerd namespace, another runtime,
+    # no owner at all (vgpuctl): the name is taken, nothing is shared
+    others = [dict(OWNER_A, root="/run/containerd/runc/default"),
+              dict(OWNER_A, namespace="default"), dict(OWNER_A, runtime="crun"),
+              {k_: v for k_, v in OWNER_A.items() if k_ != "pod"}]
+    for other in others + [None]:
+        args = {"owner": other} if other else {}
+        r = await call(mgr, "create", container="c1", memory="2GiB", **args)
+        assert r["error"]["code"] == "exists", (other, r)
+        assert "k8s.io" in r["error"]["message"] and r["error"]["owner"] == OWNER_A
+        if other:
+            r = await call(mgr, "delete", container="c1", force=True, owner=other)
+            assert r["error"]["code"] == "not-owner", (other, r)
+            assert "left alone" in r["error"]["message"]
+    assert s["slice_id"] in k.slices_ and len(mgr.records) == 1
+    # persisted with the slice: a restarted daemon knows the owner
+    state = json.loads((tmp / "state" / "state.json").read_text())
+    assert state["slices"]["c1"]["owner"] == OWNER_A
+    mgr2 = SliceManager(mgr.cfg, "test.toml", KernelPort(factory=lambda: k),
+                        StateStore(tmp / "state"), FakeInventory())
+    mgr2.load_state()
+    assert mgr2.records["c1"]["owner"] == OWNER_A
+    r = await call(mgr2, "delete", container="c1", owner=dict(OWNER_A, pod="other"))
+    assert r["error"]["code"] == "not-owner"
+    # the owner deletes it; an operator's slice (no owner) is the operator's
+    assert (await call(mgr2, "delete", container="c1", force=True, owner=OWNER_A))["ok"]
+    assert s["slice_id"] not in k.slices_
+    assert (await call(mgr2, "create", container="cdi-1", memory="1GiB"))["ok"]
+    assert (await call(mgr2, "delete", container="cdi-1", owner=OWNER_A))["error"]["code"] \
+        == "not-owner"
+    assert (await call(mgr2, "delete", container="cdi-1"))["ok"]       # vgpuctl delete
+
+
+@pytest.mark.parametrize("owner,words", [
+    ("runc", "is not an owner object"),
+    ({}, "args.owner.runtime: missing"),
+    ({"runtime": "runc", "user": "x"}, "args.owner.user: unknown owner field"),
+    ({"runtime": ""}, "args.owner.runtime"),
+    ({"runtime": "runc/../x"}, "args.owner.runtime"),
+    ({"runtime": 7}, "is not a string"),
+    ({"runtime": "runc", "root": "run/runc"}, "normalized absolute path"),
+    ({"runtime": "runc", "root": "/run/runc/"}, "normalized absolute path"),
+    ({"runtime": "runc", "root": "/run/../runc"}, "normalized absolute path"),
+    ({"runtime": "runc", "root": "/run/\nrunc"}, "normalized absolute path"),
+    ({"runtime": "runc", "root": "/" + "r" * 2000}, "normalized absolute path"),
+    ({"runtime": "runc", "namespace": "k8s io"}, "containerd namespace"),
+    ({"runtime": "runc", "namespace": "-x"}, "containerd namespace"),
+    ({"runtime": "runc", "namespace": "a" * 77}, "containerd namespace"),
+    ({"runtime": "runc", "pod": "uid with space"}, "pod uid"),
+    ({"runtime": "runc", "pod": None}, "is not a string"),
+])
+async def test_bad_owner_is_refused_and_leaves_nothing(env, owner, words):
+    mgr, k, tmp = env
+    for op, args in (("create", {"container": "c9", "memory": "1GiB"}),
+                     ("delete", {"container": "c9"})):
+        r = await call(mgr, op, owner=owner, **args)
+        assert r["error"]["code"] == "bad-request", r
+        assert words in r["error"]["message"], r["error"]["message"]
+    assert mgr.records == {} and k.calls == []
+    assert not (tmp / "state" / "state.json").exists()
+
+
 async def test_admission_and_placement(env):
     mgr, k, _ = env
     assert (await call(mgr, "create", container="big", memory="17GiB"))["error"]["code"] == "admission"
@@ -562,3 +642,93 @@ async def test_create_binds_cgroup(env, tmp_path, monkeypatch):
     counts = await mgr.reconcile()
     assert counts["recreated"] == 1
     assert k.slice_get(s["slice_id"]).cgroup_id == (tmp_path / "pod" / "c1").stat().st_ino
+
+
+async def test_attach_binds_an_operators_slice_to_one_container_at_a_time(env, tmp_path,
+                                                                          monkeypatch):
+    """The CDI flow (issue 18 (2), (7)): vgpu.ko opens an unbound slice for
+    host administrators only, so a container's hook attaches the operator's
+    slice to the container's own cgroup.  One container at a time; a slice
+    made for a container is never attached elsewhere; bad cgroups leave
+    nothing; the attachment survives a reconcile and is not a reason to
+    collect the operator's slice."""
+    mgr, k, _ = env
+    monkeypatch.setattr(S, "CGROUP_ROOT", str(tmp_path))
+    for d in ("a", "b", "own"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "a" / "cgroup.procs").write_text("101\n")   # a plain dir stands for a cgroup
+    op = (await call(mgr, "create", container="op"))["result"]["slice"]
+    assert k.slice_get(op["slice_id"]).cgroup_id == 0
+    r = await call(mgr, "attach", container="op", cgroup="a")
+    assert r["ok"], r
+    assert r["result"]["slice"]["attached"] == "a"
+    assert k.slice_get(op["slice_id"]).cgroup_id == (tmp_path / "a").stat().st_ino
+    # another container while "a" still runs: refused, binding unchanged
+    r = await call(mgr, "attach", container="op", cgroup="b")
+    assert r["error"]["code"] == "exists" and "still run" in r["error"]["message"], r
+    assert k.slice_get(op["slice_id"]).cgroup_id == (tmp_path / "a").stat().st_ino
+    # "a" has ended: the next container gets it
+    (tmp_path / "a" / "cgroup.procs").write_text("")
+    assert (await call(mgr, "attach", container="op", cgroup="b"))["ok"]
+    assert k.slice_get(op["slice_id"]).cgroup_id == (tmp_path / "b").stat().st_ino
+    # not a container's slice, not a bad cgroup, not a missing slice
+    own = (await call(mgr, "create", container="own", cgroup="own"))["result"]["slice"]
+    r = await call(mgr, "attach", container="own", cgroup="b")
+    assert r["error"]["code"] == "bad-request" and "made for a container" in r["error"]["message"]
+    assert k.slice_get(own["slice_id"]).cgroup_id == (tmp_path / "own").stat().st_ino
+    for bad in ("/no-such", ""):
+        r = await call(mgr, "attach", container="op", cgroup=bad)
+        assert r["error"]["code"] == "bad-request", r
+    assert (await call(mgr, "attach", container="nope", cgroup="b"))["error"]["code"] == "not-found"
+    assert mgr.records["op"]["attached"] == "b"
+    # the operator's slice is not collected when its container goes
+    assert "op" not in await mgr.collect()
+    # recreated by reconcile: attached again while its container runs
+    (tmp_path / "b" / "cgroup.procs").write_text("202\n")
+    del k.slices_[op["slice_id"]]
+    assert (await mgr.reconcile())["recreated"] >= 1
+    assert k.slice_get(op["slice_id"]).cgroup_id == (tmp_path / "b").stat().st_ino
+
+
+# ------------------------------------------------------------ issue 18 (3): profile limits
+LIMITS = """
+[profiles.small]
+memory = "4GiB"
+compute = "25%"
+max_memory = "8GiB"
+max_compute = "50%"
+allow_priorities = ["low"]
+allow_image_env = true
+[profiles.fixed50]
+memory = "2GiB"
+compute = "50%"
+policy = "fixed"
+"""
+
+
+async def test_create_is_held_to_its_profiles_limits(env, tmp_path):
+    mgr, k, _ = env
+    mgr.cfg = parse_config(CONFIG.format(tmp=tmp_path).split("[profiles.small]")[0] + LIMITS,
+                           "test.toml")
+    for args, words in ((dict(memory="12GiB"), 'memory 12 GiB exceeds profile "small"\'s '
+                                               'max_memory 8 GiB'),
+                        (dict(compute="80%"), 'compute 80% exceeds profile "small"\'s '
+                                              'max_compute 50%'),
+                        (dict(priority="high"), 'priority "high" is not allowed by profile '
+                                                '"small" (allow_priorities: low)')):
+        r = await call(mgr, "create", container="x", profile="small", **args)
+        assert r["error"]["code"] == "admission" and words in r["error"]["message"], r
+    assert "x" not in mgr.records and k.slices_ == {}
+    r = await call(mgr, "create", container="ok", profile="small", memory="8GiB")
+    assert r["ok"], r
+    # a request from the image's environment needs a profile that allows it
+    r = await call(mgr, "create", container="img", profile="fixed50", from_image=True)
+    assert r["error"]["code"] == "admission" and "allow_image_env" in r["error"]["message"], r
+    r = await call(mgr, "create", container="img", from_image=True)
+    assert r["error"]["code"] == "admission" and "none was named" in r["error"]["message"], r
+    r = await call(mgr, "create", container="img", profile="small", from_image=True)
+    assert r["ok"], r
+    st = await call(mgr, "status")
+    assert st["result"]["image_env_profiles"] == ["small"]
+    # without limits (and without a profile) a request is held to capacity only
+    assert (await call(mgr, "create", container="free", memory="12GiB"))["ok"]

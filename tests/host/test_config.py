@@ -604,3 +604,89 @@ to = "08:00"
 def test_window_describe_days(days, text):
     w = Window("a=b", "p", datetime.time(8), datetime.time(9), frozenset(days))
     assert w.describe() == f"a=b gets p 08:00-09:00 {text}"
+
+
+# ---- profile limits and requests from images (issue 18 (3)) ---------------
+
+LIMITED = """
+[profiles.small]
+memory = "4GiB"
+compute = "25%"
+max_memory = "8GiB"
+max_compute = "50%"
+allow_priorities = ["low"]
+allow_policies = ["share", "burst"]
+allow_image_env = true
+[profiles.big]
+memory = "16GiB"
+"""
+
+
+def test_example_limits_parse_when_uncommented():
+    text = EXAMPLE.read_text()
+    block = re.search(r"\[profiles\.small\]\n(?:.*\n)*?\n", text).group(0)
+    assert "# allow_image_env = true" in block
+    c = parse_config(text.replace(block, block.replace("# ", "")), "example")
+    assert c.limits["small"].allow_image_env and c.image_env_profiles == ["small"]
+
+
+def test_limits_parse_and_admit():
+    c = parse_config(LIMITED)
+    lim = c.limits["small"]
+    assert (lim.max_memory, lim.max_compute) == (8 * GiB, 50.0)
+    assert lim.allow_priorities == ("low",) and lim.allow_policies == ("share", "burst")
+    assert c.image_env_profiles == ["small"] and "big" not in c.limits
+    c.admit(SliceSpec(memory=8 * GiB, compute=50.0), "small")
+    c.admit(SliceSpec(memory=64 * GiB, priority="high"), "big")      # no limits there
+    c.admit(SliceSpec(memory=64 * GiB), None)                         # nor without a profile
+    c.admit(SliceSpec(memory=6 * GiB), "small", from_image=True)
+
+
+@pytest.mark.parametrize("spec,profile,from_image,words", [
+    (SliceSpec(memory=16 * GiB), "small", False, 'memory 16 GiB exceeds profile "small"\'s '
+                                                 'max_memory 8 GiB'),
+    (SliceSpec(compute=80.0), "small", False, 'compute 80% exceeds profile "small"\'s '
+                                              'max_compute 50%'),
+    (SliceSpec(priority="high"), "small", False, 'priority "high" is not allowed by profile '
+                                                 '"small" (allow_priorities: low)'),
+    (SliceSpec(policy="fixed"), "small", False, 'policy "fixed" is not allowed by profile '
+                                                '"small" (allow_policies: share, burst)'),
+    (SliceSpec(memory=4 * GiB), None, True, "needs a profile with allow_image_env = true; "
+                                            "none was named (such profiles: small)"),
+    (SliceSpec(memory=4 * GiB), "big", True, 'profile "big" does not have it'),
+    (SliceSpec(memory=16 * GiB), "small", True, "max_memory 8 GiB"),
+])
+def test_admit_refuses_quoting_value_and_limit(spec, profile, from_image, words):
+    with pytest.raises(ValueError) as ei:
+        parse_config(LIMITED).admit(spec, profile, from_image)
+    assert words in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("body,words", [
+    ('max_memory = "8GB"', 'profiles.p.max_memory: "8GB" is not a size'),
+    ("max_memory = 0", "profiles.p.max_memory: 0 is zero"),
+    ('max_compute = "150%"', "profiles.p.max_compute: "),
+    ('allow_priorities = "low"', 'profiles.p.allow_priorities: "low" is not a non-empty list'),
+    ("allow_priorities = []", "profiles.p.allow_priorities: [] is not a non-empty list"),
+    ('allow_policies = ["share", "greedy"]', 'profiles.p.allow_policies[1]: "greedy" is not one'),
+    ('allow_policies = ["share", "share"]', 'profiles.p.allow_policies[1]: "share" is listed twice'),
+    ('allow_image_env = "yes"', 'profiles.p.allow_image_env: "yes" is not true or false'),
+    ("allow_image_env = true", "profiles.p.allow_image_env: true needs max_memory and "
+                               "max_compute in [profiles.p]"),
+    ('memory = "12GiB"\nmax_memory = "8GiB"', "profiles.p: its own settings (over [defaults]) "
+                                              "break its limits: memory 12 GiB exceeds"),
+    ('allow_policies = ["fixed"]', 'policy "share" is not allowed by profile "p"'),
+    ("max_memry = 1", "profiles.p.max_memry: unknown key (known: memory, compute, priority, "
+                      "policy, max_memory, max_compute, allow_priorities, allow_policies, "
+                      "allow_image_env)"),
+])
+def test_limit_errors(body, words):
+    e = one_error(f'[defaults]\nmemory = "4GiB"\n[profiles.p]\n{body}\n')
+    assert e.startswith("f.toml: ") and words in e, e
+
+
+def test_describe_limit_changes():
+    a = parse_config(LIMITED)
+    b = parse_config(LIMITED.replace('max_memory = "8GiB"', 'max_memory = "12GiB"'))
+    (line,) = describe_changes(a, b)
+    assert line.startswith("profiles.small limits: max_memory 8 GiB") and "12 GiB" in line

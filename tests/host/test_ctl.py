@@ -211,6 +211,10 @@ def test_gpus_and_status_human(fake, capsys):
     assert rc == 0
     assert "version 0.1.0, pid 4242, up 1h 2m" in out
     assert re.search(r"^vgpu.ko:\s+loaded$", out, re.M)
+    assert re.search(r"^image env: ignored \(no profile allows it\)$", out, re.M), out
+    fake.image_env_profiles = ["small"]
+    rc, out, _ = run(capsys, "status")
+    assert re.search(r"^image env: profiles small$", out, re.M), out
 
 
 # ------------------------------------------------------------ exit codes

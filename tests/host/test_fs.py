@@ -201,12 +201,14 @@ def test_many_concurrent_reads_and_loop_stays_responsive(tmp_path):
     assert dt < 60
 
 
+# A vgpufs with one slice (argv[2], default "x") mounted at argv[1].
 STALE_CHILD = textwrap.dedent("""
     import sys, os, trio
     from vgpu import fs as F
+    NAME = sys.argv[2] if len(sys.argv) > 2 else "x"
     class S:
         def slices(self):
-            return {"x": F.FsSlice("x", 1, 237, 16, [])}
+            return {NAME: F.FsSlice(NAME, 1, 237, 16, [])}
         def driver_version(self):
             return "1.0"
     async def main():
@@ -284,4 +286,265 @@ def test_manager_source_adapts_records(tmp_path):
 def test_config_empty_fuse_mount_disables():
     from vgpu.config import parse_config
     assert parse_config('[paths]\nfuse_mount = ""\n', "t.toml").paths.fuse_mount is None
-    assert str(parse_config("", "t.toml").paths.fuse_mount) == "/run/vgpu/fs"
+    assert str(parse_config("", "t.toml").paths.fuse_mount) == "/run/vgpu/private/fs"
+
+
+# ------------------------------------------------------------ host users
+# What an unprivileged host user tries, run as uid/gid 65534 (nobody) by a
+# child: each probe prints "ok" or the errno's name.
+PROBE = textwrap.dedent("""
+    import errno, json, os, sys
+    out = {}
+    for name, fn in [
+        ("list-parent", lambda p: os.listdir(os.path.dirname(p))),
+        ("list-tenants", lambda p: os.listdir(p)),
+        ("stat-tenant", lambda p: os.stat(p + "/c1")),
+        ("read-view", lambda p: open(p + "/c1/proc/driver/nvidia/version").read()),
+        ("list-view", lambda p: os.listdir(p + "/c1/proc/driver/nvidia")),
+        ("open-node", lambda p: os.close(os.open(p + "/c1/dev/nvidiactl", os.O_RDWR))),
+        ("stat-node", lambda p: os.stat(p + "/c1/dev/nvidiactl")),
+    ]:
+        try:
+            fn(sys.argv[1])
+            out[name] = "ok"
+        except OSError as e:
+            out[name] = errno.errorcode.get(e.errno, str(e.errno))
+    # a view as containers get it: a bind mount, reached without the parent
+    if len(sys.argv) > 2:
+        try:
+            out["bound-view"] = open(sys.argv[2] + "/version").read()[:12]
+        except OSError as e:
+            out["bound-view"] = errno.errorcode.get(e.errno, str(e.errno))
+    print(json.dumps(out))
+""")
+
+
+def as_nobody(*args) -> dict:
+    import json
+
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    r = subprocess.run(["/usr/bin/python3", "-I", "-c", PROBE, *args], cwd="/",
+                       preexec_fn=drop, capture_output=True, text=True, timeout=30, env={})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@needs_fuse
+def test_unprivileged_host_user_is_kept_out(tmp_path):
+    """User nobody on the host can neither list the tenants, nor read a
+    tenant's view, nor open or stat its nodes: the 0700 directory above the
+    mount point stops the walk; and were that directory opened up, vgpufs
+    itself answers its host-only directories to root alone.  Root (the hook)
+    still sees everything, and a bind-mounted view (what a container has)
+    stays readable by any uid."""
+    import tempfile
+    base = tempfile.mkdtemp(prefix="vgpufs-host-")       # reachable by nobody
+    os.chmod(base, 0o755)
+    mnt = os.path.join(base, "private", "fs")
+    view = os.path.join(base, "view")
+    os.mkdir(view)
+    src = FakeSource()
+    src.s["c1"] = two_gpu_slice()
+
+    def body(m):
+        parent = os.path.dirname(m)
+        assert stat.S_IMODE(os.stat(parent).st_mode) == 0o700   # made by vgpufs
+        assert os.stat(parent).st_uid == 0
+        # root (the hook) sees what it needs
+        assert os.listdir(m) == ["c1"] and "nvidiactl" in os.listdir(f"{m}/c1/dev")
+        subprocess.run(["mount", "--bind", f"{m}/c1/proc/driver/nvidia", view], check=True)
+        try:
+            got = as_nobody(m, view)
+            assert got.pop("list-parent") == "EACCES"
+            assert got.pop("bound-view") == "NVRM version"     # what a container has
+            assert got == {k: "EACCES" for k in got}, got
+            # the second wall: the parent opened up by mistake
+            os.chmod(parent, 0o755)
+            got = as_nobody(m, view)
+            assert got.pop("list-parent") == "ok"
+            assert got.pop("bound-view") == "NVRM version"     # containers unaffected
+            assert got == {k: "EACCES" for k in got}, got
+            os.chmod(parent, 0o700)
+        finally:
+            subprocess.run(["umount", view], check=False)
+        # modes: the host's directories are root's, the view everyone's
+        assert stat.S_IMODE(os.stat(m).st_mode) == 0o500
+        assert stat.S_IMODE(os.stat(f"{m}/c1/dev").st_mode) == 0o500
+        assert stat.S_IMODE(os.stat(f"{m}/c1/proc/driver/nvidia").st_mode) == 0o555
+        assert stat.S_IMODE(os.stat(f"{m}/c1/dev/nvidiactl").st_mode) == 0o666
+        return True
+
+    try:
+        assert serve(mnt, src, body)
+    finally:
+        F.clear_stale_mounts(mnt)
+        subprocess.run(["rm", "-rf", "--one-file-system", base], check=False)
+
+
+@needs_fuse
+def test_a_parent_open_to_others_is_refused(tmp_path):
+    """vgpufs does not mount where host users could walk in."""
+    import tempfile
+    base = tempfile.mkdtemp(prefix="vgpufs-open-")
+    os.chmod(base, 0o755)
+    try:
+        with pytest.raises(PermissionError) as ei:
+            trio.run(F.VgpuFs(FakeSource(), os.path.join(base, "fs")).run)
+        assert "mode 0755" in str(ei.value) and "0700" in str(ei.value)
+        assert not mounted(os.path.join(base, "fs"))
+    finally:
+        os.rmdir(base)
+
+
+@needs_fuse
+def test_open_files_per_slice_are_bounded(tmp_path, monkeypatch):
+    """A container cannot pin vgpud's memory: open view files are counted
+    per slice (EMFILE past the bound); another slice is unaffected."""
+    monkeypatch.setattr(F, "MAX_OPEN_PER_SLICE", 8)
+    src = FakeSource()
+    src.s["a"] = two_gpu_slice("a", 1, 16)
+    src.s["b"] = two_gpu_slice("b", 2, 32)
+    mnt = tmp_path / "fs"
+
+    def body(m):
+        files = [open(f"{m}/a/proc/driver/nvidia/version") for _ in range(8)]
+        with pytest.raises(OSError) as ei:
+            open(f"{m}/a/proc/driver/nvidia/version")
+        assert ei.value.errno == errno.EMFILE
+        assert read(f"{m}/b/proc/driver/nvidia/version").startswith("NVRM")
+        files.pop().close()
+        assert read(f"{m}/a/proc/driver/nvidia/version").startswith("NVRM")
+        for f in files:
+            f.close()
+        return True
+
+    assert serve(mnt, src, body)
+
+
+FLOOD = textwrap.dedent("""
+    import os, sys, time
+    end = time.monotonic() + float(sys.argv[2])
+    n = 0
+    while time.monotonic() < end:
+        with open(sys.argv[1] + "/proc/driver/nvidia/version") as f:
+            f.read()
+        os.stat(sys.argv[1] + "/dev/nvidiactl")
+        os.listdir(sys.argv[1] + "/proc/driver/nvidia/gpus")
+        n += 1
+    print(n)
+""")
+
+
+@needs_fuse
+def test_admin_api_answers_while_vgpufs_is_flooded(tmp_path):
+    """FUSE and the admin API share vgpud's trio loop.  pyfuse3 reads one
+    request per wake-up of the loop and every handler is synchronous and
+    bounded to one slice's records, so a container hammering its view slows
+    the API by a request's cost per loop turn, no more: API round trips stay
+    fast under a flood from 6 processes."""
+    import json
+    import socket
+    from vgpu import api
+
+    class Handler:
+        async def op_status(self, args):
+            return {"up": True}
+
+    src = FakeSource()
+    for i in range(50):
+        src.s[f"c{i}"] = two_gpu_slice(f"c{i}", i + 1, 16 * (i + 1))
+    mnt = tmp_path / "fs"
+    sock = str(tmp_path / "api.sock")
+    lat, floods = [], []
+
+    def client():
+        time.sleep(0.5)                       # the flood is under way
+        for i in range(100):
+            t0 = time.monotonic()
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(10)
+                s.connect(sock)
+                s.sendall(json.dumps({"v": 1, "id": i, "op": "status"}).encode() + b"\n")
+                reply = s.makefile("rb").readline()
+            assert json.loads(reply)["ok"], reply
+            lat.append(time.monotonic() - t0)
+
+    def flood():
+        ps = [subprocess.Popen(["/usr/bin/python3", "-I", "-c", FLOOD, f"{mnt}/c{k}", "4"],
+                               stdout=subprocess.PIPE, text=True) for k in range(6)]
+        floods.extend(int(p.communicate()[0]) for p in ps)
+
+    async def main():
+        fs = F.VgpuFs(src, str(mnt))
+        server = api.Server(Handler(), sock)
+        async with trio.open_nursery() as n:
+            await n.start(fs.run)
+            await n.start(server.run)
+            async with trio.open_nursery() as w:
+                w.start_soon(trio.to_thread.run_sync, flood)
+                w.start_soon(trio.to_thread.run_sync, client)
+            n.cancel_scope.cancel()
+    trio.run(main)
+    lat.sort()
+    print(f"\nAPI under a vgpufs flood of {sum(floods)} view walks: median "
+          f"{lat[len(lat) // 2] * 1e3:.1f} ms, max {lat[-1] * 1e3:.1f} ms")
+    assert sum(floods) > 200                  # it was a flood (~2000 here)
+    assert lat[len(lat) // 2] < 0.1 and lat[-1] < 1.0
+
+
+MOUNT_VIEWS = textwrap.dedent("""
+    import sys
+    from vgpu import hook
+    pid, cid, rootfs, fuse = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    m = hook.Mounter()
+    m.setns_mnt(pid)
+    print(" ".join(hook.mount_views(cid, rootfs, fuse, m, lambda msg: None)))
+""")
+
+
+@needs_fuse
+def test_hook_mounts_from_the_private_mount_and_containers_use_it(tmp_path):
+    """The hook (root) still reaches vgpufs behind its 0700 parent and
+    bind-mounts the slice's nodes and view into a container's mount
+    namespace; in there a non-root process reads the view and sees the
+    nodes 0666, as on a real host, while the host path stays closed to it."""
+    import tempfile
+    base = tempfile.mkdtemp(prefix="vgpufs-hook-")
+    os.chmod(base, 0o755)
+    mnt = os.path.join(base, "private", "fs")
+    rootfs = os.path.join(base, "rootfs")
+    os.makedirs(os.path.join(rootfs, "dev"))
+    os.makedirs(os.path.join(rootfs, "proc", "driver"))
+    src = FakeSource()
+    src.s["c1"] = two_gpu_slice()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def body(m):
+        ctr = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "60"])
+        try:
+            time.sleep(0.2)
+            r = subprocess.run([sys.executable, "-c", MOUNT_VIEWS, str(ctr.pid), "c1", rootfs, m],
+                               capture_output=True, text=True, cwd=repo, timeout=30,
+                               env={**os.environ, "PYTHONPATH": repo})
+            assert r.returncode == 0, r.stderr
+            assert "/dev/nvidiactl" in r.stdout and "/proc/driver/nvidia" in r.stdout
+            nobody = ["nsenter", "-t", str(ctr.pid), "-m", "setpriv", "--reuid", "65534",
+                      "--regid", "65534", "--clear-groups", "sh", "-c"]
+            out = subprocess.run(nobody + [
+                f"cat {rootfs}/proc/driver/nvidia/version; stat -c '%A' {rootfs}/dev/nvidiactl;"
+                f" ls {m} 2>&1 || true"], capture_output=True, text=True, timeout=30).stdout
+            assert "vgpu slice 1 (container c1)" in out
+            assert "crw-rw-rw-" in out and "Permission denied" in out, out
+        finally:
+            ctr.kill()
+            ctr.wait()
+        return True
+
+    try:
+        assert serve(mnt, src, body)
+    finally:
+        F.clear_stale_mounts(mnt)
+        subprocess.run(["rm", "-rf", "--one-file-system", base], check=False)

@@ -18,9 +18,51 @@ import pytest
 from vgpu import ctl, hook, runtime
 
 from fake_vgpud import FakeVgpud
+from test_hook_runc import add_fake_nodes
 
 GIB = 1 << 30
 ROOT = os.geteuid() == 0
+_cg_seq = iter(range(1 << 30))
+
+
+class ContainerProcess:
+    """A process in a cgroup v2 of its own, as runc gives a container's init
+    (the hook binds a slice only to such a cgroup).  ``cmd`` runs in it."""
+
+    def __init__(self, cmd=("sleep", "60")):
+        root = hook.cgroup2_mount()
+        if root is None or not ROOT:
+            pytest.skip("needs root and a cgroup v2 (unified) hierarchy")
+        self.cg = os.path.join(root, f"vgpu-test-{os.getpid()}-{next(_cg_seq)}")
+        os.mkdir(self.cg)
+        self.proc = subprocess.Popen(list(cmd))
+        self.pid = self.proc.pid
+        with open(os.path.join(self.cg, "cgroup.procs"), "w") as f:
+            f.write(str(self.pid))
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        for _ in range(100):
+            try:
+                os.rmdir(self.cg)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@pytest.fixture
+def ctr():
+    with ContainerProcess() as c:
+        yield c
 
 
 def make_bundle(tmp_path, annotations=None, env=None, cid="c1", pid=None):
@@ -111,6 +153,128 @@ def test_cgroup_of_self():
     v2, v1dev = hook.cgroup_of(os.getpid())
     assert v2 is None or v2.startswith("/sys/fs/cgroup")
     assert hook.cgroup_of(1 << 30) == (None, None)
+
+
+V2_ONLY = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+HYBRID = ("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
+          "36 31 0:33 / /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n"
+          "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
+V1_ONLY = ("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
+           "36 31 0:33 / /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n")
+
+
+@pytest.mark.parametrize("mountinfo,want", [
+    (V2_ONLY, "/sys/fs/cgroup"), (HYBRID, "/sys/fs/cgroup/unified"), (V1_ONLY, None),
+    # a bind of a sub-cgroup (a container's own view) is not the hierarchy's root
+    ("50 23 0:26 /kubepods /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", None),
+])
+def test_cgroup2_mount_finds_the_unified_hierarchy_on_every_layout(tmp_path, mountinfo, want):
+    mi = tmp_path / "mountinfo"
+    mi.write_text(mountinfo)
+    assert hook.cgroup2_mount(str(mi)) == want
+
+
+def test_cgroup_of_binds_hybrid_hosts_through_the_unified_mount(tmp_path):
+    # before: the v2 path was given only where /sys/fs/cgroup/cgroup.controllers
+    # exists, so a hybrid host sent a pid and vgpud made an unbound slice
+    mi = tmp_path / "mountinfo"
+    mi.write_text(HYBRID)
+    v2, _ = hook.cgroup_of(os.getpid(), str(mi))
+    own = [ln.split(":", 2)[2] for ln in open("/proc/self/cgroup").read().splitlines()
+           if ln.startswith("0::")]
+    if own:
+        assert v2 == ("/sys/fs/cgroup/unified" + own[0]).rstrip("/") or \
+            (own[0] == "/" and v2 == "/sys/fs/cgroup/unified")
+    mi.write_text(V1_ONLY)
+    assert hook.cgroup_of(os.getpid(), str(mi))[0] is None
+
+
+def test_own_cgroup_fails_closed(tmp_path):
+    with pytest.raises(hook.HookError, match="no cgroup v2"):
+        hook.own_cgroup("c1", 42, None)
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    (cg / "cgroup.procs").write_text("42\n")
+    assert hook.own_cgroup("c1", 42, str(cg)) == str(cg)
+    # shared with anything else (the runtime's service cgroup, a sibling)
+    (cg / "cgroup.procs").write_text("42\n77\n")
+    with pytest.raises(hook.HookError, match="not its own"):
+        hook.own_cgroup("c1", 42, str(cg))
+    with pytest.raises(hook.HookError, match="cannot read"):
+        hook.own_cgroup("c1", 42, str(tmp_path / "gone"))
+
+
+def test_v1_device_rules_name_the_slices_minors_without_mknod(tmp_path, monkeypatch):
+    d = tmp_path / "devices"
+    d.mkdir()
+    (d / "devices.allow").write_text("")
+    written = []
+    real_open = open
+
+    def spy(path, mode="r", *a, **kw):
+        f = real_open(path, mode, *a, **kw)
+        if str(path).endswith("devices.allow") and "w" in mode:
+            orig = f.write
+            f.write = lambda data: (written.append(data), orig(data))[1]
+        return f
+    monkeypatch.setattr("builtins.open", spy)
+    sl = {"devices": {"major": 510, "ctl_minor": 16, "uvm_minor": 17, "gpu_minors": [18, 19]}}
+    hook.allow_devices("c1", {}, str(d), sl, lambda m: None)
+    assert written == ["c 510:16 rw", "c 510:17 rw", "c 510:18 rw", "c 510:19 rw"]
+
+
+def test_owner_from_runtime_bundle_and_pod():
+    """The slice's owner: the runtime (the hook's parent) and its --root, the
+    containerd namespace, the pod's uid; what keeps "c1" of one runtime root
+    or namespace from being "c1" of another."""
+    uid = "0c4a1e6e-7a5b-4c33-9a0e-3d5f7b2b1c11"
+    state = {"id": "c1", "bundle": "/run/containerd/io.containerd.runtime.v2.task/k8s.io/c1",
+             "annotations": {"io.kubernetes.cri.sandbox-uid": uid}}
+    shim = ["runc", "--root", "/run/containerd/runc/k8s.io", "--log", "/x/log.json",
+            "--log-format", "json", "create", "--bundle", state["bundle"], "c1"]
+    assert hook.owner_of(state, {}, shim) == {
+        "runtime": "runc", "root": "/run/containerd/runc/k8s.io", "namespace": "k8s.io",
+        "pod": uid}
+    # another containerd namespace: another owner, by bundle and by root
+    other = dict(state, bundle="/run/containerd/io.containerd.runtime.v2.task/default/c1")
+    assert hook.owner_of(other, {}, shim)["namespace"] == "default"
+    assert hook.owner_of({"id": "c1", "bundle": "/b"}, {},
+                         ["/usr/sbin/runc", "--root=/run/containerd/runc/ns2/", "delete", "c1"]) \
+        == {"runtime": "runc", "root": "/run/containerd/runc/ns2", "namespace": "ns2"}
+    # plain runc: its default root; a relative --root is the runtime's cwd's
+    plain = {"id": "c1", "bundle": "/srv/b", "annotations": {}}
+    assert hook.owner_of(plain, {}, ["runc", "run", "c1"]) == {"runtime": "runc",
+                                                               "root": "/run/runc"}
+    assert hook.owner_of(plain, {"annotations": {"io.kubernetes.pod.uid": "p-1"}},
+                         ["crun", "--root", "st", "run", "c1"], cwd="/var/lib") == \
+        {"runtime": "crun", "root": "/var/lib/st", "pod": "p-1"}
+    # whatever it finds, vgpud's validator takes it as it is
+    from vgpu import api
+    for argv in (shim, ["runc", "run", "c1"]):
+        o = hook.owner_of(state, {}, argv)
+        assert api.v_owner("owner", o) == o
+    # this process's command line, as the hook reads its parent's
+    argv, cwd = hook.runtime_argv(os.getpid())
+    assert argv and os.path.basename(argv[0]).startswith("python") and cwd == os.getcwd()
+
+
+def test_owner_found_through_a_hook_wrapper_that_does_not_exec(tmp_path):
+    """A shell script around the hook that does not exec leaves the shell as
+    the hook's parent: the runtime is the nearest ancestor that is one."""
+    import json as _json
+    runc = tmp_path / "runc"                   # a Python that calls itself runc
+    runc.symlink_to(os.path.realpath(sys.executable))
+    code = "import json; from vgpu import hook; print(json.dumps(hook.runtime_argv()))"
+    wrapper = f"{sys.executable} -c '{code}'; true"          # sh stays the parent
+    fake_runc = ("import subprocess, sys; sys.exit(subprocess.call(['sh', '-c', "
+                 + repr(wrapper) + "]))")
+    r = subprocess.run([str(runc), "-c", fake_runc, "--root", "/run/x", "run", "c1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    argv, _ = _json.loads(r.stdout)
+    assert os.path.basename(argv[0]) == "runc"
+    assert hook.owner_of({"id": "c1", "bundle": "/b"}, {}, argv) == {"runtime": "runc",
+                                                                      "root": "/run/x"}
 
 
 # ------------------------------------------------------------ the hook as a process
@@ -225,8 +389,8 @@ class SilentServer:
 
 
 @pytest.mark.parametrize("stage", ["createRuntime", "poststop"])
-def test_daemon_not_answering_times_out(tmp_path, stage):
-    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, pid=os.getpid())
+def test_daemon_not_answering_times_out(tmp_path, stage, ctr):
+    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, pid=ctr.pid)
     srv = SilentServer(tmp_path / "silent.sock")
     try:
         r = run_hook(state, stage, "--socket", srv.path, "--timeout", "0.5")
@@ -238,21 +402,27 @@ def test_daemon_not_answering_times_out(tmp_path, stage):
     assert r.elapsed < 3.0
 
 
-def test_daemon_not_running(tmp_path):
-    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, pid=os.getpid())
+def test_daemon_not_running(tmp_path, ctr):
+    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, pid=ctr.pid)
     r = run_hook(state, "createRuntime", "--socket", str(tmp_path / "none.sock"))
     assert r.returncode == 1 and "vgpud is not running" in r.stderr
 
 
+def hook_owner(state):
+    """The owner run_hook's hook sends: its parent, the runtime, is this process."""
+    return hook.owner_of(state, hook.read_config(state), *hook.runtime_argv(os.getpid()))
+
+
 def test_poststop_deletes_and_is_idempotent(tmp_path, fake):
     _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, cid="p1")
-    fake.slices["p1"] = {"container": "p1"}
+    fake.slices["p1"] = {"container": "p1", "owner": hook_owner(state)}
     state["status"] = "stopped"
     r = run_hook(state, "poststop", "--socket", fake.path)
     assert r.returncode == 0, r.stderr
     assert fake.slices == {}
     assert fake.requests[-1]["op"] == "delete"
-    assert fake.requests[-1]["args"] == {"container": "p1", "force": True}
+    assert fake.requests[-1]["args"] == {"container": "p1", "force": True,
+                                         "owner": hook_owner(state)}
     r = run_hook(state, "--socket", fake.path)          # stage from status: poststop
     assert r.returncode == 0, r.stderr
     assert len(fake.requests) == 2
@@ -264,11 +434,11 @@ def test_poststop_of_unasked_container_sends_nothing(tmp_path, fake):
     assert r.returncode == 0 and fake.requests == []
 
 
-def test_create_failure_leaves_no_slice(tmp_path, fake):
+def test_create_failure_leaves_no_slice(tmp_path, fake, ctr):
     """create succeeds, vgpufs has nothing for the container: the hook fails
     the start and deletes the slice it made."""
     _, state = make_bundle(tmp_path, {"vgpu.io/memory": "2GiB", "vgpu.io/gpus": "1"},
-                           cid="nofs", pid=os.getpid())
+                           cid="nofs", pid=ctr.pid)
     r = run_hook(state, "createRuntime", "--socket", fake.path, "--timeout", "0.3",
                  "--fuse-mount", str(tmp_path / "fs"))
     assert r.returncode == 1
@@ -277,20 +447,10 @@ def test_create_failure_leaves_no_slice(tmp_path, fake):
     assert ops[0][0] == "create"
     assert ops[0][1]["container"] == "nofs" and ops[0][1]["memory"] == 2 * GIB
     assert ops[0][1]["gpus"] == [1]
-    assert ("pid" in ops[0][1]) != ("cgroup" in ops[0][1])
-    assert ops[-1] == ("delete", {"container": "nofs", "force": True})
+    assert "pid" not in ops[0][1] and ops[0][1]["cgroup"] == ctr.cg
+    assert ops[-1] == ("delete", {"container": "nofs", "force": True,
+                                  "owner": hook_owner(state)})
     assert fake.slices == {}
-
-
-def fake_vgpufs(root, cid):
-    d = root / cid / "dev"
-    d.mkdir(parents=True)
-    for name, minor in (("nvidiactl", 3), ("nvidia0", 5), ("nvidia-uvm", 7)):
-        os.mknod(d / name, stat.S_IFCHR | 0o666, os.makedev(1, minor))
-    p = root / cid / "proc" / "driver" / "nvidia"
-    (p / "gpus" / "0000:01:00.0").mkdir(parents=True)
-    (p / "version").write_text("NVRM version: vgpu slice\n")
-    (p / "gpus" / "0000:01:00.0" / "information").write_text("Model: slice\n")
 
 
 @pytest.mark.skipif(not ROOT, reason="needs root (mount namespaces, mknod)")
@@ -299,9 +459,10 @@ def test_attach_mounts_nodes_in_the_container_namespace(tmp_path, fake):
     creates the slice, enters the namespace and bind-mounts the nodes and the
     proc view under the rootfs; the host's view of the rootfs is untouched."""
     fs = tmp_path / "fs"
-    fake_vgpufs(fs, "att1")
+    add_fake_nodes(fs, "att1")
     bundle, _ = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, cid="att1")
-    child = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "60"])
+    box = ContainerProcess(["unshare", "-m", "--propagation", "private", "sleep", "60"])
+    child = box.proc
     cg = None
     try:
         time.sleep(0.2)
@@ -324,14 +485,11 @@ def test_attach_mounts_nodes_in_the_container_namespace(tmp_path, fake):
                              capture_output=True, text=True, check=True).stdout
         assert "nvidiactl" in out and "nvidia0" in out and "nvidia-uvm" in out
         assert out.count("crw") == 3 and "vgpu slice" in out
-        # createContainer after createRuntime: nothing mounted twice
+        # createContainer runs with the image's environment: refused, nothing
+        # mounted (issue 18 (1))
         r = run_hook(state, "createContainer", "--debug", "--fuse-mount", str(fs))
-        # (this one runs in the host namespace here, where nothing is mounted:
-        # it mounts there; clean that up)
-        assert r.returncode == 0, r.stderr
-        subprocess.run(["umount", "-R", str(rootfs / "proc" / "driver")], check=False)
-        for n in ("nvidiactl", "nvidia0", "nvidia-uvm"):
-            subprocess.run(["umount", str(rootfs / "dev" / n)], check=False)
+        assert r.returncode == 1 and "refusing the createContainer stage" in r.stderr
+        assert not os.path.ismount(rootfs / "dev" / "nvidia0")
         # a second createRuntime (hook wired twice): exists -> show, mounts kept
         r = run_hook(state, "createRuntime", "--socket", fake.path, "--fuse-mount", str(fs),
                      "--debug")
@@ -341,8 +499,7 @@ def test_attach_mounts_nodes_in_the_container_namespace(tmp_path, fake):
             with open(os.path.join(cg, "devices.list")) as f:
                 assert f.read().strip()
     finally:
-        child.kill()
-        child.wait()
+        box.close()
         if cg:
             time.sleep(0.1)
             os.rmdir(cg)
@@ -373,19 +530,21 @@ def test_edit_config_is_idempotent(monkeypatch):
     assert config["hooks"]["poststop"][0] == {"path": "/other"}
     assert config["hooks"]["poststop"][1]["args"] == ["vgpu-oci-hook", "poststop"]
     assert config["linux"]["resources"]["devices"] == \
-        [{"allow": True, "type": "c", "major": 510, "access": "rwm"}]
+        [{"allow": True, "type": "c", "major": 510, "access": "rw"}]
     assert hook.config_allows(config, 510) and not hook.config_allows(config, 511)
 
 
-def test_default_hook_entry_is_fast_python(monkeypatch, tmp_path):
+def test_default_hook_entry_is_fast_isolated_python(monkeypatch, tmp_path):
     monkeypatch.delenv("VGPU_HOOK", raising=False)
     monkeypatch.setenv("VGPU_SOCKET", "/run/x.sock")
     config = {}
     assert runtime.edit_config(config, None)
     (h,) = config["hooks"]["createRuntime"]
     assert h["path"] == sys.executable
-    assert h["args"][1:] == ["-S", "-m", "vgpu.hook", "createRuntime"]
-    assert "VGPU_SOCKET=/run/x.sock" in h["env"]
+    # isolated (-I: no PYTHON* variable, no cwd on sys.path), no site (-S)
+    assert h["args"][1:4] == ["-I", "-S", "-c"] and h["args"][-1] == "createRuntime"
+    # an explicit, minimal environment: runc would otherwise pick one
+    assert h["env"] == [*hook.HOOK_ENV, "VGPU_SOCKET=/run/x.sock"]
     assert not runtime.edit_config(config, None)
     assert "linux" not in config
     # the entry works as written: early exit for a container that asked nothing
@@ -461,9 +620,14 @@ def test_cdi_spec_shape():
                                          "/dev/nvidia-uvm"]
     assert nodes[1]["hostPath"] == "/run/vgpu/fs/c1/dev/nvidia0"
     assert (nodes[2]["major"], nodes[2]["minor"]) == (510, 3)
-    (m,) = dev["containerEdits"]["mounts"]
-    assert m["containerPath"] == "/proc/driver/nvidia"
-    assert m["hostPath"] == "/run/vgpu/fs/c1/proc/driver/nvidia"
+    # runc refuses a mount inside /proc: the proc view comes from a
+    # createRuntime hook with an explicit env (issue 18 (7), (1))
+    assert "mounts" not in dev["containerEdits"]
+    (h,) = dev["containerEdits"]["hooks"]
+    assert h["hookName"] == "createRuntime" and h["path"] == ctl.CDI_HOOK
+    assert h["args"] == ["vgpu-oci-hook", "--fuse-mount", "/run/vgpu/fs", "--mount-slice", "c1",
+                         "createRuntime"]
+    assert h["env"] == list(hook.HOOK_ENV)
 
 
 def test_vgpuctl_cdi_generate(tmp_path, fake, capsys):
@@ -500,3 +664,126 @@ def test_rebind_without_a_view_fails_cleanly(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "container nope: no vgpufs view at" in err, err
     assert err.count("\n") == 1
+
+
+# ------------------------------------------------------------ issue 18 (1), (3): no image code,
+# no image requests
+def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
+    """The interpreter line vgpu-runtime (and vgpud's --rebind) use ignores
+    PYTHONPATH, PYTHONWARNINGS & co. and the working directory: a directory
+    of the image's modules there runs nothing.  The old line (-S -m) ran
+    them as the hook."""
+    marker = tmp_path / "RAN"
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for mod in ("sitecustomize", "usercustomize", "re", "json", "evil"):
+        (evil / f"{mod}.py").write_text(f"open({str(marker)!r}, 'a').write('{mod}\\n')\n"
+                                        f"class X(Warning): pass\n")
+    env = dict(os.environ, PYTHONPATH=str(evil), PYTHONWARNINGS="ignore::evil.X",
+               PYTHONSTARTUP=str(evil / "evil.py"))
+    r = subprocess.run(runtime.hook_argv("--help"), cwd=evil, env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
+    assert not marker.exists()
+    old = [sys.executable, "-S", "-m", "vgpu.hook", "--help"]
+    subprocess.run(old, cwd=evil, env=dict(env, PYTHONPATH=f"{evil}:{runtime.PKG_PARENT}"),
+                   capture_output=True)
+    assert marker.exists()                 # what the test guards against
+
+
+def test_shipped_hook_entries_have_an_explicit_env():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = json.load(open(os.path.join(root, "container-hook", "config-hooks.json")))
+    entries = [h for lst in cfg["hooks"].values() for h in lst]
+    d = os.path.join(root, "container-hook", "oci-hooks.d")
+    entries += [json.load(open(os.path.join(d, f)))["hook"] for f in sorted(os.listdir(d))]
+    assert len(entries) == 4
+    for h in entries:
+        assert h["env"] == list(hook.HOOK_ENV), h
+        assert "createContainer" not in h["args"]
+
+
+@pytest.mark.parametrize("status,stage,words", [
+    ("creating", None, "no STAGE argument"),
+    ("created", None, "no STAGE argument"),
+    ("creating", "createContainer", "refusing the createContainer stage"),
+    ("stopped", "createRuntime", "status 'stopped' is not one of createRuntime"),
+    ("running", "prestart", "status 'running' is not one of createRuntime"),
+])
+def test_states_the_hook_does_not_understand_are_refused(tmp_path, fake, status, stage, words):
+    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"})
+    state["status"] = status
+    r = run_hook(state, *([stage] if stage else []), "--socket", fake.path)
+    assert r.returncode == 1 and words in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert fake.requests == []
+
+
+def test_no_pid_or_pid_1_is_never_acted_on(tmp_path, fake):
+    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"}, pid=1)
+    r = run_hook(state, "createRuntime", "--socket", fake.path)
+    assert r.returncode == 1 and "no container pid" in r.stderr
+    assert fake.requests == []
+
+
+def test_createContainer_is_refused_even_for_a_container_that_asked_nothing(tmp_path):
+    _, state = make_bundle(tmp_path)
+    r = run_hook(state, "createContainer")
+    assert r.returncode == 1 and "refusing the createContainer stage" in r.stderr
+
+
+def test_stages_with_nothing_to_do_stay_tolerant(tmp_path):
+    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"})
+    state["status"] = "running"
+    for args in ([], ["poststart"], ["startContainer"]):
+        r = run_hook(state, *args, "--debug")
+        assert r.returncode == 0 and "nothing to do" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("envs,allowed,ops", [
+    (["VGPU_MEMORY=4GiB", "VGPU_PRIORITY=high"], [], []),            # no profile: not even asked
+    (["VGPU_MEMORY=4GiB", "VGPU_PROFILE=img"], [], ["status"]),       # profile not allowed
+    (["VGPU_MEMORY=4GiB", "VGPU_PROFILE=img"], ["img"], ["status", "delete"]),
+])
+def test_image_env_counts_only_for_an_allowed_profile(tmp_path, fake, envs, allowed, ops):
+    _, state = make_bundle(tmp_path, env=envs, cid="img1")
+    fake.image_env_profiles = allowed
+    state["status"] = "stopped"
+    r = run_hook(state, "poststop", "--socket", fake.path, "--debug")
+    assert r.returncode == 0, r.stderr
+    assert [q["op"] for q in fake.requests] == ops
+    if not allowed:
+        assert "VGPU_* environment is ignored" in r.stderr
+
+
+def test_image_env_with_vgpud_unreachable_is_ignored_with_a_warning(tmp_path):
+    _, state = make_bundle(tmp_path, env=["VGPU_MEMORY=4GiB", "VGPU_PROFILE=img"], cid="img2")
+    r = run_hook(state, "createRuntime", "--socket", str(tmp_path / "none.sock"))
+    assert r.returncode == 0
+    assert "container img2: warning: the image's VGPU_* environment is ignored" in r.stderr
+
+
+def test_runtime_adds_nothing_for_an_image_env_request_unless_allowed(tmp_path, fake):
+    bundle, _ = make_bundle(tmp_path, env=["VGPU_MEMORY=4GiB", "VGPU_COMPUTE=100%",
+                                           "VGPU_PROFILE=img"])
+    before = (bundle / "config.json").read_bytes()
+    argv = ["create", "--bundle", str(bundle), "c9"]
+    r, got = run_runtime(tmp_path, *argv, env={"VGPU_SOCKET": fake.path})
+    assert got == argv and (bundle / "config.json").read_bytes() == before
+    fake.image_env_profiles = ["img"]
+    r, got = run_runtime(tmp_path, *argv, env={"VGPU_SOCKET": fake.path})
+    config = json.loads((bundle / "config.json").read_text())
+    assert config["hooks"]["createRuntime"][0]["args"] == ["vgpu-oci-hook", "createRuntime"]
+    assert config["hooks"]["createRuntime"][0]["env"][0] == hook.HOOK_ENV[0]
+    assert [q["op"] for q in fake.requests] == ["status", "status"]
+
+
+def test_mount_slice_argument(tmp_path, fake):
+    assert hook.parse_argv(["--mount-slice", "c1", "createRuntime"]).mount_slice == "c1"
+    for bad in ("", "a/b", ".."):
+        with pytest.raises(ValueError):
+            hook.parse_argv(["--mount-slice", bad])
+    # poststop of a CDI container: the slice is the operator's, nothing is asked
+    _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"})
+    r = run_hook(state, "--mount-slice", "c1", "poststop", "--socket", fake.path)
+    assert r.returncode == 0 and fake.requests == []

@@ -57,13 +57,16 @@ def env(tmp_path):
 
 
 def add_fake_nodes(fs, cid):
+    """A vgpufs stand-in for one container: nodes (1:3, 1:5, 1:7) and a
+    proc view with a version and one GPU's information file."""
     d = fs / cid / "dev"
     d.mkdir(parents=True)
     for name, minor in (("nvidiactl", 3), ("nvidia0", 5), ("nvidia-uvm", 7)):
         os.mknod(d / name, stat.S_IFCHR | 0o666, os.makedev(1, minor))
     p = fs / cid / "proc" / "driver" / "nvidia"
-    p.mkdir(parents=True)
+    (p / "gpus" / "0000:01:00.0").mkdir(parents=True)
     (p / "version").write_text(f"NVRM version: vgpu slice of {cid}\n")
+    (p / "gpus" / "0000:01:00.0" / "information").write_text("Model: slice\n")
 
 
 def runc_run(env, bundle, cid, wrapper=True):
@@ -123,3 +126,78 @@ def test_bad_annotation_fails_the_start_and_leaves_no_slice(tmp_path, env):
 
 # What the hook adds to a start is measured by bench/container_start.py
 # (host and VM), not by a timed test.
+
+
+def test_slice_is_bound_to_the_containers_own_cgroup_and_no_vgpu_node_can_be_made(tmp_path, env):
+    """Issue 18 (2): the hook binds every slice to the container's own
+    cgroup v2 (found through the unified hierarchy's mount, so hybrid hosts
+    such as this one bind too; before, they sent a pid and got an unbound
+    slice), and the device rules allow the slice's nodes read/write only:
+    mknod of any vgpu minor, the slice's own or another's, is refused
+    (before, "c <major>:* rwm" let a container make another slice's node)."""
+    fake, fs = env["fake"], env["fs"]
+    add_fake_nodes(fs, "ctr-m")
+    mk = ("for m in 0 2 9 17; do busybox mknod /tmp/n$m c 510 $m 2>/dev/null "
+          "&& echo MADE $m || echo REFUSED $m; done; cat /proc/self/cgroup")
+    b = make_bundle(tmp_path, "m", {"vgpu.io/memory": "1GiB"}, args=("sh", "-c", mk))
+    r = runc_run(env, b, "ctr-m")
+    assert r.returncode == 0, r.stderr
+    assert "MADE" not in r.stdout and r.stdout.count("REFUSED") == 4, r.stdout
+    args = fake.requests[0]["args"]
+    assert "pid" not in args, args
+    unified = [ln.split(":", 2)[2] for ln in r.stdout.splitlines() if ln.startswith("0::")][0]
+    assert args["cgroup"] == (hook_mod().cgroup2_mount() or "/sys/fs/cgroup").rstrip("/") + unified
+
+
+def hook_mod():
+    sys.path.insert(0, REPO)
+    from vgpu import hook
+    return hook
+
+
+def test_same_name_in_another_runc_root_neither_gets_nor_deletes_the_slice(tmp_path, env):
+    """Container ids are unique per runtime root only: "twin" under root B,
+    while "twin" under root A runs, is refused its slice (never given A's
+    nodes), and its poststop leaves A's slice alone; A's own poststop
+    deletes it."""
+    fake, fs = env["fake"], env["fs"]
+    add_fake_nodes(fs, "twin")
+    a = make_bundle(tmp_path, "a", {"vgpu.io/memory": "4GiB"}, args=("sh", "-c", "sleep 3"))
+    os.symlink("busybox", a / "rootfs" / "bin" / "sleep")
+    b = make_bundle(tmp_path, "b", {"vgpu.io/memory": "4GiB"}, args=("sh", "-c", LIST))
+    root_b = str(tmp_path / "runc-root-b")
+    # runc names a container's cgroup after its id unless told otherwise:
+    # give each its own, as containerd does per namespace and pod
+    for bundle, tag in ((a, "a"), (b, "b")):
+        config = json.loads((bundle / "config.json").read_text())
+        config["linux"]["cgroupsPath"] = f"/vgpu-test-{os.getpid()}-{tag}"
+        (bundle / "config.json").write_text(json.dumps(config))
+    e = dict(os.environ, VGPU_RUNC=RUNC, VGPU_HOOK=env["hook"], PYTHONPATH=REPO)
+    wrapper = [sys.executable, "-m", "vgpu.runtime"]
+    pa = subprocess.Popen(wrapper + ["--root", env["root"], "run", "--bundle", str(a), "twin"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+    try:
+        deadline = time.monotonic() + 20
+        while "twin" not in fake.slices and pa.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "twin" in fake.slices, pa.communicate()
+        owner_a = fake.slices["twin"]["owner"]
+        assert owner_a == {"runtime": "runc", "root": env["root"]}
+        r = subprocess.run(wrapper + ["--root", root_b, "run", "--bundle", str(b), "twin"],
+                           capture_output=True, text=True, env=e, timeout=60)
+        assert r.returncode != 0
+        assert "container twin" in r.stderr and "already has a slice" in r.stderr, r.stderr
+        assert "NO-NODES" not in r.stdout and "nvidiactl" not in r.stdout   # never started
+        # B's hook asked (create, then its poststop's delete), both as B
+        mine = [q for q in fake.requests if q["args"].get("owner", {}).get("root") == root_b]
+        assert [q["op"] for q in mine] == ["create", "delete"], fake.requests
+        assert fake.slices["twin"]["owner"] == owner_a          # A's slice is still there
+        out, err = pa.communicate(timeout=30)
+        assert pa.returncode == 0, err
+    finally:
+        if pa.poll() is None:
+            pa.kill()
+            pa.wait()
+    assert fake.slices == {}                                   # A's poststop deleted it
+    assert fake.requests[-1]["op"] == "delete" and \
+        fake.requests[-1]["args"]["owner"] == owner_a

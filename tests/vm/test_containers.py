@@ -266,7 +266,7 @@ def test_slice_container_sees_its_nodes_allocates_its_quota_and_exit_releases(ru
     assert poll(lambda: nvsim_used(0) == 0, 10), nvsim_used(0)
     # and its config.json carries the hook, wired by vgpu-runtime
     config = json.loads((b / "config.json").read_text())
-    assert any("vgpu.hook" in h["args"] for h in config["hooks"]["poststop"])
+    assert any("vgpu.hook" in " ".join(h["args"]) for h in config["hooks"]["poststop"])
 
 
 def test_container_without_annotations_sees_no_gpu(runc, daemon):
