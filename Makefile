@@ -3,6 +3,7 @@
 #   make deps    install every Debian package and the Python environment (idempotent)
 #   make demo    the main job: boot the VM with the simulated GPU and run it
 #   make test    all tests: host tests, then the VM tests against nvsim
+#   make test-debug  the VM tests on the debug kernel (KASAN, lockdep, kmemleak...)
 #   make install on a real GPU node: vgpud/vgpuctl, unit, config, DKMS sources
 #
 SHELL := /bin/bash
@@ -27,12 +28,12 @@ KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
 VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 
 .PHONY: all deps deps-apt deps-python modules test test-host test-vm demo bench-compute clean help \
-	install uninstall
+	install uninstall deps-debug debug-kernel test-debug
 
 all: modules
 
 help:
-	@sed -n '2,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
 
 deps: deps-apt deps-python
 
@@ -72,6 +73,35 @@ test-host: deps-python
 
 test-vm: deps-python modules
 	$(VM) $(VM_LOAD) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) $(VM_TESTS)
+
+# The debug kernel (README "The debug kernel"): Debian's linux-source-6.1
+# with KASAN, lockdep, kmemleak, UBSAN, DEBUG_LIST and fault injection, built
+# once per machine into $(VGPU_CACHE)/debug-kernel/ by tools/vm/debug-kernel.sh
+# (39 min with make -j2 on two cores); nvsim.ko and vgpu.ko built for it from a copy
+# of kmod/ in $(DEBUG_KMOD) (kmod/'s own objects are left alone).  The run
+# fails on any kernel report and on a kmemleak scan after the run.
+VGPU_CACHE ?= /var/cache/vgpu
+DEBUG_KMOD := build/debug-kmod
+DEBUG_APT_PACKAGES := linux-source-6.1 build-essential bc flex bison libelf-dev libssl-dev cpio
+DEBUG_VM_TIMEOUT ?= 14400
+DEBUG_TEST_TIMEOUT ?= 3600
+# TCG's "-cpu max" has 5-level paging, and KASAN then reports a wild access
+# in an interrupt taken while the boot CPU is identified: boot with 4 levels
+DEBUG_APPEND ?= no5lvl
+
+deps-debug:
+	@$(MAKE) --no-print-directory deps-apt APT_PACKAGES="$(DEBUG_APT_PACKAGES)"
+
+debug-kernel: deps-debug
+	VGPU_CACHE=$(VGPU_CACHE) tools/vm/debug-kernel.sh build
+
+test-debug: deps-python deps-debug
+	@kdir=$$(VGPU_CACHE=$(VGPU_CACHE) tools/vm/debug-kernel.sh modules $(DEBUG_KMOD)) || exit 1; \
+	echo "==== VM tests on the debug kernel ($$kdir) ===="; \
+	$(PYTHON) tools/vm/vm.py run --kernel-dir "$$kdir" --kmemleak --mem 3072 \
+		--timeout $(DEBUG_VM_TIMEOUT) $(VM_LOAD) --append "$(DEBUG_APPEND)" \
+		--nvsim-ko $(CURDIR)/$(DEBUG_KMOD)/nvsim/nvsim.ko --vgpu-ko $(CURDIR)/$(DEBUG_KMOD)/vgpu/vgpu.ko \
+		-- $(VPY) -m pytest --color=no --timeout=$(DEBUG_TEST_TIMEOUT) $(PYTEST_ARGS) $(VM_TESTS)
 
 # The compute accuracy benchmark (docs/compute.md): configured vs achieved
 # GPU time per case and per layer, measured by nvsim's busy accounting.
@@ -128,6 +158,14 @@ install:
 	@# a staged venv names its staging path in scripts and activate: make it the final one
 	$(if $(DESTDIR),grep -rlI -F -- '$(DESTDIR)$(VGPU_VENV)' $(DESTDIR)$(VGPU_VENV)/bin \
 		$(DESTDIR)$(VGPU_VENV)/pyvenv.cfg | xargs -r sed -i 's|$(DESTDIR)$(VGPU_VENV)|$(VGPU_VENV)|g')
+	@# the hook and the runtime wrapper run isolated whatever environment they
+	@# are started with (-I: no PYTHONPATH, PYTHONWARNINGS, user site or working
+	@# directory on sys.path); pip's console scripts start a plain python
+	for c in vgpu-oci-hook:hook vgpu-runtime:runtime; do \
+		f=$(DESTDIR)$(VGPU_VENV)/bin/$${c%%:*}; \
+		printf '#!%s -I\nimport sys\nfrom vgpu.%s import main\nsys.exit(main())\n' \
+			'$(VGPU_VENV)/bin/python' "$${c#*:}" > $$f && chmod 0755 $$f || exit 1; \
+	done
 	install -d $(DESTDIR)$(BINDIR)
 	for c in $(VGPU_COMMANDS); do ln -sfn $(VGPU_VENV)/bin/$$c $(DESTDIR)$(BINDIR)/$$c; done
 	install -d $(DESTDIR)$(VGPU_HOME)/share $(DESTDIR)$(SYSCONFDIR)/vgpu

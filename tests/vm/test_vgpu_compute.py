@@ -408,7 +408,16 @@ def test_single_layer(kern, make_slice, workers, layers):
         assert per[f"slice{sl.id}"] < 0.30 + TOL      # what the kernel granted
 
 
+# The debug kernel (README "The debug kernel") slows the scheduler thread
+# several times over (KASAN, lockdep): a 2-point accuracy target is a
+# figure of the production kernel, not a correctness check there.
+not_on_debug_kernel = pytest.mark.skipif("-vgpu-debug" in os.uname().release,
+                                         reason="an accuracy figure; the debug kernel's "
+                                                "checkers slow the scheduler thread")
+
+
 @needs_engine
+@not_on_debug_kernel
 def test_sixteen_mixed_slices(kern, make_slice, workers):
     """The issue's many-slices case: 8 fixed 5 % beside 8 equal share slices
     (which split the other 60 %), every share within 2 points.  Per-period

@@ -19,22 +19,39 @@ check() { # name ok(0/1) detail
 	checks="$checks${checks:+,}{\"name\":\"$1\",\"ok\":$ok,\"detail\":\"$detail\"}"
 }
 
+NVSIM_KO=${VGPU_NVSIM_KO:-kmod/nvsim/nvsim.ko}
+VGPU_KO=${VGPU_VGPU_KO:-kmod/vgpu/vgpu.ko}
+KMEMLEAK=/sys/kernel/debug/kmemleak
+
+# kmemleak (the debug kernel): forget what boot left unreferenced, so that
+# the scan after the run reports what the run leaked
+if [ "${VGPU_KMEMLEAK:-0}" = 1 ]; then
+	if [ -w "$KMEMLEAK" ]; then
+		t0=$(date +%s)
+		echo scan > "$KMEMLEAK" 2>/dev/null
+		echo clear > "$KMEMLEAK"
+		echo "vm-guest: kmemleak: boot's suspects cleared ($(($(date +%s) - t0)) s)"
+	else
+		check kmemleak 0 "$KMEMLEAK missing: this kernel has no kmemleak (or it is disabled)"
+	fi
+fi
+
 loaded=""
 if [ "$VGPU_LOAD_NVSIM" = 1 ]; then
 	# shellcheck disable=SC2086
-	if insmod kmod/nvsim/nvsim.ko $VGPU_NVSIM_PARAMS; then
+	if insmod "$NVSIM_KO" $VGPU_NVSIM_PARAMS; then
 		loaded="nvsim"
 		check load-nvsim 1 ""
 	else
-		check load-nvsim 0 "insmod kmod/nvsim/nvsim.ko $VGPU_NVSIM_PARAMS failed"
+		check load-nvsim 0 "insmod $NVSIM_KO $VGPU_NVSIM_PARAMS failed"
 	fi
 fi
 if [ "$VGPU_LOAD_VGPU" = 1 ] && [ -n "$loaded" ]; then
-	if insmod kmod/vgpu/vgpu.ko; then
+	if insmod "$VGPU_KO"; then
 		loaded="vgpu $loaded"
 		check load-vgpu 1 ""
 	else
-		check load-vgpu 0 "insmod kmod/vgpu/vgpu.ko failed"
+		check load-vgpu 0 "insmod $VGPU_KO failed"
 	fi
 fi
 
@@ -62,9 +79,29 @@ leak_check nvsim-leaks /sys/kernel/debug/nvsim/state \
 leak_check vgpu-leaks /sys/kernel/debug/vgpu/state \
 	'($1=="files"||$1=="objects"||$1=="charges"||$1=="tsgs"||$1=="userd_maps") && $2!=0 {print}'
 
+# kmemleak: scan while the modules are loaded (backtraces name their
+# functions), again once they are gone (what only their globals still
+# pointed to); kmemleak reports objects older than 5 s only
+kmemleak_scan() {
+	[ "${VGPU_KMEMLEAK:-0}" = 1 ] && [ -w "$KMEMLEAK" ] || return 0
+	sleep 6
+	t0=$(date +%s)
+	echo scan > "$KMEMLEAK"
+	echo "vm-guest: kmemleak scan: $(($(date +%s) - t0)) s"
+}
+kmemleak_scan
+
 for m in $loaded; do
 	if rmmod "$m"; then check "unload-$m" 1 ""; else check "unload-$m" 0 "rmmod $m failed"; fi
 done
+
+if [ "${VGPU_KMEMLEAK:-0}" = 1 ] && [ -w "$KMEMLEAK" ]; then
+	kmemleak_scan
+	cat "$KMEMLEAK" > "$OUT/kmemleak.txt"
+	n=$(grep -c "unreferenced object" "$OUT/kmemleak.txt")
+	if [ "$n" = 0 ]; then check kmemleak 1 ""
+	else check kmemleak 0 "$n unreferenced objects (the report follows the summary)"; fi
+fi
 
 dmesg > "$OUT/dmesg.txt"
 printf '{"rc":%d,"checks":[%s]}\n' "$rc" "$checks" > "$OUT/result.json.tmp"

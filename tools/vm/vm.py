@@ -12,7 +12,10 @@ writable, and a small writable 9p share through which results come back.
 boots once, optionally loads nvsim.ko (and vgpu.ko), runs COMMAND from the
 repository root as root, then checks the kernel: no BUG/WARNING/Oops/lockdep
 report in dmesg, nvsim reporting zero live objects, and every module the
-harness loaded unloading cleanly.  Exit status: COMMAND's status if the checks
+harness loaded unloading cleanly.  With --kernel-dir it boots the debug
+kernel (tools/vm/debug-kernel.sh: its bzImage, the 9p stack built in) with
+modules built for it (--nvsim-ko, --vgpu-ko), and --kmemleak adds a kmemleak
+scan after the run.  Exit status: COMMAND's status if the checks
 pass, 125 if a check failed, 124 on timeout, 126 if the VM could not boot.
 
 Standard library only: this runs before any virtualenv exists.
@@ -51,7 +54,10 @@ DMESG_BAD = re.compile(
     r"inconsistent lock state|suspicious RCU usage|"
     r"unreferenced object|UBSAN:|KASAN:|kernel BUG at|"
     r"sleeping function called from invalid context|scheduling while atomic|"
-    r"list_add corruption|list_del corruption|refcount_t:)")
+    r"list_add corruption|list_del corruption|refcount_t:|"
+    # the debug kernel's checkers (tools/vm/debug-kernel.sh)
+    r"DEBUG_LOCKS_WARN_ON|turning off the locking correctness validator|"
+    r"ODEBUG:)")
 
 
 def default_kernel_version() -> str:
@@ -91,10 +97,11 @@ def module_deps(kver: str, names: list[str]) -> list[str]:
     return order
 
 
-def build_initramfs(kver: str) -> Path:
-    """A busybox initramfs with the 9p modules and /init.  Cached by content."""
+def build_initramfs(kver: str, builtin: bool = False) -> Path:
+    """A busybox initramfs with the 9p modules and /init.  Cached by content.
+    builtin: the kernel has the 9p stack built in (the debug kernel): no modules."""
     init = (HERE / "init.sh").read_text()
-    mods = module_deps(kver, BOOT_MODULES)
+    mods = [] if builtin else module_deps(kver, BOOT_MODULES)
     busybox = shutil.which("busybox") or "/bin/busybox"
     key = hashlib.sha256((kver + init + "\n".join(mods)).encode()).hexdigest()[:16]
     out = BUILD / f"initramfs-{kver}-{key}.cpio.gz"
@@ -114,7 +121,7 @@ def build_initramfs(kver: str) -> Path:
             dst = f"{i:02d}-{Path(m).name}"
             shutil.copy2(Path("/lib/modules") / kver / m, root / "mods" / dst)
             modlist.append(dst)
-        (root / "mods" / "order").write_text("\n".join(modlist) + "\n")
+        (root / "mods" / "order").write_text("".join(m + "\n" for m in modlist))
         (root / "init").write_text(init)
         (root / "init").chmod(0o755)
         files = subprocess.run(["find", "."], cwd=root, check=True, capture_output=True,
@@ -139,6 +146,10 @@ def guest_script(args: argparse.Namespace, kver: str) -> str:
         "VGPU_LOAD_NVSIM": "1" if args.load_nvsim else "0",
         "VGPU_NVSIM_PARAMS": args.nvsim_params,
         "VGPU_LOAD_VGPU": "1" if args.load_vgpu else "0",
+        # (getattr: callers that build the namespace by hand predate these)
+        "VGPU_NVSIM_KO": getattr(args, "nvsim_ko", "kmod/nvsim/nvsim.ko"),
+        "VGPU_VGPU_KO": getattr(args, "vgpu_ko", "kmod/vgpu/vgpu.ko"),
+        "VGPU_KMEMLEAK": "1" if getattr(args, "kmemleak", False) else "0",
         "VGPU_REPO": str(REPO),
         "VGPU_CHECK_LEAKS": "0" if args.no_leak_check else "1",
     }
@@ -149,8 +160,21 @@ def guest_script(args: argparse.Namespace, kver: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def debug_kernel(kdir: str) -> tuple[Path, str]:
+    """The image and release of a kernel built by tools/vm/debug-kernel.sh."""
+    d = Path(kdir)
+    image, release = d / "bzImage", d / "kernel.release"
+    if not image.exists() or not release.exists():
+        sys.exit(f"vm: {d} holds no built kernel (bzImage, kernel.release): "
+                 "run tools/vm/debug-kernel.sh build")
+    return image, release.read_text().strip()
+
+
 def qemu_cmd(args: argparse.Namespace, kver: str, initrd: Path, outdir: Path) -> list[str]:
-    kernel = Path("/boot") / f"vmlinuz-{kver}"
+    if getattr(args, "kernel_dir", None):
+        kernel, _ = debug_kernel(args.kernel_dir)
+    else:
+        kernel = Path("/boot") / f"vmlinuz-{kver}"
     if not kernel.exists():
         sys.exit(f"vm: {kernel} missing (run `make deps`)")
     # KVM is opt-in: on the development and CI machines (themselves VMs) a
@@ -187,8 +211,12 @@ def run(args: argparse.Namespace) -> int:
     if any(c.isspace() for c in str(REPO)) or "," in str(REPO):
         sys.exit(f"vm: the repository path {str(REPO)!r} may not hold spaces or commas "
                  "(it travels on the kernel command line and in qemu's -virtfs option)")
-    kver = args.kernel or default_kernel_version()
-    initrd = build_initramfs(kver)
+    if args.kernel_dir:
+        kver = debug_kernel(args.kernel_dir)[1]
+        initrd = build_initramfs(kver, builtin=True)
+    else:
+        kver = args.kernel or default_kernel_version()
+        initrd = build_initramfs(kver)
     BUILD.mkdir(parents=True, exist_ok=True)
     outdir = Path(tempfile.mkdtemp(prefix="run-", dir=BUILD))
     (outdir / "guest-entry.sh").write_text(guest_script(args, kver))
@@ -219,6 +247,10 @@ def run(args: argparse.Namespace) -> int:
     result = json.loads(result_file.read_text()) if result_file.exists() else None
     dmesg = (outdir / "dmesg.txt").read_text(errors="replace") if (outdir / "dmesg.txt").exists() else ""
     code = summarize(result, dmesg, timed_out, elapsed, args)
+    leaks = outdir / "kmemleak.txt"
+    if args.kmemleak and leaks.exists() and leaks.stat().st_size:
+        print("vm: ---- kmemleak report ----")
+        print(leaks.read_text(errors="replace")[:20000])
     if args.keep:
         print(f"vm: artifacts kept in {outdir}")
     else:
@@ -266,10 +298,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="boot the VM and run a command in it")
     r.add_argument("--kernel", help="kernel version (default: newest with headers)")
+    r.add_argument("--kernel-dir", help="boot the kernel built by tools/vm/debug-kernel.sh in "
+                   "this directory (bzImage, kernel.release; 9p built in) instead of /boot's")
     r.add_argument("--load-nvsim", action="store_true", help="insmod kmod/nvsim/nvsim.ko first")
     r.add_argument("--nvsim-params", default="num_gpus=2 fb_size=17179869184",
                    help="nvsim module parameters (default: %(default)s)")
     r.add_argument("--load-vgpu", action="store_true", help="insmod kmod/vgpu/vgpu.ko after nvsim")
+    r.add_argument("--nvsim-ko", default="kmod/nvsim/nvsim.ko",
+                   help="the nvsim.ko --load-nvsim loads (default: %(default)s)")
+    r.add_argument("--vgpu-ko", default="kmod/vgpu/vgpu.ko",
+                   help="the vgpu.ko --load-vgpu loads (default: %(default)s)")
+    r.add_argument("--kmemleak", action="store_true",
+                   help="clear kmemleak before the command, scan after it (and after the "
+                   "modules unload): any unreferenced object fails the run (debug kernel)")
     r.add_argument("--no-leak-check", action="store_true", help="skip nvsim's live-object check")
     r.add_argument("--mem", type=int, default=2048, help="guest memory in MiB")
     r.add_argument("--smp", type=int, default=2, help="guest CPUs")
