@@ -168,10 +168,11 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 	}
 
 	/*
-	 * Cyclic: a freed slot (and its minors) is handed out again only
-	 * after every other one has been, so a node of a deleted slice left
-	 * behind somewhere (a stale bind mount, a copied mknod) does not open
-	 * the next tenant's slice a moment later.
+	 * Cyclic: a freed slot (and its minors) is handed out again only once
+	 * the allocation cursor has gone round all VGPU_MAX_SLICES slots, so a
+	 * node of a deleted slice left behind somewhere (a stale bind mount, a
+	 * copied mknod) does not open the next tenant's slice a moment later.
+	 * Later it may: the slice's cgroup binding is what refuses it then.
 	 */
 	slot = idr_alloc_cyclic(&vgpu_slot_idr, s, 0, VGPU_MAX_SLICES, GFP_KERNEL);
 	if (slot < 0) {

@@ -185,9 +185,15 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 
 	if (get_user(fd, (int __user *)(u + c->fd_off)))
 		return -EFAULT;
-	if (cmd == UVM_MAP_EXTERNAL_ALLOCATION && vgpu_uvm_ext_read(u, &ext))
-		return -EFAULT;
-	if (c->client_off >= 0) {
+	if (cmd == UVM_MAP_EXTERNAL_ALLOCATION) {
+		/*
+		 * One read of hClient for the check and for the charge taken
+		 * after the call: two reads would let a sibling make them differ.
+		 */
+		if (vgpu_uvm_ext_read(u, &ext))
+			return -EFAULT;
+		h = ext.hClient;
+	} else if (c->client_off >= 0) {
 		/* The client must be one the named control file owns. */
 		if (get_user(h, (NvHandle __user *)(u + c->client_off)))
 			return -EFAULT;
