@@ -774,6 +774,17 @@ class NV_CHANNEL_ALLOC_PARAMS(NvStruct):
     ]
 
 
+class NV0000_ALLOC_PARAMETERS(NvStruct):
+    """cl0000.h: a root client's class parameters (pOsPidInfo: kernel callers)."""
+    _fields_ = [
+        ("hClient", NvHandle),
+        ("processID", NvU32),
+        ("processName", ctypes.c_char * 100),
+        ("_pad0", NvU32),
+        ("pOsPidInfo", NvP64),
+    ]
+
+
 class NV0080_ALLOC_PARAMETERS(NvStruct):
     _fields_ = [
         ("deviceId", NvU32),

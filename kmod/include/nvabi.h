@@ -689,6 +689,15 @@ typedef struct {
 	NvU8     _opaque1[236];      /* @132: cid, subDeviceId, error notifiers, ... */
 } NV_CHANNEL_ALLOC_PARAMS;
 
+/* cl0000.h: a root client's class parameters (pOsPidInfo: kernel callers). */
+typedef struct {
+	NvHandle hClient;
+	NvU32    processID;
+	char     processName[100];   /* NV_PROC_NAME_MAX_LENGTH */
+	NvU32    _pad0;
+	NvP64    pOsPidInfo;
+} NV0000_ALLOC_PARAMETERS;
+
 typedef struct {
 	NvU32    deviceId;
 	NvHandle hClientShare;
@@ -1124,6 +1133,8 @@ NVABI_OFF(NV_CHANNEL_ALLOC_PARAMS, hObjectError, 0);
 NVABI_OFF(NV_CHANNEL_ALLOC_PARAMS, hContextShare, 24);
 NVABI_OFF(NV_CHANNEL_ALLOC_PARAMS, hVASpace, 28);
 NVABI_OFF(NV_CHANNEL_ALLOC_PARAMS, engineType, 128);
+NVABI_SIZE(NV0000_ALLOC_PARAMETERS, 120);
+NVABI_OFF(NV0000_ALLOC_PARAMETERS, pOsPidInfo, 112);
 NVABI_SIZE(NV0080_ALLOC_PARAMETERS, 56);
 NVABI_OFF(NV0080_ALLOC_PARAMETERS, deviceId, 0);
 NVABI_OFF(NV0080_ALLOC_PARAMETERS, hClientShare, 4);

@@ -24,6 +24,8 @@
  *   tsg <gpu> <tsg id> 0x<hClient> 0x<handle> tgid <n> busy_ns <n> items <n> enabled <0|1>
  *   pid <tgid> <gpu> busy_ns <n>
  *
+ * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay.
+ *
  * objects counts every RM object, clients included (and the TSGs the driver
  * makes for channels allocated under a device, which show handle 0x0);
  * mappings counts mapping contexts plus live mmap()ed areas (UVM ranges
@@ -31,6 +33,8 @@
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
+#include <linux/delay.h>
+#include <linux/ioctl.h>
 
 #include "nvsim.h"
 
@@ -134,6 +138,31 @@ void nvsim_debugfs_init(void)
 			    &nvsim_stats_fops);
 	debugfs_create_file("busy", 0444, nvsim_debugfs_dir, NULL,
 			    &nvsim_busy_fops);
+	debugfs_create_u32("delay_nr", 0600, nvsim_debugfs_dir, &nvsim.delay_nr);
+	debugfs_create_u32("delay_uvm", 0600, nvsim_debugfs_dir, &nvsim.delay_uvm);
+	debugfs_create_u32("delay_ms", 0600, nvsim_debugfs_dir, &nvsim.delay_ms);
+}
+
+/**
+ * nvsim_test_delay - a test hook, not a model of the driver
+ * @nr: the escape (NV nodes: the ioctl's own number, XFER_CMD for an XFER)
+ *	or the UVM command
+ * @uvm: which of the two
+ *
+ * When debugfs delay_nr (or delay_uvm) names this call, sleep delay_ms
+ * before the parameters are copied in: the window in which a hostile
+ * sibling of the caller works (between vgpu.ko's decision and the driver's
+ * read) becomes wide enough for a test to hit every time.  The real driver
+ * has such a window too, only shorter.
+ */
+void nvsim_test_delay(u32 nr, bool uvm)
+{
+	u32 ms = READ_ONCE(nvsim.delay_ms);
+	u32 want = uvm ? READ_ONCE(nvsim.delay_uvm) : READ_ONCE(nvsim.delay_nr);
+
+	if (!ms || nr != want)
+		return;
+	msleep_interruptible(ms);
 }
 
 void nvsim_debugfs_exit(void)

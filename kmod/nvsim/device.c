@@ -96,9 +96,31 @@ const struct file_operations nvsim_fops = {
 	.llseek = noop_llseek,
 };
 
-bool nvsim_is_nvsim_file(struct file *filp)
+/*
+ * Which kind of driver file @filp is, as the real driver tells:
+ *  - control and GPU files by the inode's device number alone, never by
+ *    f_op (nv_get_file_private, kernel-open/nvidia/nv.c: major 195, minor
+ *    255 for the control node, a live minor for a GPU; the file's
+ *    private_data is then taken as the driver's own state);
+ *  - UVM files by f_op (uvm_file_is_nvidia_uvm, kernel-open/nvidia-uvm/uvm.c).
+ * A file that passes the first test but was not opened by the driver
+ * (vgpu.ko's proxies, fdxlate.c) lends the private_data of the real file it
+ * stands for, which is what the real driver would take as well.
+ */
+static int nvsim_file_kind_of(struct file *filp)
 {
-	return filp->f_op == &nvsim_fops || filp->f_op == &nvsim_uvm_fops;
+	dev_t rdev = file_inode(filp)->i_rdev;
+
+	if (filp->f_op == &nvsim_uvm_fops)
+		return NVSIM_FILE_UVM;
+	if (!S_ISCHR(file_inode(filp)->i_mode) ||
+	    MAJOR(rdev) != NV_MAJOR_DEVICE_NUMBER)
+		return -1;
+	if (MINOR(rdev) == NV_CONTROL_DEVICE_MINOR)
+		return NVSIM_FILE_CTL;
+	if (MINOR(rdev) < nvsim.num_gpus)
+		return NVSIM_FILE_GPU;
+	return -1;
 }
 
 /**
@@ -108,8 +130,8 @@ bool nvsim_is_nvsim_file(struct file *filp)
  * @nvfp: returns the file's nvsim state
  *
  * The real driver resolves such descriptors in the caller's table and
- * insists on one of its own files of the right kind; a pipe or /dev/null
- * is refused the same way.
+ * insists on one of its own files of the right kind (nvsim_file_kind_of);
+ * a pipe or /dev/null is refused the same way.
  *
  * Return: a referenced file (drop it with fput() outside nvsim.lock), or NULL.
  */
@@ -117,16 +139,18 @@ struct file *nvsim_fget(int fd, unsigned int kinds, struct nvsim_file **nvfp)
 {
 	struct file *filp;
 	struct nvsim_file *f;
+	int kind;
 
 	if (fd < 0)
 		return NULL;
 	filp = fget(fd);
 	if (!filp)
 		return NULL;
-	if (!nvsim_is_nvsim_file(filp))
+	kind = nvsim_file_kind_of(filp);
+	if (kind < 0 || !(kinds & NVSIM_KIND(kind)))
 		goto fail;
 	f = filp->private_data;
-	if (!f || !(kinds & NVSIM_KIND(f->kind)))
+	if (!f || f->kind != kind)
 		goto fail;
 	*nvfp = f;
 	return filp;

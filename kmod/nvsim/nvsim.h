@@ -146,9 +146,12 @@ struct nvsim_state {
 	atomic_t nr_vas_foreign;        /* devices on another client's VA space */
 	atomic64_t uvm_pages;
 	atomic64_t nr_ioctls;
+	/* Test hook (debugfs delay_nr/delay_uvm/delay_ms): see nvsim_test_delay. */
+	u32 delay_nr, delay_uvm, delay_ms;
 };
 
 extern struct nvsim_state nvsim;
+void nvsim_test_delay(u32 nr, bool uvm);
 
 enum nvsim_file_kind {
 	NVSIM_FILE_CTL,
@@ -371,7 +374,6 @@ int nvsim_device_init(void);
 void nvsim_device_exit(void);
 #define NVSIM_KIND(k)   (1u << (k))
 struct file *nvsim_fget(int fd, unsigned int kinds, struct nvsim_file **nvfp);
-bool nvsim_is_nvsim_file(struct file *filp);
 extern const struct file_operations nvsim_fops;
 extern const struct file_operations nvsim_uvm_fops;
 struct nvsim_file *nvsim_file_alloc(struct file *filp,

@@ -507,6 +507,7 @@ long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	int ret;
 
 	atomic64_inc(&nvsim.nr_ioctls);
+	nvsim_test_delay(_IOC_NR(cmd), false);
 
 	ret = nv_ioctl_unwrap(cmd, arg, &nr, &size, &uptr);
 	if (ret)

@@ -337,6 +337,7 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 	if (!c)
 		return -EINVAL;
 
+	nvsim_test_delay(cmd, true);
 	buf = kmalloc(c->size, GFP_KERNEL_ACCOUNT);
 	if (!buf)
 		return -ENOMEM;

@@ -8,6 +8,9 @@
  * per slice GPU:
  *   slice <id> gpu <i> compute <policy> bp <n> prio <n> tsgs <n> channels <n>
  *     paused <0|1> gpu_time_ns <n> doorbell_traps <n>
+ * Mediation: proxies <n> (fdxlate.c: live proxies; leak evidence once
+ * every descriptor is closed) and calls_broken <n> (call.c: calls whose
+ * parameter page was unmapped under the driver, since load).
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
@@ -55,6 +58,8 @@ static int vgpu_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "charges %d\n", atomic_read(&vgpu_nr_charges));
 	seq_printf(m, "tsgs %d\n", atomic_read(&vgpu_nr_tsgs));
 	seq_printf(m, "userd_maps %d\n", atomic_read(&vgpu_nr_userd_maps));
+	seq_printf(m, "proxies %d\n", atomic_read(&vgpu_nr_proxies));
+	seq_printf(m, "calls_broken %lld\n", atomic64_read(&vgpu_nr_calls_broken));
 	vgpu_slice_for_each_from(0, vgpu_state_slice, m);
 	return 0;
 }

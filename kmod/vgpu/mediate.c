@@ -3,26 +3,20 @@
  * mediate.c - ioctl decoding of the control and GPU nodes: XFER unwrapping,
  * the allow-list of escapes, and the choice of path for each call.
  *
- * Three ways a call reaches the driver:
- *  - kernel path (memory.c, report.c): vgpu.ko copies the parameters and
- *    calls the driver's kernel RM entry point; used for every call that
- *    creates or destroys objects and every control;
- *  - bounce: the checked parameters are placed in a fresh anonymous mapping
- *    of the caller's mm and the real file's ioctl is called on it (for
- *    escapes that must be made on the real file: root client, sysmem with
- *    an mmap context, RM_MAP_MEMORY, REGISTER_FD, ATTACH, CARD_INFO);
- *  - direct: the caller's own pointer is forwarded for escapes whose
- *    parameters decide nothing here (version, sys params, DMA mappings...).
+ * Three ways a call reaches the driver (docs/mediator.md):
+ *  - on a call page (call.c): the checked parameters, in pages no other task
+ *    can write, through the real file's own ioctl in the caller's context,
+ *    so at the caller's own privilege; every call that creates objects,
+ *    every control, and the escapes that name files or GPUs;
+ *  - kernel entry point (rmapi.c): only what creates nothing and names only
+ *    objects vgpu.ko tracks for the caller's file: RM_FREE, VID_HEAP FREE,
+ *    and vgpu.ko's own existence probes, USERD maps and scheduling calls;
+ *  - direct: the caller's own pointer, for escapes whose parameters decide
+ *    nothing here (version, sys params, DMA mappings...).
  * An XFER is never forwarded as an XFER: the driver would re-read the XFER
  * header, and another thread could swap the inner command after the
  * decision.  Its inner call is forwarded as the direct ioctl it stands for.
- *
- * What does NOT hold against a hostile sibling (docs/mediator.md, "Open
- * findings"): the kernel path runs at the driver's kernel privilege (1); a
- * bounce mapping, and the XFER header of a call above 16 KiB, are pages of
- * the caller's own mm, which a thread sharing it sees appear in
- * /proc/self/maps and can write between vgpu.ko's copy_to_user and the
- * driver's read (2).
+ * Descriptors named inside parameters become proxies (fdxlate.c).
  */
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -32,13 +26,15 @@
 
 #include "vgpu.h"
 
-/* Call the real file with nr/size and a user pointer. */
+/*
+ * Call the real file with nr/size and the caller's own pointer (direct
+ * escapes).  Above 16383 bytes the size needs an XFER header: vgpu.ko's own,
+ * on a call page, pointing at the caller's parameters.
+ */
 long vgpu_real_ioctl(struct vgpu_file *vf, u32 nr, u32 size, void __user *uptr)
 {
 	struct file *real = vf->real;
-	unsigned long len, addr;
 	nv_ioctl_xfer_t x;
-	long ret;
 
 	if (!real->f_op->unlocked_ioctl)
 		return -ENOTTY;
@@ -46,58 +42,41 @@ long vgpu_real_ioctl(struct vgpu_file *vf, u32 nr, u32 size, void __user *uptr)
 		return real->f_op->unlocked_ioctl(real,
 				_IOC(_IOC_READ | _IOC_WRITE, NV_IOCTL_MAGIC, nr, size),
 				(unsigned long)uptr);
-
-	/* Too large for the ioctl size field: an XFER header of our own. */
-	len = PAGE_SIZE;
-	addr = vm_mmap(NULL, 0, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
-	if (IS_ERR_VALUE(addr))
-		return (long)addr;
 	x.cmd = nr;
 	x.size = size;
 	x.ptr = (u64)(uintptr_t)uptr;
-	if (copy_to_user((void __user *)addr, &x, sizeof(x)))
-		ret = -EFAULT;
-	else
-		ret = real->f_op->unlocked_ioctl(real,
-				_IOWR(NV_IOCTL_MAGIC, NV_ESC_IOCTL_XFER_CMD, nv_ioctl_xfer_t),
-				addr);
-	vm_munmap(addr, len);
-	return ret;
+	return vgpu_call_nv(vf, real, NV_ESC_IOCTL_XFER_CMD, &x, sizeof(x),
+			    NULL, 0);
 }
 
 /*
- * Make the call on the real file with parameters vgpu.ko decided on: they
- * go to a fresh private mapping, the driver reads them there, and the
- * results are read back.
+ * A call of this file broke (call.c) or came back inconsistent: the driver
+ * may have made objects vgpu.ko did not decide on, under any client the
+ * real file owns.  Free them all (the control file's clients; for a GPU
+ * file, those of the control file it registered) and refuse both files
+ * from now on.  A root client made with a handle vgpu.ko does not know
+ * holds no memory and lives until the file is closed.  Called with no lock
+ * held, after the escape returned.
  */
-int vgpu_bounce_ioctl(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
+void vgpu_undo(struct vgpu_file *vf)
 {
-	unsigned long len = PAGE_ALIGN(size), addr;
-	void __user *u;
-	long ret;
+	struct vgpu_file *ctl = NULL;
 
-	addr = vm_mmap(NULL, 0, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
-	if (IS_ERR_VALUE(addr))
-		return (int)addr;
-	u = (void __user *)addr;
-	if (copy_to_user(u, kbuf, size)) {
-		ret = -EFAULT;
-	} else {
-		ret = vgpu_real_ioctl(vf, nr, size, u);
-		if (copy_from_user(kbuf, u, size) && !ret)
-			ret = -EFAULT;
+	if (!READ_ONCE(vf->undo))
+		return;
+	WRITE_ONCE(vf->undo, false);
+	if (vf->kind == VGPU_KIND_CTL) {
+		ctl = vf;
+	} else if (vf->kind == VGPU_KIND_GPU) {
+		mutex_lock(&vf->lock);
+		if (vf->ctl_filp)
+			ctl = vf->ctl_filp->private_data;
+		mutex_unlock(&vf->lock);
 	}
-	vm_munmap(addr, len);
-	return ret;
-}
-
-static void vgpu_poison(struct vgpu_file *vf, const char *what)
-{
-	WRITE_ONCE(vf->poisoned, true);
-	pr_warn_ratelimited("slice %u: pid %d: %s came back inconsistent; file refused from now on\n",
-			    vf->slice->id, task_tgid_nr(current), what);
+	if (!ctl)
+		return;
+	WRITE_ONCE(ctl->poisoned, true);
+	vgpu_file_free_clients(ctl);
 }
 
 /*
@@ -113,11 +92,26 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 	NVOS64_PARAMETERS *p64 = kbuf;
 	bool nvos64 = size == sizeof(NVOS64_PARAMETERS);
 	NvHandle want = p21->hObjectNew, h;
-	int tries, ret;
+	NV0000_ALLOC_PARAMETERS rp = {};
+	struct vgpu_buf b = {
+		.kbuf = &rp, .size = sizeof(rp),
+		.ptr_off = offsetof(NVOS21_PARAMETERS, pAllocParms),
+	};
+	bool with = p21->pAllocParms;
+	NVOS64_PARAMETERS q;
+	int tries;
+	long ret;
 	NV_STATUS st;
 
+	BUILD_BUG_ON(offsetof(NVOS21_PARAMETERS, pAllocParms) !=
+		     offsetof(NVOS64_PARAMETERS, pAllocParms));
 	if (nvos64 && (p64->flags & NVOS64_FLAGS_FINN_SERIALIZED))
 		return NV_ERR_NOT_SUPPORTED;
+	/* The client's parameters go in the call page too; a kernel pointer never. */
+	if (with && copy_from_user(&rp, u64_to_user_ptr(p21->pAllocParms),
+				   sizeof(rp)))
+		return NV_ERR_INVALID_ARGUMENT;
+	rp.pOsPidInfo = 0;
 	for (tries = 0; tries < 4; tries++) {
 		h = want;
 		if (!h)
@@ -128,23 +122,39 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 				return NV_ERR_INSERT_DUPLICATE_NAME;
 			continue;
 		}
-		p21->hObjectNew = h;    /* same offset in NVOS21 and NVOS64 */
-		ret = vgpu_bounce_ioctl(vf, NV_ESC_RM_ALLOC, kbuf, size);
-		st = nvos64 ? p64->status : p21->status;
+		memset(&q, 0, sizeof(q));
+		memcpy(&q, kbuf, size);
+		q.hObjectNew = h;       /* same offset in NVOS21 and NVOS64 */
+		q.pAllocParms = 0;
+		if (nvos64)
+			q.pRightsRequested = 0;
+		q.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC, &q, size,
+				   with ? &b : NULL, with ? 1 : 0);
 		if (ret)
-			return ret == -ENOMEM ? NV_ERR_NO_MEMORY : NV_ERR_INVALID_ARGUMENT;
-		if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want)
+			return vgpu_call_status(ret);
+		/*
+		 * The status is read back from the call page, where a sibling
+		 * may have rewritten it: the driver's state decides.
+		 */
+		st = nvos64 ? q.status : ((NVOS21_PARAMETERS *)&q)->status;
+		if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want &&
+		    !vgpu_rm_exists(h, h))
 			continue;       /* lost a race with the driver's generator */
-		if (st != NV_OK)
-			return st;
-		if (p21->hObjectNew != h || !vgpu_rm_exists(h, h)) {
-			vgpu_poison(vf, "root client allocation");
-			return NV_ERR_INVALID_STATE;
-		}
+		if (!vgpu_rm_exists(h, h))
+			return st == NV_OK ? NV_ERR_INVALID_STATE : st;
 		if (vgpu_client_record(vf, h)) {
 			vgpu_rm_free(h, h, h);
 			return NV_ERR_NO_MEMORY;
 		}
+		p21->hObjectNew = h;
+		/*
+		 * The driver's outputs in the client's parameters, best effort:
+		 * the handle the caller needs is in hObjectNew.
+		 */
+		if (with && copy_to_user(u64_to_user_ptr(p21->pAllocParms), &rp,
+					 sizeof(rp)))
+			pr_debug("root client parameters not written back\n");
 		return NV_OK;
 	}
 	return NV_ERR_INSUFFICIENT_RESOURCES;
@@ -207,7 +217,8 @@ static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 	if (!vgpu_class_allowed(p.hClass) && vgpu_passthrough_unknown) {
 		pr_info_ratelimited("slice %u: unknown class %#x forwarded\n",
 				    vf->slice->id, p.hClass);
-		return vgpu_bounce_ioctl(vf, NV_ESC_RM_ALLOC, kbuf, size);
+		return vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC, kbuf, size,
+				    NULL, 0);
 	}
 	st = vgpu_rm_alloc_path(vf, &p);
 	if (size == sizeof(NVOS64_PARAMETERS)) {
@@ -231,10 +242,13 @@ static int vgpu_esc_alloc_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 {
 	nv_ioctl_nvos02_parameters_with_fd *pApi = kbuf;
 	NVOS02_PARAMETERS *p = &pApi->params;
+	nv_ioctl_nvos02_parameters_with_fd q;
 	struct vgpu_tmpfd t = { .fd = -1 };
 	struct vgpu_client *c;
 	struct vgpu_obj *parent;
 	int user_fd = pApi->fd, ret;
+	NvHandle h;
+	NV_STATUS st;
 
 	if (vf->kind != VGPU_KIND_GPU || size != sizeof(*pApi))
 		return -EINVAL;
@@ -265,19 +279,40 @@ static int vgpu_esc_alloc_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 			    VGPU_KINDS(VGPU_KIND_GPU), &t);
 	if (ret && ret != -ENOENT)
 		goto out;
-	if (!ret)
-		pApi->fd = t.fd;
-	ret = vgpu_bounce_ioctl(vf, NV_ESC_RM_ALLOC_MEMORY, kbuf, size);
-	pApi->fd = user_fd;
-	vgpu_fd_restore(&t);
-	/* The allocation stays even when its mmap context failed (-EINVAL). */
-	if ((!ret || ret == -EINVAL) && p->status == NV_OK &&
-	    !vgpu_obj_find(p->hRoot, p->hObjectNew) &&
-	    vgpu_obj_add(c, parent, p->hObjectNew, p->hClass, VGPU_OBJ_MEMORY,
-			 parent->gpu, NULL)) {
-		vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectNew);
-		p->status = NV_ERR_NO_MEMORY;
+	h = p->hObjectNew;
+	st = vgpu_handle_for(p->hRoot, &h);
+	if (st != NV_OK) {
+		p->status = st;
+		ret = 0;
+		goto out_fd;
 	}
+	q = *pApi;
+	q.params.hObjectNew = h;
+	q.params.status = NV_ERR_GENERIC;
+	if (!ret)
+		q.fd = t.fd;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC_MEMORY, &q, sizeof(q),
+			   NULL, 0);
+	/* The allocation stays even when its mmap context failed (-EINVAL). */
+	st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent, h,
+				 !ret || ret == -EINVAL ? q.params.status :
+							  vgpu_call_status(ret));
+	if (st == NV_OK && !vgpu_obj_find(p->hRoot, h) &&
+	    vgpu_obj_add(c, parent, h, NV01_MEMORY_SYSTEM, VGPU_OBJ_MEMORY,
+			 parent->gpu, NULL)) {
+		vgpu_rm_free(p->hRoot, p->hObjectParent, h);
+		st = NV_ERR_NO_MEMORY;
+	}
+	/* The caller gets the driver's outputs, its own fd, our decisions. */
+	q.fd = user_fd;
+	q.params.hRoot = p->hRoot;
+	q.params.hObjectParent = p->hObjectParent;
+	q.params.hClass = p->hClass;
+	q.params.hObjectNew = h;
+	q.params.status = st;
+	*pApi = q;
+out_fd:
+	vgpu_fd_restore(&t);
 out:
 	mutex_unlock(&c->lock);
 	vgpu_client_put(c);
@@ -287,7 +322,7 @@ out:
 /* RM_MAP_MEMORY: the fd names the file the mapping context goes to. */
 static int vgpu_esc_map_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 {
-	nv_ioctl_nvos33_parameters_with_fd *pApi = kbuf;
+	nv_ioctl_nvos33_parameters_with_fd *pApi = kbuf, q;
 	NVOS33_PARAMETERS *p = &pApi->params;
 	struct vgpu_tmpfd t = { .fd = -1 };
 	struct vgpu_client *c;
@@ -313,14 +348,21 @@ static int vgpu_esc_map_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 		ret = -EINVAL;  /* the driver's answer to a foreign fd */
 	if (ret)
 		goto out;
-	pApi->fd = t.fd;
-	ret = vgpu_bounce_ioctl(vf, NV_ESC_RM_MAP_MEMORY, kbuf, size);
-	pApi->fd = user_fd;
-	if (!ret && p->status == NV_OK) {
-		struct vgpu_file *target = t.vfilp->private_data;
-
-		WRITE_ONCE(target->usermode_pending, usermode);
-	}
+	/*
+	 * Marked before the call, and left on a failure: the status comes
+	 * back through the call page and may be forged; a doorbell mapping
+	 * watched once too often costs nothing, one missed escapes gating.
+	 */
+	if (usermode)
+		WRITE_ONCE(((struct vgpu_file *)t.vfilp->private_data)->usermode_pending,
+			   true);
+	q = *pApi;
+	q.fd = t.fd;
+	q.params.status = NV_ERR_GENERIC;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_MAP_MEMORY, &q, sizeof(q),
+			   NULL, 0);
+	q.fd = user_fd;
+	*pApi = q;
 	vgpu_fd_restore(&t);
 out:
 	vgpu_client_put(c);
@@ -330,7 +372,7 @@ out:
 /* REGISTER_FD: ctl_fd must be a control node of this slice. */
 static int vgpu_esc_register_fd(struct vgpu_file *vf, void *kbuf, u32 size)
 {
-	nv_ioctl_register_fd_t *p = kbuf;
+	nv_ioctl_register_fd_t *p = kbuf, q;
 	struct vgpu_tmpfd t = { .fd = -1 };
 	int user_fd = p->ctl_fd, ret;
 
@@ -344,8 +386,10 @@ static int vgpu_esc_register_fd(struct vgpu_file *vf, void *kbuf, u32 size)
 		ret = -EINVAL;
 		goto out;
 	}
-	p->ctl_fd = t.fd;
-	ret = vgpu_bounce_ioctl(vf, NV_ESC_REGISTER_FD, kbuf, size);
+	q = *p;
+	q.ctl_fd = t.fd;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_REGISTER_FD, &q, sizeof(q),
+			   NULL, 0);
 	p->ctl_fd = user_fd;
 	if (!ret)
 		vf->ctl_filp = get_file(t.vfilp);
@@ -355,7 +399,7 @@ out:
 	return ret;
 }
 
-/* The escapes of the kernel path and bounce, on a kernel copy. */
+/* The escapes vgpu.ko decides on, on a kernel copy. */
 static int vgpu_escape_kbuf(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 {
 	bool ctl = vf->kind == VGPU_KIND_CTL;
@@ -480,5 +524,10 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 		ret = -EFAULT;
 out:
 	kfree(kbuf);
+	/* A call of this one broke: its answer is the poisoned file's. */
+	if (READ_ONCE(vf->undo)) {
+		vgpu_undo(vf);
+		ret = -EIO;
+	}
 	return ret;
 }

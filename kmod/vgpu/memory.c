@@ -418,9 +418,78 @@ static NV_STATUS vgpu_track(struct vgpu_client *c, struct vgpu_obj *parent,
 	return NV_OK;
 }
 
+/* ------------------------------------------- creation at user privilege */
+
+/*
+ * Handles.  Every object vgpu.ko tracks has a handle the caller passed in or
+ * vgpu.ko picked, never one read back from a call page (a sibling may
+ * rewrite results once the driver has written them: call.c).  A caller that
+ * lets the driver choose (handle 0) gets one vgpu.ko picked, above the
+ * driver's own generated range (RS_UNIQUE_HANDLE_BASE 0xcaf00000, 0x80000
+ * handles, resserv's g_rs_client_nvoc.h).
+ */
+#define VGPU_GEN_HANDLE_LO      0xcaf00000u
+#define VGPU_GEN_HANDLE_HI      0xcb000000u     /* driver's range, then ours */
+#define VGPU_PICK_HANDLE_BASE   0xcaf80000u
+
+NV_STATUS vgpu_handle_for(NvHandle hClient, NvHandle *h)
+{
+	static atomic_t next = ATOMIC_INIT(0);
+	NvHandle want = *h;
+	int tries;
+
+	if (want) {
+		/*
+		 * In the generated ranges an object may exist that vgpu.ko does
+		 * not track (the driver's own children): ask first, so that
+		 * vgpu_created_anyway() can tell this call's object from it.
+		 */
+		if (want >= VGPU_GEN_HANDLE_LO && want < VGPU_GEN_HANDLE_HI &&
+		    vgpu_rm_exists(hClient, want))
+			return NV_ERR_INSERT_DUPLICATE_NAME;
+		return NV_OK;
+	}
+	for (tries = 0; tries < 8; tries++) {
+		want = VGPU_PICK_HANDLE_BASE |
+		       ((u32)atomic_inc_return(&next) & 0x7ffff);
+		if (!vgpu_rm_exists(hClient, want)) {
+			*h = want;
+			return NV_OK;
+		}
+	}
+	return NV_ERR_INSUFFICIENT_RESOURCES;
+}
+
+/*
+ * A creation call whose status, read back, says it failed: if the object
+ * exists all the same, the status is not the driver's (or the call broke).
+ * Objects with caller handles exist only if vgpu.ko tracks them (or, in the
+ * generated range, were refused above), so an untracked one is this call's:
+ * free it and refuse the file from now on.
+ */
+NV_STATUS vgpu_created_anyway(struct vgpu_file *vf, NvHandle hc, NvHandle hp,
+			      NvHandle h, NV_STATUS st)
+{
+	if (st == NV_OK || vgpu_obj_find(hc, h) || !vgpu_rm_exists(hc, h))
+		return st;
+	vgpu_rm_free(hc, hp, h);
+	WRITE_ONCE(vf->poisoned, true);
+	WRITE_ONCE(vf->undo, true);
+	pr_warn_ratelimited("slice %u: pid %d: object 0x%x exists though its allocation reported %#x; file refused from now on\n",
+			    vf->slice->id, task_tgid_nr(current), h, st);
+	return NV_ERR_INVALID_STATE;
+}
+
+/* The driver's status of a call on a call page, or why it had none. */
+static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
+{
+	return ret ? vgpu_call_status(ret) : st;
+}
+
 /**
  * vgpu_rm_alloc_path - RM_ALLOC (NVOS21/NVOS64) and RM_ALLOC_OBJECT of a
- * non-root class, made through the kernel entry point
+ * non-root class, made through the real control file at the caller's
+ * privilege (call.c)
  * @vf: the control file
  * @p: the parameters, top level already in kernel memory; pAllocParms is
  *	still the caller's pointer and is copied here (class size)
@@ -539,14 +608,35 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		break;
 	}
 
+	st = vgpu_handle_for(p->hRoot, &p->hObjectNew);
+	if (st != NV_OK) {
+		if (fb)
+			vgpu_unreserve(s, parent->gpu, reserved);
+		goto out;
+	}
 	/* Device and subdevice always get (zeroed) parameters: the defaults. */
-	p->pAllocParms = cls->params_size &&
-			 (uparams || cls->type == VGPU_OBJ_DEVICE ||
-			  cls->type == VGPU_OBJ_SUBDEVICE) ?
-			 (u64)(uintptr_t)kparams : 0;
-	p->pRightsRequested = 0;
-	st = vgpu_rm_alloc(p);
-	p->pAllocParms = (u64)(uintptr_t)uparams;
+	{
+		struct vgpu_buf b = {
+			.kbuf = kparams, .size = cls->params_size,
+			.ptr_off = offsetof(NVOS64_PARAMETERS, pAllocParms),
+		};
+		bool with = cls->params_size &&
+			    (uparams || cls->type == VGPU_OBJ_DEVICE ||
+			     cls->type == VGPU_OBJ_SUBDEVICE);
+		long ret;
+
+		NVOS64_PARAMETERS q = *p;
+
+		/* Decisions use p; q goes to the driver and comes back forgeable. */
+		q.pAllocParms = 0;
+		q.pRightsRequested = 0;
+		q.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC, &q, sizeof(q),
+				   with ? &b : NULL, with ? 1 : 0);
+		st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent,
+					 p->hObjectNew,
+					 vgpu_status_of(ret, q.status));
+	}
 	if (st != NV_OK) {
 		if (fb)
 			vgpu_unreserve(s, parent->gpu, reserved);
@@ -659,7 +749,19 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 		st = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
 	}
-	st = vgpu_rm_dup(p);
+	st = vgpu_handle_for(p->hClient, &p->hObject);
+	if (st != NV_OK)
+		goto out;
+	{
+		NVOS55_PARAMETERS q = *p;
+		long ret;
+
+		q.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_DUP_OBJECT, &q,
+				   sizeof(q), NULL, 0);
+		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
+					 vgpu_status_of(ret, q.status));
+	}
 	if (st != NV_OK)
 		goto out;
 	if (vgpu_obj_add(c, parent, p->hObject, hclass, type, gpu, charge)) {
@@ -705,7 +807,19 @@ NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 		st = NV_ERR_NO_MEMORY;
 		goto out;
 	}
-	st = vgpu_rm_alloc_memory(p);
+	st = vgpu_handle_for(p->hRoot, &p->hObjectNew);
+	if (st == NV_OK) {
+		nv_ioctl_nvos02_parameters_with_fd pa = { .params = *p, .fd = -1 };
+		long ret;
+
+		pa.params.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC_MEMORY, &pa,
+				   sizeof(pa), NULL, 0);
+		/* Nothing read back decides: limit was taken before the call. */
+		st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent,
+					 p->hObjectNew,
+					 vgpu_status_of(ret, pa.params.status));
+	}
 	if (st != NV_OK) {
 		vgpu_unreserve(s, parent->gpu, size);
 		goto out;
@@ -805,7 +919,52 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 			goto out;
 		}
 	}
-	st = vgpu_rm_vid_heap(p);
+	if (p->function == NVOS32_FUNCTION_FREE) {
+		/* Creates nothing; a tracked memory object of an owned client. */
+		st = vgpu_rm_vid_heap(p);
+	} else if (psize) {
+		/* hMemory is at the same offset in the three layouts. */
+		NvHandle h = p->data.AllocSize.hMemory;
+
+		st = vgpu_handle_for(p->hRoot, &h);
+		if (st == NV_OK) {
+			NVOS32_PARAMETERS q = *p;
+			long ret;
+
+			q.data.AllocSize.hMemory = h;
+			q.status = NV_ERR_GENERIC;
+			ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_VID_HEAP_CONTROL,
+					   &q, sizeof(q), NULL, 0);
+			st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent,
+						 h, vgpu_status_of(ret, q.status));
+			/*
+			 * The caller gets the driver's outputs (offset, size,
+			 * address...); what vgpu.ko decides with stays its own,
+			 * and the size charged is at least the one reserved
+			 * (vgpu_commit).
+			 */
+			if (st == NV_OK) {
+				q.function = p->function;
+				q.hRoot = p->hRoot;
+				q.hObjectParent = p->hObjectParent;
+				q.data.AllocSize.hMemory = h;
+				*p = q;
+			}
+		}
+	} else {
+		/* INFO: creates nothing; rewritten below. */
+		NVOS32_PARAMETERS q = *p;
+		long ret;
+
+		q.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_VID_HEAP_CONTROL, &q,
+				   sizeof(q), NULL, 0);
+		st = vgpu_status_of(ret, q.status);
+		if (st == NV_OK) {
+			q.function = p->function;
+			*p = q;
+		}
+	}
 	if (st != NV_OK) {
 		if (fb)
 			vgpu_unreserve(s, parent->gpu, size);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * report.c - what a container is told: RM controls (allow-list, kernel
- * path) with FB_GET_INFO V1/V2 and the PID controls rewritten, VID_HEAP
+ * report.c - what a container is told: RM controls (allow-list, made on a
+ * call page at the caller's privilege) with FB_GET_INFO V1/V2 and the PID
+ * controls rewritten, VID_HEAP
  * INFO, CARD_INFO filtered and renumbered, ATTACH_GPUS_TO_FD checked.
  */
 #include <linux/slab.h>
@@ -161,9 +162,12 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		if (!vgpu_passthrough_unknown)
 			return NV_ERR_INSUFFICIENT_PERMISSIONS;
 		pr_info_ratelimited("slice %u: control %#x forwarded\n", s->id, p->cmd);
-		if (vgpu_bounce_ioctl(vf, NV_ESC_RM_CONTROL, p, sizeof(*p)))
-			return NV_ERR_INVALID_ARGUMENT;
-		return p->status;
+		{
+			long ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL,
+						p, sizeof(*p), NULL, 0);
+
+			return ret ? vgpu_call_status(ret) : p->status;
+		}
 	}
 	c = vgpu_file_client(vf, p->hClient);
 	if (!c)
@@ -188,7 +192,7 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		}
 	}
 
-	/* Before the call: embedded lists to kernel memory, PIDs to host. */
+	/* Before the call: embedded lists to the call page, PIDs to host. */
 	switch (ctrl->kind) {
 	case VGPU_CTRL_FB_INFO:
 	case VGPU_CTRL_SURFACE_INFO: {
@@ -211,7 +215,6 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 			st = NV_ERR_INVALID_ARGUMENT;
 			goto out;
 		}
-		fp->fbInfoList = (u64)(uintptr_t)list;
 		break;
 	}
 	case VGPU_CTRL_GET_PID_INFO: {
@@ -230,15 +233,31 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		break;
 	}
 
+	/*
+	 * At the caller's privilege, on a call page: the control parameters
+	 * and an embedded list (FB_GET_INFO V1, GET_SURFACE_INFO) laid out
+	 * after them, their pointers rewritten there (call.c).
+	 */
 	{
 		NVOS54_PARAMETERS kc = *p;
+		struct vgpu_buf b[2] = {
+			{ .kbuf = kp, .size = ctrl->size,
+			  .ptr_off = offsetof(NVOS54_PARAMETERS, params) },
+			{ .kbuf = list, .size = n * sizeof(*list), .in = 1,
+			  .ptr_off = offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS,
+					      fbInfoList) },
+		};
+		long ret;
 
-		kc.params = (u64)(uintptr_t)kp;
-		st = vgpu_rm_control(&kc);
+		kc.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, &kc,
+				   sizeof(kc), b, !kp ? 0 : list ? 2 : 1);
+		st = ret ? vgpu_call_status(ret) : kc.status;
 	}
 	if (st != NV_OK)
 		goto out;
 
+	/* After: vgpu.ko's own numbers, whatever came back. */
 	switch (ctrl->kind) {
 	case VGPU_CTRL_FB_INFO_V2: {
 		NV2080_CTRL_FB_GET_INFO_V2_PARAMS *fp = kp;
@@ -255,7 +274,7 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 
 		if (ctrl->kind == VGPU_CTRL_FB_INFO && !vgpu_ctrl_gpu(p, &gpu))
 			vgpu_fb_rewrite(s, gpu, list, n);
-		fp->fbInfoList = (u64)(uintptr_t)ulist;
+		fp->fbInfoList = (u64)(uintptr_t)ulist;   /* kept by the call */
 		if (copy_to_user(ulist, list, n * sizeof(*list)))
 			st = NV_ERR_INVALID_ARGUMENT;
 		break;
@@ -314,7 +333,9 @@ int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size)
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = vgpu_bounce_ioctl(vf, NV_ESC_CARD_INFO, real, nreal * sizeof(*real));
+	/* Outputs only; a forged answer deceives only the caller (filtered below). */
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
+			   nreal * sizeof(*real), NULL, 0);
 	if (ret)
 		goto out;
 	/* As the driver: an array shorter than the GPUs is an error. */
@@ -368,7 +389,8 @@ int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size)
 			goto out;
 		}
 	}
-	ret = vgpu_bounce_ioctl(vf, NV_ESC_ATTACH_GPUS_TO_FD, ids, size);
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_ATTACH_GPUS_TO_FD, ids, size,
+			   NULL, 0);
 out:
 	kfree(ids);
 	return ret;

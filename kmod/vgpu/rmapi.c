@@ -5,12 +5,14 @@
  * Linked directly, as nvidia-modeset does: the module loader binds vgpu.ko
  * to whichever driver provides the symbol (nvidia.ko or nvsim.ko) and pins
  * it while loaded.  (symbol_get() is not usable: Debian's 6.1 kernel, like
- * mainline since 6.6, refuses symbol_get() of a non-GPL export.)  Every
- * parameter passed here is kernel memory, so the driver reads exactly what
- * vgpu.ko checked: no double fetch.  But the driver runs these calls at
- * RS_PRIV_LEVEL_KERNEL (entry_points.c, XlateUserModeArgsToSecInfo gives
- * USER or USER_ROOT only to user-mode arguments), a privilege no container
- * has: docs/mediator.md, "Open findings", 1.
+ * mainline since 6.6, refuses symbol_get() of a non-GPL export.)  The
+ * driver runs these calls at RS_PRIV_LEVEL_KERNEL (entry_points.c,
+ * XlateUserModeArgsToSecInfo), a privilege no container has, so vgpu.ko
+ * uses this entry only for what creates nothing and names only objects it
+ * tracks for the caller's file (RM_FREE, VID_HEAP FREE, existence probes)
+ * and for its own work (USERD maps and scheduling of tracked channels).
+ * Everything a container asks to create goes through the real file at the
+ * container's privilege (call.c).
  */
 #include <linux/module.h>
 #include <linux/string.h>
@@ -96,9 +98,6 @@ NV_STATUS name(type *p)							\
 	return p->status;						\
 }
 
-VGPU_RM_CALL(vgpu_rm_alloc, NVOS64_PARAMETERS, NV04_ALLOC, alloc)
-VGPU_RM_CALL(vgpu_rm_alloc_memory, NVOS02_PARAMETERS, NV01_ALLOC_MEMORY, allocMemory64)
-VGPU_RM_CALL(vgpu_rm_dup, NVOS55_PARAMETERS, NV04_DUP_OBJECT, dupObject)
 /* NV04_MAP_MEMORY from a kernel caller: pLinearAddress comes back as a
  * kernel address (used for a channel's USERD page, compute.c). */
 VGPU_RM_CALL(vgpu_rm_map, NVOS33_PARAMETERS, NV04_MAP_MEMORY, mapMemory)

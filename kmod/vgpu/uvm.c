@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * uvm.c - the slice's nvidia-uvm node: plain integer commands (not
- * _IOC-encoded, the size is implied), an allow-list, and the translation of
- * rmCtrlFd / uvmFd.  The parameters are forwarded in the caller's memory
- * with the descriptor rewritten for the call and restored after it.
+ * _IOC-encoded, the size is implied) and an allow-list.
  *
- * NOT sound against a hostile sibling thread (docs/mediator.md, "Open
- * findings"): the UVM driver copies the parameters itself, after the
- * checks here, so a thread sharing the caller's memory can change hClient
- * (or hMemory) between the check and the driver's copy; and the temporary
- * descriptor of the real file sits in the caller's table for the whole
- * call, where a thread sharing that table can dup() it.
+ * A command whose parameters vgpu.ko checks (an hClient that must belong to
+ * the named control file) or rewrites (rmCtrlFd, which becomes a proxy of
+ * the real control file: fdxlate.c) is made on a call page (call.c): what
+ * the UVM driver copies in is what vgpu.ko checked.  The others are
+ * forwarded with the caller's pointer: their parameters decide nothing here.
+ * UVM_MM_INITIALIZE is refused: its uvmFd must be a real UVM file, which the
+ * UVM driver recognises by f_op (uvm_file_is_nvidia_uvm), so no proxy can
+ * stand for it and the real file may not enter the caller's table.
  */
 #include <linux/uaccess.h>
 #include <linux/slab.h>
@@ -20,76 +20,59 @@
 struct vgpu_uvm_cmd {
 	u32 cmd;
 	u32 size;
-	s32 fd_off;             /* offset of an fd to translate, -1: none */
-	unsigned int kinds;     /* what that fd must be */
-	s32 client_off;         /* hClient to check against the file, -1: none */
+	s32 fd_off;             /* offset of rmCtrlFd, -1: made with the caller's pointer */
+	s32 client_off;         /* hClient to check against that file */
 };
 
-#define CTL VGPU_KINDS(VGPU_KIND_CTL)
 static const struct vgpu_uvm_cmd vgpu_uvm_cmds[] = {
-	{ UVM_INITIALIZE, sizeof(UVM_INITIALIZE_PARAMS), -1, 0, -1 },
-	{ UVM_DEINITIALIZE, 0, -1, 0, -1 },
-	{ UVM_MM_INITIALIZE, sizeof(UVM_MM_INITIALIZE_PARAMS),
-	  offsetof(UVM_MM_INITIALIZE_PARAMS, uvmFd), VGPU_KINDS(VGPU_KIND_UVM), -1 },
+	{ UVM_INITIALIZE, sizeof(UVM_INITIALIZE_PARAMS), -1, -1 },
+	{ UVM_DEINITIALIZE, 0, -1, -1 },
 	{ UVM_REGISTER_GPU, sizeof(UVM_REGISTER_GPU_PARAMS),
-	  offsetof(UVM_REGISTER_GPU_PARAMS, rmCtrlFd), CTL,
+	  offsetof(UVM_REGISTER_GPU_PARAMS, rmCtrlFd),
 	  offsetof(UVM_REGISTER_GPU_PARAMS, hClient) },
 	{ UVM_REGISTER_GPU_VASPACE, sizeof(UVM_REGISTER_GPU_VASPACE_PARAMS),
-	  offsetof(UVM_REGISTER_GPU_VASPACE_PARAMS, rmCtrlFd), CTL,
+	  offsetof(UVM_REGISTER_GPU_VASPACE_PARAMS, rmCtrlFd),
 	  offsetof(UVM_REGISTER_GPU_VASPACE_PARAMS, hClient) },
 	{ UVM_MAP_EXTERNAL_ALLOCATION, sizeof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS),
-	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmCtrlFd), CTL,
+	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmCtrlFd),
 	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hClient) },
-	{ UVM_FREE, sizeof(UVM_FREE_PARAMS), -1, 0, -1 },
-	{ UVM_MIGRATE, sizeof(UVM_MIGRATE_PARAMS), -1, 0, -1 },
+	{ UVM_FREE, sizeof(UVM_FREE_PARAMS), -1, -1 },
+	{ UVM_MIGRATE, sizeof(UVM_MIGRATE_PARAMS), -1, -1 },
 };
-#undef CTL
 
 static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
-			     unsigned long arg);
+			     unsigned long arg)
+{
+	if (!vf->real->f_op->unlocked_ioctl)
+		return -ENOTTY;
+	return vf->real->f_op->unlocked_ioctl(vf->real, cmd, arg);
+}
 
 /*
- * After a successful MAP_EXTERNAL_ALLOCATION the driver holds the memory
- * until UVM_FREE of that base (or close): keep a reference on its charge
- * for as long, so that an RM_FREE of the handle does not return the quota.
- * The handles and base are those read before the call (@pre), not re-read
- * after it, where a racing thread could have swapped them for another
- * object's.  What the driver itself read may still differ (the copy is
- * the driver's: see the file comment).
+ * After MAP_EXTERNAL_ALLOCATION the driver holds the memory until UVM_FREE
+ * of that base (or close): so does a reference on its charge, so that an
+ * RM_FREE of the handle does not return the quota.  Taken from the
+ * parameters vgpu.ko checked, and whatever status came back (it comes back
+ * through the call page, where a sibling may rewrite it): a mapping that
+ * failed keeps the charge until UVM_FREE of the base or the file's release.
  */
-struct vgpu_uvm_ext_pre {
+struct vgpu_uvm_ext_key {
 	u64 base;
 	NvHandle hClient, hMemory;
 };
 
-static int vgpu_uvm_ext_read(void __user *u, struct vgpu_uvm_ext_pre *pre)
+static void vgpu_uvm_ext_add(struct vgpu_file *vf,
+			     const struct vgpu_uvm_ext_key *p)
 {
-	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS __user *p = u;
-
-	if (get_user(pre->base, &p->base) || get_user(pre->hClient, &p->hClient) ||
-	    get_user(pre->hMemory, &p->hMemory))
-		return -EFAULT;
-	return 0;
-}
-
-static void vgpu_uvm_ext_add(struct vgpu_file *vf, void __user *u,
-			     const struct vgpu_uvm_ext_pre *pre)
-{
-	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS __user *p = u;
 	struct vgpu_charge *charge = NULL;
 	struct vgpu_uvm_ext *e;
-	NvHandle hc = pre->hClient, hm = pre->hMemory;
-	u64 base = pre->base;
-	NV_STATUS st;
 	struct vgpu_obj *o;
 
-	if (get_user(st, &p->rmStatus) || st != NV_OK)
-		return;
 	e = kzalloc(sizeof(*e), GFP_KERNEL);
 	if (!e)
 		return;
 	rcu_read_lock();
-	o = vgpu_obj_find(hc, hm);
+	o = vgpu_obj_find(p->hClient, p->hMemory);
 	if (o && o->charge && o->client->slice == vf->slice &&
 	    refcount_inc_not_zero(&o->charge->ref))
 		charge = o->charge;
@@ -98,27 +81,17 @@ static void vgpu_uvm_ext_add(struct vgpu_file *vf, void __user *u,
 		kfree(e);
 		return;
 	}
-	e->base = base;
+	e->base = p->base;
 	e->charge = charge;
 	mutex_lock(&vf->lock);
 	list_add_tail(&e->node, &vf->uvm_ext);
 	mutex_unlock(&vf->lock);
 }
 
-static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
-			  unsigned long arg)
+static void vgpu_uvm_ext_drop(struct vgpu_file *vf, u64 base)
 {
-	UVM_FREE_PARAMS __user *p = (void __user *)arg;
 	struct vgpu_uvm_ext *e, *tmp;
-	NV_STATUS st;
-	u64 base;
-	long ret;
 
-	if (get_user(base, &p->base))
-		return -EFAULT;
-	ret = vgpu_uvm_forward(vf, cmd, arg);
-	if (ret || get_user(st, &p->rmStatus) || st != NV_OK)
-		return ret;
 	mutex_lock(&vf->lock);
 	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node) {
 		if (e->base == base) {
@@ -128,7 +101,6 @@ static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
 		}
 	}
 	mutex_unlock(&vf->lock);
-	return ret;
 }
 
 void vgpu_uvm_release(struct vgpu_file *vf)
@@ -142,29 +114,105 @@ void vgpu_uvm_release(struct vgpu_file *vf)
 	}
 }
 
-static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
-			     unsigned long arg)
+/* UVM_FREE on a call page: the base vgpu.ko drops is the one the driver read. */
+static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
+			  void __user *u)
 {
-	if (!vf->real->f_op->unlocked_ioctl)
-		return -ENOTTY;
-	return vf->real->f_op->unlocked_ioctl(vf->real, cmd, arg);
+	UVM_FREE_PARAMS p;
+	u64 base;
+	long ret;
+
+	if (copy_from_user(&p, u, sizeof(p)))
+		return -EFAULT;
+	base = p.base;
+	ret = vgpu_call_uvm(vf, cmd, &p, sizeof(p));
+	if (ret)
+		return ret;
+	/*
+	 * rmStatus comes back forgeable (call.c); UVM_FREE of a base that a
+	 * MAP_EXTERNAL mapped fails only when nothing is mapped there any
+	 * more, so dropping on a forged NV_OK loses nothing the driver holds.
+	 * (Assumption about the UVM driver: docs/mediator.md.)
+	 */
+	if (p.rmStatus == NV_OK)
+		vgpu_uvm_ext_drop(vf, base);
+	if (copy_to_user(u, &p, sizeof(p)))
+		return -EFAULT;
+	return 0;
+}
+
+/* A command with an rmCtrlFd and an hClient, checked, on a call page. */
+static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
+			     void __user *u)
+{
+	union {
+		UVM_REGISTER_GPU_PARAMS reg;
+		UVM_REGISTER_GPU_VASPACE_PARAMS vas;
+		UVM_MAP_EXTERNAL_ALLOCATION_PARAMS ext;
+	} *k;
+	struct vgpu_uvm_ext_key chk = {};
+	struct vgpu_tmpfd t = { .fd = -1 };
+	struct vgpu_client *cl;
+	int fd, *pfd;
+	long ret;
+
+	k = kmalloc(sizeof(*k), GFP_KERNEL);
+	if (!k)
+		return -ENOMEM;
+	if (copy_from_user(k, u, c->size)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	pfd = (void *)k + c->fd_off;
+	fd = *pfd;
+	ret = vgpu_fd_xlate(vf, fd, VGPU_KINDS(VGPU_KIND_CTL), &t);
+	if (ret == -ENOENT || ret == -EBADF)
+		ret = -EINVAL;
+	if (ret)
+		goto out;
+	/* The client must be one the named control file owns. */
+	cl = vgpu_client_lookup(*(NvHandle *)((void *)k + c->client_off));
+	if (!cl || cl->owner != t.vfilp->private_data) {
+		if (cl)
+			vgpu_client_put(cl);
+		ret = -EPERM;
+		goto out_fd;
+	}
+	vgpu_client_put(cl);
+	if (c->cmd == UVM_MAP_EXTERNAL_ALLOCATION) {
+		/* What the driver reads: results come back forgeable. */
+		chk.base = k->ext.base;
+		chk.hClient = k->ext.hClient;
+		chk.hMemory = k->ext.hMemory;
+	}
+	*pfd = t.fd;
+	ret = vgpu_call_uvm(vf, c->cmd, k, c->size);
+	*pfd = fd;
+	if (ret)
+		goto out_fd;
+	if (c->cmd == UVM_MAP_EXTERNAL_ALLOCATION)
+		vgpu_uvm_ext_add(vf, &chk);
+	if (copy_to_user(u, k, c->size))
+		ret = -EFAULT;
+out_fd:
+	vgpu_fd_restore(&t);
+out:
+	kfree(k);
+	return ret;
 }
 
 /**
- * vgpu_uvm_ioctl - errnos: -EPERM for a command outside the allow-list or
- * an fd of another slice; -EINVAL for a descriptor that is no vgpu file
- * (the driver's answer); -EFAULT for unreadable parameters.
+ * vgpu_uvm_ioctl - errnos: -EPERM for a command outside the allow-list,
+ * UVM_MM_INITIALIZE, or a client another file owns; -EINVAL for an
+ * rmCtrlFd that is no control file of the slice (the driver's answer);
+ * -EFAULT for unreadable parameters; -EIO on a poisoned file.
  */
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 {
 	const struct vgpu_uvm_cmd *c = NULL;
-	struct vgpu_uvm_ext_pre ext = {};
-	struct vgpu_tmpfd t = { .fd = -1 };
 	void __user *u = (void __user *)arg;
-	struct vgpu_client *cl;
-	NvHandle h;
-	int fd, ret;
 	size_t i;
+	long ret;
 
 	if (READ_ONCE(vf->poisoned))
 		return -EIO;
@@ -172,57 +220,19 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 		if (vgpu_uvm_cmds[i].cmd == cmd)
 			c = &vgpu_uvm_cmds[i];
 	if (!c) {
-		if (!vgpu_passthrough_unknown)
+		if (!vgpu_passthrough_unknown || cmd == UVM_MM_INITIALIZE)
 			return -EPERM;
 		pr_info_ratelimited("slice %u: UVM command %#x forwarded\n",
 				    vf->slice->id, cmd);
 		return vgpu_uvm_forward(vf, cmd, arg);
 	}
 	if (cmd == UVM_FREE)
-		return vgpu_uvm_free(vf, cmd, arg);
-	if (c->fd_off < 0)
-		return vgpu_uvm_forward(vf, cmd, arg);
-
-	if (get_user(fd, (int __user *)(u + c->fd_off)))
-		return -EFAULT;
-	if (cmd == UVM_MAP_EXTERNAL_ALLOCATION) {
-		/*
-		 * One read of hClient for the check and for the charge taken
-		 * after the call: two reads would let a sibling make them differ.
-		 */
-		if (vgpu_uvm_ext_read(u, &ext))
-			return -EFAULT;
-		h = ext.hClient;
-	} else if (c->client_off >= 0) {
-		/* The client must be one the named control file owns. */
-		if (get_user(h, (NvHandle __user *)(u + c->client_off)))
-			return -EFAULT;
-	}
-	ret = vgpu_fd_xlate(vf, fd, c->kinds, &t);
-	if (ret == -ENOENT || ret == -EBADF)
-		return -EINVAL;
-	if (ret)
-		return ret;
-	if (c->client_off >= 0) {
-		cl = vgpu_client_lookup(h);
-		if (!cl || cl->owner != t.vfilp->private_data) {
-			if (cl)
-				vgpu_client_put(cl);
-			ret = -EPERM;
-			goto out;
-		}
-		vgpu_client_put(cl);
-	}
-	if (put_user(t.fd, (int __user *)(u + c->fd_off))) {
-		ret = -EFAULT;
-		goto out;
-	}
-	ret = vgpu_uvm_forward(vf, cmd, arg);
-	if (put_user(fd, (int __user *)(u + c->fd_off)))
-		ret = -EFAULT;
-	if (!ret && cmd == UVM_MAP_EXTERNAL_ALLOCATION)
-		vgpu_uvm_ext_add(vf, u, &ext);
-out:
-	vgpu_fd_restore(&t);
+		ret = vgpu_uvm_free(vf, cmd, u);
+	else if (c->fd_off >= 0)
+		ret = vgpu_uvm_checked(vf, c, u);
+	else
+		ret = vgpu_uvm_forward(vf, cmd, arg);
+	/* A broken call poisoned the file; UVM objects go with its release. */
+	WRITE_ONCE(vf->undo, false);
 	return ret;
 }

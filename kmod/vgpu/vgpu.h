@@ -157,7 +157,8 @@ struct vgpu_file {
 	struct list_head clients;       /* vgpu_client.file_node (control files) */
 	struct file *ctl_filp;          /* REGISTER_FD target (a vgpu ctl file), ref held */
 	bool usermode_pending;          /* RM_MAP_MEMORY of a usermode object named this file */
-	bool poisoned;                  /* a forwarded call came back inconsistent */
+	bool poisoned;                  /* a call broke or came back inconsistent */
+	bool undo;                      /* poisoned by a broken call: free its clients */
 	struct list_head uvm_ext;       /* vgpu_uvm_ext, lock: UVM external mappings */
 };
 
@@ -250,12 +251,9 @@ struct vgpu_client {
 int vgpu_rm_init(void);
 void vgpu_rm_exit(void);
 void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops);
-NV_STATUS vgpu_rm_alloc(NVOS64_PARAMETERS *p);
 NV_STATUS vgpu_rm_free(NvHandle hClient, NvHandle hParent, NvHandle hObject);
 NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p);
-NV_STATUS vgpu_rm_alloc_memory(NVOS02_PARAMETERS *p);
 NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p);
-NV_STATUS vgpu_rm_dup(NVOS55_PARAMETERS *p);
 bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject);
 NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p);
 NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p);
@@ -295,7 +293,7 @@ extern unsigned int vgpu_major;
 /* mediate.c */
 long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
 long vgpu_real_ioctl(struct vgpu_file *vf, u32 nr, u32 size, void __user *uptr);
-int vgpu_bounce_ioctl(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size);
+void vgpu_undo(struct vgpu_file *vf);
 struct vgpu_client *vgpu_file_client(struct vgpu_file *vf, NvHandle h);
 
 /* memory.c */
@@ -322,6 +320,9 @@ NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p);
 NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p);
 NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p);
 NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p);
+NV_STATUS vgpu_handle_for(NvHandle hClient, NvHandle *h);
+NV_STATUS vgpu_created_anyway(struct vgpu_file *vf, NvHandle hc, NvHandle hp,
+			      NvHandle h, NV_STATUS st);
 
 /* report.c */
 NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
@@ -329,11 +330,29 @@ int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size);
 int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size);
 void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p);
 
+/* call.c */
+#define VGPU_CALL_MAX_BUFS 2
+/* A buffer a call's parameters point to (laid out in the call page). */
+struct vgpu_buf {
+	void *kbuf;             /* kernel copy; results come back here */
+	u32 size;
+	u32 in;                 /* holder of the pointer: 0 the params, k bufs[k-1] */
+	u32 ptr_off;            /* offset of the NvP64 in the holder */
+};
+extern atomic64_t vgpu_nr_calls_broken;
+long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
+		  void *params, u32 size, const struct vgpu_buf *bufs,
+		  unsigned int nbufs);
+long vgpu_call_uvm(struct vgpu_file *vf, unsigned int cmd, void *params,
+		   u32 size);
+NV_STATUS vgpu_call_status(long ret);
+
 /* fdxlate.c */
 struct vgpu_tmpfd {
 	int fd;
 	struct file *vfilp;     /* the vgpu file named, ref held */
 };
+extern atomic_t vgpu_nr_proxies;
 int vgpu_fd_xlate(struct vgpu_file *vf, int fd, unsigned int kinds,
 		  struct vgpu_tmpfd *t);
 void vgpu_fd_restore(struct vgpu_tmpfd *t);

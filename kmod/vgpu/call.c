@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * call.c - driver calls at the caller's own privilege, on parameters that no
+ * other task can change between vgpu.ko's decision and the driver's read.
+ *
+ * The real driver judges a call by where its parameters come from: user
+ * memory gets USER or USER_ROOT (entry_points.c, XlateUserModeArgsToSecInfo:
+ * the client-ownership check, per-process accounting, privileged channels,
+ * reserved heap and page-offlining attrs all follow from it); the kernel
+ * entry point gets KERNEL.  A call vgpu.ko decides on is therefore made
+ * through the real file's own ioctl, in the caller's context, on user
+ * memory.  nvidia_ioctl (kernel-open/nvidia/nv.c) copies that memory in once
+ * at entry (the XFER header, then the parameters) and out once at the end;
+ * the UVM driver likewise (UVM_ROUTE_CMD_*, uvm.c).
+ *
+ * The call page is that user memory: pages of vgpu.ko's own, mapped into the
+ * caller's mm for one call as a shared mapping of an anonymous-inode file,
+ * and filled through the kernel mapping (no user write of vgpu.ko's own).
+ * A task sharing the mm cannot change it:
+ *  - user PTEs are read-only: the VMA has pfn_mkwrite, so vm_page_prot is
+ *    write-protected (vma_wants_writenotify) and every write traps;
+ *    pfn_mkwrite grants it only to the calling task while the driver call
+ *    runs (the driver's copy_to_user of results), anyone else gets SIGBUS;
+ *  - VM_IO | VM_PFNMAP: get_user_pages refuses it, so neither
+ *    process_vm_writev nor /proc/<pid>/mem can write it;
+ *  - mprotect, mremap and splitting are refused; VM_DONTCOPY keeps it out of
+ *    a fork; VM_DONTEXPAND out of a merge;
+ *  - munmap, or a MAP_FIXED mapping over it, cannot be refused: it closes
+ *    the VMA, and that marks the call broken.  A broken call may have read
+ *    someone else's memory at that address; vgpu_call_nv/uvm report it and
+ *    poison the file, and the caller undoes (vgpu_undo, mediate.c).
+ *
+ * What a sibling can still do, and why it is harmless: read the page (the
+ * parameters are its own process's); and write it *after* the driver's
+ * first write of results made the PTE writable -- so results read back are
+ * the caller's to forge: every result vgpu.ko acts on is either checked
+ * against the driver's own state (an allocation's existence is probed when
+ * its status says it failed; the handle of every object vgpu.ko tracks is
+ * one vgpu.ko chose or the caller passed in, never one read back) or only
+ * deceives the caller itself (docs/mediator.md, "The call page").
+ */
+#include <linux/anon_inodes.h>
+#include <linux/file.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <linux/uaccess.h>
+#include <linux/ioctl.h>
+
+#include "vgpu.h"
+
+struct vgpu_call {
+	struct kref ref;        /* the caller's, and the VMA's while mapped */
+	void *kaddr;            /* vmalloc_user: zeroed, page aligned */
+	size_t len;             /* a multiple of PAGE_SIZE */
+	unsigned long uaddr;
+	struct task_struct *owner;
+	bool mapped;            /* the one mmap happened */
+	bool in_call;           /* the driver runs: the owner may write */
+	bool ending;            /* vgpu.ko's own munmap */
+	bool broken;            /* the VMA went (or moved) before the end */
+};
+
+static void vgpu_call_free(struct kref *ref)
+{
+	struct vgpu_call *c = container_of(ref, struct vgpu_call, ref);
+
+	vfree(c->kaddr);
+	kfree(c);
+}
+
+static bool vgpu_call_writer(struct vgpu_call *c)
+{
+	return current == c->owner && READ_ONCE(c->in_call);
+}
+
+static vm_fault_t vgpu_call_fault(struct vm_fault *vmf)
+{
+	struct vgpu_call *c = vmf->vma->vm_private_data;
+	unsigned long off = vmf->pgoff << PAGE_SHIFT;
+
+	if (off >= c->len)
+		return VM_FAULT_SIGBUS;
+	if ((vmf->flags & FAULT_FLAG_WRITE) && !vgpu_call_writer(c))
+		return VM_FAULT_SIGBUS;
+	/* Read-only (write-notify); a write refaults into pfn_mkwrite. */
+	return vmf_insert_pfn(vmf->vma, vmf->address,
+			      vmalloc_to_pfn(c->kaddr + off));
+}
+
+static vm_fault_t vgpu_call_pfn_mkwrite(struct vm_fault *vmf)
+{
+	struct vgpu_call *c = vmf->vma->vm_private_data;
+
+	return vgpu_call_writer(c) ? 0 : VM_FAULT_SIGBUS;
+}
+
+/* A copy of the VMA (mremap's new one): the original is leaving. */
+static void vgpu_call_vm_open(struct vm_area_struct *vma)
+{
+	struct vgpu_call *c = vma->vm_private_data;
+
+	WRITE_ONCE(c->broken, true);
+	kref_get(&c->ref);
+}
+
+static void vgpu_call_vm_close(struct vm_area_struct *vma)
+{
+	struct vgpu_call *c = vma->vm_private_data;
+
+	if (!READ_ONCE(c->ending))
+		WRITE_ONCE(c->broken, true);
+	kref_put(&c->ref, vgpu_call_free);
+}
+
+static int vgpu_call_may_split(struct vm_area_struct *vma, unsigned long addr)
+{
+	return -EINVAL;
+}
+
+static int vgpu_call_mremap(struct vm_area_struct *vma)
+{
+	struct vgpu_call *c = vma->vm_private_data;
+
+	WRITE_ONCE(c->broken, true);
+	return -EINVAL;
+}
+
+static int vgpu_call_mprotect(struct vm_area_struct *vma, unsigned long start,
+			      unsigned long end, unsigned long newflags)
+{
+	return -EACCES;
+}
+
+static const struct vm_operations_struct vgpu_call_vm_ops = {
+	.open = vgpu_call_vm_open,
+	.close = vgpu_call_vm_close,
+	.may_split = vgpu_call_may_split,
+	.mremap = vgpu_call_mremap,
+	.mprotect = vgpu_call_mprotect,
+	.fault = vgpu_call_fault,
+	.pfn_mkwrite = vgpu_call_pfn_mkwrite,
+};
+
+static int vgpu_call_mmap(struct file *f, struct vm_area_struct *vma)
+{
+	struct vgpu_call *c = f->private_data;
+
+	/* One mapping, whole, by vgpu.ko (nobody else holds this file). */
+	if (c->mapped || vma->vm_pgoff || vma->vm_end - vma->vm_start != c->len ||
+	    !(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	c->mapped = true;
+	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP |
+			 VM_DONTCOPY;
+	vma->vm_flags &= ~(VM_MAYEXEC | VM_EXEC);
+	vma->vm_ops = &vgpu_call_vm_ops;
+	vma->vm_private_data = c;
+	kref_get(&c->ref);
+	return 0;
+}
+
+static const struct file_operations vgpu_call_fops = {
+	.owner = THIS_MODULE,
+	.mmap = vgpu_call_mmap,
+};
+
+atomic64_t vgpu_nr_calls_broken = ATOMIC64_INIT(0);
+
+static struct vgpu_call *vgpu_call_begin(size_t len)
+{
+	struct vgpu_call *c;
+	struct file *f;
+	unsigned long addr;
+
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&c->ref);
+	c->len = PAGE_ALIGN(len);
+	c->owner = current;
+	c->kaddr = vmalloc_user(c->len);
+	if (!c->kaddr) {
+		kfree(c);
+		return ERR_PTR(-ENOMEM);
+	}
+	f = anon_inode_getfile("[vgpu-call]", &vgpu_call_fops, c, O_RDWR);
+	if (IS_ERR(f)) {
+		kref_put(&c->ref, vgpu_call_free);
+		return ERR_CAST(f);
+	}
+	addr = vm_mmap(f, 0, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+	fput(f);                /* the VMA holds it */
+	if (IS_ERR_VALUE(addr)) {
+		kref_put(&c->ref, vgpu_call_free);
+		return ERR_PTR((long)addr);
+	}
+	c->uaddr = addr;
+	return c;
+}
+
+static void vgpu_call_end(struct vgpu_call *c)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	bool ours;
+
+	WRITE_ONCE(c->ending, true);
+	/*
+	 * Unmapped or moved back by a sibling (broken), it may or may not be
+	 * there still: unmap it only if the mapping at the address is ours.
+	 */
+	mmap_read_lock(mm);
+	vma = vma_lookup(mm, c->uaddr);
+	ours = vma && vma->vm_ops == &vgpu_call_vm_ops &&
+	       vma->vm_private_data == c;
+	mmap_read_unlock(mm);
+	if (ours)
+		vm_munmap(c->uaddr, c->len);
+	kref_put(&c->ref, vgpu_call_free);
+}
+
+/* The file a broken call was made for: nothing more from it. */
+static void vgpu_call_poison(struct vgpu_file *vf)
+{
+	atomic64_inc(&vgpu_nr_calls_broken);
+	WRITE_ONCE(vf->poisoned, true);
+	WRITE_ONCE(vf->undo, true);
+	pr_warn_ratelimited("slice %u: pid %d: a call's parameter page was unmapped while the driver ran; file refused from now on\n",
+			    vf->slice->id, task_tgid_nr(current));
+}
+
+static void *vgpu_buf_holder(void *params, const struct vgpu_buf *bufs, u32 in)
+{
+	return in ? bufs[in - 1].kbuf : params;
+}
+
+/*
+ * Lay out params and bufs in a fresh call page, point the buffers' pointer
+ * fields (in the page's copy) at their user addresses, run cmd on the real
+ * file, and copy the results back into the kernel buffers (pointer fields
+ * keep the caller's values).
+ */
+static long vgpu_call_run(struct vgpu_file *vf, struct file *real,
+			  unsigned int nr, bool uvm, void *params, u32 size,
+			  const struct vgpu_buf *bufs, unsigned int nbufs)
+{
+	size_t off[1 + VGPU_CALL_MAX_BUFS], at, len;
+	u64 saved[VGPU_CALL_MAX_BUFS];
+	bool xfer = !uvm && size > _IOC_SIZEMASK;
+	struct vgpu_call *c;
+	unsigned long arg;
+	unsigned int cmd, i;
+	long ret;
+
+	if (nbufs > VGPU_CALL_MAX_BUFS || !real->f_op->unlocked_ioctl)
+		return -EINVAL;
+	at = xfer ? ALIGN(sizeof(nv_ioctl_xfer_t), 8) : 0;
+	off[0] = at;
+	len = at + ALIGN(size, 8);
+	for (i = 0; i < nbufs; i++) {
+		if (bufs[i].in > i || bufs[i].size > VGPU_MAX_CTRL_PARAMS)
+			return -EINVAL;
+		off[1 + i] = len;
+		len += ALIGN(bufs[i].size, 8);
+	}
+	c = vgpu_call_begin(len);
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+
+	memcpy(c->kaddr + off[0], params, size);
+	for (i = 0; i < nbufs; i++) {
+		void *holder = c->kaddr + off[bufs[i].in];
+
+		memcpy(c->kaddr + off[1 + i], bufs[i].kbuf, bufs[i].size);
+		*(u64 *)(holder + bufs[i].ptr_off) = c->uaddr + off[1 + i];
+	}
+	if (uvm) {
+		cmd = nr;
+		arg = c->uaddr;
+	} else if (xfer) {
+		nv_ioctl_xfer_t *x = c->kaddr;
+
+		x->cmd = nr;
+		x->size = size;
+		x->ptr = c->uaddr + off[0];
+		cmd = _IOWR(NV_IOCTL_MAGIC, NV_ESC_IOCTL_XFER_CMD, nv_ioctl_xfer_t);
+		arg = c->uaddr;
+	} else {
+		cmd = _IOC(_IOC_READ | _IOC_WRITE, NV_IOCTL_MAGIC, nr, size);
+		arg = c->uaddr;
+	}
+
+	WRITE_ONCE(c->in_call, true);
+	ret = real->f_op->unlocked_ioctl(real, cmd, arg);
+	WRITE_ONCE(c->in_call, false);
+
+	if (READ_ONCE(c->broken)) {
+		vgpu_call_poison(vf);
+		ret = -EIO;
+		goto out;
+	}
+	/* Results: through the kernel mapping, pointer fields left as they were. */
+	for (i = 0; i < nbufs; i++)
+		saved[i] = *(u64 *)(vgpu_buf_holder(params, bufs, bufs[i].in) +
+				    bufs[i].ptr_off);
+	memcpy(params, c->kaddr + off[0], size);
+	for (i = 0; i < nbufs; i++)
+		memcpy(bufs[i].kbuf, c->kaddr + off[1 + i], bufs[i].size);
+	for (i = 0; i < nbufs; i++)
+		*(u64 *)(vgpu_buf_holder(params, bufs, bufs[i].in) +
+			 bufs[i].ptr_off) = saved[i];
+out:
+	vgpu_call_end(c);
+	return ret;
+}
+
+/**
+ * vgpu_call_nv - an escape on a real control or GPU file, at the caller's
+ * privilege, on a call page
+ * @vf: the vgpu file the call is made for (poisoned if the call breaks)
+ * @real: the real file (vf->real, or another file of the slice)
+ * @nr: the escape
+ * @params: its parameters, kernel memory; results come back here
+ * @size: their size (an XFER header of vgpu.ko's own above 16383)
+ * @bufs: buffers the parameters point to, laid out after them
+ * @nbufs: how many (VGPU_CALL_MAX_BUFS at most)
+ *
+ * Return: the driver's return value; -EIO if the call broke (the file is
+ * poisoned and vf->undo set); -ENOMEM or vm_mmap's error when no call page
+ * could be mapped (nothing reached the driver).
+ */
+long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
+		  void *params, u32 size, const struct vgpu_buf *bufs,
+		  unsigned int nbufs)
+{
+	return vgpu_call_run(vf, real, nr, false, params, size, bufs, nbufs);
+}
+
+/* The same for a UVM command (a plain integer, the size implied). */
+long vgpu_call_uvm(struct vgpu_file *vf, unsigned int cmd, void *params,
+		   u32 size)
+{
+	return vgpu_call_run(vf, vf->real, cmd, true, params, size, NULL, 0);
+}
+
+/* An NV_STATUS for a call that never reached the driver or broke. */
+NV_STATUS vgpu_call_status(long ret)
+{
+	switch (ret) {
+	case -ENOMEM:
+		return NV_ERR_NO_MEMORY;
+	case -EIO:
+		return NV_ERR_INVALID_STATE;
+	default:
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+}

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sibling.c - a hostile sibling thread, for tests/vm/test_vgpu_sibling.py.
+ *
+ * Loaded with ctypes into the test's own process, so the thread it starts
+ * shares the caller's memory and descriptor table, as a container's other
+ * threads would.  While the test's main thread is inside one vgpu.ko call
+ * (which nvsim's debugfs delay holds open), the thread watches the process
+ * for what vgpu.ko adds during the call and attacks it:
+ *
+ *   MODE_WRITE   the first new small mapping: write the forged parameters
+ *   MODE_REPLACE the first new small mapping: mmap(MAP_FIXED) over it, write
+ *   MODE_DUP     every new descriptor: dup() it and keep the copy
+ *
+ * A write that faults (SIGBUS/SIGSEGV) is caught on this thread only and
+ * counted.  Built by the test with: gcc -shared -fPIC -pthread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <dirent.h>
+
+enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3 };
+
+#define MAX_SEEN 4096
+#define MAX_TARGET (64 << 10)
+
+struct result {
+	int attempts;           /* mappings or descriptors attacked */
+	int writes;             /* forged writes that landed */
+	int faults;             /* writes that faulted */
+	int replaced;           /* MAP_FIXED replacements made */
+	int dups[16];           /* descriptors kept (MODE_DUP), -1 = none */
+	int ndups;
+};
+
+static struct {
+	int mode;
+	const void *forged;
+	size_t forged_len;
+	volatile int stop, ready;
+	pthread_t thread;
+	unsigned long seen[MAX_SEEN];   /* baseline mapping starts, or fds */
+	int nseen;
+	struct result res;
+} S;
+
+static __thread sigjmp_buf fault_jmp;
+static __thread int in_attack;
+static struct sigaction old_bus, old_segv;
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	if (in_attack)
+		siglongjmp(fault_jmp, 1);
+	/* Not ours: the previous handler, or the default action. */
+	sigaction(sig, sig == SIGBUS ? &old_bus : &old_segv, NULL);
+	raise(sig);
+}
+
+static int seen(unsigned long v)
+{
+	for (int i = 0; i < S.nseen; i++)
+		if (S.seen[i] == v)
+			return 1;
+	return 0;
+}
+
+static void remember(unsigned long v)
+{
+	if (S.nseen < MAX_SEEN)
+		S.seen[S.nseen++] = v;
+}
+
+/* Starts and lengths of the current mappings, by raw read(): no malloc. */
+static int read_maps(unsigned long *start, unsigned long *len, int max)
+{
+	static char buf[1 << 18];
+	ssize_t n, got = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC), cnt = 0;
+	char *p;
+
+	if (fd < 0)
+		return 0;
+	while (got < (ssize_t)sizeof(buf) - 1 &&
+	       (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += n;
+	close(fd);
+	buf[got] = 0;
+	for (p = buf; *p && cnt < max; ) {
+		unsigned long a = strtoul(p, &p, 16), b;
+
+		if (*p != '-')
+			break;
+		b = strtoul(p + 1, &p, 16);
+		start[cnt] = a;
+		len[cnt] = b - a;
+		cnt++;
+		while (*p && *p != '\n')
+			p++;
+		if (*p)
+			p++;
+	}
+	return cnt;
+}
+
+static void attack_mapping(unsigned long a, unsigned long l)
+{
+	S.res.attempts++;
+	if (S.mode == MODE_REPLACE) {
+		void *m = mmap((void *)a, l, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		if (m == MAP_FAILED)
+			return;
+		S.res.replaced++;
+	}
+	in_attack = 1;
+	if (sigsetjmp(fault_jmp, 1) == 0) {
+		memcpy((void *)a, S.forged, S.forged_len);
+		S.res.writes++;
+	} else {
+		S.res.faults++;
+	}
+	in_attack = 0;
+}
+
+/* Everything that exists now (this thread's own stack included) is the baseline. */
+static void baseline(void)
+{
+	static unsigned long st[8192], ln[8192];
+
+	if (S.mode == MODE_DUP) {
+		for (int fd = 0; fd < 4096; fd++)
+			if (fcntl(fd, F_GETFD) != -1)
+				remember(fd);
+	} else {
+		int n = read_maps(st, ln, 8192);
+
+		for (int i = 0; i < n; i++)
+			remember(st[i]);
+	}
+}
+
+static void *attacker(void *arg)
+{
+	static unsigned long st[8192], ln[8192];
+
+	(void)arg;
+	baseline();
+	__atomic_store_n(&S.ready, 1, __ATOMIC_RELEASE);
+	while (!S.stop) {
+		if (S.mode == MODE_DUP) {
+			DIR *d = opendir("/proc/self/fd");
+			struct dirent *e;
+
+			if (!d)
+				continue;
+			while ((e = readdir(d))) {
+				int fd = atoi(e->d_name);
+
+				if (e->d_name[0] == '.' || fd == dirfd(d) || seen(fd))
+					continue;
+				remember(fd);
+				S.res.attempts++;
+				if (S.res.ndups < 16) {
+					int c = dup(fd);
+
+					if (c >= 0) {
+						remember(c);
+						S.res.dups[S.res.ndups++] = c;
+					}
+				}
+			}
+			closedir(d);
+			continue;
+		}
+		int n = read_maps(st, ln, 8192);
+
+		for (int i = 0; i < n; i++) {
+			if (seen(st[i]))
+				continue;
+			remember(st[i]);
+			/*
+			 * The first small mapping that appears is the call's
+			 * parameter page (the test's thread is blocked in the
+			 * call); later ones are the caller's own after the
+			 * call (an allocator's arena, libffi's trampolines)
+			 * and are left alone.
+			 */
+			if (ln[i] <= MAX_TARGET && !S.res.attempts)
+				attack_mapping(st[i], ln[i]);
+		}
+	}
+	return NULL;
+}
+
+/* Start the thread and wait until it has taken its baseline. */
+int sibling_start(int mode, const void *forged, size_t forged_len)
+{
+	struct sigaction sa;
+	int ret;
+
+	memset(&S, 0, sizeof(S));
+	S.mode = mode;
+	S.forged = forged;
+	S.forged_len = forged_len;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	ret = pthread_create(&S.thread, NULL, attacker, NULL);
+	if (ret)
+		return ret;
+	while (!__atomic_load_n(&S.ready, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	return 0;
+}
+
+/* Stop it, restore the signal handlers, hand back what it did. */
+int sibling_stop(struct result *out)
+{
+	S.stop = 1;
+	pthread_join(S.thread, NULL);
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	*out = S.res;
+	return 0;
+}

@@ -1,0 +1,177 @@
+"""Issue 11, findings 2 and 3: a hostile sibling thread.
+
+A container's other threads share its memory and descriptor table for the
+whole of every call.  tests/vm/sibling.c is such a thread, loaded into this
+very process; nvsim's debugfs delay (delay_nr/delay_ms, a test hook) holds
+the driver call open before the driver reads its parameters, so the thread
+gets its chance every time instead of once in a while.
+
+- Parameters: whatever vgpu.ko maps into the caller's mm for the driver to
+  read (the call page, call.c) must not be writable by the thread, and a
+  mapping put over it must be caught.  The forged parameters ask for 64 MiB
+  of FB under the caller's own client: had the driver read them, nvsim's
+  FB use would rise without the slice being charged.
+- Descriptors: whatever vgpu.ko installs in the caller's table for the
+  driver to resolve must be worthless to a thread that dup()s it.
+
+Each of these failed on the mediator that bounced parameters through an
+anonymous mapping and installed the real file (issue 11's main).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import nvsim_fb, read_vstate, MiB
+
+from vgpu import nvabi as A
+
+NVSIM = Path("/sys/kernel/debug/nvsim")
+MODE_WRITE, MODE_REPLACE, MODE_DUP = 1, 2, 3
+DELAY_MS = 400
+
+
+class Result(ctypes.Structure):
+    _fields_ = [("attempts", ctypes.c_int), ("writes", ctypes.c_int),
+                ("faults", ctypes.c_int), ("replaced", ctypes.c_int),
+                ("dups", ctypes.c_int * 16), ("ndups", ctypes.c_int)]
+
+
+@pytest.fixture(scope="module")
+def sibling(tmp_path_factory):
+    src = Path(__file__).with_name("sibling.c")
+    out = tmp_path_factory.mktemp("sibling") / "libsibling.so"
+    subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-pthread", "-o", str(out),
+                    str(src)], check=True)
+    lib = ctypes.CDLL(str(out))
+    lib.sibling_start.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    lib.sibling_stop.argtypes = [ctypes.POINTER(Result)]
+    return lib
+
+
+@pytest.fixture
+def delay():
+    """delay(nr): nvsim sleeps DELAY_MS before reading escape nr's parameters."""
+    def _set(nr: int, ms: int = DELAY_MS) -> None:
+        (NVSIM / "delay_nr").write_text(str(nr))
+        (NVSIM / "delay_ms").write_text(str(ms))
+    yield _set
+    (NVSIM / "delay_ms").write_text("0")
+    (NVSIM / "delay_nr").write_text("0")
+
+
+def _forged_fb_alloc(client, parent: int):
+    """NVOS21 asking for 64 MiB of FB under the caller's own client; the
+    buffers it points to are returned too (keep them alive)."""
+    mp = A.NV_MEMORY_ALLOCATION_PARAMS(owner=0x5647, type=0, size=64 * MiB)
+    p = A.NVOS21_PARAMETERS(hRoot=client.hClient, hObjectParent=parent,
+                            hObjectNew=0xbeef0001, hClass=A.NV01_MEMORY_LOCAL_USER,
+                            pAllocParms=ctypes.addressof(mp),
+                            paramsSize=ctypes.sizeof(mp), status=0)
+    raw = ctypes.create_string_buffer(bytes(p), ctypes.sizeof(p))
+    return raw, mp
+
+
+def _root_alloc(fd: int) -> A.NVOS21_PARAMETERS:
+    """A root client, as the caller asks for it: NVOS21 on the control fd."""
+    p = A.NVOS21_PARAMETERS(hRoot=0, hObjectParent=0, hObjectNew=0,
+                            hClass=A.NV01_ROOT_CLIENT)
+    buf = bytearray(bytes(p))
+    fcntl.ioctl(fd, A.nv_ioctl(A.NV_ESC_RM_ALLOC, len(buf)), buf, True)
+    return A.NVOS21_PARAMETERS.from_buffer_copy(bytes(buf))
+
+
+def _attack_root_alloc(sibling, delay, sl, mode):
+    c = sl.client()
+    g = c.open_gpus()[0]
+    fb0, used0 = nvsim_fb(0), sl.used(0)
+    raw, mp = _forged_fb_alloc(c, g.hDevice)
+    delay(A.NV_ESC_RM_ALLOC)
+    assert sibling.sibling_start(mode, ctypes.addressof(raw), len(raw)) == 0
+    err = None
+    try:
+        out = _root_alloc(c.fd)
+    except OSError as e:
+        out, err = None, e.errno
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+    return c, g, res, out, err, fb0, used0
+
+
+def test_sibling_cannot_write_the_parameters(sibling, delay, sl):
+    """Finding 2: every write of the sibling into what vgpu.ko mapped for
+    the driver faults; the driver reads vgpu.ko's parameters, not its."""
+    c, g, res, out, err, fb0, used0 = _attack_root_alloc(sibling, delay, sl, MODE_WRITE)
+    assert res.attempts >= 1, "the sibling never saw a mapping appear: the test proves nothing"
+    assert res.writes == 0, f"{res.writes} forged writes landed in the call's parameters"
+    assert res.faults >= 1
+    assert err is None and out.status == 0, (err, out)
+    assert out.hObjectNew and out.hObjectNew != 0xbeef0001
+    # Nothing was allocated behind the quota's back.
+    assert nvsim_fb(0) == fb0 and sl.used(0) == used0
+    # The file stays usable: it was not attacked successfully.
+    g.alloc(MiB)
+    assert sl.used(0) == used0 + MiB
+
+
+def test_mapping_put_over_the_parameters_is_caught(sibling, delay, sl, vstate):
+    """Finding 2: a sibling cannot write the call page, but it can unmap it
+    or map over it (MAP_FIXED) before the driver reads.  vgpu.ko sees its
+    VMA go, answers EIO, refuses the file from now on and frees everything
+    the file's clients hold: no FB outlives the call uncharged."""
+    broken0 = vstate().get("calls_broken", 0)
+    c, g, res, out, err, fb0, used0 = _attack_root_alloc(sibling, delay, sl, MODE_REPLACE)
+    assert res.replaced >= 1, "the sibling never replaced a mapping: the test proves nothing"
+    assert err == errno.EIO, (err, out)
+    assert vstate().get("calls_broken") == broken0 + 1
+    # Undone: the file's clients are gone in the driver, with any FB the
+    # driver may have allocated from the forged parameters.
+    assert nvsim_fb(0) <= fb0 and sl.used(0) == 0
+    with pytest.raises(OSError) as e:
+        _root_alloc(c.fd)
+    assert e.value.errno == errno.EIO
+    c.hClient = 0           # freed by vgpu.ko; nothing for close() to free
+
+
+def test_descriptor_a_sibling_dups_is_worthless(sibling, delay, sl):
+    """Finding 3: REGISTER_FD names the control file; what the driver
+    resolves for it sits in the caller's table during the call.  A sibling
+    that dup()s it gets a file that the driver would take for the slice's own
+    control file, but that answers no ioctl and maps nothing."""
+    gpu = sl.open("nvidia0")
+    ctl = sl.open("nvidiactl")
+    delay(A.NV_ESC_REGISTER_FD)
+    assert sibling.sibling_start(MODE_DUP, None, 0) == 0
+    try:
+        p = A.nv_ioctl_register_fd_t(ctl_fd=ctl)
+        buf = bytearray(bytes(p))
+        fcntl.ioctl(gpu, A.nv_ioctl(A.NV_ESC_REGISTER_FD, len(buf)), buf, True)
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+    dups = [res.dups[i] for i in range(res.ndups)]
+    assert dups, "the sibling never saw a descriptor appear: the test proves nothing"
+    try:
+        for fd in dups:
+            st = os.fstat(fd)
+            # It is what the driver recognises (its device number) ...
+            assert os.major(st.st_rdev) == 195 and os.minor(st.st_rdev) == 255
+            # ... and it does nothing: no client, no mapping.
+            with pytest.raises(OSError) as e:
+                _root_alloc(fd)
+            assert e.value.errno == errno.ENOTTY
+            import mmap as _mmap
+            with pytest.raises(OSError):
+                _mmap.mmap(fd, 4096)
+    finally:
+        for fd in dups:
+            os.close(fd)
