@@ -58,6 +58,8 @@ _SUN_PATH_MAX = 107
 # Bounds on the kernel's duty-cycle period and the collection interval.
 PERIOD_MIN, PERIOD_MAX = 0.001, 10.0
 GC_MIN, GC_MAX = 0.1, 86400.0
+# [node] max_channels travels as a u32 (VGPU_A_SLICE_MAX_CHANNELS).
+MAX_CHANNELS_MAX = 2**32 - 1
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 _GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?\Z")
@@ -211,6 +213,7 @@ class Node:
     oversubscribe_memory: bool = False
     uvm: str = "count"
     over_quota_action: str = "event"
+    max_channels: int = 256                     # per slice per GPU; 0: no cap
 
     def selects(self, index: int, uuid: str) -> bool:
         """Whether this node slices the GPU with this index and UUID."""
@@ -684,7 +687,7 @@ class _Parser:
     def parse_node(self, t: Mapping[str, Any]) -> Node:
         base = Node()
         self.unknown(t, "node.", ("gpus", "placement", "oversubscribe_memory", "uvm",
-                                  "over_quota_action"))
+                                  "over_quota_action", "max_channels"))
         gpus: str | tuple[int | str, ...] = "all"
         v = t.get("gpus", "all")
         if v == "all":
@@ -724,8 +727,20 @@ class _Parser:
         uvm = self.choice(t, "uvm", "node.uvm", base.uvm, UVM_MODES)
         action = self.choice(t, "over_quota_action", "node.over_quota_action",
                              base.over_quota_action, OVER_QUOTA_ACTIONS)
+        chans = t.get("max_channels", base.max_channels)
+        if isinstance(chans, bool) or not isinstance(chans, int):
+            self.err("node.max_channels", f"{quote(chans)} is {_typename(chans)}, not an "
+                                          f"integer (channels per slice per GPU; 0: no cap)")
+            chans = base.max_channels
+        elif chans < 0:
+            self.err("node.max_channels", f"{quote(chans)} is negative (0 means no cap)")
+            chans = base.max_channels
+        elif chans > MAX_CHANNELS_MAX:
+            self.err("node.max_channels", f"{quote(chans)} is above {MAX_CHANNELS_MAX} "
+                                          f"(0 means no cap)")
+            chans = base.max_channels
         return Node(gpus=gpus, placement=placement, oversubscribe_memory=over, uvm=uvm,
-                    over_quota_action=action)
+                    over_quota_action=action, max_channels=chans)
 
     def parse_schedule(self, v: Any, profiles: Mapping[str, SliceSpec],
                        bad_profiles: set[str]) -> tuple[Window, ...]:
@@ -891,6 +906,7 @@ def _flatten(c: Config) -> dict[str, str]:
         "node.oversubscribe_memory": _show(c.node.oversubscribe_memory),
         "node.uvm": _show(c.node.uvm),
         "node.over_quota_action": _show(c.node.over_quota_action),
+        "node.max_channels": "no cap" if c.node.max_channels == 0 else _show(c.node.max_channels),
         "scheduler.period": format_duration(c.scheduler_period),
         "scheduler.layers": "kernel default" if c.scheduler_layers is None
         else _show(c.scheduler_layers),

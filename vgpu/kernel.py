@@ -137,6 +137,7 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_SCHED_LAYERS": "uint32",
     "VGPU_A_SCHED_SWITCHES": "uint64",
     "VGPU_A_SCHED_CPU_NS": "uint64",
+    "VGPU_A_SLICE_MAX_CHANNELS": "uint32",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
@@ -263,6 +264,7 @@ class Slice:
     uvm_mapped: int = 0
     flags: int = 0
     cgroup_id: int = 0                # the bound cgroup v2's id (its inode), 0: none
+    max_channels: int = 0             # channels per GPU of the slice, 0: no cap
     gpus: list[GpuUsage] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)   # attributes not known here
 
@@ -344,6 +346,7 @@ def slice_from_msg(msg) -> Slice:
     s.uvm_mapped = d.get("VGPU_A_SLICE_UVM_MAPPED", 0)
     s.flags = d.get("VGPU_A_SLICE_FLAGS", 0)
     s.cgroup_id = d.get("VGPU_A_SLICE_CGROUP_ID", 0) or 0
+    s.max_channels = d.get("VGPU_A_SLICE_MAX_CHANNELS", 0) or 0
     gl = msg.get_attr("VGPU_A_SLICE_GPUS")
     if gl is not None:
         s.gpus = [_gpu_from_nla(a[1]) for a in gl.get("attrs", []) if a[0] == "VGPU_A_GPU"]
@@ -353,7 +356,8 @@ def slice_from_msg(msg) -> Slice:
     known = {"VGPU_A_SLICE_ID", "VGPU_A_SLICE_NAME", "VGPU_A_SLICE_UVM_POLICY",
              "VGPU_A_SLICE_MAJOR", "VGPU_A_SLICE_BASE_MINOR", "VGPU_A_SLICE_OPEN_FILES",
              "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
-             "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID"}
+             "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID",
+             "VGPU_A_SLICE_MAX_CHANNELS"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
 
@@ -627,10 +631,13 @@ class VgpuKernel:
     # -------------------------------------------------------- commands
     def slice_new(self, id: int, gpus, name: str | None = None,
                   uvm_policy: int | None = None, flags: int | None = None,
-                  cgroup_fd: int | None = None, compute: dict | None = None) -> Slice:
+                  cgroup_fd: int | None = None, compute: dict | None = None,
+                  max_channels: int | None = None) -> Slice:
         """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...];
         cgroup_fd: an open fd of a cgroup v2 directory to bind the slice to;
-        compute: {container GPU index: Compute | (policy, bp[, priority]) | dict}."""
+        compute: {container GPU index: Compute | (policy, bp[, priority]) | dict};
+        max_channels: channels the slice may hold on each of its GPUs (0: no
+        cap; None: the kernel's default)."""
         compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
         entries = []
         for i, g in enumerate(gpus):
@@ -651,6 +658,8 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SLICE_FLAGS", int(flags)])
         if cgroup_fd is not None:
             attrs.append(["VGPU_A_SLICE_CGROUP_FD", int(cgroup_fd)])
+        if max_channels is not None:
+            attrs.append(["VGPU_A_SLICE_MAX_CHANNELS", int(max_channels)])
         replies = self._request(U.VGPU_CMD_SLICE_NEW, attrs)
         for r in replies:
             return slice_from_msg(r)
@@ -658,11 +667,12 @@ class VgpuKernel:
 
     def slice_set(self, id: int, limits: dict[int, int] | None = None,
                   uvm_policy: int | None = None, cgroup_fd: int | None = None,
-                  compute: dict | None = None) -> Slice | None:
+                  compute: dict | None = None,
+                  max_channels: int | None = None) -> Slice | None:
         """Change limits ({container GPU index: bytes}), compute settings
-        ({index: Compute | (policy, bp[, priority]) | dict}), the UVM policy
-        and/or the bound cgroup (cgroup_fd: an open fd of a cgroup v2
-        directory)."""
+        ({index: Compute | (policy, bp[, priority]) | dict}), the UVM policy,
+        the bound cgroup (cgroup_fd: an open fd of a cgroup v2 directory)
+        and/or the per-GPU channel cap (max_channels, 0: no cap)."""
         attrs = [["VGPU_A_SLICE_ID", int(id)]]
         limits = {int(i): b for i, b in (limits or {}).items()}
         compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
@@ -680,6 +690,8 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SLICE_UVM_POLICY", int(uvm_policy)])
         if cgroup_fd is not None:
             attrs.append(["VGPU_A_SLICE_CGROUP_FD", int(cgroup_fd)])
+        if max_channels is not None:
+            attrs.append(["VGPU_A_SLICE_MAX_CHANNELS", int(max_channels)])
         replies = self._request(U.VGPU_CMD_SLICE_SET, attrs)
         return slice_from_msg(replies[0]) if replies else None
 

@@ -202,6 +202,7 @@ NV2080_CTRL_CMD_GPU_GET_PIDS = 0x2080018D
 NV2080_CTRL_CMD_GPU_GET_PID_INFO = 0x2080018E
 NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS = 0x2080110B
 NV2080_CTRL_CMD_GPU_GET_NAME_STRING = 0x20800110
+NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 = 0x00000205
 NV2080_GPU_MAX_NAME_STRING_LENGTH = 0x40
 NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII = 0
 NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_UNICODE = 1
@@ -846,6 +847,20 @@ class _NV2080_GPU_NAME_STRING(NvUnion):
     _fields_ = [
         ("ascii", NvU8 * NV2080_GPU_MAX_NAME_STRING_LENGTH),
         ("unicode", NvU16 * NV2080_GPU_MAX_NAME_STRING_LENGTH),
+    ]
+
+
+class NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(NvStruct):
+    """ctrl0000gpu.h: a GPU's ids by gpuId; deviceInstance is NV0080's deviceId."""
+    _fields_ = [
+        ("gpuId", NvU32),
+        ("gpuFlags", NvU32),
+        ("deviceInstance", NvU32),
+        ("subDeviceInstance", NvU32),
+        ("sliStatus", NvU32),
+        ("boardId", NvU32),
+        ("gpuInstance", NvU32),
+        ("numaId", NvS32),
     ]
 
 

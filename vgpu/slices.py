@@ -707,7 +707,8 @@ class SliceManager:
                     try:
                         ks = await self.kport.call(
                             "slice_new", sid, [(g.minor, e["memory"], g.gpu_id) for g in refs],
-                            name=c, uvm_policy=self._uvm_policy(), **kw)
+                            name=c, uvm_policy=self._uvm_policy(),
+                            max_channels=self.cfg.node.max_channels, **kw)
                         break
                     except ApiError:
                         raise
@@ -893,7 +894,8 @@ class SliceManager:
                         if comp is not None:
                             kw["compute"] = comp
                         ks = await self.kport.call("slice_new", rec["slice_id"], gl, name=c,
-                                                   uvm_policy=self._uvm_policy(), **kw)
+                                                   uvm_policy=self._uvm_policy(),
+                                                   max_channels=self.cfg.node.max_channels, **kw)
                         self.kslices[ks.id] = ks
                         counts["recreated"] += 1
                         log.warning("slice %d of %s was missing in vgpu.ko: created again",

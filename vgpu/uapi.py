@@ -61,7 +61,8 @@ VGPU_A_SCHED_PERIOD_US = 19      # u32, VGPU_SCHED_PERIOD_MIN_US..MAX_US; SCHED_
 VGPU_A_SCHED_LAYERS = 20         # u32, VGPU_SCHED_L_* flags; SCHED_SET
 VGPU_A_SCHED_SWITCHES = 21       # u64, reply only
 VGPU_A_SCHED_CPU_NS = 22         # u64, the scheduler's own CPU time, reply only
-__VGPU_A_MAX = 23
+VGPU_A_SLICE_MAX_CHANNELS = 23   # u32, channels per GPU of the slice (0: no cap); NEW, SET
+__VGPU_A_MAX = 24
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
 # enum vgpu_list_attr: entries of the GPUS and PIDS nests

@@ -189,6 +189,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV2080_CTRL_CMD_GPU_GET_PID_INFO                0x2080018E
 #define NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS           0x2080110B
 #define NV2080_CTRL_CMD_GPU_GET_NAME_STRING             0x20800110
+#define NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2              0x00000205
 #define NV2080_GPU_MAX_NAME_STRING_LENGTH               0x40
 #define NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII   0
 #define NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_UNICODE 1
@@ -753,6 +754,18 @@ typedef struct {
 	} gpuNameString;
 } NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS;
 
+/* ctrl0000gpu.h: a GPU's ids by gpuId; deviceInstance is NV0080's deviceId. */
+typedef struct {
+	NvU32    gpuId;
+	NvU32    gpuFlags;
+	NvU32    deviceInstance;
+	NvU32    subDeviceInstance;
+	NvU32    sliStatus;
+	NvU32    boardId;
+	NvU32    gpuInstance;
+	NvS32    numaId;
+} NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS;
+
 /* GET_PID_INFO: per-pid data.  Index 0 (video memory usage) fills
  * vidMemUsage.memPrivate etc.; the simulator fills memPrivate only. */
 typedef struct {
@@ -1156,6 +1169,8 @@ NVABI_OFF(NV2080_CTRL_GPU_PID_INFO, smcSubscription, 64);
 NVABI_SIZE(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS, 14408);
 NVABI_OFF(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS, pidInfoList, 8);
 NVABI_SIZE(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS, 132);
+NVABI_SIZE(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, 32);
+NVABI_OFF(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, deviceInstance, 8);
 NVABI_OFF(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS, gpuNameString, 4);
 NVABI_SIZE(NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS, 4);
 NVABI_SIZE(NVA06C_CTRL_TIMESLICE_PARAMS, 8);

@@ -186,6 +186,28 @@ static NV_STATUS nvsim_ctrl_surface_info_fill(struct nvsim_ctrl_ctx *ctx)
 
 /* ------------------------------------------------------------ GPU info */
 
+/*
+ * NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 on a client: a GPU's ids by gpuId
+ * (ctrl0000gpu.h).  The driver answers only for GPUs gpumgr has attached;
+ * nvsim's are always attached.
+ */
+static NV_STATUS nvsim_ctrl_gpu_id_info_v2(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS *p = ctx->params;
+	struct nvsim_gpu *gpu = nvsim_gpu_by_id(p->gpuId);
+
+	if (!gpu)
+		return NV_ERR_INVALID_ARGUMENT;
+	p->gpuFlags = 0;
+	p->deviceInstance = nvsim_instance_of(gpu);
+	p->subDeviceInstance = 0;
+	p->sliStatus = 0;
+	p->boardId = gpu->gpu_id;
+	p->gpuInstance = gpu->index;
+	p->numaId = -1;
+	return NV_OK;
+}
+
 static NV_STATUS nvsim_ctrl_name_string(struct nvsim_ctrl_ctx *ctx)
 {
 	NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS *p = ctx->params;
@@ -400,6 +422,9 @@ static NV_STATUS nvsim_ctrl_work_submit_token(struct nvsim_ctrl_ctx *ctx)
 #define CHANNEL     NVSIM_BIT(NVSIM_OBJ_CHANNEL)
 
 static const struct nvsim_ctrl nvsim_ctrls[] = {
+	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
+	  sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS),
+	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_gpu_id_info_v2, NULL },
 	{ NV2080_CTRL_CMD_FB_GET_INFO, sizeof(NV2080_CTRL_FB_GET_INFO_PARAMS),
 	  SUBDEVICE, nvsim_ctrl_fb_info_v1, nvsim_ctrl_fb_info_v1_fill },
 	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, sizeof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS),

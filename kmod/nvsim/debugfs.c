@@ -25,6 +25,8 @@
  *   pid <tgid> <gpu> busy_ns <n>
  *
  * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay.
+ * instance_rotate (0600): device instance = (minor + n) % GPUs (gpu.c); -EBUSY
+ * while any object exists.
  *
  * objects counts every RM object, clients included (and the TSGs the driver
  * makes for channels allocated under a device, which show handle 0x0);
@@ -128,6 +130,30 @@ static int nvsim_stats_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(nvsim_stats);
 
+/* instance_rotate (gpu.c): changed only while nvsim holds no object. */
+static int nvsim_rotate_get(void *data, u64 *val)
+{
+	*val = READ_ONCE(nvsim.instance_rotate);
+	return 0;
+}
+
+static int nvsim_rotate_set(void *data, u64 val)
+{
+	int ret = 0;
+
+	if (val >= nvsim.num_gpus)
+		return -EINVAL;
+	mutex_lock(&nvsim.lock);
+	if (atomic_read(&nvsim.nr_objects))
+		ret = -EBUSY;
+	else
+		WRITE_ONCE(nvsim.instance_rotate, (u32)val);
+	mutex_unlock(&nvsim.lock);
+	return ret;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(nvsim_rotate_fops, nvsim_rotate_get, nvsim_rotate_set,
+			 "%llu\n");
+
 /* debugfs is best effort: the driver works without it. */
 void nvsim_debugfs_init(void)
 {
@@ -141,6 +167,8 @@ void nvsim_debugfs_init(void)
 	debugfs_create_u32("delay_nr", 0600, nvsim_debugfs_dir, &nvsim.delay_nr);
 	debugfs_create_u32("delay_uvm", 0600, nvsim_debugfs_dir, &nvsim.delay_uvm);
 	debugfs_create_u32("delay_ms", 0600, nvsim_debugfs_dir, &nvsim.delay_ms);
+	debugfs_create_file("instance_rotate", 0600, nvsim_debugfs_dir, NULL,
+			    &nvsim_rotate_fops);
 }
 
 /**

@@ -44,6 +44,28 @@ struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id)
 	return NULL;
 }
 
+/*
+ * Device instances.  NV0080's deviceId names a device instance, which the
+ * driver's gpumgr assigns as GPUs attach (gpumgrGetGpuFromDeviceInstance,
+ * answered per gpuId by NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2); it need not be
+ * the /dev minor.  nvsim numbers them as its minors unless debugfs
+ * instance_rotate is set: instance = (minor + rotate) % num_gpus, so that
+ * tests can tell the two apart.  Changed only while no object exists.
+ */
+u32 nvsim_instance_of(const struct nvsim_gpu *gpu)
+{
+	return (gpu->index + READ_ONCE(nvsim.instance_rotate)) % nvsim.num_gpus;
+}
+
+struct nvsim_gpu *nvsim_gpu_of_instance(u32 inst)
+{
+	if (inst >= nvsim.num_gpus)
+		return NULL;
+	return &nvsim.gpus[(inst + nvsim.num_gpus -
+			    READ_ONCE(nvsim.instance_rotate) % nvsim.num_gpus) %
+			   nvsim.num_gpus];
+}
+
 static void nvsim_gpu_fini(struct nvsim_gpu *gpu)
 {
 	WARN_ON(!list_empty(&gpu->tsgs));

@@ -148,6 +148,7 @@ struct nvsim_state {
 	atomic64_t nr_ioctls;
 	/* Test hook (debugfs delay_nr/delay_uvm/delay_ms): see nvsim_test_delay. */
 	u32 delay_nr, delay_uvm, delay_ms;
+	u32 instance_rotate;            /* debugfs, nvsim_instance_of */
 };
 
 extern struct nvsim_state nvsim;
@@ -385,6 +386,8 @@ struct class *nvsim_class(void);
 int nvsim_gpus_init(void);
 void nvsim_gpus_exit(void);
 struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id);
+u32 nvsim_instance_of(const struct nvsim_gpu *gpu);
+struct nvsim_gpu *nvsim_gpu_of_instance(u32 inst);
 void nvsim_gpu_update_timer(struct nvsim_gpu *gpu);
 
 /* rm.c */

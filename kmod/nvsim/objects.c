@@ -439,7 +439,7 @@ static NV_STATUS nvsim_device_ctor(const struct nvsim_call *call,
 				  NVSIM_OBJ_DEVICE, &obj);
 	if (status != NV_OK)
 		return status;
-	obj->gpu = &nvsim.gpus[inst];
+	obj->gpu = nvsim_gpu_of_instance(inst);
 	obj->device.inst = inst;
 	obj->device.vas_client = p ? p->hClientShare : 0;
 	if (!obj->device.vas_client)

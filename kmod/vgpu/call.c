@@ -41,6 +41,8 @@
  */
 #include <linux/anon_inodes.h>
 #include <linux/file.h>
+#include <linux/hashtable.h>
+#include <linux/mmap_lock.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/slab.h>
@@ -55,12 +57,32 @@ struct vgpu_call {
 	void *kaddr;            /* vmalloc_user: zeroed, page aligned */
 	size_t len;             /* a multiple of PAGE_SIZE */
 	unsigned long uaddr;
-	struct task_struct *owner;
+	struct mm_struct *mm;   /* mapped there; not referenced (the VMA is) */
+	struct task_struct *owner;      /* the task calling through it, NULL idle */
+	struct hlist_node idle; /* vgpu_idle, while idle; vgpu_idle_lock */
+	bool on_idle;           /* vgpu_idle_lock */
 	bool mapped;            /* the one mmap happened */
 	bool in_call;           /* the driver runs: the owner may write */
 	bool ending;            /* vgpu.ko's own munmap */
-	bool broken;            /* the VMA went (or moved) before the end */
+	bool broken;            /* the VMA went (or moved) */
 };
+
+/*
+ * Reuse.  Mapping and unmapping a page per call costs more than the call
+ * (an mmap_lock write section each, a VMA, a TLB flush), so a call page of
+ * VGPU_CALL_POOL_LEN stays mapped in its mm after the call, idle, for the
+ * next call of any thread of that mm (at most VGPU_CALL_IDLE_MAX per mm).
+ * Idle, its PTEs may still be writable (the last call's copy-out made them
+ * so), and a sibling may write it: harmless, nothing reads it then.  Taken
+ * for a call, its PTEs are zapped under the mmap lock before vgpu.ko fills
+ * it through the kernel mapping, so from then on every user write faults
+ * again and only the caller's is granted.  An idle page whose VMA goes
+ * (munmap, MAP_FIXED over it, exit) leaves the list in .close.
+ */
+#define VGPU_CALL_POOL_LEN      PAGE_SIZE
+#define VGPU_CALL_IDLE_MAX      8
+static DEFINE_SPINLOCK(vgpu_idle_lock);
+static DEFINE_HASHTABLE(vgpu_idle, 6);
 
 static void vgpu_call_free(struct kref *ref)
 {
@@ -109,8 +131,18 @@ static void vgpu_call_vm_close(struct vm_area_struct *vma)
 {
 	struct vgpu_call *c = vma->vm_private_data;
 
+	/*
+	 * Under the lock: vgpu_call_keep() tests broken under it, so a page
+	 * whose VMA is going is never put on the idle list after this.
+	 */
+	spin_lock(&vgpu_idle_lock);
 	if (!READ_ONCE(c->ending))
 		WRITE_ONCE(c->broken, true);
+	if (c->on_idle) {
+		hash_del(&c->idle);
+		c->on_idle = false;
+	}
+	spin_unlock(&vgpu_idle_lock);
 	kref_put(&c->ref, vgpu_call_free);
 }
 
@@ -168,18 +200,85 @@ static const struct file_operations vgpu_call_fops = {
 
 atomic64_t vgpu_nr_calls_broken = ATOMIC64_INIT(0);
 
+/*
+ * Map every page read-only now (the VMA's vm_page_prot is write-protected),
+ * so that the driver's read of the parameters takes no fault; its write of
+ * the results still faults, into pfn_mkwrite.  Under the mmap lock.
+ */
+static void vgpu_call_populate(struct vm_area_struct *vma, struct vgpu_call *c)
+{
+	size_t off;
+
+	for (off = 0; off < c->len; off += PAGE_SIZE)
+		if (vmf_insert_pfn(vma, c->uaddr + off,
+				   vmalloc_to_pfn(c->kaddr + off)) != VM_FAULT_NOPAGE)
+			break;  /* the fault handler will do it */
+}
+
+static struct vgpu_call *vgpu_call_unidle(struct mm_struct *mm)
+{
+	struct vgpu_call *c, *found = NULL;
+
+	spin_lock(&vgpu_idle_lock);
+	hash_for_each_possible(vgpu_idle, c, idle, (unsigned long)mm) {
+		if (c->mm == mm) {
+			hash_del(&c->idle);
+			c->on_idle = false;
+			kref_get(&c->ref);
+			found = c;
+			break;
+		}
+	}
+	spin_unlock(&vgpu_idle_lock);
+	return found;
+}
+
+/* An idle call page of current's mm, taken (a reference), or NULL. */
+static struct vgpu_call *vgpu_call_take_idle(void)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	struct vgpu_call *c;
+
+	c = vgpu_call_unidle(mm);
+	if (!c)
+		return NULL;
+	c->owner = current;
+	/* From here a sibling's write faults again: zap what the last call granted. */
+	mmap_read_lock(mm);
+	vma = vma_lookup(mm, c->uaddr);
+	if (READ_ONCE(c->broken) || !vma || vma->vm_ops != &vgpu_call_vm_ops ||
+	    vma->vm_private_data != c) {
+		mmap_read_unlock(mm);
+		kref_put(&c->ref, vgpu_call_free);      /* gone meanwhile */
+		return NULL;
+	}
+	zap_vma_ptes(vma, c->uaddr, c->len);
+	vgpu_call_populate(vma, c);
+	mmap_read_unlock(mm);
+	return c;
+}
+
 static struct vgpu_call *vgpu_call_begin(size_t len)
 {
+	struct vm_area_struct *vma;
 	struct vgpu_call *c;
 	struct file *f;
 	unsigned long addr;
 
+	if (len <= VGPU_CALL_POOL_LEN) {
+		c = vgpu_call_take_idle();
+		if (c)
+			return c;
+		len = VGPU_CALL_POOL_LEN;
+	}
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&c->ref);
 	c->len = PAGE_ALIGN(len);
 	c->owner = current;
+	c->mm = current->mm;
 	c->kaddr = vmalloc_user(c->len);
 	if (!c->kaddr) {
 		kfree(c);
@@ -197,10 +296,41 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 		return ERR_PTR((long)addr);
 	}
 	c->uaddr = addr;
+	mmap_read_lock(current->mm);
+	vma = vma_lookup(current->mm, addr);
+	if (vma && vma->vm_ops == &vgpu_call_vm_ops && vma->vm_private_data == c)
+		vgpu_call_populate(vma, c);
+	mmap_read_unlock(current->mm);
 	return c;
 }
 
-static void vgpu_call_end(struct vgpu_call *c)
+/* Keep c mapped for the next call of its mm, if there is room. */
+static bool vgpu_call_keep(struct vgpu_call *c)
+{
+	struct vgpu_call *o;
+	unsigned int n = 0;
+	bool kept = false;
+
+	if (c->len != VGPU_CALL_POOL_LEN)
+		return false;
+	c->owner = NULL;
+	spin_lock(&vgpu_idle_lock);
+	hash_for_each_possible(vgpu_idle, o, idle, (unsigned long)c->mm)
+		n += o->mm == c->mm;
+	if (n < VGPU_CALL_IDLE_MAX && !READ_ONCE(c->broken)) {
+		hash_add(vgpu_idle, &c->idle, (unsigned long)c->mm);
+		c->on_idle = true;
+		kept = true;
+	}
+	spin_unlock(&vgpu_idle_lock);
+	if (kept)
+		kref_put(&c->ref, vgpu_call_free);     /* the VMA's keeps it */
+	else
+		c->owner = current;
+	return kept;
+}
+
+static void vgpu_call_unmap(struct vgpu_call *c)
 {
 	struct mm_struct *mm = current->mm;
 	struct vm_area_struct *vma;
@@ -219,6 +349,32 @@ static void vgpu_call_end(struct vgpu_call *c)
 	if (ours)
 		vm_munmap(c->uaddr, c->len);
 	kref_put(&c->ref, vgpu_call_free);
+}
+
+static void vgpu_call_end(struct vgpu_call *c)
+{
+	if (!READ_ONCE(c->broken) && vgpu_call_keep(c))
+		return;
+	vgpu_call_unmap(c);
+}
+
+/**
+ * vgpu_call_drop_idle - unmap current's idle call pages
+ *
+ * From the release of a vgpu file: a process that closed its slice files
+ * should not keep vgpu.ko's pages mapped (nor vgpu.ko loaded: each holds
+ * the module through its file).  Another file of the process still open
+ * just maps a fresh one at its next call.  Nothing to do without an mm
+ * (exit: the VMAs are gone already; a kernel thread's delayed fput).
+ */
+void vgpu_call_drop_idle(void)
+{
+	struct vgpu_call *c;
+
+	if (!current->mm || (current->flags & PF_KTHREAD))
+		return;
+	while ((c = vgpu_call_unidle(current->mm)))
+		vgpu_call_unmap(c);
 }
 
 /* The file a broken call was made for: nothing more from it. */

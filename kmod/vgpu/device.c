@@ -142,6 +142,7 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 		vgpu_event(s, VGPU_EVENT_SLICE_EMPTIED, U32_MAX, 0);
 	kfree(vf);
 	vgpu_slice_put(s);
+	vgpu_call_drop_idle();
 	return 0;
 }
 

@@ -211,6 +211,8 @@ int vgpu_obj_add(struct vgpu_client *c, struct vgpu_obj *parent, NvHandle h,
 	}
 	list_add_tail(&o->sibling, &parent->children);
 	atomic_inc(&vgpu_nr_objects);
+	if (type == VGPU_OBJ_CHANNEL)
+		atomic_inc(&c->slice->gpus[gpu].chans_held);
 	return 0;
 }
 
@@ -224,6 +226,8 @@ void vgpu_obj_remove(struct vgpu_obj *o)
 	if (o->type == VGPU_OBJ_CLIENT)
 		return;
 	vgpu_compute_drop(o);
+	if (o->type == VGPU_OBJ_CHANNEL)
+		atomic_dec(&o->client->slice->gpus[o->gpu].chans_held);
 	rhashtable_remove_fast(&vgpu_objs, &o->node, vgpu_obj_params);
 	list_del(&o->sibling);
 	vgpu_charge_put(o->charge);
@@ -421,6 +425,27 @@ static NV_STATUS vgpu_track(struct vgpu_client *c, struct vgpu_obj *parent,
 /* ------------------------------------------- creation at user privilege */
 
 /*
+ * The channel cap (VGPU_A_SLICE_MAX_CHANNELS): the driver allocates FB for
+ * every channel (instance block, RAMFC, USERD, and the context buffers of
+ * its TSG) that the memory quota does not see; the cap bounds it.  Held =
+ * tracked channels + calls on their way, so concurrent allocations cannot
+ * pass it; a call's own reservation is returned when it ends (a channel it
+ * made is counted by its object from vgpu_obj_add on).
+ */
+static bool vgpu_chan_reserve(struct vgpu_slice *s, u32 gpu)
+{
+	atomic_t *held = &s->gpus[gpu].chans_held;
+	u32 max = READ_ONCE(s->max_channels);
+	int v = atomic_read(held);
+
+	do {
+		if (max && v >= max)
+			return false;
+	} while (!atomic_try_cmpxchg(held, &v, v + 1));
+	return true;
+}
+
+/*
  * Handles.  Every object vgpu.ko tracks has a handle the caller passed in or
  * vgpu.ko picked, never one read back from a call page (a sibling may
  * rewrite results once the driver has written them: call.c).  A caller that
@@ -503,7 +528,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	struct vgpu_obj *parent;
 	struct vgpu_client *c;
 	u64 reserved = 0;
-	bool fb = false;
+	bool fb = false, chan = false;
 	u32 gpu = 0;
 	u8 kparams[sizeof(NV_CHANNEL_ALLOC_PARAMS)] __aligned(8);
 	NV_STATUS st;
@@ -566,7 +591,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 			st = NV_ERR_INSUFFICIENT_PERMISSIONS;
 			goto out;
 		}
-		dp->deviceId = s->gpus[idx].real_minor;
+		/* The driver's device instance of that GPU (vgpu_rm_device_instance). */
+		dp->deviceId = s->gpus[idx].dev_inst;
 		gpu = idx;
 		break;
 	}
@@ -608,10 +634,21 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		break;
 	}
 
+	chan = cls->type == VGPU_OBJ_CHANNEL;
+	if (chan && !vgpu_chan_reserve(s, gpu)) {
+		pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
+				    s->id, READ_ONCE(s->max_channels), gpu);
+		if (fb)
+			vgpu_unreserve(s, parent->gpu, reserved);
+		st = NV_ERR_INSUFFICIENT_RESOURCES;
+		goto out;
+	}
 	st = vgpu_handle_for(p->hRoot, &p->hObjectNew);
 	if (st != NV_OK) {
 		if (fb)
 			vgpu_unreserve(s, parent->gpu, reserved);
+		if (chan)
+			atomic_dec(&s->gpus[gpu].chans_held);
 		goto out;
 	}
 	/* Device and subdevice always get (zeroed) parameters: the defaults. */
@@ -640,6 +677,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	if (st != NV_OK) {
 		if (fb)
 			vgpu_unreserve(s, parent->gpu, reserved);
+		if (chan)
+			atomic_dec(&s->gpus[gpu].chans_held);
 		goto out;
 	}
 	if (fb) {
@@ -650,6 +689,9 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, cls->type,
 				gpu);
 	}
+	/* The channel, if tracked, counts itself now. */
+	if (chan)
+		atomic_dec(&s->gpus[gpu].chans_held);
 	/* The caller sees its own numbering back. */
 	if (cls->type == VGPU_OBJ_DEVICE)
 		((NV0080_ALLOC_PARAMETERS *)kparams)->deviceId = gpu;

@@ -59,6 +59,7 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_SLICE_NAME] = { .type = NLA_NUL_STRING, .len = VGPU_SLICE_NAME_MAX - 1 },
 	[VGPU_A_SLICE_FLAGS] = NLA_POLICY_MASK(NLA_U32, VGPU_SLICE_F_ALL),
 	[VGPU_A_SLICE_UVM_POLICY] = NLA_POLICY_MAX(NLA_U32, __VGPU_UVM_POLICY_MAX - 1),
+	[VGPU_A_SLICE_MAX_CHANNELS] = { .type = NLA_U32 },
 	[VGPU_A_SLICE_GPUS] = NLA_POLICY_NESTED(vgpu_list_policy),
 	[VGPU_A_SLICE_MAJOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_BASE_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
@@ -128,6 +129,7 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 	if (nla_put_u32(skb, VGPU_A_SLICE_ID, s->id) ||
 	    nla_put_string(skb, VGPU_A_SLICE_NAME, s->name) ||
 	    nla_put_u32(skb, VGPU_A_SLICE_UVM_POLICY, READ_ONCE(s->uvm_policy)) ||
+	    nla_put_u32(skb, VGPU_A_SLICE_MAX_CHANNELS, READ_ONCE(s->max_channels)) ||
 	    nla_put_u32(skb, VGPU_A_SLICE_MAJOR, vgpu_major) ||
 	    nla_put_u32(skb, VGPU_A_SLICE_BASE_MINOR, s->base) ||
 	    nla_put_u32(skb, VGPU_A_SLICE_OPEN_FILES, atomic_read(&s->open_files)) ||
@@ -365,6 +367,9 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 		/* Bound before anyone can open: the nodes' opens take the lock. */
 		if (cgrp)
 			vgpu_slice_set_cgroup_locked(s, cgrp);
+		if (info->attrs[VGPU_A_SLICE_MAX_CHANNELS])
+			WRITE_ONCE(s->max_channels,
+				   nla_get_u32(info->attrs[VGPU_A_SLICE_MAX_CHANNELS]));
 		cgrp = NULL;
 		/* Nobody can open the nodes before this lock is released. */
 		for (i = 0; i < r->n && !ret; i++) {
@@ -483,6 +488,10 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
 		WRITE_ONCE(s->uvm_policy,
 			   nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]));
+	/* A lower cap leaves live channels alone; new ones wait for room. */
+	if (info->attrs[VGPU_A_SLICE_MAX_CHANNELS])
+		WRITE_ONCE(s->max_channels,
+			   nla_get_u32(info->attrs[VGPU_A_SLICE_MAX_CHANNELS]));
 	if (cgrp) {
 		/* Rebind: later opens are checked against the new cgroup. */
 		vgpu_slice_set_cgroup_locked(s, cgrp);

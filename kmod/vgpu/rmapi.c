@@ -165,6 +165,46 @@ bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject)
 	       st != NV_ERR_OBJECT_NOT_FOUND && st != NV_ERR_GENERIC;
 }
 
+/**
+ * vgpu_rm_device_instance - the driver's device instance of a GPU
+ * @gpu_id: the driver's gpu_id
+ *
+ * What NV0080's deviceId names (gpumgr's device instance, which need not be
+ * the /dev minor): NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 on a client of
+ * vgpu.ko's own, made and freed through the kernel entry point -- vgpu.ko's
+ * own question, at slice creation, on nobody's behalf.
+ *
+ * Return: the instance, or U32_MAX when the driver does not answer.
+ */
+u32 vgpu_rm_device_instance(u32 gpu_id)
+{
+	static atomic_t next = ATOMIC_INIT(0);
+	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS info = { .gpuId = gpu_id };
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
+	NvHandle h = 0;
+	int tries;
+
+	for (tries = 0; tries < 4 && !h; tries++) {
+		h = VGPU_CLIENT_HANDLE_BASE | 0x7f000 |
+		    ((u32)atomic_inc_return(&next) & 0xfff);
+		if (vgpu_rm_exists(h, h))
+			h = 0;
+	}
+	if (!h)
+		return U32_MAX;
+	ops.params.alloc.hObjectNew = h;
+	ops.params.alloc.hClass = NV01_ROOT;
+	ops.params.alloc.status = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	if (ops.params.alloc.status != NV_OK)
+		return U32_MAX;
+	if (vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, &info,
+			 sizeof(info)) != NV_OK)
+		info.deviceInstance = U32_MAX;
+	vgpu_rm_free(h, h, h);
+	return info.deviceInstance;
+}
+
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info)
 {
 	return vgpu_rm.enumerate_gpus(info);

@@ -165,6 +165,18 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 		g->gpu_id = gpu_ids[i];
 		if (!g->gpu_id && minors[i] < n)
 			g->gpu_id = info[minors[i]].gpu_id;
+		/*
+		 * NV0080's deviceId names the driver's device instance, not the
+		 * minor; ask the driver.  Where it does not say, the minor
+		 * (they agree where the driver numbers instances in probe
+		 * order), logged.
+		 */
+		g->dev_inst = vgpu_rm_device_instance(g->gpu_id);
+		if (g->dev_inst == U32_MAX) {
+			pr_warn("slice %u: GPU %u (gpu_id %#x): the driver gave no device instance; using its minor %u\n",
+				id, i, g->gpu_id, minors[i]);
+			g->dev_inst = minors[i];
+		}
 	}
 
 	/*

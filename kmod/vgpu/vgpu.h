@@ -81,11 +81,13 @@ struct vgpu_gpu {
 	u32 index;              /* the container's number */
 	u32 real_minor;
 	u32 gpu_id;             /* the driver's gpu_id (CARD_INFO, ATTACH) */
+	u32 dev_inst;           /* the driver's device instance (NV0080 deviceId) */
 	u64 limit;              /* READ_ONCE/WRITE_ONCE */
 	atomic64_t used;
 	atomic64_t peak;
 	atomic64_t allocs;
 	atomic64_t refusals;
+	atomic_t chans_held;    /* channels live or on their way (the cap) */
 	struct path path;       /* the real /dev/nvidia<minor> */
 
 	/* Compute (compute.c, sched.c; docs/compute.md 2-3). */
@@ -131,6 +133,7 @@ struct vgpu_slice {
 	char name[VGPU_SLICE_NAME_MAX];
 	u32 nr_gpus;
 	u32 uvm_policy;         /* READ_ONCE */
+	u32 max_channels;       /* per GPU, 0: no cap; READ_ONCE */
 	struct vgpu_gpu gpus[VGPU_MAX_SLICE_GPUS];
 	struct path ctl_path;
 	struct path uvm_path;   /* .dentry NULL when the driver has no UVM node */
@@ -260,6 +263,7 @@ NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p);
 NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,
 		       void *params, u32 size);
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info);
+u32 vgpu_rm_device_instance(u32 gpu_id);
 
 /* slice.c */
 extern struct mutex vgpu_slices_lock;
@@ -346,6 +350,7 @@ long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
 long vgpu_call_uvm(struct vgpu_file *vf, unsigned int cmd, void *params,
 		   u32 size);
 NV_STATUS vgpu_call_status(long ret);
+void vgpu_call_drop_idle(void);
 
 /* fdxlate.c */
 struct vgpu_tmpfd {

@@ -70,23 +70,27 @@ class FakeKernel:
         return st.st_ino
 
     def slice_new(self, id, gpus, name=None, uvm_policy=None, flags=None, cgroup_fd=None,
-                  compute=None):
+                  compute=None, max_channels=None):
         self.calls.append(("new", id))
         if id in self.slices_:
             raise VgpuError(errno.EEXIST, op="SLICE_NEW")
         cg = self._cgroup_id(cgroup_fd) if cgroup_fd is not None else 0
         s = Slice(id=id, name=name or "", major=240, base_minor=16 * len(self.slices_), cgroup_id=cg,
+                  max_channels=max_channels or 0,
                   gpus=[GpuUsage(index=i, real_minor=g[0], mem_limit=g[1]) for i, g in enumerate(gpus)])
         self._apply_compute(s, compute)
         self.slices_[id] = s
         return s
 
-    def slice_set(self, id, limits=None, uvm_policy=None, cgroup_fd=None, compute=None):
+    def slice_set(self, id, limits=None, uvm_policy=None, cgroup_fd=None, compute=None,
+                  max_channels=None):
         self.calls.append(("set", id, dict(limits or {})))
         if compute:
             self.calls.append(("compute", id, {i: Compute.of(c) for i, c in compute.items()}))
         s = self.slice_get(id)
         self._apply_compute(s, compute)
+        if max_channels is not None:
+            s.max_channels = max_channels
         if cgroup_fd is not None:
             s.cgroup_id = self._cgroup_id(cgroup_fd)
         for i, b in (limits or {}).items():
@@ -444,6 +448,40 @@ async def test_reconcile_adopt_recreate_correct(env):
     assert counts["kept"] == 3 and counts["adopted"] == counts["recreated"] == 0
     s = (await call(m2, "create", container="new", memory="1GiB"))["result"]["slice"]
     assert s["slice_id"] not in (sid_want, sid_changed, 900)
+
+
+async def test_max_channels_sent_on_create_and_recreate(env):
+    """[node] max_channels reaches slice_new on create and when reconcile
+    recreates a lost slice (default 256; 0, no cap, is sent as 0)."""
+    mgr, k, tmp = env
+    sent = []
+    real_new = k.slice_new
+
+    def spy(*a, **kw):
+        sent.append(kw.get("max_channels"))
+        return real_new(*a, **kw)
+
+    k.slice_new = spy
+    assert (await call(mgr, "create", container="c1", memory="1GiB"))["ok"]
+    sid = mgr.records["c1"]["slice_id"]
+    assert sent == [256] and k.slices_[sid].max_channels == 256
+
+    def manager(extra):
+        cfg = parse_config(CONFIG.format(tmp=tmp) + extra, "test.toml")
+        m = SliceManager(cfg, "x", KernelPort(factory=lambda: k), StateStore(tmp / "state"),
+                         FakeInventory())
+        m.load_state()
+        return m
+
+    m2 = manager("[node]\nmax_channels = 32\n")
+    del k.slices_[sid]                                         # the kernel lost it
+    assert (await m2.reconcile())["recreated"] == 1
+    assert sent == [256, 32] and k.slices_[sid].max_channels == 32
+    assert (await call(m2, "create", container="c2", memory="1GiB"))["ok"]
+    assert sent == [256, 32, 32]
+    m3 = manager("[node]\nmax_channels = 0\n")
+    assert (await call(m3, "create", container="c3", memory="1GiB"))["ok"]
+    assert sent == [256, 32, 32, 0]
 
 
 async def test_gc_dead_pid_and_missing_cgroup(env, tmp_path, monkeypatch):

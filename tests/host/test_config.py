@@ -45,9 +45,9 @@ def test_example_documents_every_key():
     """Every key the parser knows appears (uncommented) in the example."""
     text = EXAMPLE.read_text()
     for key in ["socket", "state_dir", "fuse_mount", "group", "gpus", "placement",
-                "oversubscribe_memory", "uvm", "over_quota_action", "memory", "compute",
-                "priority", "policy", "period", "listen", "level", "interval", "label",
-                "profile", "from", "to", "days"]:
+                "oversubscribe_memory", "uvm", "over_quota_action", "max_channels", "memory",
+                "compute", "priority", "policy", "period", "listen", "level", "interval",
+                "label", "profile", "from", "to", "days"]:
         assert re.search(rf"^{key} = ", text, re.M), key
     for section in ["paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc"]:
         assert f"[{section}]" in text
@@ -69,6 +69,7 @@ def test_empty_file_gives_builtin_defaults():
     assert c.node == Node()
     assert c.node.gpus == "all" and c.node.placement == "spread"
     assert c.node.oversubscribe_memory is False
+    assert c.node.max_channels == 256
     assert c.defaults == SliceSpec(None, None, "low", "share")
     assert c.scheduler_period == 0.1 and c.gc_interval == 10.0
     assert c.metrics_listen == "127.0.0.1:9400" and c.log_level == "info"
@@ -94,6 +95,7 @@ placement = "binpack"
 oversubscribe_memory = true
 uvm = "refuse"
 over_quota_action = "kill"
+max_channels = 64
 [defaults]
 memory = 1073741824
 compute = 30
@@ -109,7 +111,7 @@ interval = "2m"
     assert c.paths.socket == Path("/tmp/x.sock")
     assert c.api_group == "vgpu"
     assert c.node == Node(gpus=(0, "GPU-abc"), placement="binpack", oversubscribe_memory=True,
-                          uvm="refuse", over_quota_action="kill")
+                          uvm="refuse", over_quota_action="kill", max_channels=64)
     assert c.node.selects(0, "GPU-x") and c.node.selects(3, "GPU-abc")
     assert not c.node.selects(1, "GPU-def")
     assert c.defaults == SliceSpec(GiB, 30.0, "low", "share")
@@ -192,6 +194,11 @@ BAD = [
     ("node", "oversubscribe_memory", "1", "node.oversubscribe_memory", "true or false"),
     ("node", "uvm", '"allow"', "node.uvm", "count, refuse"),
     ("node", "over_quota_action", '"ignore"', "node.over_quota_action", "log, event, kill"),
+    ("node", "max_channels", "true", "node.max_channels", "not an integer"),
+    ("node", "max_channels", "1.5", "node.max_channels", "not an integer"),
+    ("node", "max_channels", '"64"', "node.max_channels", "not an integer"),
+    ("node", "max_channels", "-1", "node.max_channels", "negative"),
+    ("node", "max_channels", "4294967296", "node.max_channels", "above 4294967295"),
     ("defaults", "memory", '"4GB"', "defaults.memory", "decimal units"),
     ("defaults", "memory", "-5", "defaults.memory", "negative"),
     ("defaults", "memory", "1.5", "defaults.memory", "not a size"),
@@ -257,6 +264,35 @@ def test_good_listen_addresses():
     for v in ["127.0.0.1:9400", "0.0.0.0:1", "[::1]:9400", "[::]:65535", "localhost:9400",
               "node-1.example.com:80", ""]:
         assert parse_config(f'[metrics]\nlisten = "{v}"\n').metrics_listen == v
+
+
+@pytest.mark.parametrize("value", [0, 1, 256, 4096, 2**32 - 1])
+def test_max_channels_accepted(value):
+    assert parse_config(f"[node]\nmax_channels = {value}\n").node.max_channels == value
+
+
+@pytest.mark.parametrize("value, quoted, words", [
+    ("true", "True", "is a boolean, not an integer"),
+    ("false", "False", "is a boolean, not an integer"),
+    ("1.5", "1.5", "is a number, not an integer"),
+    ("64.0", "64.0", "is a number, not an integer"),
+    ('"64"', '"64"', "is a string, not an integer"),
+    ('"none"', '"none"', "is a string, not an integer"),
+    ("[64]", "[64]", "is an array, not an integer"),
+    ("-1", "-1", "is negative (0 means no cap)"),
+    ("4294967296", "4294967296", "is above 4294967295"),
+    ("18446744073709551615", "18446744073709551615", "is above 4294967295"),
+])
+def test_max_channels_refused_quoting_the_value(value, quoted, words):
+    e = one_error(f"[node]\nmax_channels = {value}\n")
+    assert e.startswith(f"f.toml: node.max_channels: {quoted} {words}"), e
+
+
+def test_max_channels_change_is_described():
+    a = parse_config("")
+    b = parse_config("[node]\nmax_channels = 0\n")
+    assert describe_changes(a, b) == ["node.max_channels: 256 -> no cap"]
+    assert describe_changes(b, a) == ["node.max_channels: no cap -> 256"]
 
 
 def test_group_by_number():

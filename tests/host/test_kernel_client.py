@@ -63,6 +63,59 @@ def test_decode_slice_reply():
     assert s.gpu_devno(1) == __import__("os").makedev(240, 32 + U.VGPU_MINOR_GPU0 + 1)
 
 
+def _capturing_kernel(sent: list) -> K.VgpuKernel:
+    """A VgpuKernel without a socket: each request's attribute bytes go to
+    sent, and every answer is one slice (id 1)."""
+    k = K.VgpuKernel.__new__(K.VgpuKernel)
+    k.family_id = 0x20
+
+    def transact(cmd, payload_attrs, flags, **kw):
+        sent.append((cmd, payload_attrs))
+        m = K.vgpumsg(_encode([["VGPU_A_SLICE_ID", 1]]))
+        m.decode()
+        return [m]
+    k._transact = transact
+    return k
+
+
+def test_max_channels_encoded():
+    sent = []
+    k = _capturing_kernel(sent)
+    k.slice_new(7, [(1, 1 << 33)], max_channels=64)
+    k.slice_new(8, [(1, 1 << 33)], max_channels=0)
+    k.slice_new(9, [(1, 1 << 33)])
+    k.slice_set(7, max_channels=128)
+    k.slice_set(7)
+    gpus = K.Nla.nest(U.VGPU_A_SLICE_GPUS, K.Nla.nest(
+        U.VGPU_A_GPU, K.Nla.u32(U.VGPU_GPU_A_REAL_MINOR, 1),
+        K.Nla.u64(U.VGPU_GPU_A_MEM_LIMIT, 1 << 33)))
+    assert [c for c, _ in sent] == [U.VGPU_CMD_SLICE_NEW] * 3 + [U.VGPU_CMD_SLICE_SET] * 2
+    new = [p for c, p in sent if c == U.VGPU_CMD_SLICE_NEW]
+    setl = [p for c, p in sent if c == U.VGPU_CMD_SLICE_SET]
+    assert new == [
+        K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 7), gpus,
+                        K.Nla.u32(U.VGPU_A_SLICE_MAX_CHANNELS, 64)]),
+        K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 8), gpus,
+                        K.Nla.u32(U.VGPU_A_SLICE_MAX_CHANNELS, 0)]),
+        K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 9), gpus]),
+    ]
+    assert setl == [
+        K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 7),
+                        K.Nla.u32(U.VGPU_A_SLICE_MAX_CHANNELS, 128)]),
+        K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 7)]),
+    ]
+
+
+def test_decode_max_channels():
+    m = K.vgpumsg(_encode([["VGPU_A_SLICE_ID", 9], ["VGPU_A_SLICE_MAX_CHANNELS", 48]]))
+    m.decode()
+    s = K.slice_from_msg(m)
+    assert s.max_channels == 48 and s.extra == {}
+    m = K.vgpumsg(_encode([["VGPU_A_SLICE_ID", 9]]))
+    m.decode()
+    assert K.slice_from_msg(m).max_channels == 0            # an older vgpu.ko: absent
+
+
 def _err_msg(err: int, extack: str | None, capped=True, offs=None) -> tuple[int, bytes]:
     orig = struct.pack("=IHHII", 36, 0x20, 5, 1, 0)
     tlv = b""

@@ -8,8 +8,10 @@
  * (which nvsim's debugfs delay holds open), the thread watches the process
  * for what vgpu.ko adds during the call and attacks it:
  *
- *   MODE_WRITE   the first new small mapping: write the forged parameters
- *   MODE_REPLACE the first new small mapping: mmap(MAP_FIXED) over it, write
+ *   MODE_WRITE   vgpu.ko's call pages ("[vgpu-call]" in /proc/self/maps),
+ *                over and over, and the first new small mapping: write
+ *                the forged parameters into them
+ *   MODE_REPLACE the same: mmap(MAP_FIXED) over it, then write
  *   MODE_DUP     every new descriptor: dup() it and keep the copy
  *
  * A write that faults (SIGBUS/SIGSEGV) is caught on this thread only and
@@ -79,8 +81,11 @@ static void remember(unsigned long v)
 		S.seen[S.nseen++] = v;
 }
 
-/* Starts and lengths of the current mappings, by raw read(): no malloc. */
-static int read_maps(unsigned long *start, unsigned long *len, int max)
+/*
+ * Starts and lengths of the current mappings, by raw read(): no malloc.
+ * named[i]: the line names vgpu.ko's call page ("[vgpu-call]").
+ */
+static int read_maps(unsigned long *start, unsigned long *len, char *named, int max)
 {
 	static char buf[1 << 18];
 	ssize_t n, got = 0;
@@ -102,9 +107,14 @@ static int read_maps(unsigned long *start, unsigned long *len, int max)
 		b = strtoul(p + 1, &p, 16);
 		start[cnt] = a;
 		len[cnt] = b - a;
-		cnt++;
-		while (*p && *p != '\n')
+		if (named)
+			named[cnt] = 0;
+		while (*p && *p != '\n') {
+			if (named && *p == '[' && !strncmp(p, "[vgpu-call]", 11))
+				named[cnt] = 1;
 			p++;
+		}
+		cnt++;
 		if (*p)
 			p++;
 	}
@@ -141,7 +151,7 @@ static void baseline(void)
 			if (fcntl(fd, F_GETFD) != -1)
 				remember(fd);
 	} else {
-		int n = read_maps(st, ln, 8192);
+		int n = read_maps(st, ln, NULL, 8192);
 
 		for (int i = 0; i < n; i++)
 			remember(st[i]);
@@ -151,6 +161,7 @@ static void baseline(void)
 static void *attacker(void *arg)
 {
 	static unsigned long st[8192], ln[8192];
+	static char named[8192];
 
 	(void)arg;
 	baseline();
@@ -181,17 +192,28 @@ static void *attacker(void *arg)
 			closedir(d);
 			continue;
 		}
-		int n = read_maps(st, ln, 8192);
+		int n = read_maps(st, ln, named, 8192);
 
 		for (int i = 0; i < n; i++) {
+			/*
+			 * vgpu.ko's call page, which may stay mapped between
+			 * calls: attacked all the time (writes land while it is
+			 * idle, which is harmless; they must fault while a call
+			 * uses it), or replaced whenever one shows (a replaced
+			 * one is anonymous, no longer named).
+			 */
+			if (named[i]) {
+				attack_mapping(st[i], ln[i]);
+				continue;
+			}
 			if (seen(st[i]))
 				continue;
 			remember(st[i]);
 			/*
-			 * The first small mapping that appears is the call's
-			 * parameter page (the test's thread is blocked in the
-			 * call); later ones are the caller's own after the
-			 * call (an allocator's arena, libffi's trampolines)
+			 * Otherwise the first small mapping that appears is the
+			 * call's parameter page (the test's thread is blocked
+			 * in the call); later ones are the caller's own after
+			 * the call (an allocator's arena, libffi's trampolines)
 			 * and are left alone.
 			 */
 			if (ln[i] <= MAX_TARGET && !S.res.attempts)

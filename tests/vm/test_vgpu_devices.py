@@ -444,3 +444,45 @@ def test_1000_open_alloc_close_cycles(sl, kern):
     assert s.open_files == 0 and s.gpu(0).allocs == 0 and s.gpu(0).mem_peak == 4096
     v = read_vstate()
     assert wait_until(lambda: not read_vstate().leaks(), 5), v.text
+
+
+# ------------------------------------------------ issue 11: device instances
+ROTATE = "/sys/kernel/debug/nvsim/instance_rotate"
+
+
+@pytest.fixture
+def rotated():
+    """nvsim's device instances rotated by one: minor 0 is instance 1 and
+    minor 1 instance 0 (set while nvsim holds no object)."""
+    def _write(v: str) -> bool:
+        try:
+            with open(ROTATE, "w") as f:
+                f.write(v)
+            return True
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            return False
+    assert wait_until(lambda: _write("1"), 5.0), "nvsim still holds objects"
+    yield
+    assert wait_until(lambda: _write("0"), 5.0), "nvsim still holds objects"
+
+
+def test_device_id_is_the_drivers_device_instance(rotated, make_slice):
+    """Issue 11: NV0080's deviceId names the driver's device instance
+    (gpumgr's; NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 tells it per gpuId), which
+    need not be the /dev minor.  vgpu.ko asks the driver at slice creation:
+    with nvsim's instances rotated, a slice of real GPU 0 still puts its
+    device, and its memory, on real GPU 0."""
+    cards = {c.minor: c.gpu_id for c in real_cards()}
+    with RmClient("/dev") as direct:
+        p = A.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=cards[0])
+        direct.control(direct.hClient, A.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, p)
+        assert p.deviceInstance == 1          # nvsim's model, rotated
+    sl = make_slice(gpus=[(0, 256 * MiB)])
+    fb0, fb1 = nvsim_fb(0), nvsim_fb(1)
+    c = sl.client()
+    g = c.open_gpus()[0]
+    g.alloc(8 * MiB)
+    assert (nvsim_fb(0) - fb0, nvsim_fb(1) - fb1) == (8 * MiB, 0)
+    c.close()

@@ -527,3 +527,45 @@ def test_double_fetch_race_quota_holds(make_slice, path):
             c.free(h, parent=g.hDevice)
         made.clear()
         assert sl.used() == 0 == nvsim_fb(0)
+
+
+# ------------------------------------------- issue 11: driver-allocated FB
+def test_channel_cap_bounds_what_the_quota_cannot_see(make_slice, kern):
+    """The driver allocates FB for every channel (instance block, RAMFC,
+    USERD, its TSG's context buffers) that no memory quota counts; the
+    slice's channel cap (VGPU_A_SLICE_MAX_CHANNELS, per GPU) bounds it.
+    Over the cap: NV_ERR_INSUFFICIENT_RESOURCES, as when the driver runs out
+    of channel IDs.  A freed channel makes room; 0 is no cap; lowering the
+    cap leaves live channels alone."""
+    sl = make_slice(gpus=[(0, 256 * MiB), (1, 256 * MiB)])
+    assert sl.get().max_channels == 0
+    kern.slice_set(sl.id, max_channels=2)
+    assert sl.get().max_channels == 2
+    c = sl.client()
+    g0, g1 = c.open_gpus()
+    tsg = c.alloc_tsg(g0.hDevice)
+    first = c.alloc_channel(tsg)
+    c.alloc_channel(tsg)
+    with pytest.raises(RmError) as e:
+        c.alloc_channel(tsg)
+    assert e.value.status == A.NV_ERR_INSUFFICIENT_RESOURCES
+    with pytest.raises(RmError) as e:
+        c.alloc_channel(g0.hDevice)                 # a bare channel counts too
+    assert e.value.status == A.NV_ERR_INSUFFICIENT_RESOURCES
+    # Per GPU: the other GPU has its own two.
+    t1 = c.alloc_tsg(g1.hDevice)
+    c.alloc_channel(t1)
+    c.alloc_channel(t1)
+    # A freed channel makes room for one more.
+    c.free(first)
+    c.alloc_channel(tsg)
+    with pytest.raises(RmError):
+        c.alloc_channel(tsg)
+    # Lowered below use: nothing goes, nothing new comes.
+    kern.slice_set(sl.id, max_channels=1)
+    assert sl.get().gpu(0).channels == 2
+    with pytest.raises(RmError):
+        c.alloc_channel(tsg)
+    kern.slice_set(sl.id, max_channels=0)
+    c.alloc_channel(tsg)
+    assert sl.get().gpu(0).channels == 3

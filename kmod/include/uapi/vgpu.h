@@ -18,7 +18,7 @@
  *                        VGPU_A_GPU nest, each with VGPU_GPU_A_REAL_MINOR and
  *                        VGPU_GPU_A_MEM_LIMIT).  Optional: VGPU_A_SLICE_NAME,
  *                        VGPU_A_SLICE_UVM_POLICY, VGPU_A_SLICE_FLAGS,
- *                        VGPU_A_SLICE_CGROUP_FD.
+ *                        VGPU_A_SLICE_CGROUP_FD, VGPU_A_SLICE_MAX_CHANNELS.
  *                        -EEXIST if the id is taken, -ENODEV if a real device
  *                        node is missing, -E2BIG past VGPU_MAX_SLICE_GPUS.
  *                        The reply is the new slice, as SLICE_GET answers.
@@ -26,10 +26,11 @@
  *                        VGPU_A_SLICE_GPUS (nests name GPUs by
  *                        VGPU_GPU_A_INDEX, the container's numbering, and
  *                        carry a new VGPU_GPU_A_MEM_LIMIT) and
- *                        VGPU_A_SLICE_UVM_POLICY and VGPU_A_SLICE_CGROUP_FD
- *                        (rebinds the slice).  A limit below current use
- *                        is accepted: new allocations are refused until use
- *                        falls below it.
+ *                        VGPU_A_SLICE_UVM_POLICY, VGPU_A_SLICE_CGROUP_FD
+ *                        (rebinds the slice) and VGPU_A_SLICE_MAX_CHANNELS.
+ *                        A limit (or channel cap) below current use is
+ *                        accepted: new allocations (channels) are refused
+ *                        until use falls below it.
  *   VGPU_CMD_SLICE_DEL   destroy a slice: VGPU_A_SLICE_ID, optional
  *                        VGPU_A_SLICE_FLAGS with VGPU_SLICE_F_FORCE.  -EBUSY
  *                        while files are open, unless forced (then the slice
@@ -125,6 +126,7 @@ enum vgpu_attr {
 	VGPU_A_SCHED_LAYERS,        /* u32, VGPU_SCHED_L_* flags; SCHED_SET */
 	VGPU_A_SCHED_SWITCHES,      /* u64, slot changes so far, reply only */
 	VGPU_A_SCHED_CPU_NS,        /* u64, the scheduler's own CPU time, reply only */
+	VGPU_A_SLICE_MAX_CHANNELS,  /* u32, channels the slice may hold on each of its GPUs (0: no cap); NEW, SET; replies carry it */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)
