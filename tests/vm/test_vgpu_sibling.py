@@ -1,4 +1,4 @@
-"""Issue 11, findings 2 and 3: a hostile sibling thread.
+"""Issue 11, findings 2 and 3: a hostile sibling thread (and process).
 
 A container's other threads share its memory and descriptor table for the
 whole of every call.  tests/vm/sibling.c is such a thread, loaded into this
@@ -25,6 +25,7 @@ import errno
 import fcntl
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,83 @@ def test_descriptor_a_sibling_dups_is_worthless(sibling, delay, sl):
     finally:
         for fd in dups:
             os.close(fd)
+
+
+def _attack_from_process(parent: int, go_r: int, out_w: int, forged: bytes) -> None:
+    """The child: until the parent says stop, write the forged parameters
+    into the parent's call pages (or, where there are none, into the first
+    small mapping that appears) through /proc/<parent>/mem, which is how
+    process_vm_writev, ptrace and debuggers write: get_user_pages."""
+    import select
+    import struct
+
+    def maps():
+        out = []
+        with open(f"/proc/{parent}/maps") as f:
+            for line in f:
+                rng = line.split()[0]
+                a, b = (int(x, 16) for x in rng.split("-"))
+                out.append((a, b - a, "[vgpu-call]" in line))
+        return out
+
+    base = {a for a, _, _ in maps()}
+    attempts = landed = refused = 0
+    first_done = False
+    mem = os.open(f"/proc/{parent}/mem", os.O_RDWR)
+    try:
+        while not select.select([go_r], [], [], 0)[0]:
+            for a, ln, named in maps():
+                fresh = a not in base and ln <= 64 * 1024 and not first_done
+                if not named and not fresh:
+                    continue
+                if fresh:
+                    base.add(a)
+                    first_done = True
+                attempts += 1
+                try:
+                    os.pwrite(mem, forged, a)
+                    landed += 1
+                except OSError:
+                    refused += 1
+    finally:
+        os.close(mem)
+    os.write(out_w, struct.pack("3i", attempts, landed, refused))
+
+
+def test_sibling_process_cannot_write_the_parameters(delay, sl):
+    """Finding 2, from another process of the container (same uid, allowed
+    to ptrace the caller): a write through /proc/<pid>/mem goes through
+    get_user_pages, which the call page refuses (VM_IO | VM_PFNMAP).  Before,
+    the parameters sat in an ordinary anonymous page, which it could write
+    while the driver had not read it yet."""
+    import struct
+    c = sl.client()
+    g = c.open_gpus()[0]
+    fb0, used0 = nvsim_fb(0), sl.used(0)
+    raw, mp = _forged_fb_alloc(c, g.hDevice)
+    go_r, go_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(go_w)
+            os.close(out_r)
+            _attack_from_process(os.getppid(), go_r, out_w, bytes(raw))
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    os.close(out_w)
+    try:
+        time.sleep(0.3)                 # the child has its baseline
+        delay(A.NV_ESC_RM_ALLOC)
+        out = _root_alloc(c.fd)
+    finally:
+        os.write(go_w, b"x")
+        attempts, landed, refused = struct.unpack("3i", os.read(out_r, 12))
+        os.waitpid(pid, 0)
+        os.close(go_w)
+        os.close(out_r)
+    assert attempts >= 1, "the sibling process never saw a mapping: the test proves nothing"
+    assert landed == 0 and refused >= 1, (attempts, landed, refused)
+    assert out.status == 0 and out.hObjectNew != 0xbeef0001
+    assert nvsim_fb(0) == fb0 and sl.used(0) == used0
