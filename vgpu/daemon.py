@@ -47,7 +47,11 @@ import sys
 
 DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
 LEVELS = ("debug", "info", "warning", "error")
-REBIND_TIMEOUT = 10     # seconds per container view re-bound after a restart
+# Seconds per container view re-bound after a restart.  It runs in the
+# background (the API answers already) and a healthy re-bind takes well under
+# a second, but it starts a Python process, which on a loaded node (or a
+# debug kernel: `make test-debug` measured over 10 s) can take long.
+REBIND_TIMEOUT = 30
 REBIND_PARALLEL = 8
 log = logging.getLogger("vgpud")
 
