@@ -638,19 +638,13 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	if (chan && !vgpu_chan_reserve(s, gpu)) {
 		pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
 				    s->id, READ_ONCE(s->max_channels), gpu);
-		if (fb)
-			vgpu_unreserve(s, parent->gpu, reserved);
+		chan = false;           /* nothing reserved */
 		st = NV_ERR_INSUFFICIENT_RESOURCES;
-		goto out;
+		goto undo;
 	}
 	st = vgpu_handle_for(p->hRoot, &p->hObjectNew);
-	if (st != NV_OK) {
-		if (fb)
-			vgpu_unreserve(s, parent->gpu, reserved);
-		if (chan)
-			atomic_dec(&s->gpus[gpu].chans_held);
-		goto out;
-	}
+	if (st != NV_OK)
+		goto undo;
 	/* Device and subdevice always get (zeroed) parameters: the defaults. */
 	{
 		struct vgpu_buf b = {
@@ -674,13 +668,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 					 p->hObjectNew,
 					 vgpu_status_of(ret, q.status));
 	}
-	if (st != NV_OK) {
-		if (fb)
-			vgpu_unreserve(s, parent->gpu, reserved);
-		if (chan)
-			atomic_dec(&s->gpus[gpu].chans_held);
-		goto out;
-	}
+	if (st != NV_OK)
+		goto undo;
 	if (fb) {
 		mp = (void *)kparams;
 		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved,
@@ -705,6 +694,13 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 			vgpu_obj_remove(o);
 		st = NV_ERR_INVALID_ARGUMENT;
 	}
+	goto out;
+undo:
+	/* Nothing was made: the reservations go back. */
+	if (fb)
+		vgpu_unreserve(s, parent->gpu, reserved);
+	if (chan)
+		atomic_dec(&s->gpus[gpu].chans_held);
 out:
 	mutex_unlock(&c->lock);
 	vgpu_client_put(c);

@@ -297,8 +297,11 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 	}
 	case VGPU_CTRL_GET_PID_INFO: {
 		NV2080_CTRL_GPU_GET_PID_INFO_PARAMS *pp = kp;
+		/* The count came back through the call page: bounded again. */
+		u32 cnt = min_t(u32, pp->pidInfoListCount,
+				NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES);
 
-		for (i = 0; i < pp->pidInfoListCount; i++)
+		for (i = 0; i < cnt; i++)
 			pp->pidInfoList[i].pid =
 				vgpu_slice_pid_out(s, pp->pidInfoList[i].pid);
 		break;
