@@ -686,6 +686,8 @@ def print_slice(s: dict) -> None:
          or "- (made through the API)"),
         ("pids", " ".join(map(str, pids)) if isinstance(pids, list) and pids else "-"),
         ("open files", s.get("open_files", "-")),
+        ("quarantined", "yes: a process unmapped a call's parameter page (delete the slice)"
+         if s.get("quarantined") else "no"),
         ("created", fmt_time(s.get("created"))),
         ("compute", f"{_pct(comp.get('percent'))} {comp.get('policy') or '-'}, "
                     f"priority {comp.get('priority') or '-'}"),

@@ -138,6 +138,7 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_SCHED_SWITCHES": "uint64",
     "VGPU_A_SCHED_CPU_NS": "uint64",
     "VGPU_A_SLICE_MAX_CHANNELS": "uint32",
+    "VGPU_A_SLICE_QUARANTINED": "uint8",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
@@ -265,6 +266,7 @@ class Slice:
     flags: int = 0
     cgroup_id: int = 0                # the bound cgroup v2's id (its inode), 0: none
     max_channels: int = 0             # channels per GPU of the slice, 0: no cap
+    quarantined: bool = False         # a call broke: every open and call refused
     gpus: list[GpuUsage] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)   # attributes not known here
 
@@ -347,6 +349,7 @@ def slice_from_msg(msg) -> Slice:
     s.flags = d.get("VGPU_A_SLICE_FLAGS", 0)
     s.cgroup_id = d.get("VGPU_A_SLICE_CGROUP_ID", 0) or 0
     s.max_channels = d.get("VGPU_A_SLICE_MAX_CHANNELS", 0) or 0
+    s.quarantined = bool(d.get("VGPU_A_SLICE_QUARANTINED", 0))
     gl = msg.get_attr("VGPU_A_SLICE_GPUS")
     if gl is not None:
         s.gpus = [_gpu_from_nla(a[1]) for a in gl.get("attrs", []) if a[0] == "VGPU_A_GPU"]
@@ -357,7 +360,7 @@ def slice_from_msg(msg) -> Slice:
              "VGPU_A_SLICE_MAJOR", "VGPU_A_SLICE_BASE_MINOR", "VGPU_A_SLICE_OPEN_FILES",
              "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
              "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID",
-             "VGPU_A_SLICE_MAX_CHANNELS"}
+             "VGPU_A_SLICE_MAX_CHANNELS", "VGPU_A_SLICE_QUARANTINED"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
 

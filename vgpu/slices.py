@@ -522,6 +522,7 @@ class SliceManager:
                 "cgroup": rec.get("cgroup"), "pid": rec.get("pid"),
                 "attached": rec.get("attached"),
                 "pids": list(ks.pids) if ks else [], "open_files": ks.open_files if ks else 0,
+                "quarantined": bool(ks.quarantined) if ks else False,
                 "created": rec.get("created"), "in_kernel": ks is not None,
                 "adopted": bool(rec.get("adopted")), "owner": rec.get("owner"), "gpus": gpus,
                 "compute": {"percent": e.get("compute"), "policy": e.get("policy"),
@@ -1106,7 +1107,10 @@ class SliceManager:
 
     # ------------------------------------------------------------ kernel events
     def kernel_event(self, ev) -> None:
-        names = {1: "alloc-refused", 2: "slice-emptied", 3: "device-opened"}
+        names = {U.VGPU_EVENT_ALLOC_REFUSED: "alloc-refused",
+                 U.VGPU_EVENT_SLICE_EMPTIED: "slice-emptied",
+                 U.VGPU_EVENT_DEVICE_OPENED: "device-opened",
+                 U.VGPU_EVENT_SLICE_QUARANTINED: "slice-quarantined"}
         c = self.by_id.get(ev.slice_id)
         kw = {"slice_id": ev.slice_id}
         if ev.pid is not None:
@@ -1121,6 +1125,10 @@ class SliceManager:
                      format_size(ev.size or 0), c, ev.gpu)
         if t == "slice-emptied":
             self.wake_gc.set()
+        if t == "slice-quarantined":
+            log.warning("slice of %s quarantined: pid %s unmapped a call's parameter page "
+                        "while the driver ran; every open and call of the slice is refused "
+                        "until it is deleted", c, ev.pid)
         self.publish(t, c, **kw)
 
 

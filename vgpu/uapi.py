@@ -62,7 +62,8 @@ VGPU_A_SCHED_LAYERS = 20         # u32, VGPU_SCHED_L_* flags; SCHED_SET
 VGPU_A_SCHED_SWITCHES = 21       # u64, reply only
 VGPU_A_SCHED_CPU_NS = 22         # u64, the scheduler's own CPU time, reply only
 VGPU_A_SLICE_MAX_CHANNELS = 23   # u32, channels per GPU of the slice (0: no cap); NEW, SET
-__VGPU_A_MAX = 24
+VGPU_A_SLICE_QUARANTINED = 24    # u8, reply only: 1 once a call of the slice broke
+__VGPU_A_MAX = 25
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
 # enum vgpu_list_attr: entries of the GPUS and PIDS nests
@@ -130,7 +131,8 @@ VGPU_EVENT_UNSPEC = 0
 VGPU_EVENT_ALLOC_REFUSED = 1
 VGPU_EVENT_SLICE_EMPTIED = 2
 VGPU_EVENT_DEVICE_OPENED = 3
-__VGPU_EVENT_MAX = 4
+VGPU_EVENT_SLICE_QUARANTINED = 4
+__VGPU_EVENT_MAX = 5
 
 
 # ------------------------------------------------------------ registries

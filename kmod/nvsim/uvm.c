@@ -8,10 +8,12 @@
  * NV_ERR_ILLEGAL_ACTION.  Unknown commands fail with -EINVAL.
  *
  * Managed memory: mmap() of an initialized UVM file, with the file offset
- * equal to the virtual address, makes a managed range.  Its pages are handed
- * out on first touch as zeroed system pages and freed with the range; the
- * simulator does not charge FB for them (a real GPU takes FB lazily, on
- * migration).  The number of such pages is in debugfs stats.
+ * equal to the virtual address, makes a managed range (see "managed
+ * ranges" below for what is modelled on the real driver).  Its pages are
+ * handed out on first touch as zeroed system pages and freed with the VMA
+ * that covers them; the simulator does not charge FB for them (a real GPU
+ * takes FB lazily, on migration).  The number of such pages is in debugfs
+ * stats.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -32,43 +34,116 @@ static struct device *nvsim_uvm_dev;
 
 /* ------------------------------------------------------ managed ranges */
 
+/*
+ * Modelled on kernel-open/nvidia-uvm/uvm.c (595.45.04): uvm_mmap,
+ * uvm_vm_open_managed, uvm_vm_close_managed, uvm_disable_vma.
+ *  - mmap needs a shared, readable and writable mapping whose offset is its
+ *    address; it sets VM_MIXEDMAP | VM_DONTEXPAND | VM_DONTCOPY, the managed
+ *    vm_ops, and a per-VMA wrapper in vm_private_data naming the VMA.
+ *  - ->open finds the VMA it was copied from through that wrapper.  A copy
+ *    in another mm (fork after MADV_DOFORK) or at other addresses (mremap's
+ *    move) is disabled: its PTEs (and, by file offset, the original's) are
+ *    zapped, its vm_ops become the disabled ones (every fault SIGBUS, no
+ *    open or close) and it holds nothing.  A split keeps the range.
+ *  - ->close of a managed VMA frees the pages it covers; the range's
+ *    bookkeeping goes with its last VMA.
+ * The driver recognises its VMAs only by these vm_ops pointers
+ * (uvm_vma_is_managed): a VMA whose ops were wrapped is not one of them.
+ * Simplified: one refcounted page store per mmap instead of va_ranges split
+ * with the VMAs; pages are system memory (no FB), as before.
+ */
 struct nvsim_uvm_range {
 	refcount_t refs;
 	struct xarray pages;    /* page offset (== VA >> PAGE_SHIFT) -> page */
 };
 
-static void nvsim_uvm_range_put(struct nvsim_uvm_range *r)
+struct nvsim_uvm_wrapper {      /* uvm_vma_wrapper_t */
+	struct nvsim_uvm_range *range;
+	struct vm_area_struct *vma;
+};
+
+static void nvsim_uvm_free_pages(struct nvsim_uvm_range *r, unsigned long first,
+				 unsigned long last)
 {
 	struct page *page;
 	unsigned long idx;
 
-	if (!refcount_dec_and_test(&r->refs))
-		return;
-	xa_for_each(&r->pages, idx, page) {
+	xa_for_each_range(&r->pages, idx, page, first, last) {
+		xa_erase(&r->pages, idx);
 		put_page(page);
 		atomic64_dec(&nvsim.uvm_pages);
 	}
+}
+
+static void nvsim_uvm_range_put(struct nvsim_uvm_range *r)
+{
+	if (!refcount_dec_and_test(&r->refs))
+		return;
+	nvsim_uvm_free_pages(r, 0, ULONG_MAX);
 	xa_destroy(&r->pages);
 	kfree(r);
 	atomic_dec(&nvsim.nr_mappings);
 }
 
+static vm_fault_t nvsim_uvm_fault_sigbus(struct vm_fault *vmf)
+{
+	return VM_FAULT_SIGBUS;
+}
+
+static const struct vm_operations_struct nvsim_uvm_vm_ops_disabled = {
+	.fault = nvsim_uvm_fault_sigbus,
+};
+
+/* uvm_disable_vma: by file offset, so the original's PTEs go too. */
+static void nvsim_uvm_disable_vma(struct vm_area_struct *vma)
+{
+	unmap_mapping_range(vma->vm_file->f_mapping,
+			    (loff_t)vma->vm_pgoff << PAGE_SHIFT,
+			    vma->vm_end - vma->vm_start, 1);
+	vma->vm_ops = &nvsim_uvm_vm_ops_disabled;
+	vma->vm_private_data = NULL;
+}
+
 static void nvsim_uvm_vm_open(struct vm_area_struct *vma)
 {
-	struct nvsim_uvm_range *r = vma->vm_private_data;
+	struct nvsim_uvm_wrapper *orig = vma->vm_private_data, *w;
+	struct vm_area_struct *original = orig->vma;
 
-	refcount_inc(&r->refs);
+	vma->vm_private_data = NULL;
+	if (vma->vm_mm != original->vm_mm ||
+	    (vma->vm_start != original->vm_start &&
+	     vma->vm_end != original->vm_end)) {
+		nvsim_uvm_disable_vma(vma);
+		return;
+	}
+	/* A split: the new VMA gets its own wrapper on the same range. */
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (!w) {               /* uvm_vm_open_failure disables both */
+		nvsim_uvm_disable_vma(vma);
+		return;
+	}
+	w->range = orig->range;
+	w->vma = vma;
+	refcount_inc(&w->range->refs);
+	vma->vm_private_data = w;
 }
 
 static void nvsim_uvm_vm_close(struct vm_area_struct *vma)
 {
-	nvsim_uvm_range_put(vma->vm_private_data);
+	struct nvsim_uvm_wrapper *w = vma->vm_private_data;
+
+	/* What this VMA covers is destroyed with it (uvm_destroy_vma_managed). */
+	nvsim_uvm_free_pages(w->range, vma->vm_pgoff,
+			     vma->vm_pgoff + vma_pages(vma) - 1);
+	nvsim_uvm_range_put(w->range);
+	kfree(w);
 }
 
 /* First touch: a zeroed page, kept for the life of the range.  No nvsim lock. */
 static vm_fault_t nvsim_uvm_vm_fault(struct vm_fault *vmf)
 {
-	struct nvsim_uvm_range *r = vmf->vma->vm_private_data;
+	struct nvsim_uvm_wrapper *w = vmf->vma->vm_private_data;
+	struct nvsim_uvm_range *r = w->range;
 	struct page *page, *old;
 
 	page = xa_load(&r->pages, vmf->pgoff);
@@ -102,6 +177,7 @@ static const struct vm_operations_struct nvsim_uvm_vm_ops = {
 static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 {
 	struct nvsim_file *nvfp = filp->private_data;
+	struct nvsim_uvm_wrapper *w;
 	struct nvsim_uvm_range *r;
 
 	/* Read without nvsim.lock: mmap_lock is held, and nothing may order
@@ -111,17 +187,24 @@ static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 	/* A managed range lives at the address its file offset names. */
 	if (vma->vm_pgoff != vma->vm_start >> PAGE_SHIFT)
 		return -EINVAL;
-	if (!(vma->vm_flags & VM_SHARED))
+	if ((vma->vm_flags & (VM_SHARED | VM_READ | VM_WRITE)) !=
+	    (VM_SHARED | VM_READ | VM_WRITE))
 		return -EINVAL;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
-	if (!r)
+	w = kzalloc(sizeof(*w), GFP_KERNEL_ACCOUNT);
+	if (!r || !w) {
+		kfree(r);
+		kfree(w);
 		return -ENOMEM;
+	}
 	refcount_set(&r->refs, 1);
 	xa_init(&r->pages);
+	w->range = r;
+	w->vma = vma;
 
-	vma->vm_flags |= VM_DONTEXPAND | VM_DONTCOPY;
-	vma->vm_private_data = r;
+	vma->vm_flags |= VM_MIXEDMAP | VM_DONTEXPAND | VM_DONTCOPY;
+	vma->vm_private_data = w;
 	vma->vm_ops = &nvsim_uvm_vm_ops;
 	atomic_inc(&nvsim.nr_mappings);
 	return 0;

@@ -377,14 +377,28 @@ void vgpu_call_drop_idle(void)
 		vgpu_call_unmap(c);
 }
 
-/* The file a broken call was made for: nothing more from it. */
+/*
+ * The file a broken call was made for: nothing more from it, nor from its
+ * slice.  Only a hostile thread unmaps a page it did not map while a call
+ * uses it, and what the driver read from the other mapping exists until
+ * vgpu_undo frees the file's clients: FB that other slices' allocations may
+ * find missing meanwhile.  A new file per attempt would make that window
+ * recur at will; quarantining the slice (every open and call refused, -EIO,
+ * until it is deleted) bounds it to the calls in flight when the first one
+ * broke, at most one per thread of the slice's processes.
+ */
 static void vgpu_call_poison(struct vgpu_file *vf)
 {
+	struct vgpu_slice *s = vf->slice;
+
 	atomic64_inc(&vgpu_nr_calls_broken);
 	WRITE_ONCE(vf->poisoned, true);
 	WRITE_ONCE(vf->undo, true);
-	pr_warn_ratelimited("slice %u: pid %d: a call's parameter page was unmapped while the driver ran; file refused from now on\n",
-			    vf->slice->id, task_tgid_nr(current));
+	if (atomic_xchg(&s->quarantined, 1))
+		return;
+	pr_warn("slice %u: pid %d (%s): a call's parameter page was unmapped while the driver ran; slice quarantined (every call and open refused until it is deleted)\n",
+		s->id, task_tgid_nr(current), current->comm);
+	vgpu_event(s, VGPU_EVENT_SLICE_QUARANTINED, U32_MAX, 0);
 }
 
 static void *vgpu_buf_holder(void *params, const struct vgpu_buf *bufs, u32 in)

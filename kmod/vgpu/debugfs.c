@@ -4,13 +4,16 @@
  * reads (slices, files, objects, charges), then one line per slice GPU:
  *   slice <id> gpu <i> minor <real> limit <b> used <b> peak <b> allocs <n> refusals <n>
  * and per slice: slice <id> files <n> uvm_mapped <b> usermode_maps <n>
+ *   quarantined <0|1>
  * Compute: tsgs <n> and userd_maps <n> (all slices; leak evidence), and
  * per slice GPU:
  *   slice <id> gpu <i> compute <policy> bp <n> prio <n> tsgs <n> channels <n>
  *     paused <0|1> gpu_time_ns <n> doorbell_traps <n>
  * Mediation: proxies <n> (fdxlate.c: live proxies; leak evidence once
  * every descriptor is closed) and calls_broken <n> (call.c: calls whose
- * parameter page was unmapped under the driver, since load).
+ * parameter page was unmapped under the driver, since load).  UVM:
+ * ranges <n> (managed.c: managed ranges watched) and reapers <n> (uvm.c:
+ * UVM files waiting for their real file's last reference).
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
@@ -25,10 +28,11 @@ static int vgpu_state_slice(struct vgpu_slice *s, void *arg)
 	struct seq_file *m = arg;
 	u32 i;
 
-	seq_printf(m, "slice %u files %d uvm_mapped %lld usermode_maps %d\n",
+	seq_printf(m, "slice %u files %d uvm_mapped %lld usermode_maps %d quarantined %d\n",
 		   s->id, atomic_read(&s->open_files),
 		   (long long)atomic64_read(&s->uvm_mapped),
-		   atomic_read(&s->usermode_maps));
+		   atomic_read(&s->usermode_maps),
+		   atomic_read(&s->quarantined));
 	for (i = 0; i < s->nr_gpus; i++) {
 		struct vgpu_gpu *g = &s->gpus[i];
 
@@ -59,6 +63,8 @@ static int vgpu_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "tsgs %d\n", atomic_read(&vgpu_nr_tsgs));
 	seq_printf(m, "userd_maps %d\n", atomic_read(&vgpu_nr_userd_maps));
 	seq_printf(m, "proxies %d\n", atomic_read(&vgpu_nr_proxies));
+	seq_printf(m, "ranges %d\n", atomic_read(&vgpu_nr_ranges));
+	seq_printf(m, "reapers %d\n", atomic_read(&vgpu_nr_reapers));
 	seq_printf(m, "calls_broken %lld\n", atomic64_read(&vgpu_nr_calls_broken));
 	vgpu_slice_for_each_from(0, vgpu_state_slice, m);
 	return 0;

@@ -53,6 +53,9 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	mutex_init(&vf->lock);
 	INIT_LIST_HEAD(&vf->clients);
 	INIT_LIST_HEAD(&vf->uvm_ext);
+	INIT_LIST_HEAD(&vf->uvm_held);
+	spin_lock_init(&vf->ranges_lock);
+	INIT_LIST_HEAD(&vf->ranges);
 	vf->slice = s;
 	vf->filp = filp;
 	if (off == VGPU_MINOR_CTL) {
@@ -120,8 +123,10 @@ err_put:
 /*
  * Release.  The control file's clients are freed explicitly through the
  * kernel RM entry point first (so the driver has released their FB when
- * the charges return), then the real file is dropped.  __fput_sync() cannot
- * be used here: it BUG()s outside kernel threads.
+ * the charges return), then the real file is dropped.  A UVM file with
+ * charges hands the real file to a reaper (uvm.c), which returns them after
+ * the driver's release; __fput_sync() cannot be used here: it BUG()s
+ * outside kernel threads.
  */
 static int vgpu_release(struct inode *inode, struct file *filp)
 {
@@ -130,9 +135,8 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 
 	if (vf->kind == VGPU_KIND_CTL)
 		vgpu_file_free_clients(vf);
-	fput(vf->real);
-	/* After the real release: the driver's external mappings are gone. */
-	vgpu_uvm_release(vf);
+	if (vf->kind != VGPU_KIND_UVM || !vgpu_uvm_release(vf))
+		fput(vf->real);
 	if (vf->ctl_filp)
 		fput(vf->ctl_filp);
 	vgpu_slice_del_pid(s, vf->tgid);

@@ -141,7 +141,7 @@ int vgpu_fd_xlate(struct vgpu_file *vf, int fd, unsigned int kinds,
 	}
 	other = f->private_data;
 	if (other->slice != vf->slice || other->kind == VGPU_KIND_UVM ||
-	    !(kinds & VGPU_KINDS(other->kind)) || READ_ONCE(other->poisoned)) {
+	    !(kinds & VGPU_KINDS(other->kind)) || vgpu_file_refused(other)) {
 		fput(f);
 		return -EPERM;
 	}

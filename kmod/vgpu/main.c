@@ -21,13 +21,18 @@ module_param_named(nvidia_version, vgpu_nvidia_version, charp, 0444);
 MODULE_PARM_DESC(nvidia_version,
 		 "driver version for nvidia_get_rm_ops (empty: take the driver's own)");
 
+struct workqueue_struct *vgpu_wq;
+
 static int __init vgpu_init(void)
 {
 	int ret;
 
+	vgpu_wq = alloc_workqueue("vgpu", 0, 0);
+	if (!vgpu_wq)
+		return -ENOMEM;
 	ret = vgpu_rm_init();
 	if (ret)
-		return ret;
+		goto err_wq;
 	ret = vgpu_memory_init();
 	if (ret)
 		goto err_rm;
@@ -47,6 +52,8 @@ err_mem:
 	vgpu_memory_exit();
 err_rm:
 	vgpu_rm_exit();
+err_wq:
+	destroy_workqueue(vgpu_wq);
 	return ret;
 }
 
@@ -59,6 +66,11 @@ static void __exit vgpu_exit(void)
 	vgpu_device_exit();
 	vgpu_memory_exit();
 	vgpu_rm_exit();
+	/*
+	 * Work that pinned the module (a range's, a reaper's) dropped its
+	 * reference as its last act: wait for it to return.
+	 */
+	destroy_workqueue(vgpu_wq);
 }
 
 module_init(vgpu_init);

@@ -489,7 +489,7 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	void *kbuf;
 	long ret;
 
-	if (READ_ONCE(vf->poisoned))
+	if (vgpu_file_refused(vf))
 		return -EIO;
 	ret = nv_ioctl_unwrap(cmd, arg, &nr, &size, &uptr);
 	if (ret)

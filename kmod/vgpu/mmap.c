@@ -2,11 +2,12 @@
 /*
  * mmap.c - mmap of the slice's nodes: the VMA is handed to the real file
  * (vma_set_file) and the real driver's mmap runs, so its mapping rules
- * hold.  Two kinds of mapping are watched through a wrapper of the
- * driver's vm_ops, so that vgpu.ko sees the last close:
- *  - usermode (doorbell) regions, counted per slice (for the compute work);
- *  - UVM managed ranges, charged at their mapped length against the
- *    slice's first GPU (VGPU_UVM_COUNT) or refused (VGPU_UVM_REFUSE).
+ * hold.  UVM managed ranges are charged at their mapped length against the
+ * slice's first GPU (VGPU_UVM_COUNT, watched by managed.c without touching
+ * the driver's vm_ops) or refused (VGPU_UVM_REFUSE).  Usermode (doorbell)
+ * regions of the GPU nodes are watched through a wrapper of the driver's
+ * vm_ops, so that vgpu.ko sees the last close (nvidia.ko never compares its
+ * VMAs' vm_ops: kernel-open/nvidia/nv-mmap.c), and counted per slice.
  * The wrapper holds a reference on the vgpu file, so vgpu.ko stays loaded
  * while the VMA exists; the reference is dropped (deferred fput) from the
  * last close.
@@ -41,7 +42,6 @@ struct vgpu_vma {
 	const struct vm_operations_struct *real_ops;
 	refcount_t ref;                         /* VMAs sharing this wrapper */
 	struct file *vfilp;                     /* ours, ref held */
-	struct vgpu_charge *charge;             /* UVM range */
 	bool usermode;
 	struct vgpu_gpu *g;                     /* usermode: the slice GPU */
 };
@@ -180,10 +180,6 @@ static void vgpu_vma_close(struct vm_area_struct *vma)
 		vgpu_umap_del(w->g, vma);
 	if (!refcount_dec_and_test(&w->ref))
 		return;
-	if (w->charge) {
-		atomic64_sub(w->charge->bytes, &vf->slice->uvm_mapped);
-		vgpu_charge_put(w->charge);
-	}
 	if (w->usermode)
 		atomic_dec(&vf->slice->usermode_maps);
 	fput(w->vfilp);         /* deferred: we return before the module can go */
@@ -197,11 +193,12 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 	struct file *real = vf->real;
 	u64 len = vma->vm_end - vma->vm_start;
 	struct vgpu_charge *charge = NULL;
+	struct vgpu_range *range = NULL;
 	struct vgpu_vma *w = NULL;
 	bool usermode = false;
 	int ret;
 
-	if (READ_ONCE(vf->poisoned))
+	if (vgpu_file_refused(vf))
 		return -EIO;
 	if (!real->f_op->mmap)
 		return -ENODEV;
@@ -218,10 +215,16 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 			vgpu_unreserve(s, 0, len);
 			return -ENOMEM;
 		}
+		range = vgpu_range_new(vma);
+		if (IS_ERR(range)) {
+			ret = PTR_ERR(range);
+			range = NULL;
+			goto err;
+		}
 	} else if (vf->kind == VGPU_KIND_GPU) {
 		usermode = xchg(&vf->usermode_pending, false);
 	}
-	if (charge || usermode) {
+	if (usermode) {
 		w = kzalloc(sizeof(*w), GFP_KERNEL);
 		if (!w) {
 			ret = -ENOMEM;
@@ -233,6 +236,10 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 	ret = real->f_op->mmap(real, vma);
 	if (ret)
 		goto err;
+	if (range) {
+		vgpu_range_arm(range, filp, vma, charge);
+		return 0;
+	}
 	if (w) {
 		w->real_ops = vma->vm_ops;
 		if (w->real_ops)
@@ -241,17 +248,13 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 		w->ops.close = vgpu_vma_close;
 		refcount_set(&w->ref, 1);
 		w->vfilp = get_file(filp);
-		w->charge = charge;
 		w->usermode = usermode;
 		if (usermode && vf->gpu < s->nr_gpus) {
 			w->g = &s->gpus[vf->gpu];
 			w->ops.pfn_mkwrite = vgpu_vma_pfn_mkwrite;
 		}
 		vma->vm_ops = &w->ops;
-		if (charge)
-			atomic64_add(len, &s->uvm_mapped);
-		if (usermode)
-			atomic_inc(&s->usermode_maps);
+		atomic_inc(&s->usermode_maps);
 		if (w->g) {
 			/*
 			 * None of the driver's writable PTEs left; refaults
@@ -267,6 +270,8 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 	}
 	return 0;
 err:
+	if (range)
+		vgpu_range_cancel(range);
 	kfree(w);
 	vgpu_charge_put(charge);
 	return ret;

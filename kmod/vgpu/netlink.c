@@ -66,6 +66,7 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_SLICE_OPEN_FILES] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_PIDS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_UVM_MAPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_QUARANTINED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_TYPE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_GPU] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
@@ -135,6 +136,8 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 	    nla_put_u32(skb, VGPU_A_SLICE_OPEN_FILES, atomic_read(&s->open_files)) ||
 	    nla_put_u64_64bit(skb, VGPU_A_SLICE_UVM_MAPPED,
 			      atomic64_read(&s->uvm_mapped), VGPU_A_PAD) ||
+	    nla_put_u8(skb, VGPU_A_SLICE_QUARANTINED,
+		       !!atomic_read(&s->quarantined)) ||
 	    nla_put_u64_64bit(skb, VGPU_A_SLICE_CGROUP_ID,
 			      s->cgroup ? cgroup_id(s->cgroup) : 0, VGPU_A_PAD))
 		goto err;

@@ -236,7 +236,8 @@ struct vgpu_slice *vgpu_slice_find_locked(u32 id)
 }
 
 /*
- * Open: a referenced live slice owning the minor, NULL if none, or
+ * Open: a referenced live slice owning the minor, NULL if none,
+ * ERR_PTR(-EIO) when it is quarantined (call.c), or
  * ERR_PTR(-EPERM) when current may not open it: a bound slice opens only
  * from its cgroup (or below); an unbound one only for a host administrator
  * (CAP_SYS_ADMIN in the initial user namespace), never for a container,
@@ -249,7 +250,9 @@ struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor)
 	mutex_lock(&vgpu_slices_lock);
 	s = idr_find(&vgpu_slot_idr, minor / VGPU_MINORS_PER_SLICE);
 	if (s && !s->removed) {
-		if (s->cgroup && !vgpu_current_under(s->cgroup)) {
+		if (atomic_read(&s->quarantined)) {
+			s = ERR_PTR(-EIO);
+		} else if (s->cgroup && !vgpu_current_under(s->cgroup)) {
 			pr_notice_ratelimited("slice %u: open of minor %u by pid %d (%s) refused: not in the slice's cgroup (id %llu)\n",
 					      s->id, minor, task_tgid_nr(current),
 					      current->comm, cgroup_id(s->cgroup));

@@ -14,6 +14,8 @@
  */
 #include <linux/uaccess.h>
 #include <linux/slab.h>
+#include <linux/file.h>
+#include <linux/module.h>
 
 #include "vgpu.h"
 
@@ -103,15 +105,93 @@ static void vgpu_uvm_ext_drop(struct vgpu_file *vf, u64 base)
 	mutex_unlock(&vf->lock);
 }
 
-void vgpu_uvm_release(struct vgpu_file *vf)
+/* A released managed range's charge, kept until the real release (managed.c). */
+void vgpu_uvm_hold(struct vgpu_file *vf, struct vgpu_uvm_ext *e,
+		   struct vgpu_charge *charge)
+{
+	e->charge = charge;
+	e->managed = true;
+	mutex_lock(&vf->lock);
+	list_add_tail(&e->node, &vf->uvm_held);
+	mutex_unlock(&vf->lock);
+}
+
+static void vgpu_uvm_put_list(struct list_head *l)
 {
 	struct vgpu_uvm_ext *e, *tmp;
 
-	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node) {
+	list_for_each_entry_safe(e, tmp, l, node) {
 		list_del(&e->node);
+		if (e->managed)
+			atomic64_sub(e->charge->bytes,
+				     &e->charge->slice->uvm_mapped);
 		vgpu_charge_put(e->charge);
 		kfree(e);
 	}
+}
+
+/*
+ * The charges a UVM file keeps after vgpu.ko's file is gone, and the real
+ * file they wait for.  The VA space holds what they stand for (external
+ * mappings' dups of the FB, zombie ranges) until the real file's release;
+ * the real file outlives vgpu.ko's when a VMA still holds it as vm_file,
+ * e.g. a managed range a fork copied (MADV_DOFORK; the driver disables the
+ * copy but the VMA stays).  The reaper waits until its reference is the
+ * last one (nothing else can take one then: no fd, no VMA names the file),
+ * drops it synchronously, so the driver's release has run, and only then
+ * returns the charges.  It pins the module: rmmod is refused meanwhile.
+ */
+struct vgpu_uvm_reaper {
+	struct delayed_work dw;
+	struct file *real;
+	struct list_head charges;       /* vgpu_uvm_ext */
+	unsigned long delay;
+};
+
+atomic_t vgpu_nr_reapers = ATOMIC_INIT(0);
+
+static void vgpu_uvm_reap(struct work_struct *work)
+{
+	struct vgpu_uvm_reaper *rp =
+		container_of(to_delayed_work(work), struct vgpu_uvm_reaper, dw);
+
+	if (file_count(rp->real) > 1) {
+		rp->delay = clamp(rp->delay * 2, 1UL, (unsigned long)HZ);
+		queue_delayed_work(vgpu_wq, &rp->dw, rp->delay);
+		return;
+	}
+	/* A kernel thread: the driver's release runs here, now. */
+	__fput_sync(rp->real);
+	vgpu_uvm_put_list(&rp->charges);
+	kfree(rp);
+	atomic_dec(&vgpu_nr_reapers);
+	module_put(THIS_MODULE);        /* module exit's destroy_workqueue waits for us */
+}
+
+/**
+ * vgpu_uvm_release - the UVM file's release
+ *
+ * Returns true if it took over vf->real (the caller must not drop it).
+ * Without charges to keep, the caller drops the real file as any other.
+ * Nothing here fails (the reaper is a small __GFP_NOFAIL allocation).
+ */
+bool vgpu_uvm_release(struct vgpu_file *vf)
+{
+	struct vgpu_uvm_reaper *rp;
+
+	/* No one else can reach vf now: no lock. */
+	list_splice_init(&vf->uvm_held, &vf->uvm_ext);
+	if (list_empty(&vf->uvm_ext))
+		return false;
+	rp = kzalloc(sizeof(*rp), GFP_KERNEL | __GFP_NOFAIL);
+	INIT_DELAYED_WORK(&rp->dw, vgpu_uvm_reap);
+	INIT_LIST_HEAD(&rp->charges);
+	list_splice_init(&vf->uvm_ext, &rp->charges);
+	rp->real = vf->real;
+	__module_get(THIS_MODULE);      /* we run inside our fops' release */
+	atomic_inc(&vgpu_nr_reapers);
+	queue_delayed_work(vgpu_wq, &rp->dw, 0);
+	return true;
 }
 
 /* UVM_FREE on a call page: the base vgpu.ko drops is the one the driver read. */
@@ -214,7 +294,7 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	size_t i;
 	long ret;
 
-	if (READ_ONCE(vf->poisoned))
+	if (vgpu_file_refused(vf))
 		return -EIO;
 	for (i = 0; i < ARRAY_SIZE(vgpu_uvm_cmds); i++)
 		if (vgpu_uvm_cmds[i].cmd == cmd)

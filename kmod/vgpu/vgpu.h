@@ -52,6 +52,7 @@
 #include <linux/refcount.h>
 #include <linux/fs.h>
 #include <linux/pid.h>
+#include <linux/workqueue.h>
 #include <linux/cgroup.h>
 #include <linux/wait.h>
 
@@ -67,6 +68,9 @@
 extern bool vgpu_passthrough_unknown;
 extern char *vgpu_nvidia_dev_dir;
 extern char *vgpu_nvidia_version;
+
+/* Deferred work that module exit waits for (main.c). */
+extern struct workqueue_struct *vgpu_wq;
 
 /* Leak evidence for debugfs. */
 extern atomic_t vgpu_nr_files;
@@ -142,6 +146,7 @@ struct vgpu_slice {
 	atomic_t open_files;
 	atomic64_t uvm_mapped;
 	atomic_t usermode_maps;
+	atomic_t quarantined;   /* a call broke: every call and open refused */
 	struct mutex lock;      /* pids */
 	struct list_head pids;
 	struct device *devs[VGPU_MINORS_PER_SLICE];
@@ -163,13 +168,23 @@ struct vgpu_file {
 	bool poisoned;                  /* a call broke or came back inconsistent */
 	bool undo;                      /* poisoned by a broken call: free its clients */
 	struct list_head uvm_ext;       /* vgpu_uvm_ext, lock: UVM external mappings */
+	struct list_head uvm_held;      /* vgpu_uvm_ext, lock: charges kept until the real release */
+	spinlock_t ranges_lock;
+	struct list_head ranges;        /* vgpu_range.node, ranges_lock (managed.c) */
 };
+
+/* A file vgpu.ko answers nothing more for: -EIO. */
+static inline bool vgpu_file_refused(const struct vgpu_file *vf)
+{
+	return READ_ONCE(vf->poisoned) || atomic_read(&vf->slice->quarantined);
+}
 
 /* UVM_MAP_EXTERNAL_ALLOCATION keeps the FB until UVM_FREE: so does its charge. */
 struct vgpu_uvm_ext {
 	struct list_head node;
 	u64 base;
 	struct vgpu_charge *charge;
+	bool managed;                   /* a released managed range's (uvm_mapped) */
 };
 
 /* ----------------------------------------------------------- object table */
@@ -401,9 +416,20 @@ int vgpu_sched_get_next(u32 from_minor, struct vgpu_sched_info *out);
 u32 vgpu_sched_layers_of(struct vgpu_gpu *g);
 void vgpu_sched_exit(void);
 
+/* managed.c */
+struct vgpu_range;
+extern atomic_t vgpu_nr_ranges;
+struct vgpu_range *vgpu_range_new(struct vm_area_struct *vma);
+void vgpu_range_arm(struct vgpu_range *r, struct file *filp,
+		    struct vm_area_struct *vma, struct vgpu_charge *charge);
+void vgpu_range_cancel(struct vgpu_range *r);
+
 /* uvm.c */
+extern atomic_t vgpu_nr_reapers;
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
-void vgpu_uvm_release(struct vgpu_file *vf);
+void vgpu_uvm_hold(struct vgpu_file *vf, struct vgpu_uvm_ext *e,
+		   struct vgpu_charge *charge);
+bool vgpu_uvm_release(struct vgpu_file *vf);
 
 /* netlink.c */
 int vgpu_netlink_init(void);

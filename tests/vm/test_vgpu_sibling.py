@@ -125,13 +125,31 @@ def test_sibling_cannot_write_the_parameters(sibling, delay, sl):
     assert sl.used(0) == used0 + MiB
 
 
-def test_mapping_put_over_the_parameters_is_caught(sibling, delay, sl, vstate):
+def test_mapping_put_over_the_parameters_is_caught(sibling, delay, sl, vstate, kern,
+                                                   make_slice):
     """Finding 2: a sibling cannot write the call page, but it can unmap it
     or map over it (MAP_FIXED) before the driver reads.  vgpu.ko sees its
     VMA go, answers EIO, refuses the file from now on and frees everything
-    the file's clients hold: no FB outlives the call uncharged."""
+    the file's clients hold: no FB outlives the call uncharged.  What the
+    driver made from the other mapping exists until that undo; so that a
+    new file per attempt cannot repeat the window, the whole slice is
+    quarantined (every open and call refused), and says so."""
+    other = make_slice()
+    oc = other.client()
+    og = oc.open_gpus()[0]
     broken0 = vstate().get("calls_broken", 0)
-    c, g, res, out, err, fb0, used0 = _attack_root_alloc(sibling, delay, sl, MODE_REPLACE)
+    with kern.subscribe(timeout=5) as ev:
+        c, g, res, out, err, fb0, used0 = _attack_root_alloc(sibling, delay, sl, MODE_REPLACE)
+        q = ev.wait_for(lambda e: e.type == U.VGPU_EVENT_SLICE_QUARANTINED
+                        and e.slice_id == sl.id)
+    assert q is not None and q.pid == os.getpid(), "no SLICE_QUARANTINED event"
+    assert sl.get().quarantined and not other.get().quarantined
+    with pytest.raises(OSError) as e:
+        os.open(sl.path("nvidiactl"), os.O_RDWR)
+    assert e.value.errno == errno.EIO, "a new file would open the window again"
+    with pytest.raises(OSError) as e:
+        g.alloc(MiB)
+    assert e.value.errno == errno.EIO
     assert res.replaced >= 1, "the sibling never replaced a mapping: the test proves nothing"
     assert err == errno.EIO, (err, out)
     assert vstate().get("calls_broken") == broken0 + 1
@@ -142,6 +160,8 @@ def test_mapping_put_over_the_parameters_is_caught(sibling, delay, sl, vstate):
         _root_alloc(c.fd)
     assert e.value.errno == errno.EIO
     c.hClient = 0           # freed by vgpu.ko; nothing for close() to free
+    og.alloc(MiB)                       # another slice is not touched
+    assert other.used(0) == MiB
 
 
 def test_descriptor_a_sibling_dups_is_worthless(sibling, delay, sl):

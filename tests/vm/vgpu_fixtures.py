@@ -94,8 +94,10 @@ class VgpuState:
 
     def leaks(self) -> list[str]:
         out = []
-        for k in ("files", "objects", "charges", "tsgs", "userd_maps", "proxies"):
-            if k in ("tsgs", "userd_maps", "proxies") and k not in self.values:
+        for k in ("files", "objects", "charges", "tsgs", "userd_maps", "proxies",
+                  "ranges", "reapers"):
+            if k in ("tsgs", "userd_maps", "proxies", "ranges", "reapers") and \
+                    k not in self.values:
                 continue        # a vgpu.ko without compute tracking
             v = self.values.get(k)
             if v is None:

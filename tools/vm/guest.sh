@@ -77,7 +77,7 @@ leak_check() {
 leak_check nvsim-leaks /sys/kernel/debug/nvsim/state \
 	'($1=="objects"||$1=="clients"||$1=="mappings") && $2!=0 {print} $1=="gpu" && $6!=0 {print}'
 leak_check vgpu-leaks /sys/kernel/debug/vgpu/state \
-	'($1=="files"||$1=="objects"||$1=="charges"||$1=="tsgs"||$1=="userd_maps") && $2!=0 {print}'
+	'($1=="files"||$1=="objects"||$1=="charges"||$1=="tsgs"||$1=="userd_maps"||$1=="proxies"||$1=="ranges"||$1=="reapers") && $2!=0 {print}'
 
 # kmemleak: scan while the modules are loaded (backtraces name their
 # functions), again once they are gone (what only their globals still

@@ -127,6 +127,7 @@ enum vgpu_attr {
 	VGPU_A_SCHED_SWITCHES,      /* u64, slot changes so far, reply only */
 	VGPU_A_SCHED_CPU_NS,        /* u64, the scheduler's own CPU time, reply only */
 	VGPU_A_SLICE_MAX_CHANNELS,  /* u32, channels the slice may hold on each of its GPUs (0: no cap); NEW, SET; replies carry it */
+	VGPU_A_SLICE_QUARANTINED,   /* u8, reply only: 1 once a call of the slice broke (see VGPU_EVENT_SLICE_QUARANTINED) */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)
@@ -219,6 +220,10 @@ enum vgpu_event {
 	VGPU_EVENT_ALLOC_REFUSED,   /* an FB allocation was refused over quota */
 	VGPU_EVENT_SLICE_EMPTIED,   /* the last open file of a slice closed */
 	VGPU_EVENT_DEVICE_OPENED,   /* a process opened one of the slice's nodes */
+	VGPU_EVENT_SLICE_QUARANTINED, /* a call's parameter page was unmapped while the
+				       * driver ran (only a hostile process does that):
+				       * the slice refuses every call and open until it
+				       * is deleted; pid: the caller */
 	__VGPU_EVENT_MAX,
 };
 
