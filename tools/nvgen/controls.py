@@ -1,0 +1,95 @@
+"""The controls table: every RM control command, its params struct (FINN's
+pairing, else 595.45.04's export table, else NVIDIA's naming convention) and,
+for 595.45.04, what its export table entry says: the params type the driver
+checks, who may call (rm_privilege), all flags and required access rights.
+rm_privilege is empty when the driver exports no such command."""
+
+from __future__ import annotations
+
+from . import cdefs, rmsrc
+from .probe import Result
+from .release import NOT_HERE, UNKNOWN, Release, TreeFacts, hex_, pick, size
+
+COLUMNS = ("cmd", "name", "header", "params", "sizeof", "params_from",
+           "rm_params", "rm_privilege", "rm_flags", "rm_access")
+
+
+def defines(rel: Release) -> dict[str, cdefs.Define]:
+    """The ctrl headers' macros that FINN evaluated from an interface id,
+    "(FINN_..._INTERFACE_ID << 8) | ...".  Their names do not always hold
+    _CTRL_CMD_ (NV906F_CTRL_GET_CLASS_ENGINEID); the _CTRL_CMD_ macros
+    without such a comment are field values, not commands."""
+    out = {}
+    for path in sorted((rel.sdk / "ctrl").rglob("*.h")):
+        for d in cdefs.defines(path, rel.sdk):
+            if "INTERFACE_ID" in (d.finn() or ""):
+                out.setdefault(d.name, d)
+    return out
+
+
+def _candidates(tree: TreeFacts, d: cdefs.Define) -> list[tuple[str | None, str]]:
+    cands = [(d.finn_struct(), "finn")]
+    cands += [(e.params, "rm-export") for e in tree.exports.get(d.literal(), []) if e.params]
+    cands.append((d.name.replace("_CTRL_CMD_", "_CTRL_", 1) + "_PARAMS", "name"))
+    cands.append((d.name + "_PARAMS", "name"))
+    return cands
+
+
+def sizes(rel: Release, tree: TreeFacts, defs: dict) -> set[str]:
+    out = {t for d in defs.values() for t, _ in _candidates(tree, d)}
+    if rel.name == tree.release:
+        out |= {e.params for entries in tree.exports.values() for e in entries}
+    return out
+
+
+def _export_columns(tree: TreeFacts, entries, access_names: dict[int, str]) -> dict:
+    """One value per distinct export entry (a command several NVOC classes
+    export, such as NV0090's on channels, groups and contexts, agrees)."""
+    def joined(values):
+        return "|".join(dict.fromkeys(values))
+    return dict(
+        rm_params=joined(e.params for e in entries),
+        rm_privilege=joined(rmsrc.control_privilege(e.flags, tree.flag_names) for e in entries),
+        rm_flags=joined(rmsrc.bit_names(e.flags, tree.flag_names) for e in entries),
+        rm_access=joined(rmsrc.bit_names(e.access, access_names) for e in entries))
+
+
+def rows(rel: Release, tree: TreeFacts, defs: dict, result: Result) -> list[dict]:
+    own_tree = rel.name == tree.release
+    access_names = rmsrc.access_right_names(rel.sdk / "rs_access.h") if own_tree else {}
+    out, seen = [], set()
+    for name, d in defs.items():
+        params, sizeof, src = pick(rel, result, _candidates(tree, d))
+        cmd = result.values.get(name)
+        row = dict(cmd=hex_(cmd, 8), name=name, header=d.header,
+                   params=params, sizeof=sizeof, params_from=src)
+        if own_tree:
+            row.update(_export_columns(tree, tree.exports.get(cmd, []), access_names))
+        else:
+            row.update({k: NOT_HERE for k in COLUMNS[6:]})
+        seen.add(cmd)
+        out.append(row)
+    if own_tree:
+        # Commands the driver exports but no header macro names: no name.
+        for cmd, entries in tree.exports.items():
+            if cmd not in seen:
+                typ = entries[0].params
+                row = dict(cmd=hex_(cmd, 8), name="", header="", params=typ,
+                           sizeof=size(result, typ), params_from="rm-export" if typ else "")
+                row.update(_export_columns(tree, entries, access_names))
+                out.append(row)
+    return sorted(out, key=lambda r: (r["cmd"], r["name"]))
+
+
+def mismatches(rows: list[dict], result: Result) -> list[dict]:
+    """Controls whose header-paired struct differs in size from the one the
+    driver's export table checks (none in 595.45.04: its 72 differing names
+    are typedef aliases).  The driver's size is what a caller must pass."""
+    out = []
+    for r in rows:
+        for typ in filter(None, r["rm_params"].split("|")):
+            if typ != r["params"] and result.sizes.get(typ) != result.sizes.get(r["params"]):
+                out.append(dict(table="controls", name=r["name"] or r["cmd"], probe=f"sizeof({typ})",
+                                reason=f"the driver checks {typ} ({result.sizes.get(typ, UNKNOWN)} "
+                                       f"bytes), not {r['params'] or 'nothing'}"))
+    return out

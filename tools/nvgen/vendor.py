@@ -1,0 +1,80 @@
+"""Unpack the vendor archives that nvgen reads, and only those parts of them.
+
+The headers archive holds one directory per release; every file in it is a
+header, so it is unpacked whole.  Of the 595.45.04 source tree nvgen needs a
+handful of files (the ioctl size tables, the resource list, the generated
+control export tables, UVM's uvm_types.h), so that archive is streamed and
+only those members are written: the rest of the tree never touches the disk.
+Everything goes under a scratch directory the caller owns; nothing here
+writes into the repository.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HEADERS_ARCHIVE = "nvidia-abi-headers-535-595.tar.xz"
+TREE_ARCHIVE = "open-gpu-kernel-modules-595.45.04.tar.xz"
+TREE_RELEASE = "595.45.04"
+
+# Files of the source tree that nvgen parses (see rmsrc.py for what each gives).
+TREE_FILES = (
+    "kernel-open/nvidia/nv.c",
+    "src/nvidia/arch/nvalloc/unix/src/osapi.c",
+    "src/nvidia/arch/nvalloc/unix/src/escape.c",
+    "src/nvidia/src/kernel/rmapi/resource_list.h",
+    "src/nvidia/inc/kernel/rmapi/control.h",
+    "kernel-open/nvidia-uvm/uvm_types.h",
+    "kernel-open/common/inc/nv_uvm_user_types.h",
+)
+# ... and every generated NVOC class body (the control export tables).
+TREE_GENERATED = ("src/nvidia/generated/g_", "_nvoc.c")
+
+
+# Refuse links and absolute paths where tarfile can (3.11.4 and later).
+_SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """Where the unpacked inputs lie: one header root per release, the tree."""
+    releases: dict[str, Path]
+    tree: Path
+
+
+def _release_key(name: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in name.split("."))
+
+
+def _wanted_from_tree(name: str) -> bool:
+    if name in TREE_FILES:
+        return True
+    head, tail = TREE_GENERATED
+    return name.startswith(head) and name.endswith(tail) and "/" not in name[len(head):]
+
+
+def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
+    """Unpack both archives under scratch; raise FileNotFoundError if absent."""
+    headers, tree = vendor_dir / HEADERS_ARCHIVE, vendor_dir / TREE_ARCHIVE
+    for archive in (headers, tree):
+        if not archive.is_file():
+            raise FileNotFoundError(f"vendor archive missing: {archive}")
+
+    with tarfile.open(headers, "r:xz") as tar:
+        tar.extractall(scratch / "headers", **_SAFE)
+    roots = [p for p in (scratch / "headers").iterdir() if p.is_dir()]
+    if len(roots) != 1:
+        raise ValueError(f"{headers.name}: expected one top directory, found {len(roots)}")
+    releases = {p.name: p for p in sorted(roots[0].iterdir(), key=lambda p: _release_key(p.name))}
+
+    tree_root = scratch / "tree"
+    with tarfile.open(tree, "r|xz") as tar:
+        for member in tar:
+            if member.isfile() and _wanted_from_tree(member.name):
+                tar.extract(member, tree_root, **_SAFE)
+    missing = [f for f in TREE_FILES if not (tree_root / f).is_file()]
+    if missing:
+        raise ValueError(f"{tree.name}: missing {', '.join(missing)}")
+    return Vendor(releases=releases, tree=tree_root)
