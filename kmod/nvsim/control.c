@@ -208,25 +208,21 @@ static NV_STATUS nvsim_ctrl_gpu_id_info_v2(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/*
+ * 595.45.04: ASCII whatever the flags say (subdeviceCtrlCmdGpuGetNameString_IMPL
+ * in subdevice_ctrl_gpu_kernel.c hands the buffer to gpuGetNameString; the
+ * header calls the flags deprecated).
+ */
 static NV_STATUS nvsim_ctrl_name_string(struct nvsim_ctrl_ctx *ctx)
 {
 	NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS *p = ctx->params;
-	size_t i, len;
+	size_t len;
 
 	memset(&p->gpuNameString, 0, sizeof(p->gpuNameString));
 	len = min_t(size_t, strlen(nvsim_gpu_name),
 		    NV2080_GPU_MAX_NAME_STRING_LENGTH - 1);
-	switch (p->gpuNameStringFlags) {
-	case NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII:
-		memcpy(p->gpuNameString.ascii, nvsim_gpu_name, len);
-		return NV_OK;
-	case NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_UNICODE:
-		for (i = 0; i < len; i++)
-			p->gpuNameString.unicode[i] = (u8)nvsim_gpu_name[i];
-		return NV_OK;
-	default:
-		return NV_ERR_INVALID_ARGUMENT;
-	}
+	memcpy(p->gpuNameString.ascii, nvsim_gpu_name, len);
+	return NV_OK;
 }
 
 static bool nvsim_pid_listed(const u32 *tbl, u32 n, u32 pid)

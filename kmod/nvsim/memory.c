@@ -271,7 +271,7 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 		return NV_ERR_INVALID_ARGUMENT;
 
 	if (flags & NVOS32_ALLOC_FLAGS_VIRTUAL)
-		hclass = NV01_MEMORY_VIRTUAL;
+		hclass = NV50_MEMORY_VIRTUAL;   /* as rmapi_deprecated_vidheapctrl.c */
 	else if (((attr >> NVOS32_ATTR_LOCATION_SHIFT) &
 		  NVOS32_ATTR_LOCATION_MASK) == NVOS32_ATTR_LOCATION_PCI)
 		hclass = NV01_MEMORY_SYSTEM;

@@ -293,7 +293,8 @@ static NV_STATUS nvsim_map_validate(const struct nvsim_call *call,
 
 	switch (mem->type) {
 	case NVSIM_OBJ_MEMORY:
-		if (mem->hclass == NV01_MEMORY_VIRTUAL)
+		if (mem->hclass == NV01_MEMORY_VIRTUAL ||
+		    mem->hclass == NV50_MEMORY_VIRTUAL)
 			return NV_ERR_NOT_SUPPORTED;    /* no CPU pages behind */
 		size = mem->memory.mem->size;
 		ctx->kind = mem->hclass == NV01_MEMORY_SYSTEM ?

@@ -594,8 +594,16 @@ static const struct nvsim_class_desc nvsim_classes[] = {
 	  GPU_PARENTS, nvsim_memory_ctor },
 	{ NV01_MEMORY_SYSTEM, sizeof(NV_MEMORY_ALLOCATION_PARAMS), false,
 	  GPU_PARENTS, nvsim_memory_ctor },
+	/*
+	 * Two virtual classes (resource_list.h, 595.45.04): NV01_MEMORY_VIRTUAL
+	 * (0x70, VirtualMemoryRange) takes NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS;
+	 * NV50_MEMORY_VIRTUAL (0x50A0, VirtualMemory) takes
+	 * NV_MEMORY_ALLOCATION_PARAMS.  Neither holds FB here.
+	 */
 	{ NV01_MEMORY_VIRTUAL, sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS), true,
 	  GPU_PARENTS, nvsim_virtual_ctor },
+	{ NV50_MEMORY_VIRTUAL, sizeof(NV_MEMORY_ALLOCATION_PARAMS), false,
+	  GPU_PARENTS, nvsim_memory_ctor },
 	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS),
 	  true, NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_tsg_ctor },
 	CHANNEL_CLASS(KEPLER_CHANNEL_GPFIFO_A),

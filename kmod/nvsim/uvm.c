@@ -258,19 +258,15 @@ static NV_STATUS nvsim_uvm_rm_client(int fd, NvHandle hClient,
 	return nvsim_client_get(&call, hClient, client);
 }
 
+/*
+ * The real UVM driver ignores rmCtrlFd here (uvm_gpu.c, uvm_api_register_gpu:
+ * only hClient and hSmcPartRef reach RM, through nvUvmInterfaceGetGpuInfo,
+ * and RM looks them up only for a MIG partition, which nvsim's GPUs are
+ * not): real clients send -1.  The UUID is not checked (simplified).
+ */
 static NV_STATUS nvsim_uvm_register_gpu(struct nvsim_file *nvfp, void *buf)
 {
-	UVM_REGISTER_GPU_PARAMS *p = buf;
-	struct nvsim_client *client;
-	struct file *filp;
-	NV_STATUS status;
-
-	status = nvsim_uvm_rm_client(p->rmCtrlFd, p->hClient, &filp, &client);
-	if (!filp)
-		return status;
-	mutex_unlock(&nvsim.lock);
-	fput(filp);
-	return status;
+	return NV_OK;
 }
 
 /*

@@ -296,6 +296,7 @@ static const struct vgpu_class vgpu_classes[] = {
 	{ NV01_MEMORY_LOCAL_USER, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
 	{ NV01_MEMORY_SYSTEM, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
 	{ NV01_MEMORY_VIRTUAL, sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
+	{ NV50_MEMORY_VIRTUAL, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
 	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS), VGPU_OBJ_TSG },
 	{ KEPLER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
 	{ KEPLER_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
@@ -607,6 +608,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 			st = NV_ERR_INVALID_OBJECT_PARENT;
 			goto out;
 		}
+		/* Its 24-byte parameters have no flags to clear. */
 		if (p->hClass == NV01_MEMORY_VIRTUAL)
 			break;
 		mp = (void *)kparams;
@@ -876,7 +878,8 @@ static bool vgpu_heap_is_fb(u32 flags, u32 attr, u32 *hclass)
 	u32 loc = (attr >> NVOS32_ATTR_LOCATION_SHIFT) & NVOS32_ATTR_LOCATION_MASK;
 
 	if (flags & NVOS32_ALLOC_FLAGS_VIRTUAL) {
-		*hclass = NV01_MEMORY_VIRTUAL;
+		/* rmapi_deprecated_vidheapctrl.c: a VIRTUAL allocation is NV50_MEMORY_VIRTUAL. */
+		*hclass = NV50_MEMORY_VIRTUAL;
 		return false;
 	}
 	if (loc == NVOS32_ATTR_LOCATION_PCI) {

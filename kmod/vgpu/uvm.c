@@ -245,6 +245,23 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	}
 	pfd = (void *)k + c->fd_off;
 	fd = *pfd;
+	/*
+	 * REGISTER_GPU: the UVM driver ignores rmCtrlFd (uvm_gpu.c,
+	 * uvm_api_register_gpu; only hClient and hSmcPartRef reach RM, by
+	 * handle) and real clients send -1.  Then the client must be one of a
+	 * control file of this slice, whichever.
+	 */
+	if (fd == -1 && c->cmd == UVM_REGISTER_GPU) {
+		cl = vgpu_client_lookup(k->reg.hClient);
+		ret = cl && cl->slice == vf->slice ? 0 : -EPERM;
+		if (cl)
+			vgpu_client_put(cl);
+		if (!ret)
+			ret = vgpu_call_uvm(vf, c->cmd, k, c->size);
+		if (!ret && copy_to_user(u, k, c->size))
+			ret = -EFAULT;
+		goto out;
+	}
 	ret = vgpu_fd_xlate(vf, fd, VGPU_KINDS(VGPU_KIND_CTL), &t);
 	if (ret == -ENOENT || ret == -EBADF)
 		ret = -EINVAL;
@@ -283,8 +300,9 @@ out:
 
 /**
  * vgpu_uvm_ioctl - errnos: -EPERM for a command outside the allow-list,
- * UVM_MM_INITIALIZE, or a client another file owns; -EINVAL for an
- * rmCtrlFd that is no control file of the slice (the driver's answer);
+ * UVM_MM_INITIALIZE, or a client another file owns (with REGISTER_GPU's
+ * rmCtrlFd -1: a client of another slice); -EINVAL for an rmCtrlFd that
+ * is no control file of the slice (the driver's answer);
  * -EFAULT for unreadable parameters; -EIO on a poisoned file.
  */
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)

@@ -3,9 +3,7 @@
 - Regenerating from the vendor archives reproduces tools/nvgen/out byte for
   byte (skipped where the archives are not on the machine).
 - Facts the project relies on hold in the committed tables.
-- vgpu/nvabi.py's pinned sizes and numbers agree with the 595.45.04 table;
-  the mismatches known today are listed in KNOWN_MISMATCHES (that test is an
-  expected failure until they are fixed) and any other one fails.
+- vgpu/nvabi.py's pinned sizes and numbers agree with the 595.45.04 table.
 """
 
 from __future__ import annotations
@@ -30,16 +28,6 @@ RELEASES = ("535.288.01", "550.163.01", "570.211.01", "575.64.05",
             "580.142", "590.48.01", "595.45.04")
 TABLES = ("escapes", "classes", "controls", "uvm", "failures")
 NUMBER = {"escapes": "nr", "classes": "id", "controls": "cmd", "uvm": "cmd"}
-
-# vgpu/nvabi.py against tools/nvgen/out/595.45.04, as found when the table
-# was first generated.  Remove an entry when nvabi.py is fixed.
-KNOWN_MISMATCHES = (
-    # 595 dropped the NvU16 unicode[64] member: 4 + 64 bytes (590.48.01: 132).
-    "sizeof(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS): nvabi 132, 595.45.04 68",
-    # NVIDIA's NV01_MEMORY_VIRTUAL is 0x70 (NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS);
-    # 0x50a0 is NV50_MEMORY_VIRTUAL (NV_MEMORY_ALLOCATION_PARAMS).
-    "NV01_MEMORY_VIRTUAL: nvabi 0x50a0, 595.45.04 0x70",
-)
 
 
 def table(release: str, kind: str) -> list[dict[str, str]]:
@@ -175,11 +163,9 @@ def test_nvabi_checks_reach_the_mirror():
     assert len([n for n in nvabi.abi_constants() if n in nums]) >= 80
 
 
-@pytest.mark.xfail(strict=False, reason="vgpu/nvabi.py disagrees with NVIDIA 595.45.04: "
-                   + "; ".join(KNOWN_MISMATCHES))
 def test_nvabi_matches_595():
+    """The two found when the table was first generated are fixed:
+    GET_NAME_STRING's size (595 dropped the unicode member: 68 bytes, 132
+    in 590.48.01) and NV01_MEMORY_VIRTUAL's number (0x70; 0x50a0 is
+    NV50_MEMORY_VIRTUAL)."""
     assert nvabi_mismatches() == []
-
-
-def test_nvabi_has_no_mismatch_beyond_the_known_ones():
-    assert [m for m in nvabi_mismatches() if m not in KNOWN_MISMATCHES] == []

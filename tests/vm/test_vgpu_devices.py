@@ -177,6 +177,22 @@ def test_uvm_register_gpu_with_virtual_ctl_fd(make_slice):
     u.register_gpu(b"\0" * 16, c.fd, c.hClient)
 
 
+def test_uvm_register_gpu_with_no_ctl_fd(make_slice):
+    """Real clients send rmCtrlFd -1 (the UVM driver ignores it here): the
+    client must then be one of the slice's, whichever file made it."""
+    sl = make_slice()
+    other = make_slice()
+    c = sl.client()
+    c.open_gpus()
+    oc = other.client()
+    u = sl.uvm()
+    u.initialize()
+    u.register_gpu(b"\0" * 16, -1, c.hClient)
+    with pytest.raises(OSError) as ei:
+        u.register_gpu(b"\0" * 16, -1, oc.hClient)
+    assert ei.value.errno == errno.EPERM
+
+
 @pytest.mark.parametrize("which", ["devnull", "real-ctl"])
 def test_uvm_register_gpu_foreign_fd_refused(make_slice, res, which):
     sl = make_slice()

@@ -105,6 +105,9 @@ def test_non_fb_not_charged(make_slice):
     hs.append(h)
     vp = A.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(offset=0, limit=big - 1)
     hs.append(c.alloc(g.hDevice, A.NV01_MEMORY_VIRTUAL, vp))
+    # 0x50A0 takes the 128-byte NV_MEMORY_ALLOCATION_PARAMS (resource_list.h)
+    mp = A.NV_MEMORY_ALLOCATION_PARAMS(owner=0, size=big)
+    hs.append(c.alloc(g.hDevice, A.NV50_MEMORY_VIRTUAL, mp))
     info = sl.get().gpu(0)
     assert (info.mem_used, info.allocs) == (0, 0)
     assert nvsim_fb(0) == 0
