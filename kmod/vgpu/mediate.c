@@ -434,6 +434,21 @@ static int vgpu_escape_kbuf(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 		return vgpu_esc_map_memory(vf, kbuf, size);
 	case NV_ESC_REGISTER_FD:
 		return vgpu_esc_register_fd(vf, kbuf, size);
+	case NV_ESC_STATUS_CODE:
+		/* Any GPU's status by PCI address: the slice's GPUs only. */
+		if (!ctl || size != sizeof(nv_ioctl_status_code_t))
+			return -EINVAL;
+		return vgpu_status_code(vf, kbuf);
+	case NV_ESC_SYS_PARAMS:
+		/*
+		 * The driver keeps one NUMA memblock size for everybody, set by
+		 * the first caller (nv.c: later different values get -EBUSY):
+		 * a container's value would bind every slice.  Answered
+		 * without reaching the driver; the host sets it.
+		 */
+		if (!ctl || size != sizeof(nv_ioctl_sys_params_t))
+			return -EINVAL;
+		return 0;
 	}
 	return -EPERM;
 }
@@ -442,8 +457,6 @@ static bool vgpu_escape_direct(u32 nr)
 {
 	switch (nr) {
 	case NV_ESC_CHECK_VERSION_STR:
-	case NV_ESC_SYS_PARAMS:
-	case NV_ESC_STATUS_CODE:
 	case NV_ESC_WAIT_OPEN_COMPLETE:
 	case NV_ESC_ALLOC_OS_EVENT:
 	case NV_ESC_FREE_OS_EVENT:
@@ -470,6 +483,8 @@ static bool vgpu_escape_kernel(u32 nr)
 	case NV_ESC_RM_VID_HEAP_CONTROL:
 	case NV_ESC_RM_MAP_MEMORY:
 	case NV_ESC_REGISTER_FD:
+	case NV_ESC_STATUS_CODE:
+	case NV_ESC_SYS_PARAMS:
 		return true;
 	}
 	return false;

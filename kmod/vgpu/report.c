@@ -368,6 +368,42 @@ out:
 	return ret;
 }
 
+/*
+ * NV_ESC_STATUS_CODE names a GPU by PCI address; the driver answers for any
+ * (escape.c, nv_get_adapter_state).  Forwarded only for an address the
+ * driver's own CARD_INFO gives one of the slice's GPUs; any other gets the
+ * driver's answer for an address it does not know (-EINVAL).
+ */
+int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p)
+{
+	struct vgpu_slice *s = vf->slice;
+	nv_ioctl_card_info_t *real;
+	bool ours = false;
+	u32 i, j;
+	int ret;
+
+	real = kcalloc(NVIDIA_MAX_GPUS, sizeof(*real), GFP_KERNEL);
+	if (!real)
+		return -ENOMEM;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
+			   NVIDIA_MAX_GPUS * sizeof(*real), NULL, 0);
+	for (j = 0; !ret && j < NVIDIA_MAX_GPUS && !ours; j++) {
+		if (!real[j].valid || real[j].pci_info.domain != p->domain ||
+		    real[j].pci_info.bus != p->bus ||
+		    real[j].pci_info.slot != p->slot)
+			continue;
+		for (i = 0; i < s->nr_gpus; i++)
+			ours |= real[j].minor_number == s->gpus[i].real_minor;
+	}
+	kfree(real);
+	if (ret)
+		return ret;
+	if (!ours)
+		return -EINVAL;
+	return vgpu_call_nv(vf, vf->real, NV_ESC_STATUS_CODE, p, sizeof(*p),
+			    NULL, 0);
+}
+
 int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size)
 {
 	struct vgpu_slice *s = vf->slice;

@@ -502,3 +502,41 @@ def test_device_id_is_the_drivers_device_instance(rotated, make_slice):
     g.alloc(8 * MiB)
     assert (nvsim_fb(0) - fb0, nvsim_fb(1) - fb1) == (8 * MiB, 0)
     c.close()
+
+
+# --------------------------------------------- escapes the policy rewrites
+def _status_code(fd: int, card) -> A.nv_ioctl_status_code_t:
+    p = A.nv_ioctl_status_code_t(domain=card.domain, bus=card.bus, slot=card.slot)
+    return A.nv_ioctl_status_code_t.from_buffer_copy(
+        bytes(raw_ioctl(fd, A.NV_ESC_STATUS_CODE, p)))
+
+
+def test_status_code_only_for_the_slices_gpus(make_slice):
+    """NV_ESC_STATUS_CODE names any GPU by PCI address (escape.c,
+    nv_get_adapter_state); through a slice, only its own GPUs answer (the
+    others as an address the driver does not know: EINVAL)."""
+    cards = {c.minor: c for c in real_cards()}
+    sl = make_slice(gpus=[(1, 64 * MiB)])
+    c = sl.client(alloc_client=False)
+    assert _status_code(c.fd, cards[1]).status == 0
+    with pytest.raises(OSError) as ei:
+        _status_code(c.fd, cards[0])
+    assert ei.value.errno == errno.EINVAL
+
+
+def _nvsim_memblock() -> int:
+    for line in open("/sys/kernel/debug/nvsim/stats").read().splitlines():
+        f = line.split()
+        if f and f[0] == "memblock_size":
+            return int(f[1])
+    raise KeyError("memblock_size")
+
+
+def test_sys_params_never_reaches_the_driver(sl):
+    """The driver keeps one NUMA memblock size for every client, set by the
+    first (nv.c): a container's value is answered, not applied."""
+    before = _nvsim_memblock()
+    c = sl.client(alloc_client=False)
+    p = A.nv_ioctl_sys_params_t(memblock_size=before + (123 << 20))
+    raw_ioctl(c.fd, A.NV_ESC_SYS_PARAMS, p)
+    assert _nvsim_memblock() == before

@@ -1,0 +1,102 @@
+"""vgpu.ko's hand-written allow-lists against the generated policy of the
+release nvabi.h pins (docs/policy/595.45.04.tsv, tools/nvgen/policy.py).
+
+Until vgpu.ko reads per-release tables (issue 12), its lists are read out
+of its C source here: every class, control, escape and UVM command it lets
+through must be one the policy does not refuse, and what it rewrites must be
+what the policy says to rewrite.  Items vgpu.ko forwards that the policy
+would virtualise or rewrite are listed in KNOWN_GAPS, each with what is
+missing; a new one fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "docs" / "policy" / "595.45.04.tsv"
+KMOD = ROOT / "kmod" / "vgpu"
+
+# Forwarded by vgpu.ko as the caller made them, where the policy asks more.
+KNOWN_GAPS = {
+    # Reads of the TSG's scheduling values, which vgpu.ko's scheduler sets.
+    ("control", "NVA06C_CTRL_CMD_GET_TIMESLICE"): "virtualise",
+    ("control", "NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL"): "virtualise",
+}
+
+
+def policy() -> dict[tuple[str, str], dict[str, str]]:
+    with POLICY.open(newline="") as f:
+        return {(r["kind"], r["name"]): r for r in csv.DictReader(f, delimiter="\t")}
+
+
+def _body(src: str, start: str) -> str:
+    """The C block that begins at the first line containing start."""
+    i = src.index(start)
+    return src[i:src.index("\n}", i)]
+
+
+# vgpu.ko's control kinds (report.c) that change the driver's answer; the
+# others forward (SURFACE_INFO only copies its embedded list).
+REWRITE_KINDS = {"FB_INFO", "FB_INFO_V2", "GET_PIDS", "GET_PID_INFO"}
+# Escapes vgpu.ko answers its own way (mediate.c, vgpu_escape_kbuf): NVOS32
+# INFO rewritten, STATUS_CODE for the slice's GPUs only, SYS_PARAMS answered
+# without reaching the driver.
+OWN_ESCAPES = {"NV_ESC_RM_VID_HEAP_CONTROL": "rewrite", "NV_ESC_STATUS_CODE": "rewrite",
+               "NV_ESC_SYS_PARAMS": "virtualise"}
+
+
+def kmod_items() -> dict[tuple[str, str], str]:
+    """(kind, NVIDIA's name) -> what vgpu.ko does: forward, rewrite or
+    virtualise."""
+    items: dict[tuple[str, str], str] = {}
+    mem = (KMOD / "memory.c").read_text()
+    for name in re.findall(r"\{ (\w+), (?:sizeof\(\w+\)|0), VGPU_OBJ_(\w+) \}",
+                           _body(mem, "vgpu_classes[] = {")):
+        items[("class", name[0])] = "rewrite" if name[1] == "DEVICE" else "forward"
+    rep = (KMOD / "report.c").read_text()
+    for name, kind in re.findall(r"\{ (NV\w+_CTRL_CMD_\w+),\s+sizeof\(\w+\), VGPU_CTRL_(\w+) \}",
+                                 _body(rep, "vgpu_ctrls[] = {")):
+        items[("control", name)] = "rewrite" if kind in REWRITE_KINDS else "forward"
+    med = (KMOD / "mediate.c").read_text()
+    for fn in ("static int vgpu_escape_kbuf", "static bool vgpu_escape_direct"):
+        for name in re.findall(r"case (NV_ESC_\w+):", _body(med, fn)):
+            items[("escape", name)] = OWN_ESCAPES.get(name, "forward")
+    uvm = (KMOD / "uvm.c").read_text()
+    for name in re.findall(r"\{ (UVM_\w+), ", _body(uvm, "vgpu_uvm_cmds[] = {")):
+        items[("uvm", name)] = "forward"
+    return items
+
+
+def test_the_kmod_lists_are_read():
+    items = kmod_items()
+    kinds = {k for k, _ in items}
+    assert kinds == {"class", "control", "escape", "uvm"}
+    assert len(items) >= 50, items
+
+
+@pytest.mark.parametrize("key", sorted(kmod_items()), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_nothing_vgpu_lets_through_is_refused(key):
+    row = policy().get(key)
+    assert row is not None, f"{key} is not in {POLICY.name}"
+    assert row["verdict"] != "refuse", f"{key}: the policy refuses it: {row['reason']}"
+
+
+def test_what_vgpu_forwards_the_policy_forwards_or_a_gap_is_known():
+    pol, gaps = policy(), {}
+    for key, does in kmod_items().items():
+        want = pol[key]["verdict"]
+        if does == "forward" and want != "forward":
+            gaps[key] = want
+    assert gaps == KNOWN_GAPS
+
+
+def test_what_vgpu_answers_its_own_way_the_policy_does_too():
+    pol = policy()
+    for key, does in kmod_items().items():
+        if does != "forward" and key[0] in ("control", "escape"):
+            assert pol[key]["verdict"] == does, (key, pol[key]["reason"])
