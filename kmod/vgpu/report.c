@@ -372,7 +372,10 @@ out:
  * NV_ESC_STATUS_CODE names a GPU by PCI address; the driver answers for any
  * (escape.c, nv_get_adapter_state).  Forwarded only for an address the
  * driver's own CARD_INFO gives one of the slice's GPUs; any other gets the
- * driver's answer for an address it does not know (-EINVAL).
+ * driver's answer for an address it does not know (-EINVAL).  That
+ * CARD_INFO comes back through the call page: a sibling that rewrites it
+ * after the driver's copy-out gets another GPU's adapter status code, and
+ * nothing else (vgpu.ko keeps no PCI address of its own to check against).
  */
 int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p)
 {
