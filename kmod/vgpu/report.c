@@ -320,27 +320,47 @@ out:
 
 /* ------------------------------------------------ CARD_INFO, ATTACH */
 
+/*
+ * The driver's own CARD_INFO, every GPU, made on a call page: outputs only,
+ * read back where a sibling may have rewritten them (call.c).  kfree() it.
+ */
+static nv_ioctl_card_info_t *vgpu_real_cards(struct vgpu_file *vf)
+{
+	nv_ioctl_card_info_t *real;
+	long ret;
+
+	real = kcalloc(NVIDIA_MAX_GPUS, sizeof(*real), GFP_KERNEL);
+	if (!real)
+		return ERR_PTR(-ENOMEM);
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
+			   NVIDIA_MAX_GPUS * sizeof(*real), NULL, 0);
+	if (ret) {
+		kfree(real);
+		return ERR_PTR(ret);
+	}
+	return real;
+}
+
 int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size)
 {
 	struct vgpu_slice *s = vf->slice;
 	const u32 nreal = NVIDIA_MAX_GPUS;
-	nv_ioctl_card_info_t *real, *out;
+	nv_ioctl_card_info_t *real = NULL, *out;
 	u32 n = size / sizeof(*out), i, j;
-	int ret;
+	int ret = 0;
 
 	if (size == 0 || size % sizeof(*out))
 		return -EINVAL;
-	real = kcalloc(nreal, sizeof(*real), GFP_KERNEL);
 	out = kzalloc(size, GFP_KERNEL);
-	if (!real || !out) {
-		ret = -ENOMEM;
+	if (!out)
+		return -ENOMEM;
+	/* A forged answer deceives only the caller (filtered below). */
+	real = vgpu_real_cards(vf);
+	if (IS_ERR(real)) {
+		ret = PTR_ERR(real);
+		real = NULL;
 		goto out;
 	}
-	/* Outputs only; a forged answer deceives only the caller (filtered below). */
-	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
-			   nreal * sizeof(*real), NULL, 0);
-	if (ret)
-		goto out;
 	/* As the driver: an array shorter than the GPUs is an error. */
 	if (n < s->nr_gpus) {
 		ret = -EINVAL;
@@ -383,14 +403,11 @@ int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p)
 	nv_ioctl_card_info_t *real;
 	bool ours = false;
 	u32 i, j;
-	int ret;
 
-	real = kcalloc(NVIDIA_MAX_GPUS, sizeof(*real), GFP_KERNEL);
-	if (!real)
-		return -ENOMEM;
-	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
-			   NVIDIA_MAX_GPUS * sizeof(*real), NULL, 0);
-	for (j = 0; !ret && j < NVIDIA_MAX_GPUS && !ours; j++) {
+	real = vgpu_real_cards(vf);
+	if (IS_ERR(real))
+		return PTR_ERR(real);
+	for (j = 0; j < NVIDIA_MAX_GPUS && !ours; j++) {
 		if (!real[j].valid || real[j].pci_info.domain != p->domain ||
 		    real[j].pci_info.bus != p->bus ||
 		    real[j].pci_info.slot != p->slot)
@@ -399,8 +416,6 @@ int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p)
 			ours |= real[j].minor_number == s->gpus[i].real_minor;
 	}
 	kfree(real);
-	if (ret)
-		return ret;
 	if (!ours)
 		return -EINVAL;
 	return vgpu_call_nv(vf, vf->real, NV_ESC_STATUS_CODE, p, sizeof(*p),
