@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import faulthandler
+import mmap
 import os
 import signal
 
@@ -13,6 +13,8 @@ import pytest
 
 from vgpu import nvabi as A
 from vgpu.nvclient import RmError, UvmFile, _ioctl_obj
+from vmas import (MAP_FIXED, MREMAP_FIXED, MREMAP_MAYMOVE, check, dofork, libc, munmap, mremap,
+                  punch, reserve, touch_in_child)
 
 MiB = 1 << 20
 
@@ -166,18 +168,6 @@ def test_rm_error_is_raised_for_uvm_status(uvm):
 # uvm.c: uvm_vm_open_managed, uvm_disable_vma): a fork's copy and an mremap'd
 # range are disabled, a split is not, and each VMA frees what it covers.
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
-                         ctypes.c_void_p]
-_libc.mremap.restype = ctypes.c_void_p
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
-_libc.mmap.restype = ctypes.c_void_p
-MADV_DOFORK, MREMAP_MAYMOVE, MREMAP_FIXED = 11, 1, 2
-
-
 def _uvm_pages(state=None) -> int:
     """nvsim's count of managed pages handed out (debugfs stats)."""
     for line in open("/sys/kernel/debug/nvsim/stats").read().splitlines():
@@ -187,24 +177,12 @@ def _uvm_pages(state=None) -> int:
     raise KeyError("uvm_pages")
 
 
-def _signal_of_touch(addr: int) -> int:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            faulthandler.disable()          # the SIGBUS is expected
-            ctypes.memset(addr, 0x5A, 1)
-        finally:
-            os._exit(0)
-    _, st = os.waitpid(pid, 0)
-    return os.WTERMSIG(st) if os.WIFSIGNALED(st) else 0
-
-
 def test_fork_copy_of_a_managed_range_is_disabled(uvm, state):
     uvm.initialize()
     addr = uvm.managed_mmap(2 * MiB)
     ctypes.memset(addr, 1, 1)
-    assert _libc.madvise(addr, 2 * MiB, MADV_DOFORK) == 0
-    assert _signal_of_touch(addr) == signal.SIGBUS
+    dofork(addr, 2 * MiB)
+    assert touch_in_child(addr) == signal.SIGBUS
     assert (ctypes.c_char * 1).from_address(addr)[0] == b"\x01", "the parent's range stays"
     uvm.munmap(addr)
     assert state().mappings == 0 and _uvm_pages(state) == 0
@@ -215,13 +193,13 @@ def test_mremap_move_of_a_managed_range_disables_it(uvm, state):
     addr = uvm.managed_mmap(2 * MiB)
     uvm.ranges.clear()
     ctypes.memset(addr, 1, 1)
-    dst = _libc.mmap(None, 2 * MiB, 0, 0x22, -1, 0)        # PROT_NONE, private anonymous
-    got = _libc.mremap(addr, 2 * MiB, 2 * MiB, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+    dst = reserve(2 * MiB)
+    got = mremap(addr, 2 * MiB, 2 * MiB, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
     assert got == dst
-    assert _libc.madvise(dst, 2 * MiB, MADV_DOFORK) == 0     # so the child has it
-    assert _signal_of_touch(dst) == signal.SIGBUS
+    dofork(dst, 2 * MiB)                                    # so the child has it
+    assert touch_in_child(dst) == signal.SIGBUS
     assert _uvm_pages(state) == 0, "the old VMA's close freed the range's pages"
-    assert _libc.munmap(dst, 2 * MiB) == 0
+    munmap(dst, 2 * MiB)
     assert state().mappings == 0
 
 
@@ -232,23 +210,22 @@ def test_split_managed_range_keeps_both_sides(uvm, state):
     for off in (0, MiB, 3 * MiB):
         ctypes.memset(addr + off, 1, 1)
     assert _uvm_pages(state) == 3
-    # a hole, kept reserved (PROT_NONE, MAP_FIXED) for the final munmap
-    assert _libc.mmap(addr + MiB, MiB, 0, 0x32, -1, 0) == addr + MiB
+    punch(addr + MiB, MiB)                                  # a hole
     assert _uvm_pages(state) == 2, "the hole's VMA freed what it covered"
     for off in (0, 3 * MiB):                                # both sides still work
         ctypes.memset(addr + off, 2, 1)
     assert _uvm_pages(state) == 2
-    assert _libc.munmap(addr, 4 * MiB) == 0
+    munmap(addr, 4 * MiB)
     assert state().mappings == 0 and _uvm_pages(state) == 0
 
 
 def test_managed_mmap_must_be_readable_and_writable(uvm):
-    import mmap as _mmap
     uvm.initialize()
-    base = _libc.mmap(None, 2 * MiB, 0, 0x22, -1, 0)
+    base = reserve(2 * MiB)
     try:
-        got = _libc.mmap(base, 2 * MiB, _mmap.PROT_READ, _mmap.MAP_SHARED | 0x10, uvm.fd, base)
-        assert got == ctypes.c_void_p(-1).value
-        assert ctypes.get_errno() == errno.EINVAL
+        with pytest.raises(OSError) as ei:
+            check(libc.mmap(base, 2 * MiB, mmap.PROT_READ, mmap.MAP_SHARED | MAP_FIXED,
+                            uvm.fd, base), "mmap")
+        assert ei.value.errno == errno.EINVAL
     finally:
-        _libc.munmap(base, 2 * MiB)
+        munmap(base, 2 * MiB)

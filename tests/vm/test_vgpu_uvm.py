@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import faulthandler
-import mmap
 import os
 import signal
 
@@ -23,54 +21,8 @@ import pytest
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import in_child, read_vstate
 from vgpu.nvclient import UvmFile
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
-_libc.mmap.restype = ctypes.c_void_p
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.munmap.restype = ctypes.c_int
-_libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
-                         ctypes.c_void_p]
-_libc.mremap.restype = ctypes.c_void_p
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.madvise.restype = ctypes.c_int
-
-MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
-MADV_DOFORK = 11
-MAP_FAILED = ctypes.c_void_p(-1).value
-
-
-def _check(ret, what):
-    if ret in (None, MAP_FAILED) or ret == -1:
-        e = ctypes.get_errno()
-        raise OSError(e, f"{what}: {os.strerror(e)}")
-    return ret
-
-
-def _munmap(addr: int, length: int) -> None:
-    _check(_libc.munmap(addr, length), "munmap")
-
-
-def _reserve(length: int) -> int:
-    """Address space nobody uses (PROT_NONE), for a MREMAP_FIXED target."""
-    return _check(_libc.mmap(None, length, 0,
-                             mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0), "mmap")
-
-
-def _touch_in_child(addr: int) -> int:
-    """Write one byte at addr in a forked child: its wait status's signal
-    (0 if the write worked)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            faulthandler.disable()          # the SIGBUS is expected
-            ctypes.memset(addr, 0x5A, 1)
-        finally:
-            os._exit(0)
-    _, st = os.waitpid(pid, 0)
-    return os.WTERMSIG(st) if os.WIFSIGNALED(st) else 0
-
+from vmas import (MREMAP_FIXED, MREMAP_MAYMOVE, dofork, munmap, mremap, punch, reserve,
+                  touch_in_child)
 
 def _uvm_mapped(sl) -> int:
     return sl.get().uvm_mapped
@@ -104,23 +56,14 @@ def test_range_over_the_quota_refused(usl):
     assert sl.used() == 0
 
 
-def _punch(addr: int, length: int) -> None:
-    """Unmap [addr, addr+length) by mapping PROT_NONE over it (MAP_FIXED
-    unmaps first): the hole stays reserved, so nothing of the test's own
-    process can land there before the final munmap of the whole range."""
-    got = _libc.mmap(addr, length, 0,
-                     mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x10, -1, 0)   # MAP_FIXED
-    assert _check(got, "mmap") == addr
-
-
 def test_partial_munmap_returns_that_part(usl):
     sl, u = usl
     addr = u.managed_mmap(8 * MiB)
-    _punch(addr + 2 * MiB, 2 * MiB)         # a hole: the VMA splits in two
+    punch(addr + 2 * MiB, 2 * MiB)         # a hole: the VMA splits in two
     assert sl.used() == 6 * MiB
     ctypes.memset(addr, 1, 4096)            # both sides still the driver's
     ctypes.memset(addr + 6 * MiB, 1, 4096)
-    _punch(addr + 2 * MiB, 2 * MiB)         # the hole again: nothing more
+    punch(addr + 2 * MiB, 2 * MiB)         # the hole again: nothing more
     assert sl.used() == 6 * MiB
     u.munmap(addr)                          # the whole range, the hole with it
     assert sl.used() == 0
@@ -133,14 +76,13 @@ def test_mremap_move_returns_the_charge_and_pins_nothing(usl, vstate):
     sl, u = usl
     addr = u.managed_mmap(4 * MiB)
     u.ranges.clear()
-    dst = _reserve(4 * MiB)
-    got = _check(_libc.mremap(addr, 4 * MiB, 4 * MiB, MREMAP_MAYMOVE | MREMAP_FIXED, dst),
-                 "mremap")
+    dst = reserve(4 * MiB)
+    got = mremap(addr, 4 * MiB, 4 * MiB, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
     assert got == dst
     assert sl.used() == 0
-    _check(_libc.madvise(dst, 4 * MiB, MADV_DOFORK), "madvise")  # so the child has it
-    assert _touch_in_child(dst) == signal.SIGBUS, "the moved copy is disabled"
-    _munmap(dst, 4 * MiB)
+    dofork(dst, 4 * MiB)                    # so the child has it
+    assert touch_in_child(dst) == signal.SIGBUS, "the moved copy is disabled"
+    munmap(dst, 4 * MiB)
     u.close()
     assert wait_until(lambda: vstate().get("files") == 0 and vstate().get("ranges") == 0)
 
@@ -149,18 +91,18 @@ def test_mremap_shrink_returns_the_tail(usl):
     sl, u = usl
     addr = u.managed_mmap(4 * MiB)
     u.ranges.clear()
-    got = _check(_libc.mremap(addr, 4 * MiB, 1 * MiB, 0, None), "mremap")
+    got = mremap(addr, 4 * MiB, 1 * MiB)
     assert got == addr
     assert sl.used() == 1 * MiB
-    _munmap(addr, 1 * MiB)
+    munmap(addr, 1 * MiB)
     assert sl.used() == 0
 
 
 def test_fork_copy_is_disabled_and_charged_once(usl):
     sl, u = usl
     addr = u.managed_mmap(4 * MiB)
-    _check(_libc.madvise(addr, 4 * MiB, MADV_DOFORK), "madvise")
-    assert _touch_in_child(addr) == signal.SIGBUS
+    dofork(addr, 4 * MiB)
+    assert touch_in_child(addr) == signal.SIGBUS
     assert sl.used() == 4 * MiB
     ctypes.memset(addr, 1, 4096)            # the parent's range still works
     u.munmap(addr)
@@ -182,7 +124,7 @@ def test_map_external_stays_charged_while_a_forked_copy_holds_the_va_space(make_
     u.map_external(base, 16 * MiB, c.fd, c.hClient, h)
     c.free(h)
     addr = u.managed_mmap(2 * MiB)
-    _check(_libc.madvise(addr, 2 * MiB, MADV_DOFORK), "madvise")
+    dofork(addr, 2 * MiB)
 
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
