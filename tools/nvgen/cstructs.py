@@ -73,7 +73,8 @@ def _close(text: str, start: int) -> int:
     return len(text)
 
 
-def _split_top(body: str, sep: str) -> list[str]:
+def split_top(body: str, sep: str) -> list[str]:
+    """body split at sep outside brackets, parts stripped, empty ones dropped."""
     out, depth, cur = [], 0, []
     for ch in body:
         if ch in "{([":
@@ -91,7 +92,7 @@ def _split_top(body: str, sep: str) -> list[str]:
 
 def _declarators(type_: str, decls: str, inline=None) -> list[Member]:
     out = []
-    for d in _split_top(decls, ","):
+    for d in split_top(decls, ","):
         m = _DECLARATOR.match(d.strip())
         if m:
             out.append(Member(type_, m.group(2), bool(m.group(3)), bool(m.group(1)), inline))
@@ -100,7 +101,7 @@ def _declarators(type_: str, decls: str, inline=None) -> list[Member]:
 
 def _members(body: str) -> list[Member]:
     out: list[Member] = []
-    for stmt in _split_top(body, ";"):
+    for stmt in split_top(body, ";"):
         if "{" in stmt:
             open_ = stmt.index("{")
             close = _close(stmt, open_)
@@ -133,7 +134,7 @@ def parse(text: str, into: Headers | None = None) -> Headers:
         names = [m.group(3)] if m.group(3) else []
         end = text.find(";", close)
         if m.group(1) and end != -1:
-            names += [d.group(2) for d in (_DECLARATOR.match(x) for x in _split_top(text[close:end], ","))
+            names += [d.group(2) for d in (_DECLARATOR.match(x) for x in split_top(text[close:end], ","))
                       if d and not d.group(1)]
         for name in names:
             h.structs.setdefault(name, members)

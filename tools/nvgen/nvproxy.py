@@ -38,6 +38,7 @@ if __package__ in (None, ""):   # run as a script: make "tools.nvgen" importable
     __package__ = "tools.nvgen"
 
 from . import tsv  # noqa: E402
+from .cstructs import split_top  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "nvproxy"
@@ -143,23 +144,6 @@ def _matching(text: str, start: int, open_: str = "(", close: str = ")") -> int:
     raise ValueError("unbalanced brackets in version.go")
 
 
-def _split_args(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
 _ENTRY = re.compile(r"nvgpu\.(\w+)\s*:\s*(feHandler|uvmHandler|ctrlHandler|allocHandler)\(")
 _SET = re.compile(r"abi\.(\w+)\[nvgpu\.(\w+)\]\s*=\s*(feHandler|uvmHandler|ctrlHandler|allocHandler)\(")
 _DELETE = re.compile(r"delete\(abi\.(\w+),\s*nvgpu\.(\w+)\)")
@@ -169,7 +153,7 @@ _MAP = re.compile(r"(\w+):\s*map\[[^\]]+\]\w+\{")
 
 def _handler(text: str, open_paren: int) -> tuple[str, str, str]:
     """`xxHandler(handler[params], caps)` -> (handler, params, caps)."""
-    args = _split_args(text[open_paren + 1:_matching(text, open_paren) - 1])
+    args = split_top(text[open_paren + 1:_matching(text, open_paren) - 1], ",")
     fn, caps = args[0], args[1] if len(args) > 1 else ""
     m = re.match(r"(\w+)(?:\[nvgpu\.(\w+)\])?", fn)
     caps = caps.replace("compUtil", "nvconf.CapCompute|nvconf.CapUtility")
@@ -196,7 +180,7 @@ def versions(src: Source) -> dict[tuple[int, int, int], dict[str, dict[str, tupl
     out = {}
     for m in _REGISTER.finditer(text):
         end = _matching(text, m.end() - 1)
-        args = _split_args(text[m.end():end - 1])
+        args = split_top(text[m.end():end - 1], ",")
         ver = tuple(int(a, 10) for a in args[:3])
         cons = args[-1]
         if re.fullmatch(r"\w+", cons):
