@@ -18,6 +18,15 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 VM := $(PYTHON) tools/vm/vm.py run --kernel $(KVER)
 VM_TESTS ?= tests/vm
 PYTEST_ARGS ?=
+# The mediation suite again with nvsim presenting the oldest release vgpu.ko
+# has tables for (the full suite runs with the newest, nvsim's default).
+RELEASES := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); \
+	from tools.nvgen import kernel; print(*kernel.releases())' 2>/dev/null)
+OLDEST_RELEASE := $(firstword $(RELEASES))
+MIDDLE_RELEASES := $(filter-out $(OLDEST_RELEASE) $(lastword $(RELEASES)),$(RELEASES))
+NVSIM_AS = --nvsim-params "num_gpus=2 fb_size=17179869184 driver_version=$(1)"
+NVSIM_OLDEST := $(call NVSIM_AS,$(OLDEST_RELEASE))
+VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py)
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
@@ -27,7 +36,7 @@ APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-st
 KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
 VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 
-.PHONY: all deps deps-apt deps-python modules test test-host test-vm demo bench-compute clean help \
+.PHONY: all deps deps-apt deps-python modules test test-host test-vm test-vm-oldest test-vm-releases demo bench-compute clean help \
 	install uninstall deps-debug debug-kernel test-debug
 
 all: modules
@@ -65,6 +74,14 @@ test: deps-python modules
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host || rc=1; \
 	echo "==== VM tests (nvsim in qemu) ===="; \
 	$(VM) $(VM_LOAD) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) $(VM_TESTS) || rc=1; \
+	echo "==== VM mediation tests, nvsim as $(OLDEST_RELEASE) ===="; \
+	$(VM) $(VM_LOAD) $(NVSIM_OLDEST) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
+		$(VM_TESTS_OLDEST) || rc=1; \
+	for r in $(MIDDLE_RELEASES); do \
+		echo "==== VM policy tests, nvsim as $$r ===="; \
+		$(VM) $(VM_LOAD) $(call NVSIM_AS,$$r) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
+			tests/vm/test_vgpu_policy.py || rc=1; \
+	done; \
 	if [ $$rc = 0 ]; then echo "make test: all passed"; else echo "make test: FAILED"; fi; \
 	exit $$rc
 
@@ -73,6 +90,17 @@ test-host: deps-python
 
 test-vm: deps-python modules
 	$(VM) $(VM_LOAD) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) $(VM_TESTS)
+
+test-vm-oldest: deps-python modules
+	$(VM) $(VM_LOAD) $(NVSIM_OLDEST) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) $(VM_TESTS_OLDEST)
+
+# The per-item policy test for every release between the oldest and newest.
+test-vm-releases: deps-python modules
+	@rc=0; for r in $(MIDDLE_RELEASES); do \
+		echo "==== VM policy tests, nvsim as $$r ===="; \
+		$(VM) $(VM_LOAD) $(call NVSIM_AS,$$r) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
+			tests/vm/test_vgpu_policy.py || rc=1; \
+	done; exit $$rc
 
 # The debug kernel (README "The debug kernel"): Debian's linux-source-6.1
 # with KASAN, lockdep, kmemleak, UBSAN, DEBUG_LIST and fault injection, built
@@ -185,7 +213,7 @@ install:
 	install -d $(DESTDIR)$(VGPU_SRC)/vgpu $(DESTDIR)$(VGPU_SRC)/include/uapi
 	install -m 0644 kmod/vgpu/Kbuild $(filter-out %.mod.c,$(wildcard kmod/vgpu/*.c)) \
 		kmod/vgpu/*.h $(DESTDIR)$(VGPU_SRC)/vgpu/
-	install -m 0644 kmod/include/nvabi.h $(DESTDIR)$(VGPU_SRC)/include/
+	install -m 0644 kmod/include/nvabi.h kmod/include/nvrel.h kmod/include/nvrel_tables.h $(DESTDIR)$(VGPU_SRC)/include/
 	install -m 0644 kmod/include/uapi/*.h $(DESTDIR)$(VGPU_SRC)/include/uapi/
 	install -m 0755 kmod/dkms-build.sh $(DESTDIR)$(VGPU_SRC)/
 	sed 's/@VERSION@/$(VGPU_VERSION)/' kmod/dkms.conf > $(DESTDIR)$(VGPU_SRC)/dkms.conf

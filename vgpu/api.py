@@ -14,8 +14,9 @@ Newline-delimited JSON on a Unix stream socket.  This module owns:
 
 The handler (vgpu.slices.SliceManager in the daemon, a fake in host tests) is
 any object with async methods ``op_status(args)``, ``op_gpus``, ``op_list``,
-``op_show``, ``op_create``, ``op_set_quota``, ``op_delete`` returning the
-result object, raising ``ApiError`` for refusals, and ``subscribe()`` -> a
+``op_show``, ``op_create``, ``op_set_quota``, ``op_delete``, ``op_attach``,
+``op_audit``, ``op_set_audit`` (the ``method`` of each entry of ``OPS``)
+returning the result object, raising ``ApiError`` for refusals, and ``subscribe()`` -> a
 trio receive channel of event dicts for ``events``.
 
 What it may call: the handler only.  It never talks to the kernel itself.
@@ -238,6 +239,9 @@ OPS: dict[str, OpSpec] = {
                      ("container",), "op_delete"),
     "attach": OpSpec({"container": v_container, "cgroup": v_str}, ("container", "cgroup"),
                      "op_attach"),
+    "audit": OpSpec({"container": v_container}, ("container",), "op_audit"),
+    "set-audit": OpSpec({"container": v_container, "audit": v_bool}, ("container", "audit"),
+                        "op_set_audit"),
     "events": OpSpec(method=""),
 }
 

@@ -5,6 +5,7 @@ and cheap to import: both tools import it on every start.
 
     with ApiClient() as c:                       # $VGPU_SOCKET or the default
         slice_ = c.request("set-quota", container="c1", memory="8GiB")["slice"]
+        record = c.request("audit", container="c1")     # {"audit", "entries": [...], ...}
         for ev in ApiClient().events():          # a second connection
             ...
 

@@ -4,7 +4,8 @@ Owned here: the file's schema (docs/config.md, config/vgpud.example.toml),
 every error message about it, the precedence of a slice's settings
 (explicit > profile or schedule window > [defaults]) and the description of
 what changed on reload.  Standard library only; no I/O besides reading the
-file in load_config().
+file in load_config() and the allow-list files profiles name (vgpu.allowlist,
+read when the config is parsed, so that a bad one fails the load).
 
 Errors are collected, not raised one by one: ConfigError lists every problem
 in the file, each as ``<file>: <dotted.key>: <quoted bad value> <reason>``
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import allowlist
 from .units import (format_duration, format_percent, format_size, parse_clock,
                     parse_duration, parse_percent, parse_size, quote)
 
@@ -32,6 +34,7 @@ __all__ = [
     "Node",
     "SliceSpec",
     "Limits",
+    "AuditSpec",
     "Window",
     "load_config",
     "parse_config",
@@ -199,6 +202,42 @@ class Limits:
         return ", ".join(parts) or "no limits"
 
 
+#: the audit keys of a [profiles.X] table (docs/config.md, "Audit mode and
+#: allow-lists")
+AUDIT_KEYS = ("audit", "allow_list")
+
+
+@dataclass(frozen=True)
+class AuditSpec:
+    """A profile's exceptions to the driver release's policy, sent to
+    vgpu.ko when a slice of that profile is created (VGPU_A_SLICE_AUDIT,
+    VGPU_A_SLICE_ALLOW).  ``audit``: audit mode (every item the slice uses is
+    recorded, and what the policy refuses or vgpu.ko does not implement is
+    forwarded: a trusted workload on a trial node only).  ``allow_list``:
+    the file (absolute path) whose items (``allow``) the slice forwards
+    although the policy refuses them, without the rest of audit mode."""
+    audit: bool = False
+    allow_list: str | None = None
+    allow: tuple[allowlist.AllowItem, ...] = ()
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        """The allow-list as vgpu.kernel takes it: [(kind, number), ...]."""
+        return [it.pair for it in self.allow]
+
+    def describe(self) -> str:
+        parts = []
+        if self.audit:
+            parts.append("audit mode")
+        if self.allow_list is not None:
+            parts.append(f"allow_list {quote(self.allow_list)} ({_items(len(self.allow))})")
+        return ", ".join(parts) or "no audit mode, no allow-list"
+
+
+def _items(n: int) -> str:
+    return f"{n} item{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class Paths:
     socket: Path = Path("/run/vgpu/vgpud.sock")
@@ -294,7 +333,13 @@ class Config:
     gc_interval: float = 10.0
     profiles: dict[str, SliceSpec] = field(default_factory=dict)
     limits: dict[str, Limits] = field(default_factory=dict)     # by profile name
+    audit: dict[str, AuditSpec] = field(default_factory=dict)   # by profile name
     schedule: tuple[Window, ...] = ()
+
+    def audit_of(self, profile: str | None) -> AuditSpec:
+        """A profile's audit mode and allow-list (none for no profile, or a
+        profile that sets neither)."""
+        return self.audit.get(profile, AuditSpec()) if profile is not None else AuditSpec()
 
     @property
     def image_env_profiles(self) -> list[str]:
@@ -579,6 +624,7 @@ class _Parser:
 
         profiles: dict[str, SliceSpec] = {}
         limits: dict[str, Limits] = {}
+        audit: dict[str, AuditSpec] = {}
         t = self.table(raw, "profiles")
         for name, ptbl in t.items():
             if not _NAME_RE.match(name):
@@ -589,10 +635,14 @@ class _Parser:
                 self.err(f"profiles.{name}", f"{quote(ptbl)} is {_typename(ptbl)}, "
                          f"not a table (write [profiles.{name}])")
                 continue
-            profiles[name] = _parse_spec(ptbl, self.err, f"profiles.{name}.", LIMIT_KEYS)
+            profiles[name] = _parse_spec(ptbl, self.err, f"profiles.{name}.",
+                                         LIMIT_KEYS + AUDIT_KEYS)
             lim = self.parse_limits(ptbl, name, profiles[name].merged_over(defaults))
             if lim != Limits():
                 limits[name] = lim
+            aud = self.parse_audit(ptbl, name)
+            if aud != AuditSpec():
+                audit[name] = aud
 
         schedule = self.parse_schedule(raw.get("schedule", []), profiles,
                                        bad_profiles=set(t) - set(profiles))
@@ -603,7 +653,34 @@ class _Parser:
                       defaults=defaults, scheduler_period=period, scheduler_layers=layers,
                       metrics_listen=listen,
                       log_level=level, gc_interval=gc_interval, profiles=profiles,
-                      limits=limits, schedule=schedule)
+                      limits=limits, audit=audit, schedule=schedule)
+
+    def parse_audit(self, t: Mapping[str, Any], name: str) -> AuditSpec:
+        """A profile's AUDIT_KEYS; the allow-list file is read and checked
+        here (each of its problems is an error of the config)."""
+        p = f"profiles.{name}."
+        out: dict[str, Any] = {}
+        if "audit" in t:
+            v = t["audit"]
+            if not isinstance(v, bool):
+                self.err(p + "audit", f"{quote(v)} is {_typename(v)}, not true or false")
+            else:
+                out["audit"] = v
+        if "allow_list" in t:
+            v = t["allow_list"]
+            if not isinstance(v, str):
+                self.err(p + "allow_list", f"{quote(v)} is {_typename(v)}, not a path")
+            elif not v.startswith("/") or "\0" in v:
+                self.err(p + "allow_list", f"{quote(v)} is not an absolute path "
+                                           f"(e.g. \"/etc/vgpu/{name}.allow\")")
+            else:
+                try:
+                    out["allow"] = tuple(allowlist.load(v))
+                    out["allow_list"] = v
+                except allowlist.AllowListError as e:
+                    for line in e.errors:
+                        self.err(p + "allow_list", line)
+        return AuditSpec(**out)
 
     def parse_limits(self, t: Mapping[str, Any], name: str, eff: SliceSpec) -> Limits:
         """A profile's admission keys (LIMIT_KEYS); ``eff`` is the profile
@@ -922,6 +999,25 @@ def _flatten(c: Config) -> dict[str, str]:
 RESTART_KEYS = ("paths.socket", "paths.state_dir", "paths.fuse_mount")
 
 
+#: what a change of a profile's audit keys reaches (vgpud sends them with SLICE_NEW)
+AUDIT_NOTE = " (slices created from now on)"
+
+
+def _audit_changes(prefix: str, a: AuditSpec, b: AuditSpec) -> list[str]:
+    out = []
+    if a.audit != b.audit:
+        out.append(f"{prefix}audit: {_show(a.audit)} -> {_show(b.audit)}{AUDIT_NOTE}")
+    if a.allow_list != b.allow_list:
+        def show(x: AuditSpec) -> str:
+            return "unset" if x.allow_list is None else \
+                f"{quote(x.allow_list)} ({_items(len(x.allow))})"
+        out.append(f"{prefix}allow_list: {show(a)} -> {show(b)}{AUDIT_NOTE}")
+    elif a.allow != b.allow:
+        out.append(f"{prefix}allow_list: {quote(b.allow_list)}: contents changed, "
+                   f"{_items(len(a.allow))} -> {_items(len(b.allow))}{AUDIT_NOTE}")
+    return out
+
+
 def describe_changes(old: Config, new: Config) -> list[str]:
     """Human-readable lines, one per changed setting, in file order:
     'profiles.small.memory: 4 GiB -> 6 GiB', 'profiles.big: added (memory
@@ -947,6 +1043,10 @@ def describe_changes(old: Config, new: Config) -> list[str]:
         la, lb = old.limits.get(name, Limits()), new.limits.get(name, Limits())
         if name in old.profiles and la != lb:
             lines.append(f"profiles.{name} limits: {la.describe()} -> {lb.describe()}")
+    for name in new.profiles:
+        if name in old.profiles:
+            lines.extend(_audit_changes(f"profiles.{name}.", old.audit_of(name),
+                                        new.audit_of(name)))
     for i in range(max(len(old.schedule), len(new.schedule))):
         wa = old.schedule[i] if i < len(old.schedule) else None
         wb = new.schedule[i] if i < len(new.schedule) else None

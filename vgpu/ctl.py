@@ -128,6 +128,9 @@ def c_count(text: str) -> int:
     return int(text)
 
 
+c_onoff = _choice("on", "off")
+
+
 def c_container(text: str) -> str:
     """Mirrors the daemon's check (vgpu.api.v_container)."""
     if not text:
@@ -232,6 +235,76 @@ def cmd_delete(client, o):
     if o["json"]:
         return emit_json(res)
     print(f"deleted {o['container']}")
+    return EXIT_OK
+
+
+def cmd_audit(client, o):
+    res = client.request("audit", container=o["container"])
+    if o["json"]:
+        emit_json(res)
+    else:
+        print_audit(res)
+    path = o.get("allow_list")
+    if path is None:
+        return EXIT_OK
+    items, skipped = audit_allow_items(res.get("entries") or [])
+    from . import allowlist
+    try:
+        n = allowlist.write(path, items)
+    except OSError as e:
+        err(f"audit: cannot write {path}: {e.strerror or e}")
+        return EXIT_ERROR
+    # stdout stays the JSON document with --json
+    out = sys.stderr if o["json"] else sys.stdout
+    note = f" ({skipped} of an unknown kind left out)" if skipped else ""
+    out.write(f"wrote {n} item{'' if n == 1 else 's'} the policy refused or vgpu.ko does not "
+              f"implement to {path}{note}\n")
+    return EXIT_OK
+
+
+#: the verdicts whose items an allow-list is for
+ALLOW_VERDICTS = ("refuse", "not-implemented")
+
+
+def audit_allow_items(entries: list) -> tuple[list, int]:
+    """The items of an audit record's entries that an allow-list would
+    forward: the policy refuses them or vgpu.ko does not implement them,
+    and the slice called them (refused, or let through by audit mode or
+    its allow-list).  -> (allowlist.AllowItem list, entries of a kind this
+    vgpuctl does not know)."""
+    from . import allowlist
+    items, skipped = [], 0
+    for e in entries:
+        if not isinstance(e, dict) or e.get("verdict") not in ALLOW_VERDICTS:
+            continue
+        if not (_int(e.get("refused")) > 0 or _int(e.get("let_through")) > 0):
+            continue
+        kind, number = e.get("kind"), e.get("number")
+        if kind not in allowlist.KINDS or isinstance(number, bool) or \
+                not isinstance(number, int) or not 0 <= number <= 0xFFFFFFFF:
+            skipped += 1
+            continue
+        name = e.get("name") if isinstance(e.get("name"), str) else ""
+        items.append(allowlist.AllowItem.of(kind, number, name))
+    return items, skipped
+
+
+def _int(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def cmd_set_audit(client, o):
+    on = o["mode"] == "on"
+    res = client.request("set-audit", container=o["container"], audit=on)
+    if o["json"]:
+        return emit_json(res)
+    s = res.get("slice") or {}
+    line = f"audit mode {'on' if s.get('audit', on) else 'off'} for {o['container']} " \
+           f"(slice {s.get('slice_id', '-')})"
+    if on:
+        line += (": what the policy refuses is forwarded and recorded "
+                 f"(vgpuctl audit {o['container']})")
+    print(line)
     return EXIT_OK
 
 
@@ -428,6 +501,15 @@ COMMANDS = (
     Cmd("delete", ("CONTAINER",), (
         Opt("--force", None, "delete even while processes of the slice have it open"),
     ), "delete a container's slice", cmd_delete),
+    Cmd("audit", ("CONTAINER",), (
+        Opt("--allow-list", "FILE", "also write the items the policy refused or vgpu.ko does "
+            "not implement, as an allow-list for a profile's allow_list (kind, number, "
+            "name; replaced atomically)", c_nonempty),
+    ), "a slice's audit record: what it called, the policy's verdicts, the counts",
+        cmd_audit),
+    Cmd("set-audit", ("CONTAINER", "on|off"), (),
+        "audit mode: forward and record what the policy refuses (trusted workloads only)",
+        cmd_set_audit),
     Cmd("gpus", (), (), "list the GPUs with their memory, allocations and use", cmd_gpus),
     Cmd("top", (), (
         Opt("--once", None, "print one frame and exit (implied when stdout is not a terminal)"),
@@ -562,16 +644,26 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
         extra = positionals[len(cmd.args)]
         raise UsageError(f"{cmd.name}: unexpected argument {_quote(extra)}")
     for spec, value in zip(cmd.args, positionals):
-        key = spec.strip("[]").lower()
-        if key == "container":
+        name = spec.strip("[]")
+        key = ARG_KEYS.get(name, name.lower())
+        conv = ARG_CONV.get(key)
+        if conv is not None:
             try:
-                value = c_container(value)
+                value = conv(value)
             except ValueError as e:
-                raise UsageError(f"invalid CONTAINER {_quote(value)}: {e}") from None
+                raise UsageError(f"invalid {ARG_LABELS.get(name, name)} {_quote(value)}: "
+                                 f"{e}") from None
         o[key] = value
     if cmd.name == "help" and "command" in o:
         find_command(o["command"])
     return cmd, o
+
+
+#: positional arguments: the option key of each spelling that is not a
+#: word, and the converter that checks a value before anything is sent
+ARG_KEYS = {"on|off": "mode"}
+ARG_LABELS = {"on|off": "audit mode"}
+ARG_CONV = {"container": c_container, "mode": c_onoff}
 
 
 def _quote(text: str) -> str:
@@ -688,6 +780,7 @@ def print_slice(s: dict) -> None:
         ("open files", s.get("open_files", "-")),
         ("quarantined", "yes: a process unmapped a call's parameter page (delete the slice)"
          if s.get("quarantined") else "no"),
+        ("audit", _audit_text(s)),
         ("created", fmt_time(s.get("created"))),
         ("compute", f"{_pct(comp.get('percent'))} {comp.get('policy') or '-'}, "
                     f"priority {comp.get('priority') or '-'}"),
@@ -713,6 +806,57 @@ def print_slice(s: dict) -> None:
             print()
             print_table(["GPU", "POLICY", "TARGET", "PRIORITY", "GPU TIME", "ACHIEVED", "PAUSED",
                          "TSGS", "CHANNELS"], [_compute_row(g) for g in comp])
+
+
+def _audit_text(s: dict) -> str:
+    if "audit" not in s:
+        return "-"
+    text = ("on: what the policy refuses is forwarded and recorded" if s.get("audit")
+            else "off")
+    n = s.get("allow_count")
+    if isinstance(n, int) and not isinstance(n, bool) and n:
+        text += f"; allow-list of {n} item{'' if n == 1 else 's'}"
+    return text
+
+
+def print_audit(res: dict) -> None:
+    """An audit record: a table sorted by kind (escape, class, control, uvm)
+    and number, then one summary line."""
+    order = {"escape": 0, "class": 1, "control": 2, "uvm": 3}
+    entries = [e for e in res.get("entries") or [] if isinstance(e, dict)]
+    entries.sort(key=lambda e: (order.get(e.get("kind"), 9), str(e.get("kind")),
+                                _int(e.get("number"))))
+    if entries:
+        print_table(["KIND", "NUMBER", "NAME", "VERDICT", "CALLS", "REFUSED", "LET-THROUGH"],
+                    [[str(e.get("kind", "?")), _number(e.get("kind"), e.get("number")),
+                      str(e.get("name") or "-"), str(e.get("verdict", "?")),
+                      str(e.get("calls", "-")), str(e.get("refused", "-")),
+                      str(e.get("let_through", "-"))] for e in entries])
+    else:
+        print("nothing recorded" + ("" if res.get("audit") else
+                                    " (audit mode is off: only refusals are recorded)"))
+    calls = sum(_int(e.get("calls")) for e in entries)
+    refused = sum(_int(e.get("refused")) for e in entries)
+    let = sum(_int(e.get("let_through")) for e in entries)
+    n = res.get("allow_count")
+    parts = [f"{_plural(len(entries), 'item')}, {_plural(calls, 'call')}: {refused} refused, "
+             f"{let} let through",
+             f"audit mode {'on' if res.get('audit') else 'off'}",
+             f"allow-list {_plural(n, 'item') if isinstance(n, int) else '-'}"]
+    dropped = _int(res.get("dropped"))
+    if dropped:
+        parts.append(f"{_plural(dropped, 'call')} not recorded (the record is full)")
+    print("; ".join(parts))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _number(kind, number) -> str:
+    if isinstance(number, bool) or not isinstance(number, int):
+        return "-" if number is None else str(number)
+    return f"0x{number:02x}" if kind == "escape" else f"0x{number:08x}"
 
 
 def _compute_row(g: dict) -> list[str]:

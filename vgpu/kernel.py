@@ -13,6 +13,8 @@ trio daemon (or the daemon can reuse ``vgpumsg`` on its own fd).
         k.slice_set(7, limits={0: 2 << 30})
         k.slice_set(7, compute={0: Compute(U.VGPU_COMPUTE_FIXED, 3000)})
         k.sched_set(0, period_us=50_000, layers=U.VGPU_SCHED_L_ALL)
+        k.slice_set(7, audit=True, allow=[(U.VGPU_AUDIT_CONTROL, 0x20800145)])
+        rec = k.audit_get(7)        # AuditRecord: what the slice used, verdicts, counts
         for s in k.slices(): ...
         k.slice_del(7, force=True)
 
@@ -44,7 +46,7 @@ from . import uapi as U
 
 __all__ = [
     "VgpuError", "VgpuNotLoaded", "VgpuKernel", "Slice", "GpuUsage", "Event", "Compute",
-    "SchedInfo",
+    "SchedInfo", "AuditEntry", "AuditRecord", "allow_keys",
     "EventStream", "Nla", "encode_attrs", "vgpumsg",
 ]
 
@@ -139,11 +141,18 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_SCHED_CPU_NS": "uint64",
     "VGPU_A_SLICE_MAX_CHANNELS": "uint32",
     "VGPU_A_SLICE_QUARANTINED": "uint8",
+    "VGPU_A_SLICE_AUDIT": "uint8",
+    "VGPU_A_SLICE_ALLOW": "slice_list",
+    "VGPU_A_SLICE_ALLOW_COUNT": "uint32",
+    "VGPU_A_AUDIT": "slice_list",
+    "VGPU_A_AUDIT_DROPPED": "uint64",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
     "VGPU_A_GPU": "gpu",
     "VGPU_A_PID": "uint32",
+    "VGPU_A_ALLOW": "uint64",
+    "VGPU_A_AUDIT_ENTRY": "audit_entry",
 }
 GPU_ATTR_TYPES = {
     "VGPU_GPU_A_UNSPEC": "none",
@@ -166,6 +175,16 @@ GPU_ATTR_TYPES = {
     "VGPU_GPU_A_PAUSED": "uint32",
     "VGPU_GPU_A_DOORBELL_TRAPS": "uint64",
 }
+AUDIT_ATTR_TYPES = {
+    "VGPU_AUDIT_A_UNSPEC": "none",
+    "VGPU_AUDIT_A_KIND": "uint8",
+    "VGPU_AUDIT_A_NUMBER": "uint32",
+    "VGPU_AUDIT_A_VERDICT": "uint8",
+    "VGPU_AUDIT_A_CALLS": "uint64",
+    "VGPU_AUDIT_A_REFUSED": "uint64",
+    "VGPU_AUDIT_A_LET_THROUGH": "uint64",
+    "VGPU_AUDIT_A_PAD": "none",
+}
 
 
 def _nla_map(names: list[str], types: dict[str, str]) -> tuple:
@@ -180,7 +199,8 @@ class vgpumsg(genlmsg):
     nla_map = _nla_map(U.SLICE_ATTRS, SLICE_ATTR_TYPES)
 
     class slice_list(nla):
-        """VGPU_A_SLICE_GPUS / VGPU_A_SLICE_PIDS: a nest of list entries."""
+        """VGPU_A_SLICE_GPUS / _PIDS / _ALLOW and VGPU_A_AUDIT: a nest of
+        list entries (enum vgpu_list_attr)."""
         prefix = "VGPU_A_"
         nla_flags = NLA_F_NESTED
         nla_map = _nla_map(U.LIST_ATTRS, LIST_ATTR_TYPES)
@@ -189,6 +209,12 @@ class vgpumsg(genlmsg):
             prefix = "VGPU_GPU_A_"
             nla_flags = NLA_F_NESTED
             nla_map = _nla_map(U.GPU_ATTRS, GPU_ATTR_TYPES)
+
+        class audit_entry(nla):
+            """One item of an audit record (VGPU_AUDIT_A_*)."""
+            prefix = "VGPU_AUDIT_A_"
+            nla_flags = NLA_F_NESTED
+            nla_map = _nla_map(U.AUDIT_ATTRS, AUDIT_ATTR_TYPES)
 
 
 # ------------------------------------------------------------- data types
@@ -267,6 +293,8 @@ class Slice:
     cgroup_id: int = 0                # the bound cgroup v2's id (its inode), 0: none
     max_channels: int = 0             # channels per GPU of the slice, 0: no cap
     quarantined: bool = False         # a call broke: every open and call refused
+    audit: bool = False               # audit mode (VGPU_A_SLICE_AUDIT)
+    allow_count: int = 0              # entries of its allow-list (VGPU_A_SLICE_ALLOW_COUNT)
     gpus: list[GpuUsage] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)   # attributes not known here
 
@@ -290,6 +318,41 @@ class Slice:
             if g.index == index:
                 return g
         raise KeyError(index)
+
+
+@dataclass
+class AuditEntry:
+    """One item of a slice's audit record: an escape, class, control or UVM
+    command (kind: enum vgpu_audit_kind) the slice's processes used, the
+    policy's verdict on it (enum vgpu_audit_verdict) and the calls counted:
+    all of them, those refused, those forwarded by audit mode or the
+    allow-list although the policy refuses them (or vgpu.ko does not
+    implement them)."""
+    kind: int
+    number: int
+    verdict: int
+    calls: int = 0
+    refused: int = 0
+    let_through: int = 0
+
+    @property
+    def kind_name(self) -> str:
+        return U.AUDIT_KIND_NAMES.get(self.kind, f"kind-{self.kind}")
+
+    @property
+    def verdict_name(self) -> str:
+        return U.AUDIT_VERDICT_NAMES.get(self.verdict, f"verdict-{self.verdict}")
+
+
+@dataclass
+class AuditRecord:
+    """A slice's audit record (VGPU_CMD_AUDIT_GET): its audit mode, the
+    calls not recorded because the record was full, and its items, sorted
+    by kind and number."""
+    slice_id: int
+    audit: bool = False
+    dropped: int = 0
+    entries: list[AuditEntry] = field(default_factory=list)
 
 
 @dataclass
@@ -350,6 +413,8 @@ def slice_from_msg(msg) -> Slice:
     s.cgroup_id = d.get("VGPU_A_SLICE_CGROUP_ID", 0) or 0
     s.max_channels = d.get("VGPU_A_SLICE_MAX_CHANNELS", 0) or 0
     s.quarantined = bool(d.get("VGPU_A_SLICE_QUARANTINED", 0))
+    s.audit = bool(d.get("VGPU_A_SLICE_AUDIT", 0))                 # absent: an older vgpu.ko
+    s.allow_count = d.get("VGPU_A_SLICE_ALLOW_COUNT", 0) or 0
     gl = msg.get_attr("VGPU_A_SLICE_GPUS")
     if gl is not None:
         s.gpus = [_gpu_from_nla(a[1]) for a in gl.get("attrs", []) if a[0] == "VGPU_A_GPU"]
@@ -360,7 +425,8 @@ def slice_from_msg(msg) -> Slice:
              "VGPU_A_SLICE_MAJOR", "VGPU_A_SLICE_BASE_MINOR", "VGPU_A_SLICE_OPEN_FILES",
              "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
              "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID",
-             "VGPU_A_SLICE_MAX_CHANNELS", "VGPU_A_SLICE_QUARANTINED"}
+             "VGPU_A_SLICE_MAX_CHANNELS", "VGPU_A_SLICE_QUARANTINED",
+             "VGPU_A_SLICE_AUDIT", "VGPU_A_SLICE_ALLOW_COUNT"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
 
@@ -372,6 +438,81 @@ def sched_from_msg(msg) -> SchedInfo:
                      layers=d.get("VGPU_A_SCHED_LAYERS", 0),
                      switches=d.get("VGPU_A_SCHED_SWITCHES", 0),
                      cpu_ns=d.get("VGPU_A_SCHED_CPU_NS", 0))
+
+
+def _audit_entry_from_nla(a) -> AuditEntry:
+    d = _attrs_dict(a)
+    return AuditEntry(kind=d.get("VGPU_AUDIT_A_KIND", 0), number=d.get("VGPU_AUDIT_A_NUMBER", 0),
+                      verdict=d.get("VGPU_AUDIT_A_VERDICT", 0),
+                      calls=d.get("VGPU_AUDIT_A_CALLS", 0) or 0,
+                      refused=d.get("VGPU_AUDIT_A_REFUSED", 0) or 0,
+                      let_through=d.get("VGPU_AUDIT_A_LET_THROUGH", 0) or 0)
+
+
+def audit_from_msgs(msgs, slice_id: int) -> AuditRecord:
+    """The messages of one AUDIT_GET dump -> one AuditRecord.  Every message
+    repeats the slice's id, audit mode and dropped count (one snapshot) and
+    carries as many entries as fit; the entries of all are merged (an item
+    is in one message only; were one repeated, its last copy counts) and
+    sorted by kind and number."""
+    rec = AuditRecord(slice_id=slice_id)
+    items: dict[tuple[int, int], AuditEntry] = {}
+    seen = False
+    for m in msgs:
+        d = _attrs_dict(m)
+        sid = d.get("VGPU_A_SLICE_ID")
+        if sid is not None and sid != slice_id:
+            raise VgpuError(_errno.EPROTO, f"AUDIT_GET of slice {slice_id} answered for "
+                            f"slice {sid}", op="AUDIT_GET")
+        seen = True
+        rec.audit = bool(d.get("VGPU_A_SLICE_AUDIT", 0))
+        rec.dropped = d.get("VGPU_A_AUDIT_DROPPED", 0) or 0
+        lst = m.get_attr("VGPU_A_AUDIT")
+        for a in (lst.get("attrs", []) if lst is not None else []):
+            if a[0] == "VGPU_A_AUDIT_ENTRY":
+                e = _audit_entry_from_nla(a[1])
+                items[(e.kind, e.number)] = e
+    if not seen:
+        raise VgpuError(_errno.EPROTO, "AUDIT_GET answered without a record", op="AUDIT_GET")
+    rec.entries = [items[k] for k in sorted(items)]
+    return rec
+
+
+def allow_keys(allow) -> list[int]:
+    """An allow-list, [(kind, number), ...] (kind: enum vgpu_audit_kind,
+    number: u32), as the sorted, distinct VGPU_A_ALLOW keys (kind << 32) |
+    number.  Raises ValueError naming the bad entry, or for a list past
+    VGPU_MAX_ALLOW distinct items."""
+    keys = set()
+    for i, item in enumerate(allow):
+        try:
+            kind, number = item
+        except (TypeError, ValueError):
+            raise ValueError(f"allow[{i}]: {item!r} is not a (kind, number) pair") from None
+        if isinstance(kind, bool) or not isinstance(kind, int) or \
+                not 0 <= kind < U.__VGPU_AUDIT_KIND_MAX:
+            raise ValueError(f"allow[{i}]: kind {kind!r} is not an enum vgpu_audit_kind "
+                             f"(0..{U.__VGPU_AUDIT_KIND_MAX - 1})")
+        if isinstance(number, bool) or not isinstance(number, int) or \
+                not 0 <= number <= 0xFFFFFFFF:
+            raise ValueError(f"allow[{i}]: number {number!r} is not a u32")
+        keys.add((kind << 32) | number)
+    if len(keys) > U.VGPU_MAX_ALLOW:
+        raise ValueError(f"allow: {len(keys)} items, more than VGPU_MAX_ALLOW "
+                         f"({U.VGPU_MAX_ALLOW})")
+    return sorted(keys)
+
+
+def _audit_attrs(audit: bool | None, allow) -> list:
+    """VGPU_A_SLICE_AUDIT and VGPU_A_SLICE_ALLOW of a NEW/SET request (None
+    leaves each out; an empty allow-list is an empty nest: it clears)."""
+    out = []
+    if audit is not None:
+        out.append(["VGPU_A_SLICE_AUDIT", 1 if audit else 0])
+    if allow is not None:
+        out.append(["VGPU_A_SLICE_ALLOW",
+                    {"attrs": [["VGPU_A_ALLOW", k] for k in allow_keys(allow)]}])
+    return out
 
 
 def event_from_msg(msg) -> Event:
@@ -391,6 +532,10 @@ class Nla:
     data: bytes | list["Nla"] = b""
     flags: int = 0
     length: int | None = None
+
+    @classmethod
+    def u8(cls, t: int, v: int) -> "Nla":
+        return cls(t, struct.pack("=B", v & 0xFF))
 
     @classmethod
     def u32(cls, t: int, v: int) -> "Nla":
@@ -635,12 +780,17 @@ class VgpuKernel:
     def slice_new(self, id: int, gpus, name: str | None = None,
                   uvm_policy: int | None = None, flags: int | None = None,
                   cgroup_fd: int | None = None, compute: dict | None = None,
-                  max_channels: int | None = None) -> Slice:
+                  max_channels: int | None = None, audit: bool | None = None,
+                  allow: list[tuple[int, int]] | None = None) -> Slice:
         """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...];
         cgroup_fd: an open fd of a cgroup v2 directory to bind the slice to;
         compute: {container GPU index: Compute | (policy, bp[, priority]) | dict};
         max_channels: channels the slice may hold on each of its GPUs (0: no
-        cap; None: the kernel's default)."""
+        cap; None: the kernel's default); audit: audit mode (None: the
+        kernel's default, off); allow: its allow-list, [(enum
+        vgpu_audit_kind, number), ...] (None: none).  A bad allow entry
+        raises ValueError before anything is sent."""
+        tail = _audit_attrs(audit, allow)
         compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
         entries = []
         for i, g in enumerate(gpus):
@@ -663,6 +813,7 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SLICE_CGROUP_FD", int(cgroup_fd)])
         if max_channels is not None:
             attrs.append(["VGPU_A_SLICE_MAX_CHANNELS", int(max_channels)])
+        attrs += tail
         replies = self._request(U.VGPU_CMD_SLICE_NEW, attrs)
         for r in replies:
             return slice_from_msg(r)
@@ -671,11 +822,15 @@ class VgpuKernel:
     def slice_set(self, id: int, limits: dict[int, int] | None = None,
                   uvm_policy: int | None = None, cgroup_fd: int | None = None,
                   compute: dict | None = None,
-                  max_channels: int | None = None) -> Slice | None:
+                  max_channels: int | None = None, audit: bool | None = None,
+                  allow: list[tuple[int, int]] | None = None) -> Slice | None:
         """Change limits ({container GPU index: bytes}), compute settings
         ({index: Compute | (policy, bp[, priority]) | dict}), the UVM policy,
-        the bound cgroup (cgroup_fd: an open fd of a cgroup v2 directory)
-        and/or the per-GPU channel cap (max_channels, 0: no cap)."""
+        the bound cgroup (cgroup_fd: an open fd of a cgroup v2 directory),
+        the per-GPU channel cap (max_channels, 0: no cap), audit mode
+        (audit) and/or the allow-list (allow: [(kind, number), ...] replaces
+        it; [] clears it).  None leaves a setting as it is."""
+        tail = _audit_attrs(audit, allow)
         attrs = [["VGPU_A_SLICE_ID", int(id)]]
         limits = {int(i): b for i, b in (limits or {}).items()}
         compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
@@ -695,6 +850,7 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SLICE_CGROUP_FD", int(cgroup_fd)])
         if max_channels is not None:
             attrs.append(["VGPU_A_SLICE_MAX_CHANNELS", int(max_channels)])
+        attrs += tail
         replies = self._request(U.VGPU_CMD_SLICE_SET, attrs)
         return slice_from_msg(replies[0]) if replies else None
 
@@ -713,6 +869,15 @@ class VgpuKernel:
     def slices(self) -> list[Slice]:
         """Every slice, with its usage (a dump)."""
         return [slice_from_msg(m) for m in self._request(U.VGPU_CMD_SLICE_GET, [], dump=True)]
+
+    # ----------------------------------------------------------- audit
+    def audit_get(self, slice_id: int) -> AuditRecord:
+        """A slice's audit record (VGPU_CMD_AUDIT_GET, a dump of one slice:
+        the kernel snapshots the record and sends its items over as many
+        messages as they need).  ENOENT: no such slice."""
+        msgs = self._request(U.VGPU_CMD_AUDIT_GET, [["VGPU_A_SLICE_ID", int(slice_id)]],
+                             dump=True)
+        return audit_from_msgs(msgs, int(slice_id))
 
     # ------------------------------------------------------- scheduler
     def sched_set(self, real_minor: int, period_us: int | None = None,

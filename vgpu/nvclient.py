@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterable
 
 from . import nvabi as A
+from . import nvrel
 from .nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
                     NV_MEMORY_ALLOCATION_PARAMS, NVOS00_PARAMETERS,
                     NVOS21_PARAMETERS, NVOS32_PARAMETERS, NVOS34_PARAMETERS,
@@ -449,7 +450,9 @@ class RmClient:
                 psize = len(params)
             else:
                 keep = params
-                psize = ctypes.sizeof(params)
+                # The driver's release's size: a prefix of the struct where
+                # it differs from nvabi.py's (vgpu/nvrel.py).
+                psize = nvrel.size(self.version, "control", cmd, ctypes.sizeof(params))
             ptr = ctypes.addressof(keep)
         if params_ptr is not None:
             ptr = params_ptr
@@ -1053,10 +1056,47 @@ class UvmFile:
 
     PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
 
-    def __init__(self, dev_prefix: str = DEFAULT_PREFIX):
+    def __init__(self, dev_prefix: str = DEFAULT_PREFIX, *, release: str | None = None):
         self.path = os.path.join(dev_prefix, "nvidia-uvm")
+        self.dev_prefix = dev_prefix
         self.fd = _open_node(self.path)
         self.ranges: list[tuple[int, int]] = []
+        self._release = release
+
+    @property
+    def release(self) -> str:
+        """The driver's release (the layouts of MAP_EXTERNAL_ALLOCATION and
+        FREE differ between releases): asked of nvidiactl beside the UVM
+        node once, unless given."""
+        if self._release is None:
+            try:
+                c = RmClient(self.dev_prefix, alloc_client=False)
+            except OSError:
+                self._release = nvrel.BASE
+            else:
+                self._release = c.version or nvrel.BASE
+                c.close()
+        return self._release
+
+    def _ioctl_tail(self, cmd: int, p: ctypes.Structure, head: int, tail: int) -> None:
+        """cmd with p laid out for the release: where its struct is another
+        size, the first head bytes stay at the start and the last tail bytes
+        at the end (what lies between grew with UVM_MAX_GPUS, or was a
+        member the release has not: test_kmod_abi.py measures both ends)."""
+        size = nvrel.size(self.release, "uvm", cmd, ctypes.sizeof(p))
+        full = ctypes.sizeof(p)
+        if size == full:
+            self.ioctl(cmd, p)
+            return
+        raw = bytes(p)
+        buf = ctypes.create_string_buffer(max(size, 8))
+        buf[:head] = raw[:head]
+        buf[size - tail:size] = raw[full - tail:]
+        _ioctl_addr(self.fd, cmd, ctypes.addressof(buf))
+        out = bytearray(raw)
+        out[:head] = buf.raw[:head]
+        out[full - tail:] = buf.raw[size - tail:size]
+        ctypes.memmove(ctypes.addressof(p), bytes(out), full)
 
     def close(self) -> None:
         for addr, length in self.ranges:
@@ -1102,12 +1142,14 @@ class UvmFile:
         p = A.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=base, length=length, offset=offset,
                                                  rmCtrlFd=rm_ctrl_fd, hClient=hclient,
                                                  hMemory=hmemory)
-        self.ioctl(A.UVM_MAP_EXTERNAL_ALLOCATION, p)
+        # base, length, offset ... gpuAttributesCount, rmCtrlFd, hClient, hMemory, rmStatus
+        self._ioctl_tail(A.UVM_MAP_EXTERNAL_ALLOCATION, p, 24, 24)
         _check(p.rmStatus, "UVM_MAP_EXTERNAL_ALLOCATION", p)
 
     def free(self, base: int) -> None:
         p = A.UVM_FREE_PARAMS(base=base)
-        self.ioctl(A.UVM_FREE, p)
+        # base ... rmStatus and its padding (up to 580 a length between them)
+        self._ioctl_tail(A.UVM_FREE, p, 8, 8)
         _check(p.rmStatus, "UVM_FREE", p)
 
     def managed_mmap(self, length: int, *, offset: int | None = None) -> int:

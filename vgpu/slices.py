@@ -26,6 +26,12 @@ Owns:
 - over-quota detection: the driver's per-process FB (vgpu.inventory) against
   the slice's limit, handled as configured (log, event, kill);
 - the event fan-out to API subscribers;
+- audit mode and allow-lists: a slice is created (and recreated) with the
+  audit mode and allow-list of its own profile ([profiles.X] audit,
+  allow_list; not a schedule window's: a window changes quotas, not what a
+  slice may call), or the audit mode an operator set with ``set-audit``
+  (kept in its record); ``audit`` reads its record (VGPU_CMD_AUDIT_GET),
+  naming each item from vgpu.nvnames;
 - compute (vgpu.compute): each slice's effective compute/policy/priority is
   sent per GPU with SLICE_NEW/SLICE_SET when it is created and whenever it
   changes (and corrected by reconcile), each sliced GPU's scheduler period
@@ -139,6 +145,22 @@ def effective(cfg, explicit: dict, profile: str | None, labels: dict, now=None) 
 def _now():
     import datetime
     return datetime.datetime.now()
+
+
+def audit_view(container: str, slice_id: int, rec, allow_count: int | None) -> dict:
+    """The ``audit`` op's result from a kernel.AuditRecord: kinds and
+    verdicts by name, numbers as integers, NVIDIA's name of each item ("" if
+    the policy tables do not name it), sorted by kind (escape, class,
+    control, uvm) and number."""
+    from .nvnames import name as nvname
+    entries = []
+    for e in sorted(rec.entries, key=lambda e: (e.kind, e.number)):
+        kind = U.AUDIT_KIND_NAMES.get(e.kind, f"kind-{e.kind}")
+        entries.append({"kind": kind, "number": e.number, "name": nvname(kind, e.number),
+                        "verdict": U.AUDIT_VERDICT_NAMES.get(e.verdict, f"verdict-{e.verdict}"),
+                        "calls": e.calls, "refused": e.refused, "let_through": e.let_through})
+    return {"container": container, "slice_id": slice_id, "audit": bool(rec.audit),
+            "dropped": rec.dropped, "allow_count": allow_count, "entries": entries}
 
 
 def owner_text(owner: dict | None) -> str:
@@ -523,6 +545,9 @@ class SliceManager:
                 "attached": rec.get("attached"),
                 "pids": list(ks.pids) if ks else [], "open_files": ks.open_files if ks else 0,
                 "quarantined": bool(ks.quarantined) if ks else False,
+                "audit": bool(ks.audit) if ks else self.audit_wanted(rec),
+                "allow_count": ks.allow_count if ks else
+                len(self.cfg.audit_of(rec.get("profile")).allow),
                 "created": rec.get("created"), "in_kernel": ks is not None,
                 "adopted": bool(rec.get("adopted")), "owner": rec.get("owner"), "gpus": gpus,
                 "compute": {"percent": e.get("compute"), "policy": e.get("policy"),
@@ -702,6 +727,7 @@ class SliceManager:
             kw = {} if cgfd is None else {"cgroup_fd": cgfd}
             if comp is not None:
                 kw["compute"] = comp
+            kw.update(self.audit_kw(rec))
             try:
                 for _attempt in range(64):         # ids taken outside the daemon: EEXIST, next
                     sid = self._alloc_id()
@@ -734,8 +760,104 @@ class SliceManager:
             self.save_state()
         log.info("created slice %d for %s on GPU(s) %s, %s", sid, c,
                  ",".join(str(g.index) for g in refs), format_size(e["memory"]))
+        self._log_audit(rec, kw)
         self.publish("slice-created", c, slice_id=sid)
         return {"slice": self.slice_view(rec, ks)}
+
+    # ------------------------------------------------------------ audit
+    def audit_wanted(self, rec: dict) -> bool:
+        """A record's audit mode: what set-audit chose, else its profile's."""
+        if isinstance(rec.get("audit"), bool):
+            return rec["audit"]
+        return self.cfg.audit_of(rec.get("profile")).audit
+
+    def audit_kw(self, rec: dict) -> dict:
+        """slice_new's audit/allow for a record: only what differs from the
+        kernel's defaults (off, no allow-list), so that a slice without
+        either is created as before (a vgpu.ko older than audit mode refuses
+        the attributes)."""
+        kw: dict = {}
+        if self.audit_wanted(rec):
+            kw["audit"] = True
+        spec = self.cfg.audit_of(rec.get("profile"))
+        if spec.allow:
+            kw["allow"] = spec.pairs
+        return kw
+
+    def _log_audit(self, rec: dict, kw: dict) -> None:
+        if kw.get("audit"):
+            log.warning("slice %d of %s is in audit mode: what the policy refuses is "
+                        "forwarded at the caller's privilege and recorded (vgpuctl audit %s)",
+                        rec["slice_id"], rec["container"], rec["container"])
+        if kw.get("allow"):
+            log.info("slice %d of %s: allow-list of %d item(s) from %s", rec["slice_id"],
+                     rec["container"], len(kw["allow"]),
+                     self.cfg.audit_of(rec.get("profile")).allow_list)
+
+    def _audit_refused(self, ex: OSError, c: str, sid: int, what: str) -> ApiError:
+        """An AUDIT_GET / audit SET refusal as the API's error: no slice in
+        the kernel, a module without audit mode, or any other refusal."""
+        if ex.errno == errno.ENOENT:
+            return ApiError("not-found", f"slice {sid} of {c!r} is not in vgpu.ko now "
+                            f"(vgpud creates it again when it next reconciles)")
+        if ex.errno == errno.EOPNOTSUPP or (ex.errno == errno.EINVAL
+                                            and not getattr(ex, "extack", None)):
+            # 95 is both; the kernel's genl answers "EOPNOTSUPP"
+            name = "EOPNOTSUPP" if ex.errno == errno.EOPNOTSUPP else "EINVAL"
+            return ApiError("kernel", f"vgpu.ko has no audit mode ({what}: {name}): a module "
+                            f"older than VGPU_CMD_AUDIT_GET", errno=name)
+        return kernel_error(ex)
+
+    async def op_audit(self, args) -> dict:
+        """A slice's audit record (docs/api.md, "Audit")."""
+        c = args["container"]
+        rec = self._rec(c)
+        sid = rec["slice_id"]
+        try:
+            ar = await self.kport.call("audit_get", sid)
+        except ApiError:
+            raise
+        except OSError as ex:
+            raise self._audit_refused(ex, c, sid, "AUDIT_GET") from None
+        allow_count = None
+        try:
+            ks = await self.kport.call("slice_get", sid)
+            self.kslices[ks.id] = ks
+            allow_count = ks.allow_count
+        except (OSError, ApiError):
+            pass                            # gone since: the record is still the answer
+        return audit_view(c, sid, ar, allow_count)
+
+    async def op_set_audit(self, args) -> dict:
+        """Switch a slice's audit mode on or off (kept in its record: a
+        slice recreated later gets it again, whatever its profile says)."""
+        c, on = args["container"], args["audit"]
+        async with self.lock:
+            rec = self._rec(c)
+            sid = rec["slice_id"]
+            try:
+                ks = await self.kport.call("slice_set", sid, audit=on)
+            except ApiError:
+                raise
+            except OSError as ex:
+                raise self._audit_refused(ex, c, sid, "SLICE_SET audit") from None
+            if ks is None:
+                try:
+                    ks = await self.kport.call("slice_get", sid)
+                except OSError:
+                    ks = None
+            new = {**rec, "audit": on}
+            self.records[c] = new
+            if ks is not None:
+                self.kslices[ks.id] = ks
+            self.save_state()
+        if on:
+            log.warning("slice %d of %s: audit mode on: what the policy refuses is forwarded "
+                        "at the caller's privilege and recorded", sid, c)
+        else:
+            log.info("slice %d of %s: audit mode off", sid, c)
+        self.publish("slice-changed", c, slice_id=sid, audit=on)
+        return {"slice": self.slice_view(new, ks)}
 
     def _uvm_policy(self):
         from . import uapi as U
@@ -894,6 +1016,7 @@ class SliceManager:
                         kw = {} if cgfd is None else {"cgroup_fd": cgfd}
                         if comp is not None:
                             kw["compute"] = comp
+                        kw.update(self.audit_kw(rec))
                         ks = await self.kport.call("slice_new", rec["slice_id"], gl, name=c,
                                                    uvm_policy=self._uvm_policy(),
                                                    max_channels=self.cfg.node.max_channels, **kw)
@@ -901,6 +1024,7 @@ class SliceManager:
                         counts["recreated"] += 1
                         log.warning("slice %d of %s was missing in vgpu.ko: created again",
                                     rec["slice_id"], c)
+                        self._log_audit(rec, kw)
                     except (OSError, ApiError) as ex:   # a cgroup gone: collect() removes it
                         log.error("recreating slice %d of %s: %s", rec["slice_id"], c, ex)
                         continue
@@ -954,6 +1078,8 @@ class SliceManager:
                 rec = {"container": name, "slice_id": sid, "explicit": {}, "profile": None,
                        "labels": {}, "cgroup": None, "pid": None, "created": time.time(),
                        "adopted": True, "gpus": gpus}
+                if ks.audit:
+                    rec["audit"] = True         # an audit mode set outside vgpud stays
                 # its compute setting (if it has one) becomes explicit, as its limits
                 g0 = ks.gpus[0] if ks.gpus else None
                 if g0 is not None and g0.compute_policy in C.POLICY_NAMES and \

@@ -17,6 +17,8 @@ VGPU_GENL_MCGRP_EVENTS = "events"
 
 # Limits.
 VGPU_MAX_SLICE_GPUS = 8
+VGPU_MAX_ALLOW = 4096              # allow-list entries per slice
+VGPU_MAX_AUDIT_ENTRIES = 4096      # audit record items per slice
 VGPU_SLICE_NAME_MAX = 128          # including the terminating NUL
 
 # Minors of a slice, relative to its base minor.
@@ -34,7 +36,8 @@ VGPU_CMD_SLICE_GET = 4
 VGPU_CMD_EVENT = 5
 VGPU_CMD_SCHED_SET = 6
 VGPU_CMD_SCHED_GET = 7
-__VGPU_CMD_MAX = 8
+VGPU_CMD_AUDIT_GET = 8             # dump only; the request carries VGPU_A_SLICE_ID
+__VGPU_CMD_MAX = 9
 VGPU_CMD_MAX = __VGPU_CMD_MAX - 1
 
 # enum vgpu_attr: top-level attributes
@@ -63,14 +66,21 @@ VGPU_A_SCHED_SWITCHES = 21       # u64, reply only
 VGPU_A_SCHED_CPU_NS = 22         # u64, the scheduler's own CPU time, reply only
 VGPU_A_SLICE_MAX_CHANNELS = 23   # u32, channels per GPU of the slice (0: no cap); NEW, SET
 VGPU_A_SLICE_QUARANTINED = 24    # u8, reply only: 1 once a call of the slice broke
-__VGPU_A_MAX = 25
+VGPU_A_SLICE_AUDIT = 25          # u8, 0 or 1: audit mode; NEW, SET; replies carry it
+VGPU_A_SLICE_ALLOW = 26          # nested: VGPU_A_ALLOW entries, the allow-list; NEW, SET
+VGPU_A_SLICE_ALLOW_COUNT = 27    # u32, entries of the allow-list, reply only
+VGPU_A_AUDIT = 28                # nested: VGPU_A_AUDIT_ENTRY entries, AUDIT_GET replies only
+VGPU_A_AUDIT_DROPPED = 29        # u64, calls not recorded (record full), AUDIT_GET replies only
+__VGPU_A_MAX = 30
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
-# enum vgpu_list_attr: entries of the GPUS and PIDS nests
+# enum vgpu_list_attr: entries of the GPUS, PIDS, ALLOW and AUDIT nests
 VGPU_A_LIST_UNSPEC = 0
 VGPU_A_GPU = 1                   # nested: VGPU_GPU_A_*
 VGPU_A_PID = 2                   # u32
-__VGPU_A_LIST_MAX = 3
+VGPU_A_ALLOW = 3                 # u64: (enum vgpu_audit_kind << 32) | number
+VGPU_A_AUDIT_ENTRY = 4           # nested: VGPU_AUDIT_A_*, reply only
+__VGPU_A_LIST_MAX = 5
 VGPU_A_LIST_MAX = __VGPU_A_LIST_MAX - 1
 
 # enum vgpu_gpu_attr: one GPU of a slice
@@ -95,6 +105,34 @@ VGPU_GPU_A_PAUSED = 17           # u32, reply only
 VGPU_GPU_A_DOORBELL_TRAPS = 18   # u64, reply only
 __VGPU_GPU_A_MAX = 19
 VGPU_GPU_A_MAX = __VGPU_GPU_A_MAX - 1
+
+# enum vgpu_audit_attr: one VGPU_A_AUDIT_ENTRY (all reply only)
+VGPU_AUDIT_A_UNSPEC = 0
+VGPU_AUDIT_A_KIND = 1            # u8, enum vgpu_audit_kind
+VGPU_AUDIT_A_NUMBER = 2          # u32: escape nr, class, control cmd, UVM cmd
+VGPU_AUDIT_A_VERDICT = 3         # u8, enum vgpu_audit_verdict: the policy's
+VGPU_AUDIT_A_CALLS = 4           # u64, calls recorded
+VGPU_AUDIT_A_REFUSED = 5         # u64, of which refused (policy, or not implemented)
+VGPU_AUDIT_A_LET_THROUGH = 6     # u64, of which forwarded by audit mode or the allow-list
+VGPU_AUDIT_A_PAD = 7
+__VGPU_AUDIT_A_MAX = 8
+VGPU_AUDIT_A_MAX = __VGPU_AUDIT_A_MAX - 1
+
+# enum vgpu_audit_kind
+VGPU_AUDIT_ESCAPE = 0
+VGPU_AUDIT_CLASS = 1
+VGPU_AUDIT_CONTROL = 2
+VGPU_AUDIT_UVM = 3
+__VGPU_AUDIT_KIND_MAX = 4
+
+# enum vgpu_audit_verdict: the policy table's verdicts (docs/policy/README.md);
+# NOT_IMPLEMENTED: the table lets it through, vgpu.ko has no handler for it yet
+VGPU_AUDIT_FORWARD = 0
+VGPU_AUDIT_REWRITE = 1
+VGPU_AUDIT_VIRTUALISE = 2
+VGPU_AUDIT_REFUSE = 3
+VGPU_AUDIT_NOT_IMPLEMENTED = 4
+__VGPU_AUDIT_VERDICT_MAX = 5
 
 # VGPU_A_SLICE_FLAGS
 VGPU_SLICE_F_FORCE = 1 << 0
@@ -147,13 +185,19 @@ def uapi_constants() -> dict[str, object]:
             if (k.startswith("VGPU_") or k.startswith("__VGPU_")) and type(v) in (int, str)}
 
 
+#: enum vgpu_list_attr, in enum order: its members share the VGPU_A_ prefix
+#: with enum vgpu_attr's, so they are named here, not found by prefix.
+LIST_ATTRS = ["VGPU_A_LIST_UNSPEC", "VGPU_A_GPU", "VGPU_A_PID", "VGPU_A_ALLOW",
+              "VGPU_A_AUDIT_ENTRY"]
+
+
 def names_by_value(prefix: str, exclude_max: bool = True) -> dict[int, str]:
     """value -> name for the members of one enum, e.g. "VGPU_CMD_"."""
     out = {}
     for k, v in _prefixed(prefix).items():
         if exclude_max and k.endswith("_MAX"):
             continue
-        if prefix == "VGPU_A_" and k.startswith("VGPU_A_LIST_"):
+        if prefix == "VGPU_A_" and (k.startswith("VGPU_A_LIST_") or k in LIST_ATTRS):
             continue
         out.setdefault(v, k)
     return out
@@ -161,12 +205,23 @@ def names_by_value(prefix: str, exclude_max: bool = True) -> dict[int, str]:
 
 #: Attribute tables in enum order (index == attribute type).
 SLICE_ATTRS = [names_by_value("VGPU_A_")[i] for i in range(__VGPU_A_MAX)]
-assert not any(n.startswith("VGPU_A_LIST_") for n in SLICE_ATTRS)
-LIST_ATTRS = ["VGPU_A_LIST_UNSPEC", "VGPU_A_GPU", "VGPU_A_PID"]
+assert not any(n.startswith("VGPU_A_LIST_") or n in LIST_ATTRS for n in SLICE_ATTRS)
+assert [globals()[n] for n in LIST_ATTRS] == list(range(__VGPU_A_LIST_MAX))
 GPU_ATTRS = [names_by_value("VGPU_GPU_A_")[i] for i in range(__VGPU_GPU_A_MAX)]
+AUDIT_ATTRS = [names_by_value("VGPU_AUDIT_A_")[i] for i in range(__VGPU_AUDIT_A_MAX)]
 CMD_NAMES = {v: k for k, v in _prefixed("VGPU_CMD_").items() if not k.endswith("_MAX")}
 EVENT_NAMES = {v: k for k, v in _prefixed("VGPU_EVENT_").items() if not k.endswith("_MAX")}
 UVM_POLICY_NAMES = {VGPU_UVM_COUNT: "count", VGPU_UVM_REFUSE: "refuse"}
 COMPUTE_POLICY_NAMES = {VGPU_COMPUTE_NONE: "none", VGPU_COMPUTE_SHARE: "share",
                         VGPU_COMPUTE_FIXED: "fixed", VGPU_COMPUTE_BURST: "burst"}
 PRIORITY_NAMES = {VGPU_PRIORITY_LOW: "low", VGPU_PRIORITY_HIGH: "high"}
+#: enum vgpu_audit_kind -> the name the policy tables (docs/policy/*.tsv), the
+#: allow-list files and the API use; the index is the kind's value
+AUDIT_KINDS = ("escape", "class", "control", "uvm")
+AUDIT_KIND_NAMES = dict(enumerate(AUDIT_KINDS))
+#: enum vgpu_audit_verdict -> its name in the API and vgpuctl
+AUDIT_VERDICT_NAMES = {VGPU_AUDIT_FORWARD: "forward", VGPU_AUDIT_REWRITE: "rewrite",
+                       VGPU_AUDIT_VIRTUALISE: "virtualise", VGPU_AUDIT_REFUSE: "refuse",
+                       VGPU_AUDIT_NOT_IMPLEMENTED: "not-implemented"}
+assert len(AUDIT_KINDS) == __VGPU_AUDIT_KIND_MAX
+assert sorted(AUDIT_VERDICT_NAMES) == list(range(__VGPU_AUDIT_VERDICT_MAX))

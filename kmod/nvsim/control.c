@@ -486,7 +486,7 @@ static NV_STATUS nvsim_control_locked(const struct nvsim_ctrl *ctrl,
 		return NV_ERR_INVALID_OBJECT_HANDLE;
 	if (!ctrl || !(ctrl->types & NVSIM_BIT(ctx->obj->type)))
 		return NV_ERR_NOT_SUPPORTED;
-	if (p->paramsSize != ctrl->size)
+	if (p->paramsSize != nvsim_rel_size(NVREL_CTL, p->cmd, ctrl->size))
 		return NV_ERR_INVALID_PARAM_STRUCT;
 	return ctrl->locked(ctx);
 }
@@ -512,8 +512,16 @@ void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p)
 		return;
 	}
 
+	ctrl = nvsim_ctrl_find(p->cmd);
+	WRITE_ONCE(nvsim.last_control, p->cmd);
 	if (p->paramsSize) {
-		ctx.params = kvzalloc(p->paramsSize, GFP_KERNEL_ACCOUNT);
+		/*
+		 * A release's struct may be smaller than the 595.45.04 one the
+		 * handler fills: the buffer is the larger; the caller gets its
+		 * paramsSize back.
+		 */
+		ctx.params = kvzalloc(max(p->paramsSize, ctrl ? ctrl->size : 0),
+				      GFP_KERNEL_ACCOUNT);
 		if (!ctx.params) {
 			p->status = NV_ERR_NO_MEMORY;
 			return;
@@ -524,7 +532,6 @@ void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p)
 		}
 	}
 
-	ctrl = nvsim_ctrl_find(p->cmd);
 	mutex_lock(&nvsim.lock);
 	status = nvsim_control_locked(ctrl, &ctx, p);
 	mutex_unlock(&nvsim.lock);

@@ -120,6 +120,9 @@ static int nvsim_stats_show(struct seq_file *m, void *v)
 	mutex_lock(&nvsim.lock);
 	seq_printf(m, "ioctls %lld\n", atomic64_read(&nvsim.nr_ioctls));
 	seq_printf(m, "uvm_pages %lld\n", atomic64_read(&nvsim.uvm_pages));
+	seq_printf(m, "release %s\n", nvsim_rel->name);
+	seq_printf(m, "last_control 0x%x\n", nvsim.last_control);
+	seq_printf(m, "last_class 0x%x\n", nvsim.last_class);
 	seq_printf(m, "memblock_size %llu\n", nvsim.memblock_size);
 	seq_printf(m, "callbacks %d\n", nvsim.callbacks ? 1 : 0);
 	for (i = 0; i < nvsim.num_gpus; i++)

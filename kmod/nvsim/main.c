@@ -76,6 +76,9 @@ static int __init nvsim_init(void)
 	ret = nvsim_check_params();
 	if (ret)
 		return ret;
+	ret = nvsim_release_init(nvsim_driver_version);
+	if (ret)
+		return ret;
 
 	ret = nvsim_gpus_init();
 	if (ret)

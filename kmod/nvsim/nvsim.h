@@ -47,6 +47,7 @@
 #include <linux/refcount.h>
 
 #include "nvabi.h"
+#include "nvrel.h"
 
 #define NVSIM_MAX_GPUS          8
 #define NVSIM_PCI_BUS_BASE      0x10
@@ -146,12 +147,20 @@ struct nvsim_state {
 	atomic_t nr_vas_foreign;        /* devices on another client's VA space */
 	atomic64_t uvm_pages;
 	atomic64_t nr_ioctls;
+	/* The last control and class that reached nvsim (tests: forwarded?). */
+	u32 last_control, last_class;
 	/* Test hook (debugfs delay_nr/delay_uvm/delay_ms): see nvsim_test_delay. */
 	u32 delay_nr, delay_uvm, delay_ms;
 	u32 instance_rotate;            /* debugfs, nvsim_instance_of */
 };
 
 extern struct nvsim_state nvsim;
+
+/* release.c */
+extern const struct nvrel_release *nvsim_rel;
+extern bool nvsim_rmapi_nvos21;
+int nvsim_release_init(const char *version);
+u32 nvsim_rel_size(enum nvrel_kind k, u32 value, u32 fallback);
 void nvsim_test_delay(u32 nr, bool uvm);
 
 enum nvsim_file_kind {

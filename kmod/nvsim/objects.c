@@ -701,6 +701,7 @@ void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p)
 {
 	const struct nvsim_class_desc *cls = NULL;
 	void *params = NULL;
+	u32 psize;
 	NV_STATUS status;
 
 	/* A serialized (FINN) blob is not the struct: never parse it as one. */
@@ -711,19 +712,21 @@ void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p)
 
 	if (!nvsim_is_root_class(p->hClass))
 		cls = nvsim_class_find(p->hClass);
+	WRITE_ONCE(nvsim.last_class, p->hClass);
+	/* The release's struct; the buffer is at least the 595.45.04 one. */
+	psize = cls ? nvsim_rel_size(NVREL_CLS, p->hClass, cls->params_size) : 0;
 
-	if (cls && cls->params_size && p->pAllocParms) {
-		params = kzalloc(cls->params_size, GFP_KERNEL_ACCOUNT);
+	if (cls && psize && p->pAllocParms) {
+		params = kzalloc(max(psize, cls->params_size), GFP_KERNEL_ACCOUNT);
 		if (!params) {
 			p->status = NV_ERR_NO_MEMORY;
 			return;
 		}
-		if (nvsim_copy_in(call, params, p->pAllocParms,
-				  cls->params_size)) {
+		if (nvsim_copy_in(call, params, p->pAllocParms, psize)) {
 			status = NV_ERR_INVALID_ARGUMENT;
 			goto out;
 		}
-	} else if (cls && cls->params_size && !cls->params_optional) {
+	} else if (cls && psize && !cls->params_optional) {
 		p->status = NV_ERR_INVALID_ARGUMENT;
 		return;
 	}
@@ -733,7 +736,7 @@ void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p)
 	mutex_unlock(&nvsim.lock);
 
 	if (status == NV_OK && params &&
-	    nvsim_copy_out(call, p->pAllocParms, params, cls->params_size)) {
+	    nvsim_copy_out(call, p->pAllocParms, params, psize)) {
 		nvsim_alloc_undo(call, p);
 		status = NV_ERR_INVALID_ARGUMENT;
 	}

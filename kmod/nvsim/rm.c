@@ -430,13 +430,25 @@ static int nvsim_esc_rm(const struct nvsim_call *call, u32 nr, void *buf,
 				&((NVOS39_PARAMETERS *)buf)->status, size,
 				sizeof(NVOS39_PARAMETERS));
 	case NV_ESC_RM_MAP_MEMORY_DMA:
-		return nvsim_esc_unsupported(nvfp,
-				&((NVOS46_PARAMETERS *)buf)->status, size,
-				sizeof(NVOS46_PARAMETERS));
-	case NV_ESC_RM_UNMAP_MEMORY_DMA:
-		return nvsim_esc_unsupported(nvfp,
-				&((NVOS47_PARAMETERS *)buf)->status, size,
-				sizeof(NVOS47_PARAMETERS));
+	case NV_ESC_RM_UNMAP_MEMORY_DMA: {
+		/*
+		 * NVOS46 and NVOS47 changed size across releases (a member
+		 * added in the middle); in each, status is the last member,
+		 * before 4 bytes of padding (tests/host/test_kmod_abi.py).
+		 */
+		u32 want = nvsim_rel_size(NVREL_ESC, nr,
+					  nr == NV_ESC_RM_MAP_MEMORY_DMA ?
+					  sizeof(NVOS46_PARAMETERS) :
+					  sizeof(NVOS47_PARAMETERS));
+
+		BUILD_BUG_ON(offsetof(NVOS46_PARAMETERS, status) !=
+			     sizeof(NVOS46_PARAMETERS) - 8);
+		BUILD_BUG_ON(offsetof(NVOS47_PARAMETERS, status) !=
+			     sizeof(NVOS47_PARAMETERS) - 8);
+		if (size != want || size < 8)
+			return -EINVAL;
+		return nvsim_esc_unsupported(nvfp, buf + size - 8, size, want);
+	}
 	case NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO:
 		return nvsim_esc_unsupported(nvfp,
 				&((NVOS56_PARAMETERS *)buf)->status, size,

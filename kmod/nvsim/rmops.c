@@ -91,7 +91,28 @@ static void nvsim_rmops_op(nvidia_modeset_stack_ptr sp, void *ops_cmd)
 		nvsim_rm_alloc_memory(&call, &ops->params.allocMemory64);
 		break;
 	case NV04_ALLOC:
-		nvsim_rm_alloc(&call, &ops->params.alloc);
+		if (nvsim_rmapi_nvos21) {
+			/*
+			 * Up to 570 the kernel entry's NV04_ALLOC is an NVOS21
+			 * (nv-kernel-rmapi-ops.h): same members up to
+			 * pAllocParms, then paramsSize and status.
+			 */
+			NVOS21_PARAMETERS *p21 = (void *)&ops->params.alloc;
+			NVOS64_PARAMETERS p = {
+				.hRoot = p21->hRoot,
+				.hObjectParent = p21->hObjectParent,
+				.hObjectNew = p21->hObjectNew,
+				.hClass = p21->hClass,
+				.pAllocParms = p21->pAllocParms,
+				.paramsSize = p21->paramsSize,
+			};
+
+			nvsim_rm_alloc(&call, &p);
+			p21->hObjectNew = p.hObjectNew;
+			p21->status = p.status;
+		} else {
+			nvsim_rm_alloc(&call, &ops->params.alloc);
+		}
 		break;
 	case NV04_VID_HEAP_CONTROL:
 		if (ops->params.pVidHeapControl)

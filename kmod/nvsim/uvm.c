@@ -368,6 +368,10 @@ static NV_STATUS nvsim_uvm_ok(struct nvsim_file *nvfp, void *buf)
  * @locked: run the handler under nvsim.lock (handlers that resolve
  *	descriptors take the lock themselves, after fget)
  * @fn: the handler
+ * @head: @tail: where the release's struct has another size than
+ *	595.45.04's, the bytes that stay at its start and at its end (what lies
+ *	between grew with UVM_MAX_GPUS, or is a member the release lacks);
+ *	0: the struct has the same size in every release
  */
 struct nvsim_uvm_cmd {
 	u32 cmd;
@@ -376,10 +380,13 @@ struct nvsim_uvm_cmd {
 	bool init_check;
 	bool locked;
 	NV_STATUS (*fn)(struct nvsim_file *nvfp, void *buf);
+	u32 head, tail;
 };
 
 #define UVM_CMD(c, t, check, lock, f) \
 	{ c, sizeof(t), offsetof(t, rmStatus), check, lock, f }
+#define UVM_CMD_ENDS(c, t, check, lock, f, h, tl) \
+	{ c, sizeof(t), offsetof(t, rmStatus), check, lock, f, h, tl }
 
 static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 	UVM_CMD(UVM_INITIALIZE, UVM_INITIALIZE_PARAMS, false, true,
@@ -390,9 +397,11 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 		nvsim_uvm_register_gpu),
 	UVM_CMD(UVM_REGISTER_GPU_VASPACE, UVM_REGISTER_GPU_VASPACE_PARAMS, true,
 		false, nvsim_uvm_register_vaspace),
-	UVM_CMD(UVM_MAP_EXTERNAL_ALLOCATION, UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
-		true, false, nvsim_uvm_map_external),
-	UVM_CMD(UVM_FREE, UVM_FREE_PARAMS, true, false, nvsim_uvm_free),
+	/* base, length, offset | gpuAttributesCount, rmCtrlFd, hClient, hMemory, rmStatus */
+	UVM_CMD_ENDS(UVM_MAP_EXTERNAL_ALLOCATION, UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
+		     true, false, nvsim_uvm_map_external, 24, 24),
+	/* base | rmStatus and padding (a length between them up to 580) */
+	UVM_CMD_ENDS(UVM_FREE, UVM_FREE_PARAMS, true, false, nvsim_uvm_free, 8, 8),
 	UVM_CMD(UVM_MIGRATE, UVM_MIGRATE_PARAMS, true, false, nvsim_uvm_ok),
 };
 
@@ -405,7 +414,8 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 	NV_STATUS status = NV_OK;
 	bool initialized;
 	size_t i;
-	void *buf;
+	void *buf = NULL, *rel = NULL;
+	u32 size;
 	long ret = 0;
 
 	if (cmd == UVM_DEINITIALIZE)
@@ -417,12 +427,25 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 		return -EINVAL;
 
 	nvsim_test_delay(cmd, true);
-	buf = kmalloc(c->size, GFP_KERNEL_ACCOUNT);
-	if (!buf)
-		return -ENOMEM;
-	if (copy_from_user(buf, uptr, c->size)) {
+	/* The release's struct, seen by the handlers as 595.45.04's. */
+	size = nvsim_rel_size(NVREL_UVM, cmd, c->size);
+	if (size != c->size && (!c->tail || size < c->head + c->tail))
+		return -EINVAL;
+	buf = kzalloc(c->size, GFP_KERNEL_ACCOUNT);
+	rel = kzalloc(size, GFP_KERNEL_ACCOUNT);
+	if (!buf || !rel) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (copy_from_user(rel, uptr, size)) {
 		ret = -EFAULT;
 		goto out;
+	}
+	if (size == c->size) {
+		memcpy(buf, rel, size);
+	} else {
+		memcpy(buf, rel, c->head);
+		memcpy(buf + c->size - c->tail, rel + size - c->tail, c->tail);
 	}
 
 	mutex_lock(&nvsim.lock);
@@ -436,9 +459,16 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 		status = c->fn(nvfp, buf);
 
 	memcpy(buf + c->status_off, &status, sizeof(status));
-	if (copy_to_user(uptr, buf, c->size))
+	if (size == c->size) {
+		memcpy(rel, buf, size);
+	} else {
+		memcpy(rel, buf, c->head);
+		memcpy(rel + size - c->tail, buf + c->size - c->tail, c->tail);
+	}
+	if (copy_to_user(uptr, rel, size))
 		ret = -EFAULT;
 out:
+	kfree(rel);
 	kfree(buf);
 	return ret;
 }

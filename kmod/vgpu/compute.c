@@ -49,17 +49,28 @@ static struct vgpu_gpu *vgpu_obj_gpu(struct vgpu_obj *o)
 	return &o->client->slice->gpus[o->gpu];
 }
 
+/*
+ * A control's parameter size in the driver's release (GPFIFO_SCHEDULE grew
+ * a member in 575), at most the struct vgpu.ko fills.
+ */
+static u32 vgpu_ctrl_size(u32 cmd, u32 kstruct)
+{
+	u32 size = vgpu_rel_size(NVREL_CTL, cmd);
+
+	return size && size < kstruct ? size : kstruct;
+}
+
 /* GPFIFO_SCHEDULE on a TSG, or on a bare channel (its hidden TSG); tlock. */
 static NV_STATUS vgpu_tsg_schedule(struct vgpu_tsg *t, bool enable)
 {
 	NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS p = { .bEnable = enable };
+	u32 cmd = t->bare ? NVA06F_CTRL_CMD_GPFIFO_SCHEDULE :
+			    NVA06C_CTRL_CMD_GPFIFO_SCHEDULE;
 	NV_STATUS st;
 
 	lockdep_assert_held(&t->g->tlock);
-	st = vgpu_rm_ctrl(t->hclient, t->handle,
-			  t->bare ? NVA06F_CTRL_CMD_GPFIFO_SCHEDULE :
-				    NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
-			  &p, sizeof(p));
+	st = vgpu_rm_ctrl(t->hclient, t->handle, cmd, &p,
+			  vgpu_ctrl_size(cmd, sizeof(p)));
 	if (st == NV_OK)
 		t->hw_enabled = enable;
 	return st;
@@ -73,7 +84,7 @@ static void vgpu_tsg_preempt(struct vgpu_tsg *t)
 	/* A bare channel's hidden TSG has no handle to preempt. */
 	if (!t->bare)
 		vgpu_rm_ctrl(t->hclient, t->handle, NVA06C_CTRL_CMD_PREEMPT,
-			     &p, sizeof(p));
+			     &p, vgpu_ctrl_size(NVA06C_CTRL_CMD_PREEMPT, sizeof(p)));
 }
 
 static bool vgpu_gpu_tsg_paused(struct vgpu_gpu *g)
@@ -291,19 +302,21 @@ void vgpu_compute_drop(struct vgpu_obj *o)
  */
 NV_STATUS vgpu_compute_user_schedule(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 {
-	NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS k;
+	NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS k = {};
 	struct vgpu_client *c;
 	struct vgpu_obj *o;
 	struct vgpu_tsg *t = NULL;
 	struct vgpu_gpu *g;
 	bool tsg_cmd = p->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE;
+	u32 size = vgpu_ctrl_size(p->cmd, sizeof(k));
 	NV_STATUS st;
 
-	if (p->paramsSize != sizeof(k))
+	if (p->paramsSize != vgpu_rel_size(NVREL_CTL, p->cmd) ||
+	    p->paramsSize != size)
 		return NV_ERR_INVALID_PARAM_STRUCT;
 	if (!p->params)
 		return NV_ERR_INVALID_ARGUMENT;
-	if (copy_from_user(&k, u64_to_user_ptr(p->params), sizeof(k)))
+	if (copy_from_user(&k, u64_to_user_ptr(p->params), size))
 		return NV_ERR_INVALID_ARGUMENT;
 	if (!k.bEnable)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
@@ -328,7 +341,7 @@ NV_STATUS vgpu_compute_user_schedule(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 	}
 	if (!t) {
 		/* A channel of a TSG: its own enable bit; the TSG gates it. */
-		st = vgpu_rm_ctrl(p->hClient, p->hObject, p->cmd, &k, sizeof(k));
+		st = vgpu_rm_ctrl(p->hClient, p->hObject, p->cmd, &k, size);
 		goto out;
 	}
 	mutex_lock(&g->tlock);

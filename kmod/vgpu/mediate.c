@@ -93,8 +93,10 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 	bool nvos64 = size == sizeof(NVOS64_PARAMETERS);
 	NvHandle want = p21->hObjectNew, h;
 	NV0000_ALLOC_PARAMETERS rp = {};
+	/* The class's struct in this release (NV01_ROOT's is 108 bytes before 570). */
+	u32 rsize = min_t(u32, vgpu_rel_size(NVREL_CLS, p21->hClass), sizeof(rp));
 	struct vgpu_buf b = {
-		.kbuf = &rp, .size = sizeof(rp),
+		.kbuf = &rp, .size = rsize,
 		.ptr_off = offsetof(NVOS21_PARAMETERS, pAllocParms),
 	};
 	bool with = p21->pAllocParms;
@@ -109,7 +111,7 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 		return NV_ERR_NOT_SUPPORTED;
 	/* The client's parameters go in the call page too; a kernel pointer never. */
 	if (with && copy_from_user(&rp, u64_to_user_ptr(p21->pAllocParms),
-				   sizeof(rp)))
+				   rsize))
 		return NV_ERR_INVALID_ARGUMENT;
 	rp.pOsPidInfo = 0;
 	for (tries = 0; tries < 4; tries++) {
@@ -153,7 +155,7 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 		 * the handle the caller needs is in hObjectNew.
 		 */
 		if (with && copy_to_user(u64_to_user_ptr(p21->pAllocParms), &rp,
-					 sizeof(rp)))
+					 rsize))
 			pr_debug("root client parameters not written back\n");
 		return NV_OK;
 	}
@@ -168,6 +170,7 @@ static bool vgpu_is_root_class(u32 c)
 /* RM_ALLOC (NVOS21 or NVOS64) and RM_ALLOC_OBJECT (NVOS05). */
 static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 {
+	const struct nvrel_item *it;
 	NVOS64_PARAMETERS p = {};
 	NV_STATUS st;
 
@@ -214,12 +217,18 @@ static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 		p.pAllocParms = p21->pAllocParms;
 		p.paramsSize = p21->paramsSize;
 	}
-	if (!vgpu_class_allowed(p.hClass) && vgpu_passthrough_unknown) {
-		pr_info_ratelimited("slice %u: unknown class %#x forwarded\n",
+	it = vgpu_verdict(NVREL_CLS, p.hClass);
+	if (!vgpu_class_allowed(p.hClass) &&
+	    (vgpu_passthrough_unknown ||
+	     vgpu_audit_lets(vf->slice, NVREL_CLS, p.hClass,
+			     it ? VGPU_AUDIT_NOT_IMPLEMENTED : VGPU_AUDIT_REFUSE))) {
+		pr_info_ratelimited("slice %u: class %#x forwarded as made\n",
 				    vf->slice->id, p.hClass);
 		return vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC, kbuf, size,
 				    NULL, 0);
 	}
+	if (it)
+		vgpu_audit_use(vf->slice, NVREL_CLS, p.hClass, it);
 	st = vgpu_rm_alloc_path(vf, &p);
 	if (size == sizeof(NVOS64_PARAMETERS)) {
 		NVOS64_PARAMETERS *o = kbuf;
@@ -499,6 +508,7 @@ static bool vgpu_escape_kernel(u32 nr)
  */
 long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 {
+	const struct nvrel_item *it;
 	void __user *uptr;
 	u32 nr, size;
 	void *kbuf;
@@ -510,6 +520,23 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	if (ret)
 		return ret;
 
+	/*
+	 * The release's policy first: what it refuses, or what vgpu.ko has no
+	 * path for, goes no further unless passthrough_unknown, audit mode or
+	 * the slice's allow-list lets it (then as the caller made it).
+	 */
+	it = vgpu_verdict(NVREL_ESC, nr);
+	if (!it || (!vgpu_escape_direct(nr) && !vgpu_escape_kernel(nr) &&
+		    nr != NV_ESC_CARD_INFO && nr != NV_ESC_ATTACH_GPUS_TO_FD)) {
+		if (!vgpu_passthrough_unknown &&
+		    !vgpu_audit_lets(vf->slice, NVREL_ESC, nr,
+				     it ? VGPU_AUDIT_NOT_IMPLEMENTED : VGPU_AUDIT_REFUSE))
+			return -EPERM;
+		pr_info_ratelimited("slice %u: escape %#x (size %u) forwarded\n",
+				    vf->slice->id, nr, size);
+		return vgpu_real_ioctl(vf, nr, size, uptr);
+	}
+	vgpu_audit_use(vf->slice, NVREL_ESC, nr, it);
 	if (vgpu_escape_direct(nr))
 		return vgpu_real_ioctl(vf, nr, size, uptr);
 	if (nr == NV_ESC_CARD_INFO)
@@ -518,13 +545,6 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	if (nr == NV_ESC_ATTACH_GPUS_TO_FD)
 		return vf->kind == VGPU_KIND_CTL ? vgpu_attach_gpus(vf, uptr, size) :
 						   -EINVAL;
-	if (!vgpu_escape_kernel(nr)) {
-		if (!vgpu_passthrough_unknown)
-			return -EPERM;
-		pr_info_ratelimited("slice %u: escape %#x (size %u) forwarded\n",
-				    vf->slice->id, nr, size);
-		return vgpu_real_ioctl(vf, nr, size, uptr);
-	}
 
 	kbuf = kmalloc(size, GFP_KERNEL);
 	if (!kbuf)

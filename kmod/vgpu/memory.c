@@ -283,46 +283,69 @@ void vgpu_file_free_clients(struct vgpu_file *vf)
 
 /* --------------------------------------------------- RM paths (kernel) */
 
-/* The kernel path's class table: parameter sizes the driver copies. */
+/*
+ * The classes vgpu.ko tracks by kind.  Whether the release allows a class,
+ * and the size of its parameters, is the policy table's (policy.c); any
+ * other class it forwards is tracked as VGPU_OBJ_OTHER.
+ */
 struct vgpu_class {
 	u32 hclass;
-	u32 params_size;
 	enum vgpu_obj_type type;
 };
 
 static const struct vgpu_class vgpu_classes[] = {
-	{ NV01_DEVICE_0, sizeof(NV0080_ALLOC_PARAMETERS), VGPU_OBJ_DEVICE },
-	{ NV20_SUBDEVICE_0, sizeof(NV2080_ALLOC_PARAMETERS), VGPU_OBJ_SUBDEVICE },
-	{ NV01_MEMORY_LOCAL_USER, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
-	{ NV01_MEMORY_SYSTEM, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
-	{ NV01_MEMORY_VIRTUAL, sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
-	{ NV50_MEMORY_VIRTUAL, sizeof(NV_MEMORY_ALLOCATION_PARAMS), VGPU_OBJ_MEMORY },
-	{ KEPLER_CHANNEL_GROUP_A, sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS), VGPU_OBJ_TSG },
-	{ KEPLER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ KEPLER_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ MAXWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ PASCAL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ VOLTA_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ TURING_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ AMPERE_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ HOPPER_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ BLACKWELL_CHANNEL_GPFIFO_A, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ BLACKWELL_CHANNEL_GPFIFO_B, sizeof(NV_CHANNEL_ALLOC_PARAMS), VGPU_OBJ_CHANNEL },
-	{ VOLTA_USERMODE_A, 0, VGPU_OBJ_USERMODE },
-	{ TURING_USERMODE_A, 0, VGPU_OBJ_USERMODE },
-	{ AMPERE_USERMODE_A, 0, VGPU_OBJ_USERMODE },
-	{ HOPPER_USERMODE_A, 0, VGPU_OBJ_USERMODE },
-	{ BLACKWELL_USERMODE_A, 0, VGPU_OBJ_USERMODE },
+	{ NV01_DEVICE_0, VGPU_OBJ_DEVICE },
+	{ NV20_SUBDEVICE_0, VGPU_OBJ_SUBDEVICE },
+	{ NV01_MEMORY_LOCAL_USER, VGPU_OBJ_MEMORY },
+	{ NV01_MEMORY_SYSTEM, VGPU_OBJ_MEMORY },
+	{ NV01_MEMORY_VIRTUAL, VGPU_OBJ_MEMORY },
+	{ NV50_MEMORY_VIRTUAL, VGPU_OBJ_MEMORY },
+	{ KEPLER_CHANNEL_GROUP_A, VGPU_OBJ_TSG },
+	{ KEPLER_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ KEPLER_CHANNEL_GPFIFO_B, VGPU_OBJ_CHANNEL },
+	{ MAXWELL_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ PASCAL_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ VOLTA_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ TURING_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ AMPERE_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ HOPPER_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ BLACKWELL_CHANNEL_GPFIFO_A, VGPU_OBJ_CHANNEL },
+	{ BLACKWELL_CHANNEL_GPFIFO_B, VGPU_OBJ_CHANNEL },
+	{ VOLTA_USERMODE_A, VGPU_OBJ_USERMODE },
+	{ TURING_USERMODE_A, VGPU_OBJ_USERMODE },
+	{ AMPERE_USERMODE_A, VGPU_OBJ_USERMODE },
+	{ HOPPER_USERMODE_A, VGPU_OBJ_USERMODE },
+	{ BLACKWELL_USERMODE_A, VGPU_OBJ_USERMODE },
 };
 
-static const struct vgpu_class *vgpu_class_find(u32 hclass)
+/*
+ * A class the release lets a container allocate, with its kind and the
+ * release's parameter size; false if refused.  A class whose verdict is
+ * not a plain forward, or whose parameters carry a pointer, descriptor or
+ * address, is allowed only if vgpu.ko tracks its kind.
+ */
+static bool vgpu_class_find(u32 hclass, enum vgpu_obj_type *type, u32 *size)
 {
+	const struct nvrel_item *it = vgpu_verdict(NVREL_CLS, hclass);
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(vgpu_classes); i++)
-		if (vgpu_classes[i].hclass == hclass)
-			return &vgpu_classes[i];
-	return NULL;
+	if (!it)
+		return false;
+	*size = it->size;
+	for (i = 0; i < ARRAY_SIZE(vgpu_classes); i++) {
+		if (vgpu_classes[i].hclass == hclass) {
+			*type = vgpu_classes[i].type;
+			return true;
+		}
+	}
+	if (it->verdict != NVREL_FORWARD || (it->flags & NVREL_F_EMBEDDED)) {
+		pr_info_ratelimited("class %#x refused: its %s is not implemented\n",
+				    hclass, it->verdict != NVREL_FORWARD ?
+				    "rewrite" : "embedded pointer");
+		return false;
+	}
+	*type = VGPU_OBJ_OTHER;
+	return true;
 }
 
 /* A referenced client of vf (or of the control file vf registered with). */
@@ -522,35 +545,45 @@ static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
  */
 NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 {
-	const struct vgpu_class *cls = vgpu_class_find(p->hClass);
 	struct vgpu_slice *s = vf->slice;
 	NV_MEMORY_ALLOCATION_PARAMS *mp;
 	void __user *uparams = u64_to_user_ptr(p->pAllocParms);
 	struct vgpu_obj *parent;
 	struct vgpu_client *c;
+	enum vgpu_obj_type type;
 	u64 reserved = 0;
 	bool fb = false, chan = false;
-	u32 gpu = 0;
-	u8 kparams[sizeof(NV_CHANNEL_ALLOC_PARAMS)] __aligned(8);
+	u32 gpu = 0, psize;
+	void *kparams;
 	NV_STATUS st;
 
-	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV_MEMORY_ALLOCATION_PARAMS));
-	if (!cls)
+	if (!vgpu_class_find(p->hClass, &type, &psize))
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	if (p->flags & NVOS64_FLAGS_FINN_SERIALIZED)
 		return NV_ERR_NOT_SUPPORTED;
 
-	/* A class table for another release may name larger parameters. */
-	if (cls->params_size > sizeof(kparams))
-		return NV_ERR_NOT_SUPPORTED;
-	memset(kparams, 0, sizeof(kparams));
-	if (cls->params_size && p->pAllocParms &&
-	    copy_from_user(kparams, uparams, cls->params_size))
+	/*
+	 * The release's size, into a zeroed buffer at least as large as the
+	 * 595.45.04 struct the typed paths read (nvrel.h: the members they use
+	 * lie within every release's size).
+	 */
+	kparams = kzalloc(max_t(u32, psize, sizeof(NV_CHANNEL_ALLOC_PARAMS)),
+			  GFP_KERNEL);
+	if (!kparams)
+		return NV_ERR_NO_MEMORY;
+	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV_MEMORY_ALLOCATION_PARAMS));
+	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV0080_ALLOC_PARAMETERS));
+	if (psize && p->pAllocParms &&
+	    copy_from_user(kparams, uparams, psize)) {
+		kfree(kparams);
 		return NV_ERR_INVALID_ARGUMENT;
+	}
 
 	c = vgpu_client_lock_live(vf, p->hRoot);
-	if (!c)
+	if (!c) {
+		kfree(kparams);
 		return NV_ERR_INVALID_CLIENT;
+	}
 	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
 	if (!parent) {
 		st = NV_ERR_INVALID_OBJECT_PARENT;
@@ -558,7 +591,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	}
 
 	gpu = parent->gpu;
-	switch (cls->type) {
+	switch (type) {
 	case VGPU_OBJ_DEVICE: {
 		NV0080_ALLOC_PARAMETERS *dp = (void *)kparams;
 		u32 idx = dp->deviceId;
@@ -636,7 +669,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		break;
 	}
 
-	chan = cls->type == VGPU_OBJ_CHANNEL;
+	chan = type == VGPU_OBJ_CHANNEL;
 	if (chan && !vgpu_chan_reserve(s, gpu)) {
 		pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
 				    s->id, READ_ONCE(s->max_channels), gpu);
@@ -650,12 +683,12 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	/* Device and subdevice always get (zeroed) parameters: the defaults. */
 	{
 		struct vgpu_buf b = {
-			.kbuf = kparams, .size = cls->params_size,
+			.kbuf = kparams, .size = psize,
 			.ptr_off = offsetof(NVOS64_PARAMETERS, pAllocParms),
 		};
-		bool with = cls->params_size &&
-			    (uparams || cls->type == VGPU_OBJ_DEVICE ||
-			     cls->type == VGPU_OBJ_SUBDEVICE);
+		bool with = psize &&
+			    (uparams || type == VGPU_OBJ_DEVICE ||
+			     type == VGPU_OBJ_SUBDEVICE);
 		long ret;
 
 		NVOS64_PARAMETERS q = *p;
@@ -677,17 +710,16 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved,
 				 mp->size);
 	} else {
-		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, cls->type,
-				gpu);
+		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, type, gpu);
 	}
 	/* The channel, if tracked, counts itself now. */
 	if (chan)
 		atomic_dec(&s->gpus[gpu].chans_held);
 	/* The caller sees its own numbering back. */
-	if (cls->type == VGPU_OBJ_DEVICE)
+	if (type == VGPU_OBJ_DEVICE)
 		((NV0080_ALLOC_PARAMETERS *)kparams)->deviceId = gpu;
-	if (st == NV_OK && cls->params_size && uparams &&
-	    copy_to_user(uparams, kparams, cls->params_size)) {
+	if (st == NV_OK && psize && uparams &&
+	    copy_to_user(uparams, kparams, psize)) {
 		/* As the driver: parameters that cannot be written back undo. */
 		struct vgpu_obj *o = vgpu_obj_find(p->hRoot, p->hObjectNew);
 
@@ -706,6 +738,7 @@ undo:
 out:
 	mutex_unlock(&c->lock);
 	vgpu_client_put(c);
+	kfree(kparams);
 	return st;
 }
 
@@ -1035,5 +1068,8 @@ out:
 
 bool vgpu_class_allowed(u32 hclass)
 {
-	return vgpu_class_find(hclass) != NULL;
+	enum vgpu_obj_type type;
+	u32 size;
+
+	return vgpu_class_find(hclass, &type, &size);
 }

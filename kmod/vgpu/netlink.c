@@ -7,6 +7,8 @@
 #include <linux/slab.h>
 #include <net/genetlink.h>
 
+#include <linux/version.h>
+
 #include "vgpu.h"
 
 static struct genl_family vgpu_family;
@@ -52,6 +54,16 @@ static struct netlink_range_validation vgpu_period_range __ro_after_init = {
 static const struct nla_policy vgpu_list_policy[VGPU_A_LIST_MAX + 1] = {
 	[VGPU_A_GPU] = NLA_POLICY_NESTED(vgpu_gpu_policy),
 	[VGPU_A_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_ALLOW] = { .type = NLA_REJECT, .reject_message = "belongs in VGPU_A_SLICE_ALLOW" },
+	[VGPU_A_AUDIT_ENTRY] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+};
+
+/* VGPU_A_SLICE_ALLOW holds VGPU_A_ALLOW entries and nothing else. */
+static const struct nla_policy vgpu_allow_policy[VGPU_A_LIST_MAX + 1] = {
+	[VGPU_A_GPU] = { .type = NLA_REJECT, .reject_message = "belongs in VGPU_A_SLICE_GPUS" },
+	[VGPU_A_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_ALLOW] = { .type = NLA_U64 },
+	[VGPU_A_AUDIT_ENTRY] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 };
 
 static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
@@ -67,6 +79,11 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_SLICE_PIDS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_UVM_MAPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_QUARANTINED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_AUDIT] = NLA_POLICY_MAX(NLA_U8, 1),
+	[VGPU_A_SLICE_ALLOW] = NLA_POLICY_NESTED(vgpu_allow_policy),
+	[VGPU_A_SLICE_ALLOW_COUNT] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_AUDIT] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_AUDIT_DROPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_TYPE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_GPU] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
@@ -138,6 +155,8 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 			      atomic64_read(&s->uvm_mapped), VGPU_A_PAD) ||
 	    nla_put_u8(skb, VGPU_A_SLICE_QUARANTINED,
 		       !!atomic_read(&s->quarantined)) ||
+	    nla_put_u8(skb, VGPU_A_SLICE_AUDIT, vgpu_audit_on(s)) ||
+	    nla_put_u32(skb, VGPU_A_SLICE_ALLOW_COUNT, vgpu_audit_nr_allow(s)) ||
 	    nla_put_u64_64bit(skb, VGPU_A_SLICE_CGROUP_ID,
 			      s->cgroup ? cgroup_id(s->cgroup) : 0, VGPU_A_PAD))
 		goto err;
@@ -303,6 +322,49 @@ static int vgpu_parse_gpus(struct nlattr *gpus, struct vgpu_gpu_req *r,
 	return 0;
 }
 
+/*
+ * VGPU_A_SLICE_ALLOW: its entries as keys (*keys kvfree'd by the caller
+ * unless handed to the slice).  An unknown kind is refused, as is a list
+ * past VGPU_MAX_ALLOW entries (the policy lets only VGPU_A_ALLOW in).
+ */
+static int vgpu_parse_allow(struct nlattr *list, u64 **keys, u32 *n,
+			    struct netlink_ext_ack *extack)
+{
+	struct nlattr *a;
+	u32 cnt = 0;
+	u64 key;
+	int rem;
+
+	*keys = NULL;
+	*n = 0;
+	nla_for_each_nested(a, list, rem) {
+		if (nla_type(a) != VGPU_A_ALLOW) {
+			NL_SET_ERR_MSG_ATTR(extack, a, "only VGPU_A_ALLOW entries belong here");
+			return -EINVAL;
+		}
+		if (++cnt > VGPU_MAX_ALLOW) {
+			NL_SET_ERR_MSG_ATTR(extack, list, "more than VGPU_MAX_ALLOW entries");
+			return -E2BIG;
+		}
+	}
+	if (!cnt)
+		return 0;
+	*keys = kvmalloc_array(cnt, sizeof(u64), GFP_KERNEL);
+	if (!*keys)
+		return -ENOMEM;
+	nla_for_each_nested(a, list, rem) {
+		key = nla_get_u64(a);
+		if ((key >> 32) >= __VGPU_AUDIT_KIND_MAX) {
+			NL_SET_ERR_MSG_ATTR(extack, a, "unknown vgpu_audit_kind in VGPU_A_ALLOW");
+			kvfree(*keys);
+			*keys = NULL;
+			return -EINVAL;
+		}
+		(*keys)[(*n)++] = key;
+	}
+	return 0;
+}
+
 static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 {
 	struct netlink_ext_ack *extack = info->extack;
@@ -310,7 +372,8 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 	struct vgpu_slice *s;
 	struct cgroup *cgrp;
 	const char *name = "";
-	u32 id, policy = VGPU_UVM_COUNT, i;
+	u32 id, policy = VGPU_UVM_COUNT, i, nr_allow = 0;
+	u64 *allow = NULL;
 	int ret;
 
 	if (GENL_REQ_ATTR_CHECK(info, VGPU_A_SLICE_ID) ||
@@ -359,6 +422,12 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 			}
 		}
 	}
+	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
+		ret = vgpu_parse_allow(info->attrs[VGPU_A_SLICE_ALLOW], &allow,
+				       &nr_allow, extack);
+		if (ret)
+			goto out;
+	}
 	cgrp = vgpu_nl_cgroup(info);
 	if (IS_ERR(cgrp)) {
 		ret = PTR_ERR(cgrp);
@@ -367,6 +436,11 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 	mutex_lock(&vgpu_slices_lock);
 	s = vgpu_slice_new(id, name, r->n, r->minor, r->gpu_id, r->limit, policy, &ret);
 	if (s) {
+		/* The policy's exceptions too, before anyone can open. */
+		if (info->attrs[VGPU_A_SLICE_AUDIT])
+			vgpu_audit_set(s, nla_get_u8(info->attrs[VGPU_A_SLICE_AUDIT]));
+		vgpu_audit_set_allow(s, allow, nr_allow);
+		allow = NULL;
 		/* Bound before anyone can open: the nodes' opens take the lock. */
 		if (cgrp)
 			vgpu_slice_set_cgroup_locked(s, cgrp);
@@ -402,6 +476,7 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 	if (cgrp)
 		cgroup_put(cgrp);
 out:
+	kvfree(allow);
 	kfree(r);
 	return ret;
 }
@@ -427,14 +502,24 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 	struct vgpu_gpu_req *r;
 	struct vgpu_slice *s;
 	struct cgroup *cgrp;
-	u32 i;
+	u32 i, nr_allow = 0;
+	u64 *allow = NULL;
 	int ret = 0;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
+	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
+		ret = vgpu_parse_allow(info->attrs[VGPU_A_SLICE_ALLOW], &allow,
+				       &nr_allow, extack);
+		if (ret) {
+			kfree(r);
+			return ret;
+		}
+	}
 	cgrp = vgpu_nl_cgroup(info);
 	if (IS_ERR(cgrp)) {
+		kvfree(allow);
 		kfree(r);
 		return PTR_ERR(cgrp);
 	}
@@ -500,11 +585,18 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 		vgpu_slice_set_cgroup_locked(s, cgrp);
 		cgrp = NULL;
 	}
+	if (info->attrs[VGPU_A_SLICE_AUDIT])
+		vgpu_audit_set(s, nla_get_u8(info->attrs[VGPU_A_SLICE_AUDIT]));
+	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
+		vgpu_audit_set_allow(s, allow, nr_allow);
+		allow = NULL;
+	}
 	ret = vgpu_reply_slice(info, s);
 out:
 	mutex_unlock(&vgpu_slices_lock);
 	if (cgrp)
 		cgroup_put(cgrp);
+	kvfree(allow);
 	kfree(r);
 	return ret;
 }
@@ -582,6 +674,123 @@ static int vgpu_nl_dump(struct sk_buff *skb, struct netlink_callback *cb)
 	if (!ret)
 		cb->args[0] = (long)U32_MAX + 1;     /* done */
 	return skb->len;
+}
+
+/* -------------------------------------------------------------- audit */
+
+/*
+ * VGPU_CMD_AUDIT_GET: a dump of one slice's record.  .start takes a
+ * snapshot (the record keeps changing while the dump runs) into a
+ * vgpu_audit_dump that cb->args[0] points to and .done frees; each message
+ * carries as many entries as fit, the first one not sent is d->next.
+ */
+struct vgpu_audit_dump {
+	struct vgpu_audit_entry *e;
+	u32 n, next, id;
+	u64 dropped;
+	bool on;
+};
+
+static int vgpu_nl_audit_start(struct netlink_callback *cb)
+{
+	const struct genl_dumpit_info *gi = genl_dumpit_info(cb);
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
+	struct nlattr **attrs = gi->info.attrs;
+#else
+	struct nlattr **attrs = gi->attrs;
+#endif
+	struct vgpu_audit_dump *d;
+	struct vgpu_slice *s;
+	int n = 0;
+
+	if (!attrs[VGPU_A_SLICE_ID]) {
+		NL_SET_ERR_MSG(cb->extack, "VGPU_A_SLICE_ID missing");
+		return -EINVAL;
+	}
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return -ENOMEM;
+	d->id = nla_get_u32(attrs[VGPU_A_SLICE_ID]);
+	mutex_lock(&vgpu_slices_lock);
+	s = vgpu_slice_find_locked(d->id);
+	if (s)
+		n = vgpu_audit_snapshot(s, &d->e, &d->dropped, &d->on);
+	mutex_unlock(&vgpu_slices_lock);
+	if (!s || n < 0) {
+		if (!s)
+			NL_SET_ERR_MSG_ATTR(cb->extack, attrs[VGPU_A_SLICE_ID], "no such slice");
+		kfree(d);
+		return s ? n : -ENOENT;
+	}
+	d->n = n;
+	cb->args[0] = (long)d;
+	return 0;
+}
+
+static int vgpu_nl_audit_done(struct netlink_callback *cb)
+{
+	struct vgpu_audit_dump *d = (void *)cb->args[0];
+
+	if (d) {
+		kvfree(d->e);
+		kfree(d);
+	}
+	return 0;
+}
+
+static int vgpu_fill_audit_entry(struct sk_buff *skb, const struct vgpu_audit_entry *e)
+{
+	struct nlattr *n = nla_nest_start(skb, VGPU_A_AUDIT_ENTRY);
+
+	if (!n)
+		return -EMSGSIZE;
+	if (nla_put_u8(skb, VGPU_AUDIT_A_KIND, e->kind) ||
+	    nla_put_u32(skb, VGPU_AUDIT_A_NUMBER, e->number) ||
+	    nla_put_u8(skb, VGPU_AUDIT_A_VERDICT, e->verdict) ||
+	    nla_put_u64_64bit(skb, VGPU_AUDIT_A_CALLS, e->calls, VGPU_AUDIT_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_AUDIT_A_REFUSED, e->refused, VGPU_AUDIT_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_AUDIT_A_LET_THROUGH, e->let_through,
+			      VGPU_AUDIT_A_PAD)) {
+		nla_nest_cancel(skb, n);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(skb, n);
+	return 0;
+}
+
+static int vgpu_nl_audit_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct vgpu_audit_dump *d = (void *)cb->args[0];
+	struct nlattr *list;
+	void *hdr;
+	u32 start = d->next;
+
+	/* The last message (an empty record sends one) was sent: done. */
+	if (d->next > d->n || (d->next == d->n && d->next))
+		return 0;
+	hdr = genlmsg_put(skb, NETLINK_CB(cb->skb).portid, cb->nlh->nlmsg_seq,
+			  &vgpu_family, NLM_F_MULTI, VGPU_CMD_AUDIT_GET);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (nla_put_u32(skb, VGPU_A_SLICE_ID, d->id) ||
+	    nla_put_u8(skb, VGPU_A_SLICE_AUDIT, d->on) ||
+	    nla_put_u64_64bit(skb, VGPU_A_AUDIT_DROPPED, d->dropped, VGPU_A_PAD))
+		goto cancel;
+	list = nla_nest_start(skb, VGPU_A_AUDIT);
+	if (!list)
+		goto cancel;
+	while (d->next < d->n && !vgpu_fill_audit_entry(skb, &d->e[d->next]))
+		d->next++;
+	if (d->next == start && d->n)
+		goto cancel;    /* not even one entry fits: cannot happen */
+	nla_nest_end(skb, list);
+	genlmsg_end(skb, hdr);
+	if (!d->n)
+		d->next = 1;    /* the one empty message is out */
+	return skb->len;
+cancel:
+	genlmsg_cancel(skb, hdr);
+	return -EMSGSIZE;
 }
 
 /* ---------------------------------------------------------- scheduler */
@@ -685,6 +894,9 @@ static const struct genl_ops vgpu_ops[] = {
 	{ .cmd = VGPU_CMD_SCHED_SET, .doit = vgpu_nl_sched_set, .flags = GENL_ADMIN_PERM },
 	{ .cmd = VGPU_CMD_SCHED_GET, .doit = vgpu_nl_sched_get,
 	  .dumpit = vgpu_nl_sched_dump, .flags = GENL_ADMIN_PERM },
+	{ .cmd = VGPU_CMD_AUDIT_GET, .start = vgpu_nl_audit_start,
+	  .dumpit = vgpu_nl_audit_dump, .done = vgpu_nl_audit_done,
+	  .flags = GENL_ADMIN_PERM },
 };
 
 static struct genl_family vgpu_family __ro_after_init = {

@@ -8,13 +8,29 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/mm.h>
+#include <linux/overflow.h>
 
 #include "vgpu.h"
 
-/* --------------------------------------------------------- allow-list */
+/* ------------------------------------------------------ control handlers */
 
+/*
+ * Which controls the release forwards, and with what parameter size, is the
+ * policy table's (policy.c).  These are the controls vgpu.ko does more with
+ * than forward: the rewrites and virtualisations it implements, and the
+ * forwarded controls whose embedded lists it carries.  A rewrite or
+ * virtualisation the table names but this list lacks, and a forwarded
+ * control with an embedded pointer not listed here, is refused with
+ * NV_ERR_NOT_SUPPORTED: vgpu.ko does not know how to make it safe yet.
+ */
 enum vgpu_ctrl_kind {
-	VGPU_CTRL_PLAIN,        /* no embedded pointer, nothing rewritten */
+	VGPU_CTRL_PLAIN,        /* forwarded as it is (no embedded pointer) */
+	VGPU_CTRL_LISTS,        /* forwarded, its embedded lists copied (the table's) */
+	VGPU_CTRL_ANSWER_OK,    /* virtualised: NV_OK, the driver never sees it */
+	VGPU_CTRL_GPU_ID,       /* gpuId (first member) must be a slice GPU's */
+	VGPU_CTRL_ID_INFO_V2,   /* and deviceInstance becomes the container's */
+	VGPU_CTRL_ATTACHED_IDS, /* only the slice's GPUs are listed */
+	VGPU_CTRL_PROBED_IDS,
 	VGPU_CTRL_FB_INFO,
 	VGPU_CTRL_FB_INFO_V2,
 	VGPU_CTRL_SURFACE_INFO,
@@ -24,30 +40,43 @@ enum vgpu_ctrl_kind {
 
 struct vgpu_ctrl {
 	u32 cmd;
-	u32 size;
 	enum vgpu_ctrl_kind kind;
 };
 
 /*
- * The TSG scheduling controls that change state (0xA06C0103/0105/0107) are
- * deliberately absent: the slice's compute share is set by vgpu.ko, never
- * by the container.  GPFIFO_SCHEDULE (0xA06C0101, 0xA06F0103) goes to
- * compute.c: an enable, which CUDA needs to start its TSGs, is virtualised
- * (effective only while the slice holds the GPU); a disable is refused.
+ * The TSG scheduling controls that change state (SET_TIMESLICE, PREEMPT,
+ * SET_INTERLEAVE_LEVEL) are answered NV_OK and not applied: the slice's
+ * compute share is set by vgpu.ko, never by the container.
+ * GPFIFO_SCHEDULE (0xA06C0101, 0xA06F0103) goes to compute.c: an enable,
+ * which CUDA needs to start its TSGs, is virtualised (effective only while
+ * the slice holds the GPU); a disable is refused.  The GET_* of the TSG
+ * are forwarded: they read the caller's own TSG.
  */
 static const struct vgpu_ctrl vgpu_ctrls[] = {
-	{ 0 /* NVXXXX_CTRL_CMD_NULL */, 0, VGPU_CTRL_PLAIN },
-	{ NV2080_CTRL_CMD_FB_GET_INFO, sizeof(NV2080_CTRL_FB_GET_INFO_PARAMS), VGPU_CTRL_FB_INFO },
-	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, sizeof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS), VGPU_CTRL_FB_INFO_V2 },
-	{ NV2080_CTRL_CMD_GPU_GET_NAME_STRING, sizeof(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS), VGPU_CTRL_PLAIN },
-	{ NV2080_CTRL_CMD_GPU_GET_PIDS, sizeof(NV2080_CTRL_GPU_GET_PIDS_PARAMS), VGPU_CTRL_GET_PIDS },
-	{ NV2080_CTRL_CMD_GPU_GET_PID_INFO, sizeof(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS), VGPU_CTRL_GET_PID_INFO },
-	{ NV0041_CTRL_CMD_GET_SURFACE_INFO, sizeof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS), VGPU_CTRL_SURFACE_INFO },
-	{ NVA06C_CTRL_CMD_GET_TIMESLICE, sizeof(NVA06C_CTRL_TIMESLICE_PARAMS), VGPU_CTRL_PLAIN },
-	{ NVA06C_CTRL_CMD_GET_INFO, sizeof(NVA06C_CTRL_GET_INFO_PARAMS), VGPU_CTRL_PLAIN },
-	{ NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL, sizeof(NVA06C_CTRL_INTERLEAVE_LEVEL_PARAMS), VGPU_CTRL_PLAIN },
-	{ NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
-	  sizeof(NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS), VGPU_CTRL_PLAIN },
+	{ NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, VGPU_CTRL_ATTACHED_IDS },
+	{ NV0000_CTRL_CMD_GPU_GET_INIT_STATUS, VGPU_CTRL_GPU_ID },
+	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, VGPU_CTRL_ID_INFO_V2 },
+	{ NV0000_CTRL_CMD_GPU_GET_PROBED_IDS, VGPU_CTRL_PROBED_IDS },
+	{ NV0000_CTRL_CMD_GPU_GET_PCI_INFO, VGPU_CTRL_GPU_ID },
+	{ NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID, VGPU_CTRL_GPU_ID },
+	{ NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE, VGPU_CTRL_GPU_ID },
+	{ NV2080_CTRL_CMD_GPU_ACQUIRE_COMPUTE_MODE_RESERVATION, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_GPU_RELEASE_COMPUTE_MODE_RESERVATION, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_TIMER_SET_GR_TICK_FREQ, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_RC_DISABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_FB_GET_INFO, VGPU_CTRL_FB_INFO },
+	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, VGPU_CTRL_FB_INFO_V2 },
+	{ NV2080_CTRL_CMD_GPU_GET_PIDS, VGPU_CTRL_GET_PIDS },
+	{ NV2080_CTRL_CMD_GPU_GET_PID_INFO, VGPU_CTRL_GET_PID_INFO },
+	{ NV0041_CTRL_CMD_GET_SURFACE_INFO, VGPU_CTRL_SURFACE_INFO },
+	{ NVA06C_CTRL_CMD_SET_TIMESLICE, VGPU_CTRL_ANSWER_OK },
+	{ NVA06C_CTRL_CMD_GET_TIMESLICE, VGPU_CTRL_PLAIN },
+	{ NVA06C_CTRL_CMD_PREEMPT, VGPU_CTRL_ANSWER_OK },
+	{ NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL, VGPU_CTRL_ANSWER_OK },
+	{ NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL, VGPU_CTRL_PLAIN },
 };
 
 static const struct vgpu_ctrl *vgpu_ctrl_find(u32 cmd)
@@ -58,6 +87,138 @@ static const struct vgpu_ctrl *vgpu_ctrl_find(u32 cmd)
 		if (vgpu_ctrls[i].cmd == cmd)
 			return &vgpu_ctrls[i];
 	return NULL;
+}
+
+/* At most this many embedded lists per control (BUILD_VERSION has three). */
+#define VGPU_CTRL_MAX_LISTS     (VGPU_CALL_MAX_BUFS - 1)
+
+struct vgpu_list {
+	void *kbuf;             /* NULL: the caller's pointer was NULL */
+	u32 size;
+	u32 ptr_off;
+	void __user *uptr;
+};
+
+/*
+ * The embedded lists of a control the table describes (nvrel_ptr: where the
+ * pointer and its count lie in this release's params, bytes per count):
+ * each copied once from the caller, from the count in vgpu.ko's own copy
+ * of the params, so neither can change between the check and the driver's
+ * read.  A NULL pointer stays NULL (RM then answers counts only).
+ */
+static NV_STATUS vgpu_lists_in(const struct nvrel_item *item, void *kp, u32 size,
+			       struct vgpu_list *l, u32 *n)
+{
+	const struct nvrel_ptr *ptr;
+	u64 count, bytes;
+	u32 i;
+
+	*n = 0;
+	if (!vgpu_rel->ptrs || item->nptrs > VGPU_CTRL_MAX_LISTS)
+		return NV_ERR_NOT_SUPPORTED;
+	for (i = 0; i < item->nptrs; i++) {
+		ptr = &vgpu_rel->ptrs[item->ptr0 + i];
+		if (ptr->ptr_off + sizeof(u64) > size)
+			return NV_ERR_INVALID_PARAM_STRUCT;
+		l[i].ptr_off = ptr->ptr_off;
+		l[i].uptr = u64_to_user_ptr(*(u64 *)(kp + ptr->ptr_off));
+		(*n)++;
+		if (!l[i].uptr)
+			continue;
+		if (ptr->count_off == NVREL_NO_COUNT) {
+			bytes = ptr->elem_size;
+		} else {
+			if (ptr->count_off + ptr->count_size > size)
+				return NV_ERR_INVALID_PARAM_STRUCT;
+			switch (ptr->count_size) {
+			case 1: count = *(u8 *)(kp + ptr->count_off); break;
+			case 2: count = *(u16 *)(kp + ptr->count_off); break;
+			case 4: count = *(u32 *)(kp + ptr->count_off); break;
+			case 8: count = *(u64 *)(kp + ptr->count_off); break;
+			default: return NV_ERR_NOT_SUPPORTED;
+			}
+			if (check_mul_overflow(count, (u64)ptr->elem_size, &bytes))
+				return NV_ERR_INVALID_ARGUMENT;
+		}
+		/* The driver's own limits are lower; a zero count copies nothing. */
+		if (bytes > VGPU_MAX_CTRL_PARAMS)
+			return NV_ERR_INVALID_ARGUMENT;
+		if (!bytes)
+			continue;
+		l[i].kbuf = kvzalloc(bytes, GFP_KERNEL);
+		if (!l[i].kbuf)
+			return NV_ERR_NO_MEMORY;
+		l[i].size = bytes;
+		if (copy_from_user(l[i].kbuf, l[i].uptr, bytes))
+			return NV_ERR_INVALID_ARGUMENT;
+	}
+	return NV_OK;
+}
+
+static void vgpu_lists_free(struct vgpu_list *l, u32 n)
+{
+	while (n--)
+		kvfree(l[n].kbuf);
+}
+
+/* The 595.45.04 struct a handler reads and writes in place. */
+static u32 vgpu_ctrl_struct_size(enum vgpu_ctrl_kind kind)
+{
+	switch (kind) {
+	case VGPU_CTRL_ID_INFO_V2:
+		return sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS);
+	case VGPU_CTRL_ATTACHED_IDS:
+		return NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32);
+	case VGPU_CTRL_PROBED_IDS:
+		return 3 * NV0000_CTRL_GPU_MAX_PROBED_GPUS * sizeof(u32);
+	case VGPU_CTRL_FB_INFO:
+		return sizeof(NV2080_CTRL_FB_GET_INFO_PARAMS);
+	case VGPU_CTRL_FB_INFO_V2:
+		return sizeof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS);
+	case VGPU_CTRL_SURFACE_INFO:
+		return sizeof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS);
+	case VGPU_CTRL_GET_PIDS:
+		return sizeof(NV2080_CTRL_GPU_GET_PIDS_PARAMS);
+	case VGPU_CTRL_GET_PID_INFO:
+		return sizeof(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS);
+	default:
+		return 0;
+	}
+}
+
+/* The container's number of a driver gpu_id, or -1 if not the slice's. */
+static int vgpu_slice_gpu_of(struct vgpu_slice *s, u32 gpu_id)
+{
+	u32 i;
+
+	for (i = 0; i < s->nr_gpus; i++)
+		if (s->gpus[i].gpu_id == gpu_id)
+			return i;
+	return -1;
+}
+
+/*
+ * A list of driver gpu_ids cut to the slice's, in the driver's order, the
+ * rest NV0000_CTRL_GPU_INVALID_ID; flags (may be NULL) move with their ids.
+ */
+static void vgpu_ids_filter(struct vgpu_slice *s, u32 *ids, u32 *flags, u32 n)
+{
+	u32 i, out = 0;
+
+	for (i = 0; i < n; i++) {
+		if (ids[i] == NV0000_CTRL_GPU_INVALID_ID ||
+		    vgpu_slice_gpu_of(s, ids[i]) < 0)
+			continue;
+		ids[out] = ids[i];
+		if (flags)
+			flags[out] = flags[i];
+		out++;
+	}
+	for (i = out; i < n; i++) {
+		ids[i] = NV0000_CTRL_GPU_INVALID_ID;
+		if (flags)
+			flags[i] = 0;
+	}
 }
 
 /* ------------------------------------------------------- memory reports */
@@ -129,6 +290,22 @@ static int vgpu_ctrl_gpu(NVOS54_PARAMETERS *p, u32 *gpu)
 	return ret;
 }
 
+/*
+ * A control the policy refuses or vgpu.ko does not implement, let through
+ * by passthrough_unknown, audit mode or the slice's allow-list: the NVOS54
+ * on a call page, the params read by the driver from the caller's memory.
+ */
+static NV_STATUS vgpu_control_passthrough(struct vgpu_file *vf,
+					  NVOS54_PARAMETERS *p)
+{
+	long ret;
+
+	pr_info_ratelimited("slice %u: control %#x forwarded\n", vf->slice->id,
+			    p->cmd);
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, p, sizeof(*p), NULL, 0);
+	return ret ? vgpu_call_status(ret) : p->status;
+}
+
 /**
  * vgpu_control_path - RM_CONTROL through the kernel entry point
  *
@@ -142,11 +319,16 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 {
 	struct vgpu_slice *s = vf->slice;
 	void __user *uparams = u64_to_user_ptr(p->params);
+	static const struct vgpu_ctrl plain = { .kind = VGPU_CTRL_PLAIN };
+	static const struct vgpu_ctrl lists_ctrl = { .kind = VGPU_CTRL_LISTS };
+	struct vgpu_list lists[VGPU_CTRL_MAX_LISTS] = {};
+	u32 nlists = 0;
 	const struct vgpu_ctrl *ctrl;
+	const struct nvrel_item *item;
 	NV2080_CTRL_FB_INFO *list = NULL;
 	void __user *ulist = NULL;
 	struct vgpu_client *c;
-	u32 gpu = 0, n = 0, i;
+	u32 gpu = 0, n = 0, i, size;
 	void *kp = NULL;
 	NV_STATUS st;
 
@@ -154,25 +336,41 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		return NV_ERR_NOT_SUPPORTED;
 	if ((p->cmd & RM_CTRL_PRIVILEGED_MASK) == RM_CTRL_PRIVILEGED_MASK)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	item = vgpu_verdict(NVREL_CTL, p->cmd);
+	if (!item) {
+		if (!vgpu_passthrough_unknown &&
+		    !vgpu_audit_lets(s, NVREL_CTL, p->cmd, VGPU_AUDIT_REFUSE))
+			return NV_ERR_INSUFFICIENT_PERMISSIONS;
+		return vgpu_control_passthrough(vf, p);
+	}
+	vgpu_audit_use(s, NVREL_CTL, p->cmd, item);
 	if (p->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE ||
 	    p->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE)
 		return vgpu_compute_user_schedule(vf, p);
 	ctrl = vgpu_ctrl_find(p->cmd);
+	if (!ctrl && item->verdict == NVREL_FORWARD &&
+	    (item->flags & NVREL_F_LISTS) && item->nptrs &&
+	    item->nptrs <= VGPU_CTRL_MAX_LISTS)
+		ctrl = &lists_ctrl;
 	if (!ctrl) {
-		if (!vgpu_passthrough_unknown)
-			return NV_ERR_INSUFFICIENT_PERMISSIONS;
-		pr_info_ratelimited("slice %u: control %#x forwarded\n", s->id, p->cmd);
-		{
-			long ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL,
-						p, sizeof(*p), NULL, 0);
-
-			return ret ? vgpu_call_status(ret) : p->status;
+		if (item->verdict != NVREL_FORWARD ||
+		    (item->flags & NVREL_F_EMBEDDED)) {
+			if (vgpu_audit_lets(s, NVREL_CTL, p->cmd,
+					    VGPU_AUDIT_NOT_IMPLEMENTED))
+				return vgpu_control_passthrough(vf, p);
+			pr_info_ratelimited("slice %u: control %#x refused: its %s is not implemented\n",
+					    s->id, p->cmd,
+					    item->verdict != NVREL_FORWARD ?
+					    "rewrite" : "embedded pointer");
+			return NV_ERR_NOT_SUPPORTED;
 		}
+		ctrl = &plain;
 	}
+	size = item->size;
 	c = vgpu_file_client(vf, p->hClient);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
-	if (p->paramsSize != ctrl->size) {
+	if (p->paramsSize != size) {
 		st = NV_ERR_INVALID_PARAM_STRUCT;
 		goto out;
 	}
@@ -180,13 +378,34 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		st = NV_ERR_INVALID_ARGUMENT;
 		goto out;
 	}
-	if (ctrl->size) {
-		kp = kvzalloc(ctrl->size, GFP_KERNEL);
+	if (ctrl->kind == VGPU_CTRL_ANSWER_OK) {
+		/* The object must exist, as the driver would check first. */
+		rcu_read_lock();
+		st = vgpu_obj_find(p->hClient, p->hObject) ? NV_OK :
+		     NV_ERR_INVALID_OBJECT_HANDLE;
+		rcu_read_unlock();
+		goto out;
+	}
+	if (size) {
+		/*
+		 * The release's size, into a buffer at least as large as the
+		 * struct the handlers read (595.45.04's; a release's own is
+		 * never larger for the members they use: nvrel.h).
+		 */
+		kp = kvzalloc(max_t(u32, size, vgpu_ctrl_struct_size(ctrl->kind)),
+			      GFP_KERNEL);
 		if (!kp) {
 			st = NV_ERR_NO_MEMORY;
 			goto out;
 		}
-		if (copy_from_user(kp, uparams, ctrl->size)) {
+		if (copy_from_user(kp, uparams, size)) {
+			st = NV_ERR_INVALID_ARGUMENT;
+			goto out;
+		}
+	}
+	if (ctrl->kind == VGPU_CTRL_GPU_ID || ctrl->kind == VGPU_CTRL_ID_INFO_V2) {
+		/* Another GPU's id: what the driver says for an unknown one. */
+		if (size < sizeof(u32) || vgpu_slice_gpu_of(s, *(u32 *)kp) < 0) {
 			st = NV_ERR_INVALID_ARGUMENT;
 			goto out;
 		}
@@ -194,6 +413,15 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 
 	/* Before the call: embedded lists to the call page, PIDs to host. */
 	switch (ctrl->kind) {
+	case VGPU_CTRL_LISTS:
+		if (!kp) {
+			st = NV_ERR_INVALID_ARGUMENT;
+			goto out;
+		}
+		st = vgpu_lists_in(item, kp, size, lists, &nlists);
+		if (st != NV_OK)
+			goto out;
+		break;
 	case VGPU_CTRL_FB_INFO:
 	case VGPU_CTRL_SURFACE_INFO: {
 		NV2080_CTRL_FB_GET_INFO_PARAMS *fp = kp;
@@ -240,18 +468,26 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 	 */
 	{
 		NVOS54_PARAMETERS kc = *p;
-		struct vgpu_buf b[2] = {
-			{ .kbuf = kp, .size = ctrl->size,
+		struct vgpu_buf b[VGPU_CALL_MAX_BUFS] = {
+			{ .kbuf = kp, .size = size,
 			  .ptr_off = offsetof(NVOS54_PARAMETERS, params) },
 			{ .kbuf = list, .size = n * sizeof(*list), .in = 1,
 			  .ptr_off = offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS,
 					      fbInfoList) },
 		};
+		unsigned int nb = !kp ? 0 : list ? 2 : 1;
 		long ret;
 
+		for (i = 0; i < nlists; i++) {
+			if (!lists[i].kbuf)
+				continue;
+			b[nb++] = (struct vgpu_buf){ .kbuf = lists[i].kbuf,
+				.size = lists[i].size, .in = 1,
+				.ptr_off = lists[i].ptr_off };
+		}
 		kc.status = NV_ERR_GENERIC;
 		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, &kc,
-				   sizeof(kc), b, !kp ? 0 : list ? 2 : 1);
+				   sizeof(kc), b, nb);
 		st = ret ? vgpu_call_status(ret) : kc.status;
 	}
 	if (st != NV_OK)
@@ -259,13 +495,47 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 
 	/* After: vgpu.ko's own numbers, whatever came back. */
 	switch (ctrl->kind) {
+	case VGPU_CTRL_LISTS:
+		/* The lists back where the caller's pointers (kept in kp) say. */
+		for (i = 0; i < nlists; i++)
+			if (lists[i].kbuf &&
+			    copy_to_user(lists[i].uptr, lists[i].kbuf, lists[i].size))
+				st = NV_ERR_INVALID_ARGUMENT;
+		break;
 	case VGPU_CTRL_FB_INFO_V2: {
 		NV2080_CTRL_FB_GET_INFO_V2_PARAMS *fp = kp;
+		/* The list this release's struct holds (grown over releases). */
+		u32 max = (size - offsetof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
+					   fbInfoList)) / sizeof(fp->fbInfoList[0]);
 
 		if (!vgpu_ctrl_gpu(p, &gpu))
 			vgpu_fb_rewrite(s, gpu, fp->fbInfoList,
-					min_t(u32, fp->fbInfoListSize,
+					min_t(u32, min(fp->fbInfoListSize, max),
 					      NV2080_CTRL_FB_INFO_MAX_LIST_SIZE));
+		break;
+	}
+	case VGPU_CTRL_ID_INFO_V2: {
+		NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS *ip = kp;
+		int idx = vgpu_slice_gpu_of(s, ip->gpuId);
+
+		/* As NV0080's deviceId: the container's number (memory.c). */
+		if (idx < 0)
+			st = NV_ERR_INVALID_ARGUMENT;
+		else
+			ip->deviceInstance = idx;
+		break;
+	}
+	case VGPU_CTRL_ATTACHED_IDS:
+		vgpu_ids_filter(s, kp, NULL, min_t(u32, size / sizeof(u32),
+						   NV0000_CTRL_GPU_MAX_ATTACHED_GPUS));
+		break;
+	case VGPU_CTRL_PROBED_IDS: {
+		u32 *ids = kp, m = NV0000_CTRL_GPU_MAX_PROBED_GPUS;
+
+		/* gpuIds[32], excludedGpuIds[32], from 580 on gpuFlags[32]. */
+		vgpu_ids_filter(s, ids, size >= 3 * m * sizeof(u32) ? ids + 2 * m : NULL, m);
+		for (i = 0; i < m && size >= 2 * m * sizeof(u32); i++)
+			ids[m + i] = NV0000_CTRL_GPU_INVALID_ID;
 		break;
 	}
 	case VGPU_CTRL_FB_INFO:
@@ -309,9 +579,10 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 	default:
 		break;
 	}
-	if (st == NV_OK && kp && copy_to_user(uparams, kp, ctrl->size))
+	if (st == NV_OK && kp && copy_to_user(uparams, kp, size))
 		st = NV_ERR_INVALID_ARGUMENT;
 out:
+	vgpu_lists_free(lists, nlists);
 	kfree(list);
 	kvfree(kp);
 	vgpu_client_put(c);

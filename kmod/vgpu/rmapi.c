@@ -26,6 +26,7 @@ static char vgpu_rm_version[NV_RM_API_VERSION_STRING_LENGTH];
 int vgpu_rm_init(void)
 {
 	NV_STATUS st;
+	int ret;
 
 	vgpu_get_rm_ops = nvidia_get_rm_ops;
 	memset(&vgpu_rm, 0, sizeof(vgpu_rm));
@@ -48,14 +49,35 @@ int vgpu_rm_init(void)
 		vgpu_get_rm_ops = NULL;
 		return -ENODEV;
 	}
-	pr_info("bound to NVIDIA driver %s\n", vgpu_rm_version[0] ?
-		vgpu_rm_version : vgpu_nvidia_version);
-	return 0;
+	if (!vgpu_rm_version[0])
+		strscpy(vgpu_rm_version, vgpu_nvidia_version,
+			sizeof(vgpu_rm_version));
+	pr_info("bound to NVIDIA driver %s\n", vgpu_rm_version);
+	ret = vgpu_policy_select(vgpu_rm_version);
+	if (ret)
+		vgpu_get_rm_ops = NULL;
+	return ret;
 }
 
 void vgpu_rm_exit(void)
 {
 	vgpu_get_rm_ops = NULL;
+}
+
+/*
+ * NV04_ALLOC's status in the kernel entry's params: NVOS21's up to 570,
+ * NVOS64's after (nv-kernel-rmapi-ops.h).  The members before it are at
+ * the same offsets in both.
+ */
+static NV_STATUS *vgpu_rm_alloc_status(nvidia_kernel_rmapi_ops_t *ops)
+{
+	BUILD_BUG_ON(offsetof(NVOS21_PARAMETERS, hClass) !=
+		     offsetof(NVOS64_PARAMETERS, hClass));
+	BUILD_BUG_ON(offsetof(NVOS21_PARAMETERS, pAllocParms) !=
+		     offsetof(NVOS64_PARAMETERS, pAllocParms));
+	if (vgpu_rmapi_nvos21)
+		return &((NVOS21_PARAMETERS *)&ops->params.alloc)->status;
+	return &ops->params.alloc.status;
 }
 
 /* One RM stack per call: the driver's stacks are not shared between threads. */
@@ -68,7 +90,7 @@ void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops)
 		switch (ops->op) {
 		case NV01_FREE: ops->params.free.status = NV_ERR_NO_MEMORY; break;
 		case NV01_ALLOC_MEMORY: ops->params.allocMemory64.status = NV_ERR_NO_MEMORY; break;
-		case NV04_ALLOC: ops->params.alloc.status = NV_ERR_NO_MEMORY; break;
+		case NV04_ALLOC: *vgpu_rm_alloc_status(ops) = NV_ERR_NO_MEMORY; break;
 		case NV04_CONTROL: ops->params.control.status = NV_ERR_NO_MEMORY; break;
 		case NV04_DUP_OBJECT: ops->params.dupObject.status = NV_ERR_NO_MEMORY; break;
 		case NV04_VID_HEAP_CONTROL: ops->params.pVidHeapControl->status = NV_ERR_NO_MEMORY; break;
@@ -194,9 +216,9 @@ u32 vgpu_rm_device_instance(u32 gpu_id)
 		return U32_MAX;
 	ops.params.alloc.hObjectNew = h;
 	ops.params.alloc.hClass = NV01_ROOT;
-	ops.params.alloc.status = NV_ERR_GENERIC;
+	*vgpu_rm_alloc_status(&ops) = NV_ERR_GENERIC;
 	vgpu_rm_op(&ops);
-	if (ops.params.alloc.status != NV_OK)
+	if (*vgpu_rm_alloc_status(&ops) != NV_OK)
 		return U32_MAX;
 	if (vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, &info,
 			 sizeof(info)) != NV_OK)

@@ -40,6 +40,7 @@ static void vgpu_slice_release(struct kref *ref)
 	}
 	if (s->cgroup)
 		cgroup_put(s->cgroup);
+	vgpu_audit_free(s);
 	kfree(s);
 }
 
@@ -119,6 +120,11 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 	}
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
 	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	if (vgpu_audit_init(s)) {
+		kfree(s);
 		*err = -ENOMEM;
 		return NULL;
 	}
@@ -224,6 +230,7 @@ err_gpus:
 	s->uvm_path.dentry = NULL;
 	s->ctl_path.dentry = NULL;
 err_free:
+	vgpu_audit_free(s);
 	kfree(s);
 	*err = ret;
 	return NULL;

@@ -19,27 +19,34 @@
 
 #include "vgpu.h"
 
+/*
+ * The commands vgpu.ko does more with than forward.  Their sizes are the
+ * release's (policy.c).  Members are named by their distance from the end
+ * of the struct: where the layouts of releases differ (perGpuAttributes
+ * grew with UVM_MAX_GPUS, UVM_FREE lost its length), what lies after the
+ * change is the same, and what lies before it is at the same offset; both
+ * are measured for every release by tests/host/test_kmod_abi.py.
+ */
 struct vgpu_uvm_cmd {
 	u32 cmd;
-	u32 size;
-	s32 fd_off;             /* offset of rmCtrlFd, -1: made with the caller's pointer */
-	s32 client_off;         /* hClient to check against that file */
+	u32 kstruct;            /* 595.45.04's sizeof, the buffer's least size */
+	s32 fd_end;             /* rmCtrlFd's distance from the end, -1: none */
+	s32 client_end;         /* hClient's, to check against that file */
 };
 
+#define VGPU_UVM_END(t, f)      ((s32)(sizeof(t) - offsetof(t, f)))
+
 static const struct vgpu_uvm_cmd vgpu_uvm_cmds[] = {
-	{ UVM_INITIALIZE, sizeof(UVM_INITIALIZE_PARAMS), -1, -1 },
-	{ UVM_DEINITIALIZE, 0, -1, -1 },
 	{ UVM_REGISTER_GPU, sizeof(UVM_REGISTER_GPU_PARAMS),
-	  offsetof(UVM_REGISTER_GPU_PARAMS, rmCtrlFd),
-	  offsetof(UVM_REGISTER_GPU_PARAMS, hClient) },
+	  VGPU_UVM_END(UVM_REGISTER_GPU_PARAMS, rmCtrlFd),
+	  VGPU_UVM_END(UVM_REGISTER_GPU_PARAMS, hClient) },
 	{ UVM_REGISTER_GPU_VASPACE, sizeof(UVM_REGISTER_GPU_VASPACE_PARAMS),
-	  offsetof(UVM_REGISTER_GPU_VASPACE_PARAMS, rmCtrlFd),
-	  offsetof(UVM_REGISTER_GPU_VASPACE_PARAMS, hClient) },
+	  VGPU_UVM_END(UVM_REGISTER_GPU_VASPACE_PARAMS, rmCtrlFd),
+	  VGPU_UVM_END(UVM_REGISTER_GPU_VASPACE_PARAMS, hClient) },
 	{ UVM_MAP_EXTERNAL_ALLOCATION, sizeof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS),
-	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmCtrlFd),
-	  offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hClient) },
+	  VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmCtrlFd),
+	  VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hClient) },
 	{ UVM_FREE, sizeof(UVM_FREE_PARAMS), -1, -1 },
-	{ UVM_MIGRATE, sizeof(UVM_MIGRATE_PARAMS), -1, -1 },
 };
 
 static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
@@ -196,16 +203,20 @@ bool vgpu_uvm_release(struct vgpu_file *vf)
 
 /* UVM_FREE on a call page: the base vgpu.ko drops is the one the driver read. */
 static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
-			  void __user *u)
+			  void __user *u, u32 size)
 {
-	UVM_FREE_PARAMS p;
+	/* base first; rmStatus then 4 bytes of padding last, in every release. */
+	u8 k[32] __aligned(8) = {};
+	const u32 status_end = VGPU_UVM_END(UVM_FREE_PARAMS, rmStatus);
 	u64 base;
 	long ret;
 
-	if (copy_from_user(&p, u, sizeof(p)))
+	if (size > sizeof(k) || size < status_end)
+		return -EPERM;
+	if (copy_from_user(k, u, size))
 		return -EFAULT;
-	base = p.base;
-	ret = vgpu_call_uvm(vf, cmd, &p, sizeof(p));
+	base = *(u64 *)k;
+	ret = vgpu_call_uvm(vf, cmd, k, size);
 	if (ret)
 		return ret;
 	/*
@@ -214,37 +225,37 @@ static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
 	 * more, so dropping on a forged NV_OK loses nothing the driver holds.
 	 * (Assumption about the UVM driver: docs/mediator.md.)
 	 */
-	if (p.rmStatus == NV_OK)
+	if (*(NV_STATUS *)(k + size - status_end) == NV_OK)
 		vgpu_uvm_ext_drop(vf, base);
-	if (copy_to_user(u, &p, sizeof(p)))
+	if (copy_to_user(u, k, size))
 		return -EFAULT;
 	return 0;
 }
 
 /* A command with an rmCtrlFd and an hClient, checked, on a call page. */
 static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
-			     void __user *u)
+			     void __user *u, u32 size)
 {
-	union {
-		UVM_REGISTER_GPU_PARAMS reg;
-		UVM_REGISTER_GPU_VASPACE_PARAMS vas;
-		UVM_MAP_EXTERNAL_ALLOCATION_PARAMS ext;
-	} *k;
 	struct vgpu_uvm_ext_key chk = {};
 	struct vgpu_tmpfd t = { .fd = -1 };
 	struct vgpu_client *cl;
+	NvHandle hclient;
 	int fd, *pfd;
+	void *k;
 	long ret;
 
-	k = kmalloc(sizeof(*k), GFP_KERNEL);
+	if (size < c->fd_end || size < c->client_end)
+		return -EPERM;
+	k = kzalloc(max(size, c->kstruct), GFP_KERNEL);
 	if (!k)
 		return -ENOMEM;
-	if (copy_from_user(k, u, c->size)) {
+	if (copy_from_user(k, u, size)) {
 		ret = -EFAULT;
 		goto out;
 	}
-	pfd = (void *)k + c->fd_off;
+	pfd = k + size - c->fd_end;
 	fd = *pfd;
+	hclient = *(NvHandle *)(k + size - c->client_end);
 	/*
 	 * REGISTER_GPU: the UVM driver ignores rmCtrlFd (uvm_gpu.c,
 	 * uvm_api_register_gpu; only hClient and hSmcPartRef reach RM, by
@@ -252,13 +263,13 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	 * control file of this slice, whichever.
 	 */
 	if (fd == -1 && c->cmd == UVM_REGISTER_GPU) {
-		cl = vgpu_client_lookup(k->reg.hClient);
+		cl = vgpu_client_lookup(hclient);
 		ret = cl && cl->slice == vf->slice ? 0 : -EPERM;
 		if (cl)
 			vgpu_client_put(cl);
 		if (!ret)
-			ret = vgpu_call_uvm(vf, c->cmd, k, c->size);
-		if (!ret && copy_to_user(u, k, c->size))
+			ret = vgpu_call_uvm(vf, c->cmd, k, size);
+		if (!ret && copy_to_user(u, k, size))
 			ret = -EFAULT;
 		goto out;
 	}
@@ -268,7 +279,7 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	if (ret)
 		goto out;
 	/* The client must be one the named control file owns. */
-	cl = vgpu_client_lookup(*(NvHandle *)((void *)k + c->client_off));
+	cl = vgpu_client_lookup(hclient);
 	if (!cl || cl->owner != t.vfilp->private_data) {
 		if (cl)
 			vgpu_client_put(cl);
@@ -278,18 +289,22 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	vgpu_client_put(cl);
 	if (c->cmd == UVM_MAP_EXTERNAL_ALLOCATION) {
 		/* What the driver reads: results come back forgeable. */
-		chk.base = k->ext.base;
-		chk.hClient = k->ext.hClient;
-		chk.hMemory = k->ext.hMemory;
+		const s32 mem_end = VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
+						 hMemory);
+
+		BUILD_BUG_ON(offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, base));
+		chk.base = *(u64 *)k;
+		chk.hClient = hclient;
+		chk.hMemory = *(NvHandle *)(k + size - mem_end);
 	}
 	*pfd = t.fd;
-	ret = vgpu_call_uvm(vf, c->cmd, k, c->size);
+	ret = vgpu_call_uvm(vf, c->cmd, k, size);
 	*pfd = fd;
 	if (ret)
 		goto out_fd;
 	if (c->cmd == UVM_MAP_EXTERNAL_ALLOCATION)
 		vgpu_uvm_ext_add(vf, &chk);
-	if (copy_to_user(u, k, c->size))
+	if (copy_to_user(u, k, size))
 		ret = -EFAULT;
 out_fd:
 	vgpu_fd_restore(&t);
@@ -308,26 +323,48 @@ out:
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 {
 	const struct vgpu_uvm_cmd *c = NULL;
+	const struct nvrel_item *it;
 	void __user *u = (void __user *)arg;
 	size_t i;
 	long ret;
 
 	if (vgpu_file_refused(vf))
 		return -EIO;
-	for (i = 0; i < ARRAY_SIZE(vgpu_uvm_cmds); i++)
-		if (vgpu_uvm_cmds[i].cmd == cmd)
-			c = &vgpu_uvm_cmds[i];
-	if (!c) {
-		if (!vgpu_passthrough_unknown || cmd == UVM_MM_INITIALIZE)
+	/* Never: its uvmFd must be a real UVM file, which no proxy can be. */
+	if (cmd == UVM_MM_INITIALIZE)
+		return -EPERM;
+	it = vgpu_verdict(NVREL_UVM, cmd);
+	if (!it) {
+		if (!vgpu_passthrough_unknown &&
+		    !vgpu_audit_lets(vf->slice, NVREL_UVM, cmd, VGPU_AUDIT_REFUSE))
 			return -EPERM;
 		pr_info_ratelimited("slice %u: UVM command %#x forwarded\n",
 				    vf->slice->id, cmd);
 		return vgpu_uvm_forward(vf, cmd, arg);
 	}
+	vgpu_audit_use(vf->slice, NVREL_UVM, cmd, it);
+	for (i = 0; i < ARRAY_SIZE(vgpu_uvm_cmds); i++)
+		if (vgpu_uvm_cmds[i].cmd == cmd)
+			c = &vgpu_uvm_cmds[i];
+	/*
+	 * A command not listed above names no descriptor and nothing vgpu.ko
+	 * decides on: the UVM driver copies its parameters once, from the
+	 * caller, as it would without vgpu.ko.  One whose parameters do, but
+	 * that vgpu.ko does not translate yet, is refused.
+	 */
+	if (!c && (it->verdict != NVREL_FORWARD || (it->flags & NVREL_F_EMBEDDED))) {
+		if (vgpu_audit_lets(vf->slice, NVREL_UVM, cmd,
+				    VGPU_AUDIT_NOT_IMPLEMENTED))
+			return vgpu_uvm_forward(vf, cmd, arg);
+		pr_info_ratelimited("slice %u: UVM command %#x refused: its %s is not implemented\n",
+				    vf->slice->id, cmd, it->verdict != NVREL_FORWARD ?
+				    "rewrite" : "embedded descriptor");
+		return -EPERM;
+	}
 	if (cmd == UVM_FREE)
-		ret = vgpu_uvm_free(vf, cmd, u);
-	else if (c->fd_off >= 0)
-		ret = vgpu_uvm_checked(vf, c, u);
+		ret = vgpu_uvm_free(vf, cmd, u, it->size);
+	else if (c && c->fd_end >= 0)
+		ret = vgpu_uvm_checked(vf, c, u, it->size);
 	else
 		ret = vgpu_uvm_forward(vf, cmd, arg);
 	/* A broken call poisoned the file; UVM objects go with its release. */

@@ -57,6 +57,7 @@
 #include <linux/wait.h>
 
 #include "nvabi.h"
+#include "nvrel.h"
 #include "uapi/vgpu.h"
 
 #define VGPU_MAX_SLICES         4096    /* 65,536 minors; MINORBITS allows 2^20 */
@@ -147,6 +148,7 @@ struct vgpu_slice {
 	atomic64_t uvm_mapped;
 	atomic_t usermode_maps;
 	atomic_t quarantined;   /* a call broke: every call and open refused */
+	struct vgpu_audit *audit; /* audit.c: the record, audit mode, allow-list */
 	struct mutex lock;      /* pids */
 	struct list_head pids;
 	struct device *devs[VGPU_MINORS_PER_SLICE];
@@ -266,6 +268,33 @@ struct vgpu_client {
 };
 
 /* rmapi.c */
+/* audit.c */
+struct vgpu_audit_entry {
+	u8 kind, verdict;
+	u32 number;
+	u64 calls, refused, let_through;
+};
+int vgpu_audit_init(struct vgpu_slice *s);
+void vgpu_audit_free(struct vgpu_slice *s);
+bool vgpu_audit_on(struct vgpu_slice *s);
+void vgpu_audit_set(struct vgpu_slice *s, bool on);
+void vgpu_audit_set_allow(struct vgpu_slice *s, u64 *keys, u32 n);
+u32 vgpu_audit_nr_allow(struct vgpu_slice *s);
+bool vgpu_audit_lets(struct vgpu_slice *s, enum nvrel_kind k, u32 value,
+		     enum vgpu_audit_verdict verdict);
+void vgpu_audit_use(struct vgpu_slice *s, enum nvrel_kind k, u32 value,
+		    const struct nvrel_item *item);
+int vgpu_audit_snapshot(struct vgpu_slice *s, struct vgpu_audit_entry **out,
+			u64 *dropped, bool *on);
+
+/* policy.c */
+extern const struct nvrel_release *vgpu_rel;
+extern bool vgpu_rmapi_nvos21;
+int vgpu_policy_select(const char *driver);
+const struct nvrel_item *vgpu_verdict(enum nvrel_kind k, u32 value);
+u32 vgpu_rel_size(enum nvrel_kind k, u32 value);
+const char *vgpu_release_name(void);
+
 int vgpu_rm_init(void);
 void vgpu_rm_exit(void);
 void vgpu_rm_op(nvidia_kernel_rmapi_ops_t *ops);
@@ -351,7 +380,7 @@ int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p);
 void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p);
 
 /* call.c */
-#define VGPU_CALL_MAX_BUFS 2
+#define VGPU_CALL_MAX_BUFS 4    /* params and up to three lists */
 /* A buffer a call's parameters point to (laid out in the call page). */
 struct vgpu_buf {
 	void *kbuf;             /* kernel copy; results come back here */

@@ -53,8 +53,29 @@ def make_slice(container: str, slice_id: int, args: dict) -> dict:
         "compute": {"percent": args.get("compute", 25), "policy": args.get("policy", "share"),
                     "priority": args.get("priority", "low")},
         "devices": {"major": 510, "ctl_minor": 0, "uvm_minor": 1, "gpu_minors": [2]},
-        "owner": args.get("owner"),
+        "owner": args.get("owner"), "audit": False, "allow_count": 0,
     }
+
+
+def make_audit(s: dict) -> dict:
+    """A canned audit record of slice s, its entries deliberately unsorted:
+    one of each kind and verdict; vgpud sorts them, vgpuctl must not rely
+    on it."""
+    return {"container": s["container"], "slice_id": s["slice_id"], "audit": s["audit"],
+            "dropped": 0, "allow_count": s["allow_count"], "entries": [
+                {"kind": "control", "number": 0x20801301, "name": "NV2080_CTRL_CMD_FB_GET_INFO",
+                 "verdict": "rewrite", "calls": 4, "refused": 0, "let_through": 0},
+                {"kind": "uvm", "number": 0x49, "name": "", "verdict": "not-implemented",
+                 "calls": 3, "refused": 0, "let_through": 3},
+                {"kind": "escape", "number": 0x5c, "name": "NV_ESC_RM_EXPORT_OBJECT_TO_FD",
+                 "verdict": "refuse", "calls": 2, "refused": 2, "let_through": 0},
+                {"kind": "control", "number": 0x20800145, "name": "", "verdict": "virtualise",
+                 "calls": 1, "refused": 0, "let_through": 0},
+                {"kind": "class", "number": 0xc86f, "name": "HOPPER_CHANNEL_GPFIFO_A",
+                 "verdict": "forward", "calls": 1, "refused": 0, "let_through": 0},
+                {"kind": "control", "number": 0x20800a3e, "name": "", "verdict": "refuse",
+                 "calls": 7, "refused": 5, "let_through": 2},
+            ]}
 
 
 class FakeVgpud:
@@ -69,6 +90,7 @@ class FakeVgpud:
         self.events: list[dict] = []
         self.hold_events = False
         self.image_env_profiles: list[str] = []   # status; create's from_image check
+        self.audits: dict[str, dict] = {}         # container -> audit result (else make_audit)
         self._next_slice = 1
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
@@ -184,10 +206,14 @@ class FakeVgpud:
             self.slices[name] = make_slice(name, self._next_slice, args)
             self._next_slice += 1
             return {"slice": self.slices[name]}
-        if op in ("show", "set-quota", "delete", "attach"):
+        if op in ("show", "set-quota", "delete", "attach", "audit", "set-audit"):
             if name not in self.slices:
                 raise KeyError("not-found", f"no slice for container {json.dumps(name)}")
             s = self.slices[name]
+            if op == "audit":
+                return self.audits.get(name) or make_audit(s)
+            if op == "set-audit":
+                s["audit"] = args["audit"]
             if op == "delete":
                 if "owner" in args and s.get("owner") != args["owner"]:
                     raise KeyError("not-owner", f"the slice of {json.dumps(name)} is owned "

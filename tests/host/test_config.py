@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.config import (DEFAULT_CONFIG_PATH, Config, ConfigError, Node, SliceSpec, Window,
-                         describe_changes, load_config, parse_config)
+from vgpu import uapi as U
+from vgpu.allowlist import AllowItem
+from vgpu.config import (DEFAULT_CONFIG_PATH, AuditSpec, Config, ConfigError, Node, SliceSpec,
+                         Window, describe_changes, load_config, parse_config)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config" / "vgpud.example.toml"
@@ -47,7 +49,7 @@ def test_example_documents_every_key():
     for key in ["socket", "state_dir", "fuse_mount", "group", "gpus", "placement",
                 "oversubscribe_memory", "uvm", "over_quota_action", "max_channels", "memory",
                 "compute", "priority", "policy", "period", "listen", "level", "interval",
-                "label", "profile", "from", "to", "days"]:
+                "label", "profile", "from", "to", "days", "audit"]:
         assert re.search(rf"^{key} = ", text, re.M), key
     for section in ["paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc"]:
         assert f"[{section}]" in text
@@ -714,7 +716,7 @@ def test_admit_refuses_quoting_value_and_limit(spec, profile, from_image, words)
     ('allow_policies = ["fixed"]', 'policy "share" is not allowed by profile "p"'),
     ("max_memry = 1", "profiles.p.max_memry: unknown key (known: memory, compute, priority, "
                       "policy, max_memory, max_compute, allow_priorities, allow_policies, "
-                      "allow_image_env)"),
+                      "allow_image_env, audit, allow_list)"),
 ])
 def test_limit_errors(body, words):
     e = one_error(f'[defaults]\nmemory = "4GiB"\n[profiles.p]\n{body}\n')
@@ -726,3 +728,105 @@ def test_describe_limit_changes():
     b = parse_config(LIMITED.replace('max_memory = "8GiB"', 'max_memory = "12GiB"'))
     (line,) = describe_changes(a, b)
     assert line.startswith("profiles.small limits: max_memory 8 GiB") and "12 GiB" in line
+
+
+# ---- audit mode and allow-lists --------------------------------------------
+
+ALLOW = "kind\tnumber\tname\ncontrol\t0x20800a3e\t\nescape\t0x5c\tNV_ESC_RM_EXPORT_OBJECT_TO_FD\n"
+
+
+def _audit_config(tmp_path, body, allow=ALLOW, name="trial.allow"):
+    f = tmp_path / name
+    if allow is not None:
+        f.write_text(allow)
+    return f'[defaults]\nmemory = "4GiB"\n[profiles.trial]\n{body.format(f=f)}\n'
+
+
+def test_audit_keys_parse(tmp_path):
+    c = parse_config(_audit_config(tmp_path, 'audit = true\nallow_list = "{f}"'))
+    a = c.audit_of("trial")
+    assert a.audit is True and a.allow_list == str(tmp_path / "trial.allow")
+    assert a.allow == (AllowItem.of("escape", 0x5C, "NV_ESC_RM_EXPORT_OBJECT_TO_FD"),
+                       AllowItem.of("control", 0x20800A3E))
+    assert a.pairs == [(U.VGPU_AUDIT_ESCAPE, 0x5C), (U.VGPU_AUDIT_CONTROL, 0x20800A3E)]
+    assert a.describe() == f'audit mode, allow_list "{tmp_path}/trial.allow" (2 items)'
+    # the audit keys are not slice settings nor limits
+    assert c.profiles["trial"] == SliceSpec() and "trial" not in c.limits
+    # a profile that sets neither, no profile, an unknown profile: nothing
+    c = parse_config(_audit_config(tmp_path, "audit = false") + '[profiles.plain]\nmemory = 1\n')
+    assert c.audit == {} and c.audit_of("trial") == AuditSpec()
+    assert c.audit_of(None) == c.audit_of("plain") == c.audit_of("nope") == AuditSpec()
+    assert AuditSpec().describe() == "no audit mode, no allow-list"
+    c = parse_config(_audit_config(tmp_path, 'allow_list = "{f}"'))
+    assert c.audit_of("trial").audit is False and len(c.audit_of("trial").allow) == 2
+
+
+def test_example_allow_list_parses_when_uncommented(tmp_path):
+    text = EXAMPLE.read_text()
+    line = '# allow_list = "/etc/vgpu/trial.allow"'
+    assert line in text
+    f = tmp_path / "trial.allow"
+    f.write_text(ALLOW)
+    c = parse_config(text.replace(line, f'allow_list = "{f}"'), "example")
+    assert len(c.audit_of("trial").allow) == 2 and c.audit_of("trial").audit is False
+
+
+@pytest.mark.parametrize("body,allow,words", [
+    ('audit = "yes"', None, 'profiles.trial.audit: "yes" is a string, not true or false'),
+    ("audit = 1", None, "profiles.trial.audit: 1 is an integer, not true or false"),
+    ("allow_list = 5", None, "profiles.trial.allow_list: 5 is an integer, not a path"),
+    ('allow_list = "trial.allow"', None, 'profiles.trial.allow_list: "trial.allow" is not an '
+                                         'absolute path (e.g. "/etc/vgpu/trial.allow")'),
+    ('allow_list = "{f}"', None, "profiles.trial.allow_list: {f}: cannot read: No such file "
+                                 "or directory"),
+    ('allow_list = "{f}"', "kind\tnumber\tname\nctrl\t0x1\n",
+     'profiles.trial.allow_list: {f}:2: kind "ctrl" is not one of escape, class, control, uvm'),
+    ('allow_list = "{f}"', "kind\tnumber\tname\n# c\ncontrol\t20800a3e\n",
+     'profiles.trial.allow_list: {f}:3: number "20800a3e" is not a hexadecimal number with 0x'),
+    ('allow_list = "{f}"', "control\t0x1\n",
+     'profiles.trial.allow_list: {f}:1: "control\\t0x1" is not the header'),
+    ('allow_list = "{f}"', "kind\tnumber\tname\n" +
+     "".join(f"control\t0x{i:08x}\n" for i in range(U.VGPU_MAX_ALLOW + 1)),
+     f"profiles.trial.allow_list: {{f}}:{U.VGPU_MAX_ALLOW + 2}: control 0x00001000: more than "
+     f"4096 items (VGPU_MAX_ALLOW"),
+])
+def test_audit_errors_name_file_line_and_value(tmp_path, body, allow, words):
+    e = one_error(_audit_config(tmp_path, body, allow))
+    f = tmp_path / "trial.allow"
+    assert e.startswith("f.toml: ") and words.format(f=f) in e, e
+
+
+def test_allow_list_errors_are_all_reported(tmp_path):
+    errs = errors(_audit_config(tmp_path, 'audit = "on"\nallow_list = "{f}"',
+                                "kind\tnumber\tname\nctrl\t0x1\nclass\t1\n"))
+    f = tmp_path / "trial.allow"
+    assert errs == [
+        'f.toml: profiles.trial.audit: "on" is a string, not true or false',
+        f'f.toml: profiles.trial.allow_list: {f}:2: kind "ctrl" is not one of escape, class, '
+        f'control, uvm',
+        f'f.toml: profiles.trial.allow_list: {f}:3: number "1" is not a hexadecimal number '
+        f'with 0x (e.g. 0x20800145)',
+    ]
+
+
+def test_load_config_reads_the_allow_list(tmp_path):
+    cfg = tmp_path / "vgpud.toml"
+    cfg.write_text(_audit_config(tmp_path, 'allow_list = "{f}"'))
+    assert len(load_config(cfg).audit_of("trial").allow) == 2
+
+
+def test_describe_audit_changes(tmp_path):
+    a = parse_config(_audit_config(tmp_path, "audit = false"))
+    b = parse_config(_audit_config(tmp_path, 'audit = true\nallow_list = "{f}"'))
+    f = tmp_path / "trial.allow"
+    note = " (slices created from now on)"
+    assert describe_changes(a, b) == [
+        "profiles.trial.audit: false -> true" + note,
+        f'profiles.trial.allow_list: unset -> "{f}" (2 items)' + note,
+    ]
+    assert describe_changes(b, b) == []
+    # the same file, other contents: a reload says so
+    (tmp_path / "trial.allow").write_text(ALLOW + "uvm\t0x00000049\t\n")
+    c = parse_config(_audit_config(tmp_path, 'audit = true\nallow_list = "{f}"', allow=None))
+    assert describe_changes(b, c) == [
+        f'profiles.trial.allow_list: "{f}": contents changed, 2 items -> 3 items' + note]

@@ -78,6 +78,10 @@ def test_no_command_is_usage_error(capsys):
     (["set-quota", "c1", "--memory", "1GiB", "--memory", "2GiB"], "--memory given twice"),
     (["create", "c1", "--gpu", "0", "--gpu", "0"], "--gpu: GPU 0 named twice"),
     (["help", "nope"], 'unknown command "nope"'),
+    (["set-audit", "c1"], "set-audit: missing on|off (usage: vgpuctl set-audit CONTAINER on|off)"),
+    (["set-audit", "c1", "on", "now"], 'set-audit: unexpected argument "now"'),
+    (["audit"], "audit: missing CONTAINER"),
+    (["audit", "c1", "--allow-list"], "--allow-list needs a value (FILE)"),
 ])
 def test_usage_errors(capsys, argv, message):
     rc, out, err = run(capsys, *argv)
@@ -105,6 +109,10 @@ def test_usage_errors(capsys, argv, message):
     (["--timeout", "soon", "list"], 'invalid --timeout "soon": not a duration'),
     (["--timeout", "0", "list"], 'invalid --timeout "0": not positive'),
     (["top", "--interval", "-1"], 'invalid --interval "-1"'),
+    (["set-audit", "c1", "maybe"], 'invalid audit mode "maybe": not one of on, off'),
+    (["set-audit", "c1", "ON"], 'invalid audit mode "ON": not one of on, off'),
+    (["set-audit", "a/b", "on"], 'invalid CONTAINER "a/b"'),
+    (["audit", "c1", "--allow-list", ""], 'invalid --allow-list "": must be a non-empty string'),
 ])
 def test_bad_values_are_quoted_and_never_sent(fake, capsys, argv, message):
     rc, out, err = run(capsys, *argv)
@@ -180,7 +188,7 @@ def test_list_human_and_json(fake, capsys):
     assert json.loads(out) == {"slices": list(fake.slices.values())}
 
 
-@pytest.mark.parametrize("cmd", ["status", "gpus", "list", "show c1"])
+@pytest.mark.parametrize("cmd", ["status", "gpus", "list", "show c1", "audit c1"])
 def test_json_is_the_api_result_as_is(fake, capsys, cmd):
     with_slice(fake)
     capsys.readouterr()
@@ -418,3 +426,119 @@ def test_ctl_uses_only_the_standard_library():
                 assert a.name.split(".")[0] in sys.stdlib_module_names, a.name
         if isinstance(n, ast.ImportFrom) and n.level == 1:
             assert n.module in ("units", "apiclient", None), n.module
+
+
+# ------------------------------------------------------------ audit
+def test_audit_table_sorted_with_summary(fake, capsys):
+    with_slice(fake)
+    capsys.readouterr()
+    rc, out, err = run(capsys, "audit", "c1")
+    assert rc == 0, err
+    assert fake.requests[-1]["op"] == "audit" and fake.requests[-1]["args"] == {"container": "c1"}
+    lines = out.splitlines()
+    assert lines[0].split() == ["KIND", "NUMBER", "NAME", "VERDICT", "CALLS", "REFUSED",
+                                "LET-THROUGH"]
+    assert [ln.split() for ln in lines[1:-1]] == [
+        ["escape", "0x5c", "NV_ESC_RM_EXPORT_OBJECT_TO_FD", "refuse", "2", "2", "0"],
+        ["class", "0x0000c86f", "HOPPER_CHANNEL_GPFIFO_A", "forward", "1", "0", "0"],
+        ["control", "0x20800145", "-", "virtualise", "1", "0", "0"],
+        ["control", "0x20800a3e", "-", "refuse", "7", "5", "2"],
+        ["control", "0x20801301", "NV2080_CTRL_CMD_FB_GET_INFO", "rewrite", "4", "0", "0"],
+        ["uvm", "0x00000049", "-", "not-implemented", "3", "0", "3"],
+    ]
+    assert lines[-1] == ("6 items, 18 calls: 7 refused, 5 let through; audit mode off; "
+                         "allow-list 0 items")
+    # the columns line up
+    col = lines[0].index("VERDICT")
+    assert {ln[col:].split()[0] for ln in lines[1:-1]} == {"refuse", "forward", "virtualise",
+                                                           "rewrite", "not-implemented"}
+
+
+def test_audit_summary_audit_mode_dropped_and_empty(fake, capsys):
+    with_slice(fake)
+    from fake_vgpud import make_audit
+    rec = make_audit(fake.slices["c1"])
+    rec.update(audit=True, dropped=12, allow_count=1, entries=rec["entries"][:1])
+    fake.audits["c1"] = rec
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "audit", "c1")
+    assert out.splitlines()[-1] == ("1 item, 4 calls: 0 refused, 0 let through; audit mode on; "
+                                    "allow-list 1 item; 12 calls not recorded (the record is "
+                                    "full)")
+    fake.audits["c1"] = dict(rec, audit=False, dropped=0, entries=[])
+    rc, out, _ = run(capsys, "audit", "c1")
+    assert rc == 0 and out.splitlines() == [
+        "nothing recorded (audit mode is off: only refusals are recorded)",
+        "0 items, 0 calls: 0 refused, 0 let through; audit mode off; allow-list 1 item"]
+
+
+def test_audit_writes_allow_list(fake, capsys, tmp_path):
+    from vgpu import allowlist
+    with_slice(fake)
+    path = tmp_path / "trial.allow"
+    path.write_text("old\n")
+    capsys.readouterr()
+    rc, out, err = run(capsys, "audit", "c1", "--allow-list", str(path))
+    assert rc == 0, err
+    assert out.splitlines()[-1] == (f"wrote 3 items the policy refused or vgpu.ko does not "
+                                    f"implement to {path}")
+    # refused or let through, verdict refuse or not-implemented: nothing else
+    assert path.read_text() == ("kind\tnumber\tname\n"
+                                "escape\t0x5c\tNV_ESC_RM_EXPORT_OBJECT_TO_FD\n"
+                                "control\t0x20800a3e\t\n"
+                                "uvm\t0x00000049\t\n")
+    assert [i.pair for i in allowlist.load(path)] == [(0, 0x5C), (2, 0x20800A3E), (3, 0x49)]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".trial.allow")]  # no temporary
+    # and a profile takes it as it is
+    from vgpu.config import parse_config
+    c = parse_config(f'[profiles.p]\nmemory = 1\nallow_list = "{path}"\n')
+    assert len(c.audit_of("p").allow) == 3
+    # with --json, stdout is the document alone; the count goes to stderr
+    rc, out, err = run(capsys, "audit", "c1", "--json", f"--allow-list={path}")
+    assert rc == 0 and json.loads(out) == fake._op("audit", {"container": "c1"})
+    assert err == f"wrote 3 items the policy refused or vgpu.ko does not implement to {path}\n"
+
+
+def test_audit_allow_list_write_error_and_odd_entries(fake, capsys, tmp_path):
+    with_slice(fake)
+    capsys.readouterr()
+    bad = tmp_path / "no-such-dir" / "x.allow"
+    rc, out, err = run(capsys, "audit", "c1", "--allow-list", str(bad))
+    assert rc == 1 and err == f"vgpuctl: audit: cannot write {bad}: No such file or directory\n"
+    # entries of a kind this vgpuctl does not know are left out, and said so
+    from fake_vgpud import make_audit
+    rec = make_audit(fake.slices["c1"])
+    rec["entries"].append({"kind": "kind-9", "number": 1, "name": "", "verdict": "refuse",
+                           "calls": 1, "refused": 1, "let_through": 0})
+    fake.audits["c1"] = rec
+    path = tmp_path / "a.allow"
+    rc, out, err = run(capsys, "audit", "c1", "--allow-list", str(path))
+    assert rc == 0 and out.splitlines()[-1].endswith("(1 of an unknown kind left out)")
+    assert len(path.read_text().splitlines()) == 4
+
+
+def test_audit_not_found_exit_5(fake, capsys):
+    rc, out, err = run(capsys, "audit", "ghost")
+    assert rc == 5 and out == ""
+    assert err == 'vgpuctl: audit: no slice for container "ghost" (not-found)\n'
+
+
+def test_set_audit(fake, capsys):
+    with_slice(fake)
+    capsys.readouterr()
+    rc, out, err = run(capsys, "set-audit", "c1", "on")
+    assert rc == 0, err
+    assert fake.requests[-1]["args"] == {"container": "c1", "audit": True}
+    assert out == ("audit mode on for c1 (slice 1): what the policy refuses is forwarded and "
+                   "recorded (vgpuctl audit c1)\n")
+    rc, out, _ = run(capsys, "show", "c1")
+    assert re.search(r"^audit:\s+on: what the policy refuses is forwarded and recorded$", out,
+                     re.M), out
+    rc, out, _ = run(capsys, "set-audit", "c1", "off", "--json")
+    assert fake.requests[-1]["args"] == {"container": "c1", "audit": False}
+    assert json.loads(out)["slice"]["audit"] is False
+    fake.slices["c1"]["allow_count"] = 2
+    rc, out, _ = run(capsys, "show", "c1")
+    assert re.search(r"^audit:\s+off; allow-list of 2 items$", out, re.M), out
+    rc, _, err = run(capsys, "set-audit", "ghost", "on")
+    assert rc == 5

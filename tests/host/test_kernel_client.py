@@ -158,3 +158,179 @@ def test_not_loaded_is_clear():
         pytest.skip(f"no generic netlink here: {e}")
     k.close()
     pytest.skip("vgpu.ko is loaded on this machine")
+
+
+# ------------------------------------------------------------------ audit
+def _allow_nest(*keys) -> K.Nla:
+    return K.Nla.nest(U.VGPU_A_SLICE_ALLOW, *[K.Nla.u64(U.VGPU_A_ALLOW, k) for k in keys])
+
+
+def _u8(t, v) -> K.Nla:
+    return K.Nla(t, bytes([v]))
+
+
+def test_audit_and_allow_encoded():
+    """audit travels as a u8 0/1, the allow-list as VGPU_A_ALLOW u64 keys
+    (kind << 32) | number in a VGPU_A_SLICE_ALLOW nest, sorted and distinct;
+    [] is an empty nest (it clears), None sends nothing."""
+    sent = []
+    k = _capturing_kernel(sent)
+    ctl = (U.VGPU_AUDIT_CONTROL << 32) | 0x20800A3E
+    esc = (U.VGPU_AUDIT_ESCAPE << 32) | 0x5C
+    uvm = (U.VGPU_AUDIT_UVM << 32) | 0x49
+    k.slice_new(7, [(1, 1 << 33)], audit=True,
+                allow=[(U.VGPU_AUDIT_UVM, 0x49), (U.VGPU_AUDIT_CONTROL, 0x20800A3E),
+                       (U.VGPU_AUDIT_ESCAPE, 0x5C), (U.VGPU_AUDIT_CONTROL, 0x20800A3E)])
+    k.slice_new(8, [(1, 1 << 33)], audit=False)
+    k.slice_set(7, audit=False)
+    k.slice_set(7, allow=[])
+    k.slice_set(7, allow=[(U.VGPU_AUDIT_CLASS, 0xC86F)], audit=True, max_channels=4)
+    gpus = K.Nla.nest(U.VGPU_A_SLICE_GPUS, K.Nla.nest(
+        U.VGPU_A_GPU, K.Nla.u32(U.VGPU_GPU_A_REAL_MINOR, 1),
+        K.Nla.u64(U.VGPU_GPU_A_MEM_LIMIT, 1 << 33)))
+    sid = K.Nla.u32(U.VGPU_A_SLICE_ID, 7)
+    assert [p for _, p in sent] == [
+        K.encode_attrs([sid, gpus, _u8(U.VGPU_A_SLICE_AUDIT, 1), _allow_nest(esc, ctl, uvm)]),
+        K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 8), gpus, _u8(U.VGPU_A_SLICE_AUDIT, 0)]),
+        K.encode_attrs([sid, _u8(U.VGPU_A_SLICE_AUDIT, 0)]),
+        K.encode_attrs([sid, _allow_nest()]),
+        K.encode_attrs([sid, K.Nla.u32(U.VGPU_A_SLICE_MAX_CHANNELS, 4),
+                        _u8(U.VGPU_A_SLICE_AUDIT, 1),
+                        _allow_nest((U.VGPU_AUDIT_CLASS << 32) | 0xC86F)]),
+    ]
+    # the empty nest is a bare header with NLA_F_NESTED
+    assert sent[3][1][8:] == struct.pack("=HH", 4, U.VGPU_A_SLICE_ALLOW | 0x8000)
+
+
+@pytest.mark.parametrize("allow,words", [
+    ([(4, 1)], "allow[0]: kind 4 is not an enum vgpu_audit_kind (0..3)"),
+    ([(True, 1)], "allow[0]: kind True"),
+    ([(0, 1), ("control", 1)], "allow[1]: kind 'control'"),
+    ([(2, 1 << 32)], "allow[0]: number 4294967296 is not a u32"),
+    ([(2, -1)], "allow[0]: number -1 is not a u32"),
+    ([7], "allow[0]: 7 is not a (kind, number) pair"),
+    ([(2, i) for i in range(U.VGPU_MAX_ALLOW + 1)],
+     "allow: 4097 items, more than VGPU_MAX_ALLOW (4096)"),
+])
+def test_bad_allow_refused_before_sending(allow, words):
+    sent = []
+    k = _capturing_kernel(sent)
+    for call in (lambda: k.slice_new(7, [(1, 1)], allow=allow),
+                 lambda: k.slice_set(7, allow=allow)):
+        with pytest.raises(ValueError) as ei:
+            call()
+        assert words in str(ei.value)
+    assert sent == []
+    # distinct items count, not entries: 4096 items given twice is fine
+    k.slice_set(7, allow=[(2, i) for i in range(U.VGPU_MAX_ALLOW)] * 2)
+    assert len(sent) == 1
+
+
+def test_decode_audit_and_allow_count():
+    m = K.vgpumsg(_encode([["VGPU_A_SLICE_ID", 9], ["VGPU_A_SLICE_AUDIT", 1],
+                           ["VGPU_A_SLICE_ALLOW_COUNT", 12]]))
+    m.decode()
+    s = K.slice_from_msg(m)
+    assert s.audit is True and s.allow_count == 12 and s.extra == {}
+    m = K.vgpumsg(_encode([["VGPU_A_SLICE_ID", 9]]))
+    m.decode()
+    s = K.slice_from_msg(m)                                 # an older vgpu.ko: absent
+    assert s.audit is False and s.allow_count == 0
+
+
+def _audit_msg(sid, audit, dropped, entries):
+    """One AUDIT_GET reply message as vgpu.ko builds it."""
+    return _encode([["VGPU_A_SLICE_ID", sid], ["VGPU_A_SLICE_AUDIT", audit],
+                    ["VGPU_A_AUDIT_DROPPED", dropped],
+                    ["VGPU_A_AUDIT", {"attrs": [["VGPU_A_AUDIT_ENTRY", {"attrs": [
+                        ["VGPU_AUDIT_A_KIND", kind], ["VGPU_AUDIT_A_NUMBER", num],
+                        ["VGPU_AUDIT_A_VERDICT", verdict], ["VGPU_AUDIT_A_CALLS", calls],
+                        ["VGPU_AUDIT_A_REFUSED", refused],
+                        ["VGPU_AUDIT_A_LET_THROUGH", let]]}]
+                        for kind, num, verdict, calls, refused, let in entries]}]],
+                   cmd=U.VGPU_CMD_AUDIT_GET)
+
+
+def _dumping_kernel(sent: list, replies: list[bytes]) -> K.VgpuKernel:
+    k = K.VgpuKernel.__new__(K.VgpuKernel)
+    k.family_id = 0x20
+
+    def transact(cmd, payload_attrs, flags, **kw):
+        sent.append((cmd, payload_attrs, flags))
+        out = []
+        for r in replies:
+            m = K.vgpumsg(r)
+            m.decode()
+            out.append(m)
+        return out
+    k._transact = transact
+    return k
+
+
+def test_audit_get_merges_the_dump():
+    """AUDIT_GET is a dump naming the slice; the entries of every message
+    make one record, sorted by kind and number."""
+    C, E, L = U.VGPU_AUDIT_CONTROL, U.VGPU_AUDIT_ESCAPE, U.VGPU_AUDIT_CLASS
+    replies = [
+        _audit_msg(7, 1, 3, [(C, 0x20800A3E, U.VGPU_AUDIT_REFUSE, 7, 5, 2),
+                             (E, 0x5C, U.VGPU_AUDIT_REFUSE, 2, 0, 2)]),
+        _audit_msg(7, 1, 3, [(L, 0xC86F, U.VGPU_AUDIT_FORWARD, 1 << 40, 0, 0)]),
+        _audit_msg(7, 1, 3, [(U.VGPU_AUDIT_UVM, 0x49, U.VGPU_AUDIT_NOT_IMPLEMENTED, 3, 0, 3),
+                             (C, 0x20801301, U.VGPU_AUDIT_REWRITE, 4, 0, 0)]),
+    ]
+    sent = []
+    k = _dumping_kernel(sent, replies)
+    rec = k.audit_get(7)
+    (cmd, payload, flags), = sent
+    assert cmd == U.VGPU_CMD_AUDIT_GET and flags & K.NLM_F_DUMP
+    assert payload == K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 7)])
+    assert (rec.slice_id, rec.audit, rec.dropped) == (7, True, 3)
+    assert [(e.kind_name, e.number, e.verdict_name, e.calls, e.refused, e.let_through)
+            for e in rec.entries] == [
+        ("escape", 0x5C, "refuse", 2, 0, 2),
+        ("class", 0xC86F, "forward", 1 << 40, 0, 0),
+        ("control", 0x20800A3E, "refuse", 7, 5, 2),
+        ("control", 0x20801301, "rewrite", 4, 0, 0),
+        ("uvm", 0x49, "not-implemented", 3, 0, 3),
+    ]
+
+
+def test_audit_get_empty_record_and_protocol_errors():
+    # an empty record is one message without entries
+    k = _dumping_kernel([], [_audit_msg(7, 0, 0, [])])
+    rec = k.audit_get(7)
+    assert (rec.audit, rec.dropped, rec.entries) == (False, 0, [])
+    # no message at all, or another slice's record: EPROTO
+    for replies, words in (([], "without a record"),
+                           ([_audit_msg(8, 0, 0, [])], "answered for slice 8")):
+        k = _dumping_kernel([], replies)
+        with pytest.raises(K.VgpuError) as ei:
+            k.audit_get(7)
+        assert ei.value.errno == errno.EPROTO and words in str(ei.value)
+    # unknown kinds and verdicts (a newer module) still decode, by number
+    k = _dumping_kernel([], [_audit_msg(7, 0, 0, [(9, 1, 17, 1, 1, 0)])])
+    (e,) = k.audit_get(7).entries
+    assert (e.kind_name, e.verdict_name) == ("kind-9", "verdict-17")
+
+
+def test_audit_entry_with_pad_attributes():
+    """On architectures without efficient unaligned access
+    nla_put_u64_64bit puts a PAD attribute before each u64: it decodes as
+    nothing."""
+    P = U.VGPU_AUDIT_A_PAD
+    entry = K.Nla.nest(U.VGPU_A_AUDIT_ENTRY, _u8(U.VGPU_AUDIT_A_KIND, U.VGPU_AUDIT_CONTROL),
+                       K.Nla.u32(U.VGPU_AUDIT_A_NUMBER, 0x20800A3E),
+                       _u8(U.VGPU_AUDIT_A_VERDICT, U.VGPU_AUDIT_REFUSE),
+                       K.Nla(P), K.Nla.u64(U.VGPU_AUDIT_A_CALLS, 7),
+                       K.Nla(P), K.Nla.u64(U.VGPU_AUDIT_A_REFUSED, 5),
+                       K.Nla(P), K.Nla.u64(U.VGPU_AUDIT_A_LET_THROUGH, 2))
+    attrs = K.encode_attrs([K.Nla.u32(U.VGPU_A_SLICE_ID, 7), _u8(U.VGPU_A_SLICE_AUDIT, 0),
+                            K.Nla(U.VGPU_A_PAD), K.Nla.u64(U.VGPU_A_AUDIT_DROPPED, 1),
+                            K.Nla.nest(U.VGPU_A_AUDIT, entry)])
+    body = struct.pack("=BBH", U.VGPU_CMD_AUDIT_GET, 1, 0) + attrs
+    msg = struct.pack("=IHHII", 16 + len(body), 0x20, K.NLM_F_MULTI, 1, 0) + body
+    rec = _dumping_kernel([], [msg]).audit_get(7)
+    assert rec.dropped == 1
+    assert [(e.kind, e.number, e.verdict, e.calls, e.refused, e.let_through)
+            for e in rec.entries] == [(U.VGPU_AUDIT_CONTROL, 0x20800A3E, U.VGPU_AUDIT_REFUSE,
+                                      7, 5, 2)]

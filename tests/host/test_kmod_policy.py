@@ -1,12 +1,15 @@
-"""vgpu.ko's hand-written allow-lists against the generated policy of the
-release nvabi.h pins (docs/policy/595.45.04.tsv, tools/nvgen/policy.py).
+"""vgpu.ko's handler lists against the generated policy of the release
+nvabi.h pins (docs/policy/595.45.04.tsv, tools/nvgen/policy.py).
 
-Until vgpu.ko reads per-release tables (issue 12), its lists are read out
-of its C source here: every class, control, escape and UVM command it lets
-through must be one the policy does not refuse, and what it rewrites must be
-what the policy says to rewrite.  Items vgpu.ko forwards that the policy
-would virtualise or rewrite are listed in KNOWN_GAPS, each with what is
-missing; a new one fails.
+Which items a release lets through is the generated table's
+(kmod/include/nvrel_tables.h, kmod/vgpu/policy.c); what vgpu.ko does beyond
+forwarding is in hand-written lists (the typed classes of memory.c, the
+control handlers of report.c, the escapes of mediate.c, the UVM commands of
+uvm.c).  Those lists are read out of the C source here: every item they
+name must be one the policy does not refuse, and what a handler does
+(forward, rewrite, virtualise) must be what the policy says.  Items a
+handler forwards that the policy would virtualise or rewrite are listed in
+KNOWN_GAPS, each with what is missing; a new one fails.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "docs" / "policy" / "595.45.04.tsv"
 KMOD = ROOT / "kmod" / "vgpu"
+NVABI = ROOT / "kmod" / "include" / "nvabi.h"
 
 # Forwarded by vgpu.ko as the caller made them, where the policy asks more.
 KNOWN_GAPS = {
@@ -30,8 +34,19 @@ KNOWN_GAPS = {
 
 
 def policy() -> dict[tuple[str, str], dict[str, str]]:
+    """(kind, name) -> row; items no header names (the policy's name is
+    empty) under the name nvabi.h gives their number."""
     with POLICY.open(newline="") as f:
-        return {(r["kind"], r["name"]): r for r in csv.DictReader(f, delimiter="\t")}
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    out = {(r["kind"], r["name"]): r for r in rows}
+    defines = dict(re.findall(r"^#define (\w+)\s+(0x[0-9A-Fa-f]+)", NVABI.read_text(), re.M))
+    by_value = {(r["kind"], int(r["value"], 16)): r for r in rows if r["value"] != "?"}
+    for name, value in defines.items():
+        for kind in ("control", "class"):
+            r = by_value.get((kind, int(value, 16)))
+            if r is not None and not r["name"]:
+                out.setdefault((kind, name), r)
+    return out
 
 
 def _body(src: str, start: str) -> str:
@@ -40,9 +55,12 @@ def _body(src: str, start: str) -> str:
     return src[i:src.index("\n}", i)]
 
 
-# vgpu.ko's control kinds (report.c) that change the driver's answer; the
-# others forward (SURFACE_INFO only copies its embedded list).
-REWRITE_KINDS = {"FB_INFO", "FB_INFO_V2", "GET_PIDS", "GET_PID_INFO"}
+# vgpu.ko's control kinds (report.c) that change the driver's answer or
+# answer it themselves; the others forward (SURFACE_INFO only copies its
+# embedded list).
+REWRITE_KINDS = {"FB_INFO", "FB_INFO_V2", "GET_PIDS", "GET_PID_INFO", "GPU_ID", "ID_INFO_V2",
+                 "ATTACHED_IDS", "PROBED_IDS"}
+VIRTUALISE_KINDS = {"ANSWER_OK"}
 # Escapes vgpu.ko answers its own way (mediate.c, vgpu_escape_kbuf): NVOS32
 # INFO rewritten, STATUS_CODE for the slice's GPUs only, SYS_PARAMS answered
 # without reaching the driver.
@@ -55,13 +73,14 @@ def kmod_items() -> dict[tuple[str, str], str]:
     virtualise."""
     items: dict[tuple[str, str], str] = {}
     mem = (KMOD / "memory.c").read_text()
-    for name in re.findall(r"\{ (\w+), (?:sizeof\(\w+\)|0), VGPU_OBJ_(\w+) \}",
+    for name in re.findall(r"\{ (\w+), VGPU_OBJ_(\w+) \}",
                            _body(mem, "vgpu_classes[] = {")):
         items[("class", name[0])] = "rewrite" if name[1] == "DEVICE" else "forward"
     rep = (KMOD / "report.c").read_text()
-    for name, kind in re.findall(r"\{ (NV\w+_CTRL_CMD_\w+),\s+sizeof\(\w+\), VGPU_CTRL_(\w+) \}",
+    for name, kind in re.findall(r"\{ (NV\w+_CTRL_CMD_\w+), VGPU_CTRL_(\w+) \}",
                                  _body(rep, "vgpu_ctrls[] = {")):
-        items[("control", name)] = "rewrite" if kind in REWRITE_KINDS else "forward"
+        items[("control", name)] = ("rewrite" if kind in REWRITE_KINDS else
+                                    "virtualise" if kind in VIRTUALISE_KINDS else "forward")
     med = (KMOD / "mediate.c").read_text()
     for fn in ("static int vgpu_escape_kbuf", "static bool vgpu_escape_direct"):
         for name in re.findall(r"case (NV_ESC_\w+):", _body(med, fn)):

@@ -111,6 +111,22 @@ def test_attribute_tables_follow_enums():
     assert [getattr(uapi, n) for n in uapi.SLICE_ATTRS] == list(range(uapi.VGPU_A_MAX + 1))
     assert [getattr(uapi, n) for n in uapi.GPU_ATTRS] == list(range(uapi.VGPU_GPU_A_MAX + 1))
     assert [getattr(uapi, n) for n in uapi.LIST_ATTRS] == list(range(uapi.VGPU_A_LIST_MAX + 1))
+    assert [getattr(uapi, n) for n in uapi.AUDIT_ATTRS] == list(range(uapi.VGPU_AUDIT_A_MAX + 1))
+    assert not set(uapi.SLICE_ATTRS) & set(uapi.LIST_ATTRS)
+
+
+def test_audit_names_follow_enums():
+    """The names the API and the allow-list files give kinds and verdicts
+    follow enum vgpu_audit_kind / vgpu_audit_verdict."""
+    assert [uapi.AUDIT_KINDS.index(k) for k in ("escape", "class", "control", "uvm")] == [
+        uapi.VGPU_AUDIT_ESCAPE, uapi.VGPU_AUDIT_CLASS, uapi.VGPU_AUDIT_CONTROL,
+        uapi.VGPU_AUDIT_UVM]
+    assert len(uapi.AUDIT_KINDS) == uapi.__VGPU_AUDIT_KIND_MAX
+    assert uapi.AUDIT_VERDICT_NAMES == {
+        uapi.VGPU_AUDIT_FORWARD: "forward", uapi.VGPU_AUDIT_REWRITE: "rewrite",
+        uapi.VGPU_AUDIT_VIRTUALISE: "virtualise", uapi.VGPU_AUDIT_REFUSE: "refuse",
+        uapi.VGPU_AUDIT_NOT_IMPLEMENTED: "not-implemented"}
+    assert len(uapi.AUDIT_VERDICT_NAMES) == uapi.__VGPU_AUDIT_VERDICT_MAX
 
 
 def test_kernel_client_maps_every_attribute():
@@ -119,7 +135,9 @@ def test_kernel_client_maps_every_attribute():
     assert [n for n, _t in kernel.vgpumsg.nla_map] == uapi.SLICE_ATTRS
     assert [n for n, _t in kernel.vgpumsg.slice_list.nla_map] == uapi.LIST_ATTRS
     assert [n for n, _t in kernel.vgpumsg.slice_list.gpu.nla_map] == uapi.GPU_ATTRS
+    assert [n for n, _t in kernel.vgpumsg.slice_list.audit_entry.nla_map] == uapi.AUDIT_ATTRS
     # and gives each an explicit type (a new attribute would decode as hex)
     assert list(kernel.SLICE_ATTR_TYPES) == uapi.SLICE_ATTRS
     assert list(kernel.LIST_ATTR_TYPES) == uapi.LIST_ATTRS
     assert list(kernel.GPU_ATTR_TYPES) == uapi.GPU_ATTRS
+    assert list(kernel.AUDIT_ATTR_TYPES) == uapi.AUDIT_ATTRS

@@ -87,6 +87,10 @@ compute = "10%"
 [profiles.small]
 memory = "32MiB"
 compute = "20%"
+
+[profiles.trial]
+memory = "32MiB"
+audit = true
 """
 
 
@@ -353,3 +357,69 @@ def test_hostile_clients_and_reload(vgpud, kern):
             s.close()
         good.close()
     assert d.stop() == 0, d.log()
+
+
+def _refused_subdevice_control() -> tuple[int, int]:
+    """A control the release's policy refuses, on a subdevice, small params."""
+    release = [ln.split(" ", 1)[1] for ln in
+               Path("/sys/kernel/debug/nvsim/stats").read_text().splitlines()
+               if ln.startswith("release ")][0]
+    for line in (ROOT / "docs/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
+        kind, value, _name, size, verdict, *_ = line.split("\t")
+        if kind == "control" and verdict == "refuse" and value.startswith("0x2080") \
+                and size.isdigit() and 0 < int(size) <= 256:
+            return int(value, 16), int(size)
+    pytest.skip("no refused NV2080 control with small params")
+
+
+def test_audit_mode_through_vgpuctl(vgpud, kern, tmp_path):
+    """A profile with audit = true: what the policy refuses reaches the
+    driver and is recorded; `vgpuctl audit` shows it (--json) and writes it
+    as an allow-list; `vgpuctl set-audit off` refuses it again."""
+    from vgpu import allowlist
+
+    d = vgpud()
+    a = d.api()
+    sid = a.ok("create", container="t-audit", gpus=[0], profile="trial")["slice"]["slice_id"]
+    assert kern.slice_get(sid).audit
+    cmd, size = _refused_subdevice_control()
+    env = _env(kern, sid)
+    vgpuctl = [sys.executable, "-m", "vgpu.ctl", "--socket", d.sock]
+    try:
+        c = env.client()
+        g = c.open_gpus()[0]
+        try:
+            c.control(g.hSubdevice, cmd, bytes(size))
+        except RmError as e:
+            assert e.status != A.NV_ERR_INSUFFICIENT_PERMISSIONS
+        allow = tmp_path / "trial.allow"
+        r = subprocess.run(vgpuctl + ["audit", "t-audit", "--json", "--allow-list", str(allow)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        rec = json.loads(r.stdout)
+        assert rec["audit"] is True
+        hit = [e for e in rec["entries"] if e["kind"] == "control" and e["number"] == cmd]
+        assert hit and hit[0]["verdict"] == "refuse" and hit[0]["let_through"] == 1, rec
+        assert any(e["kind"] == "class" and e["verdict"] == "forward" for e in rec["entries"])
+        assert (U.VGPU_AUDIT_CONTROL, cmd) in {it.pair for it in allowlist.load(allow)}
+        # the terminal form names it
+        r = subprocess.run(vgpuctl + ["audit", "t-audit"], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and f"{cmd:#010x}" in r.stdout.lower(), r.stdout
+        # off: refused again, and counted as refused
+        r = subprocess.run(vgpuctl + ["set-audit", "t-audit", "off"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        with pytest.raises(RmError) as ei:
+            c.control(g.hSubdevice, cmd, bytes(size))
+        assert ei.value.status == A.NV_ERR_INSUFFICIENT_PERMISSIONS
+        e = [e for e in a.ok("audit", container="t-audit")["entries"]
+             if e["kind"] == "control" and e["number"] == cmd][0]
+        assert (e["calls"], e["refused"], e["let_through"]) == (2, 1, 1)
+        # a bad mode is refused with the value quoted
+        r = subprocess.run(vgpuctl + ["set-audit", "t-audit", "maybe"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode != 0 and "maybe" in r.stderr
+    finally:
+        env.close_all()
+        a.close()

@@ -586,6 +586,21 @@ def _embedded_cell(structs: list[str], known: dict[str, str], takes_none: bool) 
     return "- (unknown: no params struct known)"
 
 
+def params_structs(rows: list[dict]) -> list[str]:
+    """The params structs whose members the embedded column describes, for
+    the table rows of one (number, name): the driver's own types where the
+    595.45.04 tree names them (rm_params, rm_alloc's type), else the header's
+    params struct.  Several when an item accepts several (RM_ALLOC)."""
+    structs = []
+    for r in rows:
+        alloc = r.get("rm_alloc", "").split()
+        driver = [t for t in r.get("rm_params", "").split("|") if t and t != "-"]
+        if len(alloc) == 2:
+            driver.append(alloc[1])
+        structs += driver or ([r["params"]] if r["params"] else [])
+    return list(dict.fromkeys(structs))
+
+
 def items(release: str, tables: Path = TABLES, embedded: Path = EMBEDDED) -> list[Item]:
     """Every item of a release's tables, one per (kind, value, name)."""
     flags, none = _flags_source(tables)
@@ -597,13 +612,7 @@ def items(release: str, tables: Path = TABLES, embedded: Path = EMBEDDED) -> lis
             grouped.setdefault((r[numcol], r["name"]), []).append(r)
         for (num, name), rows in grouped.items():
             value = _hex(kind, num)
-            structs = []
-            for r in rows:
-                alloc = r.get("rm_alloc", "").split()
-                driver = [t for t in r.get("rm_params", "").split("|") if t and t != "-"]
-                if len(alloc) == 2:
-                    driver.append(alloc[1])
-                structs += driver or ([r["params"]] if r["params"] else [])
+            structs = params_structs(rows)
             if kind in flags:
                 in_flags = release == FLAGS_RELEASE or name in flags[kind]
                 if release == FLAGS_RELEASE and name not in DEPRECATED_V1:
@@ -615,7 +624,7 @@ def items(release: str, tables: Path = TABLES, embedded: Path = EMBEDDED) -> lis
             takes_none = (kind == "control" and value is not None and value & 0xffff == 0) or \
                 name in none.get(kind, ())
             out.append(Item(release, kind, value, name, _size([r["sizeof"] for r in rows]), priv, in_flags,
-                            _embedded_cell(list(dict.fromkeys(structs)), known, takes_none)))
+                            _embedded_cell(structs, known, takes_none)))
     return out
 
 

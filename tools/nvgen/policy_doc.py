@@ -62,8 +62,6 @@ KNOWN_GAPS = (
     "is missed unless EXPLICIT in embedded.py names it (NV0005 `data`, `pOsEvent`).",
     "Pointer extents (`[count*elem]`) come from 595.45.04's driver and are applied by member name to the "
     "other releases; a release that changed a list's element type is not detected.",
-    "UVM struct sizes are unknown (`?`) in most releases other than 595.45.04 (tools/nvgen/README.md); the "
-    "policy decides UVM commands by name, so its verdicts do not depend on them.",
     "Privilege flags exist for 595.45.04 only.  Older releases take them by name; a control whose flags "
     "changed between releases is decided by 595.45.04's, and what 595.45.04 no longer has is refused as "
     "undecided (counts under \"Not decided\"), even where nvproxy forwards it for that release: "
@@ -74,8 +72,11 @@ KNOWN_GAPS = (
     "isolation families, not for false positives: a harmless control whose name contains one is refused.",
     "GPU-wide counters that cannot be split per slice (PCIe throughput, ECC counts, NVENC/NVFBC session "
     "statistics) are forwarded unchanged.",
-    "vgpu.ko's allow-list today is much smaller than this policy's forward set (kmod/vgpu/report.c); "
-    "making the module follow docs/policy/<release>.tsv is the next part of issue 12.",
+    "vgpu.ko follows these tables (kmod/include/nvrel_tables.h, made by tools/nvgen/kernel.py), but "
+    "an item whose verdict needs code of vgpu.ko's (a rewrite, a virtualisation, an embedded "
+    "descriptor or address, a pointer without a measured extent) and has none yet is refused with "
+    "NV_ERR_NOT_SUPPORTED (docs/mediator.md, \"Binding to the driver\"); "
+    "tests/vm/test_vgpu_policy.py prints how many.",
 )
 
 
@@ -120,6 +121,22 @@ NVPROXY_WHY: tuple[tuple[Callable[[dict], bool], str], ...] = (
 
 def _why_nvproxy(row: dict) -> str:
     return next(text for test, text in NVPROXY_WHY if test(row))
+
+
+def _uvm_sizes_gap(every: dict[str, list[dict]]) -> str:
+    """The known gap about UVM struct sizes, as the committed tables have them."""
+    unknown = {rel: sum(1 for r in rows if r["kind"] == "uvm" and "?" in r["size"].split("|"))
+               for rel, rows in every.items()}
+    unknown = {rel: n for rel, n in unknown.items() if n}
+    tail = "the policy decides UVM commands by name, so its verdicts do not depend on them."
+    if unknown:
+        where = ", ".join(f"{n} in {rel}" for rel, n in unknown.items())
+        return (f"UVM struct sizes are unknown (`?`) for some commands ({where}): the headers archive lacks "
+                f"those releases' uvm_types.h and the tables were made without `--nvidia-git` "
+                f"(tools/nvgen/README.md); {tail}")
+    return ("UVM struct sizes of releases other than 595.45.04 are measured against uvm_types.h and "
+            "nv_uvm_user_types.h from each release's tag of NVIDIA's open-gpu-kernel-modules "
+            "(`--nvidia-git`, tools/nvgen/README.md), which the headers archive lacks; " + tail)
 
 
 def _counts(rows: list[dict]) -> Counter:
@@ -340,7 +357,9 @@ def render(every: dict[str, list[dict]], nvproxy_dir: Path) -> str:
     a("")
     a("## Known gaps")
     a("")
-    for gap in KNOWN_GAPS:
+    gaps = list(KNOWN_GAPS)
+    gaps.insert(2, _uvm_sizes_gap(every))
+    for gap in gaps:
         a(f"- {gap}")
     a("")
     return "\n".join(L)

@@ -26,6 +26,7 @@ from pathlib import Path
 from . import classes, controls, escapes, uvm
 from .probe import HeaderSet, Result, measure
 from .release import ABSENT, DEFINES, UNKNOWN, Release, TreeFacts
+from .vendor import GitFiles
 
 FAILURE_COLUMNS = ("table", "name", "probe", "reason")
 
@@ -68,27 +69,31 @@ def _left_out(table: str, names: set[str], result: Result) -> list[dict]:
             for n in sorted(names)]
 
 
-def build(release: str, root: Path, tree: TreeFacts, workdir: Path) -> Tables:
-    """All tables of one release; workdir takes the probe programs."""
+def build(release: str, root: Path, tree: TreeFacts, workdir: Path,
+          own: GitFiles | None = None) -> Tables:
+    """All tables of one release; workdir takes the probe programs; own, the
+    UVM type headers its git tag gave (--nvidia-git), if any."""
     rel = Release(release, root)
     esc, cls, ctl, uvc = (escapes.defines(rel), classes.defines(rel, tree),
                           controls.defines(rel), uvm.defines(rel))
-    anchors = [root, tree.uvm_dir]
+    anchors = [root, tree.uvm_dir] + ([own.root] if own else [])
 
     wanted = escapes.sizes(tree, esc) | classes.sizes(tree, cls) | controls.sizes(rel, tree, ctl)
     rm_set = HeaderSet([p.name for p in rel.ioctl_headers()] + rel.sdk_headers(),
                        [rel.sdk, rel.unix], [rel.kcommon], DEFINES)
     rm = measure(rm_set, {t for t in wanted if rel.exists(t)}, set(esc) | set(cls) | set(ctl),
                  workdir / "rm", anchors)
-    uvm_result = measure(uvm.headerset(rel, tree), uvm.sizes(rel, uvc), set(uvc),
+    uvm_result = measure(uvm.headerset(rel, tree, own), uvm.sizes(rel, uvc), set(uvc),
                          workdir / "uvm", anchors)
 
-    stand_ins = uvm.stand_ins(rel, tree)
+    stand_ins = uvm.stand_ins(rel, tree, own)
     lacking = "/".join(p.name for p in stand_ins)
     borrowed = uvm.borrowed_layouts(rel, stand_ins)
     why = {t: f"its layout depends on declarations from {lacking}, missing from the "
               f"headers archive for this release" for t in borrowed}
     context = f" ({tree.release}'s {lacking} standing in)" if stand_ins else ""
+    if own and own.taken:
+        context = f" ({'/'.join(Path(f).name for f in own.taken)} from git tag {own.tag})"
 
     gone_rm, gone_uvm = _undefined(rm), _undefined(uvm_result)
     esc = {k: v for k, v in esc.items() if k not in gone_rm}

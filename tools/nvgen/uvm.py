@@ -3,11 +3,15 @@
 FOO_PARAMS).
 
 uvm_ioctl.h includes uvm_types.h, which the headers archive does not carry.
-The 595.45.04 tree's copy stands in (with nv_uvm_user_types.h, which 535-575
-lack too), so the headers compile; but a struct that uses anything only the
-stand-in declares (UvmGpuMappingAttributes, UVM_MAX_GPUS, ...) would be
-measured with another release's layout, so its size is reported unknown
-instead.  Commands defined only for Windows builds are left out.
+Given a clone of NVIDIA/open-gpu-kernel-modules (--nvidia-git), the
+release's own copies come from its tag (vendor.from_git; a file the tag
+does not have either, nv_uvm_user_types.h before 580, is not part of the
+release).  Otherwise the 595.45.04 tree's copy stands in (with
+nv_uvm_user_types.h, which 535-575 lack too), so the headers compile; but a
+struct that uses anything only the stand-in declares
+(UvmGpuMappingAttributes, UVM_MAX_GPUS, ...) would be measured with another
+release's layout, so its size is reported unknown instead.  Commands
+defined only for Windows builds are left out.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from . import cdefs
 from .probe import HeaderSet, Result
 from .release import DEFINES, UNKNOWN, UVM_TYPES, Release, TreeFacts, hex_, size
+from .vendor import GitFiles
 
 COLUMNS = ("cmd", "name", "params", "sizeof")
 
@@ -45,17 +50,36 @@ def sizes(rel: Release, defs: dict) -> set[str]:
     return {n + "_PARAMS" for n in defs if rel.exists(n + "_PARAMS")}
 
 
-def stand_ins(rel: Release, tree: TreeFacts) -> list[Path]:
+def lacking(root: Path) -> list[str]:
+    """The UVM_TYPES files the headers archive does not carry for the
+    release whose header tree is root (in UVM's or the common directory)."""
+    dirs = {root / Path(f).parent for f in UVM_TYPES}
+    return [f for f in UVM_TYPES if not any((d / Path(f).name).is_file() for d in dirs)]
+
+
+def stand_ins(rel: Release, tree: TreeFacts, own: GitFiles | None = None) -> list[Path]:
     """The tree's files that stand in for ones this release lacks."""
-    if rel.name == tree.release:
-        return []      # the tree's uvm_types.h is this release's own
-    names = [Path(f).name for f in UVM_TYPES]
-    return [tree.uvm_dir / n for n in names
-            if not (rel.uvm / n).is_file() and not (rel.kcommon / n).is_file()]
+    if rel.name == tree.release or own is not None:
+        return []      # the tree's uvm_types.h is this release's own, or its tag gave its own
+    return [tree.uvm_dir / Path(f).name for f in lacking(rel.root)]
 
 
-def headerset(rel: Release, tree: TreeFacts) -> HeaderSet:
-    """The release's own UVM headers first; the tree's copies after them."""
+def source(release: str, root: Path, tree: TreeFacts, own: GitFiles | None = None) -> str:
+    """Where the UVM_TYPES files the archive lacks come from: "archive" (it
+    lacks none), "tree" (595.45.04's own), "git:<tag>" or "stand-in:<tree>"."""
+    if not lacking(root):
+        return "archive"
+    if release == tree.release:
+        return "tree"
+    return f"git:{own.tag}" if own is not None else f"stand-in:{tree.release}"
+
+
+def headerset(rel: Release, tree: TreeFacts, own: GitFiles | None = None) -> HeaderSet:
+    """The release's own UVM headers first; then the files its tag gave, or
+    else the tree's copies after them."""
+    if own is not None:
+        tag_dirs = [own.root / Path(f).parent for f in UVM_TYPES]
+        return HeaderSet(["uvm_linux_ioctl.h"], [rel.uvm, rel.kcommon, *tag_dirs], [], DEFINES)
     return HeaderSet(["uvm_linux_ioctl.h"], [rel.uvm, rel.kcommon], [tree.uvm_dir], DEFINES)
 
 

@@ -7,10 +7,16 @@ control export tables, UVM's uvm_types.h), so that archive is streamed and
 only those members are written: the rest of the tree never touches the disk.
 Everything goes under a scratch directory the caller owns; nothing here
 writes into the repository.
+
+Optionally (--nvidia-git), a clone of NVIDIA/open-gpu-kernel-modules with
+its release tags gives the UVM type headers the headers archive lacks
+(from_git): only the named files of the tag named after the release are
+read, with git, and written under the scratch directory.
 """
 
 from __future__ import annotations
 
+import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,3 +84,44 @@ def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
     if missing:
         raise ValueError(f"{tree.name}: missing {', '.join(missing)}")
     return Vendor(releases=releases, tree=tree_root)
+
+
+# ----------------------------------------------------------- --nvidia-git
+@dataclass(frozen=True)
+class GitFiles:
+    """Files of one release taken from its tag in a clone of
+    NVIDIA/open-gpu-kernel-modules, written under root at their own paths."""
+    tag: str
+    root: Path
+    taken: tuple[str, ...]     # the files the tag has
+    absent: tuple[str, ...]    # the files the tag does not have: the release has none
+
+
+def _git(git_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(git_dir), *args], capture_output=True)
+
+
+def check_git(git_dir: Path) -> None:
+    """Raise FileNotFoundError unless git_dir is a git work tree or git directory."""
+    if not git_dir.is_dir() or _git(git_dir, "rev-parse", "--git-dir").returncode != 0:
+        raise FileNotFoundError(f"not a git directory (--nvidia-git, $NVGEN_NVIDIA_GIT): {git_dir}")
+
+
+def from_git(git_dir: Path, tag: str, files: list[str], dest: Path) -> GitFiles | None:
+    """Write each of files as the tag refs/tags/<tag> has it under dest;
+    None if the clone has no such tag."""
+    ref = f"refs/tags/{tag}"
+    if _git(git_dir, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}").returncode != 0:
+        return None
+    taken, absent = [], []
+    for name in files:
+        if _git(git_dir, "cat-file", "-e", f"{ref}:{name}").returncode != 0:
+            absent.append(name)
+            continue
+        blob = _git(git_dir, "cat-file", "blob", f"{ref}:{name}")
+        if blob.returncode != 0:
+            raise RuntimeError(f"git cat-file {ref}:{name}: {blob.stderr.decode(errors='replace')}")
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(blob.stdout)
+        taken.append(name)
+    return GitFiles(tag, dest, tuple(taken), tuple(absent))

@@ -47,6 +47,29 @@
  *   VGPU_CMD_SCHED_GET   one GPU's scheduler (doit, by VGPU_A_SCHED_REAL_MINOR;
  *                        -ENOENT if it has none) or all (dump).  Replies carry
  *                        REAL_MINOR, PERIOD_US, LAYERS, SWITCHES and CPU_NS.
+ *   VGPU_CMD_AUDIT_GET   a slice's audit record (dump only; the request must
+ *                        carry VGPU_A_SLICE_ID, -ENOENT if no such slice).
+ *                        Each message: VGPU_A_SLICE_ID, VGPU_A_SLICE_AUDIT,
+ *                        VGPU_A_AUDIT_DROPPED and a VGPU_A_AUDIT nest of
+ *                        VGPU_A_AUDIT_ENTRY nests (VGPU_AUDIT_A_*), one per
+ *                        escape, class, control or UVM command recorded.
+ *
+ * Audit (SLICE_NEW and SLICE_SET): VGPU_A_SLICE_AUDIT (u8, 0 or 1) puts a
+ * slice in audit mode: an item the driver release's policy refuses, or that
+ * vgpu.ko does not implement yet, is forwarded as the caller made it (the
+ * top-level struct on a call page, at the caller's privilege; what it
+ * points to is read by the driver from the caller's memory, so audit mode
+ * is for a trusted workload on a trial node, not for isolation), and every
+ * item the slice's processes use is recorded with a count and the policy's
+ * verdict.  Out of audit mode, refusals and what the allow-list lets
+ * through are recorded.  VGPU_A_SLICE_ALLOW (nested VGPU_A_ALLOW u64
+ * entries, (enum vgpu_audit_kind << 32) | number, at most VGPU_MAX_ALLOW
+ * entries; duplicates count once) replaces the slice's allow-list: items
+ * the policy refuses that this slice forwards as audit mode does, without
+ * the rest of audit mode (an operator's profile extension).  The record
+ * lives as long as the slice and keeps at most VGPU_MAX_AUDIT_ENTRIES
+ * items; calls of items past that are counted in VGPU_A_AUDIT_DROPPED.
+ * Replies carry VGPU_A_SLICE_AUDIT and VGPU_A_SLICE_ALLOW_COUNT.
  *
  * Compute (SLICE_NEW and SLICE_SET, in a GPU nest): VGPU_GPU_A_COMPUTE_POLICY,
  * VGPU_GPU_A_COMPUTE_BP and VGPU_GPU_A_PRIORITY; see enum vgpu_compute_policy.
@@ -75,6 +98,8 @@
 
 /* Limits. */
 #define VGPU_MAX_SLICE_GPUS     8
+#define VGPU_MAX_ALLOW          4096    /* allow-list entries per slice */
+#define VGPU_MAX_AUDIT_ENTRIES  4096    /* audit record items per slice */
 #define VGPU_SLICE_NAME_MAX     128     /* including the terminating NUL */
 /*
  * Minors: each slice owns VGPU_MINORS_PER_SLICE consecutive minors of the
@@ -97,6 +122,7 @@ enum vgpu_cmd {
 	VGPU_CMD_EVENT,
 	VGPU_CMD_SCHED_SET,
 	VGPU_CMD_SCHED_GET,
+	VGPU_CMD_AUDIT_GET,
 	__VGPU_CMD_MAX,
 };
 #define VGPU_CMD_MAX (__VGPU_CMD_MAX - 1)
@@ -128,6 +154,11 @@ enum vgpu_attr {
 	VGPU_A_SCHED_CPU_NS,        /* u64, the scheduler's own CPU time, reply only */
 	VGPU_A_SLICE_MAX_CHANNELS,  /* u32, channels the slice may hold on each of its GPUs (0: no cap); NEW, SET; replies carry it */
 	VGPU_A_SLICE_QUARANTINED,   /* u8, reply only: 1 once a call of the slice broke (see VGPU_EVENT_SLICE_QUARANTINED) */
+	VGPU_A_SLICE_AUDIT,         /* u8, 0 or 1: audit mode; NEW, SET; replies carry it */
+	VGPU_A_SLICE_ALLOW,         /* nested: VGPU_A_ALLOW entries, the allow-list; NEW, SET */
+	VGPU_A_SLICE_ALLOW_COUNT,   /* u32, entries of the allow-list, reply only */
+	VGPU_A_AUDIT,               /* nested: VGPU_A_AUDIT_ENTRY entries, AUDIT_GET replies only */
+	VGPU_A_AUDIT_DROPPED,       /* u64, calls not recorded (record full), AUDIT_GET replies only */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)
@@ -137,6 +168,8 @@ enum vgpu_list_attr {
 	VGPU_A_LIST_UNSPEC,
 	VGPU_A_GPU,                 /* nested: VGPU_GPU_A_* */
 	VGPU_A_PID,                 /* u32 */
+	VGPU_A_ALLOW,               /* u64: (enum vgpu_audit_kind << 32) | number */
+	VGPU_A_AUDIT_ENTRY,         /* nested: VGPU_AUDIT_A_*, reply only */
 	__VGPU_A_LIST_MAX,
 };
 #define VGPU_A_LIST_MAX (__VGPU_A_LIST_MAX - 1)
@@ -167,6 +200,39 @@ enum vgpu_gpu_attr {
 	__VGPU_GPU_A_MAX,
 };
 #define VGPU_GPU_A_MAX (__VGPU_GPU_A_MAX - 1)
+
+/* Attributes of one VGPU_A_AUDIT_ENTRY (all reply only). */
+enum vgpu_audit_attr {
+	VGPU_AUDIT_A_UNSPEC,
+	VGPU_AUDIT_A_KIND,          /* u8, enum vgpu_audit_kind */
+	VGPU_AUDIT_A_NUMBER,        /* u32: escape nr, class, control cmd, UVM cmd */
+	VGPU_AUDIT_A_VERDICT,       /* u8, enum vgpu_audit_verdict: the policy's */
+	VGPU_AUDIT_A_CALLS,         /* u64, calls recorded */
+	VGPU_AUDIT_A_REFUSED,       /* u64, of which refused (policy, or not implemented) */
+	VGPU_AUDIT_A_LET_THROUGH,   /* u64, of which forwarded by audit mode or the allow-list */
+	VGPU_AUDIT_A_PAD,
+	__VGPU_AUDIT_A_MAX,
+};
+#define VGPU_AUDIT_A_MAX (__VGPU_AUDIT_A_MAX - 1)
+
+enum vgpu_audit_kind {
+	VGPU_AUDIT_ESCAPE,
+	VGPU_AUDIT_CLASS,
+	VGPU_AUDIT_CONTROL,
+	VGPU_AUDIT_UVM,
+	__VGPU_AUDIT_KIND_MAX,
+};
+
+/* The policy table's verdicts (docs/policy/README.md); NOT_IMPLEMENTED: the
+ * table lets it through, but vgpu.ko has no handler for it yet. */
+enum vgpu_audit_verdict {
+	VGPU_AUDIT_FORWARD,
+	VGPU_AUDIT_REWRITE,
+	VGPU_AUDIT_VIRTUALISE,
+	VGPU_AUDIT_REFUSE,
+	VGPU_AUDIT_NOT_IMPLEMENTED,
+	__VGPU_AUDIT_VERDICT_MAX,
+};
 
 /* VGPU_A_SLICE_FLAGS */
 #define VGPU_SLICE_F_FORCE      (1U << 0)   /* SLICE_DEL: even with open files */

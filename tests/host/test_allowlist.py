@@ -1,0 +1,166 @@
+"""vgpu.allowlist: the allow-list file a profile's allow_list names and
+`vgpuctl audit --allow-list` writes: parsing (every error names file, line
+and value), rendering, the atomic write, and the round trip."""
+import os
+
+import pytest
+
+from vgpu import allowlist as A
+from vgpu import uapi as U
+
+GOOD = """\
+# vgpuctl audit c1 on node 7, 2024-05-01
+kind\tnumber\tname
+
+control\t0x20800a3e\t
+escape\t0x5c\tNV_ESC_RM_EXPORT_OBJECT_TO_FD
+  # an indented comment
+uvm\t0x00000049
+class\t0x0000c86f\tHOPPER_CHANNEL_GPFIFO_A\r
+control\t0X2080014A\tNV2080_CTRL_CMD_X
+"""
+
+
+def errors(text, path="t.allow"):
+    with pytest.raises(A.AllowListError) as ei:
+        A.parse(text, path)
+    assert str(ei.value) == "\n".join(ei.value.errors)
+    assert isinstance(ei.value, ValueError)
+    return ei.value.errors
+
+
+def test_parse_good_file_sorted_by_kind_then_number():
+    items = A.parse(GOOD, "t.allow")
+    assert [(i.kind, i.number, i.name) for i in items] == [
+        ("escape", 0x5C, "NV_ESC_RM_EXPORT_OBJECT_TO_FD"),
+        ("class", 0xC86F, "HOPPER_CHANNEL_GPFIFO_A"),
+        ("control", 0x2080014A, "NV2080_CTRL_CMD_X"),
+        ("control", 0x20800A3E, ""),
+        ("uvm", 0x49, ""),
+    ]
+    # the kernel's pairs: (enum vgpu_audit_kind, number)
+    assert items[0].pair == (U.VGPU_AUDIT_ESCAPE, 0x5C)
+    assert items[-1].pair == (U.VGPU_AUDIT_UVM, 0x49)
+    assert A.KINDS == ("escape", "class", "control", "uvm")
+    assert [A.KINDS.index(k) for k in A.KINDS] == [U.VGPU_AUDIT_ESCAPE, U.VGPU_AUDIT_CLASS,
+                                                    U.VGPU_AUDIT_CONTROL, U.VGPU_AUDIT_UVM]
+
+
+def test_header_only_is_an_empty_list():
+    assert A.parse("kind\tnumber\tname\n") == []
+    assert A.parse("# nothing yet\n\nkind\tnumber\tname") == []
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ("", 1, "no header: the file must start with kind<TAB>number<TAB>name"),
+    ("# only a comment\n", 1, "no header"),
+    ("control\t0x1\t\n", 1, '"control\\t0x1\\t" is not the header kind<TAB>number<TAB>name'),
+    ("kind number name\n", 1, '"kind number name" is not the header'),
+    ("kind\tnumber\tname\ngadget\t0x1\tX\n", 2,
+     'kind "gadget" is not one of escape, class, control, uvm'),
+    ("kind\tnumber\tname\nControl\t0x1\n", 2, 'kind "Control" is not one of'),
+    ("kind\tnumber\tname\ncontrol\t20800145\n", 2,
+     'number "20800145" is not a hexadecimal number with 0x (e.g. 0x20800145)'),
+    ("kind\tnumber\tname\ncontrol\t0x\n", 2, 'number "0x" is not a hexadecimal number'),
+    ("kind\tnumber\tname\ncontrol\t0xzz\n", 2, 'number "0xzz" is not a hexadecimal'),
+    ("kind\tnumber\tname\ncontrol\t-0x1\n", 2, 'number "-0x1" is not a hexadecimal'),
+    ("kind\tnumber\tname\ncontrol\t0x100000000\n", 2,
+     'number "0x100000000" is above 0xffffffff, the largest a u32'),
+    ("kind\tnumber\tname\nescape\t0x100\n", 2,
+     'number "0x100" is above 0xff, the largest an escape number'),
+    ("kind\tnumber\tname\ncontrol 0x1 X\n", 2,
+     '"control 0x1 X" is not kind<TAB>number<TAB>name (1 tab-separated field)'),
+    ("kind\tnumber\tname\ncontrol\t0x1\tX\textra\n", 2, "(4 tab-separated fields)"),
+    ("kind\tnumber\tname\nclass\t0x1\n\nclass\t0x00000001\tdup\n", 4,
+     "class 0x00000001 is listed twice (first on line 2)"),
+])
+def test_errors_name_file_line_and_value(text, line, words):
+    errs = errors(text)
+    assert len(errs) == 1, errs
+    assert errs[0].startswith(f"t.allow:{line}: ") and words in errs[0], errs[0]
+
+
+def test_every_problem_is_reported_and_capped():
+    text = "kind\tnumber\tname\n" + "".join(f"kind{i}\t0x1\n" for i in range(30))
+    errs = errors(text)
+    assert len(errs) == A.MAX_ERRORS + 1
+    assert errs[0].startswith("t.allow:2: ") and errs[1].startswith("t.allow:3: ")
+    assert errs[-1] == f"... and {30 - A.MAX_ERRORS} more problems"
+
+
+def test_more_than_vgpu_max_allow_items():
+    assert A.MAX_ITEMS == U.VGPU_MAX_ALLOW == 4096
+    rows = "".join(f"control\t0x{i:08x}\n" for i in range(A.MAX_ITEMS))
+    assert len(A.parse("kind\tnumber\tname\n" + rows)) == A.MAX_ITEMS
+    errs = errors("kind\tnumber\tname\n" + rows + "uvm\t0x00000001\n")
+    assert errs == [f"t.allow:{A.MAX_ITEMS + 2}: uvm 0x00000001: more than 4096 items "
+                    f"(VGPU_MAX_ALLOW, vgpu.ko's limit per slice)"]
+
+
+def test_load_unreadable_and_not_utf8(tmp_path):
+    missing = tmp_path / "nope.allow"
+    with pytest.raises(A.AllowListError) as ei:
+        A.load(missing)
+    assert str(ei.value) == f"{missing}: cannot read: No such file or directory"
+    with pytest.raises(A.AllowListError) as ei:
+        A.load(tmp_path)
+    assert str(ei.value).startswith(f"{tmp_path}: cannot read: ")
+    bad = tmp_path / "bad.allow"
+    bad.write_bytes(b"kind\tnumber\tname\nclass\t0x1\t\xff\n")
+    with pytest.raises(A.AllowListError) as ei:
+        A.load(bad)
+    assert str(ei.value) == f"{bad}:2: not UTF-8 text (byte 0xff)"
+
+
+def test_render_format_and_round_trip(tmp_path):
+    items = A.parse(GOOD)
+    text = A.render(items + items[:1])              # a repeat is written once
+    assert text.splitlines() == [
+        "kind\tnumber\tname",
+        "escape\t0x5c\tNV_ESC_RM_EXPORT_OBJECT_TO_FD",
+        "class\t0x0000c86f\tHOPPER_CHANNEL_GPFIFO_A",
+        "control\t0x2080014a\tNV2080_CTRL_CMD_X",
+        "control\t0x20800a3e\t",
+        "uvm\t0x00000049\t",
+    ]
+    assert A.parse(text) == items
+    assert [i.name for i in A.parse(text)] == [i.name for i in items]
+    # a name that would break the line is left out
+    odd = A.AllowItem.of("class", 1, "A\tB")
+    assert A.render([odd]).splitlines()[1] == "class\t0x00000001\t"
+    assert A.format_number("escape", 5) == "0x05"
+    assert A.format_number("uvm", 5) == "0x00000005"
+
+
+def test_write_is_atomic_and_counts(tmp_path):
+    path = tmp_path / "trial.allow"
+    path.write_text("old contents\n")
+    seen = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        # the new text is complete in the temporary file before the rename
+        seen.append((os.path.dirname(src) == str(tmp_path), open(src).read(),
+                     path.read_text()))
+        return real_replace(src, dst)
+    os.replace = spy
+    try:
+        n = A.write(path, A.parse(GOOD))
+    finally:
+        os.replace = real_replace
+    assert n == 5
+    assert seen == [(True, A.render(A.parse(GOOD)), "old contents\n")]
+    assert path.read_text() == A.render(A.parse(GOOD))
+    assert sorted(os.listdir(tmp_path)) == ["trial.allow"]       # no temporary left
+    assert A.write(tmp_path / "empty.allow", []) == 0
+    assert (tmp_path / "empty.allow").read_text() == "kind\tnumber\tname\n"
+
+
+def test_write_failure_leaves_no_temporary(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    target = d / "x.allow"
+    target.mkdir()                                   # rename over a directory fails
+    with pytest.raises(OSError):
+        A.write(target, A.parse(GOOD))
+    assert sorted(os.listdir(d)) == ["x.allow"]

@@ -1,0 +1,169 @@
+"""nvabi.h's layouts against every release vgpu.ko has tables for.
+
+nvabi.h pins (NVABI_SIZE / NVABI_OFF) the 595.45.04 layout of each struct
+and member vgpu.ko and nvsim read.  vgpu.ko mediates every release of
+kmod/include/nvrel_tables.h with those structs, copying each release's own
+size into a zeroed buffer at least as large as 595.45.04's (nvrel.h).  That
+is right only if, in every release, each pinned member the code reads lies
+at the 595.45.04 offset, or (for the few structs whose middle grew, named in
+TAIL_ANCHORED) at the same distance from the struct's end, which is how
+vgpu.ko and nvsim address them.  This test measures every pin with gcc
+against each release's own headers from the vendor archive (skipped when
+the archive is absent) and says which member breaks the rule.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.nvgen import kernel, vendor  # noqa: E402
+from tools.nvgen.release import DEFINES, Release  # noqa: E402
+
+NVABI = ROOT / "kmod/include/nvabi.h"
+VENDOR = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))
+BASE = kernel.BASE
+
+# Members addressed from the struct's end (kmod/vgpu/uvm.c VGPU_UVM_END,
+# kmod/nvsim/rm.c's NVOS46/47 status): a member inserted before them moved
+# them in some releases.
+TAIL_ANCHORED = {
+    "NVOS46_PARAMETERS": {"dmaOffset", "status"},
+    "NVOS47_PARAMETERS": {"status"},
+}
+# Structs and members whose layout differs between releases and that no
+# code of vgpu.ko or nvsim reads at a fixed offset, with why.
+NOT_READ = {
+    "nv_ioctl_export_to_dma_buf_fd_t":
+        "NV_ESC_EXPORT_TO_DMABUF_FD is not mediated (refused by vgpu.ko); nvsim answers it "
+        "only for 595.45.04's layout",
+}
+# Members a release does not have: fine when they lie at or after that
+# release's end of struct (the zeroed rest of the buffer), or when nothing
+# reads them.
+ABSENT_OK = {
+    ("NVOS32_PARAMETERS", "data.AllocSize.numaNode"): "not read by vgpu.ko (nvsim: 595.45.04 only)",
+    ("nv_ioctl_wait_open_complete_t", None): "a 550 escape; 535 has no such escape",
+}
+
+
+def pins() -> list[tuple[str, str | None, int]]:
+    out = []
+    for kind, args in re.findall(r"^NVABI_(SIZE|OFF)\(([^)]*)\);", NVABI.read_text(), re.M):
+        a = [x.strip() for x in args.split(",")]
+        if a[0].startswith(("UVM_", "nvidia_")):
+            continue        # UVM: measured with the UVM headers (see test below)
+        out.append((a[0], None, int(a[1])) if kind == "SIZE" else (a[0], a[1], int(a[2])))
+    return out
+
+
+def measure(rel: Release, items: list[tuple[str, str | None]], work: Path) -> dict:
+    """(struct, member|None) -> offset or size, for what the release declares."""
+    hdrs = [p.name for p in rel.ioctl_headers()] + rel.sdk_headers()
+    lines = ["#include <stdio.h>", "#include <stddef.h>"] + [f'#include "{h}"' for h in hdrs]
+    lines.append("int main(void) {")
+    where = {}
+    for t, m in items:
+        where[len(lines) + 1] = (t, m)
+        expr = f"sizeof({t})" if m is None else f"offsetof({t}, {m})"
+        lines.append(f'printf("%d %zu\\n", {len(lines) + 1}, {expr});')
+    lines.append("return 0; }")
+    src, exe = work / "p.c", work / "p"
+    flags = [f"-D{d}" for d in DEFINES] + [f"-I{rel.sdk}", f"-I{rel.unix}", f"-idirafter{rel.kcommon}"]
+    for _ in range(20):
+        src.write_text("\n".join(lines) + "\n")
+        r = subprocess.run(["gcc", "-w", *flags, str(src), "-o", str(exe)], capture_output=True, text=True)
+        if r.returncode == 0:
+            break
+        bad = {int(n) for n in re.findall(r"p\.c:(\d+):\d+: error", r.stderr)}
+        if not bad:
+            raise AssertionError(f"{rel.name}: gcc failed:\n{r.stderr[-2000:]}")
+        lines = [ln if i not in bad else "" for i, ln in enumerate(lines, 1)]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return {where[int(n)]: int(v) for n, v in (ln.split() for ln in out.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    if not (VENDOR / vendor.HEADERS_ARCHIVE).is_file():
+        pytest.skip(f"vendor archive not here: {VENDOR / vendor.HEADERS_ARCHIVE}")
+    with tempfile.TemporaryDirectory() as d:
+        scratch = Path(d)
+        headers = scratch / "headers"
+        import tarfile
+        with tarfile.open(VENDOR / vendor.HEADERS_ARCHIVE, "r:xz") as tar:
+            tar.extractall(headers, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        top = next(p for p in headers.iterdir() if p.is_dir())
+        items = [(t, m) for t, m, _ in pins()]
+        res = {}
+        for relname in kernel.releases():
+            work = scratch / "w" / relname
+            work.mkdir(parents=True)
+            res[relname] = measure(Release(relname, top / relname), items, work)
+        yield res
+
+
+def test_every_release_has_tables_and_headers(measured):
+    assert set(measured) == set(kernel.releases())
+    assert kernel.BASE in measured
+
+
+def test_base_release_is_what_nvabi_pins(measured):
+    """The pins are 595.45.04's own numbers (the compile-time asserts check
+    nvabi.h's structs; this checks the numbers against NVIDIA's headers)."""
+    base = measured[BASE]
+    wrong = [f"{t}.{m or 'sizeof'}: pinned {n}, {BASE} has {base.get((t, m))}"
+             for t, m, n in pins() if base.get((t, m)) != n and t not in NOT_READ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_members_lie_where_the_mediator_reads_them(measured):
+    wrong = []
+    sizes = {t: n for t, m, n in pins() if m is None}
+    for rel, got in measured.items():
+        for t, m, n in pins():
+            if m is None or t in NOT_READ:
+                continue
+            size = got.get((t, None))
+            off = got.get((t, m))
+            if off is None:
+                if (t, m) in ABSENT_OK or (t, None) in ABSENT_OK or size is None:
+                    continue
+                # Absent: the code reads zero there if it lies past the release's end.
+                if n >= size:
+                    continue
+                wrong.append(f"{rel}: {t}.{m} absent, but 595.45.04's offset {n} is inside "
+                             f"the release's {size} bytes")
+                continue
+            if m in TAIL_ANCHORED.get(t, ()):
+                if size - off != sizes[t] - n:
+                    wrong.append(f"{rel}: {t}.{m} is {size - off} bytes from the end, "
+                                 f"{BASE}'s {sizes[t] - n}")
+            elif off != n:
+                wrong.append(f"{rel}: {t}.{m} at {off}, {BASE} at {n}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_release_struct_is_larger_than_the_buffer_for_it(measured):
+    """Buffers are max(release, 595.45.04) except where the code copies into
+    a 595.45.04 struct with min(): NV0000_ALLOC_PARAMETERS (mediate.c)."""
+    for rel, got in measured.items():
+        size = got.get(("NV0000_ALLOC_PARAMETERS", None))
+        assert size is not None and size <= 120, f"{rel}: NV0000_ALLOC_PARAMETERS {size}"
+
+
+def test_tables_are_the_committed_ones():
+    """kmod/include/nvrel_tables.h and vgpu/nvrel.py regenerate from the TSVs."""
+    r = subprocess.run([sys.executable, "-m", "tools.nvgen.kernel", "--check"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
