@@ -300,6 +300,161 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define UVM_MM_INITIALIZE               75
 #define UVM_MAX_GPUS                    256
 
+/*
+ * ==== BEGIN nvsim start-up block (constants) =============================
+ * What CUDA's and nvidia-smi's start-up ask of a GPU: class list, GPU, GID,
+ * build and GR info, VA spaces, context shares, engine objects, OS
+ * descriptors, MAP_MEMORY_DMA.  Values from the 595.45.04 headers
+ * (nvstatuscodes.h, nvos.h, class/cl*.h, ctrl/ctrl0000system.h,
+ * ctrl/ctrl0080gpu.h, ctrl/ctrl2080gpu.h, ctrl/ctrl0080gr.h,
+ * ctrl/ctrl2080gr.h, class/cl2080_notification.h).  Bit fields that NVIDIA
+ * spells hi:lo are given here as _SHIFT/_MASK pairs.
+ */
+#define NV_ERR_INVALID_ADDRESS             0x0000001E
+#define NV_ERR_INVALID_FLAGS               0x00000029
+#define NV_ERR_INVALID_OBJECT              0x00000031
+#define NV_ERR_INVALID_OFFSET              0x00000037
+#define NV_ERR_INVALID_PARAMETER           0x0000003B
+#define NV_ERR_OUT_OF_RANGE                0x0000005B
+
+/* Classes (class/cl0071.h, cl9067.h, cl90f1.h, cl902d.h, cla140.h, clc797.h,
+ * clc7c0.h, clc7b5.h, clcb97.h, clcbc0.h, clc8b5.h). */
+#define NV01_MEMORY_SYSTEM_OS_DESCRIPTOR 0x00000071
+#define FERMI_CONTEXT_SHARE_A            0x00009067
+#define FERMI_VASPACE_A                  0x000090F1
+#define FERMI_TWOD_A                     0x0000902D
+#define KEPLER_INLINE_TO_MEMORY_B        0x0000A140
+#define AMPERE_B                         0x0000C797
+#define AMPERE_COMPUTE_B                 0x0000C7C0
+#define AMPERE_DMA_COPY_B                0x0000C7B5
+#define HOPPER_A                         0x0000CB97
+#define HOPPER_COMPUTE_A                 0x0000CBC0
+#define HOPPER_DMA_COPY_A                0x0000C8B5
+
+/* Controls. */
+#define NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION        0x00000101
+#define NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2     0x0000013E
+#define NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE 256
+#define NV0080_CTRL_CMD_GPU_GET_CLASSLIST               0x00800201
+#define NV2080_CTRL_CMD_GPU_GET_INFO                    0x20800101
+#define NV2080_CTRL_CMD_GPU_GET_INFO_V2                 0x20800102
+#define NV2080_CTRL_CMD_GPU_GET_ENGINE_CLASSLIST        0x20800124
+#define NV2080_CTRL_CMD_GPU_GET_GID_INFO                0x2080014A
+#define NV2080_CTRL_CMD_GR_GET_INFO                     0x20801201
+
+/* NV2080_CTRL_GPU_INFO: index bits 23:0 name the item. */
+#define NV2080_CTRL_GPU_INFO_INDEX_INDEX_MASK           0x00FFFFFF
+#define NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE              0x46
+#define NV2080_CTRL_GPU_INFO_INDEX_ECID_LO32            0x01
+#define NV2080_CTRL_GPU_INFO_INDEX_ECID_HI32            0x02
+#define NV2080_CTRL_GPU_INFO_INDEX_NETLIST_REV0         0x12
+#define NV2080_CTRL_GPU_INFO_INDEX_NETLIST_REV1         0x13
+#define NV2080_CTRL_GPU_INFO_INDEX_ECID_EXTENDED        0x1B
+#define NV2080_CTRL_GPU_INFO_INDEX_SYSMEM_ACCESS        0x1F
+#define NV2080_CTRL_GPU_INFO_INDEX_GEMINI_BOARD         0x22
+#define NV2080_CTRL_GPU_INFO_INDEX_SURPRISE_REMOVAL_POSSIBLE 0x25
+#define NV2080_CTRL_GPU_INFO_INDEX_GPU_SMC_MODE         0x2A
+#define NV2080_CTRL_GPU_INFO_INDEX_GPU_SM_VERSION       0x2C
+#define NV2080_CTRL_GPU_INFO_INDEX_DISPLAY_ENABLED      0x34
+#define NV2080_CTRL_GPU_INFO_INDEX_MOBILE_CONFIG_ENABLED 0x35
+#define NV2080_CTRL_GPU_INFO_INDEX_GPU_PROFILING_CAPABILITY 0x36
+#define NV2080_CTRL_GPU_INFO_INDEX_GPU_DEBUGGING_CAPABILITY 0x37
+#define NV2080_CTRL_GPU_INFO_INDEX_CMP_SKU              0x3C
+#define NV2080_CTRL_GPU_INFO_INDEX_COHERENT_GPU_MEMORY_MODE 0x44
+#define NV2080_CTRL_GPU_INFO_SYSMEM_ACCESS_YES          1
+#define NV2080_CTRL_GPU_INFO_GPU_SMC_MODE_UNSUPPORTED   0
+#define NV2080_CTRL_GPU_INFO_GPU_SMC_MODE_DISABLED      2
+#define NV2080_CTRL_GPU_INFO_DISPLAY_ENABLED_NO         0
+#define NV2080_CTRL_GPU_INFO_DISPLAY_ENABLED_YES        1
+
+/* NV2080_CTRL_GPU_GET_GID_INFO flags: FORMAT 1:0, TYPE 2:2, MODE 5:3. */
+#define NV2080_GPU_MAX_GID_LENGTH                       0x100
+#define NV2080_GPU_MAX_SHA1_BINARY_GID_LENGTH           0x10
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_MASK    0x3
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_ASCII   0x0
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY  0x2
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_TYPE_SHIFT     2
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_TYPE_SHA1      0x0
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_SHIFT     3
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_MASK      0x7
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_GPU       0x0
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_UGPU      0x1
+/* gpu_uuid.h: "GPU-" + 36 characters + NUL */
+#define NV_UUID_LEN                                     16
+#define NV_UUID_STR_LEN                                 41
+
+/* GR info (ctrl0080gr.h; NV2080_CTRL_GR_INFO_* are the same numbers). */
+#define NV2080_CTRL_GR_INFO_INDEX_SM_VERSION            0x0C
+#define NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM      0x0D
+#define NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP  0x0E
+#define NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS       0x14
+#define NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC 0x17
+#define NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC 0x20
+#define NV2080_CTRL_GR_INFO_INDEX_MAX_SUBCONTEXT_COUNT  0x2C
+#define NV2080_CTRL_GR_INFO_MAX_SIZE                    0x3B
+#define NV2080_CTRL_GR_INFO_SM_VERSION_8_06             0x0806
+#define NV2080_CTRL_GR_INFO_SM_VERSION_9_00             0x0900
+
+/* Engine types (cl2080_notification.h). */
+#define NV2080_ENGINE_TYPE_NULL                         0x00
+#define NV2080_ENGINE_TYPE_GR0                          0x01
+#define NV2080_ENGINE_TYPE_GR7                          0x08
+#define NV2080_ENGINE_TYPE_COPY0                        0x09
+#define NV2080_ENGINE_TYPE_COPY9                        0x12
+
+/* FERMI_VASPACE_A (nvos.h). */
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_NEW             0x00
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_HOST            0x01
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_GLOBAL          0x02
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_DEVICE          0x03
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_FLA             0x04
+#define NV_VASPACE_ALLOCATION_FLAGS_SHARED_MANAGEMENT   0x00000004
+#define NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED 0x00000008
+#define NV_VASPACE_ALLOCATION_FLAGS_ENABLE_NVLINK_ATS   0x00000010
+#define NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING 0x00000040
+#define NV_VASPACE_ALLOCATION_FLAGS_ALLOW_ZERO_ADDRESS  0x00000100
+#define NV_VASPACE_BIG_PAGE_SIZE_64K                    0x00010000
+#define NV_VASPACE_BIG_PAGE_SIZE_128K                   0x00020000
+
+/* FERMI_CONTEXT_SHARE_A flags (nvos.h). */
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC    0
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC   1
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED 2
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC_PREFER_LOWER 3
+
+/* NV0080_ALLOC_PARAMETERS.vaMode (nvos.h). */
+#define NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES 0
+#define NV_DEVICE_ALLOCATION_VAMODE_SINGLE_VASPACE      1
+#define NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES   2
+
+/* OS descriptors (nvos.h): descriptor types, NVOS02 flag fields. */
+#define NVOS32_DESCRIPTOR_TYPE_VIRTUAL_ADDRESS          0
+#define NVOS32_DESCRIPTOR_TYPE_OS_PAGE_ARRAY            1
+#define NVOS32_DESCRIPTOR_TYPE_OS_IO_MEMORY             2
+#define NVOS32_DESCRIPTOR_TYPE_OS_PHYS_ADDR             3
+#define NVOS32_DESCRIPTOR_TYPE_OS_FILE_HANDLE           4
+#define NVOS32_DESCRIPTOR_TYPE_OS_DMA_BUF_PTR           5
+#define NVOS32_DESCRIPTOR_TYPE_OS_SGT_PTR               6
+#define NVOS32_DESCRIPTOR_TYPE_KERNEL_VIRTUAL_ADDRESS   7
+#define NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE       0x00000010
+#define NVOS02_FLAGS_PHYSICALITY_SHIFT                  4
+#define NVOS02_FLAGS_PHYSICALITY_MASK                   0xF
+#define NVOS02_FLAGS_PHYSICALITY_CONTIGUOUS             0
+#define NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS          1
+#define NVOS02_FLAGS_LOCATION_SHIFT                     8
+#define NVOS02_FLAGS_LOCATION_MASK                      0xF
+#define NVOS02_FLAGS_LOCATION_PCI                       0
+#define NVOS02_FLAGS_COHERENCY_SHIFT                    12
+#define NVOS02_FLAGS_COHERENCY_MASK                     0xF
+#define NVOS02_FLAGS_COHERENCY_UNCACHED                 0
+#define NVOS02_FLAGS_COHERENCY_CACHED                   1
+#define NVOS02_FLAGS_COHERENCY_WRITE_BACK               5
+#define NVOS02_FLAGS_ALLOC_USER_READ_ONLY_SHIFT         21
+
+/* NVOS46 flags: DMA_OFFSET_FIXED 15:15 (dmaOffset is an absolute VA). */
+#define NVOS46_FLAGS_DMA_OFFSET_FIXED_SHIFT             15
+/* ==== END nvsim start-up block (constants) ============================== */
+
 /* ------------------------------------------------ kernel RM entry point */
 #define NV01_FREE                0x00000000
 #define NV01_ALLOC_MEMORY        0x00000002
@@ -917,6 +1072,127 @@ typedef struct {
 	NV_STATUS rmStatus;
 } UVM_MM_INITIALIZE_PARAMS;
 
+/*
+ * ==== BEGIN nvsim start-up block (layouts) ===============================
+ * 595.45.04 layouts (pinned below, in the matching block of checks).  The
+ * {index, data} list entries are NVXXXX_CTRL_XXX_INFO in every header.
+ */
+typedef NV2080_CTRL_FB_INFO NV2080_CTRL_GPU_INFO;
+typedef NV2080_CTRL_FB_INFO NV2080_CTRL_GR_INFO;
+
+/* ctrl0080gpu.h: classList points to numClasses NvU32s (NULL: count only). */
+typedef struct {
+	NvU32 numClasses;
+	NvP64 classList;
+} NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS;
+
+/* ctrl2080gpu.h */
+typedef struct {
+	NvU32 engineType;
+	NvU32 numClasses;
+	NvP64 classList;
+} NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS;
+
+typedef struct {
+	NvU32 gpuInfoListSize;
+	NvP64 gpuInfoList;
+} NV2080_CTRL_GPU_GET_INFO_PARAMS;
+
+/* The list's length is the release's NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE
+ * (64 in 535.288.01 ... 70 in 595.45.04): a prefix-compatible struct. */
+typedef struct {
+	NvU32 gpuInfoListSize;
+	NV2080_CTRL_GPU_INFO gpuInfoList[NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE];
+} NV2080_CTRL_GPU_GET_INFO_V2_PARAMS;
+
+typedef struct {
+	NvU32 index;
+	NvU32 flags;
+	NvU32 length;
+	NvU8  data[NV2080_GPU_MAX_GID_LENGTH];
+} NV2080_CTRL_GPU_GET_GID_INFO_PARAMS;
+
+/* ctrl0000system.h */
+typedef struct {
+	NvU32 sizeOfStrings;
+	NvP64 pDriverVersionBuffer;
+	NvP64 pVersionBuffer;
+	NvP64 pTitleBuffer;
+	NvU32 changelistNumber;
+	NvU32 officialChangelistNumber;
+} NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS;
+
+/*
+ * 535.288.01 and 550.163.01 lack driverBranch (776 bytes): titleBuffer and
+ * the changelist numbers are then at the same distance from the end.
+ */
+typedef struct {
+	char  driverVersionBuffer[NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE];
+	char  versionBuffer[NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE];
+	char  driverBranch[NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE];
+	char  titleBuffer[NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE];
+	NvU32 changelistNumber;
+	NvU32 officialChangelistNumber;
+} NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS;
+
+/* ctrl0080gr.h / ctrl2080gr.h */
+typedef struct {
+	NvU32 flags;
+	NvU64 route NV_ALIGN8;
+} NV2080_CTRL_GR_ROUTE_INFO;
+
+typedef struct {
+	NvU32 grInfoListSize;
+	NvP64 grInfoList;
+	NV2080_CTRL_GR_ROUTE_INFO grRouteInfo;
+} NV2080_CTRL_GR_GET_INFO_PARAMS;
+
+/* nvos.h: FERMI_VASPACE_A (535.288.01 ... 575.64.05: 48 bytes, no pasid). */
+typedef struct {
+	NvU32 index;
+	NvV32 flags;
+	NvU64 vaSize NV_ALIGN8;
+	NvU64 vaStartInternal NV_ALIGN8;
+	NvU64 vaLimitInternal NV_ALIGN8;
+	NvU32 bigPageSize;
+	NvU64 vaBase NV_ALIGN8;
+	NvU32 pasid;
+} NV_VASPACE_ALLOCATION_PARAMETERS;
+
+/* nvos.h: FERMI_CONTEXT_SHARE_A */
+typedef struct {
+	NvHandle hVASpace;
+	NvU32    flags;
+	NvU32    subctxId;
+} NV_CTXSHARE_ALLOCATION_PARAMETERS;
+
+/* nvos.h: the 3D/compute/2D/inline-to-memory classes */
+typedef struct {
+	NvU32 version;
+	NvU32 flags;
+	NvU32 size;
+	NvU32 caps;
+} NV_GR_ALLOCATION_PARAMETERS;
+
+/* clb0b5sw.h: the copy classes */
+typedef struct {
+	NvU32 version;
+	NvU32 engineType;
+} NVB0B5_ALLOCATION_PARAMETERS;
+
+/* nvos.h: NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC */
+typedef struct {
+	NvU32 type;
+	NvU32 flags;
+	NvU32 attr;
+	NvU32 attr2;
+	NvP64 descriptor;
+	NvU64 limit NV_ALIGN8;
+	NvU32 descriptorType;
+	NvU32 tag;
+} NV_OS_DESC_MEMORY_ALLOCATION_PARAMS;
+/* ==== END nvsim start-up block (layouts) ================================ */
+
 /* ----------------------------------------- the exported kernel RM API */
 typedef struct {
 	NvU32 op;
@@ -1232,6 +1508,82 @@ NVABI_OFF(UVM_MIGRATE_PARAMS, base, 0);
 NVABI_OFF(UVM_MIGRATE_PARAMS, length, 8);
 NVABI_OFF(UVM_MIGRATE_PARAMS, destinationUuid, 16);
 NVABI_SIZE(UVM_MM_INITIALIZE_PARAMS, 8);
+
+/* ==== BEGIN nvsim start-up block (checks) ================================ */
+NVABI_SIZE(NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS, 16);
+NVABI_OFF(NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS, numClasses, 0);
+NVABI_OFF(NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS, classList, 8);
+NVABI_SIZE(NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS, 16);
+NVABI_OFF(NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS, engineType, 0);
+NVABI_OFF(NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS, numClasses, 4);
+NVABI_OFF(NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS, classList, 8);
+NVABI_SIZE(NV2080_CTRL_GPU_GET_INFO_PARAMS, 16);
+NVABI_OFF(NV2080_CTRL_GPU_GET_INFO_PARAMS, gpuInfoListSize, 0);
+NVABI_OFF(NV2080_CTRL_GPU_GET_INFO_PARAMS, gpuInfoList, 8);
+NVABI_SIZE(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS, 564);
+NVABI_OFF(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS, gpuInfoListSize, 0);
+NVABI_OFF(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS, gpuInfoList, 4);
+NVABI_SIZE(NV2080_CTRL_GPU_GET_GID_INFO_PARAMS, 268);
+NVABI_OFF(NV2080_CTRL_GPU_GET_GID_INFO_PARAMS, index, 0);
+NVABI_OFF(NV2080_CTRL_GPU_GET_GID_INFO_PARAMS, flags, 4);
+NVABI_OFF(NV2080_CTRL_GPU_GET_GID_INFO_PARAMS, length, 8);
+NVABI_OFF(NV2080_CTRL_GPU_GET_GID_INFO_PARAMS, data, 12);
+NVABI_SIZE(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, 40);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, sizeOfStrings, 0);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, pDriverVersionBuffer, 8);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, pVersionBuffer, 16);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, pTitleBuffer, 24);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, changelistNumber, 32);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS, officialChangelistNumber, 36);
+NVABI_SIZE(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, 1032);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, driverVersionBuffer, 0);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, versionBuffer, 256);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, driverBranch, 512);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, titleBuffer, 768);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, changelistNumber, 1024);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS, officialChangelistNumber, 1028);
+NVABI_SIZE(NV2080_CTRL_GR_ROUTE_INFO, 16);
+NVABI_OFF(NV2080_CTRL_GR_ROUTE_INFO, route, 8);
+NVABI_SIZE(NV2080_CTRL_GR_GET_INFO_PARAMS, 32);
+NVABI_OFF(NV2080_CTRL_GR_GET_INFO_PARAMS, grInfoListSize, 0);
+NVABI_OFF(NV2080_CTRL_GR_GET_INFO_PARAMS, grInfoList, 8);
+NVABI_OFF(NV2080_CTRL_GR_GET_INFO_PARAMS, grRouteInfo, 16);
+NVABI_SIZE(NV_VASPACE_ALLOCATION_PARAMETERS, 56);
+NVABI_OFF(NV_VASPACE_ALLOCATION_PARAMETERS, index, 0);
+NVABI_OFF(NV_VASPACE_ALLOCATION_PARAMETERS, flags, 4);
+NVABI_OFF(NV_VASPACE_ALLOCATION_PARAMETERS, vaSize, 8);
+NVABI_OFF(NV_VASPACE_ALLOCATION_PARAMETERS, bigPageSize, 32);
+NVABI_OFF(NV_VASPACE_ALLOCATION_PARAMETERS, vaBase, 40);
+NVABI_OFF(NV_VASPACE_ALLOCATION_PARAMETERS, pasid, 48);
+NVABI_SIZE(NV_CTXSHARE_ALLOCATION_PARAMETERS, 12);
+NVABI_OFF(NV_CTXSHARE_ALLOCATION_PARAMETERS, hVASpace, 0);
+NVABI_OFF(NV_CTXSHARE_ALLOCATION_PARAMETERS, flags, 4);
+NVABI_OFF(NV_CTXSHARE_ALLOCATION_PARAMETERS, subctxId, 8);
+NVABI_SIZE(NV_GR_ALLOCATION_PARAMETERS, 16);
+NVABI_SIZE(NVB0B5_ALLOCATION_PARAMETERS, 8);
+NVABI_OFF(NVB0B5_ALLOCATION_PARAMETERS, engineType, 4);
+NVABI_SIZE(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, 40);
+NVABI_OFF(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, flags, 4);
+NVABI_OFF(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, attr, 8);
+NVABI_OFF(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, attr2, 12);
+NVABI_OFF(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, descriptor, 16);
+NVABI_OFF(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, limit, 24);
+NVABI_OFF(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS, descriptorType, 32);
+/* MAP/UNMAP_MEMORY_DMA members read at fixed offsets in every release
+ * (dmaOffset and status of NVOS46, status of NVOS47: from the end). */
+NVABI_OFF(NVOS46_PARAMETERS, hClient, 0);
+NVABI_OFF(NVOS46_PARAMETERS, hDevice, 4);
+NVABI_OFF(NVOS46_PARAMETERS, hDma, 8);
+NVABI_OFF(NVOS46_PARAMETERS, hMemory, 12);
+NVABI_OFF(NVOS47_PARAMETERS, hClient, 0);
+NVABI_OFF(NVOS47_PARAMETERS, hDevice, 4);
+NVABI_OFF(NVOS47_PARAMETERS, hDma, 8);
+NVABI_OFF(NVOS47_PARAMETERS, hMemory, 12);
+NVABI_OFF(NVOS47_PARAMETERS, flags, 16);
+NVABI_OFF(NVOS47_PARAMETERS, dmaOffset, 24);
+NVABI_OFF(NVOS47_PARAMETERS, status, 40);
+/* ==== END nvsim start-up block (checks) ================================= */
+
 
 #ifdef __KERNEL__
 #include <linux/uaccess.h>

@@ -24,6 +24,8 @@ struct nvsim_ctrl_ctx {
 	const struct nvsim_call *call;
 	struct nvsim_object *obj;       /* valid under nvsim.lock only */
 	void *params;
+	u32 psize;                      /* the caller's paramsSize */
+	u8 uuid[NV_UUID_LEN];           /* GID_INFO: the GPU's, under the lock */
 	/* Snapshot for the unlocked step. */
 	u64 fb_total;
 	u64 fb_free;
@@ -295,6 +297,451 @@ static NV_STATUS nvsim_ctrl_get_pid_info(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/* ------------------------------------------------- start-up controls */
+
+/*
+ * An embedded list the driver copies (param_copy.c, rmapiParamsAcquire, as
+ * embedded_param_copy.c sets it up): count * elem bytes that must not
+ * overflow 32 bits, a pointer if and only if there are bytes, and no more
+ * than RMAPI_PARAM_COPY_MAX_PARAMS_SIZE; otherwise NV_ERR_INVALID_ARGUMENT.
+ * Parameters in kernel memory (a kernel caller) are used as they are
+ * (embeddedParamCopyIn returns at once for PARAM_LOCATION_KERNEL).
+ */
+static NV_STATUS nvsim_embedded_bytes(struct nvsim_ctrl_ctx *ctx, u64 ptr,
+				      u32 count, u32 elem, size_t *bytes)
+{
+	u64 b = (u64)count * elem;
+
+	if (ctx->call->kparams) {
+		*bytes = b;
+		return NV_OK;
+	}
+	if (b > U32_MAX || (b != 0) != (ptr != 0) || b > NVSIM_MAX_CTRL_PARAMS)
+		return NV_ERR_INVALID_ARGUMENT;
+	*bytes = b;
+	return NV_OK;
+}
+
+/* os_memcpy_from_user / _to_user: a fault is NV_ERR_INVALID_ADDRESS. */
+static NV_STATUS nvsim_list_in(struct nvsim_ctrl_ctx *ctx, void *dst, u64 ptr,
+			       size_t bytes)
+{
+	return nvsim_copy_in(ctx->call, dst, ptr, bytes) ?
+	       NV_ERR_INVALID_ADDRESS : NV_OK;
+}
+
+static NV_STATUS nvsim_list_out(struct nvsim_ctrl_ctx *ctx, u64 ptr,
+				const void *src, size_t bytes)
+{
+	return nvsim_copy_out(ctx->call, ptr, src, bytes) ?
+	       NV_ERR_INVALID_ADDRESS : NV_OK;
+}
+
+/* Controls that need no state beyond the object's existence. */
+static NV_STATUS nvsim_ctrl_nothing_locked(struct nvsim_ctrl_ctx *ctx)
+{
+	return NV_OK;
+}
+
+/*
+ * A class list into a caller's list of numClasses NvU32s, as
+ * gpuGetClassList_IMPL (gpu_resource_desc.c): with no list the count is
+ * returned; a list too short is NV_ERR_INVALID_PARAM_STRUCT (and, the
+ * control having failed, nothing is copied back); otherwise the classes
+ * are written and numClasses becomes their count.  The caller's list is
+ * copied in first and all of it back (embeddedParamCopyIn/Out).
+ */
+static NV_STATUS nvsim_classlist_fill(struct nvsim_ctrl_ctx *ctx,
+				      u32 *num_classes, u64 ptr, int eng,
+				      unsigned int inst)
+{
+	unsigned int count = nvsim_arch_classlist(NULL, 0, eng, inst);
+	NV_STATUS status;
+	size_t bytes;
+	u32 *list;
+
+	status = nvsim_embedded_bytes(ctx, ptr, *num_classes, sizeof(u32), &bytes);
+	if (status != NV_OK)
+		return status;
+	if (!ptr) {
+		*num_classes = count;
+		return NV_OK;
+	}
+	list = kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
+	if (!list)
+		return NV_ERR_NO_MEMORY;
+	status = nvsim_list_in(ctx, list, ptr, bytes);
+	if (status != NV_OK)
+		goto out;
+	if (*num_classes < count) {
+		status = NV_ERR_INVALID_PARAM_STRUCT;
+		goto out;
+	}
+	nvsim_arch_classlist(list, *num_classes, eng, inst);
+	status = nvsim_list_out(ctx, ptr, list, bytes);
+	if (status == NV_OK)
+		*num_classes = count;
+out:
+	kvfree(list);
+	return status;
+}
+
+/* NV0080_CTRL_CMD_GPU_GET_CLASSLIST: device_ctrl.c, deviceCtrlCmdGpuGetClasslist_IMPL */
+static NV_STATUS nvsim_ctrl_classlist(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS *p = ctx->params;
+
+	return nvsim_classlist_fill(ctx, &p->numClasses, p->classList,
+				    NVSIM_ENG_ANY, 0);
+}
+
+/*
+ * NV2080_CTRL_CMD_GPU_GET_ENGINE_CLASSLIST: subdevice_ctrl_gpu_kernel.c,
+ * subdeviceCtrlCmdGpuGetEngineClasslist_IMPL.  The engine type is
+ * translated by gpuXlateClientEngineIdToEngDesc (an unknown one:
+ * NV_ERR_INVALID_ARGUMENT), then the classes of that engine are listed.
+ * nvsim models the GR and copy engines; other engine types are answered
+ * NV_ERR_INVALID_ARGUMENT (simplified: RM lists their video classes).
+ */
+static NV_STATUS nvsim_ctrl_engine_classlist(struct nvsim_ctrl_ctx *ctx)
+{
+	NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS *p = ctx->params;
+	u32 t = p->engineType;
+	int eng;
+	unsigned int inst;
+
+	if (t >= NV2080_ENGINE_TYPE_GR0 && t <= NV2080_ENGINE_TYPE_GR7) {
+		eng = NVSIM_ENG_GR;
+		inst = t - NV2080_ENGINE_TYPE_GR0;
+	} else if (t >= NV2080_ENGINE_TYPE_COPY0 && t <= NV2080_ENGINE_TYPE_COPY9) {
+		eng = NVSIM_ENG_CE;
+		inst = t - NV2080_ENGINE_TYPE_COPY0;
+	} else {
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+	return nvsim_classlist_fill(ctx, &p->numClasses, p->classList, eng,
+				    inst);
+}
+
+/* The release's NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE: its V2 array's length. */
+static u32 nvsim_gpu_info_max(void)
+{
+	u32 size = nvsim_rel_size(NVREL_CTL, NV2080_CTRL_CMD_GPU_GET_INFO_V2,
+				  sizeof(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS));
+
+	return min_t(u32, (size - sizeof(u32)) / sizeof(NV2080_CTRL_GPU_INFO),
+		     NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE);
+}
+
+/*
+ * One GPU info item, as getGpuInfos (subdevice_ctrl_gpu_kernel.c) answers
+ * on a GPU that is neither a GSP client nor virtual: the items below, the
+ * ECIDs NV_ERR_NOT_SUPPORTED, anything else NV_ERR_INVALID_ARGUMENT (the
+ * items nvsim does not model are answered so too).
+ */
+static NV_STATUS nvsim_gpu_info_value(u32 index, u32 *data)
+{
+	const struct nvsim_arch *a = nvsim_arch;
+
+	switch (index) {
+	case NV2080_CTRL_GPU_INFO_INDEX_ECID_LO32:
+	case NV2080_CTRL_GPU_INFO_INDEX_ECID_HI32:
+	case NV2080_CTRL_GPU_INFO_INDEX_ECID_EXTENDED:
+		*data = 0;
+		return NV_ERR_NOT_SUPPORTED;
+	case NV2080_CTRL_GPU_INFO_INDEX_SYSMEM_ACCESS:
+		*data = NV2080_CTRL_GPU_INFO_SYSMEM_ACCESS_YES;
+		return NV_OK;
+	case NV2080_CTRL_GPU_INFO_INDEX_NETLIST_REV0:
+	case NV2080_CTRL_GPU_INFO_INDEX_NETLIST_REV1:
+	case NV2080_CTRL_GPU_INFO_INDEX_GEMINI_BOARD:
+	case NV2080_CTRL_GPU_INFO_INDEX_SURPRISE_REMOVAL_POSSIBLE:
+	case NV2080_CTRL_GPU_INFO_INDEX_MOBILE_CONFIG_ENABLED:
+	case NV2080_CTRL_GPU_INFO_INDEX_CMP_SKU:
+	case NV2080_CTRL_GPU_INFO_INDEX_COHERENT_GPU_MEMORY_MODE:
+		*data = 0;      /* no, or NONE: a PCIe board */
+		return NV_OK;
+	case NV2080_CTRL_GPU_INFO_INDEX_GPU_SMC_MODE:
+		*data = a->smc_mode;
+		return NV_OK;
+	case NV2080_CTRL_GPU_INFO_INDEX_GPU_SM_VERSION:
+		*data = a->sm_version;
+		return NV_OK;
+	case NV2080_CTRL_GPU_INFO_INDEX_DISPLAY_ENABLED:
+		*data = a->display;
+		return NV_OK;
+	case NV2080_CTRL_GPU_INFO_INDEX_GPU_PROFILING_CAPABILITY:
+	case NV2080_CTRL_GPU_INFO_INDEX_GPU_DEBUGGING_CAPABILITY:
+		*data = 1;      /* ENABLED: always, on bare metal */
+		return NV_OK;
+	default:
+		*data = 0;
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+}
+
+/*
+ * getGpuInfos: a list of 1 .. MAX_LIST_SIZE items, each index (bits 23:0)
+ * below MAX_LIST_SIZE; the first item that fails fails the control.
+ */
+static NV_STATUS nvsim_gpu_info_list(NV2080_CTRL_GPU_INFO *list, u32 n)
+{
+	u32 max = nvsim_gpu_info_max(), i, index;
+	NV_STATUS status;
+
+	if (n == 0 || n > max)
+		return NV_ERR_INVALID_ARGUMENT;
+	for (i = 0; i < n; i++) {
+		index = list[i].index & NV2080_CTRL_GPU_INFO_INDEX_INDEX_MASK;
+		if (index >= max)
+			return NV_ERR_INVALID_ARGUMENT;
+		status = nvsim_gpu_info_value(index, &list[i].data);
+		if (status != NV_OK)
+			return status;
+	}
+	return NV_OK;
+}
+
+/* NV2080_CTRL_CMD_GPU_GET_INFO_V2: subdeviceCtrlCmdGpuGetInfoV2_IMPL */
+static NV_STATUS nvsim_ctrl_gpu_info_v2(struct nvsim_ctrl_ctx *ctx)
+{
+	NV2080_CTRL_GPU_GET_INFO_V2_PARAMS *p = ctx->params;
+
+	return nvsim_gpu_info_list(p->gpuInfoList, p->gpuInfoListSize);
+}
+
+/*
+ * NV2080_CTRL_CMD_GPU_GET_INFO: only the deprecated-control layer answers
+ * it, by calling V2 (rmapi_deprecated_control.c, CONVERT_TO_V2_EX and
+ * ctrlparamAcquire): an empty list is not copied and V2 refuses it; more
+ * items than V2's array holds is NV_ERR_OUT_OF_RANGE; the list is copied
+ * in (a NULL pointer: NV_ERR_INVALID_ARGUMENT, rmapiParamsCopyIn), answered
+ * by V2 and copied back on success (a failed copy-back is ignored there).
+ */
+static NV_STATUS nvsim_ctrl_gpu_info_v1(struct nvsim_ctrl_ctx *ctx)
+{
+	NV2080_CTRL_GPU_GET_INFO_PARAMS *p = ctx->params;
+	NV2080_CTRL_GPU_INFO list[NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE];
+	u32 n = p->gpuInfoListSize;
+	size_t bytes = n * sizeof(list[0]);
+	NV_STATUS status;
+
+	if (n == 0)
+		return nvsim_gpu_info_list(list, 0);
+	if (n > nvsim_gpu_info_max())
+		return NV_ERR_OUT_OF_RANGE;
+	if (!p->gpuInfoList)
+		return NV_ERR_INVALID_ARGUMENT;
+	status = nvsim_list_in(ctx, list, p->gpuInfoList, bytes);
+	if (status != NV_OK)
+		return status;
+	status = nvsim_gpu_info_list(list, n);
+	if (status == NV_OK)
+		nvsim_list_out(ctx, p->gpuInfoList, list, bytes);
+	return status;
+}
+
+/* GID_INFO needs the GPU's UUID, read under the lock. */
+static NV_STATUS nvsim_ctrl_gid_locked(struct nvsim_ctrl_ctx *ctx)
+{
+	memcpy(ctx->uuid, ctx->obj->gpu->uuid, NV_UUID_LEN);
+	return NV_OK;
+}
+
+/*
+ * NV2080_CTRL_CMD_GPU_GET_GID_INFO: subdeviceCtrlCmdGpuGetGidInfo_IMPL and
+ * gpuGetGidInfo_IMPL (gpu.c).  MODE GPU: TYPE must be SHA1
+ * (NV_ERR_INVALID_FLAGS); FORMAT BINARY gives the 16 bytes, anything else
+ * the string "GPU-..." with its NUL (transformGidToUserFriendlyString,
+ * NV_UUID_STR_LEN bytes).  MODE UGPU: a GPU without uGPUs
+ * (gpuGenUgidData_HAL: NV_ERR_NOT_SUPPORTED, after the same TYPE check);
+ * other modes NV_ERR_INVALID_PARAMETER.  The UUID is the one gpu.c makes.
+ */
+static NV_STATUS nvsim_ctrl_gid_info(struct nvsim_ctrl_ctx *ctx)
+{
+	NV2080_CTRL_GPU_GET_GID_INFO_PARAMS *p = ctx->params;
+	u32 mode = (p->flags >> NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_SHIFT) &
+		   NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_MASK;
+	bool sha1 = ((p->flags >> NV2080_GPU_CMD_GPU_GET_GID_FLAGS_TYPE_SHIFT) & 1) ==
+		    NV2080_GPU_CMD_GPU_GET_GID_FLAGS_TYPE_SHA1;
+
+	if (mode != NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_GPU &&
+	    mode != NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_UGPU)
+		return NV_ERR_INVALID_PARAMETER;
+	if (!sha1)
+		return NV_ERR_INVALID_FLAGS;
+	if (mode == NV2080_GPU_CMD_GPU_GET_GID_FLAGS_MODE_UGPU)
+		return NV_ERR_NOT_SUPPORTED;
+
+	if ((p->flags & NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_MASK) ==
+	    NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY) {
+		memcpy(p->data, ctx->uuid, NV_UUID_LEN);
+		p->length = NV_UUID_LEN;
+	} else {
+		nvsim_uuid_string(ctx->uuid, (char *)p->data);
+		p->length = NV_UUID_STR_LEN;
+	}
+	return NV_OK;
+}
+
+/*
+ * The build strings: NV_VERSION_STRING is the release nvsim presents; the
+ * branch, its build version and title name nvsim (the real driver's are
+ * its build's, nvBldVer.h); the changelist numbers are 0.
+ */
+static void nvsim_build_strings(char *version, char *bld, char *branch,
+				char *title, size_t len)
+{
+	snprintf(version, len, "%s", nvsim_rel->name);
+	snprintf(bld, len, "nvsim-%s", nvsim_rel->name);
+	snprintf(branch, len, "nvsim");
+	snprintf(title, len, "nvsim simulated driver %s", nvsim_rel->name);
+}
+
+/*
+ * NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2: cliresCtrlCmdSystemGetBuild
+ * VersionV2_IMPL (client_resource.c).  It is CACHEABLE: the parameters
+ * are not read (a zeroed buffer, control.c).  535.288.01 and 550.163.01's
+ * struct has no driverBranch: the title and changelists then sit the same
+ * distance from the end as in 595.45.04's.
+ */
+static NV_STATUS nvsim_ctrl_build_version_v2(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS *p = ctx->params;
+	const size_t full = sizeof(*p), len =
+		NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE;
+	u8 *buf = ctx->params;
+	size_t size = ctx->psize;
+	char branch[NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE];
+	u32 *cl;
+
+	memset(buf, 0, max(size, full));
+	nvsim_build_strings(p->driverVersionBuffer, p->versionBuffer, branch,
+			    (char *)buf + size - (full - offsetof(typeof(*p), titleBuffer)),
+			    len);
+	if (size == full)
+		memcpy(p->driverBranch, branch, len);
+	cl = (u32 *)(buf + size - (full - offsetof(typeof(*p), changelistNumber)));
+	cl[0] = 0;      /* changelistNumber */
+	cl[1] = 0;      /* officialChangelistNumber */
+	return NV_OK;
+}
+
+/*
+ * NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION: the deprecated-control layer's
+ * converter (rmapi_deprecated_control.c, V2_CONVERTER(_NV0000_CTRL_CMD_
+ * SYSTEM_GET_BUILD_VERSION)): the strings come from V2; sizeOfStrings is
+ * the longest string's length with its NUL.  If any of the three pointers
+ * is NULL the caller only learns sizeOfStrings; if sizeOfStrings is less
+ * than that, NV_ERR_INVALID_PARAM_STRUCT; otherwise each string is copied
+ * out with its NUL (a failed copy: NV_ERR_INVALID_PARAM_STRUCT) and the
+ * changelist numbers are set.
+ */
+static NV_STATUS nvsim_ctrl_build_version(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS *p = ctx->params;
+	NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS *v2;
+	size_t lv, lb, lt, maxlen;
+	NV_STATUS status = NV_OK;
+
+	v2 = kzalloc(sizeof(*v2), GFP_KERNEL);
+	if (!v2)
+		return NV_ERR_NO_MEMORY;
+	nvsim_build_strings(v2->driverVersionBuffer, v2->versionBuffer,
+			    v2->driverBranch, v2->titleBuffer,
+			    sizeof(v2->titleBuffer));
+	lv = strnlen(v2->driverVersionBuffer, sizeof(v2->driverVersionBuffer)) + 1;
+	lb = strnlen(v2->versionBuffer, sizeof(v2->versionBuffer)) + 1;
+	lt = strnlen(v2->titleBuffer, sizeof(v2->titleBuffer)) + 1;
+	maxlen = max3(lv, lb, lt);
+
+	if (!p->pDriverVersionBuffer || !p->pVersionBuffer || !p->pTitleBuffer) {
+		p->sizeOfStrings = maxlen;
+	} else if (p->sizeOfStrings < maxlen) {
+		status = NV_ERR_INVALID_PARAM_STRUCT;
+	} else if (nvsim_copy_out(ctx->call, p->pDriverVersionBuffer,
+				  v2->driverVersionBuffer, lv) ||
+		   nvsim_copy_out(ctx->call, p->pVersionBuffer,
+				  v2->versionBuffer, lb) ||
+		   nvsim_copy_out(ctx->call, p->pTitleBuffer,
+				  v2->titleBuffer, lt)) {
+		status = NV_ERR_INVALID_PARAM_STRUCT;
+	} else {
+		p->changelistNumber = v2->changelistNumber;
+		p->officialChangelistNumber = v2->officialChangelistNumber;
+	}
+	kfree(v2);
+	return status;
+}
+
+/* The GR engine's figures (the chip's; indexes it does not set read 0). */
+static u32 nvsim_gr_info_value(u32 index)
+{
+	const struct nvsim_arch *a = nvsim_arch;
+
+	switch (index) {
+	case NV2080_CTRL_GR_INFO_INDEX_SM_VERSION:
+		return a->sm_version;
+	case NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM:
+		return a->max_warps_per_sm;
+	case NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP:
+		return 32;
+	case NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS:
+		return a->gpcs;
+	case NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC:
+		return a->tpc_per_gpc;
+	case NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC:
+		return a->sm_per_tpc;
+	case NV2080_CTRL_GR_INFO_INDEX_MAX_SUBCONTEXT_COUNT:
+		return a->max_subctx;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * NV2080_CTRL_CMD_GR_GET_INFO: kernel_graphics.c, subdeviceCtrlCmdKGrGetInfo
+ * _IMPL and _kgraphicsCtrlCmdGrGetInfoV2.  The list (grInfoListSize
+ * entries) is copied in and back whole (embeddedParamCopyIn/Out); a NULL
+ * list is NV_ERR_INVALID_ARGUMENT; the first min(grInfoListSize,
+ * GR_INFO_MAX_SIZE) entries are answered, each index below the release's
+ * GR_INFO_MAX_SIZE (else NV_ERR_INVALID_ARGUMENT, nothing copied back).
+ * Without MIG the route is not looked at (kgrmgrCtrlRouteKGRWithDevice).
+ */
+static NV_STATUS nvsim_ctrl_gr_info(struct nvsim_ctrl_ctx *ctx)
+{
+	NV2080_CTRL_GR_GET_INFO_PARAMS *p = ctx->params;
+	u32 max = nvsim_rel_gr_info_max(), n, i;
+	NV2080_CTRL_GR_INFO *list;
+	NV_STATUS status;
+	size_t bytes;
+
+	status = nvsim_embedded_bytes(ctx, p->grInfoList, p->grInfoListSize,
+				      sizeof(*list), &bytes);
+	if (status != NV_OK)
+		return status;
+	if (!p->grInfoList)
+		return NV_ERR_INVALID_ARGUMENT;
+	list = kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
+	if (!list)
+		return NV_ERR_NO_MEMORY;
+	status = nvsim_list_in(ctx, list, p->grInfoList, bytes);
+	if (status != NV_OK)
+		goto out;
+	n = min(p->grInfoListSize, max);
+	for (i = 0; i < n; i++) {
+		if (list[i].index >= max) {
+			status = NV_ERR_INVALID_ARGUMENT;
+			goto out;
+		}
+		list[i].data = nvsim_gr_info_value(list[i].index);
+	}
+	status = nvsim_list_out(ctx, p->grInfoList, list, bytes);
+out:
+	kvfree(list);
+	return status;
+}
+
 /* ---------------------------------------------------------------- TSG */
 
 static NV_STATUS nvsim_ctrl_tsg_schedule(struct nvsim_ctrl_ctx *ctx)
@@ -412,12 +859,37 @@ static NV_STATUS nvsim_ctrl_work_submit_token(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+#define CLIENT      NVSIM_BIT(NVSIM_OBJ_CLIENT)
+#define DEVICE      NVSIM_BIT(NVSIM_OBJ_DEVICE)
 #define SUBDEVICE   NVSIM_BIT(NVSIM_OBJ_SUBDEVICE)
 #define MEMORY      NVSIM_BIT(NVSIM_OBJ_MEMORY)
 #define TSG         NVSIM_BIT(NVSIM_OBJ_TSG)
 #define CHANNEL     NVSIM_BIT(NVSIM_OBJ_CHANNEL)
 
 static const struct nvsim_ctrl nvsim_ctrls[] = {
+	/* Start-up controls: the real driver's checks (see each function). */
+	{ NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION,
+	  sizeof(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS),
+	  CLIENT, nvsim_ctrl_nothing_locked, nvsim_ctrl_build_version },
+	{ NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
+	  sizeof(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS),
+	  CLIENT, nvsim_ctrl_nothing_locked, nvsim_ctrl_build_version_v2 },
+	{ NV0080_CTRL_CMD_GPU_GET_CLASSLIST,
+	  sizeof(NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS),
+	  DEVICE, nvsim_ctrl_nothing_locked, nvsim_ctrl_classlist },
+	{ NV2080_CTRL_CMD_GPU_GET_ENGINE_CLASSLIST,
+	  sizeof(NV2080_CTRL_GPU_GET_ENGINE_CLASSLIST_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_nothing_locked, nvsim_ctrl_engine_classlist },
+	{ NV2080_CTRL_CMD_GPU_GET_INFO, sizeof(NV2080_CTRL_GPU_GET_INFO_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_nothing_locked, nvsim_ctrl_gpu_info_v1 },
+	{ NV2080_CTRL_CMD_GPU_GET_INFO_V2,
+	  sizeof(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_nothing_locked, nvsim_ctrl_gpu_info_v2 },
+	{ NV2080_CTRL_CMD_GPU_GET_GID_INFO,
+	  sizeof(NV2080_CTRL_GPU_GET_GID_INFO_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_gid_locked, nvsim_ctrl_gid_info },
+	{ NV2080_CTRL_CMD_GR_GET_INFO, sizeof(NV2080_CTRL_GR_GET_INFO_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_nothing_locked, nvsim_ctrl_gr_info },
 	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
 	  sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS),
 	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_gpu_id_info_v2, NULL },
@@ -513,7 +985,11 @@ void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p)
 	}
 
 	ctrl = nvsim_ctrl_find(p->cmd);
+	/* A control the presented release does not have: no class exports it. */
+	if (ctrl && nvsim_rel_lacks(NVREL_CTL, p->cmd))
+		ctrl = NULL;
 	WRITE_ONCE(nvsim.last_control, p->cmd);
+	ctx.psize = p->paramsSize;
 	if (p->paramsSize) {
 		/*
 		 * A release's struct may be smaller than the 595.45.04 one the

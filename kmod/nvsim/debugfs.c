@@ -121,6 +121,7 @@ static int nvsim_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "ioctls %lld\n", atomic64_read(&nvsim.nr_ioctls));
 	seq_printf(m, "uvm_pages %lld\n", atomic64_read(&nvsim.uvm_pages));
 	seq_printf(m, "release %s\n", nvsim_rel->name);
+	seq_printf(m, "chip %s\n", nvsim_arch->chip);
 	seq_printf(m, "last_control 0x%x\n", nvsim.last_control);
 	seq_printf(m, "last_class 0x%x\n", nvsim.last_class);
 	seq_printf(m, "memblock_size %llu\n", nvsim.memblock_size);

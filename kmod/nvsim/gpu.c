@@ -12,6 +12,8 @@
 #include <linux/mm.h>
 #include <linux/ktime.h>
 #include <linux/io.h>
+#include <crypto/sha1.h>
+#include <asm/unaligned.h>
 
 #include "nvsim.h"
 
@@ -66,6 +68,55 @@ struct nvsim_gpu *nvsim_gpu_of_instance(u32 inst)
 			   nvsim.num_gpus];
 }
 
+/*
+ * The GPU's UUID, made as the driver makes one (gpu_uuid.c,
+ * _nvGenerateUuid for UUID_TYPE_GPU): the first 16 bytes of the SHA-1 of
+ * a fixed 38-byte message holding the chip id (bytes 27..28, little
+ * endian) and the 64-bit PDI (bytes 30..37, little endian), then marked as
+ * a version 5 (byte 6) variant 1 (byte 8) UUID.  A real PDI is fused into
+ * the die; nvsim's is "nvsim" and the GPU's bus number, so that each GPU's
+ * UUID is stable across loads and differs per GPU and per chip.
+ */
+static const u8 nvsim_uuid_message[38] = {
+	0xc8, 0x16, 0xc9, 0xa3, 0x52, 0x24, 0x56, 0xbf, 0x9d, 0x9a, 0xac,
+	0x7e, 0xa7, 0x03, 0xfb, 0x5b, 'N', 'V', 'I', 'D', 'I', 'A',
+	' ', 'G', 'P', 'U', 0x02, 0, 0, 0x08, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+static void nvsim_gpu_uuid_init(struct nvsim_gpu *gpu)
+{
+	u32 digest[SHA1_DIGEST_WORDS], ws[SHA1_WORKSPACE_WORDS];
+	u8 block[SHA1_BLOCK_SIZE] = {};
+	u64 pdi = 0x6e7673696d000000ULL | gpu->bus;
+	__be32 be;
+	int i;
+
+	/* One SHA-1 block: the message, 0x80, zeros, the length in bits. */
+	memcpy(block, nvsim_uuid_message, sizeof(nvsim_uuid_message));
+	put_unaligned_le16(nvsim_arch->chip_id, &block[27]);
+	put_unaligned_le64(pdi, &block[30]);
+	block[sizeof(nvsim_uuid_message)] = 0x80;
+	put_unaligned_be64(sizeof(nvsim_uuid_message) * 8ULL,
+			   &block[SHA1_BLOCK_SIZE - 8]);
+	sha1_init(digest);
+	sha1_transform(digest, (const char *)block, ws);
+	for (i = 0; i < NV_UUID_LEN / 4; i++) {
+		be = cpu_to_be32(digest[i]);
+		memcpy(&gpu->uuid[4 * i], &be, 4);
+	}
+	gpu->uuid[6] = (gpu->uuid[6] & 0x0f) | 0x50;
+	gpu->uuid[8] = (gpu->uuid[8] & 0x3f) | 0x80;
+}
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (gpu_uuid.c, nvGetUuidString). */
+void nvsim_uuid_string(const u8 *u, char *out)
+{
+	snprintf(out, NV_UUID_STR_LEN,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		 u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
 static void nvsim_gpu_fini(struct nvsim_gpu *gpu)
 {
 	WARN_ON(!list_empty(&gpu->tsgs));
@@ -91,6 +142,9 @@ int nvsim_gpus_init(void)
 		gpu->gpu_id = (u32)gpu->bus << 8;
 		gpu->fb_total = nvsim_fb_size;
 		gpu->next_fb_offset = 0;
+		/* VA of virtual memory objects: from 4 GiB, chosen. */
+		gpu->next_va = 1ULL << 32;
+		nvsim_gpu_uuid_init(gpu);
 		ida_init(&gpu->tsg_ida);
 		ida_init(&gpu->chid_ida);
 		INIT_LIST_HEAD(&gpu->tsgs);

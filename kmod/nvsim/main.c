@@ -23,7 +23,7 @@ MODULE_PARM_DESC(fb_size, "framebuffer bytes per GPU (default 16 GiB; accounting
 
 char *nvsim_gpu_name = "NVIDIA nvsim H100";
 module_param_named(gpu_name, nvsim_gpu_name, charp, 0444);
-MODULE_PARM_DESC(gpu_name, "GPU name reported by NV2080_CTRL_CMD_GPU_GET_NAME_STRING");
+MODULE_PARM_DESC(gpu_name, "GPU name (NV2080_CTRL_CMD_GPU_GET_NAME_STRING); it picks the chip: H100 (GH100, default) or RTX 3090 (GA102)");
 
 char *nvsim_driver_version = "595.45.04";
 module_param_named(driver_version, nvsim_driver_version, charp, 0444);
@@ -79,6 +79,7 @@ static int __init nvsim_init(void)
 	ret = nvsim_release_init(nvsim_driver_version);
 	if (ret)
 		return ret;
+	nvsim_arch_init(nvsim_gpu_name);
 
 	ret = nvsim_gpus_init();
 	if (ret)
@@ -94,8 +95,9 @@ static int __init nvsim_init(void)
 
 	nvsim_debugfs_init();
 
-	pr_info("%u simulated GPU(s), %lu bytes FB each, driver version %s\n",
-		nvsim.num_gpus, nvsim_fb_size, nvsim_driver_version);
+	pr_info("%u simulated GPU(s) (%s), %lu bytes FB each, driver version %s\n",
+		nvsim.num_gpus, nvsim_arch->chip, nvsim_fb_size,
+		nvsim_driver_version);
 	return 0;
 
 err_device:

@@ -13,6 +13,7 @@
  */
 #include <linux/slab.h>
 #include <linux/sched.h>
+#include <linux/mm.h>
 
 #include "nvsim.h"
 
@@ -116,6 +117,12 @@ void nvsim_mem_put(struct nvsim_mem *mem)
 	if (WARN_ON(!mem->refs) || --mem->refs)
 		return;
 
+	if (mem->pinned) {
+		/* os_unlock_user_pages: dirty what the GPU could write. */
+		unpin_user_pages_dirty_lock(mem->pinned, mem->nr_pinned,
+					    mem->pinned_writable);
+		kvfree(mem->pinned);
+	}
 	if (mem->fb && mem->size) {
 		mem->gpu->fb_used -= mem->size;
 		pe = nvsim_pid_fb_find(mem->tgid, mem->gpu->index);
@@ -205,6 +212,9 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	case NV01_MEMORY_LOCAL_PRIVILEGED:
 	case NV01_MEMORY_SYSTEM:
 		break;
+	case NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+		nvsim_rm_alloc_os_desc_kernel(call, p);
+		return;
 	default:
 		p->status = NV_ERR_INVALID_CLASS;
 		return;
@@ -231,6 +241,189 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	}
 out:
 	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}
+
+/* ---------------------------------------------------- OS descriptors */
+
+/* Chosen: the most a single OS descriptor pins (os_alloc_mem has no cap). */
+#define NVSIM_MAX_OSDESC_PAGES  ((1UL << 30) >> PAGE_SHIFT)
+
+static u32 nvsim_os02_field(u32 flags, unsigned int shift, u32 mask)
+{
+	return (flags >> shift) & mask;
+}
+
+/*
+ * The flags RmAllocOsDescriptor (arch/nvalloc/unix/src/escape.c) and
+ * _rmAllocMemorySystemOsDescriptor (rmapi_deprecated_allocmemory.c)
+ * accept: PCI memory that is not mapped now (NV_ERR_INVALID_FLAGS).
+ */
+static NV_STATUS nvsim_os_desc_flags(u32 flags)
+{
+	if (nvsim_os02_field(flags, NVOS02_FLAGS_LOCATION_SHIFT,
+			     NVOS02_FLAGS_LOCATION_MASK) != NVOS02_FLAGS_LOCATION_PCI ||
+	    nvsim_os02_field(flags, NVOS02_FLAGS_MAPPING_SHIFT,
+			     NVOS02_FLAGS_MAPPING_MASK) != NVOS02_FLAGS_MAPPING_NO_MAP)
+		return NV_ERR_INVALID_FLAGS;
+	return NV_OK;
+}
+
+/* Client and parent of an OS descriptor: a device (resource_list.h). */
+static NV_STATUS nvsim_os_desc_parent(const struct nvsim_call *call,
+				      NvHandle hClient, NvHandle hParent,
+				      struct nvsim_client **client,
+				      struct nvsim_object **parent)
+{
+	NV_STATUS status;
+
+	status = nvsim_client_get(call, hClient, client);
+	if (status != NV_OK)
+		return status;
+	*parent = nvsim_object_find(*client, hParent);
+	if (!*parent || (*parent)->type != NVSIM_OBJ_DEVICE)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	return NV_OK;
+}
+
+/*
+ * A kernel caller's NV01_ALLOC_MEMORY of an OS descriptor: the deprecated
+ * layer (_rmAllocMemorySystemOsDescriptor) checks the flags and allocates
+ * it as a user virtual address, which osCreateMemFromOsDescriptor refuses
+ * to a kernel client (no pointer or a limit of 0 first:
+ * NV_ERR_INVALID_PARAM_STRUCT; then NV_ERR_NOT_SUPPORTED).
+ */
+void nvsim_rm_alloc_os_desc_kernel(const struct nvsim_call *call,
+				   NVOS02_PARAMETERS *p)
+{
+	struct nvsim_client *client;
+	struct nvsim_object *parent;
+	NV_STATUS status;
+
+	status = nvsim_os_desc_flags(p->flags);
+	if (status == NV_OK) {
+		mutex_lock(&nvsim.lock);
+		status = nvsim_os_desc_parent(call, p->hRoot, p->hObjectParent,
+					      &client, &parent);
+		mutex_unlock(&nvsim.lock);
+	}
+	if (status == NV_OK)
+		status = (!p->pMemory || !p->limit) ? NV_ERR_INVALID_PARAM_STRUCT :
+						      NV_ERR_NOT_SUPPORTED;
+	p->status = status;
+}
+
+/**
+ * nvsim_rm_alloc_os_desc - NV_ESC_RM_ALLOC_MEMORY of
+ * NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: the caller's memory at pMemory,
+ * limit + 1 bytes, pinned for as long as the object (or a dup) lives.
+ * @call: the caller (a user file)
+ * @p: the parameters
+ *
+ * As RmAllocOsDescriptor and RmCreateOsDescriptor (escape.c),
+ * os_lock_user_pages (kernel-open/nvidia/os-mlock.c) and, for the RM
+ * allocation, osdescConstruct_IMPL and osCreateOsDescriptorFromPageArray
+ * (osmemdesc.c).  In that order: PCI and NO_MAP (NV_ERR_INVALID_FLAGS); a
+ * coherency of cached, write-back or uncached (NV_ERR_INVALID_FLAGS); a
+ * page-aligned address (NV_ERR_NOT_SUPPORTED); limit + 1 must not wrap
+ * (NV_ERR_INVALID_LIMIT); the pages are pinned, writable unless
+ * ALLOC_USER_READ_ONLY (pin_user_pages with FOLL_LONGTERM; a range that
+ * cannot be: NV_ERR_INVALID_ADDRESS, as when os_lookup_user_io_memory
+ * finds no I/O mapping either); then the client (NV_ERR_INVALID_CLIENT),
+ * the parent, a device (NV_ERR_INVALID_OBJECT_PARENT), the handle, a limit
+ * of 0 (NV_ERR_INVALID_PARAM_STRUCT), and anonymous memory is cached and
+ * not contiguous (uncached or PHYSICALITY_CONTIGUOUS:
+ * NV_ERR_INVALID_FLAGS).  A failure after pinning unpins.  As the escape,
+ * hObjectNew is not written back (0 makes a handle the caller is not
+ * told).  The memory is system memory: not FB, not mappable by
+ * RM_MAP_MEMORY (mmap.c), mappable into a GPU VA (vaspace.c).
+ *
+ * Not modelled: I/O memory (os_lookup_user_io_memory) and the pages'
+ * NUMA/IOMMU attributes.  Chosen: at most 1 GiB per descriptor
+ * (NV_ERR_NO_MEMORY beyond).
+ */
+void nvsim_rm_alloc_os_desc(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
+{
+	u32 coherency = nvsim_os02_field(p->flags, NVOS02_FLAGS_COHERENCY_SHIFT,
+					 NVOS02_FLAGS_COHERENCY_MASK);
+	bool writable = !((p->flags >> NVOS02_FLAGS_ALLOC_USER_READ_ONLY_SHIFT) & 1);
+	struct nvsim_client *client;
+	struct nvsim_object *parent, *obj;
+	struct page **pages = NULL;
+	unsigned long npages = 0;
+	struct nvsim_mem *mem;
+	NvHandle h = p->hObjectNew;
+	NV_STATUS status;
+	long pinned;
+
+	status = nvsim_os_desc_flags(p->flags);
+	if (status != NV_OK)
+		goto out;
+	if (coherency != NVOS02_FLAGS_COHERENCY_CACHED &&
+	    coherency != NVOS02_FLAGS_COHERENCY_WRITE_BACK &&
+	    coherency != NVOS02_FLAGS_COHERENCY_UNCACHED) {
+		status = NV_ERR_INVALID_FLAGS;
+		goto out;
+	}
+	if (p->pMemory & ~PAGE_MASK) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto out;
+	}
+	if (p->limit == U64_MAX) {
+		status = NV_ERR_INVALID_LIMIT;
+		goto out;
+	}
+	npages = (p->limit >> PAGE_SHIFT) + 1;
+	if (npages > NVSIM_MAX_OSDESC_PAGES) {
+		status = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	pages = kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL_ACCOUNT);
+	if (!pages) {
+		status = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	pinned = pin_user_pages_fast(p->pMemory, npages,
+				     FOLL_LONGTERM | (writable ? FOLL_WRITE : 0),
+				     pages);
+	if (pinned < 0 || pinned < npages) {
+		if (pinned > 0)
+			unpin_user_pages(pages, pinned);
+		kvfree(pages);
+		pages = NULL;
+		status = NV_ERR_INVALID_ADDRESS;
+		goto out;
+	}
+
+	mutex_lock(&nvsim.lock);
+	status = nvsim_os_desc_parent(call, p->hRoot, p->hObjectParent,
+				      &client, &parent);
+	if (status == NV_OK && !nvsim_arch_has_class(p->hClass))
+		status = NV_ERR_NOT_SUPPORTED;
+	if (status == NV_OK && p->limit == 0)
+		status = NV_ERR_INVALID_PARAM_STRUCT;
+	if (status == NV_OK &&
+	    (coherency == NVOS02_FLAGS_COHERENCY_UNCACHED ||
+	     nvsim_os02_field(p->flags, NVOS02_FLAGS_PHYSICALITY_SHIFT,
+			      NVOS02_FLAGS_PHYSICALITY_MASK) ==
+	     NVOS02_FLAGS_PHYSICALITY_CONTIGUOUS))
+		status = NV_ERR_INVALID_FLAGS;
+	if (status == NV_OK)
+		status = nvsim_alloc_memory_object(call, client, parent, &h,
+						   p->hClass, p->limit + 1, &obj);
+	if (status == NV_OK) {
+		mem = obj->memory.mem;
+		mem->pinned = pages;
+		mem->nr_pinned = npages;
+		mem->pinned_writable = writable;
+		pages = NULL;
+	}
+	mutex_unlock(&nvsim.lock);
+	if (pages) {
+		unpin_user_pages(pages, npages);
+		kvfree(pages);
+	}
+out:
 	p->status = status;
 }
 
@@ -282,6 +475,17 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 					   size, &obj);
 	if (status != NV_OK)
 		return status;
+	if (hclass == NV50_MEMORY_VIRTUAL) {
+		/* A VA reservation (vaspace.c); ALLOC_SIZE returns its VA. */
+		status = nvsim_virtual_va_assign(obj,
+				flags & NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE,
+				p->function == NVOS32_FUNCTION_ALLOC_SIZE ? as->offset : 0,
+				size);
+		if (status != NV_OK) {
+			nvsim_object_destroy(obj);
+			return status;
+		}
+	}
 
 	/* hMemory is at the same offset in all three layouts. */
 	as->hMemory = h;
@@ -291,6 +495,8 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 		if (hclass == NV01_MEMORY_LOCAL_USER) {
 			as->offset = parent->gpu->next_fb_offset;
 			parent->gpu->next_fb_offset += ALIGN(size, 2ULL << 20);
+		} else if (hclass == NV50_MEMORY_VIRTUAL) {
+			as->offset = obj->memory.va_base;
 		}
 	} else if (p->function == NVOS32_FUNCTION_ALLOC_SIZE_RANGE) {
 		p->data.AllocSizeRange.limit = size - 1;

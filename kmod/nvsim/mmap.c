@@ -296,6 +296,12 @@ static NV_STATUS nvsim_map_validate(const struct nvsim_call *call,
 		if (mem->hclass == NV01_MEMORY_VIRTUAL ||
 		    mem->hclass == NV50_MEMORY_VIRTUAL)
 			return NV_ERR_NOT_SUPPORTED;    /* no CPU pages behind */
+		/*
+		 * mapping_cpu.c: an OS descriptor of user pages may not be
+		 * CPU-mapped (only file-handle descriptors may).
+		 */
+		if (mem->hclass == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
+			return NV_ERR_NOT_SUPPORTED;
 		size = mem->memory.mem->size;
 		ctx->kind = mem->hclass == NV01_MEMORY_SYSTEM ?
 			    NVSIM_MAP_SYSMEM : NVSIM_MAP_VIDMEM;

@@ -51,7 +51,6 @@
 
 #define NVSIM_MAX_GPUS          8
 #define NVSIM_PCI_BUS_BASE      0x10
-#define NVSIM_PCI_DEVICE_ID     0x2330  /* H100 SXM5 80GB */
 #define NVSIM_PCI_VENDOR_ID     0x10de
 #define NVSIM_BAR1_SIZE         (256ULL << 20)
 #define NVSIM_CLIENT_HANDLE_BASE 0xc1d00000u
@@ -94,6 +93,8 @@ struct nvsim_gpu {
 	u32 index;
 	u32 gpu_id;             /* the driver's id for the GPU: bus << 8 */
 	u8 bus;
+	u8 uuid[NV_UUID_LEN];   /* gpu.c, nvsim_gpu_uuid_init */
+	u64 next_va;            /* nvsim.lock: VA handed to virtual memory */
 	u64 fb_total;
 	u64 fb_used;            /* nvsim.lock */
 	u64 next_fb_offset;     /* nvsim.lock: plausible offsets for NVOS32 */
@@ -161,6 +162,47 @@ extern const struct nvrel_release *nvsim_rel;
 extern bool nvsim_rmapi_nvos21;
 int nvsim_release_init(const char *version);
 u32 nvsim_rel_size(enum nvrel_kind k, u32 value, u32 fallback);
+bool nvsim_rel_lacks(enum nvrel_kind k, u32 value);
+u32 nvsim_rel_gr_info_max(void);
+
+/* arch.c: the chip the GPUs are (all alike), from gpu_name. */
+enum nvsim_eng {
+	NVSIM_ENG_ANY = -1,
+	NVSIM_ENG_GPU,          /* ENG_GPU: generic, engine-less, usermode */
+	NVSIM_ENG_FIFO,         /* ENG_KERNEL_FIFO */
+	NVSIM_ENG_DMA,          /* ENG_DMA: VA spaces, virtual memory */
+	NVSIM_ENG_SW,           /* ENG_SW */
+	NVSIM_ENG_GR,           /* ENG_GR(n) */
+	NVSIM_ENG_CE,           /* ENG_CE(n) */
+};
+
+struct nvsim_arch_class {
+	u32 hclass;
+	int eng;                /* enum nvsim_eng */
+	u32 inst_mask;          /* GR/CE instances that list it */
+};
+
+struct nvsim_arch {
+	const char *chip;
+	u16 chip_id;            /* arch << 4 | impl (UUID message) */
+	const struct nvsim_arch_class *classes;
+	unsigned int nr_classes;
+	unsigned int nr_gr, nr_ce;
+	u32 compute_class, copy_class;
+	u32 sm_version, max_warps_per_sm, gpcs, tpc_per_gpc, sm_per_tpc;
+	u32 max_subctx;
+	u32 smc_mode, display;
+	unsigned int va_bits;
+};
+
+extern const struct nvsim_arch *nvsim_arch;
+extern u16 nvsim_pci_device_id;
+void nvsim_arch_init(const char *name);
+bool nvsim_arch_has_class(u32 hclass);
+unsigned int nvsim_arch_classlist(u32 *out, unsigned int max, int eng,
+				  unsigned int inst);
+int nvsim_arch_class_engine(u32 hclass);
+bool nvsim_arch_engine_has_class(u32 hclass, int eng, unsigned int inst);
 void nvsim_test_delay(u32 nr, bool uvm);
 
 enum nvsim_file_kind {
@@ -229,6 +271,10 @@ struct nvsim_mem {
 	u64 size;
 	bool fb;                        /* counted against the GPU's FB */
 	pid_t tgid;                     /* process the FB is charged to */
+	/* NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: the caller's pages, pinned */
+	struct page **pinned;
+	unsigned long nr_pinned;
+	bool pinned_writable;
 };
 
 /* Busy time of one process on one GPU; kept while the process has a client. */
@@ -258,6 +304,7 @@ struct nvsim_tsg {
 	struct nvsim_pid_busy *pidb;
 	unsigned int nr_channels;
 	u64 nr_preempts;
+	u64 subctx_used;                /* nvsim.lock: FERMI_CONTEXT_SHARE_A ids */
 
 	/* engine.lock (written also under nvsim.lock) */
 	struct list_head eng_node;
@@ -304,6 +351,9 @@ enum nvsim_obj_type {
 	NVSIM_OBJ_TSG,
 	NVSIM_OBJ_CHANNEL,
 	NVSIM_OBJ_USERMODE,
+	NVSIM_OBJ_VASPACE,              /* FERMI_VASPACE_A */
+	NVSIM_OBJ_CTXSHARE,             /* FERMI_CONTEXT_SHARE_A */
+	NVSIM_OBJ_ENGINE,               /* compute/3D/2D/I2M/copy on a channel */
 };
 
 #define NVSIM_BIT(t)    (1u << (t))
@@ -326,9 +376,19 @@ struct nvsim_object {
 			/* whose VA space it is on: 0 the GPU's global one,
 			 * else a client's (its own or another's) */
 			NvHandle vas_client;
+			u32 va_mode;    /* NV0080_ALLOC_PARAMETERS.vaMode */
 		} device;
 		struct { u32 inst; } subdevice;
-		struct { struct nvsim_mem *mem; } memory;
+		struct {
+			struct nvsim_mem *mem;
+			/* virtual classes: the VA range they stand for,
+			 * and the VA space named at allocation (0: the
+			 * device's) */
+			u64 va_base, va_size;
+			NvHandle hvaspace;
+		} memory;
+		struct { u64 va_base, va_size; } vaspace;
+		struct { u32 subctx; } ctxshare;
 		struct { struct nvsim_tsg *tsg; } tsg;
 		struct {
 			struct nvsim_tsg *tsg;
@@ -337,6 +397,7 @@ struct nvsim_object {
 			u32 chid;       /* U32_MAX until allocated */
 			bool privileged;        /* kernel_channel.c: a
 						 * privileged channel */
+			u32 engine_type;        /* NV2080_ENGINE_TYPE_* */
 		} channel;
 	};
 };
@@ -349,6 +410,17 @@ struct nvsim_client {
 	struct xarray objects;          /* handle -> nvsim_object, not obj */
 	u32 handle_gen;
 	struct list_head owner_node;
+	struct list_head dma_maps;      /* nvsim_dma_map: MAP_MEMORY_DMA */
+};
+
+/* One RM_MAP_MEMORY_DMA: memory mapped into a virtual memory object. */
+struct nvsim_dma_map {
+	struct list_head node;          /* nvsim_client.dma_maps */
+	struct nvsim_object *mapper;    /* hDma: the virtual memory object */
+	struct nvsim_object *mem;       /* hMemory */
+	struct nvsim_object *ctx;       /* hDevice: the device or subdevice */
+	u64 dma_offset;                 /* the VA */
+	u64 length;
 };
 
 /* Per (process, GPU) FB use, for GET_PID_INFO and debugfs. */
@@ -393,6 +465,7 @@ struct class *nvsim_class(void);
 
 /* gpu.c */
 int nvsim_gpus_init(void);
+void nvsim_uuid_string(const u8 *uuid, char *out);
 void nvsim_gpus_exit(void);
 struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id);
 u32 nvsim_instance_of(const struct nvsim_gpu *gpu);
@@ -432,6 +505,10 @@ NV_STATUS nvsim_mem_create(struct nvsim_gpu *gpu, u32 hclass, u64 size,
 			   pid_t tgid, struct nvsim_mem **out);
 void nvsim_mem_get(struct nvsim_mem *mem);
 void nvsim_mem_put(struct nvsim_mem *mem);
+void nvsim_rm_alloc_os_desc(const struct nvsim_call *call,
+			    NVOS02_PARAMETERS *p);
+void nvsim_rm_alloc_os_desc_kernel(const struct nvsim_call *call,
+				   NVOS02_PARAMETERS *p);
 NV_STATUS nvsim_alloc_memory_object(const struct nvsim_call *call,
 				    struct nvsim_client *client,
 				    struct nvsim_object *parent,
@@ -460,6 +537,17 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma);
 void nvsim_kernel_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p);
 void nvsim_kernel_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p);
 void nvsim_kmaps_free(void);
+
+/* vaspace.c */
+NV_STATUS nvsim_vaspace_ctor(const struct nvsim_call *call,
+			     struct nvsim_client *client,
+			     struct nvsim_object *parent, NvHandle *handle,
+			     u32 hclass, void *params);
+NV_STATUS nvsim_virtual_va_assign(struct nvsim_object *obj, bool fixed,
+				  u64 base, u64 size);
+void nvsim_dma_maps_drop(struct nvsim_object *obj);
+int nvsim_esc_map_memory_dma(const struct nvsim_call *call, u32 nr, void *buf,
+			     u32 size);
 
 /* uvm.c */
 int nvsim_uvm_init(void);

@@ -205,8 +205,14 @@ void nvsim_object_destroy(struct nvsim_object *obj)
 	lockdep_assert_held(&nvsim.lock);
 
 	nvsim_destroy_children(obj);
+	if (!list_empty(&obj->client->dma_maps))
+		nvsim_dma_maps_drop(obj);
 
 	switch (obj->type) {
+	case NVSIM_OBJ_CTXSHARE:
+		/* The parent TSG outlives its children (freed first). */
+		obj->parent->tsg.tsg->subctx_used &= ~BIT_ULL(obj->ctxshare.subctx);
+		break;
 	case NVSIM_OBJ_MEMORY:
 		if (obj->memory.mem)
 			nvsim_mem_put(obj->memory.mem);
@@ -243,6 +249,7 @@ void nvsim_client_destroy(struct nvsim_client *client)
 	nvsim_destroy_children(&client->obj);
 	nvsim_pid_busy_release(client);
 	WARN_ON(!xa_empty(&client->objects));
+	WARN_ON(!list_empty(&client->dma_maps));
 	xa_destroy(&client->objects);
 	xa_erase(&nvsim.clients, client->handle);
 	list_del(&client->owner_node);
@@ -342,6 +349,7 @@ static NV_STATUS nvsim_client_alloc(const struct nvsim_call *call,
 	client->obj.client = client;
 	INIT_LIST_HEAD(&client->obj.children);
 	INIT_LIST_HEAD(&client->obj.sibling);
+	INIT_LIST_HEAD(&client->dma_maps);
 
 	ret = xa_insert(&nvsim.clients, h, client, GFP_KERNEL_ACCOUNT);
 	if (ret) {
@@ -442,6 +450,7 @@ static NV_STATUS nvsim_device_ctor(const struct nvsim_call *call,
 	obj->gpu = nvsim_gpu_of_instance(inst);
 	obj->device.inst = inst;
 	obj->device.vas_client = p ? p->hClientShare : 0;
+	obj->device.va_mode = p ? p->vaMode : 0;
 	if (!obj->device.vas_client)
 		atomic_inc(&nvsim.nr_vas_global);
 	else if (obj->device.vas_client != client->handle)
@@ -491,6 +500,20 @@ static NV_STATUS nvsim_memory_ctor(const struct nvsim_call *call,
 	if (status != NV_OK)
 		return status;
 
+	if (hclass == NV50_MEMORY_VIRTUAL) {
+		/* A VA reservation: offset returns its VA (bookkeeping). */
+		p->limit = p->size - 1;
+		status = nvsim_virtual_va_assign(obj,
+				p->flags & NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE,
+				p->offset, p->size);
+		if (status != NV_OK) {
+			nvsim_object_destroy(obj);
+			return status;
+		}
+		obj->memory.hvaspace = p->hVASpace;
+		p->offset = obj->memory.va_base;
+		return NV_OK;
+	}
 	p->limit = p->size - 1;
 	p->offset = nvsim_is_fb_class(hclass) ? obj->gpu->next_fb_offset : 0;
 	if (nvsim_is_fb_class(hclass))
@@ -505,14 +528,25 @@ static NV_STATUS nvsim_virtual_ctor(const struct nvsim_call *call,
 				    NvHandle *handle, u32 hclass, void *params)
 {
 	NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS *p = params;
+	u64 base = p ? p->offset : 0, limit = p ? p->limit : 0;
 	struct nvsim_object *obj;
+	NV_STATUS status;
 	u64 size = 0;
 
 	/* A VA reservation: no FB.  limit 0 means "the whole VA space". */
-	if (p && p->limit)
-		size = p->limit + 1;
-	return nvsim_alloc_memory_object(call, client, parent, handle, hclass,
-					 size, &obj);
+	if (limit)
+		size = limit + 1;
+	status = nvsim_alloc_memory_object(call, client, parent, handle, hclass,
+					   size, &obj);
+	if (status != NV_OK)
+		return status;
+	/* The range [offset, limit] (bookkeeping; an empty one maps nothing). */
+	obj->memory.va_base = base;
+	if (limit == 0 || limit >= base)
+		nvsim_virtual_va_assign(obj, true, base,
+					limit ? limit - base + 1 : 0);
+	obj->memory.hvaspace = p ? p->hVASpace : 0;
+	return NV_OK;
 }
 
 static NV_STATUS nvsim_tsg_ctor(const struct nvsim_call *call,
@@ -552,6 +586,7 @@ static NV_STATUS nvsim_channel_ctor(const struct nvsim_call *call,
 		nvsim_object_destroy(obj);
 		return status;
 	}
+	obj->channel.engine_type = ((NV_CHANNEL_ALLOC_PARAMS *)params)->engineType;
 	/*
 	 * kchannelConstruct (kernel_channel.c): a channel made at kernel
 	 * privilege, or by an administrator, is a privileged channel (the
@@ -577,11 +612,196 @@ static NV_STATUS nvsim_usermode_ctor(const struct nvsim_call *call,
 				NVSIM_OBJ_USERMODE, &obj);
 }
 
+/*
+ * FERMI_CONTEXT_SHARE_A under a TSG: kctxshareapiConstruct_IMPL and
+ * kctxshareInitCommon_IMPL (src/kernel/gpu/fifo/kernel_ctxshare.c).  The
+ * VA space: hVASpace 0 is the device's default (none on a
+ * MULTIPLE_VASPACES device: NV_ERR_INVALID_STATE), else a FERMI_VASPACE_A
+ * of the client (vaspaceGetByHandleOrDeviceDefault: unknown
+ * NV_ERR_OBJECT_NOT_FOUND, another kind of object
+ * NV_ERR_INVALID_OBJECT_HANDLE, a SINGLE_VASPACE device
+ * NV_ERR_INVALID_STATE).  The subcontext id comes from the TSG's heap of
+ * the chip's subcontexts: SYNC takes 0, ASYNC the highest free one,
+ * ASYNC_PREFER_LOWER the lowest free one above 0 (then 0), SPECIFIED the
+ * one asked for; none free, or out of range, NV_ERR_NO_MEMORY (eheapAlloc);
+ * other flags NV_ERR_INVALID_ARGUMENT.  subctxId returns it, with bit 31
+ * set for ASYNC_PREFER_LOWER when below kfifoGetMaxLowerSubcontext (all of
+ * them on GH100 and GA102).
+ */
+static NV_STATUS nvsim_ctxshare_ctor(const struct nvsim_call *call,
+				     const struct nvsim_class_desc *cls,
+				     struct nvsim_client *client,
+				     struct nvsim_object *parent,
+				     NvHandle *handle, u32 hclass, void *params)
+{
+	NV_CTXSHARE_ALLOCATION_PARAMETERS *p = params;
+	struct nvsim_tsg *tsg = parent->tsg.tsg;
+	struct nvsim_object *dev = parent->parent, *vas, *obj;
+	u32 max = min_t(u32, nvsim_arch->max_subctx, 64), id = 0;
+	NV_STATUS status;
+
+	if (!p->hVASpace) {
+		if (dev->device.va_mode == NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES)
+			return NV_ERR_INVALID_STATE;
+	} else {
+		vas = xa_load(&client->objects, p->hVASpace);
+		if (!vas)
+			return NV_ERR_OBJECT_NOT_FOUND;
+		if (vas->type != NVSIM_OBJ_VASPACE)
+			return NV_ERR_INVALID_OBJECT_HANDLE;
+		/* The VA space's device (its parent, or its subdevice's). */
+		dev = vas->parent->type == NVSIM_OBJ_SUBDEVICE ? vas->parent->parent :
+								 vas->parent;
+		if (dev->device.va_mode == NV_DEVICE_ALLOCATION_VAMODE_SINGLE_VASPACE)
+			return NV_ERR_INVALID_STATE;
+	}
+
+	switch (p->flags) {
+	case NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC:
+		id = 0;
+		break;
+	case NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED:
+		id = p->subctxId;
+		break;
+	case NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC:
+		for (id = max; id > 0 && (tsg->subctx_used & BIT_ULL(id - 1)); id--)
+			;
+		if (id == 0)
+			return NV_ERR_NO_MEMORY;
+		id--;
+		break;
+	case NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC_PREFER_LOWER:
+		for (id = 1; id < max && (tsg->subctx_used & BIT_ULL(id)); id++)
+			;
+		if (id == max)
+			id = 0;
+		break;
+	default:
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+	if (id >= max || (tsg->subctx_used & BIT_ULL(id)))
+		return NV_ERR_NO_MEMORY;
+
+	status = nvsim_object_new(call, client, parent, handle, hclass,
+				  NVSIM_OBJ_CTXSHARE, &obj);
+	if (status != NV_OK)
+		return status;
+	tsg->subctx_used |= BIT_ULL(id);
+	obj->ctxshare.subctx = id;
+	p->subctxId = id;
+	if (p->flags == NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC_PREFER_LOWER)
+		p->subctxId |= 1U << 31;        /* _ALLOCATION_SUCCESS */
+	return NV_OK;
+}
+
+/*
+ * Compute, 3D, 2D, inline-to-memory and copy objects on a channel,
+ * bookkeeping only: chandesConstruct_IMPL (channel_descendant.c).  With
+ * per-runlist channel RAM (Ampere and later) the channel must have an
+ * engine type (NV_ERR_INVALID_OBJECT_PARENT), and the class must be one
+ * the chip lists for that engine (gpuGetClassByEngineAndClassId:
+ * NV_ERR_INVALID_CLASS); a copy class on a GR channel goes to the GR
+ * engine's partner copy engine (GRCE).  The parameters
+ * (NV_GR_ALLOCATION_PARAMETERS, NVB0B5_ALLOCATION_PARAMETERS) are optional
+ * and not read.
+ */
+static NV_STATUS nvsim_engine_ctor(const struct nvsim_call *call,
+				   const struct nvsim_class_desc *cls,
+				   struct nvsim_client *client,
+				   struct nvsim_object *parent,
+				   NvHandle *handle, u32 hclass, void *params)
+{
+	u32 t = parent->channel.engine_type;
+	int eng = nvsim_arch_class_engine(hclass);
+	struct nvsim_object *obj;
+	u32 want = 0;
+	int ceng;
+
+	if (t == NV2080_ENGINE_TYPE_NULL)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	if (t >= NV2080_ENGINE_TYPE_GR0 && t <= NV2080_ENGINE_TYPE_GR7) {
+		ceng = NVSIM_ENG_GR;
+		want = t - NV2080_ENGINE_TYPE_GR0;
+	} else if (t >= NV2080_ENGINE_TYPE_COPY0 && t <= NV2080_ENGINE_TYPE_COPY9) {
+		ceng = NVSIM_ENG_CE;
+		want = t - NV2080_ENGINE_TYPE_COPY0;
+	} else {
+		return NV_ERR_INVALID_CLASS;
+	}
+	/* GRCE: the GR engine's partner copy engine (nvsim: copy engine 0). */
+	if (ceng == NVSIM_ENG_GR && eng == NVSIM_ENG_CE) {
+		ceng = NVSIM_ENG_CE;
+		want = 0;
+	}
+	if (!nvsim_arch_engine_has_class(hclass, ceng, want))
+		return NV_ERR_INVALID_CLASS;
+
+	return nvsim_object_new(call, client, parent, handle, hclass,
+				NVSIM_OBJ_ENGINE, &obj);
+}
+
+/*
+ * NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC (the class's own
+ * parameters): osdescConstruct_IMPL (os_desc_mem.c) and
+ * osCreateMemFromOsDescriptor (arch/nvalloc/unix/src/osmemdesc.c).  A
+ * physical address from a user: NV_ERR_NOT_SUPPORTED; no descriptor or a
+ * limit of 0: NV_ERR_INVALID_PARAM_STRUCT; a kernel client may give only
+ * physical, file, dma-buf or sg-table descriptors, a user client no dma-buf
+ * or sg-table (NV_ERR_NOT_SUPPORTED); a user virtual address is refused
+ * there (NV_ERR_NOT_SUPPORTED: only the RM_ALLOC_MEMORY escape pins user
+ * memory, memory.c); an unknown type NV_ERR_INVALID_ARGUMENT.  The
+ * remaining types hand RM kernel objects (page arrays, I/O PTEs, files,
+ * dma-bufs) that nvsim does not model: NV_ERR_NOT_SUPPORTED.
+ */
+static NV_STATUS nvsim_osdesc_ctor(const struct nvsim_call *call,
+				   const struct nvsim_class_desc *cls,
+				   struct nvsim_client *client,
+				   struct nvsim_object *parent,
+				   NvHandle *handle, u32 hclass, void *params)
+{
+	NV_OS_DESC_MEMORY_ALLOCATION_PARAMS *p = params;
+	bool kclient = !client->owner;
+	u32 t = p->descriptorType;
+
+	if (t == NVOS32_DESCRIPTOR_TYPE_OS_PHYS_ADDR && call->priv < NVSIM_PRIV_KERNEL)
+		return NV_ERR_NOT_SUPPORTED;
+	if (!p->descriptor || p->limit == 0)
+		return NV_ERR_INVALID_PARAM_STRUCT;
+	if (kclient && t != NVOS32_DESCRIPTOR_TYPE_OS_PHYS_ADDR &&
+	    t != NVOS32_DESCRIPTOR_TYPE_OS_FILE_HANDLE &&
+	    t != NVOS32_DESCRIPTOR_TYPE_OS_DMA_BUF_PTR &&
+	    t != NVOS32_DESCRIPTOR_TYPE_OS_SGT_PTR)
+		return NV_ERR_NOT_SUPPORTED;
+	if (!kclient && (t == NVOS32_DESCRIPTOR_TYPE_OS_DMA_BUF_PTR ||
+			 t == NVOS32_DESCRIPTOR_TYPE_OS_SGT_PTR))
+		return NV_ERR_NOT_SUPPORTED;
+	if (t > NVOS32_DESCRIPTOR_TYPE_OS_SGT_PTR)
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_ERR_NOT_SUPPORTED;
+}
+
+static NV_STATUS nvsim_vaspace_class_ctor(const struct nvsim_call *call,
+					  const struct nvsim_class_desc *cls,
+					  struct nvsim_client *client,
+					  struct nvsim_object *parent,
+					  NvHandle *handle, u32 hclass,
+					  void *params)
+{
+	return nvsim_vaspace_ctor(call, client, parent, handle, hclass, params);
+}
+
 #define GPU_PARENTS (NVSIM_BIT(NVSIM_OBJ_DEVICE) | NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))
 #define CHANNEL_CLASS(c) \
 	{ c, sizeof(NV_CHANNEL_ALLOC_PARAMS), false, \
 	  NVSIM_BIT(NVSIM_OBJ_TSG) | NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_channel_ctor }
 #define USERMODE_CLASS(c) { c, 0, true, GPU_PARENTS, nvsim_usermode_ctor }
+/* resource_list.h: RS_OPTIONAL params, parent KernelChannel. */
+#define GR_CLASS(c) \
+	{ c, sizeof(NV_GR_ALLOCATION_PARAMETERS), true, \
+	  NVSIM_BIT(NVSIM_OBJ_CHANNEL), nvsim_engine_ctor }
+#define CE_CLASS(c) \
+	{ c, sizeof(NVB0B5_ALLOCATION_PARAMETERS), true, \
+	  NVSIM_BIT(NVSIM_OBJ_CHANNEL), nvsim_engine_ctor }
 
 static const struct nvsim_class_desc nvsim_classes[] = {
 	{ NV01_DEVICE_0, sizeof(NV0080_ALLOC_PARAMETERS), true,
@@ -621,6 +841,26 @@ static const struct nvsim_class_desc nvsim_classes[] = {
 	USERMODE_CLASS(AMPERE_USERMODE_A),
 	USERMODE_CLASS(HOPPER_USERMODE_A),
 	USERMODE_CLASS(BLACKWELL_USERMODE_A),
+	/*
+	 * resource_list.h (595.45.04): FERMI_VASPACE_A under a device or
+	 * subdevice, FERMI_CONTEXT_SHARE_A under a TSG, the OS descriptor
+	 * under a device, each with RS_REQUIRED params.
+	 */
+	{ FERMI_VASPACE_A, sizeof(NV_VASPACE_ALLOCATION_PARAMETERS), false,
+	  GPU_PARENTS, nvsim_vaspace_class_ctor },
+	{ FERMI_CONTEXT_SHARE_A, sizeof(NV_CTXSHARE_ALLOCATION_PARAMETERS), false,
+	  NVSIM_BIT(NVSIM_OBJ_TSG), nvsim_ctxshare_ctor },
+	{ NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+	  sizeof(NV_OS_DESC_MEMORY_ALLOCATION_PARAMS), false,
+	  NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_osdesc_ctor },
+	GR_CLASS(FERMI_TWOD_A),
+	GR_CLASS(KEPLER_INLINE_TO_MEMORY_B),
+	GR_CLASS(AMPERE_B),
+	GR_CLASS(AMPERE_COMPUTE_B),
+	GR_CLASS(HOPPER_A),
+	GR_CLASS(HOPPER_COMPUTE_A),
+	CE_CLASS(AMPERE_DMA_COPY_B),
+	CE_CLASS(HOPPER_DMA_COPY_A),
 };
 
 static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
@@ -665,6 +905,12 @@ static NV_STATUS nvsim_alloc_locked(const struct nvsim_call *call,
 		return NV_ERR_INVALID_CLASS;
 	if (!(cls->parents & NVSIM_BIT(parent->type)))
 		return NV_ERR_INVALID_OBJECT_PARENT;
+	/*
+	 * resservResourceFactory (alloc_free.c): under a GPU object, a class
+	 * the GPU's class list lacks is NV_ERR_NOT_SUPPORTED (arch.c).
+	 */
+	if (parent->type != NVSIM_OBJ_CLIENT && !nvsim_arch_has_class(p->hClass))
+		return NV_ERR_NOT_SUPPORTED;
 	status = cls->ctor(call, cls, client, parent, &h, p->hClass, params);
 out:
 	if (status == NV_OK)
@@ -712,6 +958,9 @@ void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p)
 
 	if (!nvsim_is_root_class(p->hClass))
 		cls = nvsim_class_find(p->hClass);
+	/* A class the presented release lacks is unknown to it (release.c). */
+	if (cls && nvsim_rel_lacks(NVREL_CLS, p->hClass))
+		cls = NULL;
 	WRITE_ONCE(nvsim.last_class, p->hClass);
 	/* The release's struct; the buffer is at least the 595.45.04 one. */
 	psize = cls ? nvsim_rel_size(NVREL_CLS, p->hClass, cls->params_size) : 0;
@@ -826,6 +1075,10 @@ void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p)
 		goto out;
 	nvsim_mem_get(src->memory.mem);
 	obj->memory.mem = src->memory.mem;
+	/* A dup of virtual memory stands for the same VA. */
+	obj->memory.va_base = src->memory.va_base;
+	obj->memory.va_size = src->memory.va_size;
+	obj->memory.hvaspace = src->memory.hvaspace;
 	p->hObject = h;
 out:
 	mutex_unlock(&nvsim.lock);

@@ -47,7 +47,7 @@ static int nvsim_esc_card_info(struct nvsim_file *nvfp, void *buf, u32 size)
 		ci[i].pci_info.slot = 0;
 		ci[i].pci_info.function = 0;
 		ci[i].pci_info.vendor_id = NVSIM_PCI_VENDOR_ID;
-		ci[i].pci_info.device_id = NVSIM_PCI_DEVICE_ID;
+		ci[i].pci_info.device_id = nvsim_pci_device_id;
 		ci[i].gpu_id = gpu->gpu_id;
 		ci[i].interrupt_line = 0;
 		/* Plausible BAR addresses, one 64 GiB window per GPU. */
@@ -352,6 +352,11 @@ static int nvsim_esc_alloc_memory(const struct nvsim_call *call, void *buf,
 	if (nvsim_is_ctl(call->file) || size != sizeof(*pApi))
 		return -EINVAL;
 
+	/* escape.c: an OS descriptor pins the caller's pages (memory.c). */
+	if (p->hClass == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR) {
+		nvsim_rm_alloc_os_desc(call, p);
+		return 0;
+	}
 	nvsim_rm_alloc_memory(call, p);
 
 	/*
@@ -430,25 +435,9 @@ static int nvsim_esc_rm(const struct nvsim_call *call, u32 nr, void *buf,
 				&((NVOS39_PARAMETERS *)buf)->status, size,
 				sizeof(NVOS39_PARAMETERS));
 	case NV_ESC_RM_MAP_MEMORY_DMA:
-	case NV_ESC_RM_UNMAP_MEMORY_DMA: {
-		/*
-		 * NVOS46 and NVOS47 changed size across releases (a member
-		 * added in the middle); in each, status is the last member,
-		 * before 4 bytes of padding (tests/host/test_kmod_abi.py).
-		 */
-		u32 want = nvsim_rel_size(NVREL_ESC, nr,
-					  nr == NV_ESC_RM_MAP_MEMORY_DMA ?
-					  sizeof(NVOS46_PARAMETERS) :
-					  sizeof(NVOS47_PARAMETERS));
-
-		BUILD_BUG_ON(offsetof(NVOS46_PARAMETERS, status) !=
-			     sizeof(NVOS46_PARAMETERS) - 8);
-		BUILD_BUG_ON(offsetof(NVOS47_PARAMETERS, status) !=
-			     sizeof(NVOS47_PARAMETERS) - 8);
-		if (size != want || size < 8)
-			return -EINVAL;
-		return nvsim_esc_unsupported(nvfp, buf + size - 8, size, want);
-	}
+	case NV_ESC_RM_UNMAP_MEMORY_DMA:
+		/* A VA-space mapping, bookkeeping only (vaspace.c). */
+		return nvsim_esc_map_memory_dma(call, nr, buf, size);
 	case NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO:
 		return nvsim_esc_unsupported(nvfp,
 				&((NVOS56_PARAMETERS *)buf)->status, size,

@@ -40,6 +40,9 @@ BASE = kernel.BASE
 TAIL_ANCHORED = {
     "NVOS46_PARAMETERS": {"dmaOffset", "status"},
     "NVOS47_PARAMETERS": {"status"},
+    # kmod/nvsim/control.c (BUILD_VERSION_V2): 535/550 lack driverBranch.
+    "NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS": {"titleBuffer", "changelistNumber",
+                                                       "officialChangelistNumber"},
 }
 # Structs and members whose layout differs between releases and that no
 # code of vgpu.ko or nvsim reads at a fixed offset, with why.
@@ -54,6 +57,8 @@ NOT_READ = {
 ABSENT_OK = {
     ("NVOS32_PARAMETERS", "data.AllocSize.numaNode"): "not read by vgpu.ko (nvsim: 595.45.04 only)",
     ("nv_ioctl_wait_open_complete_t", None): "a 550 escape; 535 has no such escape",
+    ("NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS", "driverBranch"):
+        "535/550 lack it; nvsim writes it only into a struct of 595.45.04's size",
 }
 
 
