@@ -211,6 +211,41 @@ static NV_STATUS nvsim_ctrl_gpu_id_info_v2(struct nvsim_ctrl_ctx *ctx)
 }
 
 /*
+ * NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS and _GET_PROBED_IDS on a client
+ * (client_resource.c: cliresCtrlCmdGpuGetAttachedIds_IMPL and
+ * cliresCtrlCmdGpuGetProbedIds_IMPL, gpumgrGetAttachedGpuIds and
+ * gpumgrGetProbedGpuIds): every GPU's gpuId from index 0, the rest
+ * NV0000_CTRL_GPU_INVALID_ID; probed: no GPU excluded, flags 0.  The
+ * handlers fill 595.45.04's struct (gpuFlags is 580's and later); the
+ * caller gets back its release's paramsSize of it.  nvsim's GPUs are all
+ * probed and attached.
+ */
+static void nvsim_fill_ids(u32 *ids, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		ids[i] = i < nvsim.num_gpus ? nvsim.gpus[i].gpu_id :
+					       NV0000_CTRL_GPU_INVALID_ID;
+}
+
+static NV_STATUS nvsim_ctrl_attached_ids(struct nvsim_ctrl_ctx *ctx)
+{
+	nvsim_fill_ids(ctx->params, NV0000_CTRL_GPU_MAX_ATTACHED_GPUS);
+	return NV_OK;
+}
+
+static NV_STATUS nvsim_ctrl_probed_ids(struct nvsim_ctrl_ctx *ctx)
+{
+	u32 *p = ctx->params, m = NV0000_CTRL_GPU_MAX_PROBED_GPUS;
+
+	nvsim_fill_ids(p, m);                   /* gpuIds */
+	memset32(p + m, NV0000_CTRL_GPU_INVALID_ID, m);   /* excludedGpuIds */
+	memset(p + 2 * m, 0, m * sizeof(u32));  /* gpuFlags (580 on) */
+	return NV_OK;
+}
+
+/*
  * 595.45.04: ASCII whatever the flags say (subdeviceCtrlCmdGpuGetNameString_IMPL
  * in subdevice_ctrl_gpu_kernel.c hands the buffer to gpuGetNameString; the
  * header calls the flags deprecated).
@@ -893,6 +928,12 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
 	  sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS),
 	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_gpu_id_info_v2, NULL },
+	{ NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS,
+	  NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32),
+	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_attached_ids, NULL },
+	{ NV0000_CTRL_CMD_GPU_GET_PROBED_IDS,
+	  3 * NV0000_CTRL_GPU_MAX_PROBED_GPUS * sizeof(u32),
+	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_probed_ids, NULL },
 	{ NV2080_CTRL_CMD_FB_GET_INFO, sizeof(NV2080_CTRL_FB_GET_INFO_PARAMS),
 	  SUBDEVICE, nvsim_ctrl_fb_info_v1, nvsim_ctrl_fb_info_v1_fill },
 	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, sizeof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS),

@@ -485,10 +485,23 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 				.size = lists[i].size, .in = 1,
 				.ptr_off = lists[i].ptr_off };
 		}
-		kc.status = NV_ERR_GENERIC;
-		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, &kc,
-				   sizeof(kc), b, nb);
-		st = ret ? vgpu_call_status(ret) : kc.status;
+		if (ctrl->kind == VGPU_CTRL_ATTACHED_IDS ||
+		    ctrl->kind == VGPU_CTRL_PROBED_IDS) {
+			/*
+			 * The driver's answer names every GPU of the host, and a
+			 * call page is readable by the caller's other threads:
+			 * asked through the kernel entry, on the caller's own
+			 * client (a read that creates nothing, the same answer
+			 * at any privilege), it stays in kernel memory until
+			 * cut to the slice's GPUs.
+			 */
+			st = vgpu_rm_ctrl(p->hClient, p->hObject, p->cmd, kp, size);
+		} else {
+			kc.status = NV_ERR_GENERIC;
+			ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, &kc,
+					   sizeof(kc), b, nb);
+			st = ret ? vgpu_call_status(ret) : kc.status;
+		}
 	}
 	if (st != NV_OK)
 		goto out;

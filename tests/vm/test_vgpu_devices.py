@@ -548,3 +548,31 @@ def test_sys_params_never_reaches_the_driver(sl):
     p = A.nv_ioctl_sys_params_t(memblock_size=before + (123 << 20))
     raw_ioctl(c.fd, A.NV_ESC_SYS_PARAMS, p)
     assert _nvsim_memblock() == before
+
+
+@pytest.mark.parametrize("cmd", [A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS,
+                                 A.NV0000_CTRL_CMD_GPU_GET_PROBED_IDS])
+def test_gpu_id_lists_show_only_the_slices_gpus(make_slice, cmd):
+    """nvsim lists both of its GPUs; a slice on the second sees that one
+    only, first, the rest NV0000_CTRL_GPU_INVALID_ID, and no GPU excluded.
+    (vgpu.ko asks through the kernel entry, so the driver's whole list is
+    never on a page the caller's threads can read.)"""
+    import struct
+    from vgpu import nvrel
+    cards = real_cards()
+    assert len(cards) >= 2
+    with RmClient("/dev") as direct:
+        base = {A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS: 128,
+                A.NV0000_CTRL_CMD_GPU_GET_PROBED_IDS: 384}[cmd]    # 595.45.04's structs
+        size = nvrel.size(direct.version, "control", cmd, base)
+        raw = direct.control(direct.hClient, cmd, bytes(size))
+    ids = struct.unpack(f"={size // 4}I", raw)
+    assert ids[:2] == (cards[0].gpu_id, cards[1].gpu_id)
+    sl = make_slice(gpus=((cards[1].minor, 256 * MiB),))
+    c = sl.client()
+    got = struct.unpack(f"={size // 4}I", c.control(c.hClient, cmd, bytes(size)))
+    invalid = A.NV0000_CTRL_GPU_INVALID_ID
+    assert got[0] == cards[1].gpu_id
+    assert set(got[1:32]) == {invalid}
+    if cmd == A.NV0000_CTRL_CMD_GPU_GET_PROBED_IDS:
+        assert set(got[32:64]) == {invalid}          # excludedGpuIds
