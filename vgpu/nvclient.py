@@ -1082,7 +1082,8 @@ class UvmFile:
         """cmd with p laid out for the release: where its struct is another
         size, the first head bytes stay at the start and the last tail bytes
         at the end (what lies between grew with UVM_MAX_GPUS, or was a
-        member the release has not: test_kmod_abi.py measures both ends)."""
+        member the release has not: tests/host/test_kmod_abi.py measures
+        both ends, for releases other than 595.45.04 with NVGEN_NVIDIA_GIT)."""
         size = nvrel.size(self.release, "uvm", cmd, ctypes.sizeof(p))
         full = ctypes.sizeof(p)
         if size == full:

@@ -6,7 +6,8 @@ disagree).  vgpu/nvabi.py's structs are 595.45.04's; for each other release,
 the escapes, controls and UVM commands (that the policy does not refuse)
 whose parameter size differs.  For the structs nvabi.h pins, every pinned
 member lies at the same offset in every release that has it, or at the
-same distance from the end where the middle grew (tests/host/test_kmod_abi.py);
+same distance from the end where the middle grew (tests/host/test_kmod_abi.py;
+the UVM structs of releases other than 595.45.04 with NVGEN_NVIDIA_GIT);
 for any other struct this table gives the size only."""
 
 BASE = "595.45.04"

@@ -8,11 +8,14 @@
  * its types and the lookup both modules share.  vgpu.ko takes the verdicts,
  * sizes and lists of the real driver's release (policy.c); nvsim takes the
  * sizes of the release it presents (release.c).
- * The layouts in nvabi.h are 595.45.04's: a release whose struct is
- * smaller has the same members at the same offsets up to its size
- * (tests/host/test_kmod_abi.py measures every pinned member in every
- * release), so a copy of the release's size into a zeroed buffer of the
- * larger of the two sizes is always the release's struct.
+ * The layouts in nvabi.h are 595.45.04's.  In every release, each member
+ * the code reads lies at 595.45.04's offset, or, for the few structs whose
+ * middle grew (NVOS46/47, UVM_MAP_EXTERNAL_ALLOCATION, UVM_FREE), at the
+ * same distance from the struct's end, where the code reads it
+ * (tests/host/test_kmod_abi.py measures every pinned member; the UVM ones
+ * of releases other than 595.45.04 need NVGEN_NVIDIA_GIT).  So a copy of
+ * the release's size into a zeroed buffer at least as large as 595.45.04's
+ * struct holds the release's struct, read at the right places.
  */
 #ifndef NVREL_H
 #define NVREL_H

@@ -25,7 +25,9 @@
  * of the struct: where the layouts of releases differ (perGpuAttributes
  * grew with UVM_MAX_GPUS, UVM_FREE lost its length), what lies after the
  * change is the same, and what lies before it is at the same offset; both
- * are measured for every release by tests/host/test_kmod_abi.py.
+ * are measured for every release by tests/host/test_kmod_abi.py (for
+ * releases other than 595.45.04 only where NVGEN_NVIDIA_GIT gives their
+ * uvm_types.h: CI, without that clone, measures 595.45.04's).
  */
 struct vgpu_uvm_cmd {
 	u32 cmd;

@@ -28,7 +28,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tools.nvgen import kernel, vendor  # noqa: E402
-from tools.nvgen.release import DEFINES, Release  # noqa: E402
+from tools.nvgen.probe import HeaderSet  # noqa: E402
+from tools.nvgen.release import DEFINES, UVM_TYPES, Release  # noqa: E402
 
 NVABI = ROOT / "kmod/include/nvabi.h"
 VENDOR = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))
@@ -62,19 +63,37 @@ ABSENT_OK = {
 }
 
 
-def pins() -> list[tuple[str, str | None, int]]:
+# UVM members vgpu.ko (uvm.c VGPU_UVM_END), nvsim (uvm.c head/tail) and the
+# Python client (nvclient.UvmFile._ioctl_tail) address from the struct's end:
+# perGpuAttributes grew with UVM_MAX_GPUS, UVM_FREE lost its length.
+UVM_TAIL_ANCHORED = {
+    "UVM_MAP_EXTERNAL_ALLOCATION_PARAMS": {"gpuAttributesCount", "rmCtrlFd", "hClient",
+                                           "hMemory", "rmStatus"},
+    "UVM_FREE_PARAMS": {"rmStatus"},
+    "UVM_REGISTER_GPU_PARAMS": {"rmCtrlFd", "hClient"},
+    "UVM_REGISTER_GPU_VASPACE_PARAMS": {"rmCtrlFd", "hClient"},
+}
+
+
+def pins(uvm: bool = False) -> list[tuple[str, str | None, int]]:
+    """nvabi.h's pins of the RM structs, or (uvm) of the UVM ones."""
     out = []
     for kind, args in re.findall(r"^NVABI_(SIZE|OFF)\(([^)]*)\);", NVABI.read_text(), re.M):
         a = [x.strip() for x in args.split(",")]
-        if a[0].startswith(("UVM_", "nvidia_")):
-            continue        # UVM: measured with the UVM headers (see test below)
+        if a[0].startswith("nvidia_") or a[0].startswith("UVM_") != uvm:
+            continue
         out.append((a[0], None, int(a[1])) if kind == "SIZE" else (a[0], a[1], int(a[2])))
     return out
 
 
-def measure(rel: Release, items: list[tuple[str, str | None]], work: Path) -> dict:
-    """(struct, member|None) -> offset or size, for what the release declares."""
-    hdrs = [p.name for p in rel.ioctl_headers()] + rel.sdk_headers()
+def measure(rel: Release, items: list[tuple[str, str | None]], work: Path,
+            hset: HeaderSet | None = None) -> dict:
+    """(struct, member|None) -> offset or size, for what the release declares;
+    the RM's headers unless hset names others."""
+    if hset is None:
+        hset = HeaderSet([p.name for p in rel.ioctl_headers()] + rel.sdk_headers(),
+                         [rel.sdk, rel.unix], [rel.kcommon], DEFINES)
+    hdrs = hset.headers
     lines = ["#include <stdio.h>", "#include <stddef.h>"] + [f'#include "{h}"' for h in hdrs]
     lines.append("int main(void) {")
     where = {}
@@ -84,7 +103,7 @@ def measure(rel: Release, items: list[tuple[str, str | None]], work: Path) -> di
         lines.append(f'printf("%d %zu\\n", {len(lines) + 1}, {expr});')
     lines.append("return 0; }")
     src, exe = work / "p.c", work / "p"
-    flags = [f"-D{d}" for d in DEFINES] + [f"-I{rel.sdk}", f"-I{rel.unix}", f"-idirafter{rel.kcommon}"]
+    flags = hset.flags()
     for _ in range(20):
         src.write_text("\n".join(lines) + "\n")
         r = subprocess.run(["gcc", "-w", *flags, str(src), "-o", str(exe)], capture_output=True, text=True)
@@ -172,3 +191,63 @@ def test_tables_are_the_committed_ones():
     r = subprocess.run([sys.executable, "-m", "tools.nvgen.kernel", "--check"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def measured_uvm():
+    """The UVM pins per release, against the release's own uvm_types.h: the
+    595.45.04 source tree's for that release, else the release's tag's from
+    NVGEN_NVIDIA_GIT; releases without either are left out (the test says
+    which)."""
+    if not (VENDOR / vendor.HEADERS_ARCHIVE).is_file():
+        pytest.skip(f"vendor archive not here: {VENDOR / vendor.HEADERS_ARCHIVE}")
+    git = os.environ.get("NVGEN_NVIDIA_GIT")
+    with tempfile.TemporaryDirectory() as d:
+        scratch = Path(d)
+        v = vendor.unpack(VENDOR, scratch)
+        items = [(t, m) for t, m, _ in pins(uvm=True)]
+        res, missing = {}, []
+        for relname in kernel.releases():
+            rel = Release(relname, v.releases[relname])
+            extra = []
+            if relname == kernel.BASE:
+                extra = [v.tree / Path(f).parent for f in UVM_TYPES]
+            elif not (rel.uvm / "uvm_types.h").is_file():
+                if not git or not Path(git).is_dir():
+                    missing.append(relname)
+                    continue
+                got = vendor.from_git(Path(git), relname, list(UVM_TYPES), scratch / "git" / relname)
+                if got is None:
+                    missing.append(relname)
+                    continue
+                extra = [got.root / Path(f).parent for f in UVM_TYPES]
+            work = scratch / "w" / relname
+            work.mkdir(parents=True)
+            hset = HeaderSet(["uvm_linux_ioctl.h"], [rel.uvm, rel.kcommon, *extra], [], DEFINES)
+            res[relname] = measure(rel, items, work, hset)
+        yield res, missing
+
+
+def test_uvm_members_lie_where_the_mediator_reads_them(measured_uvm):
+    res, missing = measured_uvm
+    assert kernel.BASE in res
+    sizes = {t: n for t, m, n in pins(uvm=True) if m is None}
+    wrong = []
+    for rel, got in res.items():
+        for t, m, n in pins(uvm=True):
+            if m is None:
+                continue
+            size, off = got.get((t, None)), got.get((t, m))
+            if size is None or off is None:
+                wrong.append(f"{rel}: {t}.{m} not measured")
+            elif m in UVM_TAIL_ANCHORED.get(t, ()):
+                if size - off != sizes[t] - n:
+                    wrong.append(f"{rel}: {t}.{m} is {size - off} bytes from the end, "
+                                 f"{BASE}'s {sizes[t] - n}")
+            elif off != n:
+                wrong.append(f"{rel}: {t}.{m} at {off}, {BASE} at {n}")
+    assert not wrong, "\n".join(wrong)
+    if missing:
+        pytest.skip("measured " + ", ".join(sorted(res)) + "; no uvm_types.h for "
+                    + ", ".join(missing) + " (set NVGEN_NVIDIA_GIT to a clone of "
+                    "NVIDIA/open-gpu-kernel-modules)")
