@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .uapi import AUDIT_KINDS, VGPU_MAX_ALLOW
-from .units import quote
+from .units import quote, read_utf8
 
 __all__ = ["HEADER", "KINDS", "MAX_ITEMS", "AllowItem", "AllowListError", "parse", "load",
            "render", "write", "format_number"]
@@ -157,18 +156,7 @@ def _raise(errors: list[str]):
 def load(path: str | os.PathLike) -> list[AllowItem]:
     """Read and parse an allow-list file; AllowListError for a file that
     cannot be read or is not UTF-8, too."""
-    name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise AllowListError(f"{name}: cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise AllowListError(f"{name}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})") \
-            from None
-    return parse(text, name)
+    return parse(read_utf8(path, AllowListError), str(path))
 
 
 def render(items) -> str:

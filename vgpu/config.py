@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import allowlist
-from .units import (format_duration, format_percent, format_size, parse_clock,
+from .units import (read_utf8, format_duration, format_percent, format_size, parse_clock,
                     parse_duration, parse_percent, parse_size, quote)
 
 __all__ = [
@@ -403,17 +403,7 @@ class Config:
 def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
     """Read and validate a config file; raises ConfigError (including for a
     file that cannot be read)."""
-    name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{name}: cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ConfigError(f"{name}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})") from None
-    return parse_config(text, name)
+    return parse_config(read_utf8(path, ConfigError), str(path))
 
 
 _TOML_POS_RE = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*\Z")

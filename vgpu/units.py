@@ -63,6 +63,23 @@ def _split(s: str) -> tuple[str, str] | None:
 SIZE_MAX = (1 << 63) - 1
 
 
+def read_utf8(path, error: type[Exception]) -> str:
+    """The text of an operator's file (config, allow-list); error(message)
+    for a file that cannot be read or is not UTF-8, naming the file (and
+    the line of the first bad byte)."""
+    name = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise error(f"{name}: cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(f"{name}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})") from None
+
+
 def quote(v: object) -> str:
     """Quote a bad value for an error message: strings in double quotes
     (JSON-style), everything else as its repr."""

@@ -173,8 +173,9 @@ NV_STATUS nvsim_alloc_memory_object(const struct nvsim_call *call,
 	return NV_OK;
 }
 
-static NV_STATUS nvsim_gpu_parent(const struct nvsim_call *call,
-				  NvHandle hClient, NvHandle hParent,
+/* Client and parent, the parent one of the object types in the mask. */
+static NV_STATUS nvsim_mem_parent(const struct nvsim_call *call,
+				  NvHandle hClient, NvHandle hParent, u32 types,
 				  struct nvsim_client **client,
 				  struct nvsim_object **parent)
 {
@@ -184,13 +185,15 @@ static NV_STATUS nvsim_gpu_parent(const struct nvsim_call *call,
 	if (status != NV_OK)
 		return status;
 	*parent = nvsim_object_find(*client, hParent);
-	if (!*parent)
-		return NV_ERR_INVALID_OBJECT_PARENT;
-	if ((*parent)->type != NVSIM_OBJ_DEVICE &&
-	    (*parent)->type != NVSIM_OBJ_SUBDEVICE)
+	if (!*parent || !(types & NVSIM_BIT((*parent)->type)))
 		return NV_ERR_INVALID_OBJECT_PARENT;
 	return NV_OK;
 }
+
+/* Memory hangs under a device or a subdevice. */
+#define NVSIM_GPU_PARENTS (NVSIM_BIT(NVSIM_OBJ_DEVICE) | NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))
+/* An OS descriptor under a device only (resource_list.h). */
+#define NVSIM_OS_DESC_PARENTS NVSIM_BIT(NVSIM_OBJ_DEVICE)
 
 /**
  * nvsim_rm_alloc_memory - NV_ESC_RM_ALLOC_MEMORY (NVOS02) / NV01_ALLOC_MEMORY
@@ -226,8 +229,8 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	}
 
 	mutex_lock(&nvsim.lock);
-	status = nvsim_gpu_parent(call, p->hRoot, p->hObjectParent, &client,
-				  &parent);
+	status = nvsim_mem_parent(call, p->hRoot, p->hObjectParent,
+				  NVSIM_GPU_PARENTS, &client, &parent);
 	if (status != NV_OK)
 		goto out;
 	status = nvsim_alloc_memory_object(call, client, parent, &h, p->hClass,
@@ -269,23 +272,6 @@ static NV_STATUS nvsim_os_desc_flags(u32 flags)
 	return NV_OK;
 }
 
-/* Client and parent of an OS descriptor: a device (resource_list.h). */
-static NV_STATUS nvsim_os_desc_parent(const struct nvsim_call *call,
-				      NvHandle hClient, NvHandle hParent,
-				      struct nvsim_client **client,
-				      struct nvsim_object **parent)
-{
-	NV_STATUS status;
-
-	status = nvsim_client_get(call, hClient, client);
-	if (status != NV_OK)
-		return status;
-	*parent = nvsim_object_find(*client, hParent);
-	if (!*parent || (*parent)->type != NVSIM_OBJ_DEVICE)
-		return NV_ERR_INVALID_OBJECT_PARENT;
-	return NV_OK;
-}
-
 /*
  * A kernel caller's NV01_ALLOC_MEMORY of an OS descriptor: the deprecated
  * layer (_rmAllocMemorySystemOsDescriptor) checks the flags and allocates
@@ -303,8 +289,8 @@ void nvsim_rm_alloc_os_desc_kernel(const struct nvsim_call *call,
 	status = nvsim_os_desc_flags(p->flags);
 	if (status == NV_OK) {
 		mutex_lock(&nvsim.lock);
-		status = nvsim_os_desc_parent(call, p->hRoot, p->hObjectParent,
-					      &client, &parent);
+		status = nvsim_mem_parent(call, p->hRoot, p->hObjectParent,
+					  NVSIM_OS_DESC_PARENTS, &client, &parent);
 		mutex_unlock(&nvsim.lock);
 	}
 	if (status == NV_OK)
@@ -396,8 +382,8 @@ void nvsim_rm_alloc_os_desc(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	}
 
 	mutex_lock(&nvsim.lock);
-	status = nvsim_os_desc_parent(call, p->hRoot, p->hObjectParent,
-				      &client, &parent);
+	status = nvsim_mem_parent(call, p->hRoot, p->hObjectParent,
+				  NVSIM_OS_DESC_PARENTS, &client, &parent);
 	if (status == NV_OK && !nvsim_arch_has_class(p->hClass))
 		status = NV_ERR_NOT_SUPPORTED;
 	if (status == NV_OK && p->limit == 0)
@@ -522,8 +508,8 @@ void nvsim_rm_vid_heap(const struct nvsim_call *call, NVOS32_PARAMETERS *p)
 	NV_STATUS status;
 
 	mutex_lock(&nvsim.lock);
-	status = nvsim_gpu_parent(call, p->hRoot, p->hObjectParent, &client,
-				  &parent);
+	status = nvsim_mem_parent(call, p->hRoot, p->hObjectParent,
+				  NVSIM_GPU_PARENTS, &client, &parent);
 	if (status != NV_OK)
 		goto out;
 

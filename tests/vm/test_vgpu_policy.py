@@ -175,6 +175,17 @@ def test_every_class_under_a_device(sl):
     assert not wrong, "\n".join(wrong)
 
 
+def eperm_or_why(number: int, row: dict, call) -> str | None:
+    """None if call() fails with EPERM, else what went wrong."""
+    try:
+        call()
+    except OSError as e:
+        if e.errno == errno.EPERM:
+            return None
+        return f"{number:#x} {row['name']}: refuse, got {errno.errorcode.get(e.errno)}"
+    return f"{number:#x} {row['name']}: refuse, but the call succeeded"
+
+
 def test_every_refused_escape_is_eperm(sl):
     c = sl.client()
     wrong = []
@@ -184,12 +195,10 @@ def test_every_refused_escape_is_eperm(sl):
             continue
         size = size_of(row) or 8
         n += 1
-        try:
-            raw_ioctl(c.fd, nr, bytes(min(size, 4096)), size=min(size, 4096))
-            wrong.append(f"{nr:#x} {row['name']}: refuse, but the call succeeded")
-        except OSError as e:
-            if e.errno != errno.EPERM:
-                wrong.append(f"{nr:#x} {row['name']}: refuse, got {errno.errorcode.get(e.errno)}")
+        why = eperm_or_why(nr, row, lambda: raw_ioctl(c.fd, nr, bytes(min(size, 4096)),
+                                                      size=min(size, 4096)))
+        if why:
+            wrong.append(why)
     print(release(), "refused escapes", n)
     assert not wrong, "\n".join(wrong)
 
@@ -207,11 +216,8 @@ def test_every_refused_uvm_command_is_eperm(sl):
         size = size_of(row) or 64
         buf = ctypes.create_string_buffer(max(size, 64) if size < 65536 else 64)
         n += 1
-        try:
-            fcntl.ioctl(u.fd, cmd, buf)
-            wrong.append(f"{cmd:#x} {row['name']}: refuse, but the call succeeded")
-        except OSError as e:
-            if e.errno != errno.EPERM:
-                wrong.append(f"{cmd:#x} {row['name']}: refuse, got {errno.errorcode.get(e.errno)}")
+        why = eperm_or_why(cmd, row, lambda: fcntl.ioctl(u.fd, cmd, buf))
+        if why:
+            wrong.append(why)
     print(release(), "refused UVM commands", n)
     assert not wrong, "\n".join(wrong)
