@@ -19,13 +19,14 @@ VM := $(PYTHON) tools/vm/vm.py run --kernel $(KVER)
 VM_TESTS ?= tests/vm
 PYTEST_ARGS ?=
 # The mediation suite again with nvsim presenting the oldest release vgpu.ko
-# has tables for (the full suite runs with the newest, nvsim's default).
+# has tables for (the full suite runs with the newest, nvsim's default), and
+# its GPUs' memory as NUMA node 0, as on a coherent platform (NUMA_INFO).
 RELEASES := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); \
 	from tools.nvgen import kernel; print(*kernel.releases())' 2>/dev/null)
 OLDEST_RELEASE := $(firstword $(RELEASES))
 MIDDLE_RELEASES := $(filter-out $(OLDEST_RELEASE) $(lastword $(RELEASES)),$(RELEASES))
 NVSIM_AS = --nvsim-params "num_gpus=2 fb_size=17179869184 driver_version=$(1)"
-NVSIM_OLDEST := $(call NVSIM_AS,$(OLDEST_RELEASE))
+NVSIM_OLDEST := $(call NVSIM_AS,$(OLDEST_RELEASE) numa_node=0)
 VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py)
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \

@@ -99,6 +99,7 @@ NV_ESC_CHECK_VERSION_STR = NV_IOCTL_BASE + 10
 NV_ESC_IOCTL_XFER_CMD = NV_IOCTL_BASE + 11
 NV_ESC_ATTACH_GPUS_TO_FD = NV_IOCTL_BASE + 12
 NV_ESC_SYS_PARAMS = NV_IOCTL_BASE + 14
+NV_ESC_NUMA_INFO = NV_IOCTL_BASE + 15
 NV_ESC_EXPORT_TO_DMABUF_FD = NV_IOCTL_BASE + 17
 NV_ESC_WAIT_OPEN_COMPLETE = NV_IOCTL_BASE + 18
 
@@ -210,6 +211,42 @@ NV0000_CTRL_CMD_GPU_GET_PROBED_IDS = 0x00000214
 NV0000_CTRL_CMD_GPU_GET_PCI_INFO = 0x0000021B
 NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID = 0x00000275
 NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE = 0x00000279
+NV0000_CTRL_CMD_GPU_GET_ID_INFO = 0x00000202
+NV0000_CTRL_CMD_GPU_GET_DEVICE_IDS = 0x00000204
+NV0000_CTRL_CMD_GPU_ATTACH_IDS = 0x00000215
+NV0000_CTRL_CMD_GPU_DETACH_IDS = 0x00000216
+NV0000_CTRL_CMD_GPU_GET_ACTIVE_DEVICE_IDS = 0x00000288
+NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID = 0x00000289
+NV0000_CTRL_CMD_GPU_WAIT_ATTACH_ID = 0x00000290
+NV0000_CTRL_GPU_ATTACH_ALL_PROBED_IDS = 0x0000FFFF
+NV0000_CTRL_GPU_DETACH_ALL_ATTACHED_IDS = 0x0000FFFF
+NV0000_CTRL_GPU_MAX_ACTIVE_DEVICES = 256
+NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE = 0x0000027B
+NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES = 0x00800280
+# Answered by vgpu.ko for a GPU with no peer and no fabric (docs/policy).
+NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS = 0x00000127
+NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 = 0x0000012B
+NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS = 0x00000136
+NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_MATRIX = 0x0000013A
+NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO = 0x208001A3
+NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS = 0x20803001
+NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS = 0x20803002
+NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS = 32
+NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS = 8
+NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE = 9
+NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED = 0x05
+NV0000_CTRL_SYSTEM_GET_P2P_CAPS_INVALID_PEER = 0xFFFFFFFF
+NV0000_CTRL_GET_SYSTEM_FABRIC_STATUS_SKIP = 1
+NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY = 0x00000D04
+RS_SHARE_TYPE_NONE = 0
+RS_SHARE_TYPE_PID = 4
+RS_SHARE_ACTION_FLAG_REVOKE = 0x01
+NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO = 0x20801320
+NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES = 16
+NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MEM_TYPES = 18
+NVA06F_CTRL_CMD_SET_INTERLEAVE_LEVEL = 0xA06F0109
+NVA06F_CTRL_CMD_GET_INTERLEAVE_LEVEL = 0xA06F0110
+NVA06F_CTRL_CMD_STOP_CHANNEL = 0xA06F0112
 NV0000_CTRL_GPU_INVALID_ID = 0xFFFFFFFF
 NV0000_CTRL_GPU_MAX_ATTACHED_GPUS = 32
 NV0000_CTRL_GPU_MAX_PROBED_GPUS = 32
@@ -520,6 +557,33 @@ class nv_ioctl_register_fd_t(NvStruct):
 
 class nv_ioctl_sys_params_t(NvStruct):
     _fields_ = [("memblock_size", NvU64)]
+
+
+NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES = 64
+NV_IOCTL_NUMA_STATUS_DISABLED = 0
+NV_IOCTL_NUMA_STATUS_OFFLINE = 1
+
+
+class nv_offline_addresses_t(NvStruct):
+    _fields_ = [
+        ("addresses", NvU64 * NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES),
+        ("numEntries", NvU32),
+        ("_pad0", NvU32),
+    ]
+
+
+class nv_ioctl_numa_info_t(NvStruct):
+    """nv-ioctl-numa.h: a GPU's memory as a NUMA node (coherent platforms)."""
+    _fields_ = [
+        ("nid", NvS32),
+        ("status", NvS32),
+        ("memblock_size", NvU64),
+        ("numa_mem_addr", NvU64),
+        ("numa_mem_size", NvU64),
+        ("use_auto_online", NvU8),
+        ("_pad0", NvU8 * 7),
+        ("offline_addresses", nv_offline_addresses_t),
+    ]
 
 
 class nv_ioctl_wait_open_complete_t(NvStruct):
@@ -1005,6 +1069,134 @@ class NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(NvStruct):
     ]
 
 
+class NV0000_CTRL_GPU_GET_ID_INFO_PARAMS(NvStruct):
+    """ctrl0000gpu.h, the first version: szName is unused by the driver."""
+    _fields_ = [
+        ("gpuId", NvU32),
+        ("gpuFlags", NvU32),
+        ("deviceInstance", NvU32),
+        ("subDeviceInstance", NvU32),
+        ("szName", NvP64),
+        ("sliStatus", NvU32),
+        ("boardId", NvU32),
+        ("gpuInstance", NvU32),
+        ("numaId", NvS32),
+    ]
+
+
+class NV0000_CTRL_GPU_ATTACH_IDS_PARAMS(NvStruct):
+    _fields_ = [("gpuIds", NvU32 * NV0000_CTRL_GPU_MAX_PROBED_GPUS), ("failedId", NvU32)]
+
+
+class NV0000_CTRL_GPU_DETACH_IDS_PARAMS(NvStruct):
+    _fields_ = [("gpuIds", NvU32 * NV0000_CTRL_GPU_MAX_ATTACHED_GPUS)]
+
+
+class NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS(NvStruct):
+    _fields_ = [("deviceIds", NvU32)]
+
+
+class NV0000_CTRL_GPU_ACTIVE_DEVICE(NvStruct):
+    _fields_ = [("gpuId", NvU32), ("gpuInstanceId", NvU32), ("computeInstanceId", NvU32)]
+
+
+class NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS(NvStruct):
+    _fields_ = [
+        ("numDevices", NvU32),
+        ("devices", NV0000_CTRL_GPU_ACTIVE_DEVICE * NV0000_CTRL_GPU_MAX_ACTIVE_DEVICES),
+    ]
+
+
+class NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS(NvStruct):
+    """535 has no busEgmPeerIds (168 bytes)."""
+    _fields_ = [
+        ("gpuIds", NvU32 * NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS),
+        ("gpuCount", NvU32),
+        ("p2pCaps", NvU32),
+        ("p2pOptimalReadCEs", NvU32),
+        ("p2pOptimalWriteCEs", NvU32),
+        ("p2pCapsStatus", NvU8 * NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE),
+        ("_pad0", NvU8 * 7),
+        ("busPeerIds", NvP64),
+        ("busEgmPeerIds", NvP64),
+    ]
+
+
+class NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS(NvStruct):
+    """535 has no busEgmPeerIds (4252 bytes)."""
+    _fields_ = [
+        ("gpuIds", NvU32 * NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS),
+        ("gpuCount", NvU32),
+        ("p2pCaps", NvU32),
+        ("p2pOptimalReadCEs", NvU32),
+        ("p2pOptimalWriteCEs", NvU32),
+        ("p2pCapsStatus", NvU8 * NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE),
+        ("_pad0", NvU8 * 3),
+        ("busPeerIds", NvU32 * (NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS ** 2)),
+        ("busEgmPeerIds", NvU32 * (NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS ** 2)),
+    ]
+
+
+_P2P_GROUP = (NvU32 * NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS) * NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS
+
+
+class NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS(NvStruct):
+    _fields_ = [
+        ("grpACount", NvU32),
+        ("grpBCount", NvU32),
+        ("gpuIdGrpA", NvU32 * NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS),
+        ("gpuIdGrpB", NvU32 * NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS),
+        ("p2pCaps", _P2P_GROUP),
+        ("a2bOptimalReadCes", _P2P_GROUP),
+        ("a2bOptimalWriteCes", _P2P_GROUP),
+        ("b2aOptimalReadCes", _P2P_GROUP),
+        ("b2aOptimalWriteCes", _P2P_GROUP),
+    ]
+
+
+class NV0000_CTRL_SYSTEM_GET_FABRIC_STATUS_PARAMS(NvStruct):
+    _fields_ = [("fabricStatus", NvU32)]
+
+
+class RS_SHARE_POLICY(NvStruct):
+    """rs_access.h (RS_ACCESS_MASK is one NvU32 limb)."""
+    _fields_ = [
+        ("target", NvU32),
+        ("accessMask", NvU32),
+        ("type", NvU16),
+        ("action", NvU8),
+        ("_pad0", NvU8),
+    ]
+
+
+class NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS(NvStruct):
+    _fields_ = [("sharePolicy", RS_SHARE_POLICY)]
+
+
+class NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO(NvStruct):
+    """56 bytes from 580, 48 before (bProtected, blackList)."""
+    _fields_ = [
+        ("base", NvU64),
+        ("limit", NvU64),
+        ("reserved", NvU64),
+        ("performance", NvU32),
+        ("supportCompressed", NvBool),
+        ("supportISO", NvBool),
+        ("bProtected", NvBool),
+        ("blackList", NvBool * NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MEM_TYPES),
+        ("_pad0", NvU8 * 7),
+    ]
+
+
+class NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS(NvStruct):
+    _fields_ = [
+        ("numFBRegions", NvU32),
+        ("_pad0", NvU32),
+        ("fbRegion", NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO
+         * NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES),
+    ]
+
+
 class NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS(NvStruct):
     _fields_ = [
         ("gpuNameStringFlags", NvU32),
@@ -1334,6 +1526,7 @@ ESCAPES = {
     NV_ESC_IOCTL_XFER_CMD: ("IOCTL_XFER_CMD", nv_ioctl_xfer_t, "any"),
     NV_ESC_ATTACH_GPUS_TO_FD: ("ATTACH_GPUS_TO_FD", NvU32, "ctl"),
     NV_ESC_SYS_PARAMS: ("SYS_PARAMS", nv_ioctl_sys_params_t, "ctl"),
+    NV_ESC_NUMA_INFO: ("NUMA_INFO", nv_ioctl_numa_info_t, "gpu"),
     NV_ESC_EXPORT_TO_DMABUF_FD: ("EXPORT_TO_DMABUF_FD", nv_ioctl_export_to_dma_buf_fd_t, "gpu"),
     NV_ESC_WAIT_OPEN_COMPLETE: ("WAIT_OPEN_COMPLETE", nv_ioctl_wait_open_complete_t, "any"),
     NV_ESC_RM_ALLOC_MEMORY: ("RM_ALLOC_MEMORY", nv_ioctl_nvos02_parameters_with_fd, "gpu"),

@@ -62,6 +62,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV_ESC_IOCTL_XFER_CMD       (NV_IOCTL_BASE + 11)
 #define NV_ESC_ATTACH_GPUS_TO_FD    (NV_IOCTL_BASE + 12)
 #define NV_ESC_SYS_PARAMS           (NV_IOCTL_BASE + 14)
+#define NV_ESC_NUMA_INFO            (NV_IOCTL_BASE + 15)
 #define NV_ESC_EXPORT_TO_DMABUF_FD  (NV_IOCTL_BASE + 17)
 #define NV_ESC_WAIT_OPEN_COMPLETE   (NV_IOCTL_BASE + 18)
 
@@ -197,6 +198,41 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV0000_CTRL_CMD_GPU_GET_PCI_INFO                0x0000021b
 #define NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID        0x00000275
 #define NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE           0x00000279
+#define NV0000_CTRL_CMD_GPU_GET_ID_INFO                 0x00000202
+#define NV0000_CTRL_CMD_GPU_GET_DEVICE_IDS              0x00000204
+#define NV0000_CTRL_CMD_GPU_ATTACH_IDS                  0x00000215
+#define NV0000_CTRL_CMD_GPU_DETACH_IDS                  0x00000216
+#define NV0000_CTRL_CMD_GPU_GET_ACTIVE_DEVICE_IDS       0x00000288
+#define NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID             0x00000289
+#define NV0000_CTRL_CMD_GPU_WAIT_ATTACH_ID              0x00000290
+#define NV0000_CTRL_GPU_ATTACH_ALL_PROBED_IDS           0x0000ffffU
+#define NV0000_CTRL_GPU_DETACH_ALL_ATTACHED_IDS         0x0000ffffU
+#define NV0000_CTRL_GPU_MAX_ACTIVE_DEVICES              256
+#define NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE            0x0000027b
+#define NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES          0x00800280
+/* Answered by vgpu.ko for a GPU with no peer and no fabric (docs/policy). */
+#define NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS             0x00000127
+#define NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2          0x0000012b
+#define NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS        0x00000136
+#define NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_MATRIX      0x0000013a
+#define NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO       0x208001a3
+#define NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS          0x20803001
+#define NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS        0x20803002
+#define NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS            32
+#define NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS           8
+#define NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE           9
+#define NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED            0x05
+#define NV0000_CTRL_SYSTEM_GET_P2P_CAPS_INVALID_PEER    0xffffffffU
+#define NV0000_CTRL_GET_SYSTEM_FABRIC_STATUS_SKIP       1
+#define NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY 0x00000d04
+#define RS_SHARE_TYPE_NONE                              0
+#define RS_SHARE_TYPE_PID                               4
+#define RS_SHARE_ACTION_FLAG_REVOKE                     0x01
+#define NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO           0x20801320
+#define NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES 16
+#define NVA06F_CTRL_CMD_SET_INTERLEAVE_LEVEL            0xA06F0109
+#define NVA06F_CTRL_CMD_GET_INTERLEAVE_LEVEL            0xA06F0110
+#define NVA06F_CTRL_CMD_STOP_CHANNEL                    0xA06F0112
 #define NV0000_CTRL_GPU_INVALID_ID                      0xffffffffU
 #define NV0000_CTRL_GPU_MAX_ATTACHED_GPUS               32
 #define NV0000_CTRL_GPU_MAX_PROBED_GPUS                 32
@@ -524,6 +560,27 @@ typedef struct {
 	NvU64 memblock_size NV_ALIGN8;
 } nv_ioctl_sys_params_t;
 
+/* nv-ioctl-numa.h: a GPU's memory as a NUMA node (coherent platforms). */
+#define NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES 64
+#define NV_IOCTL_NUMA_STATUS_DISABLED            0
+#define NV_IOCTL_NUMA_STATUS_OFFLINE             1
+typedef struct {
+	NvU64 addresses[NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES] NV_ALIGN8;
+	NvU32 numEntries;
+	NvU32 _pad0;
+} nv_offline_addresses_t;
+
+typedef struct {
+	NvS32 nid;                      /* -1: not a NUMA node */
+	NvS32 status;
+	NvU64 memblock_size NV_ALIGN8;
+	NvU64 numa_mem_addr NV_ALIGN8;
+	NvU64 numa_mem_size NV_ALIGN8;
+	NvU8  use_auto_online;
+	NvU8  _pad0[7];
+	nv_offline_addresses_t offline_addresses;
+} nv_ioctl_numa_info_t;
+
 typedef struct {
 	int   rc;
 	NvU32 adapterStatus;
@@ -774,7 +831,7 @@ typedef struct {
 typedef struct {
 	NvHandle hClient;
 	NvHandle hObject;
-	NvU32    sharePolicy[3];   /* RS_SHARE_POLICY: type, action, target */
+	NvU32    sharePolicy[3];   /* RS_SHARE_POLICY: target, accessMask, type and action */
 	NvU32    status;
 } NVOS57_PARAMETERS;
 
@@ -937,6 +994,125 @@ typedef struct {
 	NvU32    gpuInstance;
 	NvS32    numaId;
 } NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS;
+
+/* ctrl0000gpu.h, the first version: szName is unused by the driver. */
+typedef struct {
+	NvU32    gpuId;
+	NvU32    gpuFlags;
+	NvU32    deviceInstance;
+	NvU32    subDeviceInstance;
+	NvP64    szName;
+	NvU32    sliStatus;
+	NvU32    boardId;
+	NvU32    gpuInstance;
+	NvS32    numaId;
+} NV0000_CTRL_GPU_GET_ID_INFO_PARAMS;
+
+/* ATTACH_IDS: a list ended by NV0000_CTRL_GPU_INVALID_ID, or ATTACH_ALL_PROBED_IDS first. */
+typedef struct {
+	NvU32    gpuIds[NV0000_CTRL_GPU_MAX_PROBED_GPUS];
+	NvU32    failedId;
+} NV0000_CTRL_GPU_ATTACH_IDS_PARAMS;
+
+typedef struct {
+	NvU32    gpuIds[NV0000_CTRL_GPU_MAX_ATTACHED_GPUS];
+} NV0000_CTRL_GPU_DETACH_IDS_PARAMS;
+
+/* A bit per deviceInstance of an attached GPU. */
+typedef struct {
+	NvU32    deviceIds;
+} NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS;
+
+typedef struct {
+	NvU32    gpuId;
+	NvU32    gpuInstanceId;
+	NvU32    computeInstanceId;
+} NV0000_CTRL_GPU_ACTIVE_DEVICE;
+
+typedef struct {
+	NvU32    numDevices;
+	NV0000_CTRL_GPU_ACTIVE_DEVICE devices[NV0000_CTRL_GPU_MAX_ACTIVE_DEVICES];
+} NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS;
+
+/* ctrl0000system.h.  535 has no busEgmPeerIds (V1: 168 bytes; V2: 4252). */
+typedef struct {
+	NvU32    gpuIds[NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS];
+	NvU32    gpuCount;
+	NvU32    p2pCaps;
+	NvU32    p2pOptimalReadCEs;
+	NvU32    p2pOptimalWriteCEs;
+	NvU8     p2pCapsStatus[NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE];
+	NvU8     _pad0[7];
+	NvP64    busPeerIds;
+	NvP64    busEgmPeerIds;
+} NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS;
+
+typedef struct {
+	NvU32    gpuIds[NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS];
+	NvU32    gpuCount;
+	NvU32    p2pCaps;
+	NvU32    p2pOptimalReadCEs;
+	NvU32    p2pOptimalWriteCEs;
+	NvU8     p2pCapsStatus[NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE];
+	NvU8     _pad0[3];
+	NvU32    busPeerIds[NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS * NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS];
+	NvU32    busEgmPeerIds[NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS * NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS];
+} NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS;
+
+typedef struct {
+	NvU32    grpACount;
+	NvU32    grpBCount;
+	NvU32    gpuIdGrpA[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+	NvU32    gpuIdGrpB[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+	/* p2pCaps, a2bOptimalReadCes, a2bOptimalWriteCes, b2aOptimalReadCes,
+	 * b2aOptimalWriteCes: [8][8] each, outputs only */
+	NvU32    p2pCaps[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS][NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+	NvU32    a2bOptimalReadCes[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS][NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+	NvU32    a2bOptimalWriteCes[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS][NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+	NvU32    b2aOptimalReadCes[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS][NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+	NvU32    b2aOptimalWriteCes[NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS][NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS];
+} NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS;
+
+typedef struct {
+	NvU32    fabricStatus;
+} NV0000_CTRL_SYSTEM_GET_FABRIC_STATUS_PARAMS;
+
+/* rs_access.h (RS_ACCESS_MASK is one NvU32 limb). */
+typedef struct {
+	NvU32    target;
+	NvU32    accessMask;
+	NvU16    type;
+	NvU8     action;
+	NvU8     _pad0;
+} RS_SHARE_POLICY;
+
+typedef struct {
+	RS_SHARE_POLICY sharePolicy;
+} NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS;
+
+/*
+ * FB_GET_FB_REGION_INFO.  The region grew (56 bytes from 580, 48 before:
+ * bProtected and blackList), so vgpu.ko steps through the list by the
+ * release's size, never by sizeof, and reads only base, limit and reserved.
+ */
+#define NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MEM_TYPES 18
+typedef struct {
+	NvU64    base NV_ALIGN8;
+	NvU64    limit NV_ALIGN8;
+	NvU64    reserved NV_ALIGN8;
+	NvU32    performance;
+	NvBool   supportCompressed;
+	NvBool   supportISO;
+	NvBool   bProtected;
+	NvBool   blackList[NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MEM_TYPES];
+	NvU8     _pad0[7];
+} NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO;
+
+typedef struct {
+	NvU32    numFBRegions;
+	NvU32    _pad0;
+	NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO fbRegion[NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES];
+} NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS;
 
 /* GET_PID_INFO: per-pid data.  Index 0 (video memory usage) fills
  * vidMemUsage.memPrivate etc.; the simulator fills memPrivate only. */
@@ -1282,6 +1458,9 @@ NVABI_SIZE(nv_ioctl_free_os_event_t, 16);
 NVABI_SIZE(nv_ioctl_rm_api_version_t, 72);
 NVABI_SIZE(nv_ioctl_register_fd_t, 4);
 NVABI_SIZE(nv_ioctl_sys_params_t, 8);
+NVABI_SIZE(nv_ioctl_numa_info_t, 560);
+NVABI_OFF(nv_ioctl_numa_info_t, numa_mem_size, 24);
+NVABI_OFF(nv_ioctl_numa_info_t, offline_addresses, 40);
 NVABI_SIZE(nv_ioctl_wait_open_complete_t, 8);
 NVABI_SIZE(nv_ioctl_status_code_t, 12);
 NVABI_SIZE(nv_ioctl_export_to_dma_buf_fd_t, 2608);
@@ -1463,6 +1642,44 @@ NVABI_SIZE(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS, 14408);
 NVABI_OFF(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS, pidInfoList, 8);
 NVABI_SIZE(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS, 68);
 NVABI_SIZE(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, 32);
+NVABI_SIZE(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, 40);
+NVABI_OFF(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, deviceInstance, 8);
+NVABI_OFF(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, szName, 16);
+NVABI_SIZE(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS, 132);
+NVABI_OFF(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS, failedId, 128);
+NVABI_SIZE(NV0000_CTRL_GPU_DETACH_IDS_PARAMS, 128);
+NVABI_SIZE(NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS, 4);
+NVABI_SIZE(NV0000_CTRL_GPU_ACTIVE_DEVICE, 12);
+NVABI_SIZE(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS, 3076);
+NVABI_OFF(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS, devices, 4);
+NVABI_SIZE(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, 176);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, gpuCount, 128);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, p2pCaps, 132);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, p2pOptimalReadCEs, 136);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, p2pOptimalWriteCEs, 140);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, p2pCapsStatus, 144);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, busPeerIds, 160);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, busEgmPeerIds, 168);
+NVABI_SIZE(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS, 8348);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS, gpuCount, 128);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS, p2pCapsStatus, 144);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS, busPeerIds, 156);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS, busEgmPeerIds, 4252);
+NVABI_SIZE(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS, 1352);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS, gpuIdGrpA, 8);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS, gpuIdGrpB, 40);
+NVABI_OFF(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS, p2pCaps, 72);
+NVABI_SIZE(NV0000_CTRL_SYSTEM_GET_FABRIC_STATUS_PARAMS, 4);
+NVABI_SIZE(RS_SHARE_POLICY, 12);
+NVABI_OFF(RS_SHARE_POLICY, accessMask, 4);
+NVABI_OFF(RS_SHARE_POLICY, type, 8);
+NVABI_OFF(RS_SHARE_POLICY, action, 10);
+NVABI_SIZE(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS, 12);
+NVABI_SIZE(NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO, 56);
+NVABI_OFF(NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO, limit, 8);
+NVABI_OFF(NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO, reserved, 16);
+NVABI_SIZE(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS, 904);
+NVABI_OFF(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS, fbRegion, 8);
 NVABI_OFF(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, deviceInstance, 8);
 NVABI_OFF(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS, gpuNameString, 4);
 NVABI_SIZE(NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS, 4);

@@ -167,7 +167,6 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x00000127, 168, 168, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 4252, 4252, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -182,21 +181,15 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x00000214, 256, 256, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -226,7 +219,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -308,13 +301,11 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 252, 252, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1800, 1800, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 496, 496, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 516, 516, NVREL_FORWARD, 0, 0, 0 },
@@ -325,14 +316,11 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2504, 2504, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x208001a0, 1544, 1544, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 124, 124, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 40, 40, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800301, 20, 20, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800302, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800303, 4, 4, NVREL_FORWARD, 0, 0, 0 },
@@ -345,7 +333,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x20800404, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 32, 32, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -356,7 +344,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x20801109, 2056, 2056, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080110b, 536, 536, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x2080110d, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -382,7 +370,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x20801236, 152, 152, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801237, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801239, 24, 24, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 436, 436, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -404,7 +392,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x2080170d, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -420,7 +408,6 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x2080182d, 120, 120, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080200a, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802096, 34000, 34000, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -430,7 +417,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 68, 68, NVREL_FORWARD, 0, 0, 0 },
@@ -490,7 +477,7 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -503,7 +490,6 @@ static const struct nvrel_item nvrel_535_288_01_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 5, 5, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -568,13 +554,12 @@ static const struct nvrel_ptr nvrel_535_288_01_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_item nvrel_550_163_01_esc[] = {
@@ -730,7 +715,6 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x00000127, 176, 176, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 8348, 8348, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -745,12 +729,10 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x00000214, 256, 256, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000288, 3076, 3076, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000289, 4, 4, NVREL_REWRITE, 0, 0, 0 },
@@ -758,11 +740,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -792,7 +770,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -877,13 +855,11 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1864, 1864, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 512, 512, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 524, 524, NVREL_FORWARD, 0, 0, 0 },
@@ -894,14 +870,11 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2608, 2608, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x208001a0, 1544, 1544, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 124, 124, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 48, 48, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x208001b0, 1284, 1284, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800301, 20, 20, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800302, 0, 0, NVREL_FORWARD, 0, 0, 0 },
@@ -915,7 +888,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x20800404, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 48, 48, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -928,7 +901,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x2080110d, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801120, 20, 20, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801122, 44, 44, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -955,7 +928,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x20801237, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801239, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123a, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 444, 444, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -977,7 +950,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x2080170d, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -996,8 +969,6 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x2080205d, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802068, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802087, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x20802096, 50704, 50704, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -1007,7 +978,7 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 136, 136, NVREL_FORWARD, 0, 0, 0 },
@@ -1063,14 +1034,14 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0xa06f0109, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0110, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0112, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
-	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xa0bc0102, 984, 984, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xa0bd0101, 992, 992, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 29 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -1084,7 +1055,6 @@ static const struct nvrel_item nvrel_550_163_01_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 6, 6, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -1150,14 +1120,13 @@ static const struct nvrel_ptr nvrel_550_163_01_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 24, 16, 4, 0, 0, 16 },	/* 28: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 29: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 24, 16, 4, 0, 0, 16 },	/* 27: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_item nvrel_570_211_01_esc[] = {
@@ -1330,7 +1299,6 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x00000127, 176, 176, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 8348, 8348, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -1345,12 +1313,10 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x00000214, 256, 256, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000288, 3076, 3076, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000289, 4, 4, NVREL_REWRITE, 0, 0, 0 },
@@ -1358,11 +1324,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -1392,7 +1354,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -1480,13 +1442,11 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 340, 340, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1864, 1864, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 672, 672, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 524, 524, NVREL_FORWARD, 0, 0, 0 },
@@ -1497,14 +1457,11 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2608, 2608, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x208001a0, 1672, 1672, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 168, 168, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 48, 48, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x208001b0, 1284, 1284, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001b2, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001e5, 152, 152, NVREL_FORWARD, 0, 0, 0 },
@@ -1521,7 +1478,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x20800404, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 48, 48, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -1537,7 +1494,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x20801122, 44, 44, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801123, 1552, 1552, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801124, 1540, 1540, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -1564,7 +1521,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x20801237, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801239, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123a, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 460, 460, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -1591,7 +1548,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x2080170d, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -1611,8 +1568,6 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x2080205d, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802068, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802087, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x20802096, 55888, 55888, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -1622,7 +1577,7 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 136, 136, NVREL_FORWARD, 0, 0, 0 },
@@ -1682,14 +1637,14 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0xa06f0110, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0112, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0113, 4, 4, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xa0bc0102, 984, 984, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xa0bd0101, 992, 992, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 29 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -1703,7 +1658,6 @@ static const struct nvrel_item nvrel_570_211_01_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 6, 6, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -1769,14 +1723,13 @@ static const struct nvrel_ptr nvrel_570_211_01_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 24, 16, 4, 0, 0, 16 },	/* 28: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 29: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 24, 16, 4, 0, 0, 16 },	/* 27: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_item nvrel_575_64_05_esc[] = {
@@ -1949,7 +1902,6 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x00000127, 176, 176, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 8348, 8348, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -1964,25 +1916,18 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x00000214, 256, 256, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000288, 3076, 3076, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000289, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000290, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000502, 12, 12, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -2012,7 +1957,7 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -2100,13 +2045,11 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 340, 340, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1864, 1864, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 672, 672, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 532, 532, NVREL_FORWARD, 0, 0, 0 },
@@ -2117,14 +2060,11 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2608, 2608, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x208001a0, 1672, 1672, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 168, 168, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 48, 48, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x208001b0, 1284, 1284, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001b2, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001e5, 152, 152, NVREL_FORWARD, 0, 0, 0 },
@@ -2143,7 +2083,7 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x20800513, 1432, 1432, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 48, 48, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -2159,7 +2099,7 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x20801122, 44, 44, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801123, 1552, 1552, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801124, 1540, 1540, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -2187,7 +2127,7 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x20801239, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123a, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123c, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 460, 460, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -2214,7 +2154,7 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x2080170d, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -2236,8 +2176,6 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x2080205d, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802068, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802087, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x20802096, 55888, 55888, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -2247,7 +2185,7 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 136, 136, NVREL_FORWARD, 0, 0, 0 },
@@ -2308,14 +2246,14 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0xa06f0110, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0112, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0113, 4, 4, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xa0bc0102, 984, 984, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xa0bd0101, 992, 992, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 29 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -2329,7 +2267,6 @@ static const struct nvrel_item nvrel_575_64_05_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 6, 6, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -2395,14 +2332,13 @@ static const struct nvrel_ptr nvrel_575_64_05_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 24, 16, 4, 0, 0, 16 },	/* 28: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 29: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 24, 16, 4, 0, 0, 16 },	/* 27: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_item nvrel_580_142_esc[] = {
@@ -2582,7 +2518,6 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x00000127, 176, 176, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 8348, 8348, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -2597,25 +2532,18 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x00000214, 384, 384, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000288, 3076, 3076, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000289, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000290, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000502, 12, 12, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -2645,7 +2573,7 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -2733,13 +2661,11 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 340, 340, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1864, 1864, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 672, 672, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 564, 564, NVREL_FORWARD, 0, 0, 0 },
@@ -2750,15 +2676,12 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2608, 2608, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080019f, 220, 220, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001a0, 1672, 1672, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 168, 168, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 56, 56, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x208001b0, 1284, 1284, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001b2, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001e5, 152, 152, NVREL_FORWARD, 0, 0, 0 },
@@ -2777,7 +2700,7 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x20800513, 1432, 1432, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 48, 48, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -2793,7 +2716,7 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x20801122, 44, 44, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801123, 1552, 1552, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801124, 1540, 1540, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -2822,7 +2745,7 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x2080123a, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123c, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123d, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 1028, 1028, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -2851,7 +2774,7 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170f, 56, 56, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -2874,8 +2797,6 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x20802068, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802069, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802087, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x20802096, 55888, 55888, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -2885,7 +2806,7 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 136, 136, NVREL_FORWARD, 0, 0, 0 },
@@ -2947,14 +2868,14 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0xa06f0110, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0112, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0113, 4, 4, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xa0bc0102, 984, 984, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xa0bd0101, 992, 992, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 29 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -2968,7 +2889,6 @@ static const struct nvrel_item nvrel_580_142_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 6, 6, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -3035,14 +2955,13 @@ static const struct nvrel_ptr nvrel_580_142_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 24, 16, 4, 0, 0, 16 },	/* 28: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 29: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 24, 16, 4, 0, 0, 16 },	/* 27: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_item nvrel_590_48_01_esc[] = {
@@ -3222,7 +3141,6 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x00000127, 176, 176, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 8348, 8348, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -3237,25 +3155,18 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x00000214, 384, 384, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000288, 3076, 3076, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000289, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000290, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000502, 12, 12, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -3285,7 +3196,7 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -3373,13 +3284,11 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 340, 340, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1864, 1864, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 672, 672, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 564, 564, NVREL_FORWARD, 0, 0, 0 },
@@ -3390,15 +3299,12 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2608, 2608, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080019f, 400, 400, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001a0, 1672, 1672, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 168, 168, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 56, 56, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x208001b0, 1284, 1284, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001b2, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001e5, 152, 152, NVREL_FORWARD, 0, 0, 0 },
@@ -3418,7 +3324,7 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x20800513, 1432, 1432, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 48, 48, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -3434,7 +3340,7 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x20801122, 44, 44, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801123, 1552, 1552, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801124, 1540, 1540, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -3463,7 +3369,7 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x2080123a, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123c, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123d, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 1028, 1028, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -3486,7 +3392,6 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x20801358, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801360, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801361, 6160, 6160, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801362, 48, 48, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20801701, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801702, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801703, 4, 4, NVREL_FORWARD, 0, 0, 0 },
@@ -3494,7 +3399,7 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170f, 56, 56, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -3517,8 +3422,6 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x20802068, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802069, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802087, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x20802096, 55888, 55888, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -3528,7 +3431,7 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 136, 136, NVREL_FORWARD, 0, 0, 0 },
@@ -3589,14 +3492,14 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0xa06f0110, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0112, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0113, 4, 4, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xa0bc0102, 984, 984, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xa0bd0101, 992, 992, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 29 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -3610,7 +3513,6 @@ static const struct nvrel_item nvrel_590_48_01_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 6, 6, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -3677,14 +3579,13 @@ static const struct nvrel_ptr nvrel_590_48_01_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 24, 16, 4, 0, 0, 16 },	/* 28: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 29: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 24, 16, 4, 0, 0, 16 },	/* 27: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_item nvrel_595_45_04_esc[] = {
@@ -3865,7 +3766,6 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x00000127, 176, 176, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x0000012b, 8348, 8348, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000133, 1288, 1288, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000134, 65, 65, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000135, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000136, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x00000139, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -3880,25 +3780,18 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x00000214, 384, 384, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000215, 132, 132, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000216, 128, 128, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000219, 1152, 1152, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x0000021b, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000274, 272, 272, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000275, 268, 268, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000279, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x0000027b, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x0000027b, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000283, 48, 48, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000288, 3076, 3076, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000289, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000290, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000501, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000502, 12, 12, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000601, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000603, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000a01, 1, 1, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000a04, 2244, 2244, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000b02, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x00000b03, 48, 48, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x00000b04, 16012, 16012, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x00000d01, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d02, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000d03, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -3928,7 +3821,7 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x00410121, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800201, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 9 },
-	{ 0x00800280, 4, 4, NVREL_REWRITE, 0, 0, 0 },
+	{ 0x00800280, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800288, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00800289, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0080028c, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -4018,13 +3911,11 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x2080016b, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016c, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080016d, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080016e, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800170, 340, 340, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800173, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800175, 1864, 1864, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017a, 672, 672, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080017b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080017c, 13316, 13316, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080017e, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800181, 280, 280, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800182, 564, 564, NVREL_FORWARD, 0, 0, 0 },
@@ -4035,15 +3926,12 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x2080018e, 14408, 14408, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20800195, 260, 260, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800196, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x2080019b, 2608, 2608, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080019f, 400, 400, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001a0, 1672, 1672, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a2, 168, 168, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001a3, 56, 56, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x208001a4, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ab, 1, 1, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001ae, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x208001af, 16388, 16388, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x208001b0, 1284, 1284, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001b2, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x208001e5, 152, 152, NVREL_FORWARD, 0, 0, 0 },
@@ -4064,7 +3952,7 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x20800406, 264, 264, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800407, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x20800513, 1432, 1432, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
+	{ 0x20800802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 22 },
 	{ 0x20800808, 48, 48, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20800809, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080080b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
@@ -4080,7 +3968,7 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x20801122, 44, 44, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801123, 1552, 1552, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801124, 1540, 1540, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
+	{ 0x20801201, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 23 },
 	{ 0x20801205, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801206, 40, 40, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801208, 24, 24, NVREL_FORWARD, 0, 0, 0 },
@@ -4109,7 +3997,7 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x2080123a, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123c, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080123d, 2044, 2044, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
+	{ 0x20801301, 16, 16, NVREL_REWRITE, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 24 },
 	{ 0x20801303, 1028, 1028, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x2080130c, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080130e, 4024, 4024, NVREL_FORWARD, 0, 0, 0 },
@@ -4132,7 +4020,6 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x20801358, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801360, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801361, 8208, 8208, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801362, 48, 48, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20801701, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801702, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801703, 4, 4, NVREL_FORWARD, 0, 0, 0 },
@@ -4140,7 +4027,7 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x2080170e, 516, 516, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080170f, 56, 56, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801801, 16, 16, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
+	{ 0x20801802, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 25 },
 	{ 0x20801803, 200, 200, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801812, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20801813, 76, 76, NVREL_FORWARD, 0, 0, 0 },
@@ -4164,8 +4051,6 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x20802068, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802069, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080206e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802087, 12, 12, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x20802096, 55888, 55888, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x20802209, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x2080220a, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x2080220b, 0, 0, NVREL_VIRTUALISE, 0, 0, 0 },
@@ -4175,7 +4060,7 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0x20802502, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802503, 2052, 2052, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802609, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
+	{ 0x20802a01, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 26 },
 	{ 0x20802a02, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a03, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x20802a0a, 136, 136, NVREL_FORWARD, 0, 0, 0 },
@@ -4237,14 +4122,14 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0xa06f0110, 4, 4, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0112, 1, 1, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0xa06f0113, 4, 4, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
+	{ 0xa0bc0101, 32, 32, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 27 },
 	{ 0xa0bc0102, 984, 984, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xa0bd0101, 992, 992, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb0690105, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010b, 8, 8, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 29 },
+	{ 0xb06f010c, 16, 16, NVREL_FORWARD, NVREL_F_EMBEDDED | NVREL_F_LISTS, 1, 28 },
 	{ 0xb06f010e, 12, 12, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f010f, 4, 4, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xb06f0111, 4104, 4104, NVREL_FORWARD, 0, 0, 0 },
@@ -4258,7 +4143,6 @@ static const struct nvrel_item nvrel_595_45_04_ctl[] = {
 	{ 0xcb330000, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330101, 6, 6, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb330104, 1, 1, NVREL_FORWARD, 0, 0, 0 },
-	{ 0xcb330106, 24, 24, NVREL_REWRITE, 0, 0, 0 },
 	{ 0xcb330109, 9228, 9228, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010a, 12336, 12336, NVREL_FORWARD, 0, 0, 0 },
 	{ 0xcb33010b, 12, 12, NVREL_FORWARD, 0, 0, 0 },
@@ -4325,14 +4209,13 @@ static const struct nvrel_ptr nvrel_595_45_04_ptrs[] = {
 	{ 8, 0, 4, 0, 0, 8 },	/* 19: control 0x20800101 gpuInfoList, count gpuInfoListSize */
 	{ 8, 0, 4, 0, 0, 4 },	/* 20: control 0x20800123 engineList, count engineCount */
 	{ 8, 4, 4, 0, 0, 4 },	/* 21: control 0x20800124 classList, count numClasses */
-	{ 8, 0, 4, 0, 0, 32 },	/* 22: control 0x2080016e sessionInfoTbl, count sessionInfoTblEntry */
-	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20800802 biosInfoList, count biosInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801201 grInfoList, count grInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801301 fbInfoList, count fbInfoListSize */
-	{ 8, 0, 4, 0, 0, 8 },	/* 26: control 0x20801802 busInfoList, count busInfoListSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 27: control 0x20802a01 capsTbl, count capsTblSize */
-	{ 24, 16, 4, 0, 0, 16 },	/* 28: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
-	{ 8, 4, 4, 0, 0, 1 },	/* 29: control 0xb06f010c pEngineCtxBuff, count size */
+	{ 8, 0, 4, 0, 0, 8 },	/* 22: control 0x20800802 biosInfoList, count biosInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 23: control 0x20801201 grInfoList, count grInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 24: control 0x20801301 fbInfoList, count fbInfoListSize */
+	{ 8, 0, 4, 0, 0, 8 },	/* 25: control 0x20801802 busInfoList, count busInfoListSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 26: control 0x20802a01 capsTbl, count capsTblSize */
+	{ 24, 16, 4, 0, 0, 16 },	/* 27: control 0xa0bc0101 timestampBuffer, count timestampBufferSize */
+	{ 8, 4, 4, 0, 0, 1 },	/* 28: control 0xb06f010c pEngineCtxBuff, count size */
 };
 
 static const struct nvrel_release nvrel_releases[] = {

@@ -210,6 +210,129 @@ static NV_STATUS nvsim_ctrl_gpu_id_info_v2(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/* The first version: the same ids; szName is not touched (gpumgrGetGpuIdInfo). */
+static NV_STATUS nvsim_ctrl_gpu_id_info(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_GPU_GET_ID_INFO_PARAMS *p = ctx->params;
+	struct nvsim_gpu *gpu = nvsim_gpu_by_id(p->gpuId);
+
+	if (!gpu)
+		return NV_ERR_INVALID_ARGUMENT;
+	p->gpuFlags = 0;
+	p->deviceInstance = nvsim_instance_of(gpu);
+	p->subDeviceInstance = 0;
+	p->sliStatus = 0;
+	p->boardId = gpu->gpu_id;
+	p->gpuInstance = gpu->index;
+	p->numaId = -1;
+	return NV_OK;
+}
+
+/*
+ * ATTACH_IDS, DETACH_IDS, ASYNC_ATTACH_ID, WAIT_ATTACH_ID: Core RM only
+ * validates (client_resource.c).  Attach: every id up to the first
+ * NV0000_CTRL_GPU_INVALID_ID a probed one (_cliresValidateGpuIdAgainstProbed),
+ * ATTACH_ALL_PROBED_IDS first is NV_OK.  Detach: DETACH_ALL_ATTACHED_IDS
+ * first is NV_OK; otherwise the loop of cliresCtrlCmdGpuDetachIds breaks
+ * after its first id, so only that one must be attached.  Async attach:
+ * the id must be probed.  Wait: NV_OK.  nvsim's GPUs are all probed and
+ * attached.
+ */
+static NV_STATUS nvsim_ctrl_attach_ids(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_GPU_ATTACH_IDS_PARAMS *p = ctx->params;
+	u32 i;
+
+	if (p->gpuIds[0] == NV0000_CTRL_GPU_ATTACH_ALL_PROBED_IDS)
+		return NV_OK;
+	for (i = 0; i < NV0000_CTRL_GPU_MAX_PROBED_GPUS &&
+		    p->gpuIds[i] != NV0000_CTRL_GPU_INVALID_ID; i++)
+		if (!nvsim_gpu_by_id(p->gpuIds[i]))
+			return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+static NV_STATUS nvsim_ctrl_detach_ids(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_GPU_DETACH_IDS_PARAMS *p = ctx->params;
+
+	if (p->gpuIds[0] == NV0000_CTRL_GPU_DETACH_ALL_ATTACHED_IDS ||
+	    p->gpuIds[0] == NV0000_CTRL_GPU_INVALID_ID)
+		return NV_OK;
+	return nvsim_gpu_by_id(p->gpuIds[0]) ? NV_OK : NV_ERR_INVALID_ARGUMENT;
+}
+
+static NV_STATUS nvsim_ctrl_async_attach_id(struct nvsim_ctrl_ctx *ctx)
+{
+	u32 *gpu_id = ctx->params;
+
+	return nvsim_gpu_by_id(*gpu_id) ? NV_OK : NV_ERR_INVALID_ARGUMENT;
+}
+
+/*
+ * GET_ACTIVE_DEVICE_IDS (gpumgrCacheGetActiveDeviceIds): one entry per
+ * probed GPU not in MIG mode, its instance ids NV0000_CTRL_GPU_INVALID_ID.
+ */
+static NV_STATUS nvsim_ctrl_active_device_ids(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS *p = ctx->params;
+	u32 i;
+
+	for (i = 0; i < nvsim.num_gpus; i++) {
+		p->devices[i].gpuId = nvsim.gpus[i].gpu_id;
+		p->devices[i].gpuInstanceId = NV0000_CTRL_GPU_INVALID_ID;
+		p->devices[i].computeInstanceId = NV0000_CTRL_GPU_INVALID_ID;
+	}
+	p->numDevices = nvsim.num_gpus;
+	return NV_OK;
+}
+
+/*
+ * CLIENT_SET_INHERITED_SHARE_POLICY: RM records the policy on the client
+ * for the objects it makes later; nvsim shares nothing between clients
+ * and accepts it.
+ */
+static NV_STATUS nvsim_ctrl_ok(struct nvsim_ctrl_ctx *ctx)
+{
+	return NV_OK;
+}
+
+/* GPU_GET_MEMOP_ENABLE: stream memops not forced on (cliresCtrlCmdGpuGetMemOpEnable). */
+static NV_STATUS nvsim_ctrl_memop_enable(struct nvsim_ctrl_ctx *ctx)
+{
+	*(u32 *)ctx->params = 0;
+	return NV_OK;
+}
+
+/* NV0080 GET_NUM_SUBDEVICES: 1 (deviceCtrlCmdGpuGetNumSubdevices). */
+static NV_STATUS nvsim_ctrl_num_subdevices(struct nvsim_ctrl_ctx *ctx)
+{
+	*(u32 *)ctx->params = 1;
+	return NV_OK;
+}
+
+/*
+ * FB_GET_FB_REGION_INFO (subdeviceCtrlCmdFbGetFBRegionInfo): the regions
+ * that are neither reserved nor internal; nvsim's FB is one region, all of
+ * it, compressible, not ISO (so the ISO surface types are blacklisted).
+ * Only region 0 is written: its head lies at the same offsets in every
+ * release (the region grew at its end).
+ */
+static NV_STATUS nvsim_ctrl_fb_regions(struct nvsim_ctrl_ctx *ctx)
+{
+	NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS *p = ctx->params;
+	NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO *r = &p->fbRegion[0];
+
+	p->numFBRegions = 1;
+	r->base = 0;
+	r->limit = nvsim_fb_size - 1;
+	r->reserved = 0;
+	r->performance = 0;
+	r->supportCompressed = 1;
+	r->supportISO = 0;
+	return NV_OK;
+}
+
 /*
  * NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS and _GET_PROBED_IDS on a client
  * (client_resource.c: cliresCtrlCmdGpuGetAttachedIds_IMPL and
@@ -928,6 +1051,32 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
 	  sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS),
 	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_gpu_id_info_v2, NULL },
+	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO,
+	  sizeof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS),
+	  CLIENT, nvsim_ctrl_gpu_id_info, NULL },
+	{ NV0000_CTRL_CMD_GPU_ATTACH_IDS,
+	  sizeof(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS),
+	  CLIENT, nvsim_ctrl_attach_ids, NULL },
+	{ NV0000_CTRL_CMD_GPU_DETACH_IDS,
+	  sizeof(NV0000_CTRL_GPU_DETACH_IDS_PARAMS),
+	  CLIENT, nvsim_ctrl_detach_ids, NULL },
+	{ NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID, sizeof(u32),
+	  CLIENT, nvsim_ctrl_async_attach_id, NULL },
+	{ NV0000_CTRL_CMD_GPU_WAIT_ATTACH_ID, sizeof(u32),
+	  CLIENT, nvsim_ctrl_ok, NULL },
+	{ NV0000_CTRL_CMD_GPU_GET_ACTIVE_DEVICE_IDS,
+	  sizeof(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS),
+	  CLIENT, nvsim_ctrl_active_device_ids, NULL },
+	{ NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY,
+	  sizeof(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS),
+	  CLIENT, nvsim_ctrl_ok, NULL },
+	{ NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE, sizeof(u32),
+	  CLIENT, nvsim_ctrl_memop_enable, NULL },
+	{ NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES, sizeof(u32),
+	  DEVICE, nvsim_ctrl_num_subdevices, NULL },
+	{ NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO,
+	  sizeof(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_fb_regions, NULL },
 	{ NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS,
 	  NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32),
 	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_attached_ids, NULL },

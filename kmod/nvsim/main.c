@@ -21,6 +21,10 @@ unsigned long nvsim_fb_size = 16UL << 30;
 module_param_named(fb_size, nvsim_fb_size, ulong, 0444);
 MODULE_PARM_DESC(fb_size, "framebuffer bytes per GPU (default 16 GiB; accounting only)");
 
+int nvsim_numa_node = -1;
+module_param_named(numa_node, nvsim_numa_node, int, 0444);
+MODULE_PARM_DESC(numa_node, "NUMA node of every GPU's memory (NV_ESC_NUMA_INFO), as on a coherent platform; -1 (default): none");
+
 char *nvsim_gpu_name = "NVIDIA nvsim H100";
 module_param_named(gpu_name, nvsim_gpu_name, charp, 0444);
 MODULE_PARM_DESC(gpu_name, "GPU name (NV2080_CTRL_CMD_GPU_GET_NAME_STRING); it picks the chip: H100 (GH100, default) or RTX 3090 (GA102)");

@@ -64,6 +64,7 @@
 /* Module parameters (main.c). */
 extern unsigned int nvsim_num_gpus;
 extern unsigned long nvsim_fb_size;
+extern int nvsim_numa_node;
 extern char *nvsim_gpu_name;
 extern char *nvsim_driver_version;
 extern unsigned int nvsim_block_us;

@@ -262,6 +262,32 @@ static int nvsim_esc_sys_params(struct nvsim_file *nvfp, void *buf, u32 size)
 	return ret;
 }
 
+/*
+ * NV_ESC_NUMA_INFO, on a GPU node (nv.c; rm_get_gpu_numa_info in
+ * osapi.c): more offline addresses asked for than RM keeps is
+ * NV_ERR_INVALID_ARGUMENT, which nv.c turns into -EBUSY.  A GPU whose
+ * memory is no NUMA node answers nid -1 and sizes 0; with numa_node set,
+ * the whole FB at an address of its own, offline, none retired.
+ */
+static int nvsim_esc_numa_info(struct nvsim_file *nvfp, void *buf, u32 size)
+{
+	nv_ioctl_numa_info_t *p = buf;
+
+	if (nvsim_is_ctl(nvfp) || size != sizeof(*p))
+		return -EINVAL;
+	if (p->offline_addresses.numEntries > NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES)
+		return -EBUSY;
+	p->nid = nvsim_numa_node < 0 ? -1 : nvsim_numa_node;
+	p->numa_mem_addr = nvsim_numa_node < 0 ? 0 : 1ULL << 40;
+	p->numa_mem_size = nvsim_numa_node < 0 ? 0 : nvsim_fb_size;
+	p->offline_addresses.numEntries = 0;
+	p->status = nvsim_numa_node < 0 ? NV_IOCTL_NUMA_STATUS_DISABLED :
+					  NV_IOCTL_NUMA_STATUS_OFFLINE;
+	p->use_auto_online = 0;
+	p->memblock_size = READ_ONCE(nvsim.memblock_size);
+	return 0;
+}
+
 /* --------------------------------------------------------- RM escapes */
 
 /*
@@ -473,6 +499,8 @@ static int nvsim_escape(struct nvsim_file *nvfp, u32 nr, void *buf, u32 size)
 		return nvsim_esc_attach_gpus(nvfp, buf, size);
 	case NV_ESC_SYS_PARAMS:
 		return nvsim_esc_sys_params(nvfp, buf, size);
+	case NV_ESC_NUMA_INFO:
+		return nvsim_esc_numa_info(nvfp, buf, size);
 	case NV_ESC_REGISTER_FD:
 		return nvsim_esc_register_fd(nvfp, buf, size);
 	case NV_ESC_ALLOC_OS_EVENT:

@@ -458,6 +458,8 @@ static int vgpu_escape_kbuf(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 		if (!ctl || size != sizeof(nv_ioctl_sys_params_t))
 			return -EINVAL;
 		return 0;
+	case NV_ESC_NUMA_INFO:
+		return vgpu_numa_info(vf, kbuf, size);
 	}
 	return -EPERM;
 }
@@ -494,6 +496,7 @@ static bool vgpu_escape_kernel(u32 nr)
 	case NV_ESC_REGISTER_FD:
 	case NV_ESC_STATUS_CODE:
 	case NV_ESC_SYS_PARAMS:
+	case NV_ESC_NUMA_INFO:
 		return true;
 	}
 	return false;

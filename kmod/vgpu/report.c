@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * report.c - what a container is told: RM controls (allow-list, made on a
- * call page at the caller's privilege) with FB_GET_INFO V1/V2 and the PID
- * controls rewritten, VID_HEAP
- * INFO, CARD_INFO filtered and renumbered, ATTACH_GPUS_TO_FD checked.
+ * report.c - what a container is told: RM controls (the release's policy
+ * table, made on a call page at the caller's privilege) with the GPU
+ * identity, memory and PID reports rewritten and the peer and fabric
+ * queries answered for a GPU with neither; VID_HEAP INFO, CARD_INFO
+ * filtered and renumbered, ATTACH_GPUS_TO_FD checked.
  */
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -36,6 +37,13 @@ enum vgpu_ctrl_kind {
 	VGPU_CTRL_SURFACE_INFO,
 	VGPU_CTRL_GET_PIDS,
 	VGPU_CTRL_GET_PID_INFO,
+	VGPU_CTRL_ID_INFO,      /* V1: as V2; its szName is unused by the driver */
+	VGPU_CTRL_ID_LIST,      /* ATTACH/DETACH_IDS: every id a slice GPU's */
+	VGPU_CTRL_DEVICE_IDS,   /* a bit per attached slice GPU, container numbering */
+	VGPU_CTRL_ACTIVE_DEVICES, /* only the slice's GPUs are listed */
+	VGPU_CTRL_NO_PEERS,     /* virtualised: no peer, no NVLink, no fabric */
+	VGPU_CTRL_SHARE_POLICY, /* inherited share: PID (translated), NONE, revoke */
+	VGPU_CTRL_FB_REGIONS,   /* the regions cut to the slice's quota */
 };
 
 struct vgpu_ctrl {
@@ -50,7 +58,15 @@ struct vgpu_ctrl {
  * GPFIFO_SCHEDULE (0xA06C0101, 0xA06F0103) goes to compute.c: an enable,
  * which CUDA needs to start its TSGs, is virtualised (effective only while
  * the slice holds the GPU); a disable is refused.  The GET_* of the TSG
- * are forwarded: they read the caller's own TSG.
+ * are forwarded: they read the caller's own TSG.  The channel's own
+ * (NVA06F SET_INTERLEAVE_LEVEL, STOP_CHANNEL) and FIFO_DISABLE_CHANNELS are
+ * answered the same way: a container that re-enabled a channel vgpu.ko's
+ * scheduler had disabled would run outside its compute share.
+ *
+ * Peer, NVLink and fabric queries are answered by vgpu.ko as the driver
+ * answers for a GPU with no peer, no NVLink and no fabric (each handler
+ * cites the driver function), so CUDA never plans P2P that the policy
+ * would then refuse.
  */
 static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, VGPU_CTRL_ATTACHED_IDS },
@@ -77,6 +93,26 @@ static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NVA06C_CTRL_CMD_PREEMPT, VGPU_CTRL_ANSWER_OK },
 	{ NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL, VGPU_CTRL_ANSWER_OK },
 	{ NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL, VGPU_CTRL_PLAIN },
+	{ NVA06F_CTRL_CMD_SET_INTERLEAVE_LEVEL, VGPU_CTRL_ANSWER_OK },
+	{ NVA06F_CTRL_CMD_GET_INTERLEAVE_LEVEL, VGPU_CTRL_PLAIN },
+	{ NVA06F_CTRL_CMD_STOP_CHANNEL, VGPU_CTRL_ANSWER_OK },
+	{ NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS, VGPU_CTRL_ANSWER_OK },
+	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO, VGPU_CTRL_ID_INFO },
+	{ NV0000_CTRL_CMD_GPU_ATTACH_IDS, VGPU_CTRL_ID_LIST },
+	{ NV0000_CTRL_CMD_GPU_DETACH_IDS, VGPU_CTRL_ID_LIST },
+	{ NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID, VGPU_CTRL_GPU_ID },
+	{ NV0000_CTRL_CMD_GPU_WAIT_ATTACH_ID, VGPU_CTRL_GPU_ID },
+	{ NV0000_CTRL_CMD_GPU_GET_DEVICE_IDS, VGPU_CTRL_DEVICE_IDS },
+	{ NV0000_CTRL_CMD_GPU_GET_ACTIVE_DEVICE_IDS, VGPU_CTRL_ACTIVE_DEVICES },
+	{ NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS, VGPU_CTRL_NO_PEERS },
+	{ NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2, VGPU_CTRL_NO_PEERS },
+	{ NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_MATRIX, VGPU_CTRL_NO_PEERS },
+	{ NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS, VGPU_CTRL_NO_PEERS },
+	{ NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO, VGPU_CTRL_NO_PEERS },
+	{ NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS, VGPU_CTRL_NO_PEERS },
+	{ NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS, VGPU_CTRL_NO_PEERS },
+	{ NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY, VGPU_CTRL_SHARE_POLICY },
+	{ NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO, VGPU_CTRL_FB_REGIONS },
 };
 
 static const struct vgpu_ctrl *vgpu_ctrl_find(u32 cmd)
@@ -140,7 +176,7 @@ static NV_STATUS vgpu_lists_in(const struct nvrel_item *item, void *kp, u32 size
 			if (check_mul_overflow(count, (u64)ptr->elem_size, &bytes))
 				return NV_ERR_INVALID_ARGUMENT;
 		}
-		/* The driver's own limits are lower; a zero count copies nothing. */
+		/* RM's own bound for an embedded copy; a zero count copies nothing. */
 		if (bytes > VGPU_MAX_CTRL_PARAMS)
 			return NV_ERR_INVALID_ARGUMENT;
 		if (!bytes)
@@ -181,6 +217,21 @@ static u32 vgpu_ctrl_struct_size(enum vgpu_ctrl_kind kind)
 		return sizeof(NV2080_CTRL_GPU_GET_PIDS_PARAMS);
 	case VGPU_CTRL_GET_PID_INFO:
 		return sizeof(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS);
+	case VGPU_CTRL_ID_INFO:
+		return sizeof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS);
+	case VGPU_CTRL_ID_LIST:
+		return sizeof(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS);
+	case VGPU_CTRL_DEVICE_IDS:
+		return sizeof(NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS);
+	case VGPU_CTRL_ACTIVE_DEVICES:
+		return sizeof(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS);
+	case VGPU_CTRL_NO_PEERS:
+		/* The largest of the structs it fills; the rest is zeroed. */
+		return sizeof(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS);
+	case VGPU_CTRL_SHARE_POLICY:
+		return sizeof(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS);
+	case VGPU_CTRL_FB_REGIONS:
+		return sizeof(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS);
 	default:
 		return 0;
 	}
@@ -270,6 +321,240 @@ void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p)
 
 	p->total = limit;
 	p->free = min_t(u64, vgpu_free_bytes(s, gpu), p->free);
+}
+
+/* ------------------------------------------- identity, peers, fabric */
+
+/* Every one of n ids is a slice GPU's. */
+static bool vgpu_ids_ours(struct vgpu_slice *s, const u32 *ids, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		if (vgpu_slice_gpu_of(s, ids[i]) < 0)
+			return false;
+	return true;
+}
+
+/*
+ * ATTACH_IDS / DETACH_IDS: a list ended by NV0000_CTRL_GPU_INVALID_ID.  In
+ * 595.45.04 Core RM only validates it (client_resource.c,
+ * cliresCtrlCmdGpuAttachIds / DetachIds: an id not probed, or not attached,
+ * is NV_ERR_INVALID_ARGUMENT; ATTACH_ALL_PROBED_IDS / DETACH_ALL_ATTACHED_IDS
+ * first is NV_OK and does nothing), so the list need only name the slice's
+ * GPUs; another GPU's id gets the driver's answer for an unknown one.
+ */
+static NV_STATUS vgpu_id_list_check(struct vgpu_slice *s, const u32 *ids)
+{
+	u32 i;
+
+	if (ids[0] == NV0000_CTRL_GPU_ATTACH_ALL_PROBED_IDS)
+		return NV_OK;
+	for (i = 0; i < NV0000_CTRL_GPU_MAX_ATTACHED_GPUS &&
+		    ids[i] != NV0000_CTRL_GPU_INVALID_ID; i++)
+		if (vgpu_slice_gpu_of(s, ids[i]) < 0)
+			return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+/*
+ * GET_DEVICE_IDS: a bit per attached GPU's deviceInstance.  The container's
+ * deviceInstance of a GPU is its number in the slice (ID_INFO, NV0080's
+ * deviceId), so the answer is made from the driver's attached list, asked
+ * through the kernel entry (the host's list never lies on a call page).
+ */
+static NV_STATUS vgpu_device_ids(struct vgpu_slice *s, NVOS54_PARAMETERS *p,
+				 NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS *dp)
+{
+	u32 ids[NV0000_CTRL_GPU_MAX_ATTACHED_GPUS];
+	NV_STATUS st;
+	int idx;
+	u32 i;
+
+	memset(ids, 0xff, sizeof(ids));
+	st = vgpu_rm_ctrl(p->hClient, p->hObject,
+			  NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, ids, sizeof(ids));
+	if (st != NV_OK)
+		return st;
+	dp->deviceIds = 0;
+	for (i = 0; i < ARRAY_SIZE(ids) && ids[i] != NV0000_CTRL_GPU_INVALID_ID; i++) {
+		idx = vgpu_slice_gpu_of(s, ids[i]);
+		if (idx >= 0 && idx < 32)
+			dp->deviceIds |= BIT(idx);
+	}
+	return NV_OK;
+}
+
+/* GET_ACTIVE_DEVICE_IDS (kernel entry): the slice's GPUs, in the driver's order. */
+static void vgpu_active_devices_filter(struct vgpu_slice *s, void *kp, u32 size)
+{
+	NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS *ap = kp;
+	u32 max = (size - offsetof(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS,
+				   devices)) / sizeof(ap->devices[0]);
+	u32 n = min3(ap->numDevices, max, (u32)NV0000_CTRL_GPU_MAX_ACTIVE_DEVICES);
+	u32 i, out = 0;
+
+	for (i = 0; i < n; i++)
+		if (vgpu_slice_gpu_of(s, ap->devices[i].gpuId) >= 0)
+			ap->devices[out++] = ap->devices[i];
+	memset(&ap->devices[out], 0, (max - out) * sizeof(ap->devices[0]));
+	ap->numDevices = out;
+}
+
+/*
+ * The P2P caps of GPUs with no peer: what CliGetSystemP2pCaps
+ * (client_resource.c) sets before it looks for one -- no caps, no optimal
+ * copy engine, every status NOT_SUPPORTED, every bus peer id INVALID_PEER --
+ * after the driver's own checks (gpuCount 1..32; an id that is no GPU's is
+ * NV_ERR_INVALID_ARGUMENT, here one that is no slice GPU's).  V1 and V2
+ * share the head; V1's busPeerIds and busEgmPeerIds are pointers to
+ * gpuCount^2 ids in the caller's memory, V2's are arrays (535: no EGM ids).
+ */
+static NV_STATUS vgpu_p2p_caps(struct vgpu_slice *s, u32 cmd, void *kp, u32 size)
+{
+	NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS *v2 = kp;
+	NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS *v1 = kp;
+	u32 n = v2->gpuCount, peers, i;
+	u64 uptr[2];
+
+	BUILD_BUG_ON(offsetof(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS, p2pCapsStatus) !=
+		     offsetof(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS, p2pCapsStatus));
+	if (n == 0 || n > NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS ||
+	    !vgpu_ids_ours(s, v2->gpuIds, n))
+		return NV_ERR_INVALID_ARGUMENT;
+	v2->p2pCaps = 0;
+	v2->p2pOptimalReadCEs = 0;
+	v2->p2pOptimalWriteCEs = 0;
+	memset(v2->p2pCapsStatus, NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED,
+	       sizeof(v2->p2pCapsStatus));
+	peers = n * n;
+	if (cmd == NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2) {
+		memset32(v2->busPeerIds, NV0000_CTRL_SYSTEM_GET_P2P_CAPS_INVALID_PEER, peers);
+		memset32(v2->busEgmPeerIds, NV0000_CTRL_SYSTEM_GET_P2P_CAPS_INVALID_PEER, peers);
+		return NV_OK;
+	}
+	uptr[0] = v1->busPeerIds;
+	uptr[1] = size >= sizeof(*v1) ? v1->busEgmPeerIds : 0;
+	for (i = 0; i < ARRAY_SIZE(uptr); i++) {
+		u32 __user *u = u64_to_user_ptr(uptr[i]);
+		u32 j;
+
+		for (j = 0; u && j < peers; j++)
+			if (put_user(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_INVALID_PEER, u + j))
+				return NV_ERR_INVALID_ARGUMENT;
+	}
+	return NV_OK;
+}
+
+/*
+ * The peer, NVLink and fabric queries, answered for a GPU with none:
+ * - P2P_CAPS_MATRIX: the driver's checks (cliresCtrlCmdSystemGetP2pCapsMatrix:
+ *   grpACount 1..8, grpBCount 0..8, ids known), then every pair as
+ *   CliGetSystemP2pCaps starts it: no caps, no copy engine;
+ * - SYSTEM_GET_FABRIC_STATUS: SKIP, the answer when no fabric manager
+ *   manages the system (cliresCtrlCmdSystemGetFabricStatus);
+ * - GET_GPU_FABRIC_PROBE_INFO: state UNSUPPORTED (0), the answer of
+ *   subdeviceCtrlCmdGetGpuFabricProbeInfo for a directly connected GPU;
+ * - NVLINK_GET_NVLINK_CAPS / _STATUS: no link discovered or enabled, NV_OK
+ *   (nvlinkCtrlCmdBusGetNvlinkCaps and subdeviceCtrlCmdBusGetNvlinkStatus
+ *   when the GPU has no KernelNvlink).
+ * Every output is written; the rest of the struct is zeroed.
+ */
+static NV_STATUS vgpu_no_peers(struct vgpu_slice *s, u32 cmd, void *kp, u32 size)
+{
+	NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS *m = kp;
+	size_t outs = offsetof(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_MATRIX_PARAMS, p2pCaps);
+
+	switch (cmd) {
+	case NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS:
+	case NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2:
+		return vgpu_p2p_caps(s, cmd, kp, size);
+	case NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_MATRIX:
+		if (!m->grpACount || m->grpACount > NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS ||
+		    m->grpBCount > NV0000_CTRL_SYSTEM_MAX_P2P_GROUP_GPUS ||
+		    !vgpu_ids_ours(s, m->gpuIdGrpA, m->grpACount) ||
+		    !vgpu_ids_ours(s, m->gpuIdGrpB, m->grpBCount))
+			return NV_ERR_INVALID_ARGUMENT;
+		if (size > outs)
+			memset(kp + outs, 0, size - outs);
+		return NV_OK;
+	case NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS:
+		((NV0000_CTRL_SYSTEM_GET_FABRIC_STATUS_PARAMS *)kp)->fabricStatus =
+			NV0000_CTRL_GET_SYSTEM_FABRIC_STATUS_SKIP;
+		return NV_OK;
+	default:
+		memset(kp, 0, size);
+		return NV_OK;
+	}
+}
+
+/*
+ * An inherited share policy (CLIENT_SET_INHERITED_SHARE_POLICY, which RM
+ * applies as CLIENT_SHARE_OBJECT on the client): the objects of this client
+ * made later are shared as it says.  Type ALL, OS_SECURITY_TOKEN (every
+ * process of the user, other slices' included), CLIENT, GPU and the rest
+ * would reach other slices; a PID share names one process, translated from
+ * the caller's namespace and refused if it is not the slice's; NONE shares
+ * with nobody; a revoke only takes access away.
+ */
+static NV_STATUS vgpu_share_policy_check(struct vgpu_slice *s, RS_SHARE_POLICY *sp)
+{
+	pid_t host;
+
+	if (sp->action & RS_SHARE_ACTION_FLAG_REVOKE)
+		return NV_OK;
+	switch (sp->type) {
+	case RS_SHARE_TYPE_NONE:
+		return NV_OK;
+	case RS_SHARE_TYPE_PID:
+		host = vgpu_slice_pid_in(s, sp->target);
+		if (host <= 0)
+			return NV_ERR_INVALID_ARGUMENT;
+		sp->target = host;
+		return NV_OK;
+	default:
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	}
+}
+
+/*
+ * FB_GET_FB_REGION_INFO: the regions, in the driver's order, cut so that
+ * their usable bytes (limit - base + 1 - reserved) add up to the slice's
+ * quota at most: the region where the quota runs out ends there, later
+ * ones are dropped.  A region is the release's size (48 or 56 bytes), read
+ * by its head only.
+ */
+static void vgpu_fb_regions_rewrite(struct vgpu_slice *s, u32 gpu, void *kp, u32 size)
+{
+	const u32 head = offsetof(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS, fbRegion);
+	const u32 stride = (size - head) / NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES;
+	NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS *fp = kp;
+	u64 budget = READ_ONCE(s->gpus[gpu].limit), bytes, usable;
+	u32 n = min_t(u32, fp->numFBRegions, NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES);
+	u32 i, out = 0;
+
+	/* base, limit, reserved: the members read (nvabi.h pins them). */
+	if (size <= head || stride < 3 * sizeof(u64))
+		return;
+	for (i = 0; i < n && budget; i++) {
+		NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO *r = kp + head + i * stride;
+
+		if (r->limit < r->base)
+			continue;
+		bytes = r->limit - r->base + 1;
+		usable = bytes > r->reserved ? bytes - r->reserved : 0;
+		if (usable > budget) {
+			r->limit = r->base + r->reserved + budget - 1;
+			usable = budget;
+		}
+		budget -= usable;
+		if (out != i)
+			memmove(kp + head + out * stride, r, stride);
+		out++;
+	}
+	memset(kp + head + out * stride, 0,
+	       (NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_MAX_ENTRIES - out) * stride);
+	fp->numFBRegions = out;
 }
 
 /* ------------------------------------------------------------ controls */
@@ -378,13 +663,14 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		st = NV_ERR_INVALID_ARGUMENT;
 		goto out;
 	}
-	if (ctrl->kind == VGPU_CTRL_ANSWER_OK) {
+	if (ctrl->kind == VGPU_CTRL_ANSWER_OK || ctrl->kind == VGPU_CTRL_NO_PEERS) {
 		/* The object must exist, as the driver would check first. */
 		rcu_read_lock();
 		st = vgpu_obj_find(p->hClient, p->hObject) ? NV_OK :
 		     NV_ERR_INVALID_OBJECT_HANDLE;
 		rcu_read_unlock();
-		goto out;
+		if (st != NV_OK || ctrl->kind == VGPU_CTRL_ANSWER_OK)
+			goto out;
 	}
 	if (size) {
 		/*
@@ -403,7 +689,8 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 			goto out;
 		}
 	}
-	if (ctrl->kind == VGPU_CTRL_GPU_ID || ctrl->kind == VGPU_CTRL_ID_INFO_V2) {
+	if (ctrl->kind == VGPU_CTRL_GPU_ID || ctrl->kind == VGPU_CTRL_ID_INFO_V2 ||
+	    ctrl->kind == VGPU_CTRL_ID_INFO) {
 		/* Another GPU's id: what the driver says for an unknown one. */
 		if (size < sizeof(u32) || vgpu_slice_gpu_of(s, *(u32 *)kp) < 0) {
 			st = NV_ERR_INVALID_ARGUMENT;
@@ -413,6 +700,24 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 
 	/* Before the call: embedded lists to the call page, PIDs to host. */
 	switch (ctrl->kind) {
+	case VGPU_CTRL_NO_PEERS:
+		/* Answered here; the driver never sees it. */
+		st = kp ? vgpu_no_peers(s, p->cmd, kp, size) : NV_ERR_INVALID_ARGUMENT;
+		goto answered;
+	case VGPU_CTRL_DEVICE_IDS:
+		st = kp ? vgpu_device_ids(s, p, kp) : NV_ERR_INVALID_ARGUMENT;
+		goto answered;
+	case VGPU_CTRL_ID_LIST:
+		st = kp && size >= NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32) ?
+		     vgpu_id_list_check(s, kp) : NV_ERR_INVALID_ARGUMENT;
+		if (st != NV_OK)
+			goto out;
+		break;
+	case VGPU_CTRL_SHARE_POLICY:
+		st = kp ? vgpu_share_policy_check(s, kp) : NV_ERR_INVALID_ARGUMENT;
+		if (st != NV_OK)
+			goto out;
+		break;
 	case VGPU_CTRL_LISTS:
 		if (!kp) {
 			st = NV_ERR_INVALID_ARGUMENT;
@@ -486,16 +791,31 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 				.ptr_off = lists[i].ptr_off };
 		}
 		if (ctrl->kind == VGPU_CTRL_ATTACHED_IDS ||
-		    ctrl->kind == VGPU_CTRL_PROBED_IDS) {
+		    ctrl->kind == VGPU_CTRL_PROBED_IDS ||
+		    ctrl->kind == VGPU_CTRL_ACTIVE_DEVICES ||
+		    ctrl->kind == VGPU_CTRL_ID_INFO ||
+		    ctrl->kind == VGPU_CTRL_ID_INFO_V2) {
 			/*
-			 * The driver's answer names every GPU of the host, and a
-			 * call page is readable by the caller's other threads:
-			 * asked through the kernel entry, on the caller's own
-			 * client (a read that creates nothing, the same answer
-			 * at any privilege), it stays in kernel memory until
-			 * cut to the slice's GPUs.
+			 * The driver's answer names every GPU of the host (or
+			 * the host's numbering of the slice's), and a call page
+			 * is readable by the caller's other threads: asked
+			 * through the kernel entry, on the caller's own client
+			 * (a read that creates nothing, the same answer at any
+			 * privilege), it stays in kernel memory until cut to
+			 * the slice's GPUs.  ID_INFO's szName is a pointer the
+			 * driver never reads (gpumgrGetGpuIdInfo): NULL for the
+			 * kernel call, the caller's value back after it.
 			 */
+			NV0000_CTRL_GPU_GET_ID_INFO_PARAMS *ip = kp;
+			NvP64 name = 0;
+
+			if (ctrl->kind == VGPU_CTRL_ID_INFO) {
+				name = ip->szName;
+				ip->szName = 0;
+			}
 			st = vgpu_rm_ctrl(p->hClient, p->hObject, p->cmd, kp, size);
+			if (ctrl->kind == VGPU_CTRL_ID_INFO)
+				ip->szName = name;
 		} else {
 			kc.status = NV_ERR_GENERIC;
 			ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, &kc,
@@ -527,10 +847,13 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 					      NV2080_CTRL_FB_INFO_MAX_LIST_SIZE));
 		break;
 	}
+	case VGPU_CTRL_ID_INFO:
 	case VGPU_CTRL_ID_INFO_V2: {
 		NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS *ip = kp;
 		int idx = vgpu_slice_gpu_of(s, ip->gpuId);
 
+		BUILD_BUG_ON(offsetof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, deviceInstance) !=
+			     offsetof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, deviceInstance));
 		/* As NV0080's deviceId: the container's number (memory.c). */
 		if (idx < 0)
 			st = NV_ERR_INVALID_ARGUMENT;
@@ -538,6 +861,15 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 			ip->deviceInstance = idx;
 		break;
 	}
+	case VGPU_CTRL_ACTIVE_DEVICES:
+		vgpu_active_devices_filter(s, kp, size);
+		break;
+	case VGPU_CTRL_FB_REGIONS:
+		if (vgpu_ctrl_gpu(p, &gpu))
+			st = NV_ERR_INVALID_OBJECT_HANDLE;
+		else
+			vgpu_fb_regions_rewrite(s, gpu, kp, size);
+		break;
 	case VGPU_CTRL_ATTACHED_IDS:
 		vgpu_ids_filter(s, kp, NULL, min_t(u32, size / sizeof(u32),
 						   NV0000_CTRL_GPU_MAX_ATTACHED_GPUS));
@@ -592,6 +924,7 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 	default:
 		break;
 	}
+answered:
 	if (st == NV_OK && kp && copy_to_user(uparams, kp, size))
 		st = NV_ERR_INVALID_ARGUMENT;
 out:
@@ -704,6 +1037,31 @@ int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p)
 		return -EINVAL;
 	return vgpu_call_nv(vf, vf->real, NV_ESC_STATUS_CODE, p, sizeof(*p),
 			    NULL, 0);
+}
+
+/*
+ * NV_ESC_NUMA_INFO, on a GPU node only (nv.c, NV_ACTUAL_DEVICE_ONLY): the
+ * GPU's memory as a NUMA node, which only coherent platforms have
+ * (rm_get_gpu_numa_info; elsewhere nid is NV0000_CTRL_NO_NUMA_NODE and the
+ * sizes 0).  The size becomes the slice's quota at most.  What this does not
+ * do: memory onlined as a NUMA node is handed out by the kernel's page
+ * allocator, not by RM, so vgpu.ko's quota does not bound what a container
+ * on a coherent platform allocates through it (docs/mediator.md).
+ */
+int vgpu_numa_info(struct vgpu_file *vf, nv_ioctl_numa_info_t *p, u32 size)
+{
+	u64 limit;
+	int ret;
+
+	if (vf->kind != VGPU_KIND_GPU || size != sizeof(*p))
+		return -EINVAL;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_NUMA_INFO, p, size, NULL, 0);
+	if (ret)
+		return ret;
+	limit = READ_ONCE(vf->slice->gpus[vf->gpu].limit);
+	if (p->nid >= 0)
+		p->numa_mem_size = min(p->numa_mem_size, limit);
+	return 0;
 }
 
 int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size)

@@ -63,7 +63,12 @@
 #define VGPU_MAX_SLICES         4096    /* 65,536 minors; MINORBITS allows 2^20 */
 #define VGPU_NR_MINORS          (VGPU_MAX_SLICES * VGPU_MINORS_PER_SLICE)
 #define VGPU_CLIENT_HANDLE_BASE 0xc1d00000u
-#define VGPU_MAX_CTRL_PARAMS    (64u << 10)
+/*
+ * The most params (or one embedded list) a control may carry: the driver's
+ * own bound (param_copy.h, RMAPI_PARAM_COPY_MAX_PARAMS_SIZE, 1 MiB).  Real
+ * controls need more than 64 KiB: NV00FE SUBMIT_OPERATIONS is 224 KiB.
+ */
+#define VGPU_MAX_CTRL_PARAMS    (1u << 20)
 
 /* Module parameters. */
 extern bool vgpu_passthrough_unknown;
@@ -376,6 +381,7 @@ NV_STATUS vgpu_created_anyway(struct vgpu_file *vf, NvHandle hc, NvHandle hp,
 NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
 int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size);
 int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size);
+int vgpu_numa_info(struct vgpu_file *vf, nv_ioctl_numa_info_t *p, u32 size);
 int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p);
 void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p);
 

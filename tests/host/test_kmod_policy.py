@@ -30,6 +30,7 @@ KNOWN_GAPS = {
     # Reads of the TSG's scheduling values, which vgpu.ko's scheduler sets.
     ("control", "NVA06C_CTRL_CMD_GET_TIMESLICE"): "virtualise",
     ("control", "NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL"): "virtualise",
+    ("control", "NVA06F_CTRL_CMD_GET_INTERLEAVE_LEVEL"): "virtualise",
 }
 
 
@@ -59,13 +60,14 @@ def _body(src: str, start: str) -> str:
 # answer it themselves; the others forward (SURFACE_INFO only copies its
 # embedded list).
 REWRITE_KINDS = {"FB_INFO", "FB_INFO_V2", "GET_PIDS", "GET_PID_INFO", "GPU_ID", "ID_INFO_V2",
-                 "ATTACHED_IDS", "PROBED_IDS"}
-VIRTUALISE_KINDS = {"ANSWER_OK"}
+                 "ATTACHED_IDS", "PROBED_IDS", "ID_INFO", "ID_LIST", "DEVICE_IDS",
+                 "ACTIVE_DEVICES", "FB_REGIONS"}
+VIRTUALISE_KINDS = {"ANSWER_OK", "NO_PEERS", "SHARE_POLICY"}
 # Escapes vgpu.ko answers its own way (mediate.c, vgpu_escape_kbuf): NVOS32
 # INFO rewritten, STATUS_CODE for the slice's GPUs only, SYS_PARAMS answered
 # without reaching the driver.
 OWN_ESCAPES = {"NV_ESC_RM_VID_HEAP_CONTROL": "rewrite", "NV_ESC_STATUS_CODE": "rewrite",
-               "NV_ESC_SYS_PARAMS": "virtualise"}
+               "NV_ESC_SYS_PARAMS": "virtualise", "NV_ESC_NUMA_INFO": "rewrite"}
 
 
 def kmod_items() -> dict[tuple[str, str], str]:
@@ -119,3 +121,24 @@ def test_what_vgpu_answers_its_own_way_the_policy_does_too():
     for key, does in kmod_items().items():
         if does != "forward" and key[0] in ("control", "escape"):
             assert pol[key]["verdict"] == does, (key, pol[key]["reason"])
+
+
+# GPFIFO_SCHEDULE goes to compute.c (vgpu_compute_user_schedule), not the list.
+COMPUTE_CONTROLS = {0xA06C0101, 0xA06F0103}
+
+
+@pytest.mark.parametrize("release", sorted(p.stem for p in POLICY.parent.glob("*.tsv")))
+def test_every_rewrite_and_virtualisation_has_a_handler(release):
+    """A control the policy of any release rewrites or virtualises has code
+    of vgpu.ko's behind it; without one, vgpu.ko would refuse it
+    (NV_ERR_NOT_SUPPORTED) and the table's verdict would not be true."""
+    defines = {n: int(v, 16) for n, v in
+               re.findall(r"^#define (\w+)\s+(0x[0-9A-Fa-f]+)", NVABI.read_text(), re.M)}
+    handled = {defines[n] for (k, n), _ in kmod_items().items() if k == "control"} | COMPUTE_CONTROLS
+    with (POLICY.parent / f"{release}.tsv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f, delimiter="\t")
+                if r["kind"] == "control" and r["verdict"] in ("rewrite", "virtualise")]
+    assert rows
+    missing = [f"{r['value']} {r['name']} ({r['verdict']})" for r in rows
+               if int(r["value"], 16) not in handled]
+    assert not missing, "\n".join(missing)

@@ -194,7 +194,8 @@ def test_nothing_that_crosses_slices_is_forwarded(release):
 REWRITTEN = [("control", n) for n in (
     "NV0000_CTRL_CMD_GPU_GET_PROBED_IDS", "NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS",
     "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2", "NV2080_CTRL_CMD_FB_GET_INFO_V2",
-    "NV2080_CTRL_CMD_FB_GET_INFO", "NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES",
+    "NV2080_CTRL_CMD_FB_GET_INFO", "NV0000_CTRL_CMD_GPU_GET_ID_INFO",
+    "NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO", "NV0000_CTRL_CMD_GPU_GET_DEVICE_IDS",
     "NV2080_CTRL_CMD_GPU_GET_PIDS", "NV2080_CTRL_CMD_GPU_GET_PID_INFO")] + \
     [("escape", "NV_ESC_CARD_INFO"), ("escape", "NV_ESC_RM_VID_HEAP_CONTROL")]
 
@@ -274,7 +275,8 @@ def test_every_name_the_rules_list_exists_in_some_release():
         for f, _ in policy.KINDS.values():
             known |= {r["name"] for r in tsv.read(OUT / release / f"{f}.tsv")}
     listed = (policy.REWRITE_IDENTITY + policy.REWRITE_MEMORY + policy.REWRITE_PROCESSES
-              + policy.REWRITE_UTILISATION + policy.VIRTUAL_NO_PEERS + policy.VIRTUAL_SCHEDULING
+              + policy.REFUSE_NO_SLICE_ANSWER + policy.REFUSE_UTILISATION + tuple(policy.FORWARD_OWN)
+              + policy.VIRTUAL_NO_PEERS + policy.VIRTUAL_SCHEDULING
               + policy.VIRTUAL_GPU_WIDE + policy.GPU_WIDE_SETTERS + policy.OTHERS_ACTIVITY
               + tuple(policy.ESCAPES) + tuple(policy.UVM) + tuple(policy.DEPRECATED_V1)
               + tuple(policy.DEPRECATED_V1.values()))

@@ -301,29 +301,49 @@ REWRITE_IDENTITY = (
     "NV0000_CTRL_CMD_GPU_GET_PROBED_IDS", "NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS",
     "NV0000_CTRL_CMD_GPU_GET_ID_INFO", "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2",
     "NV0000_CTRL_CMD_GPU_GET_DEVICE_IDS", "NV0000_CTRL_CMD_GPU_GET_ACTIVE_DEVICE_IDS",
-    "NV0000_CTRL_CMD_GPU_GET_INIT_STATUS", "NV0000_CTRL_CMD_GPU_GET_UUID_INFO",
+    "NV0000_CTRL_CMD_GPU_GET_INIT_STATUS",
     "NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID", "NV0000_CTRL_CMD_GPU_GET_PCI_INFO",
     "NV0000_CTRL_CMD_GPU_ATTACH_IDS", "NV0000_CTRL_CMD_GPU_DETACH_IDS",
     "NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID", "NV0000_CTRL_CMD_GPU_WAIT_ATTACH_ID",
-    "NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE", "NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE",
-    "NV0000_CTRL_CMD_GPU_GET_VIDEO_LINKS", "NV0000_CTRL_CMD_SYSTEM_GET_GPUS_POWER_STATUS",
-    "NV0000_CTRL_CMD_SYNC_GPU_BOOST_INFO", "NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO",
-    "NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES", "NV0000_CTRL_CMD_GET_SYSTEM_EVENT_DATA",
+    "NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE",
 )
 REWRITE_MEMORY = (
     "NV2080_CTRL_CMD_FB_GET_INFO", "NV2080_CTRL_CMD_FB_GET_INFO_V2",
-    "NV2080_CTRL_CMD_FB_GET_UGPU_MEMORY_INFO", "NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO",
-    "NV_CONF_COMPUTE_CTRL_CMD_GPU_GET_VIDMEM_SIZE",
+    "NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO",
 )
 REWRITE_PROCESSES = (
     "NV2080_CTRL_CMD_GPU_GET_PIDS", "NV2080_CTRL_CMD_GPU_GET_PID_INFO",
+)
+# Read on the driver: their answer names nothing but the caller's own
+# device or a driver-wide switch, so there is nothing of another slice to
+# rewrite.
+FORWARD_OWN = {
+    "NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE":
+        "a driver-wide feature flag, no GPU identity or count (client_resource.c, "
+        "cliresCtrlCmdGpuGetMemOpEnable: PDB_PROP_SYS_ENABLE_STREAM_MEMOPS)",
+    "NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES":
+        "the caller's own device; 595.45.04 answers 1 whatever the device "
+        "(device_ctrl.c, deviceCtrlCmdGpuGetNumSubdevices)",
+}
+# Reports of every GPU, slice or process for which vgpu.ko has no per-slice
+# answer, and which no known CUDA or nvidia-smi start-up needs (nvproxy
+# 590.48.01 does not forward them either): refused, not rewritten.
+REFUSE_NO_SLICE_ANSWER = (
+    "NV0000_CTRL_CMD_GPU_GET_UUID_INFO", "NV0000_CTRL_CMD_GPU_GET_VIDEO_LINKS",
+    "NV0000_CTRL_CMD_SYSTEM_GET_GPUS_POWER_STATUS", "NV0000_CTRL_CMD_GET_SYSTEM_EVENT_DATA",
+    "NV0000_CTRL_CMD_SYNC_GPU_BOOST_INFO",
+    "NV2080_CTRL_CMD_FB_GET_UGPU_MEMORY_INFO", "NV_CONF_COMPUTE_CTRL_CMD_GPU_GET_VIDMEM_SIZE",
     "NV0000_CTRL_CMD_GPUACCT_GET_PROC_ACCOUNTING_INFO", "NV0000_CTRL_CMD_GPUACCT_GET_ACCOUNTING_PIDS",
     "NV2080_CTRL_GPU_GET_NVENC_SW_SESSION_INFO", "NV2080_CTRL_GPU_GET_NVENC_SW_SESSION_INFO_V2",
     "NV2080_CTRL_GPU_GET_NVFBC_SW_SESSION_INFO",
+    "NV2080_CTRL_CMD_GPU_GET_ENGINE_LOAD_TIMES", "NV2080_CTRL_CMD_PERF_GET_VID_ENG_PERFMON_SAMPLE",
+    "NV2080_CTRL_CMD_GET_P2P_CAPS",
 )
-REWRITE_UTILISATION = (
-    "NV2080_CTRL_CMD_PERF_GET_GPUMON_PERFMON_UTIL_SAMPLES_V2", "NV2080_CTRL_CMD_GPU_GET_ENGINE_LOAD_TIMES",
-    "NV2080_CTRL_CMD_PERF_GET_VID_ENG_PERFMON_SAMPLE",
+# GPU-wide utilisation, every slice's work together; nvidia-smi asks for it
+# (nvproxy forwards it) but a slice's share needs per-slice accounting of
+# GPU time that vgpu.ko does not keep yet (docs/compute.md).
+REFUSE_UTILISATION = (
+    "NV2080_CTRL_CMD_PERF_GET_GPUMON_PERFMON_UTIL_SAMPLES_V2",
 )
 # Queries about peers and fabric that CUDA makes at start-up (nvproxy
 # forwards each for compute): answered by the mediator for a GPU with no
@@ -331,7 +351,7 @@ REWRITE_UTILISATION = (
 VIRTUAL_NO_PEERS = (
     "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS", "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2",
     "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_MATRIX", "NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS",
-    "NV2080_CTRL_CMD_GET_P2P_CAPS", "NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO",
+    "NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO",
     "NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS", "NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS",
 )
 # TSG and channel scheduling: the slice's scheduler owns it (docs/compute.md).
@@ -431,19 +451,29 @@ RULES: list[Rule] = [
     Rule("rewrite", "reports processes of every slice (host PIDs); filtered to the slice's, "
          "PIDs in the caller's namespace",
          names(*REWRITE_PROCESSES), ("control",)),
-    Rule("rewrite", "reports GPU-wide utilisation, every slice together; the slice's share",
-         names(*REWRITE_UTILISATION), ("control",)),
+    *[Rule("forward", f"read on the driver: {why}", names(n), ("control",))
+      for n, why in FORWARD_OWN.items()],
+    Rule("refuse", "reports every GPU's, slice's or process's state and vgpu.ko has no per-slice "
+         "answer for it; no CUDA or nvidia-smi start-up use known (nvproxy 590.48.01 does not "
+         "forward it)", names(*REFUSE_NO_SLICE_ANSWER), ("control",)),
+    Rule("refuse", "reports GPU-wide utilisation, every slice's work together; nvidia-smi asks "
+         "(nvproxy forwards it), but the slice's share needs per-slice GPU-time accounting "
+         "vgpu.ko does not keep yet", names(*REFUSE_UTILISATION), ("control",)),
+    Rule("refuse", "isolation: GPU boost groups span several GPUs, other slices' included",
+         names("NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO"), ("control",)),
     Rule("virtualise", "isolation: reports peer GPUs, NVLink or fabric; CUDA asks at start-up "
          "(nvproxy forwards it), so the mediator answers for a GPU with no peer and no fabric",
          names(*VIRTUAL_NO_PEERS), ("control",)),
     Rule("virtualise", "isolation: TSG/channel scheduling belongs to the slice's scheduler "
-         "(docs/compute.md); the container's value is recorded and answered, not applied",
+         "(docs/compute.md); a change is answered NV_OK and not applied (GPFIFO_SCHEDULE: an "
+         "enable while the slice holds the GPU), a GET reads the caller's own TSG or channel",
          names(*VIRTUAL_SCHEDULING), ("control",)),
     Rule("virtualise", "isolation: a GPU-wide switch (RC watchdog, GR tick frequency) CUDA sets at "
          "start-up (nvproxy forwards it): answered NV_OK, not applied to the GPU",
          names(*VIRTUAL_GPU_WIDE), ("control",)),
     Rule("virtualise", "isolation: an inherited share policy of type ALL would expose the client's "
-         "objects to other slices; CUDA sets one at start-up: forwarded only for PID/revoke shares",
+         "objects to other slices; CUDA sets one at start-up: forwarded for a revoke, type NONE, or "
+         "a PID share naming one of the slice's processes (translated to its host PID), else refused",
          names("NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY"), ("control",)),
     Rule("refuse", "driver: kernel callbacks are refused to user clients (event_api.c: "
          "NV_ERR_ILLEGAL_ACTION below RS_PRIV_LEVEL_KERNEL)",

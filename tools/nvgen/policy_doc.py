@@ -27,8 +27,16 @@ JUDGMENT_CALLS = (
     ("NV2080_CTRL_CMD_TIMER_SET_GR_TICK_FREQ, RC_*_WATCHDOG", "virtualise",
      "answering NV_OK without applying assumes CUDA only asks and never relies on the effect"),
     ("NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY", "virtualise",
-     "which share types CUDA sets is not recorded here; the mediator's filter (PID and revoke only) "
-     "must be checked against a strace of CUDA's start-up"),
+     "which share types CUDA sets is not recorded here; the mediator's filter (revoke, NONE, or a PID "
+     "share of one of the slice's processes) must be checked against a strace of CUDA's start-up"),
+    ("Peer, NVLink and fabric queries (SYSTEM_GET_P2P_CAPS, _V2, _MATRIX, SYSTEM_GET_FABRIC_STATUS, "
+     "GET_GPU_FABRIC_PROBE_INFO, NVLINK_GET_NVLINK_CAPS/_STATUS)", "virtualise",
+     "answered as the driver answers for a GPU with no peer, no NVLink and no fabric; assumes CUDA then "
+     "plans no P2P and no fabric memory, which the policy would refuse anyway (a two-GPU slice loses "
+     "P2P between its own GPUs)"),
+    ("NVA06F STOP_CHANNEL, NV2080 FIFO_DISABLE_CHANNELS", "virtualise",
+     "answered NV_OK and not applied, so a container cannot re-enable a channel vgpu.ko's scheduler "
+     "disabled; assumes CUDA does not rely on the channel being stopped (teardown frees it anyway)"),
     ("0x20800145 / 0x20800146 (compute-mode reservation)", "virtualise",
      "no header names them; the driver's function names "
      "(subdeviceCtrlCmdGpuAcquire/ReleaseComputeModeReservation) "
@@ -42,10 +50,9 @@ JUDGMENT_CALLS = (
     ("NV_ESC_SYS_PARAMS", "virtualise",
      "the memblock size is the host's; answering without forwarding leaves it unset if no host tool sets it "
      "(coherent NUMA platforms only)"),
-    ("Utilisation rewrites (PERF_GET_GPUMON_PERFMON_UTIL_SAMPLES_V2, GPU_GET_ENGINE_LOAD_TIMES, "
-     "PERF_GET_VID_ENG_PERFMON_SAMPLE)", "rewrite",
-     "the slice's share needs the compute accounting of docs/compute.md; until then refusing is the safe "
-     "fallback"),
+    ("PERF_GET_GPUMON_PERFMON_UTIL_SAMPLES_V2 (nvidia-smi's utilisation)", "refuse",
+     "the slice's share needs per-slice GPU-time accounting vgpu.ko does not keep yet; nvidia-smi then "
+     "shows no utilisation inside the container"),
     ("NV_ESC_EXPORT_TO_DMABUF_FD", "forward",
      "a dma-buf of the caller's own memory (GPUDirect RDMA; nvproxy gates it behind its rdma capability); "
      "vgpu.ko refuses it today, and a dma-buf handed to another container would let it map this "
@@ -72,11 +79,11 @@ KNOWN_GAPS = (
     "isolation families, not for false positives: a harmless control whose name contains one is refused.",
     "GPU-wide counters that cannot be split per slice (PCIe throughput, ECC counts, NVENC/NVFBC session "
     "statistics) are forwarded unchanged.",
-    "vgpu.ko follows these tables (kmod/include/nvrel_tables.h, made by tools/nvgen/kernel.py), but "
-    "an item whose verdict needs code of vgpu.ko's (a rewrite, a virtualisation, an embedded "
-    "descriptor or address, a pointer without a measured extent) and has none yet is refused with "
-    "NV_ERR_NOT_SUPPORTED (docs/mediator.md, \"Binding to the driver\"); "
-    "tests/vm/test_vgpu_policy.py prints how many.",
+    "vgpu.ko follows these tables (kmod/include/nvrel_tables.h, made by tools/nvgen/kernel.py): every "
+    "rewrite and virtualisation of the controls has a handler in kmod/vgpu/report.c (a test checks), but "
+    "a forwarded item with an embedded descriptor or address, or a pointer without a measured extent, "
+    "has none yet and is refused with NV_ERR_NOT_SUPPORTED (docs/mediator.md, \"Binding to the "
+    "driver\"); tests/vm/test_vgpu_policy.py prints how many.",
 )
 
 
