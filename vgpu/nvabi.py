@@ -359,6 +359,8 @@ NV_ERR_INVALID_OFFSET = 0x00000037
 NV_ERR_INVALID_PARAMETER = 0x0000003B
 NV_ERR_OUT_OF_RANGE = 0x0000005B
 NV01_MEMORY_SYSTEM_OS_DESCRIPTOR = 0x00000071
+NV01_EVENT = 0x00000005
+NV01_EVENT_OS_EVENT = 0x00000079
 FERMI_CONTEXT_SHARE_A = 0x00009067
 FERMI_VASPACE_A = 0x000090F1
 FERMI_TWOD_A = 0x0000902D
@@ -548,6 +550,18 @@ class nv_ioctl_rm_api_version_t(NvStruct):
         ("cmd", NvU32),
         ("reply", NvU32),
         ("versionString", c_char * NV_RM_API_VERSION_STRING_LENGTH),
+    ]
+
+
+class NV0005_ALLOC_PARAMETERS(NvStruct):
+    """cl0005.h: an event on hSrcResource of hParentClient (0: the caller's).
+    data: NV01_EVENT_OS_EVENT's ALLOC_OS_EVENT fd number, a key."""
+    _fields_ = [
+        ("hParentClient", NvHandle),
+        ("hSrcResource", NvHandle),
+        ("hClass", NvV32),
+        ("notifyIndex", NvV32),
+        ("data", NvP64),
     ]
 
 

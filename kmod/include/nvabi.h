@@ -356,6 +356,8 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 /* Classes (class/cl0071.h, cl9067.h, cl90f1.h, cl902d.h, cla140.h, clc797.h,
  * clc7c0.h, clc7b5.h, clcb97.h, clcbc0.h, clc8b5.h). */
 #define NV01_MEMORY_SYSTEM_OS_DESCRIPTOR 0x00000071
+#define NV01_EVENT                       0x00000005
+#define NV01_EVENT_OS_EVENT              0x00000079
 #define FERMI_CONTEXT_SHARE_A            0x00009067
 #define FERMI_VASPACE_A                  0x000090F1
 #define FERMI_TWOD_A                     0x0000902D
@@ -1356,6 +1358,20 @@ typedef struct {
 	NvU32 engineType;
 } NVB0B5_ALLOCATION_PARAMETERS;
 
+/*
+ * cl0005.h: an event on hSrcResource of hParentClient (0: the allocating
+ * client).  data is, for NV01_EVENT_OS_EVENT, the fd number the caller gave
+ * NV_ESC_ALLOC_OS_EVENT: a key the driver looks up with the allocating
+ * client's handle (osUserHandleToKernelPtr), never resolved as an fd.
+ */
+typedef struct {
+	NvHandle hParentClient;
+	NvHandle hSrcResource;
+	NvV32    hClass;
+	NvV32    notifyIndex;
+	NvP64    data;
+} NV0005_ALLOC_PARAMETERS;
+
 /* nvos.h: NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC */
 typedef struct {
 	NvU32 type;
@@ -1459,6 +1475,9 @@ NVABI_SIZE(nv_ioctl_rm_api_version_t, 72);
 NVABI_SIZE(nv_ioctl_register_fd_t, 4);
 NVABI_SIZE(nv_ioctl_sys_params_t, 8);
 NVABI_SIZE(nv_ioctl_numa_info_t, 560);
+NVABI_SIZE(NV0005_ALLOC_PARAMETERS, 24);
+NVABI_OFF(NV0005_ALLOC_PARAMETERS, hSrcResource, 4);
+NVABI_OFF(NV0005_ALLOC_PARAMETERS, data, 16);
 NVABI_OFF(nv_ioctl_numa_info_t, numa_mem_size, 24);
 NVABI_OFF(nv_ioctl_numa_info_t, offline_addresses, 40);
 NVABI_SIZE(nv_ioctl_wait_open_complete_t, 8);

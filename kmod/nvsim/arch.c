@@ -32,6 +32,8 @@
 /* Generic and engine-less classes nvsim implements (both chips list them). */
 #define NVSIM_GENERIC_CLASSES                                           \
 	{ NV01_DEVICE_0, NVSIM_ENG_GPU, 1 },                            \
+	{ NV01_EVENT, NVSIM_ENG_GPU, 1 },                               \
+	{ NV01_EVENT_OS_EVENT, NVSIM_ENG_GPU, 1 },                      \
 	{ NV01_MEMORY_SYSTEM, NVSIM_ENG_GPU, 1 },                       \
 	{ NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, NVSIM_ENG_GPU, 1 },         \
 	{ NV01_ROOT, NVSIM_ENG_GPU, 1 },                                \

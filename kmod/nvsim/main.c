@@ -45,6 +45,7 @@ struct nvsim_state nvsim = {
 	.kernel_clients = LIST_HEAD_INIT(nvsim.kernel_clients),
 	.pid_busy = LIST_HEAD_INIT(nvsim.pid_busy),
 	.kmaps = LIST_HEAD_INIT(nvsim.kmaps),
+	.os_events = LIST_HEAD_INIT(nvsim.os_events),
 };
 
 static int nvsim_check_params(void)

@@ -134,6 +134,7 @@ struct nvsim_state {
 	struct list_head kernel_clients; /* clients made through nvidia_get_rm_ops */
 	struct list_head pid_busy;      /* nvsim_pid_busy */
 	struct list_head kmaps;         /* nvsim_kmap: kernel USERD mappings */
+	struct list_head os_events;     /* nvsim_os_event.all */
 	u64 memblock_size;              /* NV_ESC_SYS_PARAMS, set once */
 	u64 next_cookie;                /* pLinearAddress cookies */
 	const nvidia_modeset_callbacks_t *callbacks;
@@ -234,7 +235,8 @@ struct nvsim_mapctx {
 };
 
 struct nvsim_os_event {
-	struct list_head node;
+	struct list_head node;          /* the file's */
+	struct list_head all;           /* nvsim.os_events: the driver's list is global */
 	NvHandle hClient;
 	u32 fd;
 };
@@ -355,6 +357,7 @@ enum nvsim_obj_type {
 	NVSIM_OBJ_VASPACE,              /* FERMI_VASPACE_A */
 	NVSIM_OBJ_CTXSHARE,             /* FERMI_CONTEXT_SHARE_A */
 	NVSIM_OBJ_ENGINE,               /* compute/3D/2D/I2M/copy on a channel */
+	NVSIM_OBJ_EVENT,                /* NV01_EVENT_OS_EVENT */
 };
 
 #define NVSIM_BIT(t)    (1u << (t))

@@ -863,6 +863,62 @@ static const struct nvsim_class_desc nvsim_classes[] = {
 	CE_CLASS(HOPPER_DMA_COPY_A),
 };
 
+/*
+ * NV01_EVENT / NV01_EVENT_OS_EVENT under any object (RS_ANY_PARENT,
+ * resource_list.h), as eventapiConstruct_IMPL and eventapiInit_IMPL
+ * (event_api.c) check them: a class other than OS_EVENT (or the kernel
+ * callbacks) NV_ERR_INVALID_CLASS; hParentClient 0 is the allocating
+ * client, another is found among every client of the system, unchecked
+ * (serverGetClientUnderLock: NV_ERR_INVALID_CLIENT if none); hSrcResource
+ * must exist in it (NV_ERR_INVALID_OBJECT); for a user the data is the fd
+ * number of an OS event of the allocating client
+ * (osUserHandleToKernelPtr, os.c: NV_ERR_OBJECT_NOT_FOUND).  nvsim never
+ * signals it: the object is bookkeeping.
+ */
+static NV_STATUS nvsim_event_ctor(const struct nvsim_call *call,
+				  const struct nvsim_class_desc *cls,
+				  struct nvsim_client *client,
+				  struct nvsim_object *parent,
+				  NvHandle *handle, u32 hclass, void *params)
+{
+	NV0005_ALLOC_PARAMETERS *p = params;
+	struct nvsim_client *notifier = client;
+	struct nvsim_os_event *ev;
+	struct nvsim_object *obj;
+	bool found = false;
+
+	if (hclass != NV01_EVENT_OS_EVENT)
+		return NV_ERR_INVALID_CLASS;
+	if (p->hParentClient && p->hParentClient != client->handle) {
+		notifier = xa_load(&nvsim.clients, p->hParentClient);
+		if (!notifier)
+			return NV_ERR_INVALID_CLIENT;
+	}
+	if (!nvsim_object_find(notifier, p->hSrcResource))
+		return NV_ERR_INVALID_OBJECT;
+	if (!call->kernel) {
+		list_for_each_entry(ev, &nvsim.os_events, all)
+			found |= ev->hClient == client->handle && ev->fd == (u32)p->data;
+		if (!found)
+			return NV_ERR_OBJECT_NOT_FOUND;
+	}
+	return nvsim_object_new(call, client, parent, handle, hclass,
+				NVSIM_OBJ_EVENT, &obj);
+}
+
+#define EVENT_PARENTS (NVSIM_BIT(NVSIM_OBJ_CLIENT) | NVSIM_BIT(NVSIM_OBJ_DEVICE) |     \
+		       NVSIM_BIT(NVSIM_OBJ_SUBDEVICE) | NVSIM_BIT(NVSIM_OBJ_MEMORY) |    \
+		       NVSIM_BIT(NVSIM_OBJ_TSG) | NVSIM_BIT(NVSIM_OBJ_CHANNEL) |         \
+		       NVSIM_BIT(NVSIM_OBJ_USERMODE) | NVSIM_BIT(NVSIM_OBJ_VASPACE) |    \
+		       NVSIM_BIT(NVSIM_OBJ_CTXSHARE) | NVSIM_BIT(NVSIM_OBJ_ENGINE))
+
+static const struct nvsim_class_desc nvsim_event_classes[] = {
+	{ NV01_EVENT, sizeof(NV0005_ALLOC_PARAMETERS), false, EVENT_PARENTS,
+	  nvsim_event_ctor },
+	{ NV01_EVENT_OS_EVENT, sizeof(NV0005_ALLOC_PARAMETERS), false,
+	  EVENT_PARENTS, nvsim_event_ctor },
+};
+
 static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
 {
 	size_t i;
@@ -870,6 +926,9 @@ static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
 	for (i = 0; i < ARRAY_SIZE(nvsim_classes); i++)
 		if (nvsim_classes[i].hclass == hclass)
 			return &nvsim_classes[i];
+	for (i = 0; i < ARRAY_SIZE(nvsim_event_classes); i++)
+		if (nvsim_event_classes[i].hclass == hclass)
+			return &nvsim_event_classes[i];
 	return NULL;
 }
 

@@ -212,6 +212,7 @@ static int nvsim_esc_os_event(struct nvsim_file *nvfp, u32 nr, void *buf,
 			ev->hClient = p->hClient;
 			ev->fd = p->fd;
 			list_add_tail(&ev->node, &nvfp->os_events);
+			list_add_tail(&ev->all, &nvsim.os_events);
 			p->Status = NV_OK;
 		} else {
 			p->Status = found ? NV_ERR_INVALID_ARGUMENT :
@@ -219,6 +220,7 @@ static int nvsim_esc_os_event(struct nvsim_file *nvfp, u32 nr, void *buf,
 		}
 	} else if (found) {
 		list_del(&found->node);
+		list_del(&found->all);
 		kfree(found);
 		p->Status = NV_OK;
 	} else {
@@ -575,6 +577,7 @@ void nvsim_file_release_rm(struct nvsim_file *nvfp)
 	nvsim_free_file_clients(nvfp);
 	list_for_each_entry_safe(ev, tmp, &nvfp->os_events, node) {
 		list_del(&ev->node);
+		list_del(&ev->all);
 		kfree(ev);
 	}
 	nvsim_detach_gpus(nvfp);

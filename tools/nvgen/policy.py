@@ -543,6 +543,17 @@ RULES: list[Rule] = [
          lambda i: i.interface in (0x0100, 0x0101, 0x007d) or bool(re.search(r"_RPC_GSP_TEST|_TEST_CTXSW",
                                                                              i.name))),
 
+    # -- parameters vgpu.ko has no safe carrier for, and no known use.
+    Rule("refuse", "three embedded handle lists vgpu.ko does not carry; the NV_ESC_RM_IDLE_CHANNELS "
+         "escape does the same and is forwarded; nvproxy 590.48.01 does not forward the control",
+         names("NV0000_CTRL_CMD_IDLE_CHANNELS"), ("control",)),
+    Rule("refuse", "answers the BAR1 offset (a physical aperture address) of a CPU mapping; no CUDA "
+         "or nvidia-smi use known (nvproxy 590.48.01 does not forward it)",
+         names("NV2080_CTRL_CMD_FB_GET_BAR1_OFFSET"), ("control",)),
+    Rule("refuse", "its parameters carry kernel pointers (bindResultFunc, pHandle); no CUDA use known "
+         "(nvproxy 590.48.01 does not forward it)",
+         names("NV01_MEMORY_HW_RESOURCES"), ("class",)),
+
     # -- NULL commands do nothing (placed after the families above, so that
     #    no item of a refused family is forwarded, even one that does nothing).
     Rule("forward", "driver: the NULL command answers NV_OK before any lookup (control.c)",
