@@ -554,6 +554,19 @@ RULES: list[Rule] = [
          "(nvproxy 590.48.01 does not forward it)",
          names("NV01_MEMORY_HW_RESOURCES"), ("class",)),
 
+    Rule("refuse", "CUDA IPC (nvproxy forwards it): the export fd would need translating and, "
+         "above all, an exported object outlives its owner's free in RM's own client, so its FB "
+         "charge must be held until the export goes; vgpu.ko does not do that yet (docs/mediator.md, "
+         "Open item 8): refused until it does",
+         names("NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD",
+               "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO", "NV0000_CTRL_CMD_OS_UNIX_CREATE_EXPORT_OBJECT_FD",
+               "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD"),
+         ("control",)),
+    Rule("forward", "through NV_ESC_RM_ALLOC_MEMORY: the caller's own pages, pinned by the driver "
+         "from the calling process (RmAllocOsDescriptor), tracked without an FB charge; through "
+         "RM_ALLOC the driver takes no user address (osdescConstruct) and vgpu.ko refuses it",
+         names("NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"), ("class",)),
+
     # -- NULL commands do nothing (placed after the families above, so that
     #    no item of a refused family is forwarded, even one that does nothing).
     Rule("forward", "driver: the NULL command answers NV_OK before any lookup (control.c)",
