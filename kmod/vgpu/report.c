@@ -734,7 +734,14 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		BUILD_BUG_ON(offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS, fbInfoList) !=
 			     offsetof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS, surfaceInfoList));
 		n = fp->fbInfoListSize;
-		if (n == 0 || n > 256 || !fp->fbInfoList) {
+		/*
+		 * An empty list is the driver's to answer: nothing is carried
+		 * (the caller's pointer goes as it is, and no byte of it is
+		 * read for a count of 0).
+		 */
+		if (!n)
+			break;
+		if (n > 256 || !fp->fbInfoList) {
 			st = NV_ERR_INVALID_ARGUMENT;
 			goto out;
 		}
@@ -887,6 +894,8 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 	case VGPU_CTRL_SURFACE_INFO: {
 		NV2080_CTRL_FB_GET_INFO_PARAMS *fp = kp;
 
+		if (!list)
+			break;
 		if (ctrl->kind == VGPU_CTRL_FB_INFO && !vgpu_ctrl_gpu(p, &gpu))
 			vgpu_fb_rewrite(s, gpu, list, n);
 		fp->fbInfoList = (u64)(uintptr_t)ulist;   /* kept by the call */

@@ -553,6 +553,9 @@ RULES: list[Rule] = [
     Rule("refuse", "its parameters carry kernel pointers (bindResultFunc, pHandle); no CUDA use known "
          "(nvproxy 590.48.01 does not forward it)",
          names("NV01_MEMORY_HW_RESOURCES"), ("class",)),
+    Rule("refuse", "memory of no GPU, made under the client (deviceless): vgpu.ko accounts and tracks "
+         "memory per slice GPU; no CUDA use known (nvproxy 590.48.01 does not forward it)",
+         names("NV01_MEMORY_DEVICELESS"), ("class",)),
 
     Rule("refuse", "CUDA IPC (nvproxy forwards it): the export fd would need translating and, "
          "above all, an exported object outlives its owner's free in RM's own client, so its FB "
