@@ -181,7 +181,7 @@ static NV_STATUS vgpu_lists_in(const struct nvrel_item *item, void *kp, u32 size
 			return NV_ERR_INVALID_ARGUMENT;
 		if (!bytes)
 			continue;
-		l[i].kbuf = kvzalloc(bytes, GFP_KERNEL);
+		l[i].kbuf = kvzalloc(bytes, GFP_KERNEL_ACCOUNT);
 		if (!l[i].kbuf)
 			return NV_ERR_NO_MEMORY;
 		l[i].size = bytes;
@@ -679,7 +679,7 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		 * never larger for the members they use: nvrel.h).
 		 */
 		kp = kvzalloc(max_t(u32, size, vgpu_ctrl_struct_size(ctrl->kind)),
-			      GFP_KERNEL);
+			      GFP_KERNEL_ACCOUNT);
 		if (!kp) {
 			st = NV_ERR_NO_MEMORY;
 			goto out;

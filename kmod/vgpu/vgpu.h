@@ -67,6 +67,8 @@
  * The most params (or one embedded list) a control may carry: the driver's
  * own bound (param_copy.h, RMAPI_PARAM_COPY_MAX_PARAMS_SIZE, 1 MiB).  Real
  * controls need more than 64 KiB: NV00FE SUBMIT_OPERATIONS is 224 KiB.
+ * vgpu.ko's copies of params and lists are charged to the caller's memory
+ * cgroup (GFP_KERNEL_ACCOUNT); the call page is not (vmalloc_user).
  */
 #define VGPU_MAX_CTRL_PARAMS    (1u << 20)
 
