@@ -2,8 +2,9 @@
 #
 #   make deps    install every Debian package and the Python environment (idempotent)
 #   make demo    the main job: boot the VM with the simulated GPU and run it
-#   make test    all tests: host tests, then the VM tests against nvsim
+#   make test    all tests: host tests, the VM tests against nvsim, then on NVIDIA's driver
 #   make test-debug  the VM tests on the debug kernel (KASAN, lockdep, kmemleak...)
+#   make test-vm-real  the first tests on NVIDIA's own driver (595.45.04, no GPU) in the VM
 #   make install on a real GPU node: vgpud/vgpuctl, unit, config, DKMS sources
 #
 SHELL := /bin/bash
@@ -31,13 +32,13 @@ VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py)
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
-	python3-venv
+	python3-venv patch
 
 # vgpu.ko joins the build (and the VM test run) once its sources exist.
 KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
 VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 
-.PHONY: all deps deps-apt deps-python modules test test-host test-vm test-vm-oldest test-vm-releases demo bench-compute clean help \
+.PHONY: all deps deps-apt deps-python modules test test-host test-vm test-vm-oldest test-vm-releases test-vm-real demo bench-compute clean help \
 	install uninstall deps-debug debug-kernel test-debug
 
 all: modules
@@ -86,6 +87,7 @@ test: deps-python modules
 	echo "==== VM nvsim tests that reload nvsim (no vgpu.ko) ===="; \
 	$(VM) --load-nvsim -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
 		tests/vm/test_nvsim_startup.py || rc=1; \
+	$(REALDRV_RUN) || rc=1; \
 	if [ $$rc = 0 ]; then echo "make test: all passed"; else echo "make test: FAILED"; fi; \
 	exit $$rc
 
@@ -105,6 +107,19 @@ test-vm-releases: deps-python modules
 		$(VM) $(VM_LOAD) $(call NVSIM_AS,$$r) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
 			tests/vm/test_vgpu_policy.py || rc=1; \
 	done; exit $$rc
+
+# NVIDIA's own driver in the VM (tools/realdrv): 595.45.04's nvidia.ko and
+# nvidia-uvm.ko, built once per machine from the vendor archive into
+# $(VGPU_CACHE)/realdrv (about 11 min on two cores), loaded with no GPU (the
+# RM core and UVM only), and vgpu.ko linked against them.
+REALDRV_VGPU := build/realdrv
+REALDRV_RUN = { drv=$$(VGPU_CACHE=$(VGPU_CACHE) $(VPY) -m tools.realdrv.build \
+		--vgpu-out $(REALDRV_VGPU)) && \
+	echo "==== VM tests on NVIDIA's driver ($$drv) ====" && \
+	$(VM) --load-nvidia "$$drv" --load-vgpu --vgpu-ko $(CURDIR)/$(REALDRV_VGPU)/kmod/vgpu/vgpu.ko \
+		-- $(VPY) -m pytest --color=no $(PYTEST_ARGS) tests/realdrv; }
+test-vm-real: deps-python
+	@$(REALDRV_RUN)
 
 # The debug kernel (README "The debug kernel"): Debian's linux-source-6.1
 # with KASAN, lockdep, kmemleak, UBSAN, DEBUG_LIST and fault injection, built

@@ -46,6 +46,28 @@ if [ "$VGPU_LOAD_NVSIM" = 1 ]; then
 		check load-nvsim 0 "insmod $NVSIM_KO $VGPU_NVSIM_PARAMS failed"
 	fi
 fi
+# NVIDIA's own driver (tools/realdrv), with no GPU: it needs drm's symbols,
+# loads its RM core with the test-only switch, and makes no device nodes.
+if [ -n "${VGPU_LOAD_NVIDIA:-}" ]; then
+	modprobe drm 2>/dev/null
+	if insmod "$VGPU_LOAD_NVIDIA/nvidia.ko" vgpu_test_no_gpu=1; then
+		loaded="nvidia"
+		if insmod "$VGPU_LOAD_NVIDIA/nvidia-uvm.ko"; then
+			loaded="nvidia-uvm $loaded"
+			check load-nvidia 1 ""
+		else
+			check load-nvidia 0 "insmod nvidia-uvm.ko failed"
+		fi
+		mknod -m 666 /dev/nvidiactl c 195 255
+		maj=$(awk '$2=="nvidia-uvm" {print $1}' /proc/devices)
+		if [ -n "$maj" ]; then
+			mknod -m 666 /dev/nvidia-uvm c "$maj" 0
+			mknod -m 666 /dev/nvidia-uvm-tools c "$maj" 1
+		fi
+	else
+		check load-nvidia 0 "insmod $VGPU_LOAD_NVIDIA/nvidia.ko failed"
+	fi
+fi
 if [ "$VGPU_LOAD_VGPU" = 1 ] && [ -n "$loaded" ]; then
 	if insmod "$VGPU_KO"; then
 		loaded="vgpu $loaded"

@@ -144,6 +144,7 @@ def guest_script(args: argparse.Namespace, kver: str) -> str:
         "VGPU_IN_VM": "1",
         "VGPU_KVER": kver,
         "VGPU_LOAD_NVSIM": "1" if args.load_nvsim else "0",
+        "VGPU_LOAD_NVIDIA": getattr(args, "load_nvidia", None) or "",
         "VGPU_NVSIM_PARAMS": args.nvsim_params,
         "VGPU_LOAD_VGPU": "1" if args.load_vgpu else "0",
         # (getattr: callers that build the namespace by hand predate these)
@@ -303,7 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--load-nvsim", action="store_true", help="insmod kmod/nvsim/nvsim.ko first")
     r.add_argument("--nvsim-params", default="num_gpus=2 fb_size=17179869184",
                    help="nvsim module parameters (default: %(default)s)")
-    r.add_argument("--load-vgpu", action="store_true", help="insmod kmod/vgpu/vgpu.ko after nvsim")
+    r.add_argument("--load-nvidia", metavar="DIR",
+                   help="insmod NVIDIA's own nvidia.ko and nvidia-uvm.ko from DIR (tools/realdrv: "
+                        "no GPU, the RM core only) instead of nvsim, and make their nodes")
+    r.add_argument("--load-vgpu", action="store_true",
+                   help="insmod kmod/vgpu/vgpu.ko after nvsim (or the real driver: see --vgpu-ko)")
     r.add_argument("--nvsim-ko", default="kmod/nvsim/nvsim.ko",
                    help="the nvsim.ko --load-nvsim loads (default: %(default)s)")
     r.add_argument("--vgpu-ko", default="kmod/vgpu/vgpu.ko",
