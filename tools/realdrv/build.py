@@ -13,7 +13,9 @@ otherwise they misdetect the kernel without saying so.
 The cache key is the release, the kernel version and a hash of the archive,
 the patch and BUILD_RECIPE: a warm build costs nothing, a cold one about 11
 minutes on 2 cores (most of it the kernel-independent RM core).  The cache
-is $VGPU_CACHE/realdrv (default /var/cache/vgpu/realdrv).
+is $VGPU_CACHE/realdrv (default /var/cache/vgpu/realdrv); the VM reads the
+modules from there, so it must not lie under /tmp, /run, /var/tmp or
+/var/log, which the guest mounts over (tools/vm/vm.py refuses them).
 """
 
 from __future__ import annotations

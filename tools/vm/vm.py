@@ -138,6 +138,22 @@ def build_initramfs(kver: str, builtin: bool = False) -> Path:
     return out
 
 
+# The guest mounts tmpfs over these (init.sh): what lies below them on the
+# host is not there in the VM.
+GUEST_HIDDEN = ("/tmp", "/run", "/var/tmp", "/var/log")
+
+
+def visible_in_guest(path: str | None, what: str) -> None:
+    """Exit with a clear message if the guest cannot see path."""
+    if not path:
+        return
+    full = os.path.realpath(path if os.path.isabs(path) else REPO / path)
+    for d in GUEST_HIDDEN:
+        if (full + "/").startswith(d + "/") and not (full + "/").startswith(str(REPO) + "/"):
+            sys.exit(f"vm: {what} {full} is under {d}, which the VM mounts over: "
+                     "put it elsewhere (VGPU_CACHE for tools/realdrv)")
+
+
 def guest_script(args: argparse.Namespace, kver: str) -> str:
     """The script the guest runs inside the chroot (see guest.sh for the checks)."""
     env = {
@@ -154,6 +170,7 @@ def guest_script(args: argparse.Namespace, kver: str) -> str:
         "VGPU_REPO": str(REPO),
         "VGPU_CHECK_LEAKS": "0" if args.no_leak_check else "1",
     }
+    visible_in_guest(getattr(args, "load_nvidia", None), "--load-nvidia")
     lines = ["#!/bin/sh"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     lines.append(f"export VGPU_CMD={shlex.quote(shlex.join(args.command))}")
