@@ -214,17 +214,19 @@ static NV_STATUS nvsim_ctrl_gpu_id_info_v2(struct nvsim_ctrl_ctx *ctx)
 static NV_STATUS nvsim_ctrl_gpu_id_info(struct nvsim_ctrl_ctx *ctx)
 {
 	NV0000_CTRL_GPU_GET_ID_INFO_PARAMS *p = ctx->params;
-	struct nvsim_gpu *gpu = nvsim_gpu_by_id(p->gpuId);
+	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS v2 = { .gpuId = p->gpuId };
+	struct nvsim_ctrl_ctx v2ctx = { .params = &v2 };
+	NV_STATUS st = nvsim_ctrl_gpu_id_info_v2(&v2ctx);
 
-	if (!gpu)
-		return NV_ERR_INVALID_ARGUMENT;
-	p->gpuFlags = 0;
-	p->deviceInstance = nvsim_instance_of(gpu);
-	p->subDeviceInstance = 0;
-	p->sliStatus = 0;
-	p->boardId = gpu->gpu_id;
-	p->gpuInstance = gpu->index;
-	p->numaId = -1;
+	if (st != NV_OK)
+		return st;
+	p->gpuFlags = v2.gpuFlags;
+	p->deviceInstance = v2.deviceInstance;
+	p->subDeviceInstance = v2.subDeviceInstance;
+	p->sliStatus = v2.sliStatus;
+	p->boardId = v2.boardId;
+	p->gpuInstance = v2.gpuInstance;
+	p->numaId = v2.numaId;
 	return NV_OK;
 }
 
