@@ -324,10 +324,40 @@ void nvsim_rm_alloc_os_desc_kernel(const struct nvsim_call *call,
  * told).  The memory is system memory: not FB, not mappable by
  * RM_MAP_MEMORY (mmap.c), mappable into a GPU VA (vaspace.c).
  *
- * Not modelled: I/O memory (os_lookup_user_io_memory) and the pages'
+ * Where pinning fails, the range is taken as I/O memory if the driver
+ * would take it (nvsim_os_desc_io).  Not modelled: the pages'
  * NUMA/IOMMU attributes.  Chosen: at most 1 GiB per descriptor
  * (NV_ERR_NO_MEMORY beyond).
  */
+/*
+ * RmCreateOsDescriptor's fallback when the pages cannot be pinned
+ * (escape.c: os_lock_user_pages gave NV_ERR_INVALID_ADDRESS), as
+ * os_lookup_user_io_memory (kernel-open/nvidia/os-mlock.c): the range must
+ * lie in one VMA that is VM_IO or VM_PFNMAP, its first page mapped
+ * (nv_follow_pfn); the driver then records the bare physical addresses
+ * (get_io_ptes) and the GPU may access them for as long as the object
+ * lives.  nvsim records nothing (its GPU touches no system memory here);
+ * what it models is which mappings the driver accepts, the case that
+ * decides whether a mediator's own pages can be handed to the GPU.
+ */
+static NV_STATUS nvsim_os_desc_io(unsigned long start, unsigned long npages)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	unsigned long pfn;
+	NV_STATUS status = NV_ERR_INVALID_ADDRESS;
+
+	mmap_read_lock(mm);
+	vma = find_vma_intersection(mm, start, start + 1);
+	if (vma && (vma->vm_flags & (VM_IO | VM_PFNMAP)) &&
+	    vma->vm_start <= start &&
+	    (vma->vm_end - start) >> PAGE_SHIFT >= npages &&
+	    follow_pfn(vma, start, &pfn) == 0)
+		status = NV_OK;
+	mmap_read_unlock(mm);
+	return status;
+}
+
 void nvsim_rm_alloc_os_desc(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 {
 	u32 coherency = nvsim_os02_field(p->flags, NVOS02_FLAGS_COHERENCY_SHIFT,
@@ -377,8 +407,9 @@ void nvsim_rm_alloc_os_desc(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 			unpin_user_pages(pages, pinned);
 		kvfree(pages);
 		pages = NULL;
-		status = NV_ERR_INVALID_ADDRESS;
-		goto out;
+		status = nvsim_os_desc_io(p->pMemory, npages);
+		if (status != NV_OK)
+			goto out;
 	}
 
 	mutex_lock(&nvsim.lock);

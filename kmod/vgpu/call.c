@@ -21,8 +21,16 @@
  *    write-protected (vma_wants_writenotify) and every write traps;
  *    pfn_mkwrite grants it only to the calling task while the driver call
  *    runs (the driver's copy_to_user of results), anyone else gets SIGBUS;
- *  - VM_IO | VM_PFNMAP: get_user_pages refuses it, so neither
- *    process_vm_writev nor /proc/<pid>/mem can write it;
+ *  - get_user_pages cannot take its pages (so neither process_vm_writev,
+ *    /proc/<pid>/mem, O_DIRECT nor the driver's own pinning can reach
+ *    them): the VMA is VM_MIXEDMAP and its PTEs are special
+ *    (vmf_insert_mixed on an architecture with pte_special), which GUP
+ *    refuses (follow_page_pte: no struct page behind a special PTE);
+ *  - it is neither VM_IO nor VM_PFNMAP, so the driver's fallback for host
+ *    memory registration (escape.c, RmCreateOsDescriptor: when pinning
+ *    fails, os_lookup_user_io_memory takes any VM_IO/VM_PFNMAP mapping at
+ *    the address as GPU-accessible memory, recording bare physical
+ *    addresses) refuses it too: the GPU is never given vgpu.ko's pages;
  *  - mprotect, mremap and splitting are refused; VM_DONTCOPY keeps it out of
  *    a fork; VM_DONTEXPAND out of a merge;
  *  - munmap, or a MAP_FIXED mapping over it, cannot be refused: it closes
@@ -39,12 +47,16 @@
  * one vgpu.ko chose or the caller passed in, never one read back) or only
  * deceives the caller itself (docs/mediator.md, "The call page").
  */
-#include <linux/anon_inodes.h>
 #include <linux/file.h>
+#include <linux/fs.h>
 #include <linux/hashtable.h>
 #include <linux/mmap_lock.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
+#include <linux/module.h>
+#include <linux/mount.h>
+#include <linux/pfn_t.h>
+#include <linux/pseudo_fs.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/uaccess.h>
@@ -52,11 +64,20 @@
 
 #include "vgpu.h"
 
+/*
+ * A special PTE is what keeps GUP off the call page; without pte_special,
+ * vmf_insert_mixed would map a valid page as a normal, pinnable one.
+ */
+#ifndef CONFIG_ARCH_HAS_PTE_SPECIAL
+#error "vgpu.ko's call pages need CONFIG_ARCH_HAS_PTE_SPECIAL (x86-64, arm64 have it)"
+#endif
+
 struct vgpu_call {
 	struct kref ref;        /* the caller's, and the VMA's while mapped */
 	void *kaddr;            /* vmalloc_user: zeroed, page aligned */
 	size_t len;             /* a multiple of PAGE_SIZE */
 	unsigned long uaddr;
+	struct address_space *mapping;  /* of its own inode: the zap's handle */
 	struct mm_struct *mm;   /* mapped there; not referenced (the VMA is) */
 	struct task_struct *owner;      /* the task calling through it, NULL idle */
 	struct hlist_node idle; /* vgpu_idle, while idle; vgpu_idle_lock */
@@ -92,6 +113,14 @@ static void vgpu_call_free(struct kref *ref)
 	kfree(c);
 }
 
+/* A special PTE (no struct page for GUP to take), read-only. */
+static vm_fault_t vgpu_call_insert(struct vm_area_struct *vma,
+				   unsigned long addr, void *kaddr)
+{
+	return vmf_insert_mixed(vma, addr,
+				pfn_to_pfn_t(vmalloc_to_pfn(kaddr)));
+}
+
 static bool vgpu_call_writer(struct vgpu_call *c)
 {
 	return current == c->owner && READ_ONCE(c->in_call);
@@ -107,8 +136,7 @@ static vm_fault_t vgpu_call_fault(struct vm_fault *vmf)
 	if ((vmf->flags & FAULT_FLAG_WRITE) && !vgpu_call_writer(c))
 		return VM_FAULT_SIGBUS;
 	/* Read-only (write-notify); a write refaults into pfn_mkwrite. */
-	return vmf_insert_pfn(vmf->vma, vmf->address,
-			      vmalloc_to_pfn(c->kaddr + off));
+	return vgpu_call_insert(vmf->vma, vmf->address, c->kaddr + off);
 }
 
 static vm_fault_t vgpu_call_pfn_mkwrite(struct vm_fault *vmf)
@@ -184,8 +212,8 @@ static int vgpu_call_mmap(struct file *f, struct vm_area_struct *vma)
 	    !(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 	c->mapped = true;
-	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP |
-			 VM_DONTCOPY;
+	/* Not VM_IO nor VM_PFNMAP: see the top of this file. */
+	vma->vm_flags |= VM_MIXEDMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY;
 	vma->vm_flags &= ~(VM_MAYEXEC | VM_EXEC);
 	vma->vm_ops = &vgpu_call_vm_ops;
 	vma->vm_private_data = c;
@@ -197,6 +225,88 @@ static const struct file_operations vgpu_call_fops = {
 	.owner = THIS_MODULE,
 	.mmap = vgpu_call_mmap,
 };
+
+/*
+ * Call page files live on a pseudo filesystem of vgpu.ko's own, one inode
+ * each (anon_inode_getfile would share one inode, and with it one mapping,
+ * among every anonymous-inode file of the system, io_uring's rings
+ * included), so that unmap_mapping_range on a call page's mapping zaps that
+ * call page's VMA and nothing else.
+ */
+#define VGPU_CALLFS_MAGIC       0x76677063      /* "vgpc" */
+static struct vfsmount *vgpu_call_mnt;
+
+/* /proc/<pid>/maps names the mapping "[vgpu-call]", as an anon inode's. */
+static char *vgpu_call_dname(struct dentry *dentry, char *buf, int buflen)
+{
+	static const char name[] = "[vgpu-call]";
+
+	if (buflen < (int)sizeof(name))
+		return ERR_PTR(-ENAMETOOLONG);
+	buf += buflen - sizeof(name);
+	memcpy(buf, name, sizeof(name));
+	return buf;
+}
+
+static const struct dentry_operations vgpu_call_dops = {
+	.d_dname = vgpu_call_dname,
+};
+
+static int vgpu_callfs_init_fs_context(struct fs_context *fc)
+{
+	struct pseudo_fs_context *ctx = init_pseudo(fc, VGPU_CALLFS_MAGIC);
+
+	if (!ctx)
+		return -ENOMEM;
+	ctx->dops = &vgpu_call_dops;
+	return 0;
+}
+
+/* Never registered: kern_mount only.  No owner: unmounted at exit. */
+static struct file_system_type vgpu_callfs_type = {
+	.name = "vgpu-call",
+	.init_fs_context = vgpu_callfs_init_fs_context,
+	.kill_sb = kill_anon_super,
+};
+
+static struct file *vgpu_call_file(struct vgpu_call *c)
+{
+	struct inode *inode;
+	struct file *f;
+
+	/* __fput drops the fops' module reference: take it, as anon_inodes.c does. */
+	if (!try_module_get(THIS_MODULE))
+		return ERR_PTR(-ENOENT);
+	inode = alloc_anon_inode(vgpu_call_mnt->mnt_sb);
+	if (IS_ERR(inode)) {
+		f = ERR_CAST(inode);
+		goto err_module;
+	}
+	f = alloc_file_pseudo(inode, vgpu_call_mnt, "[vgpu-call]", O_RDWR,
+			      &vgpu_call_fops);
+	if (IS_ERR(f))
+		goto err_inode;
+	f->private_data = c;
+	c->mapping = f->f_mapping;
+	return f;
+
+err_inode:
+	iput(inode);
+err_module:
+	module_put(THIS_MODULE);
+	return f;
+}
+
+int __init vgpu_call_init(void)
+{
+	vgpu_call_mnt = kern_mount(&vgpu_callfs_type);
+	return PTR_ERR_OR_ZERO(vgpu_call_mnt);
+}
+
+void vgpu_call_exit(void)
+{
+	kern_unmount(vgpu_call_mnt);
+}
 
 atomic64_t vgpu_nr_calls_broken = ATOMIC64_INIT(0);
 
@@ -210,8 +320,8 @@ static void vgpu_call_populate(struct vm_area_struct *vma, struct vgpu_call *c)
 	size_t off;
 
 	for (off = 0; off < c->len; off += PAGE_SIZE)
-		if (vmf_insert_pfn(vma, c->uaddr + off,
-				   vmalloc_to_pfn(c->kaddr + off)) != VM_FAULT_NOPAGE)
+		if (vgpu_call_insert(vma, c->uaddr + off, c->kaddr + off) !=
+		    VM_FAULT_NOPAGE)
 			break;  /* the fault handler will do it */
 }
 
@@ -253,7 +363,12 @@ static struct vgpu_call *vgpu_call_take_idle(void)
 		kref_put(&c->ref, vgpu_call_free);      /* gone meanwhile */
 		return NULL;
 	}
-	zap_vma_ptes(vma, c->uaddr, c->len);
+	/*
+	 * zap_vma_ptes() serves VM_PFNMAP only; the file's own mapping names
+	 * exactly this VMA (one inode per call page), and unmap_mapping_range
+	 * flushes the TLB before it returns.
+	 */
+	unmap_mapping_range(c->mapping, 0, c->len, 1);
 	vgpu_call_populate(vma, c);
 	mmap_read_unlock(mm);
 	return c;
@@ -284,7 +399,7 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 		kfree(c);
 		return ERR_PTR(-ENOMEM);
 	}
-	f = anon_inode_getfile("[vgpu-call]", &vgpu_call_fops, c, O_RDWR);
+	f = vgpu_call_file(c);
 	if (IS_ERR(f)) {
 		kref_put(&c->ref, vgpu_call_free);
 		return ERR_CAST(f);

@@ -30,9 +30,12 @@ static int __init vgpu_init(void)
 	vgpu_wq = alloc_workqueue("vgpu", 0, 0);
 	if (!vgpu_wq)
 		return -ENOMEM;
-	ret = vgpu_rm_init();
+	ret = vgpu_call_init();
 	if (ret)
 		goto err_wq;
+	ret = vgpu_rm_init();
+	if (ret)
+		goto err_call;
 	ret = vgpu_memory_init();
 	if (ret)
 		goto err_rm;
@@ -52,6 +55,8 @@ err_mem:
 	vgpu_memory_exit();
 err_rm:
 	vgpu_rm_exit();
+err_call:
+	vgpu_call_exit();
 err_wq:
 	destroy_workqueue(vgpu_wq);
 	return ret;
@@ -66,6 +71,7 @@ static void __exit vgpu_exit(void)
 	vgpu_device_exit();
 	vgpu_memory_exit();
 	vgpu_rm_exit();
+	vgpu_call_exit();
 	/*
 	 * Work that pinned the module (a range's, a reaper's) dropped its
 	 * reference as its last act: wait for it to return.

@@ -261,7 +261,9 @@ static int vgpu_esc_alloc_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 
 	if (vf->kind != VGPU_KIND_GPU || size != sizeof(*pApi))
 		return -EINVAL;
-	if (p->hClass == NV01_MEMORY_LOCAL_USER) {
+	if (p->hClass == NV01_MEMORY_LOCAL_USER ||
+	    p->hClass == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR) {
+		/* No fd read: only NV01_MEMORY_SYSTEM gets a mapping context (escape.c). */
 		p->status = vgpu_alloc_memory_path(vf, p);
 		return 0;
 	}

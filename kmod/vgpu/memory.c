@@ -894,6 +894,54 @@ out:
 /**
  * vgpu_alloc_memory_path - RM_ALLOC_MEMORY (NVOS02) of FB (0x40), kernel path
  */
+/*
+ * NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC_MEMORY: the caller's own
+ * pages at pMemory, pinned by the driver and made GPU-accessible
+ * (escape.c, RmAllocOsDescriptor; cuMemHostRegister and pinned host
+ * allocations).  The driver pins from the calling process's mm
+ * (os_lock_user_pages), and the call runs in the caller's context on a call
+ * page no other task can change, so the pages are the caller's own: nothing
+ * of another slice, and no FB.  Tracked as memory without a charge, so that
+ * it can be mapped, duped and freed like any object of the client.  (Through
+ * RM_ALLOC the driver takes no user address, osdescConstruct: the class is
+ * not offered there.)
+ */
+static NV_STATUS vgpu_alloc_os_descriptor(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
+{
+	nv_ioctl_nvos02_parameters_with_fd pa = { .fd = -1 };
+	struct vgpu_obj *parent;
+	struct vgpu_client *c;
+	NV_STATUS st;
+	long ret;
+
+	if (!vgpu_verdict(NVREL_CLS, p->hClass))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	c = vgpu_client_lock_live(vf, p->hRoot);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
+	if (!vgpu_gpu_parent(parent)) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	st = vgpu_handle_for(p->hRoot, &p->hObjectNew);
+	if (st != NV_OK)
+		goto out;
+	pa.params = *p;
+	pa.params.status = NV_ERR_GENERIC;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC_MEMORY, &pa, sizeof(pa),
+			   NULL, 0);
+	st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent, p->hObjectNew,
+				 vgpu_status_of(ret, pa.params.status));
+	if (st == NV_OK)
+		st = vgpu_track(c, parent, p->hObjectNew, p->hClass,
+				VGPU_OBJ_MEMORY, parent->gpu);
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return st;
+}
+
 NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 {
 	struct vgpu_slice *s = vf->slice;
@@ -902,6 +950,8 @@ NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 	u64 size;
 	NV_STATUS st;
 
+	if (p->hClass == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
+		return vgpu_alloc_os_descriptor(vf, p);
 	if (p->hClass != NV01_MEMORY_LOCAL_USER)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	if (p->limit == U64_MAX)

@@ -397,6 +397,8 @@ struct vgpu_buf {
 	u32 ptr_off;            /* offset of the NvP64 in the holder */
 };
 extern atomic64_t vgpu_nr_calls_broken;
+int vgpu_call_init(void);
+void vgpu_call_exit(void);
 long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
 		  void *params, u32 size, const struct vgpu_buf *bufs,
 		  unsigned int nbufs);

@@ -5,6 +5,7 @@ the independent truth; the slice's netlink figures must agree with it."""
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import random
@@ -574,20 +575,75 @@ def test_channel_cap_bounds_what_the_quota_cannot_see(make_slice, kern):
     assert sl.get().gpu(0).channels == 3
 
 
-def test_os_descriptor_is_refused(sl):
-    """NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC_MEMORY is refused
-    before the driver: where the pages cannot be pinned, the driver takes any
-    VM_IO/VM_PFNMAP mapping at the address (vgpu.ko's call pages included)
-    as GPU-accessible memory (docs/mediator.md, Open item 9)."""
+def test_os_descriptor_registers_the_callers_pages_without_fb(sl):
+    """cuMemHostRegister's path: NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through
+    RM_ALLOC_MEMORY pins the caller's own pages; no FB is charged, the
+    object is the client's like any other (freed with it), and an address
+    that is no mapping gets the driver's refusal."""
     import ctypes
     import mmap
 
+    flags = ((A.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS << A.NVOS02_FLAGS_PHYSICALITY_SHIFT)
+             | (A.NVOS02_FLAGS_COHERENCY_CACHED << A.NVOS02_FLAGS_COHERENCY_SHIFT)
+             | (A.NVOS02_FLAGS_MAPPING_NO_MAP << A.NVOS02_FLAGS_MAPPING_SHIFT))
     size = 64 * 1024
     buf = mmap.mmap(-1, size)
     addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     c = sl.client()
     g = c.gpu(0)
-    with pytest.raises(RmError) as ei:
+    before = sl.used(0)
+    h, _ = c.alloc_memory(g.fd, g.hDevice, size, hclass=A.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                          flags=flags, pmemory=addr)
+    assert sl.used(0) == before
+    c.free(h)
+    with pytest.raises(RmError):
         c.alloc_memory(g.fd, g.hDevice, size, hclass=A.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
-                       pmemory=addr)
-    assert ei.value.status == A.NV_ERR_INSUFFICIENT_PERMISSIONS
+                       flags=flags, pmemory=0x1000)
+    # Left registered: the client's close frees it (the leak check follows).
+    c.alloc_memory(g.fd, g.hDevice, size, hclass=A.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                   flags=flags, pmemory=addr)
+    c.close()
+
+
+def _call_pages() -> list[int]:
+    """The start of every vgpu.ko call page mapped in this process."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if line.rstrip().endswith("[vgpu-call]"):
+                out.append(int(line.split("-", 1)[0], 16))
+    return out
+
+
+PAGE = 4096
+
+
+def test_os_descriptor_cannot_take_a_call_page(sl):
+    """Where the pages cannot be pinned, the driver takes a VM_IO/VM_PFNMAP
+    mapping at the address as I/O memory (RmCreateOsDescriptor,
+    os_lookup_user_io_memory; nvsim models it): a register mapping of the
+    driver's own is taken.  vgpu.ko's call pages, idle or carrying this very
+    call's parameters, are neither pinnable nor VM_IO/VM_PFNMAP, so the GPU
+    is never handed them (docs/mediator.md, "The call page")."""
+    flags = ((A.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS << A.NVOS02_FLAGS_PHYSICALITY_SHIFT)
+             | (A.NVOS02_FLAGS_COHERENCY_CACHED << A.NVOS02_FLAGS_COHERENCY_SHIFT)
+             | (A.NVOS02_FLAGS_MAPPING_NO_MAP << A.NVOS02_FLAGS_MAPPING_SHIFT))
+    c = sl.client()
+    g = c.gpu(0)
+    _, regs = g.usermode()
+    try:
+        regs.mm[:4]                 # mapped (the driver follows the first PTE)
+        regs_addr = ctypes.addressof(ctypes.c_char.from_buffer(regs.mm))
+        h, _ = c.alloc_memory(g.fd, g.hDevice, PAGE, hclass=A.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                              flags=flags, pmemory=regs_addr)
+        c.free(h)
+        pages = _call_pages()
+        assert pages, "no call page is mapped after calls through vgpu.ko"
+        for addr in pages:
+            with pytest.raises(RmError) as ei:
+                c.alloc_memory(g.fd, g.hDevice, PAGE, hclass=A.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                               flags=flags, pmemory=addr)
+            assert ei.value.status == A.NV_ERR_INVALID_ADDRESS, hex(ei.value.status)
+    finally:
+        regs.close()
+        c.close()

@@ -565,11 +565,11 @@ RULES: list[Rule] = [
                "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO", "NV0000_CTRL_CMD_OS_UNIX_CREATE_EXPORT_OBJECT_FD",
                "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD"),
          ("control",)),
-    Rule("refuse", "isolation: when the user pages cannot be pinned the driver takes any VM_IO or "
-         "VM_PFNMAP mapping at the address instead (escape.c, RmCreateOsDescriptor: "
-         "os_lookup_user_io_memory), vgpu.ko's own call pages included, which the GPU could then "
-         "write during later calls; refused until vgpu.ko can hold the range to ordinary memory "
-         "(docs/mediator.md, Open item 9)",
+    Rule("forward", "through NV_ESC_RM_ALLOC_MEMORY: the caller's own pages, pinned by the driver "
+         "from the calling process (RmAllocOsDescriptor), tracked without an FB charge; the driver's "
+         "fallback to VM_IO/VM_PFNMAP mappings (os_lookup_user_io_memory) cannot take vgpu.ko's call "
+         "pages, which are neither (docs/mediator.md, \"The call page\"); through RM_ALLOC the driver "
+         "takes no user address (osdescConstruct) and vgpu.ko refuses it",
          names("NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"), ("class",)),
 
     # -- NULL commands do nothing (placed after the families above, so that

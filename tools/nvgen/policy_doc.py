@@ -82,7 +82,8 @@ KNOWN_GAPS = (
     "vgpu.ko follows these tables (kmod/include/nvrel_tables.h, made by tools/nvgen/kernel.py): every "
     "rewrite and virtualisation of the controls has a handler in kmod/vgpu/report.c "
     "(tests/host/test_kmod_policy.py checks), and tests/vm/test_vgpu_policy.py holds every forwarded "
-    "control and class to reaching the driver.  An item vgpu.ko could not carry safely (CUDA IPC's export fds, "
+    "control and class to reaching the driver, NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC "
+    "excepted (its reason says why).  An item vgpu.ko could not carry safely (CUDA IPC's export fds, "
     "three handle lists, kernel pointers) is refused by the policy itself, its reason naming what is "
     "missing.",
 )
