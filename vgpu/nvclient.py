@@ -360,7 +360,9 @@ class RmClient:
 
     # ------------------------------------------------------------ objects
     def alloc_client(self, hclass: int = A.NV01_ROOT_CLIENT, handle: int = 0) -> int:
-        p = NVOS64_PARAMETERS(hRoot=0, hObjectParent=0, hObjectNew=handle, hClass=hclass)
+        # The driver takes the handle asked for from hRoot (0: it picks one)
+        # and writes the handle made to hObjectNew (_rmAlloc, serverAllocClient).
+        p = NVOS64_PARAMETERS(hRoot=handle, hObjectParent=0, hObjectNew=0, hClass=hclass)
         self.escape(A.NV_ESC_RM_ALLOC, p)
         _check(p.status, f"RM_ALLOC root client class {hclass:#x}", p)
         return p.hObjectNew

@@ -112,6 +112,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV_ERR_INVALID_OBJECT_PARENT       0x00000036
 #define NV_ERR_INVALID_PARAM_STRUCT        0x0000003A
 #define NV_ERR_INVALID_STATE               0x00000040
+#define NV_WARN_NOTHING_TO_DO              0x00010006
 #define NV_ERR_NO_MEMORY                   0x00000051
 #define NV_ERR_NOT_SUPPORTED               0x00000056
 #define NV_ERR_OBJECT_NOT_FOUND            0x00000057
@@ -224,6 +225,9 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED            0x05
 #define NV0000_CTRL_SYSTEM_GET_P2P_CAPS_INVALID_PEER    0xffffffffU
 #define NV0000_CTRL_GET_SYSTEM_FABRIC_STATUS_SKIP       1
+#define NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO 0x00000d02
+#define NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT  0x00000001
+#define NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID 0x00000002
 #define NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY 0x00000d04
 #define RS_SHARE_TYPE_NONE                              0
 #define RS_SHARE_TYPE_PID                               4
@@ -1092,6 +1096,16 @@ typedef struct {
 	RS_SHARE_POLICY sharePolicy;
 } NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS;
 
+/* ctrl0000client.h; cliresCtrlCmdClientGetHandleInfo (client_resource.c) */
+typedef struct {
+	NvHandle hObject;
+	NvU32    index;
+	union {
+		NvHandle hResult;
+		NvU64    iResult __attribute__((aligned(8)));
+	} data;
+} NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS;
+
 /*
  * FB_GET_FB_REGION_INFO.  The region grew (56 bytes from 580, 48 before:
  * bProtected and blackList), so vgpu.ko steps through the list by the
@@ -1694,6 +1708,8 @@ NVABI_OFF(RS_SHARE_POLICY, accessMask, 4);
 NVABI_OFF(RS_SHARE_POLICY, type, 8);
 NVABI_OFF(RS_SHARE_POLICY, action, 10);
 NVABI_SIZE(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS, 12);
+NVABI_SIZE(NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS, 16);
+NVABI_OFF(NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS, data, 8);
 NVABI_SIZE(NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO, 56);
 NVABI_OFF(NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO, limit, 8);
 NVABI_OFF(NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO, reserved, 16);

@@ -517,6 +517,7 @@ static const struct nvrel_item nvrel_535_288_01_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 };
@@ -1073,6 +1074,7 @@ static const struct nvrel_item nvrel_550_163_01_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 };
@@ -1666,6 +1668,7 @@ static const struct nvrel_item nvrel_570_211_01_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 };
@@ -2265,6 +2268,7 @@ static const struct nvrel_item nvrel_575_64_05_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },
 };
@@ -2877,6 +2881,7 @@ static const struct nvrel_item nvrel_580_142_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000050, 32, 32, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },
@@ -3491,6 +3496,7 @@ static const struct nvrel_item nvrel_590_48_01_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000050, 32, 32, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },
@@ -4111,6 +4117,7 @@ static const struct nvrel_item nvrel_595_45_04_uvm[] = {
 	{ 0x00000048, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x00000049, 24, 24, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x0000004a, 40, 40, NVREL_FORWARD, 0, 0, 0 },
+	{ 0x0000004b, 8, 8, NVREL_VIRTUALISE, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x00000050, 32, 32, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000001, 16, 16, NVREL_FORWARD, 0, 0, 0 },
 	{ 0x30000002, 0, 0, NVREL_FORWARD, 0, 0, 0 },

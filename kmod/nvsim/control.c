@@ -294,6 +294,32 @@ static NV_STATUS nvsim_ctrl_active_device_ids(struct nvsim_ctrl_ctx *ctx)
  * for the objects it makes later; nvsim shares nothing between clients
  * and accepts it.
  */
+/*
+ * NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO, as cliresCtrlCmdClientGetHandleInfo
+ * (client_resource.c): the object looked up in the client
+ * (serverutilGetResourceRef: NV_ERR_OBJECT_NOT_FOUND), then its parent's
+ * handle (0 for the client itself) or its class; another index
+ * NV_ERR_INVALID_ARGUMENT.
+ */
+static NV_STATUS nvsim_ctrl_handle_info(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS *p = ctx->params;
+	struct nvsim_object *o = nvsim_object_find(ctx->obj->client, p->hObject);
+
+	if (!o)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	switch (p->index) {
+	case NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT:
+		p->data.hResult = o->parent ? o->parent->handle : 0;
+		return NV_OK;
+	case NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID:
+		p->data.iResult = o->hclass;
+		return NV_OK;
+	default:
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+}
+
 static NV_STATUS nvsim_ctrl_ok(struct nvsim_ctrl_ctx *ctx)
 {
 	return NV_OK;
@@ -1072,6 +1098,9 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY,
 	  sizeof(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS),
 	  CLIENT, nvsim_ctrl_ok, NULL },
+	{ NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+	  sizeof(NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS),
+	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_ctrl_handle_info, NULL },
 	{ NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE, sizeof(u32),
 	  CLIENT, nvsim_ctrl_memop_enable, NULL },
 	{ NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES, sizeof(u32),
@@ -1145,9 +1174,10 @@ static NV_STATUS nvsim_control_locked(const struct nvsim_ctrl *ctrl,
 	status = nvsim_client_get(ctx->call, p->hClient, &client);
 	if (status != NV_OK)
 		return status;
+	/* serverControl: clientGetResourceRef's NV_ERR_OBJECT_NOT_FOUND. */
 	ctx->obj = nvsim_object_find(client, p->hObject);
 	if (!ctx->obj)
-		return NV_ERR_INVALID_OBJECT_HANDLE;
+		return NV_ERR_OBJECT_NOT_FOUND;
 	if (!ctrl || !(ctrl->types & NVSIM_BIT(ctx->obj->type)))
 		return NV_ERR_NOT_SUPPORTED;
 	if (p->paramsSize != nvsim_rel_size(NVREL_CTL, p->cmd, ctrl->size))
@@ -1166,6 +1196,22 @@ void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p)
 	const struct nvsim_ctrl *ctrl;
 	NV_STATUS status;
 
+	/*
+	 * The test bed's marker (debugfs stats): the last control a user call
+	 * made, which tells a test whether a container's call reached the
+	 * driver.  Kernel-entry calls (a mediator's own probes) leave it.
+	 */
+	if (!call->kernel)
+		WRITE_ONCE(nvsim.last_control, p->cmd);
+	/*
+	 * NVXXXX_CTRL_CMD_NULL and every class's NULL command (category and
+	 * index 0): NV_OK before anything is looked up (control.c,
+	 * _rmapiRmControl), whatever the client, object or parameters.
+	 */
+	if (!(p->cmd & 0xffff)) {
+		p->status = NV_OK;
+		return;
+	}
 	if (p->flags & NVOS54_FLAGS_FINN_SERIALIZED) {
 		p->status = NV_ERR_NOT_SUPPORTED;
 		return;
@@ -1180,7 +1226,6 @@ void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p)
 	/* A control the presented release does not have: no class exports it. */
 	if (ctrl && nvsim_rel_lacks(NVREL_CTL, p->cmd))
 		ctrl = NULL;
-	WRITE_ONCE(nvsim.last_control, p->cmd);
 	ctx.psize = p->paramsSize;
 	if (p->paramsSize) {
 		/*

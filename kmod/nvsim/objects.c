@@ -949,7 +949,15 @@ static NV_STATUS nvsim_alloc_locked(const struct nvsim_call *call,
 	NV_STATUS status;
 
 	if (nvsim_is_root_class(p->hClass)) {
-		/* hObjectParent is ignored for clients. */
+		/*
+		 * The handle asked for is hRoot, not hObjectNew: _rmAlloc passes
+		 * hRoot as the client to serverAllocClient (rs_server.c), which
+		 * RM builds with RS_COMPATABILITY_MODE (src/nvidia/Makefile), so
+		 * a chosen handle is taken as it is (a duplicate:
+		 * NV_ERR_INSERT_DUPLICATE_NAME) and 0 generates one.  The handle
+		 * made goes to hObjectNew.  hObjectParent is ignored.
+		 */
+		h = p->hRoot;
 		status = nvsim_client_alloc(call, &h);
 		goto out;
 	}

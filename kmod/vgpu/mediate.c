@@ -84,6 +84,14 @@ void vgpu_undo(struct vgpu_file *vf)
  * vgpu.ko picks the handle when the caller lets the driver choose, and
  * records the client only if that handle was absent before and is a
  * client after.
+ *
+ * The driver takes the handle asked for from hRoot, not hObjectNew:
+ * _rmAlloc passes hRoot as the client to serverAllocClient (rs_server.c),
+ * which RM builds with RS_COMPATABILITY_MODE (src/nvidia/Makefile), so a
+ * chosen handle is taken as it is; the handle made is written to
+ * hObjectNew.  vgpu.ko asks for its handle the same way, so the handle it
+ * probes and records is the one the driver makes, never one read back.
+ * (Found on NVIDIA's driver in the test bed: nvsim had taken hObjectNew.)
  */
 static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 {
@@ -91,7 +99,7 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 	NVOS21_PARAMETERS *p21 = kbuf;
 	NVOS64_PARAMETERS *p64 = kbuf;
 	bool nvos64 = size == sizeof(NVOS64_PARAMETERS);
-	NvHandle want = p21->hObjectNew, h;
+	NvHandle want = p21->hRoot, h;
 	NV0000_ALLOC_PARAMETERS rp = {};
 	/* The class's struct in this release (NV01_ROOT's is 108 bytes before 570). */
 	u32 rsize = min_t(u32, vgpu_rel_size(NVREL_CLS, p21->hClass), sizeof(rp));
@@ -126,6 +134,7 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 		}
 		memset(&q, 0, sizeof(q));
 		memcpy(&q, kbuf, size);
+		q.hRoot = h;            /* the handle asked for (above) */
 		q.hObjectNew = h;       /* same offset in NVOS21 and NVOS64 */
 		q.pAllocParms = 0;
 		if (nvos64)

@@ -664,10 +664,13 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		goto out;
 	}
 	if (ctrl->kind == VGPU_CTRL_ANSWER_OK || ctrl->kind == VGPU_CTRL_NO_PEERS) {
-		/* The object must exist, as the driver would check first. */
+		/*
+		 * The object must exist, as the driver checks first
+		 * (serverControl: clientGetResourceRef).
+		 */
 		rcu_read_lock();
 		st = vgpu_obj_find(p->hClient, p->hObject) ? NV_OK :
-		     NV_ERR_INVALID_OBJECT_HANDLE;
+		     NV_ERR_OBJECT_NOT_FOUND;
 		rcu_read_unlock();
 		if (st != NV_OK || ctrl->kind == VGPU_CTRL_ANSWER_OK)
 			goto out;

@@ -171,20 +171,43 @@ NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,
 }
 
 /*
- * The existence probe: NVXXXX_CTRL_CMD_NULL (0), which the driver accepts
- * on every object, after looking up client and object.  Absent:
- * NV_ERR_INVALID_CLIENT or NV_ERR_INVALID_OBJECT_HANDLE; any other status
- * (NV_OK on the real driver, NV_ERR_NOT_SUPPORTED on nvsim) means present.
+ * The existence probe: NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO on the
+ * client, for the object's parent (cliresCtrlCmdClientGetHandleInfo,
+ * client_resource.c: the client looked up, then the object in it; it reads
+ * and creates nothing else).  Absent: NV_ERR_INVALID_CLIENT, or the
+ * object's NV_ERR_OBJECT_NOT_FOUND (serverutilGetResourceRef) or
+ * NV_ERR_INVALID_OBJECT_HANDLE.  Any other failure counts as present, the
+ * safe side for vgpu_created_anyway (an object thought present is freed;
+ * one thought absent could hold FB uncharged), and is logged.
+ *
+ * Not NVXXXX_CTRL_CMD_NULL: NVIDIA's driver answers it NV_OK before it
+ * looks anything up (control.c, _rmapiRmControl), so as a probe it finds
+ * every handle present -- found on the real driver in the test bed
+ * (tests/realdrv), where every root client allocation through a slice
+ * failed for want of a free handle.
  */
 bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject)
 {
-	NVOS54_PARAMETERS p = {
-		.hClient = hClient, .hObject = hObject, .cmd = 0,
+	NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS p = {
+		.hObject = hObject,
+		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT,
 	};
-	NV_STATUS st = vgpu_rm_control(&p);
+	NV_STATUS st = vgpu_rm_ctrl(hClient, hClient,
+				    NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+				    &p, sizeof(p));
 
-	return st != NV_ERR_INVALID_CLIENT && st != NV_ERR_INVALID_OBJECT_HANDLE &&
-	       st != NV_ERR_OBJECT_NOT_FOUND && st != NV_ERR_GENERIC;
+	switch (st) {
+	case NV_OK:
+		return true;
+	case NV_ERR_INVALID_CLIENT:
+	case NV_ERR_OBJECT_NOT_FOUND:
+	case NV_ERR_INVALID_OBJECT_HANDLE:
+		return false;
+	default:
+		pr_warn_ratelimited("existence probe of %#x:%#x: driver status %#x, taken as present\n",
+				    hClient, hObject, st);
+		return true;
+	}
 }
 
 /**
@@ -214,6 +237,8 @@ u32 vgpu_rm_device_instance(u32 gpu_id)
 	}
 	if (!h)
 		return U32_MAX;
+	/* The driver takes a root client's handle from hRoot (mediate.c). */
+	ops.params.alloc.hRoot = h;
 	ops.params.alloc.hObjectNew = h;
 	ops.params.alloc.hClass = NV01_ROOT;
 	*vgpu_rm_alloc_status(&ops) = NV_ERR_GENERIC;

@@ -8,9 +8,14 @@
  * the real control file: fdxlate.c) is made on a call page (call.c): what
  * the UVM driver copies in is what vgpu.ko checked.  The others are
  * forwarded with the caller's pointer: their parameters decide nothing here.
- * UVM_MM_INITIALIZE is refused: its uvmFd must be a real UVM file, which the
- * UVM driver recognises by f_op (uvm_file_is_nvidia_uvm), so no proxy can
- * stand for it and the real file may not enter the caller's table.
+ * UVM_MM_INITIALIZE never reaches the driver: its uvmFd must be a real UVM
+ * file, which the UVM driver recognises by f_op (uvm_file_is_nvidia_uvm),
+ * so no proxy can stand for it and the real file may not enter the
+ * caller's table.  vgpu.ko answers it NV_WARN_NOTHING_TO_DO, the driver's
+ * own answer where a VA space has no mm association (uvm_api_mm_initialize:
+ * multi-process sharing mode, or uvm_enable_va_space_mm=0), which tells
+ * the caller the MM FD "is not required and it may be released with no
+ * loss of functionality"; CUDA and tinygrad carry on (docs/mediator.md).
  */
 #include <linux/uaccess.h>
 #include <linux/slab.h>
@@ -315,9 +320,22 @@ out:
 	return ret;
 }
 
+static long vgpu_uvm_mm_initialize(struct vgpu_file *vf, void __user *u)
+{
+	const struct nvrel_item *it = vgpu_verdict(NVREL_UVM, UVM_MM_INITIALIZE);
+	NV_STATUS st = NV_WARN_NOTHING_TO_DO;
+
+	if (it)
+		vgpu_audit_use(vf->slice, NVREL_UVM, UVM_MM_INITIALIZE, it);
+	if (copy_to_user(u + offsetof(UVM_MM_INITIALIZE_PARAMS, rmStatus), &st,
+			 sizeof(st)))
+		return -EFAULT;
+	return 0;
+}
+
 /**
  * vgpu_uvm_ioctl - errnos: -EPERM for a command outside the allow-list,
- * UVM_MM_INITIALIZE, or a client another file owns (with REGISTER_GPU's
+ * or a client another file owns (with REGISTER_GPU's
  * rmCtrlFd -1: a client of another slice); -EINVAL for an rmCtrlFd that
  * is no control file of the slice (the driver's answer);
  * -EFAULT for unreadable parameters; -EIO on a poisoned file.
@@ -332,9 +350,9 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 
 	if (vgpu_file_refused(vf))
 		return -EIO;
-	/* Never: its uvmFd must be a real UVM file, which no proxy can be. */
+	/* Answered (above): its uvmFd must be a real UVM file, which no proxy can be. */
 	if (cmd == UVM_MM_INITIALIZE)
-		return -EPERM;
+		return vgpu_uvm_mm_initialize(vf, u);
 	it = vgpu_verdict(NVREL_UVM, cmd);
 	if (!it) {
 		if (!vgpu_passthrough_unknown &&

@@ -6,8 +6,6 @@ Each test names the function of the 595.45.04 driver that decides it.
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 from vgpu import nvabi as A
 from vgpu.nvclient import RmClient, RmError
+from vgpu_fixtures import in_child
 
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
 NV_ERR_INVALID_CLIENT = 0x23
@@ -29,26 +28,6 @@ def status(fn) -> int:
         return 0
     except RmError as e:
         return e.status
-
-
-def in_child(fn):
-    """fn() in a forked child; its result through a pipe (JSON)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            out = {"ok": fn()}
-        except BaseException as e:          # noqa: BLE001
-            out = {"exc": repr(e)}
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(data)
 
 
 def test_the_driver_is_nvidias_and_its_release_is_the_vendor_one():
@@ -87,21 +66,49 @@ def test_privilege_is_the_callers_at_each_call():
 
 
 def test_a_client_belongs_to_the_file_that_made_it():
-    """Another open's client: what each call answers (recorded from the
-    driver; vgpu.ko answers NV_ERR_INVALID_CLIENT itself before any of these
-    reaches the driver, so a container never sees the difference)."""
+    """Another open's client, from the same process: refused by the driver
+    (rmclientValidate: the client's OS info is the file that made it).  An
+    object the caller's own client lacks is clientGetResourceRef's
+    NV_ERR_OBJECT_NOT_FOUND (serverControl)."""
     with RmClient("/dev") as a, RmClient("/dev") as b:
         got = {
             "control": status(lambda: b.control(a.hClient, A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS,
-                                                bytes(128))),
+                                                bytes(128), client=a.hClient)),
             "free": status(lambda: b.free(a.hClient, parent=0, client=a.hClient)),
+            "not in own client": status(lambda: b.control(
+                a.hClient, A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, bytes(128))),
         }
-        # 595.45.04: a control NV_ERR_OBJECT_NOT_FOUND, a free
-        # NV_ERR_INVALID_CLIENT.  nvsim answers both NV_ERR_INVALID_CLIENT
-        # (kmod/nvsim/README.md, "Differences found on NVIDIA's driver").
-        assert got == {"control": NV_ERR_OBJECT_NOT_FOUND, "free": NV_ERR_INVALID_CLIENT}
+        assert got == {"control": A.NV_ERR_INVALID_CLIENT, "free": A.NV_ERR_INVALID_CLIENT,
+                       "not in own client": NV_ERR_OBJECT_NOT_FOUND}
         assert status(lambda: a.control(a.hClient, A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS,
                                         bytes(128))) == 0
+
+
+def test_root_client_handle_is_taken_from_hroot():
+    """A root client's handle is asked for in hRoot (_rmAlloc hands it to
+    serverAllocClient; RM builds with RS_COMPATABILITY_MODE, so it is taken
+    as it is), 0 lets the driver pick, a duplicate is
+    NV_ERR_INSERT_DUPLICATE_NAME; hObjectNew is where the handle made comes
+    back, and what it held is ignored."""
+    with RmClient("/dev", alloc_client=False) as c, RmClient("/dev", alloc_client=False) as d:
+        assert c.alloc_client(handle=0x12346) == 0x12346
+        assert status(lambda: d.alloc_client(handle=0x12346)) == A.NV_ERR_INSERT_DUPLICATE_NAME
+        p = A.NVOS64_PARAMETERS(hRoot=0, hObjectParent=0, hObjectNew=0x5151,
+                                hClass=A.NV01_ROOT_CLIENT)
+        d.escape(A.NV_ESC_RM_ALLOC, p)
+        assert p.status == 0 and p.hObjectNew != 0x5151
+        assert p.hObjectNew & 0xFFF00000 == 0xC1D00000          # RS_CLIENT_HANDLE_BASE
+
+
+def test_null_control_answers_before_any_lookup():
+    """NVXXXX_CTRL_CMD_NULL, and any class's NULL command (category and
+    index 0), is NV_OK before the client is looked up (control.c,
+    _rmapiRmControl): no existence probe can be built on it."""
+    with RmClient("/dev") as c:
+        for cmd in (0, 0x20800000):
+            p = A.NVOS54_PARAMETERS(hClient=0xDEAD0001, hObject=0xDEAD0002, cmd=cmd)
+            c.escape(A.NV_ESC_RM_CONTROL, p)
+            assert p.status == 0, hex(cmd)
 
 
 def test_vgpu_binds_to_the_real_driver_and_reads_its_release():

@@ -169,3 +169,21 @@ def test_exit_with_a_mapped_range_returns_everything(usl, vstate):
     assert in_child(child)["ok"] == 4 * MiB
     assert wait_until(lambda: sl.used() == 0 and vstate().get("ranges") == 0
                       and vstate().get("reapers") == 0)
+
+
+def test_mm_initialize_is_answered_nothing_to_do(usl, kern):
+    """UVM_MM_INITIALIZE (CUDA's and tinygrad's second UVM file, naming the
+    first) never reaches the driver, whose check of uvmFd no proxy passes
+    (uvm_file_is_nvidia_uvm): vgpu.ko answers NV_WARN_NOTHING_TO_DO, the
+    driver's answer for a VA space without an mm association, and the
+    second file stays uninitialised (it can still become a VA space)."""
+    sl, u = usl
+    u2 = sl.uvm()
+    p = A.UVM_MM_INITIALIZE_PARAMS(uvmFd=u.fd)
+    u2.ioctl(A.UVM_MM_INITIALIZE, p)
+    assert p.rmStatus == A.NV_WARN_NOTHING_TO_DO
+    u2.initialize()
+    addr = u2.managed_mmap(2 * MiB)
+    assert sl.used() == 2 * MiB
+    u2.munmap(addr)
+    assert sl.used() == 0

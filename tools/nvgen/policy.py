@@ -210,8 +210,10 @@ _TOOLS = ("refuse", "profiler: UVM tools interface (nvidia-uvm-tools), events an
 UVM: dict[str, tuple[str, str]] = {
     "UVM_INITIALIZE": ("forward", "the caller's own VA space"),
     "UVM_DEINITIALIZE": ("forward", "the caller's own VA space"),
-    "UVM_MM_INITIALIZE": ("refuse", "its uvmFd must be the real UVM file, which may not enter a container's "
-                                    "fd table (docs/mediator.md)"),
+    "UVM_MM_INITIALIZE": ("virtualise", "answered NV_WARN_NOTHING_TO_DO by vgpu.ko, the driver's own answer for "
+                                        "a VA space without an mm association (uvm_api_mm_initialize), which CUDA "
+                                        "and tinygrad accept: its uvmFd must be the real UVM file, which may not "
+                                        "enter a container's fd table (docs/mediator.md)"),
     "UVM_REGISTER_GPU": ("forward", "rmCtrlFd translated; the client must be one of the slice's"),
     "UVM_UNREGISTER_GPU": ("forward", "the caller's own VA space"),
     "UVM_REGISTER_GPU_VASPACE": ("forward", "rmCtrlFd translated; the client must be one of the slice's"),
