@@ -160,6 +160,7 @@ NV50_MEMORY_VIRTUAL = 0x000050A0   # VirtualMemory: NV_MEMORY_ALLOCATION_PARAMS
 NV_MEMORY_FABRIC = 0x000000F8
 NV_MEMORY_MULTICAST_FABRIC = 0x000000FD
 KEPLER_CHANNEL_GROUP_A = 0x0000A06C
+GT200_DEBUGGER = 0x000083DE
 KEPLER_CHANNEL_GPFIFO_A = 0x0000A06F
 KEPLER_CHANNEL_GPFIFO_B = 0x0000A16F
 MAXWELL_CHANNEL_GPFIFO_A = 0x0000B06F
@@ -1191,6 +1192,15 @@ class NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS(NvStruct):
     _fields_ = [("sharePolicy", RS_SHARE_POLICY)]
 
 
+class NV83DE_ALLOC_PARAMETERS(NvStruct):
+    """GT200_DEBUGGER: an SM debugger session on hClass3dObject of hAppClient."""
+    _fields_ = [
+        ("hDebuggerClient_Obsolete", NvHandle),
+        ("hAppClient", NvHandle),
+        ("hClass3dObject", NvHandle),
+    ]
+
+
 class NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS(NvStruct):
     """data: hResult (PARENT) in its first 4 bytes, or iResult (CLASSID)."""
     _fields_ = [
@@ -1335,6 +1345,18 @@ class UVM_REGISTER_GPU_VASPACE_PARAMS(NvStruct):
         ("rmCtrlFd", c_int),
         ("hClient", NvHandle),
         ("hVaSpace", NvHandle),
+        ("rmStatus", NV_STATUS),
+    ]
+
+
+class UVM_REGISTER_CHANNEL_PARAMS(NvStruct):
+    _fields_ = [
+        ("gpuUuid", NvU8 * 16),
+        ("rmCtrlFd", c_int),
+        ("hClient", NvHandle),
+        ("hChannel", NvHandle),
+        ("base", NvU64),
+        ("length", NvU64),
         ("rmStatus", NV_STATUS),
     ]
 

@@ -319,6 +319,8 @@ static const struct vgpu_class vgpu_classes[] = {
 	/* Events: hParentClient checked (vgpu_event_check). */
 	{ NV01_EVENT, VGPU_OBJ_OTHER },
 	{ NV01_EVENT_OS_EVENT, VGPU_OBJ_OTHER },
+	/* hAppClient checked (vgpu_debugger_check). */
+	{ GT200_DEBUGGER, VGPU_OBJ_OTHER },
 };
 
 /*
@@ -344,6 +346,21 @@ static NV_STATUS vgpu_event_check(struct vgpu_file *vf, NvHandle hRoot,
 		return NV_ERR_INVALID_CLIENT;
 	vgpu_client_put(other);
 	return NV_OK;
+}
+
+/*
+ * An SM debugger session debugs hClass3dObject of hAppClient, which the
+ * driver looks up among every client of the system
+ * (kernel_sm_debugger_session.c, ksmdbgssnConstruct_IMPL; 0 is the
+ * allocating client), and then requires debugging rights on it
+ * (rsAccessCheckRights), which another client can share.  A container may
+ * debug only its own: hAppClient must be 0 or the allocating client, so
+ * the object is looked up there and nowhere else.
+ */
+static NV_STATUS vgpu_debugger_check(NvHandle hRoot, const NV83DE_ALLOC_PARAMETERS *dp)
+{
+	return !dp->hAppClient || dp->hAppClient == hRoot ? NV_OK :
+	       NV_ERR_INSUFFICIENT_PERMISSIONS;
 }
 
 static bool vgpu_is_event(u32 hclass)
@@ -706,6 +723,12 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		if (parent->type == VGPU_OBJ_CLIENT) {
 			st = NV_ERR_INVALID_OBJECT_PARENT;
 			goto out;
+		}
+		/* Zeroed parameters when none were given: the driver's to refuse. */
+		if (p->hClass == GT200_DEBUGGER) {
+			st = vgpu_debugger_check(p->hRoot, kparams);
+			if (st != NV_OK)
+				goto out;
 		}
 		break;
 	}

@@ -50,6 +50,15 @@ static const struct vgpu_uvm_cmd vgpu_uvm_cmds[] = {
 	{ UVM_REGISTER_GPU_VASPACE, sizeof(UVM_REGISTER_GPU_VASPACE_PARAMS),
 	  VGPU_UVM_END(UVM_REGISTER_GPU_VASPACE_PARAMS, rmCtrlFd),
 	  VGPU_UVM_END(UVM_REGISTER_GPU_VASPACE_PARAMS, hClient) },
+	/*
+	 * The UVM driver retains hChannel of hClient through RM by handle
+	 * (uvm_user_channel.c, uvm_register_channel); rmCtrlFd it ignores.
+	 * hClient must be the named control file's, so the channel is the
+	 * caller's own.
+	 */
+	{ UVM_REGISTER_CHANNEL, sizeof(UVM_REGISTER_CHANNEL_PARAMS),
+	  VGPU_UVM_END(UVM_REGISTER_CHANNEL_PARAMS, rmCtrlFd),
+	  VGPU_UVM_END(UVM_REGISTER_CHANNEL_PARAMS, hClient) },
 	{ UVM_MAP_EXTERNAL_ALLOCATION, sizeof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS),
 	  VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmCtrlFd),
 	  VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hClient) },
@@ -267,11 +276,14 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	 * REGISTER_GPU: the UVM driver ignores rmCtrlFd (uvm_gpu.c,
 	 * uvm_api_register_gpu; only hClient and hSmcPartRef reach RM, by
 	 * handle) and real clients send -1.  Then the client must be one of a
-	 * control file of this slice, whichever.
+	 * control file of this slice, whichever -- or none: the driver reads
+	 * hClient and hSmcPartRef only for a GPU with MIG in use
+	 * (nv_gpu_ops.c, nvGpuOpsGetGpuInfo: getSwizzIdFromUserSmcPartHandle),
+	 * where client 0 is no client, and tinygrad sends 0.
 	 */
 	if (fd == -1 && c->cmd == UVM_REGISTER_GPU) {
-		cl = vgpu_client_lookup(hclient);
-		ret = cl && cl->slice == vf->slice ? 0 : -EPERM;
+		cl = hclient ? vgpu_client_lookup(hclient) : NULL;
+		ret = !hclient || (cl && cl->slice == vf->slice) ? 0 : -EPERM;
 		if (cl)
 			vgpu_client_put(cl);
 		if (!ret)

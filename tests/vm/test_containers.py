@@ -383,66 +383,98 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 """
 
 
-@pytest.mark.skipif(not shutil.which("containerd") or not shutil.which("ctr"),
-                    reason="needs containerd and ctr")
-def test_containerd_ctr_run_and_task_kill_release(runc, daemon):
-    d = runc.tmp / "ctd"
-    d.mkdir()
-    (d / "config.toml").write_text(CTD_CONFIG.format(d=d))
-    shim = d / "vgpu-runtime"
-    shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={daemon.sock} "
-                    f"VGPU_FUSE_MOUNT={daemon.fs} PYTHONPATH={ROOT}\n"
-                    f"exec {PY} -m vgpu.runtime \"$@\"\n")
-    shim.chmod(0o755)
-    log = open(d / "containerd.log", "wb")
-    ctd = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],
-                           stdout=log, stderr=log)
-    log.close()
-    addr = str(d / "sock")
+HAVE_CONTAINERD = bool(shutil.which("containerd") and shutil.which("ctr"))
 
-    def ctr(*args, timeout=300):
-        return subprocess.run(["ctr", "--address", addr, *args], capture_output=True, text=True,
-                              timeout=timeout)
 
-    cid = "ctd-a"
-    try:
-        assert poll(lambda: ctr("version").returncode == 0, 120), \
-            (d / "containerd.log").read_text()[-3000:]
-        b = runc.bundle(cid, "true")          # only for its rootfs directory
+class Containerd:
+    """A containerd of the test's own (no CRI), whose containers go through
+    vgpu-runtime (as `--runc-binary`) exactly as a node's do; rootfs: the
+    bundle directory of Runc.bundle, with the host's /usr, /etc, pyenv and
+    the repository bound read-only and Runc's shared directory at
+    /shared."""
+
+    def __init__(self, runc: Runc, daemon: Daemon):
+        self.runc, self.daemon = runc, daemon
+        self.d = d = runc.tmp / "ctd"
+        d.mkdir()
+        (d / "config.toml").write_text(CTD_CONFIG.format(d=d))
+        self.shim = d / "vgpu-runtime"
+        self.shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={daemon.sock} "
+                             f"VGPU_FUSE_MOUNT={daemon.fs} PYTHONPATH={ROOT}\n"
+                             f"exec {PY} -m vgpu.runtime \"$@\"\n")
+        self.shim.chmod(0o755)
+        with open(d / "containerd.log", "wb") as log:
+            self.proc = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],
+                                         stdout=log, stderr=log)
+        self.addr = str(d / "sock")
+        self.ids: list[str] = []
+        assert poll(lambda: self.ctr("version").returncode == 0, 120), self.log()
+
+    def log(self) -> str:
+        return (self.d / "containerd.log").read_text(errors="replace")[-3000:]
+
+    def ctr(self, *args, timeout=300):
+        return subprocess.run(["ctr", "--address", self.addr, *args], capture_output=True,
+                              text=True, timeout=timeout)
+
+    def run(self, cid: str, script: str, annotations: dict, *, detach: bool, timeout=300):
+        """ctr run of /bin/sh -c script; in the foreground (returns when
+        the task exited, its output in stdout) or detached."""
+        self.ids.append(cid)
+        b = self.runc.bundle(cid, "true")           # only for its rootfs directory
         mounts = []
         for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT)):
             if os.path.isdir(src):
                 mounts += ["--mount", f"type=bind,src={src},dst={src},options=rbind:ro"]
-        mounts += ["--mount", f"type=bind,src={runc.shared},dst=/shared,options=rbind:rw"]
-        script = ("exec > /shared/ctd.out 2>&1; " + SHOW +
-                  "echo READY > /shared/ctd.ready; exec sleep 1000")
-        r = ctr("run", "-d", "--rootfs", "--read-only", "--runc-binary", str(shim),
-                "--annotation", "vgpu.io/memory=64MiB", "--annotation", "vgpu.io/gpus=0",
-                "--env", "PATH=/usr/bin:/bin", *mounts, str(b / "rootfs"), cid,
-                "/bin/sh", "-c", script)
-        assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{daemon.log()}"
-        assert poll(lambda: (runc.shared / "ctd.ready").exists(), 120), \
-            (d / "containerd.log").read_text()[-3000:]
-        out = (runc.shared / "ctd.out").read_text()
-        dev = [l for l in out.splitlines() if l.startswith("DEV:")]
-        assert dev and sorted(dev[0].split()[1:]) == ["nvidia-uvm", "nvidia0", "nvidiactl"], out
-        assert video_memory(out) == ["64 MB"], out
-        assert list(daemon.slices()) == [cid]
-        r = ctr("task", "kill", "-s", "SIGKILL", cid)
-        assert r.returncode == 0, r.stderr
-        assert poll(lambda: not daemon.slices(), 60), daemon.slices()
-    finally:
-        ctr("task", "kill", "-s", "SIGKILL", cid)
-        poll(lambda: "STOPPED" in ctr("task", "ls").stdout or cid not in ctr("task", "ls").stdout, 30)
-        ctr("task", "delete", cid)
-        ctr("container", "delete", cid)
-        ctd.send_signal(signal.SIGTERM)
+        mounts += ["--mount", f"type=bind,src={self.runc.shared},dst=/shared,options=rbind:rw",
+                   "--mount", "type=tmpfs,src=tmpfs,dst=/tmp,options=nosuid:nodev"]
+        ann = [a for k, v in annotations.items() for a in ("--annotation", f"{k}={v}")]
+        return self.ctr("run", *(["-d"] if detach else []), "--rootfs", "--read-only",
+                        "--runc-binary", str(self.shim), *ann,
+                        "--env", "PATH=/usr/bin:/bin", "--env", "HOME=/tmp",
+                        "--env", f"PYTHONPATH={ROOT}", "--cwd", str(ROOT), *mounts,
+                        str(b / "rootfs"), cid, "/bin/sh", "-c", script, timeout=timeout)
+
+    def close(self):
+        for cid in self.ids:
+            self.ctr("task", "kill", "-s", "SIGKILL", cid)
+            poll(lambda: "STOPPED" in self.ctr("task", "ls").stdout
+                 or cid not in self.ctr("task", "ls").stdout, 30)
+            self.ctr("task", "delete", cid)
+            self.ctr("container", "delete", cid)
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            ctd.wait(60)
+            self.proc.wait(60)
         except subprocess.TimeoutExpired:
-            ctd.kill()
-            ctd.wait()
-    assert daemon.slices() == {}
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def containerd(runc, daemon):
+    if not HAVE_CONTAINERD:
+        pytest.skip("needs containerd and ctr")
+    c = Containerd(runc, daemon)
+    yield c
+    c.close()
+
+
+def test_containerd_ctr_run_and_task_kill_release(containerd, runc, daemon):
+    cid = "ctd-a"
+    script = ("exec > /shared/ctd.out 2>&1; " + SHOW +
+              "echo READY > /shared/ctd.ready; exec sleep 1000")
+    r = containerd.run(cid, script, {"vgpu.io/memory": "64MiB", "vgpu.io/gpus": "0"},
+                       detach=True)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{daemon.log()}"
+    assert poll(lambda: (runc.shared / "ctd.ready").exists(), 120), containerd.log()
+    out = (runc.shared / "ctd.out").read_text()
+    dev = [l for l in out.splitlines() if l.startswith("DEV:")]
+    assert dev and sorted(dev[0].split()[1:]) == ["nvidia-uvm", "nvidia0", "nvidiactl"], out
+    assert video_memory(out) == ["64 MB"], out
+    assert list(daemon.slices()) == [cid]
+    r = containerd.ctr("task", "kill", "-s", "SIGKILL", cid)
+    assert r.returncode == 0, r.stderr
+    assert poll(lambda: not daemon.slices(), 60), daemon.slices()
 
 
 # ------------------------------------------------------------------ isolation of nodes

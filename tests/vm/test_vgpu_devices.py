@@ -11,6 +11,7 @@ import errno
 import mmap
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -191,6 +192,10 @@ def test_uvm_register_gpu_with_no_ctl_fd(make_slice):
     with pytest.raises(OSError) as ei:
         u.register_gpu(b"\0" * 16, -1, oc.hClient)
     assert ei.value.errno == errno.EPERM
+    # No client at all (tinygrad): the driver reads one only under MIG.
+    u2 = sl.uvm()
+    u2.initialize()
+    u2.register_gpu(b"\0" * 16, -1, 0)
 
 
 @pytest.mark.parametrize("which", ["devnull", "real-ctl"])
@@ -576,3 +581,33 @@ def test_gpu_id_lists_show_only_the_slices_gpus(make_slice, cmd):
     assert set(got[1:32]) == {invalid}
     if cmd == A.NV0000_CTRL_CMD_GPU_GET_PROBED_IDS:
         assert set(got[32:64]) == {invalid}          # excludedGpuIds
+
+
+def _last_class() -> int:
+    for line in Path("/sys/kernel/debug/nvsim/stats").read_text().splitlines():
+        if line.startswith("last_class "):
+            return int(line.split()[1], 16)
+    raise AssertionError("nvsim stats lack last_class")
+
+
+def test_debugger_session_only_on_the_callers_own_client(make_slice):
+    """GT200_DEBUGGER (tinygrad makes one per compute channel) debugs
+    hClass3dObject of hAppClient, which the driver looks up among every
+    client (ksmdbgssnConstruct_IMPL): vgpu.ko passes only 0 or the caller's
+    own client, so the object is the caller's; another slice's client is
+    refused before the driver."""
+    a, b = make_slice(), make_slice()
+    ca, cb = a.client(), b.client()
+    ga, gb = ca.open_gpus()[0], cb.open_gpus()[0]
+    foreign = A.NV83DE_ALLOC_PARAMETERS(hAppClient=cb.hClient, hClass3dObject=gb.hSubdevice)
+    with pytest.raises(RmError) as ei:
+        ca.alloc(ga.hDevice, A.GT200_DEBUGGER, foreign)
+    assert ei.value.status == A.NV_ERR_INSUFFICIENT_PERMISSIONS
+    assert _last_class() != A.GT200_DEBUGGER, "it reached the driver"
+    for app in (0, ca.hClient):
+        own = A.NV83DE_ALLOC_PARAMETERS(hAppClient=app, hClass3dObject=ga.hSubdevice)
+        try:
+            ca.free(ca.alloc(ga.hDevice, A.GT200_DEBUGGER, own))
+        except RmError as e:            # a subdevice is no GR object: the driver's answer
+            assert e.status != A.NV_ERR_INSUFFICIENT_PERMISSIONS, e
+        assert _last_class() == A.GT200_DEBUGGER, "refused before the driver"

@@ -187,3 +187,20 @@ def test_mm_initialize_is_answered_nothing_to_do(usl, kern):
     assert sl.used() == 2 * MiB
     u2.munmap(addr)
     assert sl.used() == 0
+
+
+def test_register_channel_only_for_the_named_files_client(make_slice):
+    """UVM_REGISTER_CHANNEL (tinygrad registers each channel): the UVM
+    driver retains hChannel of hClient through RM by handle and ignores
+    rmCtrlFd, so vgpu.ko holds hClient to the control file rmCtrlFd names,
+    of the same slice: another file's client is refused before the driver."""
+    a = make_slice(gpus=[(0, 64 * MiB)])
+    c, other = a.client(), a.client()
+    c.open_gpus()
+    other.open_gpus()
+    u = a.uvm()
+    u.initialize()
+    p = A.UVM_REGISTER_CHANNEL_PARAMS(rmCtrlFd=c.fd, hClient=other.hClient, hChannel=0x1234)
+    with pytest.raises(OSError) as ei:
+        u.ioctl(A.UVM_REGISTER_CHANNEL, p)
+    assert ei.value.errno == errno.EPERM
