@@ -1045,6 +1045,35 @@ static NV_STATUS nvsim_ctrl_work_submit_token(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/* ctrl2080perf.h (595.45.04); not in nvabi.h. */
+#define NVSIM_NV2080_CTRL_CMD_PERF_BOOST        0x2080200a
+#define NVSIM_PERF_BOOST_DURATION_MAX           3600
+#define NVSIM_PERF_BOOST_DURATION_INFINITE      0xffffffff
+typedef struct {
+	NvU32 flags;
+	NvU32 duration;
+} NVSIM_NV2080_CTRL_PERF_BOOST_PARAMS;
+
+/*
+ * NV2080_CTRL_CMD_PERF_BOOST: subdeviceCtrlCmdKPerfBoost_IMPL and
+ * kperfBoostSet_IMPL (src/kernel/gpu/perf/kern_perf_boost.c) hand flags
+ * and duration to the physical RM (GSP on GA102/GH100, whose code is not
+ * in the open tree) through NV2080_CTRL_CMD_INTERNAL_PERF_BOOST_SET_2X.
+ * nvsim has no P-states: it answers NV_OK after the one check the open
+ * source spells out (the GB10Y path and ctrl2080perf.h: a duration above
+ * NV2080_CTRL_PERF_BOOST_DURATION_MAX that is not _INFINITE
+ * NV_ERR_INVALID_ARGUMENT).
+ */
+static NV_STATUS nvsim_ctrl_perf_boost(struct nvsim_ctrl_ctx *ctx)
+{
+	NVSIM_NV2080_CTRL_PERF_BOOST_PARAMS *p = ctx->params;
+
+	if (p->duration != NVSIM_PERF_BOOST_DURATION_INFINITE &&
+	    p->duration > NVSIM_PERF_BOOST_DURATION_MAX)
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
 #define CLIENT      NVSIM_BIT(NVSIM_OBJ_CLIENT)
 #define DEVICE      NVSIM_BIT(NVSIM_OBJ_DEVICE)
 #define SUBDEVICE   NVSIM_BIT(NVSIM_OBJ_SUBDEVICE)
@@ -1149,6 +1178,9 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NVA06F_CTRL_CMD_GPFIFO_SCHEDULE,
 	  sizeof(NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS),
 	  CHANNEL, nvsim_ctrl_chan_schedule, NULL },
+	{ NVSIM_NV2080_CTRL_CMD_PERF_BOOST,
+	  sizeof(NVSIM_NV2080_CTRL_PERF_BOOST_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_perf_boost, NULL },
 	{ NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
 	  sizeof(NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS),
 	  CHANNEL, nvsim_ctrl_work_submit_token, NULL },

@@ -125,6 +125,7 @@ static int nvsim_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "last_control 0x%x\n", nvsim.last_control);
 	seq_printf(m, "last_class 0x%x\n", nvsim.last_class);
 	seq_printf(m, "memblock_size %llu\n", nvsim.memblock_size);
+	seq_printf(m, "store_bytes %llu\n", nvsim_store_bytes());
 	seq_printf(m, "callbacks %d\n", nvsim.callbacks ? 1 : 0);
 	for (i = 0; i < nvsim.num_gpus; i++)
 		seq_printf(m, "gpu %u gpu_id 0x%x open_count %u\n", i,

@@ -12,8 +12,10 @@
  *    decisions are taken at ticks only (block boundaries).
  *  - Each tick refreshes TIME_0/TIME_1 and polls the doorbell word of the
  *    usermode region, clearing it with xchg: plain RAM cannot raise an event
- *    on a write, so two rings within one tick collapse into one.  Channel IDs
- *    start at 1 so that a token is never 0, the "no ring" value.
+ *    on a write, so two rings within one tick collapse into one (the
+ *    client-memory channels of pbdma.c are all looked at on any valid
+ *    ring instead).  Channel IDs start at 1 so that a token is never 0,
+ *    the "no ring" value.
  *  - A channel is IDLE or AWAKE.  Only a doorbell with its token wakes an
  *    IDLE channel; an AWAKE one re-reads GP_PUT whenever it needs an entry
  *    and goes back to IDLE when it finds none.  GP_PUT is the user's: it is
@@ -24,6 +26,10 @@
  *    level) per pass; within a TSG the channels take turns item by item.
  *    Disabling a TSG takes it off the runlist but does not evict it; PREEMPT
  *    takes it off at the next tick.
+ *
+ * Channels whose ring and USERD are client memory are pbdma.c's: the
+ * timer only queues the GPU's pb_work for them (a valid doorbell, or about
+ * every ms while one waits on a semaphore).
  *
  * A GPFIFO entry is the work itself: bits 0..31 the duration in us (0 a
  * no-op), bits 32..63 must be 0 (else it completes at once as an error).
@@ -107,9 +113,11 @@ static bool nvsim_channel_pending(struct nvsim_channel *ch)
 	return true;
 }
 
+/* Channels with a ring in client memory are pbdma.c's, not the timer's. */
 static bool nvsim_channel_has_work(struct nvsim_channel *ch)
 {
-	return ch->enabled && (ch->running || nvsim_channel_pending(ch));
+	return !ch->pb && ch->enabled &&
+	       (ch->running || nvsim_channel_pending(ch));
 }
 
 /* Finish the entry at GP_GET: record, then publish the new GP_GET. */
@@ -226,10 +234,33 @@ static void nvsim_engine_poll(struct nvsim_gpu *gpu, u64 now)
 
 	token = xchg(&regs[NVC361_NOTIFY_CHANNEL_PENDING / 4], 0);
 	if (!token || token >> 16)      /* nothing, or not runlist 0 */
-		return;
+		goto waiting;
 	ch = nvsim_engine_find(&gpu->engine, token & 0xffff);
-	if (ch && !ch->stopped)
-		ch->awake = true;
+	if (!ch)
+		goto waiting;
+	if (!ch->pb) {
+		if (!ch->stopped)
+			ch->awake = true;
+		return;
+	}
+	/*
+	 * A doorbell is an event on the hardware; here it is one word read
+	 * once a tick, so the rings of other channels within the same tick
+	 * were overwritten by this one.  For the client-memory channels a
+	 * valid ring therefore queues the work, which runs every one of them
+	 * whose GP_PUT differs from its GP_GET (what the lost rings would
+	 * have woken).  nvsim's own channels keep the one-token model (their
+	 * clients re-ring; vgpu.ko's doorbell mediation is tested on it).
+	 */
+	queue_work(system_unbound_wq, &gpu->engine.pb_work);
+	return;
+waiting:
+	/* A channel waits on a semaphore: look again about every ms. */
+	if (READ_ONCE(gpu->engine.pb_waiting) &&
+	    now - gpu->engine.pb_kick_ns >= NSEC_PER_MSEC) {
+		gpu->engine.pb_kick_ns = now;
+		queue_work(system_unbound_wq, &gpu->engine.pb_work);
+	}
 }
 
 static void nvsim_engine_charge(struct nvsim_engine *eng, u64 ns)
@@ -363,12 +394,14 @@ void nvsim_engine_init(struct nvsim_gpu *gpu)
 	init_waitqueue_head(&eng->wq);
 	hrtimer_init(&eng->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	eng->timer.function = nvsim_engine_tick;
+	INIT_WORK(&eng->pb_work, nvsim_pb_work);
 }
 
 /* No channel is left (gpu.c checks); the timer must not outlive the GPU. */
 void nvsim_engine_fini(struct nvsim_gpu *gpu)
 {
 	hrtimer_cancel(&gpu->engine.timer);
+	cancel_work_sync(&gpu->engine.pb_work);
 }
 
 /* ------------------------------------------------ the RM side's entry points */

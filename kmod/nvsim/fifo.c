@@ -11,9 +11,11 @@
  * A new TSG is off the runlist (enabled 0) until GPFIFO_SCHEDULE enables it,
  * which is what CUDA does after allocating its channels.
  *
- * Each channel owns two zeroed pages, USERD and its GPFIFO ring (the ring
- * lives beside USERD because nvsim has no GPU VA space), which the engine
- * (engine.c) reads and writes.  Mappings take page references of their own,
+ * A channel made without hUserdMemory (nvsim's own kind, which the real
+ * driver refuses) owns two zeroed pages, USERD and its GPFIFO ring (beside
+ * USERD), which the timer engine (engine.c) reads and writes; one made
+ * with it has its USERD in that memory and its ring at a GPU VA, run by
+ * pbdma.c (nvsim_channel_pb_init).  Mappings take page references of their own,
  * so a channel can be freed while mapped.  Busy time is charged to the TSG
  * and to its client's process (struct nvsim_pid_busy), whose totals survive
  * the TSG until the process has no client left.
@@ -134,9 +136,15 @@ void nvsim_tsg_free(struct nvsim_tsg *tsg)
 
 NV_STATUS nvsim_tsg_object_init(struct nvsim_object *obj, const void *params)
 {
-	/* The parameters (error notifiers, VA space, engine) are not used. */
-	return nvsim_tsg_create(obj->gpu, obj->client, obj->handle,
-				&obj->tsg.tsg);
+	const NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS *p = params;
+	NV_STATUS status;
+
+	/* The engine is kept for its channels; error notifiers, VA space unused. */
+	status = nvsim_tsg_create(obj->gpu, obj->client, obj->handle,
+				  &obj->tsg.tsg);
+	if (status == NV_OK && p)
+		obj->tsg.tsg->engine_type = p->engineType;
+	return status;
 }
 
 /* ------------------------------------------------------------ channels */
@@ -156,8 +164,67 @@ static NV_STATUS nvsim_gpfifo_entries(const NV_CHANNEL_ALLOC_PARAMS *p,
 	return NV_OK;
 }
 
+/*
+ * USERD and the ring in client memory, as the real driver requires ("Client
+ * must allocate USERD", kernel_channel.c, kchannelConstruct_IMPL):
+ * hUserdMemory[0] names a memory object of the client (not found, or not
+ * memory: NV_ERR_OBJECT_NOT_FOUND) holding the 512-byte USERD at
+ * userdOffset[0] (beyond the object: NV_ERR_INVALID_ARGUMENT, the
+ * sub-memdesc failing), as kchannelCreateUserdMemDesc_GV100
+ * (arch/volta/kernel_channel_gv100.c) takes it; the ring is gpFifoEntries
+ * entries at the GPU VA gpFifoOffset of the channel's VA space (the
+ * context share's), read by the engine (pbdma.c).  gpFifoEntries: a power
+ * of two up to 64K (chosen bound; RM programs log2 of it into the PBDMA).
+ */
+#define NVSIM_USERD_SIZE                512     /* kfifoGetUserdSizeAlign */
+#define NVSIM_PB_GPFIFO_ENTRIES_MAX     0x10000
+#define NVSIM_CHANNEL_HUSERD_OFF        32      /* hUserdMemory[0] */
+#define NVSIM_CHANNEL_USERD_OFF_OFF     64      /* userdOffset[0] */
+
+static NvHandle nvsim_channel_huserd(const NV_CHANNEL_ALLOC_PARAMS *p)
+{
+	return p ? *(const NvHandle *)((const u8 *)p + NVSIM_CHANNEL_HUSERD_OFF) : 0;
+}
+
+static NV_STATUS nvsim_channel_pb_init(struct nvsim_object *obj,
+				       struct nvsim_channel *ch,
+				       const NV_CHANNEL_ALLOC_PARAMS *p)
+{
+	u64 uoff = *(const u64 *)((const u8 *)p + NVSIM_CHANNEL_USERD_OFF_OFF);
+	struct nvsim_object *umem, *cs;
+	u32 n = p->gpFifoEntries;
+	u64 end;
+
+	if (n < NVSIM_GPFIFO_ENTRIES_MIN || n > NVSIM_PB_GPFIFO_ENTRIES_MAX ||
+	    !is_power_of_2(n))
+		return NV_ERR_INVALID_ARGUMENT;
+	umem = nvsim_object_find(obj->client, nvsim_channel_huserd(p));
+	if (!umem || umem->type != NVSIM_OBJ_MEMORY || !umem->memory.mem ||
+	    umem->hclass == NV01_MEMORY_VIRTUAL ||
+	    umem->hclass == NV50_MEMORY_VIRTUAL)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (check_add_overflow(uoff, (u64)NVSIM_USERD_SIZE, &end) ||
+	    end > umem->memory.mem->size)
+		return NV_ERR_INVALID_ARGUMENT;
+	ch->pb = true;
+	ch->entries = n;
+	ch->gpfifo_va = p->gpFifoOffset;
+	ch->userd_mem = umem->memory.mem;
+	nvsim_mem_get(ch->userd_mem);
+	ch->userd_off = uoff;
+	/* The VA space it runs in: its context share's (0: none known). */
+	cs = p->hContextShare ? nvsim_object_find(obj->client, p->hContextShare) : NULL;
+	if (cs && cs->type == NVSIM_OBJ_CTXSHARE) {
+		ch->vas_client = obj->client->handle;
+		ch->vas_handle = cs->ctxshare.hvaspace;
+	}
+	return NV_OK;
+}
+
 static void nvsim_channel_free(struct nvsim_channel *ch)
 {
+	if (ch->userd_mem)
+		nvsim_mem_put(ch->userd_mem);
 	if (ch->ring)
 		put_page(ch->ring);
 	if (ch->userd)
@@ -198,13 +265,21 @@ NV_STATUS nvsim_channel_object_init(struct nvsim_object *obj,
 	u32 entries;
 	int chid;
 
-	status = nvsim_gpfifo_entries(params, &entries);
+	/* A client-memory ring may be larger than the page of the old kind. */
+	status = nvsim_channel_huserd(params) ? NV_OK :
+		 nvsim_gpfifo_entries(params, &entries);
 	if (status != NV_OK)
 		return status;
-	status = nvsim_channel_alloc(entries, &ch);
+	status = nvsim_channel_alloc(NVSIM_GPFIFO_ENTRIES_DEFAULT, &ch);
 	if (status != NV_OK)
 		return status;
 	obj->channel.ch = ch;
+	if (nvsim_channel_huserd(params))
+		status = nvsim_channel_pb_init(obj, ch, params);
+	else
+		ch->entries = entries;
+	if (status != NV_OK)
+		return status;
 
 	if (parent->type == NVSIM_OBJ_TSG) {
 		obj->channel.tsg = parent->tsg.tsg;

@@ -148,6 +148,7 @@ int nvsim_gpus_init(void)
 		ida_init(&gpu->tsg_ida);
 		ida_init(&gpu->chid_ida);
 		INIT_LIST_HEAD(&gpu->tsgs);
+		INIT_LIST_HEAD(&gpu->va_maps);
 		nvsim_engine_init(gpu);
 		nvsim_gpu_update_timer(gpu);
 		nvsim.num_gpus = i + 1;

@@ -37,6 +37,10 @@ unsigned int nvsim_block_us = 100;
 module_param_named(block_us, nvsim_block_us, uint, 0444);
 MODULE_PARM_DESC(block_us, "engine block (tick) in microseconds (10..100000, default 100)");
 
+bool nvsim_fb_backing;
+module_param_named(fb_backing, nvsim_fb_backing, bool, 0444);
+MODULE_PARM_DESC(fb_backing, "CPU mappings of device and system memory show the object's pages, shared by every mapping and the engine (1), or private zeroed pages per mmap (0, default)");
+
 struct nvsim_state nvsim = {
 	.lock = __MUTEX_INITIALIZER(nvsim.lock),
 	.clients = XARRAY_INIT(nvsim.clients, 0),

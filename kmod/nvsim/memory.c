@@ -123,6 +123,7 @@ void nvsim_mem_put(struct nvsim_mem *mem)
 					    mem->pinned_writable);
 		kvfree(mem->pinned);
 	}
+	nvsim_store_put(mem->store);
 	if (mem->fb && mem->size) {
 		mem->gpu->fb_used -= mem->size;
 		pe = nvsim_pid_fb_find(mem->tgid, mem->gpu->index);

@@ -7,9 +7,13 @@
  * attaches one mapping context to that file, then mmap() the file at offset 0.
  * pLinearAddress is an opaque cookie, not the user address.
  *
- * Backing: device and system memory get zeroed pages allocated at mmap() time
- * for the mapped length only (FB itself is never backed), private to that
- * mapping and freed when its last VMA goes.  The usermode region is one fixed
+ * Backing: with fb_backing=1, device and system memory map the object's
+ * store (store.c): pages made on first touch, shared by every mapping of the
+ * object and by the engine (which reaches them at GPU VAs), as FB is, and
+ * freed with the store.  Without it (the default, the older model some
+ * tests still assert), each mmap gets zeroed pages of its own, allocated at
+ * mmap() time for the mapped length and freed when its last VMA goes; the
+ * engine then sees none of what the CPU wrote.  The usermode region is one fixed
  * set of pages per GPU (gpu.c), mapped as a PFN map the way the real driver
  * maps registers, with a fault handler that reinserts pages so that a layer
  * which zaps the mapping, or wraps vm_ops, sees the real driver's shape.
@@ -35,8 +39,9 @@ struct nvsim_vmap {
 	refcount_t refs;
 	enum nvsim_map_kind kind;
 	struct nvsim_gpu *gpu;
-	unsigned long first_page;       /* usermode, channel: first page index */
-	void *vbuf;                     /* memory: vmalloc_user() pages */
+	unsigned long first_page;       /* first page index into the object */
+	struct nvsim_store *store;      /* memory: the object's, a reference */
+	void *vbuf;                     /* memory without fb_backing: vmalloc_user() */
 	struct page *pages[NVSIM_CHANNEL_MAP_PAGES]; /* channel: references */
 };
 
@@ -63,6 +68,7 @@ static void nvsim_vmap_put(struct nvsim_vmap *vm)
 	if (!refcount_dec_and_test(&vm->refs))
 		return;
 	nvsim_pages_put(vm->pages);
+	nvsim_store_put(vm->store);
 	vfree(vm->vbuf);
 	kfree(vm);
 	atomic_dec(&nvsim.nr_mappings);
@@ -115,7 +121,11 @@ static vm_fault_t nvsim_vm_fault(struct vm_fault *vmf)
 		return 0;
 	}
 
-	page = vmalloc_to_page(vm->vbuf + (pgoff << PAGE_SHIFT));
+	/* Memory: the store's page, made on first touch (may sleep). */
+	if (vm->store)
+		page = nvsim_store_page(vm->store, vm->first_page + pgoff);
+	else
+		page = vmalloc_to_page(vm->vbuf + (pgoff << PAGE_SHIFT));
 	if (!page)
 		return VM_FAULT_SIGBUS;
 	get_page(page);
@@ -157,6 +167,10 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 	if (ctx.valid && ctx.kind == NVSIM_MAP_CHANNEL) {
 		memcpy(vm->pages, ctx.pages, sizeof(vm->pages));
 		nvsim_pages_get(vm->pages);
+	}
+	if (ctx.valid && ctx.store) {
+		vm->store = ctx.store;
+		nvsim_store_get(vm->store);
 	}
 	spin_unlock(&nvfp->ctx_lock);
 
@@ -210,14 +224,20 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 			ret = -ENOMEM;
 			goto err_free;
 		}
-		vm->vbuf = vmalloc_user(len);
-		if (!vm->vbuf) {
-			ret = -ENOMEM;
-			goto err_free;
+		if (vm->store) {
+			/* Faulted in page by page (nvsim_vm_fault). */
+			vm->first_page = ctx.offset >> PAGE_SHIFT;
+			vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+		} else {
+			vm->vbuf = vmalloc_user(len);
+			if (!vm->vbuf) {
+				ret = -ENOMEM;
+				goto err_free;
+			}
+			ret = remap_vmalloc_range(vma, vm->vbuf, 0);
+			if (ret)
+				goto err_free;
 		}
-		ret = remap_vmalloc_range(vma, vm->vbuf, 0);
-		if (ret)
-			goto err_free;
 	}
 
 	vma->vm_private_data = vm;
@@ -227,6 +247,7 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 
 err_free:
 	nvsim_pages_put(vm->pages);
+	nvsim_store_put(vm->store);
 	vfree(vm->vbuf);
 	kfree(vm);
 	return ret;
@@ -263,6 +284,8 @@ void nvsim_mapctx_clear(struct nvsim_file *nvfp)
 	spin_unlock(&nvfp->ctx_lock);
 	nvsim_pages_put(nvfp->ctx.pages);
 	memset(nvfp->ctx.pages, 0, sizeof(nvfp->ctx.pages));
+	nvsim_store_put(nvfp->ctx.store);
+	nvfp->ctx.store = NULL;
 	list_del_init(&nvfp->ctx_node);
 	atomic_dec(&nvsim.nr_mappings);
 }
@@ -305,6 +328,11 @@ static NV_STATUS nvsim_map_validate(const struct nvsim_call *call,
 		size = mem->memory.mem->size;
 		ctx->kind = mem->hclass == NV01_MEMORY_SYSTEM ?
 			    NVSIM_MAP_SYSMEM : NVSIM_MAP_VIDMEM;
+		if (nvsim_fb_backing) {
+			ctx->store = nvsim_mem_store(mem->memory.mem);
+			if (!ctx->store)
+				return NV_ERR_NO_MEMORY;
+		}
 		break;
 	case NVSIM_OBJ_USERMODE:
 		size = NVC361_USERMODE_REGION_SIZE;
@@ -315,6 +343,15 @@ static NV_STATUS nvsim_map_validate(const struct nvsim_call *call,
 		ctx->kind = NVSIM_MAP_CHANNEL;
 		ctx->pages[0] = mem->channel.ch->userd;
 		ctx->pages[1] = mem->channel.ch->ring;
+		/*
+		 * kchannelMap_TU102 (arch/turing/kernel_channel_tu102.c): a
+		 * channel whose USERD the client allocated cannot be mapped
+		 * ("NV_ASSERT_OR_RETURN(!bClientAllocatedUserD,
+		 * NV_ERR_INVALID_REQUEST)"): its USERD is the client's memory,
+		 * mapped as memory.
+		 */
+		if (mem->channel.ch->pb)
+			return NVSIM_NV_ERR_INVALID_REQUEST;
 		break;
 	default:
 		return NV_ERR_INVALID_OBJECT_HANDLE;
@@ -356,6 +393,7 @@ static NV_STATUS nvsim_ctx_attach(struct nvsim_mapctx *ctx, int fd,
 	ctx->valid = true;
 	if (ctx->kind == NVSIM_MAP_CHANNEL)
 		nvsim_pages_get(ctx->pages);
+	nvsim_store_get(ctx->store);
 	nvsim_ctx_set(target, ctx);
 	return NV_OK;
 }

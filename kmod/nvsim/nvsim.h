@@ -45,6 +45,7 @@
 #include <linux/hrtimer.h>
 #include <linux/wait.h>
 #include <linux/refcount.h>
+#include <linux/workqueue.h>
 
 #include "nvabi.h"
 #include "nvrel.h"
@@ -58,6 +59,10 @@
 #define NVSIM_OBJECT_HANDLE_RANGE 0x00080000u
 #define NVSIM_TIMESLICE_DEFAULT_US 1024
 #define NVSIM_MAX_MMAP_BYTES    (64ULL << 20)
+/* nvstatuscodes.h: not in nvabi.h. */
+#define NVSIM_NV_ERR_INVALID_REQUEST    0x0000003f
+/* cl83de.h: GT200_DEBUGGER (not in nvabi.h). */
+#define NVSIM_GT200_DEBUGGER    0x83de
 /* RMAPI_PARAM_COPY_MAX_PARAMS_SIZE in the real driver. */
 #define NVSIM_MAX_CTRL_PARAMS   (1U << 20)
 
@@ -68,9 +73,11 @@ extern int nvsim_numa_node;
 extern char *nvsim_gpu_name;
 extern char *nvsim_driver_version;
 extern unsigned int nvsim_block_us;
+extern bool nvsim_fb_backing;
 
 struct nvsim_tsg;
 struct nvsim_channel;
+struct nvsim_store;
 
 /*
  * The engine of one GPU (engine.c): an hrtimer ticking every block_us while
@@ -88,6 +95,15 @@ struct nvsim_engine {
 	u64 last_ns;                    /* ktime of the last tick */
 	u64 busy_ns;
 	wait_queue_head_t wq;           /* PREEMPT bWait waiters */
+	/*
+	 * Channels whose GPFIFO and USERD live in client memory (pbdma.c)
+	 * run in process context, in this work (under nvsim.lock): the
+	 * timer only queues it, on a doorbell or while a channel waits on
+	 * a semaphore.
+	 */
+	struct work_struct pb_work;
+	bool pb_waiting;                /* a channel waits (semaphore acquire) */
+	u64 pb_kick_ns;                 /* last queueing for a waiting channel */
 };
 
 struct nvsim_gpu {
@@ -103,6 +119,8 @@ struct nvsim_gpu {
 	struct ida tsg_ida;
 	struct ida chid_ida;
 	struct list_head tsgs;  /* nvsim_tsg.gpu_node, nvsim.lock */
+	/* nvsim_uvm_ext.gpu_node: the GPU VAs UVM mapped (nvsim.lock) */
+	struct list_head va_maps;
 	struct page *usermode;  /* the 64 KiB usermode (doorbell) region */
 	struct device *dev;
 	struct nvsim_engine engine;
@@ -232,6 +250,8 @@ struct nvsim_mapctx {
 	NvHandle hMemory;
 	/* NVSIM_MAP_CHANNEL: the pages, a reference held while valid. */
 	struct page *pages[NVSIM_CHANNEL_MAP_PAGES];
+	/* NVSIM_MAP_VIDMEM/SYSMEM: the object's store, a reference held */
+	struct nvsim_store *store;
 };
 
 struct nvsim_os_event {
@@ -264,6 +284,10 @@ struct nvsim_file {
 	bool uvm_initialized;
 	u64 uvm_flags;
 	struct list_head uvm_ext;       /* nvsim_uvm_ext */
+	/* UVM_REGISTER_GPU_VASPACE: the VA space registered per GPU */
+	struct {
+		NvHandle hClient, hVaSpace;
+	} uvm_vas[NVSIM_MAX_GPUS];
 };
 
 /* A reference-counted FB (or sysmem) allocation, shared by dups. */
@@ -278,6 +302,8 @@ struct nvsim_mem {
 	struct page **pinned;
 	unsigned long nr_pinned;
 	bool pinned_writable;
+	/* device/system memory: pages made where touched (store.c) */
+	struct nvsim_store *store;
 };
 
 /* Busy time of one process on one GPU; kept while the process has a client. */
@@ -308,6 +334,7 @@ struct nvsim_tsg {
 	unsigned int nr_channels;
 	u64 nr_preempts;
 	u64 subctx_used;                /* nvsim.lock: FERMI_CONTEXT_SHARE_A ids */
+	u32 engine_type;                /* NV2080_ENGINE_TYPE_* it was made for */
 
 	/* engine.lock (written also under nvsim.lock) */
 	struct list_head eng_node;
@@ -344,6 +371,26 @@ struct nvsim_channel {
 	u64 dur_ns;
 	u64 run_ns;                     /* how long it has run */
 	u64 errors;
+
+	/*
+	 * A channel whose GPFIFO ring and USERD are client memory (the real
+	 * driver's only kind, pbdma.c): the ring at a GPU VA of the
+	 * channel's VA space, USERD in a memory object.  Run by the GPU's
+	 * pb_work under nvsim.lock; the timer engine leaves it alone.
+	 */
+	bool pb;
+	u64 gpfifo_va;
+	struct nvsim_mem *userd_mem;    /* a reference */
+	u64 userd_off;
+	NvHandle vas_client, vas_handle; /* the VA space it runs in */
+	/* nvsim.lock: the pushbuffer segment being run */
+	bool pb_active;
+	u64 pb_va;
+	u32 pb_len, pb_pos, pb_done;    /* dwords; methods done in the header */
+	u32 subch_class[8];
+	u64 sem_addr, sem_payload;      /* host SEM_* */
+	u64 ce_in, ce_out, ce_sem_addr; /* copy engine state */
+	u32 ce_len, ce_sem_payload, ce_sem_upper;
 };
 
 enum nvsim_obj_type {
@@ -358,6 +405,7 @@ enum nvsim_obj_type {
 	NVSIM_OBJ_CTXSHARE,             /* FERMI_CONTEXT_SHARE_A */
 	NVSIM_OBJ_ENGINE,               /* compute/3D/2D/I2M/copy on a channel */
 	NVSIM_OBJ_EVENT,                /* NV01_EVENT_OS_EVENT */
+	NVSIM_OBJ_DEBUGGER,             /* GT200_DEBUGGER */
 };
 
 #define NVSIM_BIT(t)    (1u << (t))
@@ -392,7 +440,7 @@ struct nvsim_object {
 			NvHandle hvaspace;
 		} memory;
 		struct { u64 va_base, va_size; } vaspace;
-		struct { u32 subctx; } ctxshare;
+		struct { u32 subctx; NvHandle hvaspace; } ctxshare;
 		struct { struct nvsim_tsg *tsg; } tsg;
 		struct {
 			struct nvsim_tsg *tsg;
@@ -435,11 +483,19 @@ struct nvsim_pid_fb {
 	u64 bytes;
 };
 
-/* UVM_MAP_EXTERNAL_ALLOCATION keeps the memory alive until UVM_FREE. */
+/*
+ * UVM_MAP_EXTERNAL_ALLOCATION keeps the memory alive until UVM_FREE; one
+ * per GPU it was mapped on (gpu NULL: none), which the engine reads as
+ * that GPU's mapping of [base, base + length) in the VA space the file
+ * registered for it.
+ */
 struct nvsim_uvm_ext {
-	struct list_head node;
-	u64 base;
+	struct list_head node;          /* nvsim_file.uvm_ext */
+	struct list_head gpu_node;      /* gpu->va_maps, when gpu is set */
+	u64 base, length, offset;
 	struct nvsim_mem *mem;
+	struct nvsim_gpu *gpu;
+	NvHandle vas_client, vas_handle;
 };
 
 /**
@@ -556,6 +612,18 @@ int nvsim_esc_map_memory_dma(const struct nvsim_call *call, u32 nr, void *buf,
 /* uvm.c */
 int nvsim_uvm_init(void);
 void nvsim_uvm_exit(void);
+void nvsim_uvm_ext_free(struct nvsim_uvm_ext *ext);
+
+/* store.c */
+struct nvsim_store *nvsim_mem_store(struct nvsim_mem *mem);
+void nvsim_store_get(struct nvsim_store *st);
+void nvsim_store_put(struct nvsim_store *st);
+struct page *nvsim_store_page(struct nvsim_store *st, unsigned long idx);
+struct page *nvsim_mem_page(struct nvsim_mem *mem, unsigned long idx);
+u64 nvsim_store_bytes(void);
+
+/* pbdma.c */
+void nvsim_pb_work(struct work_struct *work);
 
 /* fifo.c */
 NV_STATUS nvsim_tsg_create(struct nvsim_gpu *gpu, struct nvsim_client *client,

@@ -577,6 +577,23 @@ static NV_STATUS nvsim_channel_ctor(const struct nvsim_call *call,
 	struct nvsim_object *obj;
 	NV_STATUS status;
 
+	u32 engine = ((NV_CHANNEL_ALLOC_PARAMS *)params)->engineType;
+	u32 tsg_engine = parent->type == NVSIM_OBJ_TSG ?
+			 parent->tsg.tsg->engine_type : NV2080_ENGINE_TYPE_NULL;
+
+	/*
+	 * kchannelConstruct_IMPL (kernel_channel.c), per-runlist channel RAM
+	 * (Ampere and later): a channel in a TSG runs on the TSG's engine; an
+	 * engine type of its own that differs is NV_ERR_INVALID_ARGUMENT.
+	 * (A TSG made without a valid engine, which RM refuses on these GPUs,
+	 * kchannelgrpapiConstruct_IMPL, is still accepted by nvsim, and then
+	 * the channel's own engine type is kept.)
+	 */
+	if (tsg_engine != NV2080_ENGINE_TYPE_NULL) {
+		if (engine != NV2080_ENGINE_TYPE_NULL && engine != tsg_engine)
+			return NV_ERR_INVALID_ARGUMENT;
+		engine = tsg_engine;
+	}
 	status = nvsim_object_new(call, client, parent, handle, hclass,
 				  NVSIM_OBJ_CHANNEL, &obj);
 	if (status != NV_OK)
@@ -586,7 +603,7 @@ static NV_STATUS nvsim_channel_ctor(const struct nvsim_call *call,
 		nvsim_object_destroy(obj);
 		return status;
 	}
-	obj->channel.engine_type = ((NV_CHANNEL_ALLOC_PARAMS *)params)->engineType;
+	obj->channel.engine_type = engine;
 	/*
 	 * kchannelConstruct (kernel_channel.c): a channel made at kernel
 	 * privilege, or by an administrator, is a privileged channel (the
@@ -688,6 +705,7 @@ static NV_STATUS nvsim_ctxshare_ctor(const struct nvsim_call *call,
 		return status;
 	tsg->subctx_used |= BIT_ULL(id);
 	obj->ctxshare.subctx = id;
+	obj->ctxshare.hvaspace = p->hVASpace;
 	p->subctxId = id;
 	if (p->flags == NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC_PREFER_LOWER)
 		p->subctxId |= 1U << 31;        /* _ALLOCATION_SUCCESS */
@@ -790,6 +808,52 @@ static NV_STATUS nvsim_vaspace_class_ctor(const struct nvsim_call *call,
 	return nvsim_vaspace_ctor(call, client, parent, handle, hclass, params);
 }
 
+/* cl83de.h (595.45.04); not in nvabi.h. */
+typedef struct {
+	NvHandle hDebuggerClient_Obsolete;
+	NvHandle hAppClient;
+	NvHandle hClass3dObject;
+} NVSIM_NV83DE_ALLOC_PARAMETERS;
+
+/*
+ * GT200_DEBUGGER under a device (resource_list.h: RS_REQUIRED params),
+ * bookkeeping only, as ksmdbgssnConstruct_IMPL
+ * (src/kernel/gpu/gr/kernel_sm_debugger_session.c) checks it: the obsolete
+ * debugger client set NV_ERR_INVALID_ARGUMENT; hAppClient 0 is the caller's
+ * client, another is found among every client (NV_ERR_INVALID_CLIENT);
+ * hClass3dObject not found in it NV_ERR_INVALID_OBJECT_PARENT, found but
+ * not a GR object (KernelGraphicsObject) NV_ERR_INVALID_OBJECT.  The
+ * security-token / debug-rights check that follows (a GSP client's tokens
+ * match within one machine) is not modelled; nor is anything a debugger
+ * does.
+ */
+static NV_STATUS nvsim_debugger_ctor(const struct nvsim_call *call,
+				     const struct nvsim_class_desc *cls,
+				     struct nvsim_client *client,
+				     struct nvsim_object *parent,
+				     NvHandle *handle, u32 hclass, void *params)
+{
+	NVSIM_NV83DE_ALLOC_PARAMETERS *p = params;
+	struct nvsim_client *app = client;
+	struct nvsim_object *gr, *obj;
+
+	if (p->hDebuggerClient_Obsolete)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (p->hAppClient && p->hAppClient != client->handle) {
+		app = xa_load(&nvsim.clients, p->hAppClient);
+		if (!app)
+			return NV_ERR_INVALID_CLIENT;
+	}
+	gr = nvsim_object_find(app, p->hClass3dObject);
+	if (!gr)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	if (gr->type != NVSIM_OBJ_ENGINE ||
+	    nvsim_arch_class_engine(gr->hclass) != NVSIM_ENG_GR)
+		return NV_ERR_INVALID_OBJECT;
+	return nvsim_object_new(call, client, parent, handle, hclass,
+				NVSIM_OBJ_DEBUGGER, &obj);
+}
+
 #define GPU_PARENTS (NVSIM_BIT(NVSIM_OBJ_DEVICE) | NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))
 #define CHANNEL_CLASS(c) \
 	{ c, sizeof(NV_CHANNEL_ALLOC_PARAMS), false, \
@@ -861,6 +925,8 @@ static const struct nvsim_class_desc nvsim_classes[] = {
 	GR_CLASS(HOPPER_COMPUTE_A),
 	CE_CLASS(AMPERE_DMA_COPY_B),
 	CE_CLASS(HOPPER_DMA_COPY_A),
+	{ NVSIM_GT200_DEBUGGER, sizeof(NVSIM_NV83DE_ALLOC_PARAMETERS), false,
+	  NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_debugger_ctor },
 };
 
 /*
@@ -910,7 +976,8 @@ static NV_STATUS nvsim_event_ctor(const struct nvsim_call *call,
 		       NVSIM_BIT(NVSIM_OBJ_SUBDEVICE) | NVSIM_BIT(NVSIM_OBJ_MEMORY) |    \
 		       NVSIM_BIT(NVSIM_OBJ_TSG) | NVSIM_BIT(NVSIM_OBJ_CHANNEL) |         \
 		       NVSIM_BIT(NVSIM_OBJ_USERMODE) | NVSIM_BIT(NVSIM_OBJ_VASPACE) |    \
-		       NVSIM_BIT(NVSIM_OBJ_CTXSHARE) | NVSIM_BIT(NVSIM_OBJ_ENGINE))
+		       NVSIM_BIT(NVSIM_OBJ_CTXSHARE) | NVSIM_BIT(NVSIM_OBJ_ENGINE) |     \
+		       NVSIM_BIT(NVSIM_OBJ_DEBUGGER))
 
 static const struct nvsim_class_desc nvsim_event_classes[] = {
 	{ NV01_EVENT, sizeof(NV0005_ALLOC_PARAMETERS), false, EVENT_PARENTS,

@@ -582,10 +582,7 @@ void nvsim_file_release_rm(struct nvsim_file *nvfp)
 	}
 	nvsim_detach_gpus(nvfp);
 	nvsim_mapctx_clear(nvfp);
-	list_for_each_entry_safe(ext, etmp, &nvfp->uvm_ext, node) {
-		list_del(&ext->node);
-		nvsim_mem_put(ext->mem);
-		kfree(ext);
-	}
+	list_for_each_entry_safe(ext, etmp, &nvfp->uvm_ext, node)
+		nvsim_uvm_ext_free(ext);
 	mutex_unlock(&nvsim.lock);
 }

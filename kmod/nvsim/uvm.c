@@ -25,6 +25,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/refcount.h>
+#include <linux/sizes.h>
 
 #include "nvsim.h"
 
@@ -269,6 +270,17 @@ static NV_STATUS nvsim_uvm_register_gpu(struct nvsim_file *nvfp, void *buf)
 	return NV_OK;
 }
 
+/* The simulated GPU with that UUID (nvsim_gpu_uuid_init), or NULL. */
+static struct nvsim_gpu *nvsim_uvm_gpu_by_uuid(const u8 *uuid)
+{
+	unsigned int i;
+
+	for (i = 0; i < nvsim.num_gpus; i++)
+		if (!memcmp(nvsim.gpus[i].uuid, uuid, NV_UUID_LEN))
+			return &nvsim.gpus[i];
+	return NULL;
+}
+
 /*
  * The real UVM driver ignores rmCtrlFd here (uvm_va_space.c,
  * uvm_api_register_gpu_va_space: "(void)user_rm_va_space->rm_control_fd",
@@ -281,6 +293,7 @@ static NV_STATUS nvsim_uvm_register_vaspace(struct nvsim_file *nvfp, void *buf)
 {
 	UVM_REGISTER_GPU_VASPACE_PARAMS *p = buf;
 	struct nvsim_client *client;
+	struct nvsim_gpu *gpu;
 	NV_STATUS status = NV_OK;
 
 	mutex_lock(&nvsim.lock);
@@ -289,8 +302,56 @@ static NV_STATUS nvsim_uvm_register_vaspace(struct nvsim_file *nvfp, void *buf)
 		status = NV_ERR_INVALID_CLIENT;
 	else if (!xa_load(&client->objects, p->hVaSpace))
 		status = NV_ERR_OBJECT_NOT_FOUND;
+	/*
+	 * The VA space the GPU's channels of that client run in when they
+	 * name it (pbdma.c).  A UUID nvsim has no GPU for is still accepted,
+	 * as before (simplified), and records nothing.
+	 */
+	gpu = nvsim_uvm_gpu_by_uuid(p->gpuUuid);
+	if (status == NV_OK && gpu) {
+		nvfp->uvm_vas[gpu->index].hClient = p->hClient;
+		nvfp->uvm_vas[gpu->index].hVaSpace = p->hVaSpace;
+	}
 	mutex_unlock(&nvsim.lock);
 	return status;
+}
+
+void nvsim_uvm_ext_free(struct nvsim_uvm_ext *ext)
+{
+	lockdep_assert_held(&nvsim.lock);
+	list_del(&ext->node);
+	if (ext->gpu)
+		list_del(&ext->gpu_node);
+	nvsim_mem_put(ext->mem);
+	kfree(ext);
+}
+
+/* UvmGpuMappingAttributes: the GPU's UUID first, 36 bytes each. */
+#define NVSIM_UVM_MAP_ATTR_SIZE 36
+#define NVSIM_UVM_MAX_GPUS      256
+
+static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
+				   const UVM_MAP_EXTERNAL_ALLOCATION_PARAMS *p,
+				   struct nvsim_mem *mem, struct nvsim_gpu *gpu)
+{
+	struct nvsim_uvm_ext *ext;
+
+	ext = kzalloc(sizeof(*ext), GFP_KERNEL_ACCOUNT);
+	if (!ext)
+		return NV_ERR_NO_MEMORY;
+	ext->base = p->base;
+	ext->length = p->length;
+	ext->offset = p->offset;
+	ext->mem = mem;
+	nvsim_mem_get(mem);
+	list_add_tail(&ext->node, &nvfp->uvm_ext);
+	if (gpu) {
+		ext->gpu = gpu;
+		ext->vas_client = nvfp->uvm_vas[gpu->index].hClient;
+		ext->vas_handle = nvfp->uvm_vas[gpu->index].hVaSpace;
+		list_add_tail(&ext->gpu_node, &gpu->va_maps);
+	}
+	return NV_OK;
 }
 
 /*
@@ -300,8 +361,10 @@ static NV_STATUS nvsim_uvm_register_vaspace(struct nvsim_file *nvfp, void *buf)
 static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
 {
 	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS *p = buf;
-	struct nvsim_uvm_ext *ext = NULL;
 	struct nvsim_client *client;
+	struct nvsim_gpu *gpu;
+	bool mapped = false;
+	unsigned int i;
 	struct nvsim_object *obj;
 	struct file *filp;
 	NV_STATUS status;
@@ -322,15 +385,22 @@ static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
 		status = NV_ERR_INVALID_ARGUMENT;
 		goto out;
 	}
-	ext = kzalloc(sizeof(*ext), GFP_KERNEL_ACCOUNT);
-	if (!ext) {
-		status = NV_ERR_NO_MEMORY;
-		goto out;
+	/*
+	 * One record per GPU of perGpuAttributes that nvsim simulates: the
+	 * engine reads it as that GPU's mapping (pbdma.c); none: one record
+	 * that only holds the memory, as before.
+	 */
+	for (i = 0; i < min_t(u64, p->gpuAttributesCount, NVSIM_UVM_MAX_GPUS) &&
+		    status == NV_OK; i++) {
+		gpu = nvsim_uvm_gpu_by_uuid(p->perGpuAttributes +
+					    i * NVSIM_UVM_MAP_ATTR_SIZE);
+		if (gpu) {
+			status = nvsim_uvm_ext_add(nvfp, p, obj->memory.mem, gpu);
+			mapped = true;
+		}
 	}
-	ext->base = p->base;
-	ext->mem = obj->memory.mem;
-	nvsim_mem_get(ext->mem);
-	list_add_tail(&ext->node, &nvfp->uvm_ext);
+	if (status == NV_OK && !mapped)
+		status = nvsim_uvm_ext_add(nvfp, p, obj->memory.mem, NULL);
 out:
 	mutex_unlock(&nvsim.lock);
 	fput(filp);
@@ -343,19 +413,87 @@ static NV_STATUS nvsim_uvm_free(struct nvsim_file *nvfp, void *buf)
 	struct nvsim_uvm_ext *ext, *tmp;
 
 	mutex_lock(&nvsim.lock);
-	list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node) {
-		if (ext->base != p->base)
-			continue;
-		list_del(&ext->node);
-		nvsim_mem_put(ext->mem);
-		kfree(ext);
-	}
+	list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node)
+		if (ext->base == p->base)
+			nvsim_uvm_ext_free(ext);
 	mutex_unlock(&nvsim.lock);
 	return NV_OK;
 }
 
 static NV_STATUS nvsim_uvm_ok(struct nvsim_file *nvfp, void *buf)
 {
+	return NV_OK;
+}
+
+/* nvstatuscodes.h; not in nvabi.h. */
+#define NVSIM_NV_ERR_INVALID_DEVICE     0x00000026
+
+/* uvm_ioctl.h (595.45.04); nvabi.h has the command numbers only. */
+#define NVSIM_UVM_CREATE_EXTERNAL_RANGE 73
+typedef struct {
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
+	NV_STATUS rmStatus;
+	NvU32 _pad0;
+} NVSIM_UVM_CREATE_EXTERNAL_RANGE_PARAMS;
+
+typedef struct {
+	NvU8 gpuUuid[16];
+	int rmCtrlFd;
+	NvHandle hClient;
+	NvHandle hChannel;
+	NvU32 _pad0;
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
+	NV_STATUS rmStatus;
+	NvU32 _pad1;
+} NVSIM_UVM_REGISTER_CHANNEL_PARAMS;
+
+/*
+ * UVM_CREATE_EXTERNAL_RANGE: uvm_api_create_external_range,
+ * uvm_create_external_range (kernel-open/nvidia-uvm/uvm_map_external.c): a range
+ * not 4K-aligned, empty or wrapping is NV_ERR_INVALID_ADDRESS
+ * (uvm_api_range_invalid_4k).  The range is not recorded: an overlap with
+ * another range (NV_ERR_UVM_ADDRESS_IN_USE on the real driver) is not
+ * found (simplified).
+ */
+static NV_STATUS nvsim_uvm_create_external_range(struct nvsim_file *nvfp,
+						 void *buf)
+{
+	NVSIM_UVM_CREATE_EXTERNAL_RANGE_PARAMS *p = buf;
+	u64 end;
+
+	if (!p->length || !IS_ALIGNED(p->base | p->length, SZ_4K) ||
+	    check_add_overflow(p->base, p->length - 1, &end))
+		return NV_ERR_INVALID_ADDRESS;
+	return NV_OK;
+}
+
+/*
+ * UVM_REGISTER_CHANNEL: uvm_api_register_channel, uvm_user_channel_create
+ * (kernel-open/nvidia-uvm/uvm_user_channel.c): the GPU must have a VA space
+ * registered in this file (NV_ERR_INVALID_DEVICE); rmCtrlFd is ignored
+ * there too ("(void)user_channel->user_rm_channel.rm_control_fd", bug
+ * 1624521) and RM retains the channel by client and handle
+ * (nvUvmInterfaceRetainChannel): a client or channel nvsim does not find
+ * is NV_ERR_INVALID_OBJECT_HANDLE (chosen: RM's exact code not read).
+ * Nothing is recorded: the channel's own VA ranges are not modelled.
+ */
+static NV_STATUS nvsim_uvm_register_channel(struct nvsim_file *nvfp, void *buf)
+{
+	NVSIM_UVM_REGISTER_CHANNEL_PARAMS *p = buf;
+	struct nvsim_client *client;
+	struct nvsim_object *obj;
+	struct nvsim_gpu *gpu;
+
+	lockdep_assert_held(&nvsim.lock);
+	gpu = nvsim_uvm_gpu_by_uuid(p->gpuUuid);
+	if (!gpu || !nvfp->uvm_vas[gpu->index].hClient)
+		return NVSIM_NV_ERR_INVALID_DEVICE;
+	client = xa_load(&nvsim.clients, p->hClient);
+	obj = client ? nvsim_object_find(client, p->hChannel) : NULL;
+	if (!obj || obj->type != NVSIM_OBJ_CHANNEL || obj->gpu != gpu)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
 	return NV_OK;
 }
 
@@ -403,6 +541,11 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 	/* base | rmStatus and padding (a length between them up to 580) */
 	UVM_CMD_ENDS(UVM_FREE, UVM_FREE_PARAMS, true, false, nvsim_uvm_free, 8, 8),
 	UVM_CMD(UVM_MIGRATE, UVM_MIGRATE_PARAMS, true, false, nvsim_uvm_ok),
+	UVM_CMD(NVSIM_UVM_CREATE_EXTERNAL_RANGE,
+		NVSIM_UVM_CREATE_EXTERNAL_RANGE_PARAMS, true, true,
+		nvsim_uvm_create_external_range),
+	UVM_CMD(UVM_REGISTER_CHANNEL, NVSIM_UVM_REGISTER_CHANNEL_PARAMS, true,
+		true, nvsim_uvm_register_channel),
 };
 
 static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,

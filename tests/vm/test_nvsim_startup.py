@@ -523,18 +523,30 @@ def test_compute_and_copy_objects_on_a_channel(client, gpu0, state):
     client.alloc(gr, A.HOPPER_A, None)                                      # params optional
     assert state().objects == before + 3
     client.free(hc)
-    ce = channel(client, tsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_COPY0 + 2)
+    # kchannelConstruct_IMPL: a channel runs on its TSG's engine; another
+    # engine type of its own is refused, and engine type 0 takes the TSG's.
+    assert status_of(channel, client, tsg, A.HOPPER_CHANNEL_GPFIFO_A,
+                     A.NV2080_ENGINE_TYPE_COPY0 + 2) == A.NV_ERR_INVALID_ARGUMENT
+    inherit = channel(client, tsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_NULL)
+    client.alloc(inherit, A.HOPPER_COMPUTE_A, A.NV_GR_ALLOCATION_PARAMETERS())
+    ctsg = client.alloc_tsg(gpu0.hDevice, engine_type=A.NV2080_ENGINE_TYPE_COPY0 + 2)
+    ce = channel(client, ctsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_COPY0 + 2)
     client.alloc(ce, A.HOPPER_DMA_COPY_A, A.NVB0B5_ALLOCATION_PARAMETERS())
     assert status_of(client.alloc, ce, A.HOPPER_COMPUTE_A, None) == A.NV_ERR_INVALID_CLASS
     client.free(tsg)            # the channels and their objects go with it
+    client.free(ctsg)
 
 
 def test_engine_object_bad_parents(client, gpu0):
     tsg = client.alloc_tsg(gpu0.hDevice)
     assert status_of(client.alloc, tsg, A.HOPPER_COMPUTE_A, None) == A.NV_ERR_INVALID_OBJECT_PARENT
-    nul = channel(client, tsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_NULL)
+    # A channel with no engine (in a TSG without one, which nvsim still
+    # allows: README, "Differences found on NVIDIA's driver").
+    ntsg = client.alloc_tsg(gpu0.hDevice, engine_type=A.NV2080_ENGINE_TYPE_NULL)
+    nul = channel(client, ntsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_NULL)
     assert status_of(client.alloc, nul, A.HOPPER_COMPUTE_A, None) == A.NV_ERR_INVALID_OBJECT_PARENT
-    gr1 = channel(client, tsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_GR0 + 1)
+    g1tsg = client.alloc_tsg(gpu0.hDevice, engine_type=A.NV2080_ENGINE_TYPE_GR0 + 1)
+    gr1 = channel(client, g1tsg, A.HOPPER_CHANNEL_GPFIFO_A, A.NV2080_ENGINE_TYPE_GR0 + 1)
     assert status_of(client.alloc, gr1, A.HOPPER_A, None) == A.NV_ERR_INVALID_CLASS  # 3D: GR0 only
     client.alloc(gr1, A.HOPPER_COMPUTE_A, None)
 

@@ -1,0 +1,414 @@
+"""Channels whose GPFIFO ring and USERD live in client memory (kmod/nvsim/
+pbdma.c): GPU VAs mapped by UVM, pushbuffers with host semaphores and the
+copy engine's 1-D LAUNCH_DMA, set up the way tinygrad's NV backend does,
+plus the start-up pieces tinygrad needs (PERF_BOOST, GT200_DEBUGGER,
+UVM_CREATE_EXTERNAL_RANGE, UVM_REGISTER_CHANNEL, a channel's engine from
+its TSG, device memory whose CPU mappings share bytes).
+
+Runs on nvsim directly (its own nodes, whichever chip is loaded), reloaded
+with fb_backing=1 for the module (CPU mappings and the engine share device
+memory's pages) and back afterwards, so only while vgpu.ko is not loaded
+(make test's run of the tests that reload nvsim).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vgpu import nvabi as A
+from vgpu.nvclient import NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS, RmError, UvmFile, \
+    raw_ioctl
+from polling import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = Path("/sys/module/nvsim/parameters")
+STATS = "/sys/kernel/debug/nvsim/stats"
+NV_ERR_INVALID_REQUEST = 0x3F          # nvstatuscodes.h
+NV_ERR_INVALID_DEVICE = 0x26
+UVM_CREATE_EXTERNAL_RANGE = 73         # uvm_ioctl.h
+GT200_DEBUGGER = 0x83DE
+
+VA = 0x10_0000_0000                    # where the test maps its memory
+AREA = 2 << 20
+RING, USERD, PB, SEM, SRC, DST = 0x0, 0x1000, 0x2000, 0x10000, 0x20000, 0x30000
+ENTRIES = 64
+
+
+def _params() -> dict[str, str]:
+    return {k: PARAMS.joinpath(k).read_text().strip()
+            for k in ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")}
+
+
+def _load(params: dict[str, str]) -> None:
+    ko = Path(os.environ.get("VGPU_NVSIM_KO", "kmod/nvsim/nvsim.ko"))
+    ko = ko if ko.is_absolute() else ROOT / ko
+    args = [f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in params.items()]
+    r = subprocess.run(["insmod", str(ko), *args], capture_output=True, text=True)
+    assert r.returncode == 0, f"insmod {args}: {r.stderr}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fb_backing():
+    """nvsim reloaded with fb_backing=1 (same chip), and back afterwards."""
+    if os.environ.get("VGPU_IN_VM") != "1" or not PARAMS.exists():
+        pytest.skip("needs nvsim loaded in the VM test bed")
+    if Path("/sys/module/vgpu").exists():
+        pytest.skip("vgpu.ko is loaded: nvsim cannot be reloaded under it")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import wait_no_leaks
+    assert not wait_no_leaks()
+    old = _params()
+    subprocess.run(["rmmod", "nvsim"], check=True)
+    try:
+        _load({**old, "fb_backing": "1"})
+    except AssertionError:
+        _load(old)
+        raise
+    yield
+    assert not wait_no_leaks()
+    subprocess.run(["rmmod", "nvsim"], check=True)
+    _load(old)
+
+
+def chip() -> str:
+    for line in open(STATS):
+        if line.startswith("chip "):
+            return line.split()[1]
+    return "GH100"
+
+
+def classes():
+    """(channel, compute, copy) classes of the loaded chip."""
+    if chip() == "GA102":
+        return A.AMPERE_CHANNEL_GPFIFO_A, A.AMPERE_COMPUTE_B, A.AMPERE_DMA_COPY_B
+    return A.HOPPER_CHANNEL_GPFIFO_A, A.HOPPER_COMPUTE_A, A.HOPPER_DMA_COPY_A
+
+
+def nvm(subch: int, mthd: int, *args: int) -> list[int]:
+    """An incrementing method header and its data (NVC56F_DMA_SEC_OP_INC_METHOD)."""
+    return [(1 << 29) | (len(args) << 16) | (subch << 13) | (mthd >> 2), *args]
+
+
+def host_release(addr: int, value: int, *, timestamp=False) -> list[int]:
+    ex = 1 | (1 << 24) | ((1 << 25) if timestamp else 0)          # RELEASE, 64-bit
+    return nvm(0, 0x5C, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32, ex)
+
+
+def host_acquire_geq(addr: int, value: int) -> list[int]:
+    return nvm(0, 0x5C, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32,
+               3 | (1 << 24))                                       # ACQ_CIRC_GEQ, 64-bit
+
+
+class Bed:
+    """A client set up as tinygrad sets one up: a device with its own VA
+    space registered with UVM, a TSG on GR0 with a context share in that VA
+    space, 2 MiB of device memory mapped for the CPU and, through UVM, at VA
+    for the GPU; channels with ring and USERD in that memory."""
+
+    def __init__(self, res):
+        c = self.c = res.client()          # no device yet: this one has its own VA mode
+        self.card = c.card_info()[0]
+        self.fd = c.open_node(f"nvidia{self.card.minor}")
+        raw_ioctl(self.fd, A.NV_ESC_REGISTER_FD, A.nv_ioctl_register_fd_t(ctl_fd=c.fd))
+        self.dev = c.alloc(c.hClient, A.NV01_DEVICE_0, NV0080_ALLOC_PARAMETERS(
+            deviceId=0, vaMode=A.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES))
+        self.sub = c.alloc(self.dev, A.NV20_SUBDEVICE_0, NV2080_ALLOC_PARAMETERS())
+        p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+            flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+        c.control(self.sub, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+        self.uuid = bytes(p.data[:16])
+        self.vas = c.alloc(self.dev, A.FERMI_VASPACE_A, A.NV_VASPACE_ALLOCATION_PARAMETERS())
+        self.uvm = UvmFile(os.environ.get("VGPU_DEV_PREFIX", "/dev"))
+        res.uvms.append(self.uvm)
+        self.uvm.initialize()
+        self.uvm.register_gpu(self.uuid, -1, c.hClient)
+        self.uvm.register_gpu_vaspace(self.uuid, c.fd, c.hClient, self.vas)
+        self.tsg = c.alloc_tsg(self.dev, engine_type=A.NV2080_ENGINE_TYPE_GR0)
+        self.cs = c.alloc(self.tsg, A.FERMI_CONTEXT_SHARE_A, A.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+            hVASpace=self.vas, flags=A.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+        self.mem, _ = c.alloc_vidmem(self.dev, AREA)
+        self.mm = self.map(self.mem, AREA)
+        self.map_gpu(self.mem, VA, AREA)
+        self.user, self.regs = None, None
+        self.user = c.alloc_usermode(self.sub, A.VOLTA_USERMODE_A)
+        self.regs = self.map(self.user, A.NVC361_USERMODE_REGION_SIZE, hdevice=self.sub)
+        self.chan_class, self.compute_class, self.copy_class = classes()
+
+    def map(self, hmem: int, length: int, hdevice: int | None = None) -> mmap.mmap:
+        fd = self.c.open_node(f"nvidia{self.card.minor}")
+        self.c.map_memory(self.dev if hdevice is None else hdevice, hmem, length, fd)
+        return mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+    def map_gpu(self, hmem: int, va: int, length: int) -> None:
+        p = A.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=va, length=length, rmCtrlFd=self.c.fd,
+                                                 hClient=self.c.hClient, hMemory=hmem,
+                                                 gpuAttributesCount=1)
+        ctypes.memmove(p.perGpuAttributes, self.uuid, 16)       # [0].gpuUuid
+        self.uvm._ioctl_tail(A.UVM_MAP_EXTERNAL_ALLOCATION, p, 24, 24)
+        assert p.rmStatus == A.NV_OK, hex(p.rmStatus)
+
+    def channel(self, ring: int = RING, userd: int = USERD, *, copy=True, **kw) -> "Chan":
+        p = A.NV_CHANNEL_ALLOC_PARAMS(gpFifoOffset=VA + ring, gpFifoEntries=ENTRIES,
+                                      hContextShare=self.cs, hObjectBuffer=self.mem, **kw)
+        struct.pack_into("<I", p._opaque0, 0, self.mem)                # hUserdMemory[0]
+        struct.pack_into("<Q", p._opaque0, 32, userd)                  # userdOffset[0]
+        h = self.c.alloc(self.tsg, self.chan_class, p)
+        if copy:
+            self.c.alloc(h, self.copy_class, A.NVB0B5_ALLOCATION_PARAMETERS())
+        return Chan(self, h, ring, userd)
+
+    def schedule(self) -> None:
+        self.c.tsg_schedule(self.tsg, True)
+
+    def u64(self, off: int) -> int:
+        return struct.unpack_from("<Q", self.mm, off)[0]
+
+    def tsg_errors(self) -> int:
+        for line in open("/sys/kernel/debug/nvsim/state"):
+            f = line.split()
+            if f[:1] == ["tsg"] and int(f[6], 16) == self.tsg:
+                return int(f[f.index("errors") + 1])
+        raise AssertionError("no tsg line")
+
+    def close(self) -> None:
+        self.mm.close()
+        self.regs.close()
+
+
+class Chan:
+    def __init__(self, bed: Bed, h: int, ring: int, userd: int):
+        self.bed, self.h, self.ring, self.userd = bed, h, ring, userd
+        self.token = bed.c.work_submit_token(h)
+        self.put = 0
+        self.pb = PB + (ring // 0x100) * 0x800             # its own pushbuffer page
+
+    def submit(self, words: list[int], *, ring: bool = True) -> None:
+        mm = self.bed.mm
+        struct.pack_into(f"<{len(words)}I", mm, self.pb, *words)
+        va = VA + self.pb
+        struct.pack_into("<Q", mm, self.ring + 8 * self.put,
+                         (va & ~3) | (len(words) << 42) | (1 << 41))
+        self.put = (self.put + 1) % ENTRIES
+        struct.pack_into("<I", mm, self.userd + A.NVC36F_GPPUT_OFFSET, self.put)
+        if ring:
+            self.doorbell()
+
+    def doorbell(self) -> None:
+        struct.pack_into("<I", self.bed.regs, A.NVC361_NOTIFY_CHANNEL_PENDING, self.token)
+
+    @property
+    def gp_get(self) -> int:
+        return struct.unpack_from("<I", self.bed.mm, self.userd + A.NVC36F_GPGET_OFFSET)[0]
+
+
+@pytest.fixture
+def bed(res):
+    b = Bed(res)
+    yield b
+    b.close()
+
+
+# ------------------------------------------------------------- the engine
+def test_host_semaphore_and_copy(bed):
+    ch = bed.channel()
+    bed.schedule()
+    src = bytes((i * 7 + 3) & 0xFF for i in range(5000))        # crosses pages
+    bed.mm[SRC:SRC + len(src)] = src
+    words = host_release(VA + SEM, 0x1_0000_0007, timestamp=True)
+    words += nvm(4, 0x0, bed.copy_class)                         # SET_OBJECT
+    words += nvm(4, 0x400, (VA + SRC) >> 32, (VA + SRC) & 0xFFFFFFFF,
+                 (VA + DST) >> 32, (VA + DST) & 0xFFFFFFFF)     # OFFSET_IN/OUT
+    words += nvm(4, 0x418, len(src))                             # LINE_LENGTH_IN
+    words += nvm(4, 0x300, 2 | (1 << 7) | (1 << 8))               # LAUNCH_DMA, pitch
+    words += nvm(4, 0x240, (VA + SEM + 0x40) >> 32, (VA + SEM + 0x40) & 0xFFFFFFFF, 42)
+    words += nvm(4, 0x300, (1 << 2) | (2 << 3))                  # flush, four-word release
+    t0 = time.monotonic_ns()
+    ch.submit(words)
+    assert wait_until(lambda: ch.gp_get == 1, 10), bed.tsg_errors()
+    assert bed.u64(SEM) == 0x1_0000_0007
+    assert bed.u64(SEM + 8) >= 1_000_000                         # the PTIMER (ns)
+    assert bytes(bed.mm[DST:DST + len(src)]) == src
+    assert bed.mm[DST + len(src)] == 0
+    assert bed.u64(SEM + 0x40) == 42 and bed.u64(SEM + 0x48) > 0
+    assert bed.tsg_errors() == 0
+    assert time.monotonic_ns() > t0
+
+
+def test_acquire_waits_for_the_cpu(bed):
+    ch = bed.channel()
+    bed.schedule()
+    ch.submit(host_acquire_geq(VA + SEM, 5) + host_release(VA + SEM + 0x10, 1))
+    time.sleep(0.3)
+    assert ch.gp_get == 0 and bed.u64(SEM + 0x10) == 0
+    struct.pack_into("<Q", bed.mm, SEM, 4)
+    time.sleep(0.1)
+    assert bed.u64(SEM + 0x10) == 0
+    struct.pack_into("<Q", bed.mm, SEM, 5)                       # no doorbell needed
+    assert wait_until(lambda: bed.u64(SEM + 0x10) == 1, 10)
+    assert wait_until(lambda: ch.gp_get == 1, 5)
+
+
+def test_back_to_back_rings_of_two_channels(bed):
+    a = bed.channel(RING, USERD)
+    b = bed.channel(0x4000, 0x5000)
+    bed.schedule()
+    a.submit(host_release(VA + SEM, 1))
+    b.submit(host_release(VA + SEM + 0x20, 2))                  # within the same tick
+    assert wait_until(lambda: bed.u64(SEM) == 1 and bed.u64(SEM + 0x20) == 2, 10)
+    assert a.gp_get == 1 and b.gp_get == 1
+
+
+def test_unscheduled_tsg_does_not_run(bed):
+    ch = bed.channel()
+    ch.submit(host_release(VA + SEM, 9))
+    time.sleep(0.3)
+    assert ch.gp_get == 0
+    bed.schedule()
+    ch.doorbell()
+    assert wait_until(lambda: bed.u64(SEM) == 9, 10)
+
+
+def test_fault_stops_the_channel(bed):
+    ch = bed.channel()
+    bed.schedule()
+    ch.submit(host_release(VA + AREA + 0x1000, 1))               # nothing mapped there
+    assert wait_until(lambda: bed.tsg_errors() == 1, 10)
+    assert ch.gp_get == 0
+    ch.submit(host_release(VA + SEM, 1))
+    time.sleep(0.2)
+    assert bed.u64(SEM) == 0                                     # stopped for good
+
+
+def test_compute_launch_is_an_error(bed):
+    ch = bed.channel(copy=False)
+    bed.c.alloc(ch.h, bed.compute_class, A.NV_GR_ALLOCATION_PARAMETERS())
+    bed.schedule()
+    ch.submit(nvm(1, 0x0, bed.compute_class) + nvm(1, 0x2B4, 0))  # SEND_PCAS_A
+    assert wait_until(lambda: bed.tsg_errors() == 1, 10)
+
+
+def test_channel_with_client_userd_cannot_be_mapped(bed):
+    ch = bed.channel()
+    fd = bed.c.open_node(f"nvidia{bed.card.minor}")
+    with pytest.raises(RmError) as ei:
+        bed.c.map_memory(bed.dev, ch.h, 4096, fd)
+    assert ei.value.status == NV_ERR_INVALID_REQUEST
+
+
+def test_channel_allocation_checks(bed):
+    c = bed.c
+    ok = A.NV_CHANNEL_ALLOC_PARAMS(gpFifoOffset=VA, gpFifoEntries=ENTRIES, hContextShare=bed.cs)
+
+    def status(userd_mem, userd_off, entries=ENTRIES, engine=0):
+        p = A.NV_CHANNEL_ALLOC_PARAMS.from_buffer_copy(ok)
+        p.gpFifoEntries, p.engineType = entries, engine
+        struct.pack_into("<I", p._opaque0, 0, userd_mem)
+        struct.pack_into("<Q", p._opaque0, 32, userd_off)
+        try:
+            c.free(c.alloc(bed.tsg, bed.chan_class, p))
+            return A.NV_OK
+        except RmError as e:
+            return e.status
+
+    assert status(bed.mem, AREA - 512) == A.NV_OK
+    assert status(bed.mem, AREA - 256) == A.NV_ERR_INVALID_ARGUMENT      # USERD past the end
+    assert status(bed.tsg, 0) == A.NV_ERR_OBJECT_NOT_FOUND                # not memory
+    assert status(bed.mem, 0, entries=0x10000) == A.NV_OK
+    assert status(bed.mem, 0, entries=0x20000) == A.NV_ERR_INVALID_ARGUMENT
+    assert status(bed.mem, 0, entries=48) == A.NV_ERR_INVALID_ARGUMENT
+    # kchannelConstruct: the TSG's engine; another one of its own is refused
+    assert status(bed.mem, 0, engine=A.NV2080_ENGINE_TYPE_GR0) == A.NV_OK
+    assert status(bed.mem, 0, engine=A.NV2080_ENGINE_TYPE_COPY0) == A.NV_ERR_INVALID_ARGUMENT
+
+
+# ------------------------------------------------------------ memory
+def test_device_memory_mappings_share_bytes(bed):
+    other = bed.map(bed.mem, 0x1000)
+    try:
+        other[0x100:0x104] = b"\x01\x02\x03\x04"
+        assert bytes(bed.mm[0x100:0x104]) == b"\x01\x02\x03\x04"
+    finally:
+        other.close()
+
+
+# ------------------------------------------------------- start-up pieces
+def test_perf_boost(bed):
+    class P(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint32), ("duration", ctypes.c_uint32)]
+
+    bed.c.control(bed.sub, 0x2080200A, P(flags=2 | (1 << 4), duration=0xFFFFFFFF))
+    bed.c.control(bed.sub, 0x2080200A, P(flags=0, duration=3600))
+    with pytest.raises(RmError) as ei:
+        bed.c.control(bed.sub, 0x2080200A, P(flags=2, duration=3601))
+    assert ei.value.status == A.NV_ERR_INVALID_ARGUMENT
+
+
+def test_gt200_debugger(bed):
+    class P(ctypes.Structure):
+        _fields_ = [("hDebuggerClient_Obsolete", ctypes.c_uint32), ("hAppClient", ctypes.c_uint32),
+                    ("hClass3dObject", ctypes.c_uint32)]
+
+    c = bed.c
+    ch = bed.channel(copy=False)
+    gr = c.alloc(ch.h, bed.compute_class, A.NV_GR_ALLOCATION_PARAMETERS())
+    cp = c.alloc(ch.h, bed.copy_class, A.NVB0B5_ALLOCATION_PARAMETERS())
+
+    def status(**kw):
+        try:
+            c.free(c.alloc(bed.dev, GT200_DEBUGGER, P(**kw)))
+            return A.NV_OK
+        except RmError as e:
+            return e.status
+
+    assert status(hAppClient=c.hClient, hClass3dObject=gr) == A.NV_OK
+    assert status(hAppClient=0, hClass3dObject=gr) == A.NV_OK
+    assert status(hDebuggerClient_Obsolete=c.hClient, hClass3dObject=gr) == A.NV_ERR_INVALID_ARGUMENT
+    assert status(hAppClient=0xC1DFFFFF, hClass3dObject=gr) == A.NV_ERR_INVALID_CLIENT
+    assert status(hClass3dObject=0xBAD) == A.NV_ERR_INVALID_OBJECT_PARENT
+    assert status(hClass3dObject=cp) == A.NV_ERR_INVALID_OBJECT
+
+
+def test_uvm_external_range_and_register_channel(bed):
+    u = bed.uvm
+
+    class R(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_uint64), ("length", ctypes.c_uint64),
+                    ("rmStatus", ctypes.c_uint32), ("_pad", ctypes.c_uint32)]
+
+    class C(ctypes.Structure):
+        _fields_ = [("gpuUuid", ctypes.c_uint8 * 16), ("rmCtrlFd", ctypes.c_int32),
+                    ("hClient", ctypes.c_uint32), ("hChannel", ctypes.c_uint32),
+                    ("_pad", ctypes.c_uint32), ("base", ctypes.c_uint64),
+                    ("length", ctypes.c_uint64), ("rmStatus", ctypes.c_uint32),
+                    ("_pad1", ctypes.c_uint32)]
+
+    def rng(base, length):
+        p = R(base=base, length=length)
+        u.ioctl(UVM_CREATE_EXTERNAL_RANGE, p)
+        return p.rmStatus
+
+    assert rng(0x20_0000_0000, 0x10000) == A.NV_OK
+    assert rng(0x20_0000_0800, 0x1000) == A.NV_ERR_INVALID_ADDRESS
+    assert rng(0x20_0000_0000, 0) == A.NV_ERR_INVALID_ADDRESS
+
+    ch = bed.channel()
+
+    def reg(uuid, hchannel, fd=-1):
+        p = C(rmCtrlFd=fd, hClient=bed.c.hClient, hChannel=hchannel, base=0x30_0000_0000,
+              length=0x4000000)
+        ctypes.memmove(p.gpuUuid, uuid, 16)
+        u.ioctl(A.UVM_REGISTER_CHANNEL, p)
+        return p.rmStatus
+
+    assert reg(bed.uuid, ch.h) == A.NV_OK                    # rmCtrlFd ignored (bug 1624521)
+    assert reg(bed.uuid, bed.tsg) == A.NV_ERR_INVALID_OBJECT_HANDLE
+    assert reg(b"\x01" * 16, ch.h) == NV_ERR_INVALID_DEVICE
