@@ -70,6 +70,11 @@ OWN_ESCAPES = {"NV_ESC_RM_VID_HEAP_CONTROL": "rewrite", "NV_ESC_STATUS_CODE": "r
                "NV_ESC_SYS_PARAMS": "virtualise", "NV_ESC_NUMA_INFO": "rewrite"}
 
 
+# Classes whose parameters vgpu.ko holds to the caller's own objects
+# (memory.c: vgpu_debugger_check).
+CHECKED_CLASSES = {"GT200_DEBUGGER"}
+
+
 def kmod_items() -> dict[tuple[str, str], str]:
     """(kind, NVIDIA's name) -> what vgpu.ko does: forward, rewrite or
     virtualise."""
@@ -77,7 +82,8 @@ def kmod_items() -> dict[tuple[str, str], str]:
     mem = (KMOD / "memory.c").read_text()
     for name in re.findall(r"\{ (\w+), VGPU_OBJ_(\w+) \}",
                            _body(mem, "vgpu_classes[] = {")):
-        items[("class", name[0])] = "rewrite" if name[1] == "DEVICE" else "forward"
+        items[("class", name[0])] = ("rewrite" if name[1] == "DEVICE" or name[0] in CHECKED_CLASSES
+                                     else "forward")
     rep = (KMOD / "report.c").read_text()
     for name, kind in re.findall(r"\{ (NV\w+_CTRL_CMD_\w+), VGPU_CTRL_(\w+) \}",
                                  _body(rep, "vgpu_ctrls[] = {")):

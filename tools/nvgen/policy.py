@@ -498,10 +498,10 @@ RULES: list[Rule] = [
          lambda i: "IMEX" in i.name or i.interface in (0x00e0, 0x00f1)),
     Rule("refuse", "isolation: multicast memory spans several GPUs",
          lambda i: "MULTICAST" in i.name or i.interface == 0x00fd),
-    Rule("forward", "an SM debugger session on the caller's own compute object (tinygrad allocates one "
-         "per compute channel): vgpu.ko lets hAppClient name only the caller's own client, so the driver "
-         "finds hClass3dObject there and nowhere else (ksmdbgssnConstruct_IMPL); the session's controls "
-         "stay refused",
+    Rule("rewrite", "debugger: an SM debugger session, allowed on the caller's own compute object only "
+         "(tinygrad allocates one per compute channel): vgpu.ko lets hAppClient name only the caller's "
+         "own client (0 means it), so the driver finds hClass3dObject there and nowhere else "
+         "(ksmdbgssnConstruct_IMPL); the session's controls stay refused",
          names("GT200_DEBUGGER"), ("class",)),
     Rule("refuse", "debugger: attaches to contexts, reads and writes GPU memory and SM state",
          lambda i: "DEBUG" in i.name or i.interface in (0x83de, 0x00db)),
