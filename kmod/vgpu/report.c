@@ -592,7 +592,10 @@ static NV_STATUS vgpu_control_passthrough(struct vgpu_file *vf,
 }
 
 /**
- * vgpu_control_path - RM_CONTROL through the kernel entry point
+ * vgpu_control_path - RM_CONTROL: answered here, or made on a call page
+ * through the real file at the caller's privilege (the identity reads that
+ * create nothing go through the kernel entry point instead: Open item 4 of
+ * docs/mediator.md)
  *
  * Statuses: NV_ERR_NOT_SUPPORTED for serialized (FINN) parameters;
  * NV_ERR_INSUFFICIENT_PERMISSIONS for a privileged or unlisted control;
