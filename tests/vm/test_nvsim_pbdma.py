@@ -17,20 +17,16 @@ import ctypes
 import mmap
 import os
 import struct
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from vgpu import nvabi as A
 from vgpu.nvclient import NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS, RmError, UvmFile, \
     raw_ioctl
+import nvsim_reload
 from polling import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-PARAMS = Path("/sys/module/nvsim/parameters")
 STATS = "/sys/kernel/debug/nvsim/stats"
 NV_ERR_INVALID_REQUEST = 0x3F          # nvstatuscodes.h
 NV_ERR_INVALID_DEVICE = 0x26
@@ -43,40 +39,13 @@ RING, USERD, PB, SEM, SRC, DST = 0x0, 0x1000, 0x2000, 0x10000, 0x20000, 0x30000
 ENTRIES = 64
 
 
-def _params() -> dict[str, str]:
-    return {k: PARAMS.joinpath(k).read_text().strip()
-            for k in ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")}
-
-
-def _load(params: dict[str, str]) -> None:
-    ko = Path(os.environ.get("VGPU_NVSIM_KO", "kmod/nvsim/nvsim.ko"))
-    ko = ko if ko.is_absolute() else ROOT / ko
-    args = [f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in params.items()]
-    r = subprocess.run(["insmod", str(ko), *args], capture_output=True, text=True)
-    assert r.returncode == 0, f"insmod {args}: {r.stderr}"
-
-
 @pytest.fixture(scope="module", autouse=True)
 def fb_backing():
     """nvsim reloaded with fb_backing=1 (same chip), and back afterwards."""
-    if os.environ.get("VGPU_IN_VM") != "1" or not PARAMS.exists():
-        pytest.skip("needs nvsim loaded in the VM test bed")
-    if Path("/sys/module/vgpu").exists():
-        pytest.skip("vgpu.ko is loaded: nvsim cannot be reloaded under it")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import wait_no_leaks
-    assert not wait_no_leaks()
-    old = _params()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    try:
-        _load({**old, "fb_backing": "1"})
-    except AssertionError:
-        _load(old)
-        raise
-    yield
-    assert not wait_no_leaks()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    _load(old)
+    if nvsim_reload.skip_reason():
+        pytest.skip(nvsim_reload.skip_reason())
+    with nvsim_reload.reloaded({"fb_backing": "1"}):
+        yield
 
 
 def chip() -> str:

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import nvsim_reload
 from vgpu import nvabi as A
 from vgpu.nvclient import RmError, _libc, raw_ioctl
 
-ROOT = Path(__file__).resolve().parents[2]
 PARAMS = Path("/sys/module/nvsim/parameters")
 STATS = Path("/sys/kernel/debug/nvsim/stats")
 MiB = 1 << 20
@@ -703,43 +700,13 @@ def test_map_memory_dma_escape_checks(client, gpu0):
 
 
 # ======================================================= other GPU models
-def _ko() -> Path:
-    ko = Path(os.environ.get("VGPU_NVSIM_KO", "kmod/nvsim/nvsim.ko"))
-    return ko if ko.is_absolute() else ROOT / ko
-
-
-def _params() -> dict[str, str]:
-    return {k: PARAMS.joinpath(k).read_text().strip()
-            for k in ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")}
-
-
-def _load(params: dict[str, str]) -> None:
-    args = [f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in params.items()]
-    r = subprocess.run(["insmod", str(_ko()), *args], capture_output=True, text=True)
-    assert r.returncode == 0, f"insmod {args}: {r.stderr}"
-
-
 @pytest.fixture(scope="class")
 def reload_nvsim(request):
     """nvsim reloaded with the class's NVSIM_PARAMS, and back afterwards."""
-    if os.environ.get("VGPU_IN_VM") != "1" or not PARAMS.exists():
-        pytest.skip("needs nvsim loaded in the VM test bed")
-    if Path("/sys/module/vgpu").exists():
-        pytest.skip("vgpu.ko is loaded: nvsim cannot be reloaded under it")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import wait_no_leaks
-    assert not wait_no_leaks()
-    old = _params()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    try:
-        _load({**old, **request.cls.NVSIM_PARAMS})
-    except AssertionError:
-        _load(old)
-        raise
-    yield
-    assert not wait_no_leaks()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    _load(old)
+    if nvsim_reload.skip_reason():
+        pytest.skip(nvsim_reload.skip_reason())
+    with nvsim_reload.reloaded(request.cls.NVSIM_PARAMS):
+        yield
 
 
 @pytest.mark.usefixtures("reload_nvsim")

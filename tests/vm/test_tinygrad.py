@@ -32,57 +32,24 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PARAMS = Path("/sys/module/nvsim/parameters")
+import nvsim_reload
+
 # fb_backing: the CPU's and the engine's view of device memory are the same pages.
 GA102 = {"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090", "fb_backing": "1"}
 
-
-def _reason() -> str | None:
-    if os.environ.get("VGPU_IN_VM") != "1" or not PARAMS.exists():
-        return "needs nvsim loaded in the VM test bed"
-    if os.path.exists("/sys/module/vgpu"):
-        return "runs on nvsim directly, which cannot be reloaded under vgpu.ko"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
-
-
-def _params() -> dict[str, str]:
-    return {k: PARAMS.joinpath(k).read_text().strip()
-            for k in ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")}
-
-
-def _load(params: dict[str, str]) -> None:
-    ko = Path(os.environ.get("VGPU_NVSIM_KO", "kmod/nvsim/nvsim.ko"))
-    ko = ko if ko.is_absolute() else ROOT / ko
-    args = [f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in params.items()]
-    r = subprocess.run(["insmod", str(ko), *args], capture_output=True, text=True)
-    assert r.returncode == 0, f"insmod {args}: {r.stderr}"
+pytestmark = pytest.mark.skipif(nvsim_reload.skip_reason() is not None,
+                                reason=nvsim_reload.skip_reason() or "")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ga102():
     """nvsim reloaded as one GA102, and back afterwards."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import wait_no_leaks
-    assert not wait_no_leaks()
-    old = _params()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    try:
-        _load({**old, **GA102})
-    except AssertionError:
-        _load(old)
-        raise
-    yield
-    assert not wait_no_leaks()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    _load(old)
+    with nvsim_reload.reloaded(GA102):
+        yield
+
 
 CHILD = textwrap.dedent("""
     import time

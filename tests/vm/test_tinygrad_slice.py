@@ -23,9 +23,7 @@ information, printed and checked here as in test_containers.py).
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -33,7 +31,8 @@ import pytest
 
 from test_containers import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
                              video_memory)
-from test_tinygrad import GA102, _load, _params
+import nvsim_reload
+from test_tinygrad import GA102
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -42,10 +41,8 @@ QUOTA = 64 * MiB
 
 
 def _reason() -> str | None:
-    if os.environ.get("VGPU_IN_VM") != "1" or not Path("/sys/module/nvsim").exists():
-        return "needs nvsim loaded in the VM test bed"
-    if os.path.exists("/sys/module/vgpu"):
-        return "reloads nvsim as a GA102, which it cannot do under vgpu.ko (run it with --load-nvsim only)"
+    if nvsim_reload.skip_reason():
+        return nvsim_reload.skip_reason()
     if not HAVE_CONTAINERD:
         return "needs containerd and ctr"
     return None
@@ -57,25 +54,12 @@ pytestmark = pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
 @pytest.fixture(scope="module", autouse=True)
 def ga102_with_vgpu():
     """nvsim as one GA102 with vgpu.ko over it; both back as they were after."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import wait_no_leaks
-    assert not wait_no_leaks()
-    old = _params()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    try:
-        _load({**old, **GA102})
-    except AssertionError:
-        _load(old)
-        raise
-    ko = Path(os.environ.get("VGPU_VGPU_KO", "kmod/vgpu/vgpu.ko"))
-    ko = ko if ko.is_absolute() else ROOT / ko
-    r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    yield
-    subprocess.run(["rmmod", "vgpu"], check=True)
-    assert not wait_no_leaks()
-    subprocess.run(["rmmod", "nvsim"], check=True)
-    _load(old)
+    with nvsim_reload.reloaded(GA102):
+        ko = nvsim_reload.ko_path("VGPU_VGPU_KO", "kmod/vgpu/vgpu.ko")
+        r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        yield
+        subprocess.run(["rmmod", "vgpu"], check=True)
 
 
 WORKLOAD = textwrap.dedent(f"""

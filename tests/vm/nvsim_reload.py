@@ -1,0 +1,59 @@
+"""nvsim reloaded with other module parameters (another chip, fb_backing)
+for a test class or module, and loaded back as it was afterwards: one
+helper for the VM tests that start without vgpu.ko (make test's reload-nvsim
+run).  The leak check runs before the reload and before the way back."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = Path("/sys/module/nvsim/parameters")
+# the parameters put back afterwards (the others go back to their defaults)
+KEPT = ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")
+
+
+def skip_reason() -> str | None:
+    if os.environ.get("VGPU_IN_VM") != "1" or not PARAMS.exists():
+        return "needs nvsim loaded in the VM test bed"
+    if Path("/sys/module/vgpu").exists():
+        return "vgpu.ko is loaded: nvsim cannot be reloaded under it"
+    return None
+
+
+def ko_path(env: str, default: str) -> Path:
+    """A module: $env, else default under the repository."""
+    ko = Path(os.environ.get(env, default))
+    return ko if ko.is_absolute() else ROOT / ko
+
+
+def params() -> dict[str, str]:
+    return {k: PARAMS.joinpath(k).read_text().strip() for k in KEPT}
+
+
+def load(p: dict[str, str]) -> None:
+    args = [f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in p.items()]
+    r = subprocess.run(["insmod", str(ko_path("VGPU_NVSIM_KO", "kmod/nvsim/nvsim.ko")), *args],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, f"insmod {args}: {r.stderr}"
+
+
+@contextlib.contextmanager
+def reloaded(extra: dict[str, str]):
+    """nvsim with the current parameters overridden by extra, for the block."""
+    from conftest import wait_no_leaks
+    assert not wait_no_leaks()
+    old = params()
+    subprocess.run(["rmmod", "nvsim"], check=True)
+    try:
+        load({**old, **extra})
+    except AssertionError:
+        load(old)
+        raise
+    yield
+    assert not wait_no_leaks()
+    subprocess.run(["rmmod", "nvsim"], check=True)
+    load(old)
