@@ -12,22 +12,14 @@ from pathlib import Path
 import pytest
 
 from vgpu import nvabi as A
-from vgpu.nvclient import RmClient, RmError
-from vgpu_fixtures import in_child
+from vgpu.nvclient import RmClient
+from vgpu_fixtures import in_child, status
 
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
 NV_ERR_INVALID_CLIENT = 0x23
 NV_ERR_OBJECT_NOT_FOUND = 0x57
 # privileged (RMCTRL_FLAGS_PRIVILEGED), read-only, 16 bytes: docs/policy
 GET_CLIENT_DATABASE_INFO = 0x0000013D
-
-
-def status(fn) -> int:
-    try:
-        fn()
-        return 0
-    except RmError as e:
-        return e.status
 
 
 def test_the_driver_is_nvidias_and_its_release_is_the_vendor_one():

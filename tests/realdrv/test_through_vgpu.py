@@ -17,21 +17,13 @@ import pytest
 
 from vgpu import nvabi as A
 from vgpu import uapi as U
-from vgpu.nvclient import RmClient, RmError
+from vgpu.nvclient import RmClient
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import in_child, read_vstate
 
 # privileged (RMCTRL_FLAGS_PRIVILEGED), 16 bytes: clientCount (u32), then
 # resourceCount (u64); the policy refuses it (docs/policy/595.45.04.tsv)
 GET_CLIENT_DATABASE_INFO = 0x0000013D
-
-
-def status(fn) -> int:
-    try:
-        fn()
-        return 0
-    except RmError as e:
-        return e.status
 
 
 def real_clients() -> int:

@@ -12,16 +12,7 @@ from __future__ import annotations
 import pytest
 
 from vgpu import nvabi as A
-from vgpu.nvclient import RmError
 from vgpu_fixtures import *  # noqa: F401,F403
-
-
-def status(fn) -> int:
-    try:
-        fn()
-        return 0
-    except RmError as e:
-        return e.status
 
 
 def os_event(c, fd_key: int, nr: int = A.NV_ESC_ALLOC_OS_EVENT) -> int:

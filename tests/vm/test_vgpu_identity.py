@@ -18,7 +18,7 @@ import pytest
 
 from vgpu import nvabi as A
 from vgpu import nvrel
-from vgpu.nvclient import RmError, raw_ioctl
+from vgpu.nvclient import raw_ioctl
 from vgpu_fixtures import *  # noqa: F401,F403
 
 STATS = Path("/sys/kernel/debug/nvsim/stats")
@@ -47,14 +47,6 @@ def last_control() -> int:
 
 def nvsim_param(name: str) -> str:
     return Path(f"/sys/module/nvsim/parameters/{name}").read_text().strip()
-
-
-def status(fn) -> int:
-    try:
-        fn()
-        return 0
-    except RmError as e:
-        return e.status
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from polling import wait_until
 __all__ = [
     "VSTATE", "GiB", "MiB", "KiB", "VgpuState", "read_vstate", "SliceEnv",
     "kern", "vgpu_leak_check", "make_slice", "vstate", "nvsim_fb", "real_cards",
-    "wait_until", "RmError", "VgpuError",
+    "wait_until", "RmError", "VgpuError", "status",
 ]
 
 VSTATE = Path("/sys/kernel/debug/vgpu/state")
@@ -46,6 +46,15 @@ NODE_DIR = Path("/dev/vgpu")
 FALLBACK_DIR = Path("/tmp/vgpu-nodes")
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
 _ids = itertools.count(100 + (os.getpid() % 1000) * 100)
+
+
+def status(fn) -> int:
+    """The NV_STATUS fn() raised as an RmError, 0 when it returned."""
+    try:
+        fn()
+        return 0
+    except RmError as e:
+        return e.status
 
 
 def in_child(fn, cgroup: Path | None = None):
