@@ -42,7 +42,7 @@
 	{ NV20_SUBDEVICE_0, NVSIM_ENG_GPU, 1 },                         \
 	{ NV01_MEMORY_LOCAL_PRIVILEGED, NVSIM_ENG_GPU, 1 },                \
 	/* gpuGetNoEngClassList_GH100/_GA102 */                         \
-	{ NVSIM_GT200_DEBUGGER, NVSIM_ENG_GPU, 1 }
+	{ GT200_DEBUGGER, NVSIM_ENG_GPU, 1 }
 
 /* g_gpu_class_list.c, gpuGetEngClassDescriptorList_GH100 (GR 0..7, CE 0..9). */
 static const struct nvsim_arch_class nvsim_gh100_classes[] = {

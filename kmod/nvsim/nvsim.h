@@ -61,8 +61,6 @@
 #define NVSIM_MAX_MMAP_BYTES    (64ULL << 20)
 /* nvstatuscodes.h: not in nvabi.h. */
 #define NVSIM_NV_ERR_INVALID_REQUEST    0x0000003f
-/* cl83de.h: GT200_DEBUGGER (not in nvabi.h). */
-#define NVSIM_GT200_DEBUGGER    0x83de
 /* RMAPI_PARAM_COPY_MAX_PARAMS_SIZE in the real driver. */
 #define NVSIM_MAX_CTRL_PARAMS   (1U << 20)
 

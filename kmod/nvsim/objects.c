@@ -808,13 +808,6 @@ static NV_STATUS nvsim_vaspace_class_ctor(const struct nvsim_call *call,
 	return nvsim_vaspace_ctor(call, client, parent, handle, hclass, params);
 }
 
-/* cl83de.h (595.45.04); not in nvabi.h. */
-typedef struct {
-	NvHandle hDebuggerClient_Obsolete;
-	NvHandle hAppClient;
-	NvHandle hClass3dObject;
-} NVSIM_NV83DE_ALLOC_PARAMETERS;
-
 /*
  * GT200_DEBUGGER under a device (resource_list.h: RS_REQUIRED params),
  * bookkeeping only, as ksmdbgssnConstruct_IMPL
@@ -823,9 +816,10 @@ typedef struct {
  * client, another is found among every client (NV_ERR_INVALID_CLIENT);
  * hClass3dObject not found in it NV_ERR_INVALID_OBJECT_PARENT, found but
  * not a GR object (KernelGraphicsObject) NV_ERR_INVALID_OBJECT.  The
- * security-token / debug-rights check that follows (a GSP client's tokens
- * match within one machine) is not modelled; nor is anything a debugger
- * does.
+ * check that follows is not modelled: on the CPU's RM, debugging rights
+ * on the object (rsAccessCheckRights, RS_ACCESS_DEBUG: its own client has
+ * them, another only if shared); on GSP or a vGPU host, matching security
+ * tokens.  Nor is anything a debugger does.
  */
 static NV_STATUS nvsim_debugger_ctor(const struct nvsim_call *call,
 				     const struct nvsim_class_desc *cls,
@@ -833,7 +827,7 @@ static NV_STATUS nvsim_debugger_ctor(const struct nvsim_call *call,
 				     struct nvsim_object *parent,
 				     NvHandle *handle, u32 hclass, void *params)
 {
-	NVSIM_NV83DE_ALLOC_PARAMETERS *p = params;
+	NV83DE_ALLOC_PARAMETERS *p = params;
 	struct nvsim_client *app = client;
 	struct nvsim_object *gr, *obj;
 
@@ -925,7 +919,7 @@ static const struct nvsim_class_desc nvsim_classes[] = {
 	GR_CLASS(HOPPER_COMPUTE_A),
 	CE_CLASS(AMPERE_DMA_COPY_B),
 	CE_CLASS(HOPPER_DMA_COPY_A),
-	{ NVSIM_GT200_DEBUGGER, sizeof(NVSIM_NV83DE_ALLOC_PARAMETERS), false,
+	{ GT200_DEBUGGER, sizeof(NV83DE_ALLOC_PARAMETERS), false,
 	  NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_debugger_ctor },
 };
 

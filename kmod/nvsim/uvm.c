@@ -437,17 +437,6 @@ typedef struct {
 	NvU32 _pad0;
 } NVSIM_UVM_CREATE_EXTERNAL_RANGE_PARAMS;
 
-typedef struct {
-	NvU8 gpuUuid[16];
-	int rmCtrlFd;
-	NvHandle hClient;
-	NvHandle hChannel;
-	NvU32 _pad0;
-	NvU64 base NV_ALIGN8;
-	NvU64 length NV_ALIGN8;
-	NV_STATUS rmStatus;
-	NvU32 _pad1;
-} NVSIM_UVM_REGISTER_CHANNEL_PARAMS;
 
 /*
  * UVM_CREATE_EXTERNAL_RANGE: uvm_api_create_external_range,
@@ -481,7 +470,7 @@ static NV_STATUS nvsim_uvm_create_external_range(struct nvsim_file *nvfp,
  */
 static NV_STATUS nvsim_uvm_register_channel(struct nvsim_file *nvfp, void *buf)
 {
-	NVSIM_UVM_REGISTER_CHANNEL_PARAMS *p = buf;
+	UVM_REGISTER_CHANNEL_PARAMS *p = buf;
 	struct nvsim_client *client;
 	struct nvsim_object *obj;
 	struct nvsim_gpu *gpu;
@@ -544,7 +533,7 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 	UVM_CMD(NVSIM_UVM_CREATE_EXTERNAL_RANGE,
 		NVSIM_UVM_CREATE_EXTERNAL_RANGE_PARAMS, true, true,
 		nvsim_uvm_create_external_range),
-	UVM_CMD(UVM_REGISTER_CHANNEL, NVSIM_UVM_REGISTER_CHANNEL_PARAMS, true,
+	UVM_CMD(UVM_REGISTER_CHANNEL, UVM_REGISTER_CHANNEL_PARAMS, true,
 		true, nvsim_uvm_register_channel),
 };
 

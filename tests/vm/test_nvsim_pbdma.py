@@ -31,7 +31,6 @@ STATS = "/sys/kernel/debug/nvsim/stats"
 NV_ERR_INVALID_REQUEST = 0x3F          # nvstatuscodes.h
 NV_ERR_INVALID_DEVICE = 0x26
 UVM_CREATE_EXTERNAL_RANGE = 73         # uvm_ioctl.h
-GT200_DEBUGGER = 0x83DE
 
 VA = 0x10_0000_0000                    # where the test maps its memory
 AREA = 2 << 20
@@ -333,7 +332,7 @@ def test_gt200_debugger(bed):
 
     def status(**kw):
         try:
-            c.free(c.alloc(bed.dev, GT200_DEBUGGER, P(**kw)))
+            c.free(c.alloc(bed.dev, A.GT200_DEBUGGER, P(**kw)))
             return A.NV_OK
         except RmError as e:
             return e.status
