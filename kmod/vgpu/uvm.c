@@ -13,9 +13,9 @@
  * so no proxy can stand for it and the real file may not enter the
  * caller's table.  vgpu.ko answers it NV_WARN_NOTHING_TO_DO, the driver's
  * own answer where a VA space has no mm association (uvm_api_mm_initialize:
- * multi-process sharing mode, or uvm_enable_va_space_mm=0), which tells
- * the caller the MM FD "is not required and it may be released with no
- * loss of functionality"; CUDA and tinygrad carry on (docs/mediator.md).
+ * multi-process sharing mode, or uvm_enable_va_space_mm=0); CUDA and
+ * tinygrad carry on.  Here the association exists and stays unused, so GPU
+ * faults that need the mm (HMM, ATS) go unserved (docs/mediator.md).
  */
 #include <linux/uaccess.h>
 #include <linux/slab.h>
