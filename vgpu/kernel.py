@@ -47,7 +47,7 @@ from . import uapi as U
 __all__ = [
     "VgpuError", "VgpuNotLoaded", "VgpuKernel", "Slice", "GpuUsage", "Event", "Compute",
     "SchedInfo", "AuditEntry", "AuditRecord", "allow_keys",
-    "EventStream", "Nla", "encode_attrs", "vgpumsg",
+    "EventStream", "TraceStream", "TraceRecord", "Nla", "encode_attrs", "vgpumsg",
 ]
 
 NETLINK_GENERIC = 16
@@ -68,6 +68,8 @@ _NLHDR = struct.Struct("=IHHII")
 _GENLHDR = struct.Struct("=BBH")
 _NLAHDR = struct.Struct("=HH")
 RECV_BUF = 1 << 20
+TRACE_RCVBUF = 16 << 20      # a trace socket's receive buffer: bursts of 16 KiB records
+SO_RCVBUFFORCE = 33
 
 NOT_LOADED = "vgpu.ko is not loaded: generic netlink family 'vgpu' not found"
 
@@ -146,6 +148,8 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_SLICE_ALLOW_COUNT": "uint32",
     "VGPU_A_AUDIT": "slice_list",
     "VGPU_A_AUDIT_DROPPED": "uint64",
+    "VGPU_A_SLICE_TRACE": "uint8",
+    "VGPU_A_TRACE": "trace",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
@@ -187,6 +191,39 @@ AUDIT_ATTR_TYPES = {
 }
 
 
+TRACE_ATTR_TYPES = {
+    "VGPU_TRACE_A_UNSPEC": "none",
+    "VGPU_TRACE_A_SEQ": "uint64",
+    "VGPU_TRACE_A_TIME_NS": "uint64",
+    "VGPU_TRACE_A_DURATION_NS": "uint64",
+    "VGPU_TRACE_A_PID": "uint32",
+    "VGPU_TRACE_A_TID": "uint32",
+    "VGPU_TRACE_A_FILE": "uint64",
+    "VGPU_TRACE_A_NODE": "uint32",
+    "VGPU_TRACE_A_OP": "uint8",
+    "VGPU_TRACE_A_RET": "int32",
+    "VGPU_TRACE_A_FLAGS": "uint32",
+    "VGPU_TRACE_A_NR": "uint32",
+    "VGPU_TRACE_A_SIZE": "uint32",
+    "VGPU_TRACE_A_ITEM_KIND": "uint8",
+    "VGPU_TRACE_A_ITEM": "uint32",
+    "VGPU_TRACE_A_VERDICT": "uint8",
+    "VGPU_TRACE_A_ARGS_IN": "cdata",
+    "VGPU_TRACE_A_ARGS_OUT": "cdata",
+    "VGPU_TRACE_A_PARAMS_PTR": "uint64",
+    "VGPU_TRACE_A_PARAMS_IN": "cdata",
+    "VGPU_TRACE_A_PARAMS_OUT": "cdata",
+    "VGPU_TRACE_A_FD_OFFSET": "uint32",
+    "VGPU_TRACE_A_FD_FILE": "uint64",
+    "VGPU_TRACE_A_ADDR": "uint64",
+    "VGPU_TRACE_A_LENGTH": "uint64",
+    "VGPU_TRACE_A_OFFSET": "uint64",
+    "VGPU_TRACE_A_PROT": "uint32",
+    "VGPU_TRACE_A_OPEN_FLAGS": "uint32",
+    "VGPU_TRACE_A_PAD": "none",
+}
+
+
 def _nla_map(names: list[str], types: dict[str, str]) -> tuple:
     # an attribute the header gained but this table lacks still decodes (as hex)
     return tuple((n, types.get(n, "hex")) for n in names)
@@ -215,6 +252,12 @@ class vgpumsg(genlmsg):
             prefix = "VGPU_AUDIT_A_"
             nla_flags = NLA_F_NESTED
             nla_map = _nla_map(U.AUDIT_ATTRS, AUDIT_ATTR_TYPES)
+
+    class trace(nla):
+        """VGPU_A_TRACE: one traced call (VGPU_TRACE_A_*)."""
+        prefix = "VGPU_TRACE_A_"
+        nla_flags = NLA_F_NESTED
+        nla_map = _nla_map(U.TRACE_ATTRS, TRACE_ATTR_TYPES)
 
 
 # ------------------------------------------------------------- data types
@@ -295,6 +338,7 @@ class Slice:
     quarantined: bool = False         # a call broke: every open and call refused
     audit: bool = False               # audit mode (VGPU_A_SLICE_AUDIT)
     allow_count: int = 0              # entries of its allow-list (VGPU_A_SLICE_ALLOW_COUNT)
+    trace: bool = False               # its calls go to the "trace" group (VGPU_A_SLICE_TRACE)
     gpus: list[GpuUsage] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)   # attributes not known here
 
@@ -415,6 +459,7 @@ def slice_from_msg(msg) -> Slice:
     s.quarantined = bool(d.get("VGPU_A_SLICE_QUARANTINED", 0))
     s.audit = bool(d.get("VGPU_A_SLICE_AUDIT", 0))                 # absent: an older vgpu.ko
     s.allow_count = d.get("VGPU_A_SLICE_ALLOW_COUNT", 0) or 0
+    s.trace = bool(d.get("VGPU_A_SLICE_TRACE", 0))
     gl = msg.get_attr("VGPU_A_SLICE_GPUS")
     if gl is not None:
         s.gpus = [_gpu_from_nla(a[1]) for a in gl.get("attrs", []) if a[0] == "VGPU_A_GPU"]
@@ -426,7 +471,7 @@ def slice_from_msg(msg) -> Slice:
              "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
              "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID",
              "VGPU_A_SLICE_MAX_CHANNELS", "VGPU_A_SLICE_QUARANTINED",
-             "VGPU_A_SLICE_AUDIT", "VGPU_A_SLICE_ALLOW_COUNT"}
+             "VGPU_A_SLICE_AUDIT", "VGPU_A_SLICE_ALLOW_COUNT", "VGPU_A_SLICE_TRACE"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
 
@@ -503,16 +548,79 @@ def allow_keys(allow) -> list[int]:
     return sorted(keys)
 
 
-def _audit_attrs(audit: bool | None, allow) -> list:
-    """VGPU_A_SLICE_AUDIT and VGPU_A_SLICE_ALLOW of a NEW/SET request (None
-    leaves each out; an empty allow-list is an empty nest: it clears)."""
+def _audit_attrs(audit: bool | None, allow, trace: bool | None = None) -> list:
+    """VGPU_A_SLICE_AUDIT, VGPU_A_SLICE_ALLOW and VGPU_A_SLICE_TRACE of a
+    NEW/SET request (None leaves each out; an empty allow-list is an empty
+    nest: it clears)."""
     out = []
+    if trace is not None:
+        out.append(["VGPU_A_SLICE_TRACE", 1 if trace else 0])
     if audit is not None:
         out.append(["VGPU_A_SLICE_AUDIT", 1 if audit else 0])
     if allow is not None:
         out.append(["VGPU_A_SLICE_ALLOW",
                     {"attrs": [["VGPU_A_ALLOW", k] for k in allow_keys(allow)]}])
     return out
+
+
+@dataclass
+class TraceRecord:
+    """One traced call of a slice (a VGPU_CMD_TRACE message; docs/trace.md).
+    Fields the kernel did not send for this kind of call are None."""
+    slice_id: int
+    seq: int
+    op: int                           # enum vgpu_trace_op
+    time_ns: int = 0
+    duration_ns: int = 0
+    pid: int = 0
+    tid: int = 0
+    file: int = 0
+    node: int = 0                     # minor relative to the slice's base
+    ret: int = 0
+    flags: int = 0                    # VGPU_TRACE_F_*
+    nr: int | None = None
+    size: int | None = None
+    item_kind: int | None = None      # enum vgpu_audit_kind
+    item: int | None = None
+    verdict: int | None = None        # enum vgpu_audit_verdict
+    args_in: bytes | None = None
+    args_out: bytes | None = None
+    params_ptr: int | None = None
+    params_in: bytes | None = None
+    params_out: bytes | None = None
+    fd_offset: int | None = None
+    fd_file: int | None = None
+    addr: int | None = None
+    length: int | None = None
+    offset: int | None = None
+    prot: int | None = None           # VGPU_TRACE_PROT_*
+    open_flags: int | None = None
+
+
+_TRACE_FIELDS = {f"VGPU_TRACE_A_{n.upper()}": n for n in (
+    "seq", "op", "pid", "tid", "file", "node", "ret", "flags", "nr", "size", "item_kind",
+    "item", "verdict", "args_in", "args_out", "params_ptr", "params_in", "params_out",
+    "fd_offset", "fd_file", "addr", "length", "offset", "prot", "open_flags")}
+_TRACE_FIELDS["VGPU_TRACE_A_TIME_NS"] = "time_ns"
+_TRACE_FIELDS["VGPU_TRACE_A_DURATION_NS"] = "duration_ns"
+
+
+def trace_from_msg(msg) -> TraceRecord | None:
+    """A VGPU_CMD_TRACE message -> TraceRecord (None if it carries no nest)."""
+    nest = msg.get_attr("VGPU_A_TRACE")
+    if nest is None:
+        return None
+    kw: dict[str, Any] = {}
+    for name, value in nest.get("attrs", []):
+        f = _TRACE_FIELDS.get(name)
+        if f is None:
+            continue
+        if f.endswith(("_in", "_out")):
+            value = bytes(value)
+        kw.setdefault(f, value)
+    kw.setdefault("seq", 0)
+    kw.setdefault("op", -1)
+    return TraceRecord(slice_id=msg.get_attr("VGPU_A_SLICE_ID") or 0, **kw)
 
 
 def event_from_msg(msg) -> Event:
@@ -781,16 +889,18 @@ class VgpuKernel:
                   uvm_policy: int | None = None, flags: int | None = None,
                   cgroup_fd: int | None = None, compute: dict | None = None,
                   max_channels: int | None = None, audit: bool | None = None,
-                  allow: list[tuple[int, int]] | None = None) -> Slice:
+                  allow: list[tuple[int, int]] | None = None,
+                  trace: bool | None = None) -> Slice:
         """Create slice id with gpus = [(real_minor, mem_limit[, gpu_id]), ...];
         cgroup_fd: an open fd of a cgroup v2 directory to bind the slice to;
         compute: {container GPU index: Compute | (policy, bp[, priority]) | dict};
         max_channels: channels the slice may hold on each of its GPUs (0: no
         cap; None: the kernel's default); audit: audit mode (None: the
         kernel's default, off); allow: its allow-list, [(enum
-        vgpu_audit_kind, number), ...] (None: none).  A bad allow entry
-        raises ValueError before anything is sent."""
-        tail = _audit_attrs(audit, allow)
+        vgpu_audit_kind, number), ...] (None: none); trace: send its calls on
+        the "trace" group (None: off).  A bad allow entry raises ValueError
+        before anything is sent."""
+        tail = _audit_attrs(audit, allow, trace)
         compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
         entries = []
         for i, g in enumerate(gpus):
@@ -823,14 +933,16 @@ class VgpuKernel:
                   uvm_policy: int | None = None, cgroup_fd: int | None = None,
                   compute: dict | None = None,
                   max_channels: int | None = None, audit: bool | None = None,
-                  allow: list[tuple[int, int]] | None = None) -> Slice | None:
+                  allow: list[tuple[int, int]] | None = None,
+                  trace: bool | None = None) -> Slice | None:
         """Change limits ({container GPU index: bytes}), compute settings
         ({index: Compute | (policy, bp[, priority]) | dict}), the UVM policy,
         the bound cgroup (cgroup_fd: an open fd of a cgroup v2 directory),
         the per-GPU channel cap (max_channels, 0: no cap), audit mode
         (audit) and/or the allow-list (allow: [(kind, number), ...] replaces
-        it; [] clears it).  None leaves a setting as it is."""
-        tail = _audit_attrs(audit, allow)
+        it; [] clears it) and/or tracing (trace).  None leaves a setting as
+        it is."""
+        tail = _audit_attrs(audit, allow, trace)
         attrs = [["VGPU_A_SLICE_ID", int(id)]]
         limits = {int(i): b for i, b in (limits or {}).items()}
         compute = {int(i): Compute.of(c) for i, c in (compute or {}).items()}
@@ -914,6 +1026,17 @@ class VgpuKernel:
                             f"'{U.VGPU_GENL_MCGRP_EVENTS}'", op="subscribe")
         return EventStream(self.family_id, gid, timeout)
 
+    def trace_stream(self, timeout: float | None = None,
+                     rcvbuf: int = TRACE_RCVBUF) -> "TraceStream":
+        """A new socket joined to the "trace" group: the calls of every
+        slice whose VGPU_A_SLICE_TRACE is on (join before turning it on)."""
+        gid = self.mcast_groups.get(U.VGPU_GENL_MCGRP_TRACE)
+        if gid is None:
+            raise VgpuError(_errno.ENOENT, f"family '{U.VGPU_GENL_NAME}' has no multicast group "
+                            f"'{U.VGPU_GENL_MCGRP_TRACE}' (vgpu.ko older than tracing)",
+                            op="trace")
+        return TraceStream(self.family_id, gid, timeout, rcvbuf)
+
     def events(self, timeout: float | None = None) -> Iterator[Event]:
         """Events as they come; stops after timeout seconds without one."""
         with self.subscribe(timeout) as es:
@@ -993,3 +1116,83 @@ class EventStream:
     def __iter__(self) -> Iterator[Event]:
         while (ev := self.get()) is not None:
             yield ev
+
+
+class TraceStream:
+    """Records of the vgpu family's "trace" multicast group (docs/trace.md).
+
+    A listener that falls behind loses records: the kernel's send fails for
+    this socket, which sees ENOBUFS once; ``overruns`` counts those, and the
+    records' sequence numbers show how many were lost."""
+
+    def __init__(self, family_id: int, group: int, timeout: float | None = None,
+                 rcvbuf: int = TRACE_RCVBUF):
+        self.family_id = family_id
+        self.timeout = timeout
+        self.overruns = 0
+        self._gs = _GenlSocket(None)
+        self._pending: list[TraceRecord] = []
+        try:
+            try:    # past rmem_max needs CAP_NET_ADMIN, which a listener has anyway
+                self._gs.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+            except OSError:
+                self._gs.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self._gs.sock.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group)
+        except BaseException:
+            self._gs.close()
+            raise
+
+    def close(self) -> None:
+        self._gs.close()
+
+    def fileno(self) -> int:
+        return self._gs.sock.fileno()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def ready(self) -> list[TraceRecord]:
+        """Every record that can be read without waiting (the socket may be
+        non-blocking; an event loop calls this once it is readable)."""
+        out, self._pending = self._pending, []
+        while True:
+            r, _, _ = select.select([self._gs.sock], [], [], 0)
+            if not r:
+                return out
+            try:
+                msgs = self._gs.recv_msgs()
+            except OSError as e:
+                if e.errno == _errno.ENOBUFS:
+                    self.overruns += 1
+                    continue
+                raise
+            for t, _f, _s, data in msgs:
+                if t == self.family_id:
+                    m = _decode(data)
+                    if m["cmd"] == U.VGPU_CMD_TRACE:
+                        rec = trace_from_msg(m)
+                        if rec is not None:
+                            out.append(rec)
+
+    def get(self, timeout: float | None = -1.0) -> TraceRecord | None:
+        """The next record, or None after timeout seconds (default: the
+        stream's timeout; None waits forever)."""
+        if timeout == -1.0:
+            timeout = self.timeout
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._pending:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            r, _, _ = select.select([self._gs.sock], [], [], left)
+            if not r:
+                return None
+            self._pending = self.ready()
+        return self._pending.pop(0)
+
+    def drain(self, timeout: float = 0.2) -> list[TraceRecord]:
+        out = []
+        while (rec := self.get(timeout)) is not None:
+            out.append(rec)
+        return out

@@ -14,12 +14,14 @@ from __future__ import annotations
 VGPU_GENL_NAME = "vgpu"
 VGPU_GENL_VERSION = 1
 VGPU_GENL_MCGRP_EVENTS = "events"
+VGPU_GENL_MCGRP_TRACE = "trace"
 
 # Limits.
 VGPU_MAX_SLICE_GPUS = 8
 VGPU_MAX_ALLOW = 4096              # allow-list entries per slice
 VGPU_MAX_AUDIT_ENTRIES = 4096      # audit record items per slice
 VGPU_SLICE_NAME_MAX = 128          # including the terminating NUL
+VGPU_TRACE_MAX_PARAMS = 16384      # bytes of each parameter blob of a trace record
 
 # Minors of a slice, relative to its base minor.
 VGPU_MINORS_PER_SLICE = 16
@@ -37,7 +39,8 @@ VGPU_CMD_EVENT = 5
 VGPU_CMD_SCHED_SET = 6
 VGPU_CMD_SCHED_GET = 7
 VGPU_CMD_AUDIT_GET = 8             # dump only; the request carries VGPU_A_SLICE_ID
-__VGPU_CMD_MAX = 9
+VGPU_CMD_TRACE = 9                 # only sent, on the "trace" group
+__VGPU_CMD_MAX = 10
 VGPU_CMD_MAX = __VGPU_CMD_MAX - 1
 
 # enum vgpu_attr: top-level attributes
@@ -71,7 +74,9 @@ VGPU_A_SLICE_ALLOW = 26          # nested: VGPU_A_ALLOW entries, the allow-list;
 VGPU_A_SLICE_ALLOW_COUNT = 27    # u32, entries of the allow-list, reply only
 VGPU_A_AUDIT = 28                # nested: VGPU_A_AUDIT_ENTRY entries, AUDIT_GET replies only
 VGPU_A_AUDIT_DROPPED = 29        # u64, calls not recorded (record full), AUDIT_GET replies only
-__VGPU_A_MAX = 30
+VGPU_A_SLICE_TRACE = 30          # u8, 0 or 1: send the slice's calls on the "trace" group
+VGPU_A_TRACE = 31                # nested: VGPU_TRACE_A_*, VGPU_CMD_TRACE only
+__VGPU_A_MAX = 32
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
 # enum vgpu_list_attr: entries of the GPUS, PIDS, ALLOW and AUDIT nests
@@ -117,6 +122,56 @@ VGPU_AUDIT_A_LET_THROUGH = 6     # u64, of which forwarded by audit mode or the 
 VGPU_AUDIT_A_PAD = 7
 __VGPU_AUDIT_A_MAX = 8
 VGPU_AUDIT_A_MAX = __VGPU_AUDIT_A_MAX - 1
+
+# enum vgpu_trace_attr: a VGPU_A_TRACE nest (docs/trace.md)
+VGPU_TRACE_A_UNSPEC = 0
+VGPU_TRACE_A_SEQ = 1             # u64, the slice's record number, from 1
+VGPU_TRACE_A_TIME_NS = 2         # u64, CLOCK_MONOTONIC at the call's start
+VGPU_TRACE_A_DURATION_NS = 3     # u64
+VGPU_TRACE_A_PID = 4             # u32, host tgid
+VGPU_TRACE_A_TID = 5             # u32, host tid
+VGPU_TRACE_A_FILE = 6            # u64, the open file's number
+VGPU_TRACE_A_NODE = 7            # u32, minor relative to the slice's base
+VGPU_TRACE_A_OP = 8              # u8, enum vgpu_trace_op
+VGPU_TRACE_A_RET = 9             # s32 sent as u32
+VGPU_TRACE_A_FLAGS = 10          # u32, VGPU_TRACE_F_*
+VGPU_TRACE_A_NR = 11             # u32, escape number or UVM command
+VGPU_TRACE_A_SIZE = 12           # u32
+VGPU_TRACE_A_ITEM_KIND = 13      # u8, enum vgpu_audit_kind
+VGPU_TRACE_A_ITEM = 14           # u32
+VGPU_TRACE_A_VERDICT = 15        # u8, enum vgpu_audit_verdict
+VGPU_TRACE_A_ARGS_IN = 16        # binary
+VGPU_TRACE_A_ARGS_OUT = 17       # binary
+VGPU_TRACE_A_PARAMS_PTR = 18     # u64
+VGPU_TRACE_A_PARAMS_IN = 19      # binary
+VGPU_TRACE_A_PARAMS_OUT = 20     # binary
+VGPU_TRACE_A_FD_OFFSET = 21      # u32
+VGPU_TRACE_A_FD_FILE = 22        # u64
+VGPU_TRACE_A_ADDR = 23           # u64, mmap
+VGPU_TRACE_A_LENGTH = 24         # u64, mmap
+VGPU_TRACE_A_OFFSET = 25         # u64, mmap
+VGPU_TRACE_A_PROT = 26           # u32, VGPU_TRACE_PROT_*
+VGPU_TRACE_A_OPEN_FLAGS = 27     # u32, open
+VGPU_TRACE_A_PAD = 28
+__VGPU_TRACE_A_MAX = 29
+VGPU_TRACE_A_MAX = __VGPU_TRACE_A_MAX - 1
+
+# enum vgpu_trace_op
+VGPU_TRACE_OPEN = 0
+VGPU_TRACE_CLOSE = 1
+VGPU_TRACE_IOCTL = 2
+VGPU_TRACE_MMAP = 3
+__VGPU_TRACE_OP_MAX = 4
+
+# VGPU_TRACE_A_FLAGS
+VGPU_TRACE_F_TRUNCATED = 1 << 0
+VGPU_TRACE_F_UNREADABLE = 1 << 1
+VGPU_TRACE_F_XFER = 1 << 2
+
+# VGPU_TRACE_A_PROT
+VGPU_TRACE_PROT_READ = 1 << 0
+VGPU_TRACE_PROT_WRITE = 1 << 1
+VGPU_TRACE_PROT_SHARED = 1 << 2
 
 # enum vgpu_audit_kind
 VGPU_AUDIT_ESCAPE = 0
@@ -209,6 +264,11 @@ assert not any(n.startswith("VGPU_A_LIST_") or n in LIST_ATTRS for n in SLICE_AT
 assert [globals()[n] for n in LIST_ATTRS] == list(range(__VGPU_A_LIST_MAX))
 GPU_ATTRS = [names_by_value("VGPU_GPU_A_")[i] for i in range(__VGPU_GPU_A_MAX)]
 AUDIT_ATTRS = [names_by_value("VGPU_AUDIT_A_")[i] for i in range(__VGPU_AUDIT_A_MAX)]
+TRACE_ATTRS = [names_by_value("VGPU_TRACE_A_")[i] for i in range(__VGPU_TRACE_A_MAX)]
+#: enum vgpu_trace_op -> its name in trace files
+TRACE_OP_NAMES = {VGPU_TRACE_OPEN: "open", VGPU_TRACE_CLOSE: "close",
+                  VGPU_TRACE_IOCTL: "ioctl", VGPU_TRACE_MMAP: "mmap"}
+assert sorted(TRACE_OP_NAMES) == list(range(__VGPU_TRACE_OP_MAX))
 CMD_NAMES = {v: k for k, v in _prefixed("VGPU_CMD_").items() if not k.endswith("_MAX")}
 EVENT_NAMES = {v: k for k, v in _prefixed("VGPU_EVENT_").items() if not k.endswith("_MAX")}
 UVM_POLICY_NAMES = {VGPU_UVM_COUNT: "count", VGPU_UVM_REFUSE: "refuse"}

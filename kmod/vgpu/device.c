@@ -57,6 +57,7 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	spin_lock_init(&vf->ranges_lock);
 	INIT_LIST_HEAD(&vf->ranges);
 	vf->slice = s;
+	vf->id = vgpu_trace_file_id();
 	vf->filp = filp;
 	if (off == VGPU_MINOR_CTL) {
 		vf->kind = VGPU_KIND_CTL;
@@ -108,6 +109,8 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	atomic_inc(&vgpu_nr_files);
 	vgpu_event(s, VGPU_EVENT_DEVICE_OPENED,
 		   vf->kind == VGPU_KIND_GPU ? vf->gpu : U32_MAX, 0);
+	if (vgpu_tracing(s))
+		vgpu_trace_file_op(vf, VGPU_TRACE_OPEN, filp->f_flags);
 	return 0;
 
 err_real:
@@ -133,6 +136,8 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 	struct vgpu_file *vf = filp->private_data;
 	struct vgpu_slice *s = vf->slice;
 
+	if (vgpu_tracing(s))
+		vgpu_trace_file_op(vf, VGPU_TRACE_CLOSE, 0);
 	if (vf->kind == VGPU_KIND_CTL)
 		vgpu_file_free_clients(vf);
 	if (vf->kind != VGPU_KIND_UVM || !vgpu_uvm_release(vf))
@@ -150,10 +155,27 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 	return 0;
 }
 
+static long vgpu_ioctl_traced(struct vgpu_file *vf, unsigned int cmd,
+			      unsigned long arg)
+{
+	struct vgpu_trace_call tc;
+	long ret;
+
+	vgpu_trace_ioctl_begin(vf, cmd, arg, &tc);
+	if (vf->kind == VGPU_KIND_UVM)
+		ret = vgpu_uvm_ioctl(vf, cmd, arg);
+	else
+		ret = vgpu_ctl_ioctl(vf, cmd, arg);
+	vgpu_trace_ioctl_end(vf, &tc, ret);
+	return ret;
+}
+
 static long vgpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct vgpu_file *vf = filp->private_data;
 
+	if (unlikely(vgpu_tracing(vf->slice)))
+		return vgpu_ioctl_traced(vf, cmd, arg);
 	if (vf->kind == VGPU_KIND_UVM)
 		return vgpu_uvm_ioctl(vf, cmd, arg);
 	return vgpu_ctl_ioctl(vf, cmd, arg);
@@ -222,13 +244,26 @@ static int vgpu_fasync(int fd, struct file *filp, int on)
 	return vf->real->f_op->fasync(fd, vf->real, on);
 }
 
+/* The area as asked for: vgpu_mmap() may move vm_pgoff to the real file's. */
+static int vgpu_mmap_traced(struct file *filp, struct vm_area_struct *vma)
+{
+	struct vgpu_file *vf = filp->private_data;
+	unsigned long start = vma->vm_start, len = vma->vm_end - vma->vm_start;
+	unsigned long pgoff = vma->vm_pgoff, flags = vma->vm_flags;
+	int ret = vgpu_mmap(filp, vma);
+
+	if (unlikely(vgpu_tracing(vf->slice)))
+		vgpu_trace_mmap(vf, start, len, pgoff, flags, ret);
+	return ret;
+}
+
 static const struct file_operations vgpu_fops = {
 	.owner = THIS_MODULE,
 	.open = vgpu_open,
 	.release = vgpu_release,
 	.unlocked_ioctl = vgpu_ioctl,
 	.compat_ioctl = vgpu_compat_ioctl,
-	.mmap = vgpu_mmap,
+	.mmap = vgpu_mmap_traced,
 	.read = vgpu_read,
 	.write = vgpu_write,
 	.poll = vgpu_poll,

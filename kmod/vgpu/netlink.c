@@ -13,7 +13,7 @@
 
 static struct genl_family vgpu_family;
 
-enum { VGPU_MCGRP_EVENTS_ID };
+enum { VGPU_MCGRP_EVENTS_ID, VGPU_MCGRP_TRACE_ID };
 
 static const struct genl_multicast_group vgpu_mcgrps[] = {
 	/*
@@ -22,6 +22,9 @@ static const struct genl_multicast_group vgpu_mcgrps[] = {
 	 */
 	[VGPU_MCGRP_EVENTS_ID] = { .name = VGPU_GENL_MCGRP_EVENTS,
 				   .flags = GENL_MCAST_CAP_NET_ADMIN },
+	/* Traces carry the parameters of a container's calls: the same. */
+	[VGPU_MCGRP_TRACE_ID] = { .name = VGPU_GENL_MCGRP_TRACE,
+				  .flags = GENL_MCAST_CAP_NET_ADMIN },
 };
 
 static const struct nla_policy vgpu_gpu_policy[VGPU_GPU_A_MAX + 1] = {
@@ -84,6 +87,8 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_SLICE_ALLOW_COUNT] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_AUDIT] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_AUDIT_DROPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_TRACE] = NLA_POLICY_MAX(NLA_U8, 1),
+	[VGPU_A_TRACE] = { .type = NLA_REJECT, .reject_message = "trace-message-only attribute" },
 	[VGPU_A_EVENT_TYPE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_EVENT_GPU] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
@@ -157,6 +162,7 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 		       !!atomic_read(&s->quarantined)) ||
 	    nla_put_u8(skb, VGPU_A_SLICE_AUDIT, vgpu_audit_on(s)) ||
 	    nla_put_u32(skb, VGPU_A_SLICE_ALLOW_COUNT, vgpu_audit_nr_allow(s)) ||
+	    nla_put_u8(skb, VGPU_A_SLICE_TRACE, READ_ONCE(s->trace)) ||
 	    nla_put_u64_64bit(skb, VGPU_A_SLICE_CGROUP_ID,
 			      s->cgroup ? cgroup_id(s->cgroup) : 0, VGPU_A_PAD))
 		goto err;
@@ -441,6 +447,8 @@ static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 			vgpu_audit_set(s, nla_get_u8(info->attrs[VGPU_A_SLICE_AUDIT]));
 		vgpu_audit_set_allow(s, allow, nr_allow);
 		allow = NULL;
+		if (info->attrs[VGPU_A_SLICE_TRACE])
+			WRITE_ONCE(s->trace, nla_get_u8(info->attrs[VGPU_A_SLICE_TRACE]));
 		/* Bound before anyone can open: the nodes' opens take the lock. */
 		if (cgrp)
 			vgpu_slice_set_cgroup_locked(s, cgrp);
@@ -591,6 +599,8 @@ static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 		vgpu_audit_set_allow(s, allow, nr_allow);
 		allow = NULL;
 	}
+	if (info->attrs[VGPU_A_SLICE_TRACE])
+		WRITE_ONCE(s->trace, nla_get_u8(info->attrs[VGPU_A_SLICE_TRACE]));
 	ret = vgpu_reply_slice(info, s);
 out:
 	mutex_unlock(&vgpu_slices_lock);
@@ -938,6 +948,35 @@ void vgpu_event(struct vgpu_slice *s, u32 type, u32 gpu, u64 size)
 	return;
 err:
 	nlmsg_free(skb);
+}
+
+/* ------------------------------------------------------------- traces */
+
+bool vgpu_trace_listening(void)
+{
+	return genl_has_listeners(&vgpu_family, &init_net, VGPU_MCGRP_TRACE_ID);
+}
+
+/* A VGPU_CMD_TRACE message with room for payload bytes of attributes. */
+struct sk_buff *vgpu_trace_msg_new(size_t payload, void **hdr)
+{
+	struct sk_buff *skb = genlmsg_new(payload, GFP_KERNEL);
+
+	if (!skb)
+		return NULL;
+	*hdr = genlmsg_put(skb, 0, 0, &vgpu_family, 0, VGPU_CMD_TRACE);
+	if (!*hdr) {
+		nlmsg_free(skb);
+		return NULL;
+	}
+	return skb;
+}
+
+/* Sent to whoever listens; a listener that overran loses it (ENOBUFS). */
+void vgpu_trace_msg_send(struct sk_buff *skb, void *hdr)
+{
+	genlmsg_end(skb, hdr);
+	genlmsg_multicast(&vgpu_family, skb, 0, VGPU_MCGRP_TRACE_ID, GFP_KERNEL);
 }
 
 int vgpu_netlink_init(void)

@@ -332,6 +332,21 @@ out:
 	return ret;
 }
 
+/*
+ * Where rmCtrlFd lies in a command's parameters of the release's size, or
+ * -1 (trace.c records which of the slice's files it named).
+ */
+s32 vgpu_uvm_fd_offset(u32 cmd, u32 size)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(vgpu_uvm_cmds); i++)
+		if (vgpu_uvm_cmds[i].cmd == cmd && vgpu_uvm_cmds[i].fd_end >= 0 &&
+		    size >= vgpu_uvm_cmds[i].kstruct)
+			return size - vgpu_uvm_cmds[i].fd_end;
+	return -1;
+}
+
 static long vgpu_uvm_mm_initialize(struct vgpu_file *vf, void __user *u)
 {
 	const struct nvrel_item *it = vgpu_verdict(NVREL_UVM, UVM_MM_INITIALIZE);

@@ -156,6 +156,8 @@ struct vgpu_slice {
 	atomic_t usermode_maps;
 	atomic_t quarantined;   /* a call broke: every call and open refused */
 	struct vgpu_audit *audit; /* audit.c: the record, audit mode, allow-list */
+	bool trace;             /* VGPU_A_SLICE_TRACE; READ_ONCE */
+	atomic64_t trace_seq;   /* records sent (trace.c) */
 	struct mutex lock;      /* pids */
 	struct list_head pids;
 	struct device *devs[VGPU_MINORS_PER_SLICE];
@@ -165,6 +167,7 @@ enum vgpu_kind { VGPU_KIND_CTL, VGPU_KIND_UVM, VGPU_KIND_GPU };
 
 struct vgpu_file {
 	struct vgpu_slice *slice;       /* a reference */
+	u64 id;                         /* trace records' file number, unique while loaded */
 	enum vgpu_kind kind;
 	u32 gpu;                        /* VGPU_KIND_GPU: slice GPU index */
 	struct file *filp;              /* ours */
@@ -186,6 +189,19 @@ struct vgpu_file {
 static inline bool vgpu_file_refused(const struct vgpu_file *vf)
 {
 	return READ_ONCE(vf->poisoned) || atomic_read(&vf->slice->quarantined);
+}
+
+/* The file's node: its minor relative to the slice's base (VGPU_MINOR_*). */
+static inline u32 vgpu_file_node(const struct vgpu_file *vf)
+{
+	switch (vf->kind) {
+	case VGPU_KIND_CTL:
+		return VGPU_MINOR_CTL;
+	case VGPU_KIND_UVM:
+		return VGPU_MINOR_UVM;
+	default:
+		return VGPU_MINOR_GPU0 + vf->gpu;
+	}
 }
 
 /* UVM_MAP_EXTERNAL_ALLOCATION keeps the FB until UVM_FREE: so does its charge. */
@@ -470,11 +486,41 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
 void vgpu_uvm_hold(struct vgpu_file *vf, struct vgpu_uvm_ext *e,
 		   struct vgpu_charge *charge);
 bool vgpu_uvm_release(struct vgpu_file *vf);
+s32 vgpu_uvm_fd_offset(u32 cmd, u32 size);
 
 /* netlink.c */
 int vgpu_netlink_init(void);
 void vgpu_netlink_exit(void);
 void vgpu_event(struct vgpu_slice *s, u32 type, u32 gpu, u64 size);
+bool vgpu_trace_listening(void);
+struct sk_buff *vgpu_trace_msg_new(size_t payload, void **hdr);
+void vgpu_trace_msg_send(struct sk_buff *skb, void *hdr);
+
+/* trace.c: one ioctl of a traced slice, between begin and end */
+struct vgpu_trace_call {
+	u64 t0;
+	u32 nr, size;                   /* the escape (an XFER's inner one) or UVM command */
+	void __user *uptr;
+	u32 flags;                      /* VGPU_TRACE_F_* */
+	u32 item_kind, item, verdict;   /* enum nvrel_kind, number, enum nvrel_verdict */
+	void *in;                       /* the parameters before, in_len bytes */
+	u32 in_len;
+	u64 pptr;                       /* RM_CONTROL's params, RM_ALLOC's pAllocParms */
+	u32 psize;
+	void *pin;                      /* what pptr named before, pin_len bytes */
+	u32 pin_len;
+	u32 fd_off;                     /* where a descriptor lies in the parameters ... */
+	u64 fd_file;                    /* ... and the slice's file it named (0: none) */
+};
+u64 vgpu_trace_file_id(void);
+bool vgpu_tracing(struct vgpu_slice *s);
+void vgpu_trace_ioctl_begin(struct vgpu_file *vf, unsigned int cmd,
+			    unsigned long arg, struct vgpu_trace_call *tc);
+void vgpu_trace_ioctl_end(struct vgpu_file *vf, struct vgpu_trace_call *tc,
+			  long ret);
+void vgpu_trace_file_op(struct vgpu_file *vf, enum vgpu_trace_op op, u32 open_flags);
+void vgpu_trace_mmap(struct vgpu_file *vf, unsigned long start, unsigned long len,
+		     unsigned long pgoff, unsigned long vm_flags, int ret);
 
 /* debugfs.c */
 void vgpu_debugfs_init(void);

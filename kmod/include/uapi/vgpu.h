@@ -53,6 +53,8 @@
  *                        VGPU_A_AUDIT_DROPPED and a VGPU_A_AUDIT nest of
  *                        VGPU_A_AUDIT_ENTRY nests (VGPU_AUDIT_A_*), one per
  *                        escape, class, control or UVM command recorded.
+ *   VGPU_CMD_TRACE       only sent, on the "trace" multicast group: one call
+ *                        of a traced slice (see Tracing below).
  *
  * Audit (SLICE_NEW and SLICE_SET): VGPU_A_SLICE_AUDIT (u8, 0 or 1) puts a
  * slice in audit mode: an item the driver release's policy refuses, or that
@@ -88,6 +90,19 @@
  * directory (or not open) is refused with -EBADF and an extack message.
  * Replies carry VGPU_A_SLICE_CGROUP_ID (the cgroup's id, which is the inode
  * number of its directory in cgroupfs; 0 for an unbound slice).
+ *
+ * Tracing (SLICE_NEW and SLICE_SET): VGPU_A_SLICE_TRACE (u8, 0 or 1).  While
+ * it is 1 and the "trace" group has a listener, every open, close, ioctl
+ * and mmap of the slice's nodes is sent on that group as a VGPU_CMD_TRACE
+ * message: VGPU_A_SLICE_ID and a VGPU_A_TRACE nest of VGPU_TRACE_A_*.  The
+ * parameters are copied from the caller's memory by the trace itself, once
+ * before the call is mediated and once after it returned: the record is what
+ * the caller presented and got back, not what vgpu.ko checked (a sibling
+ * thread can change the memory between the copies; a trace decides nothing).
+ * Each blob is cut at VGPU_TRACE_MAX_PARAMS bytes (VGPU_TRACE_F_TRUNCATED).
+ * VGPU_TRACE_A_SEQ counts the slice's records from 1, so a listener that
+ * missed some (its socket overran) sees the gap.  With no listener, or with
+ * the attribute 0, a call costs one test.  Replies carry VGPU_A_SLICE_TRACE.
  */
 #ifndef _UAPI_VGPU_H
 #define _UAPI_VGPU_H
@@ -95,12 +110,14 @@
 #define VGPU_GENL_NAME          "vgpu"
 #define VGPU_GENL_VERSION       1
 #define VGPU_GENL_MCGRP_EVENTS  "events"
+#define VGPU_GENL_MCGRP_TRACE   "trace"
 
 /* Limits. */
 #define VGPU_MAX_SLICE_GPUS     8
 #define VGPU_MAX_ALLOW          4096    /* allow-list entries per slice */
 #define VGPU_MAX_AUDIT_ENTRIES  4096    /* audit record items per slice */
 #define VGPU_SLICE_NAME_MAX     128     /* including the terminating NUL */
+#define VGPU_TRACE_MAX_PARAMS   16384   /* bytes of each parameter blob of a trace record */
 /*
  * Minors: each slice owns VGPU_MINORS_PER_SLICE consecutive minors of the
  * module's dynamic major, starting at its base minor:
@@ -123,6 +140,7 @@ enum vgpu_cmd {
 	VGPU_CMD_SCHED_SET,
 	VGPU_CMD_SCHED_GET,
 	VGPU_CMD_AUDIT_GET,
+	VGPU_CMD_TRACE,
 	__VGPU_CMD_MAX,
 };
 #define VGPU_CMD_MAX (__VGPU_CMD_MAX - 1)
@@ -159,6 +177,8 @@ enum vgpu_attr {
 	VGPU_A_SLICE_ALLOW_COUNT,   /* u32, entries of the allow-list, reply only */
 	VGPU_A_AUDIT,               /* nested: VGPU_A_AUDIT_ENTRY entries, AUDIT_GET replies only */
 	VGPU_A_AUDIT_DROPPED,       /* u64, calls not recorded (record full), AUDIT_GET replies only */
+	VGPU_A_SLICE_TRACE,         /* u8, 0 or 1: send the slice's calls on the "trace" group; NEW, SET; replies carry it */
+	VGPU_A_TRACE,               /* nested: VGPU_TRACE_A_*, VGPU_CMD_TRACE only */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)
@@ -233,6 +253,60 @@ enum vgpu_audit_verdict {
 	VGPU_AUDIT_NOT_IMPLEMENTED,
 	__VGPU_AUDIT_VERDICT_MAX,
 };
+
+/* Attributes of a VGPU_A_TRACE nest (VGPU_CMD_TRACE messages only). */
+enum vgpu_trace_attr {
+	VGPU_TRACE_A_UNSPEC,
+	VGPU_TRACE_A_SEQ,           /* u64, the slice's record number, from 1 */
+	VGPU_TRACE_A_TIME_NS,       /* u64, CLOCK_MONOTONIC at the call's start */
+	VGPU_TRACE_A_DURATION_NS,   /* u64, the call's time in vgpu.ko and the driver */
+	VGPU_TRACE_A_PID,           /* u32, the caller's host tgid */
+	VGPU_TRACE_A_TID,           /* u32, the caller's host tid */
+	VGPU_TRACE_A_FILE,          /* u64, the open file's number: unique while the module is loaded */
+	VGPU_TRACE_A_NODE,          /* u32, the node's minor relative to the slice's base (VGPU_MINOR_*) */
+	VGPU_TRACE_A_OP,            /* u8, enum vgpu_trace_op */
+	VGPU_TRACE_A_RET,           /* s32 (sent as u32): the call's return value, 0 or -errno */
+	VGPU_TRACE_A_FLAGS,         /* u32, VGPU_TRACE_F_* */
+	VGPU_TRACE_A_NR,            /* u32, IOCTL: the escape number (an XFER's inner one), or the UVM command */
+	VGPU_TRACE_A_SIZE,          /* u32, IOCTL: the parameters' size (the UVM release table's for UVM) */
+	VGPU_TRACE_A_ITEM_KIND,     /* u8, IOCTL: enum vgpu_audit_kind of the item the policy judged */
+	VGPU_TRACE_A_ITEM,          /* u32, IOCTL: escape nr, class, control cmd or UVM command */
+	VGPU_TRACE_A_VERDICT,       /* u8, IOCTL: the release policy's enum vgpu_audit_verdict for the item
+	                             * (REFUSE for an item the table lacks) */
+	VGPU_TRACE_A_ARGS_IN,       /* binary, IOCTL: the parameters before the call */
+	VGPU_TRACE_A_ARGS_OUT,      /* binary, IOCTL: the parameters after it */
+	VGPU_TRACE_A_PARAMS_PTR,    /* u64, IOCTL: RM_CONTROL's params / RM_ALLOC's pAllocParms */
+	VGPU_TRACE_A_PARAMS_IN,     /* binary: what that pointer named before the call */
+	VGPU_TRACE_A_PARAMS_OUT,    /* binary: and after it */
+	VGPU_TRACE_A_FD_OFFSET,     /* u32, IOCTL: offset in the parameters of a file descriptor ... */
+	VGPU_TRACE_A_FD_FILE,       /* u64, ... that named this file (a VGPU_TRACE_A_FILE of the slice) */
+	VGPU_TRACE_A_ADDR,          /* u64, MMAP: the mapping's start */
+	VGPU_TRACE_A_LENGTH,        /* u64, MMAP: its length */
+	VGPU_TRACE_A_OFFSET,        /* u64, MMAP: the file offset in bytes */
+	VGPU_TRACE_A_PROT,          /* u32, MMAP: VGPU_TRACE_PROT_* */
+	VGPU_TRACE_A_OPEN_FLAGS,    /* u32, OPEN: the file's O_* flags */
+	VGPU_TRACE_A_PAD,
+	__VGPU_TRACE_A_MAX,
+};
+#define VGPU_TRACE_A_MAX (__VGPU_TRACE_A_MAX - 1)
+
+enum vgpu_trace_op {
+	VGPU_TRACE_OPEN,
+	VGPU_TRACE_CLOSE,
+	VGPU_TRACE_IOCTL,
+	VGPU_TRACE_MMAP,
+	__VGPU_TRACE_OP_MAX,
+};
+
+/* VGPU_TRACE_A_FLAGS */
+#define VGPU_TRACE_F_TRUNCATED  (1U << 0)   /* a blob was cut at VGPU_TRACE_MAX_PARAMS */
+#define VGPU_TRACE_F_UNREADABLE (1U << 1)   /* the caller's parameters could not be copied */
+#define VGPU_TRACE_F_XFER       (1U << 2)   /* the call came in an NV_ESC_IOCTL_XFER_CMD */
+
+/* VGPU_TRACE_A_PROT */
+#define VGPU_TRACE_PROT_READ    (1U << 0)
+#define VGPU_TRACE_PROT_WRITE   (1U << 1)
+#define VGPU_TRACE_PROT_SHARED  (1U << 2)
 
 /* VGPU_A_SLICE_FLAGS */
 #define VGPU_SLICE_F_FORCE      (1U << 0)   /* SLICE_DEL: even with open files */

@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * trace.c - a traced slice's opens, closes, ioctls and mmaps, one message
+ * each on the "trace" multicast group (docs/trace.md, uapi VGPU_CMD_TRACE).
+ *
+ * The trace decides nothing and changes nothing: it copies the caller's
+ * parameters itself, before the call is mediated and after it returned,
+ * so the record is what the caller presented and got back.  A sibling
+ * thread can change that memory between the trace's copy and vgpu.ko's:
+ * the record is a diagnostic, not evidence of what vgpu.ko checked.  Every
+ * copy is bounded by VGPU_TRACE_MAX_PARAMS.
+ *
+ * Cost when off: vgpu_tracing() is one READ_ONCE of the slice's flag, and
+ * a test of the group's listeners when the flag is on.  Called in process
+ * context with no lock held, except vgpu_trace_mmap (mmap_lock held: it
+ * copies nothing from user memory).
+ */
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/file.h>
+#include <linux/mm.h>
+#include <linux/ktime.h>
+#include <net/genetlink.h>
+
+#include "vgpu.h"
+
+static atomic64_t vgpu_next_file_id = ATOMIC64_INIT(0);
+
+u64 vgpu_trace_file_id(void)
+{
+	return atomic64_inc_return(&vgpu_next_file_id);
+}
+
+bool vgpu_tracing(struct vgpu_slice *s)
+{
+	return READ_ONCE(s->trace) && vgpu_trace_listening();
+}
+
+/* A copy of at most VGPU_TRACE_MAX_PARAMS bytes of user memory, or NULL. */
+static void *vgpu_trace_copy(const void __user *u, u32 size, u32 *len, u32 *flags)
+{
+	void *buf;
+
+	*len = 0;
+	if (!u || !size)
+		return NULL;
+	if (size > VGPU_TRACE_MAX_PARAMS) {
+		size = VGPU_TRACE_MAX_PARAMS;
+		*flags |= VGPU_TRACE_F_TRUNCATED;
+	}
+	buf = kmalloc(size, GFP_KERNEL);
+	if (!buf)
+		return NULL;
+	if (copy_from_user(buf, u, size)) {
+		kfree(buf);
+		*flags |= VGPU_TRACE_F_UNREADABLE;
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}
+
+/*
+ * The descriptor a call's parameters name, by escape or UVM command: where
+ * it lies in the top-level parameters, or -1.  These are the fields
+ * vgpu.ko translates (fdxlate.c, uvm.c) plus MM_INITIALIZE's uvmFd.
+ */
+static s32 vgpu_trace_fd_offset(const struct vgpu_file *vf, u32 nr, u32 size)
+{
+	if (vf->kind == VGPU_KIND_UVM) {
+		if (nr == UVM_MM_INITIALIZE)
+			return offsetof(UVM_MM_INITIALIZE_PARAMS, uvmFd);
+		return vgpu_uvm_fd_offset(nr, size);
+	}
+	switch (nr) {
+	case NV_ESC_REGISTER_FD:
+		return size == sizeof(nv_ioctl_register_fd_t) ?
+			offsetof(nv_ioctl_register_fd_t, ctl_fd) : -1;
+	case NV_ESC_RM_ALLOC_MEMORY:
+		return size == sizeof(nv_ioctl_nvos02_parameters_with_fd) ?
+			offsetof(nv_ioctl_nvos02_parameters_with_fd, fd) : -1;
+	case NV_ESC_RM_MAP_MEMORY:
+		return size == sizeof(nv_ioctl_nvos33_parameters_with_fd) ?
+			offsetof(nv_ioctl_nvos33_parameters_with_fd, fd) : -1;
+	}
+	return -1;
+}
+
+/* The number of the slice's file that descriptor fd names now, or 0. */
+static u64 vgpu_trace_fd_file(const struct vgpu_file *vf, int fd)
+{
+	struct file *f = fget(fd);
+	u64 id = 0;
+
+	if (!f)
+		return 0;
+	if (vgpu_is_vgpu_file(f)) {
+		struct vgpu_file *o = f->private_data;
+
+		if (o->slice == vf->slice)
+			id = o->id;
+	}
+	fput(f);
+	return id;
+}
+
+/* What the policy judged: the class of an allocation, a control's command. */
+static void vgpu_trace_item(const struct vgpu_file *vf, struct vgpu_trace_call *tc)
+{
+	const struct nvrel_item *it;
+	const void *p = tc->in;
+
+	tc->item_kind = NVREL_ESC;
+	tc->item = tc->nr;
+	if (vf->kind == VGPU_KIND_UVM) {
+		tc->item_kind = NVREL_UVM;
+	} else if (tc->in_len == tc->size) {
+		switch (tc->nr) {
+		case NV_ESC_RM_CONTROL:
+			if (tc->size == sizeof(NVOS54_PARAMETERS)) {
+				tc->item_kind = NVREL_CTL;
+				tc->item = ((const NVOS54_PARAMETERS *)p)->cmd;
+			}
+			break;
+		case NV_ESC_RM_ALLOC:
+			if (tc->size == sizeof(NVOS21_PARAMETERS) ||
+			    tc->size == sizeof(NVOS64_PARAMETERS)) {
+				tc->item_kind = NVREL_CLS;
+				tc->item = ((const NVOS21_PARAMETERS *)p)->hClass;
+			}
+			break;
+		case NV_ESC_RM_ALLOC_MEMORY:
+			if (tc->size == sizeof(nv_ioctl_nvos02_parameters_with_fd)) {
+				tc->item_kind = NVREL_CLS;
+				tc->item = ((const NVOS02_PARAMETERS *)p)->hClass;
+			}
+			break;
+		}
+	}
+	it = vgpu_verdict(tc->item_kind, tc->item);
+	tc->verdict = it ? it->verdict : NVREL_REFUSE;
+}
+
+/* RM_CONTROL's params and RM_ALLOC's pAllocParms: pointer and size. */
+static void vgpu_trace_nested(struct vgpu_trace_call *tc)
+{
+	BUILD_BUG_ON(offsetof(NVOS21_PARAMETERS, pAllocParms) !=
+		     offsetof(NVOS64_PARAMETERS, pAllocParms));
+	if (tc->in_len != tc->size)
+		return;
+	if (tc->item_kind == NVREL_CTL) {
+		const NVOS54_PARAMETERS *p = tc->in;
+
+		tc->pptr = p->params;
+		tc->psize = p->paramsSize;
+	} else if (tc->item_kind == NVREL_CLS && tc->nr == NV_ESC_RM_ALLOC) {
+		const NVOS21_PARAMETERS *p = tc->in;
+
+		tc->pptr = p->pAllocParms;
+		tc->psize = p->pAllocParms ? vgpu_rel_size(NVREL_CLS, p->hClass) : 0;
+	}
+	tc->pin = vgpu_trace_copy(u64_to_user_ptr(tc->pptr), tc->psize,
+				  &tc->pin_len, &tc->flags);
+}
+
+/**
+ * vgpu_trace_ioctl_begin - copy what the caller presents
+ *
+ * Called only when vgpu_tracing(); tc is the caller's, freed by
+ * vgpu_trace_ioctl_end() whatever happens in between.
+ */
+void vgpu_trace_ioctl_begin(struct vgpu_file *vf, unsigned int cmd,
+			    unsigned long arg, struct vgpu_trace_call *tc)
+{
+	s32 off;
+
+	memset(tc, 0, sizeof(*tc));
+	tc->t0 = ktime_get_ns();
+	if (vf->kind == VGPU_KIND_UVM) {
+		tc->nr = cmd;
+		tc->size = vgpu_rel_size(NVREL_UVM, cmd);
+		tc->uptr = (void __user *)arg;
+	} else {
+		if (_IOC_NR(cmd) == NV_ESC_IOCTL_XFER_CMD)
+			tc->flags |= VGPU_TRACE_F_XFER;
+		if (nv_ioctl_unwrap(cmd, arg, &tc->nr, &tc->size, &tc->uptr)) {
+			tc->uptr = NULL;
+			tc->flags |= VGPU_TRACE_F_UNREADABLE;
+		}
+	}
+	tc->in = vgpu_trace_copy(tc->uptr, tc->size, &tc->in_len, &tc->flags);
+	vgpu_trace_item(vf, tc);
+	vgpu_trace_nested(tc);
+	off = vgpu_trace_fd_offset(vf, tc->nr, tc->size);
+	if (off >= 0 && off + sizeof(int) <= tc->in_len) {
+		tc->fd_off = off;
+		tc->fd_file = vgpu_trace_fd_file(vf, *(int *)(tc->in + off));
+	}
+}
+
+static size_t vgpu_trace_blob_size(u32 len)
+{
+	return len ? nla_total_size(len) : 0;
+}
+
+static int vgpu_trace_put_common(struct sk_buff *skb, struct vgpu_file *vf,
+				 u32 seq_op, u64 t0, long ret, u32 flags)
+{
+	u64 now = ktime_get_ns();
+
+	return nla_put_u64_64bit(skb, VGPU_TRACE_A_SEQ,
+				 atomic64_inc_return(&vf->slice->trace_seq),
+				 VGPU_TRACE_A_PAD) ||
+	       nla_put_u64_64bit(skb, VGPU_TRACE_A_TIME_NS, t0 ? t0 : now,
+				 VGPU_TRACE_A_PAD) ||
+	       nla_put_u64_64bit(skb, VGPU_TRACE_A_DURATION_NS, t0 ? now - t0 : 0,
+				 VGPU_TRACE_A_PAD) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_PID, task_tgid_nr(current)) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_TID, task_pid_nr(current)) ||
+	       nla_put_u64_64bit(skb, VGPU_TRACE_A_FILE, vf->id, VGPU_TRACE_A_PAD) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_NODE, vgpu_file_node(vf)) ||
+	       nla_put_u8(skb, VGPU_TRACE_A_OP, seq_op) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_RET, (u32)(s32)ret) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_FLAGS, flags);
+}
+
+/* Room for the common attributes and the fixed-size ones of any op. */
+#define VGPU_TRACE_FIXED_SIZE 512
+
+/**
+ * vgpu_trace_ioctl_end - copy what the caller got back, and send the record
+ */
+void vgpu_trace_ioctl_end(struct vgpu_file *vf, struct vgpu_trace_call *tc,
+			  long ret)
+{
+	u32 out_len = 0, pout_len = 0, flags = tc->flags;
+	void *out, *pout;
+	struct sk_buff *skb;
+	struct nlattr *nest;
+	void *hdr;
+
+	out = vgpu_trace_copy(tc->uptr, tc->size, &out_len, &flags);
+	pout = vgpu_trace_copy(u64_to_user_ptr(tc->pptr), tc->psize, &pout_len, &flags);
+	skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE +
+				 vgpu_trace_blob_size(tc->in_len) +
+				 vgpu_trace_blob_size(out_len) +
+				 vgpu_trace_blob_size(tc->pin_len) +
+				 vgpu_trace_blob_size(pout_len), &hdr);
+	if (!skb)
+		goto out;
+	if (nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
+		goto err;
+	nest = nla_nest_start(skb, VGPU_A_TRACE);
+	if (!nest ||
+	    vgpu_trace_put_common(skb, vf, VGPU_TRACE_IOCTL, tc->t0, ret, flags) ||
+	    nla_put_u32(skb, VGPU_TRACE_A_NR, tc->nr) ||
+	    nla_put_u32(skb, VGPU_TRACE_A_SIZE, tc->size) ||
+	    nla_put_u8(skb, VGPU_TRACE_A_ITEM_KIND, tc->item_kind) ||
+	    nla_put_u32(skb, VGPU_TRACE_A_ITEM, tc->item) ||
+	    nla_put_u8(skb, VGPU_TRACE_A_VERDICT, tc->verdict) ||
+	    (tc->in_len && nla_put(skb, VGPU_TRACE_A_ARGS_IN, tc->in_len, tc->in)) ||
+	    (out_len && nla_put(skb, VGPU_TRACE_A_ARGS_OUT, out_len, out)) ||
+	    (tc->psize && nla_put_u64_64bit(skb, VGPU_TRACE_A_PARAMS_PTR, tc->pptr,
+					    VGPU_TRACE_A_PAD)) ||
+	    (tc->pin_len && nla_put(skb, VGPU_TRACE_A_PARAMS_IN, tc->pin_len, tc->pin)) ||
+	    (pout_len && nla_put(skb, VGPU_TRACE_A_PARAMS_OUT, pout_len, pout)) ||
+	    (tc->fd_file && (nla_put_u32(skb, VGPU_TRACE_A_FD_OFFSET, tc->fd_off) ||
+			     nla_put_u64_64bit(skb, VGPU_TRACE_A_FD_FILE, tc->fd_file,
+					       VGPU_TRACE_A_PAD))))
+		goto err;
+	nla_nest_end(skb, nest);
+	vgpu_trace_msg_send(skb, hdr);
+	goto out;
+err:
+	nlmsg_free(skb);
+out:
+	kfree(pout);
+	kfree(out);
+	kfree(tc->pin);
+	kfree(tc->in);
+}
+
+/* An open (vf just made, ret 0) or a close. */
+void vgpu_trace_file_op(struct vgpu_file *vf, enum vgpu_trace_op op, u32 open_flags)
+{
+	struct sk_buff *skb;
+	struct nlattr *nest;
+	void *hdr;
+
+	skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE, &hdr);
+	if (!skb)
+		return;
+	if (nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
+		goto err;
+	nest = nla_nest_start(skb, VGPU_A_TRACE);
+	if (!nest || vgpu_trace_put_common(skb, vf, op, 0, 0, 0) ||
+	    (op == VGPU_TRACE_OPEN &&
+	     nla_put_u32(skb, VGPU_TRACE_A_OPEN_FLAGS, open_flags)))
+		goto err;
+	nla_nest_end(skb, nest);
+	vgpu_trace_msg_send(skb, hdr);
+	return;
+err:
+	nlmsg_free(skb);
+}
+
+/*
+ * An mmap of one of the slice's files: the area as the caller asked for it
+ * (vgpu_mmap() may move vm_pgoff to the real file's), and its answer.
+ */
+void vgpu_trace_mmap(struct vgpu_file *vf, unsigned long start, unsigned long len,
+		     unsigned long pgoff, unsigned long vm_flags, int ret)
+{
+	u32 prot = (vm_flags & VM_READ ? VGPU_TRACE_PROT_READ : 0) |
+		   (vm_flags & VM_WRITE ? VGPU_TRACE_PROT_WRITE : 0) |
+		   (vm_flags & VM_SHARED ? VGPU_TRACE_PROT_SHARED : 0);
+	struct sk_buff *skb;
+	struct nlattr *nest;
+	void *hdr;
+
+	skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE, &hdr);
+	if (!skb)
+		return;
+	if (nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
+		goto err;
+	nest = nla_nest_start(skb, VGPU_A_TRACE);
+	if (!nest || vgpu_trace_put_common(skb, vf, VGPU_TRACE_MMAP, 0, ret, 0) ||
+	    nla_put_u64_64bit(skb, VGPU_TRACE_A_ADDR, start, VGPU_TRACE_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_TRACE_A_LENGTH, len, VGPU_TRACE_A_PAD) ||
+	    nla_put_u64_64bit(skb, VGPU_TRACE_A_OFFSET, (u64)pgoff << PAGE_SHIFT,
+			      VGPU_TRACE_A_PAD) ||
+	    nla_put_u32(skb, VGPU_TRACE_A_PROT, prot))
+		goto err;
+	nla_nest_end(skb, nest);
+	vgpu_trace_msg_send(skb, hdr);
+	return;
+err:
+	nlmsg_free(skb);
+}
