@@ -338,6 +338,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define UVM_REGISTER_GPU                37
 #define UVM_MIGRATE                     51
 #define UVM_ALLOC_SEMAPHORE_POOL        68
+#define UVM_CREATE_EXTERNAL_RANGE       73
 #define UVM_MM_INITIALIZE               75
 #define UVM_MAX_GPUS                    256
 
@@ -1265,6 +1266,13 @@ typedef struct {
 typedef struct {
 	NvU64 base NV_ALIGN8;
 	NvU64 length NV_ALIGN8;
+	NV_STATUS rmStatus;
+	NvU32 _pad0;
+} UVM_CREATE_EXTERNAL_RANGE_PARAMS;
+
+typedef struct {
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
 	NvU8  destinationUuid[16];
 	NvU32 flags;
 	NvU32 _pad0;
@@ -1780,6 +1788,8 @@ NVABI_OFF(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hClient, 9252);
 NVABI_OFF(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hMemory, 9256);
 NVABI_OFF(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmStatus, 9260);
 NVABI_SIZE(UVM_FREE_PARAMS, 16);
+NVABI_SIZE(UVM_CREATE_EXTERNAL_RANGE_PARAMS, 24);
+NVABI_OFF(UVM_CREATE_EXTERNAL_RANGE_PARAMS, rmStatus, 16);
 NVABI_OFF(UVM_FREE_PARAMS, base, 0);
 NVABI_OFF(UVM_FREE_PARAMS, rmStatus, 8);
 NVABI_SIZE(UVM_MIGRATE_PARAMS, 80);
