@@ -221,6 +221,15 @@ TRACE_ATTR_TYPES = {
     "VGPU_TRACE_A_PROT": "uint32",
     "VGPU_TRACE_A_OPEN_FLAGS": "uint32",
     "VGPU_TRACE_A_PAD": "none",
+    "VGPU_TRACE_A_LIST": "trace_list",
+}
+TRACE_LIST_ATTR_TYPES = {
+    "VGPU_TRACE_LIST_A_UNSPEC": "none",
+    "VGPU_TRACE_LIST_A_OFFSET": "uint32",
+    "VGPU_TRACE_LIST_A_PTR": "uint64",
+    "VGPU_TRACE_LIST_A_IN": "cdata",
+    "VGPU_TRACE_LIST_A_OUT": "cdata",
+    "VGPU_TRACE_LIST_A_PAD": "none",
 }
 
 
@@ -258,6 +267,12 @@ class vgpumsg(genlmsg):
         prefix = "VGPU_TRACE_A_"
         nla_flags = NLA_F_NESTED
         nla_map = _nla_map(U.TRACE_ATTRS, TRACE_ATTR_TYPES)
+
+        class trace_list(nla):
+            """VGPU_TRACE_A_LIST: one embedded list (VGPU_TRACE_LIST_A_*)."""
+            prefix = "VGPU_TRACE_LIST_A_"
+            nla_flags = NLA_F_NESTED
+            nla_map = _nla_map(U.TRACE_LIST_ATTRS, TRACE_LIST_ATTR_TYPES)
 
 
 # ------------------------------------------------------------- data types
@@ -595,6 +610,9 @@ class TraceRecord:
     offset: int | None = None
     prot: int | None = None           # VGPU_TRACE_PROT_*
     open_flags: int | None = None
+    #: the lists the pointed-to params name: (offset of the pointer, pointer,
+    #: bytes before or None, bytes after or None)
+    lists: list[tuple[int, int, bytes | None, bytes | None]] = field(default_factory=list)
 
 
 _TRACE_FIELDS = {f"VGPU_TRACE_A_{n.upper()}": n for n in (
@@ -611,7 +629,14 @@ def trace_from_msg(msg) -> TraceRecord | None:
     if nest is None:
         return None
     kw: dict[str, Any] = {}
+    lists = []
     for name, value in nest.get("attrs", []):
+        if name == "VGPU_TRACE_A_LIST":
+            d = _attrs_dict(value)
+            blob = d.get("VGPU_TRACE_LIST_A_IN"), d.get("VGPU_TRACE_LIST_A_OUT")
+            lists.append((d.get("VGPU_TRACE_LIST_A_OFFSET", 0), d.get("VGPU_TRACE_LIST_A_PTR", 0),
+                          *(None if b is None else bytes(b) for b in blob)))
+            continue
         f = _TRACE_FIELDS.get(name)
         if f is None:
             continue
@@ -620,7 +645,7 @@ def trace_from_msg(msg) -> TraceRecord | None:
         kw.setdefault(f, value)
     kw.setdefault("seq", 0)
     kw.setdefault("op", -1)
-    return TraceRecord(slice_id=msg.get_attr("VGPU_A_SLICE_ID") or 0, **kw)
+    return TraceRecord(slice_id=msg.get_attr("VGPU_A_SLICE_ID") or 0, lists=lists, **kw)
 
 
 def event_from_msg(msg) -> Event:

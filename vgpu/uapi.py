@@ -22,6 +22,7 @@ VGPU_MAX_ALLOW = 4096              # allow-list entries per slice
 VGPU_MAX_AUDIT_ENTRIES = 4096      # audit record items per slice
 VGPU_SLICE_NAME_MAX = 128          # including the terminating NUL
 VGPU_TRACE_MAX_PARAMS = 16384      # bytes of each parameter blob of a trace record
+VGPU_TRACE_MAX_BLOBS = 57344       # bytes of all the blobs of one trace record
 
 # Minors of a slice, relative to its base minor.
 VGPU_MINORS_PER_SLICE = 16
@@ -153,8 +154,19 @@ VGPU_TRACE_A_OFFSET = 25         # u64, mmap
 VGPU_TRACE_A_PROT = 26           # u32, VGPU_TRACE_PROT_*
 VGPU_TRACE_A_OPEN_FLAGS = 27     # u32, open
 VGPU_TRACE_A_PAD = 28
-__VGPU_TRACE_A_MAX = 29
+VGPU_TRACE_A_LIST = 29           # nested, repeated: VGPU_TRACE_LIST_A_*
+__VGPU_TRACE_A_MAX = 30
 VGPU_TRACE_A_MAX = __VGPU_TRACE_A_MAX - 1
+
+# enum vgpu_trace_list_attr: a VGPU_TRACE_A_LIST nest
+VGPU_TRACE_LIST_A_UNSPEC = 0
+VGPU_TRACE_LIST_A_OFFSET = 1     # u32, the pointer's offset in the pointed-to params
+VGPU_TRACE_LIST_A_PTR = 2        # u64
+VGPU_TRACE_LIST_A_IN = 3         # binary
+VGPU_TRACE_LIST_A_OUT = 4        # binary
+VGPU_TRACE_LIST_A_PAD = 5
+__VGPU_TRACE_LIST_A_MAX = 6
+VGPU_TRACE_LIST_A_MAX = __VGPU_TRACE_LIST_A_MAX - 1
 
 # enum vgpu_trace_op
 VGPU_TRACE_OPEN = 0
@@ -265,6 +277,8 @@ assert [globals()[n] for n in LIST_ATTRS] == list(range(__VGPU_A_LIST_MAX))
 GPU_ATTRS = [names_by_value("VGPU_GPU_A_")[i] for i in range(__VGPU_GPU_A_MAX)]
 AUDIT_ATTRS = [names_by_value("VGPU_AUDIT_A_")[i] for i in range(__VGPU_AUDIT_A_MAX)]
 TRACE_ATTRS = [names_by_value("VGPU_TRACE_A_")[i] for i in range(__VGPU_TRACE_A_MAX)]
+TRACE_LIST_ATTRS = [names_by_value("VGPU_TRACE_LIST_A_")[i]
+                    for i in range(__VGPU_TRACE_LIST_A_MAX)]
 #: enum vgpu_trace_op -> its name in trace files
 TRACE_OP_NAMES = {VGPU_TRACE_OPEN: "open", VGPU_TRACE_CLOSE: "close",
                   VGPU_TRACE_IOCTL: "ioctl", VGPU_TRACE_MMAP: "mmap"}

@@ -95,6 +95,44 @@ u32 vgpu_rel_size(enum nvrel_kind k, u32 value)
 	return it ? it->size : 0;
 }
 
+/**
+ * vgpu_list_extent - where list i of a control lies, read from a kernel copy
+ * kp of size bytes of its params: *ptr_off, the pointer and its extent in
+ * bytes (0 for a NULL pointer or a zero count).  NV_ERR_INVALID_PARAM_STRUCT
+ * when the release's table places a member outside size; the extent is
+ * not bounded here (callers bound it their own way).
+ */
+NV_STATUS vgpu_list_extent(const struct nvrel_item *item, u32 i, const void *kp,
+			   u32 size, u32 *ptr_off, u64 *uptr, u64 *bytes)
+{
+	const struct nvrel_ptr *ptr = &vgpu_rel->ptrs[item->ptr0 + i];
+	u64 count;
+
+	*bytes = 0;
+	*ptr_off = ptr->ptr_off;
+	if (ptr->ptr_off + sizeof(u64) > size)
+		return NV_ERR_INVALID_PARAM_STRUCT;
+	*uptr = *(const u64 *)(kp + ptr->ptr_off);
+	if (!*uptr)
+		return NV_OK;
+	if (ptr->count_off == NVREL_NO_COUNT) {
+		*bytes = ptr->elem_size;
+		return NV_OK;
+	}
+	if (ptr->count_off + ptr->count_size > size)
+		return NV_ERR_INVALID_PARAM_STRUCT;
+	switch (ptr->count_size) {
+	case 1: count = *(const u8 *)(kp + ptr->count_off); break;
+	case 2: count = *(const u16 *)(kp + ptr->count_off); break;
+	case 4: count = *(const u32 *)(kp + ptr->count_off); break;
+	case 8: count = *(const u64 *)(kp + ptr->count_off); break;
+	default: return NV_ERR_NOT_SUPPORTED;
+	}
+	if (check_mul_overflow(count, (u64)ptr->elem_size, bytes))
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
 const char *vgpu_release_name(void)
 {
 	return vgpu_rel ? vgpu_rel->name : "";

@@ -145,37 +145,21 @@ struct vgpu_list {
 static NV_STATUS vgpu_lists_in(const struct nvrel_item *item, void *kp, u32 size,
 			       struct vgpu_list *l, u32 *n)
 {
-	const struct nvrel_ptr *ptr;
-	u64 count, bytes;
+	NV_STATUS st;
+	u64 uptr, bytes;
 	u32 i;
 
 	*n = 0;
 	if (!vgpu_rel->ptrs || item->nptrs > VGPU_CTRL_MAX_LISTS)
 		return NV_ERR_NOT_SUPPORTED;
 	for (i = 0; i < item->nptrs; i++) {
-		ptr = &vgpu_rel->ptrs[item->ptr0 + i];
-		if (ptr->ptr_off + sizeof(u64) > size)
-			return NV_ERR_INVALID_PARAM_STRUCT;
-		l[i].ptr_off = ptr->ptr_off;
-		l[i].uptr = u64_to_user_ptr(*(u64 *)(kp + ptr->ptr_off));
+		st = vgpu_list_extent(item, i, kp, size, &l[i].ptr_off, &uptr, &bytes);
+		if (st != NV_OK)
+			return st;
+		l[i].uptr = u64_to_user_ptr(uptr);
 		(*n)++;
 		if (!l[i].uptr)
 			continue;
-		if (ptr->count_off == NVREL_NO_COUNT) {
-			bytes = ptr->elem_size;
-		} else {
-			if (ptr->count_off + ptr->count_size > size)
-				return NV_ERR_INVALID_PARAM_STRUCT;
-			switch (ptr->count_size) {
-			case 1: count = *(u8 *)(kp + ptr->count_off); break;
-			case 2: count = *(u16 *)(kp + ptr->count_off); break;
-			case 4: count = *(u32 *)(kp + ptr->count_off); break;
-			case 8: count = *(u64 *)(kp + ptr->count_off); break;
-			default: return NV_ERR_NOT_SUPPORTED;
-			}
-			if (check_mul_overflow(count, (u64)ptr->elem_size, &bytes))
-				return NV_ERR_INVALID_ARGUMENT;
-		}
 		/* RM's own bound for an embedded copy; a zero count copies nothing. */
 		if (bytes > VGPU_MAX_CTRL_PARAMS)
 			return NV_ERR_INVALID_ARGUMENT;

@@ -316,6 +316,8 @@ extern bool vgpu_rmapi_nvos21;
 int vgpu_policy_select(const char *driver);
 const struct nvrel_item *vgpu_verdict(enum nvrel_kind k, u32 value);
 u32 vgpu_rel_size(enum nvrel_kind k, u32 value);
+NV_STATUS vgpu_list_extent(const struct nvrel_item *item, u32 i, const void *kp,
+			   u32 size, u32 *ptr_off, u64 *uptr, u64 *bytes);
 const char *vgpu_release_name(void);
 
 int vgpu_rm_init(void);
@@ -497,18 +499,27 @@ struct sk_buff *vgpu_trace_msg_new(size_t payload, void **hdr);
 void vgpu_trace_msg_send(struct sk_buff *skb, void *hdr);
 
 /* trace.c: one ioctl of a traced slice, between begin and end */
+#define VGPU_TRACE_MAX_LISTS 4
+
+/* User memory a record holds: len bytes at uptr, before (in) and after. */
+struct vgpu_trace_blob {
+	u64 uptr;
+	u32 len;                        /* taken from the record's budget; in may be NULL */
+	void *in;
+};
+
 struct vgpu_trace_call {
 	u64 t0;
 	u32 nr, size;                   /* the escape (an XFER's inner one) or UVM command */
-	void __user *uptr;
 	u32 flags;                      /* VGPU_TRACE_F_* */
 	u32 item_kind, item, verdict;   /* enum nvrel_kind, number, enum nvrel_verdict */
-	void *in;                       /* the parameters before, in_len bytes */
-	u32 in_len;
-	u64 pptr;                       /* RM_CONTROL's params, RM_ALLOC's pAllocParms */
+	u32 left;                       /* of VGPU_TRACE_MAX_BLOBS */
+	struct vgpu_trace_blob args;    /* the parameters */
+	struct vgpu_trace_blob params;  /* RM_CONTROL's params, RM_ALLOC's pAllocParms */
 	u32 psize;
-	void *pin;                      /* what pptr named before, pin_len bytes */
-	u32 pin_len;
+	struct vgpu_trace_blob lists[VGPU_TRACE_MAX_LISTS];
+	u32 list_off[VGPU_TRACE_MAX_LISTS];
+	u32 nlists;
 	u32 fd_off;                     /* where a descriptor lies in the parameters ... */
 	u64 fd_file;                    /* ... and the slice's file it named (0: none) */
 };

@@ -216,3 +216,48 @@ def test_trace_group_needs_cap_net_admin(sl, kern):
         return 0
     r = in_child(join)
     assert r.get("ok") in (errno.EPERM, errno.EACCES), r
+
+
+def test_a_controls_lists_are_recorded_before_and_after(traced):
+    sl, ts = traced
+    c = sl.client()
+    g = c.gpu(0)
+    p = A.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS()
+    c.control(g.hDevice, A.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, p)    # the count
+    n = p.numClasses
+    assert n > 0
+    lst = (ctypes.c_uint32 * n)()
+    p.classList = ctypes.addressof(lst)
+    c.control(g.hDevice, A.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, p)
+    recs = [r for r in ioctls(mine(ts, sl.id), "NV_ESC_RM_CONTROL")
+            if r.item == A.NV0080_CTRL_CMD_GPU_GET_CLASSLIST]
+    off = A.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS.classList.offset
+    # a NULL list: its pointer only
+    assert recs[0].lists == [(off, 0, None, None)]
+    (o, ptr, before, after), = recs[1].lists
+    assert (o, ptr) == (off, ctypes.addressof(lst))
+    assert before == bytes(4 * n) and after == bytes(lst)
+    assert not recs[1].flags & U.VGPU_TRACE_F_TRUNCATED
+
+
+def test_a_record_stays_within_its_budget(traced):
+    """Params and a list together past VGPU_TRACE_MAX_BLOBS: cut, flagged,
+    and still one record (a netlink attribute holds less than 64 KiB)."""
+    sl, ts = traced
+    c = sl.client()
+    g = c.gpu(0)
+    n = 3 * U.VGPU_TRACE_MAX_PARAMS // 4             # 48 KiB of list
+    lst = (ctypes.c_uint32 * n)()
+    p = A.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS(numClasses=n, classList=ctypes.addressof(lst))
+    try:
+        c.control(g.hDevice, A.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, p)
+    except RmError:
+        pass
+    r = [r for r in ioctls(mine(ts, sl.id), "NV_ESC_RM_CONTROL")
+         if r.item == A.NV0080_CTRL_CMD_GPU_GET_CLASSLIST][-1]
+    assert r.flags & U.VGPU_TRACE_F_TRUNCATED
+    (_o, _p, before, _after), = r.lists
+    assert len(before) == U.VGPU_TRACE_MAX_PARAMS
+    total = sum(len(b or b"") for b in (r.args_in, r.args_out, r.params_in, r.params_out,
+                                         before, _after))
+    assert total <= U.VGPU_TRACE_MAX_BLOBS

@@ -99,7 +99,12 @@
  * before the call is mediated and once after it returned: the record is what
  * the caller presented and got back, not what vgpu.ko checked (a sibling
  * thread can change the memory between the copies; a trace decides nothing).
- * Each blob is cut at VGPU_TRACE_MAX_PARAMS bytes (VGPU_TRACE_F_TRUNCATED).
+ * The lists RM_CONTROL's parameters point to (the release's table names
+ * them, as for vgpu.ko's own copies) come in VGPU_TRACE_A_LIST nests.  Each
+ * blob is cut at VGPU_TRACE_MAX_PARAMS bytes, and all of a record's blobs
+ * together at VGPU_TRACE_MAX_BLOBS (a netlink attribute, the VGPU_A_TRACE
+ * nest, holds less than 64 KiB), before and after alike; a cut record
+ * carries VGPU_TRACE_F_TRUNCATED.
  * VGPU_TRACE_A_SEQ counts the slice's records from 1, so a listener that
  * missed some (its socket overran) sees the gap.  With no listener, or with
  * the attribute 0, a call costs one test.  Replies carry VGPU_A_SLICE_TRACE.
@@ -118,6 +123,7 @@
 #define VGPU_MAX_AUDIT_ENTRIES  4096    /* audit record items per slice */
 #define VGPU_SLICE_NAME_MAX     128     /* including the terminating NUL */
 #define VGPU_TRACE_MAX_PARAMS   16384   /* bytes of each parameter blob of a trace record */
+#define VGPU_TRACE_MAX_BLOBS    57344   /* bytes of all the blobs of one trace record */
 /*
  * Minors: each slice owns VGPU_MINORS_PER_SLICE consecutive minors of the
  * module's dynamic major, starting at its base minor:
@@ -286,9 +292,22 @@ enum vgpu_trace_attr {
 	VGPU_TRACE_A_PROT,          /* u32, MMAP: VGPU_TRACE_PROT_* */
 	VGPU_TRACE_A_OPEN_FLAGS,    /* u32, OPEN: the file's O_* flags */
 	VGPU_TRACE_A_PAD,
+	VGPU_TRACE_A_LIST,          /* nested, repeated, IOCTL: one embedded list, VGPU_TRACE_LIST_A_* */
 	__VGPU_TRACE_A_MAX,
 };
 #define VGPU_TRACE_A_MAX (__VGPU_TRACE_A_MAX - 1)
+
+/* Attributes of a VGPU_TRACE_A_LIST nest. */
+enum vgpu_trace_list_attr {
+	VGPU_TRACE_LIST_A_UNSPEC,
+	VGPU_TRACE_LIST_A_OFFSET,   /* u32, where its pointer lies in the pointed-to params */
+	VGPU_TRACE_LIST_A_PTR,      /* u64, the pointer */
+	VGPU_TRACE_LIST_A_IN,       /* binary: what it named before the call */
+	VGPU_TRACE_LIST_A_OUT,      /* binary: and after it */
+	VGPU_TRACE_LIST_A_PAD,
+	__VGPU_TRACE_LIST_A_MAX,
+};
+#define VGPU_TRACE_LIST_A_MAX (__VGPU_TRACE_LIST_A_MAX - 1)
 
 enum vgpu_trace_op {
 	VGPU_TRACE_OPEN,
