@@ -10,14 +10,18 @@ Newline-delimited JSON on a Unix stream socket.  This module owns:
   the value) and reply encoding (``ok_reply`` / ``error_reply``);
 - dispatch (``dispatch``: a validated request -> the handler's method);
 - the socket server (``serve``): SO_PEERCRED check per connection, a cap on
-  concurrent connections, per-connection deadlines, event streams.
+  concurrent connections, per-connection deadlines, event and trace streams.
 
 The handler (vgpu.slices.SliceManager in the daemon, a fake in host tests) is
 any object with async methods ``op_status(args)``, ``op_gpus``, ``op_list``,
 ``op_show``, ``op_create``, ``op_set_quota``, ``op_delete``, ``op_attach``,
 ``op_audit``, ``op_set_audit`` (the ``method`` of each entry of ``OPS``)
-returning the result object, raising ``ApiError`` for refusals, and ``subscribe()`` -> a
-trio receive channel of event dicts for ``events``.
+returning the result object, raising ``ApiError`` for refusals;
+``subscribe()`` -> a trio receive channel of event dicts for ``events``; and
+``trace(args, send, *, task_status)`` for ``trace``: started with
+``nursery.start``, it reports the header object (or raises ApiError), then
+puts each line's object on the send channel, closes it when the stream ends,
+and stops its tracing when cancelled.
 
 What it may call: the handler only.  It never talks to the kernel itself.
 """
@@ -51,6 +55,9 @@ IDLE_TIMEOUT = 30.0
 MAX_CONNECTIONS = 256
 CONTAINER_MAX = 127          # vgpu.ko's slice name: VGPU_SLICE_NAME_MAX incl. NUL
 EVENT_QUEUE = 256            # events buffered per subscriber before it is dropped
+# records buffered per tracer before its records are dropped: about a second
+# of a busy CUDA start, a few MiB for typical records (16 KiB blobs are rare)
+TRACE_QUEUE = 1024
 
 CODES = ("bad-request", "unknown-op", "unsupported-version", "too-large", "permission",
          "not-found", "exists", "not-owner", "admission", "kernel", "unavailable", "internal")
@@ -243,7 +250,9 @@ OPS: dict[str, OpSpec] = {
     "set-audit": OpSpec({"container": v_container, "audit": v_bool}, ("container", "audit"),
                         "op_set_audit"),
     "events": OpSpec(method=""),
+    "trace": OpSpec({"container": v_container}, ("container",), ""),
 }
+STREAM_OPS = ("events", "trace")     # answered on a connection of their own
 
 
 @dataclass
@@ -370,8 +379,8 @@ async def handle_line(handler, line: bytes) -> bytes:
         req = parse_request(line)
     except ApiError as e:
         return error_reply(e.extra.get("id"), e.code, e.message, **e.extra)
-    if req.op == "events":
-        return error_reply(req.id, "bad-request", "events needs a stream connection")
+    if req.op in STREAM_OPS:
+        return error_reply(req.id, "bad-request", f"{req.op} needs a stream connection")
     return await dispatch(handler, req)
 
 
@@ -586,8 +595,12 @@ class Server:
         try:
             with scope:
                 await self._conn(stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            log.debug("connection dropped: %s", e)
+        # except*: a stream's nursery wraps what its tasks raise; and a client
+        # that stops reading (TooSlowError from _send) costs its connection,
+        # never the server
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                 OSError) as eg:
+            log.debug("connection dropped: %s", eg.exceptions[0])
         finally:
             self._conn_scopes.discard(scope)
             self.connections -= 1
@@ -638,6 +651,9 @@ class Server:
             if req.op == "events":
                 await self._events(stream, req)
                 return
+            if req.op == "trace":
+                await self._trace(stream, req)
+                return
             self._begin()
             try:
                 reply = await dispatch(self.handler, req)
@@ -671,3 +687,39 @@ class Server:
                 async for ev in recv:
                     await self._send(stream, event_line(ev))
                 n.cancel_scope.cancel()
+
+    async def _trace(self, stream, req: Request):
+        """A trace stream (docs/api.md, "Traces"): the handler's trace task
+        fills a bounded channel, this task writes it to the client.  The
+        trace ends when the client closes or sends anything, or when the
+        handler ends it (its last line says why); cancelling the nursery
+        stops the handler's tracing."""
+        send, recv = trio.open_memory_channel(TRACE_QUEUE)
+        async with trio.open_nursery() as n:
+            try:
+                header = await n.start(self.handler.trace, req.args, send)
+            except ApiError as e:
+                await self._send(stream, error_reply(req.id, e.code, e.message, **e.extra))
+                return
+            except Exception as e:          # a bug: answer it, log it, keep serving
+                log.exception("internal error in trace")
+                await self._send(stream, error_reply(req.id, "internal",
+                                                     f"{type(e).__name__}: {e}"))
+                return
+
+            async def watch_close():
+                try:
+                    await stream.receive_some(4096)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+                n.cancel_scope.cancel()
+            n.start_soon(watch_close)
+            try:
+                await self._send(stream, ok_reply(req.id, header))
+                async for item in recv:
+                    await self._send(stream, _dump(item))
+            except (trio.BrokenResourceError, trio.ClosedResourceError,
+                    trio.TooSlowError) as e:
+                log.info("trace of %s: client dropped (%s)", req.args.get("container"),
+                         type(e).__name__)
+            n.cancel_scope.cancel()

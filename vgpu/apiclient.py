@@ -8,6 +8,10 @@ and cheap to import: both tools import it on every start.
         record = c.request("audit", container="c1")     # {"audit", "entries": [...], ...}
         for ev in ApiClient().events():          # a second connection
             ...
+        header, records = ApiClient().trace("c1")    # a connection of its own
+        with records:
+            for rec in records:                  # docs/trace.md's record objects,
+                ...                              # then maybe {"end": true, "reason"}
 
 Errors, all subclasses of ``ClientError``:
 
@@ -32,7 +36,7 @@ except ImportError:     # pragma: no cover
     import socket as _socket
 
 __all__ = [
-    "DEFAULT_SOCKET", "VERSION", "MAX_LINE", "socket_path", "ApiClient",
+    "DEFAULT_SOCKET", "VERSION", "MAX_LINE", "socket_path", "ApiClient", "TraceRecords",
     "ClientError", "DaemonUnavailable", "PermissionDenied", "ApiError",
     "ApiTimeout", "ConnectionLost", "ProtocolError",
 ]
@@ -219,6 +223,70 @@ def _decode(line: bytes) -> dict:
     return doc
 
 
+class TraceRecords:
+    """The records of a ``trace`` stream (``ApiClient.trace``), read one by
+    one; ``close()`` (or leaving a ``with`` block) ends the trace.
+
+    Each item is a record object (docs/trace.md); when vgpud ends the
+    trace (the slice was deleted), the last item is its end marker
+    ``{"end": true, "reason": ...}``, also kept as ``end``.  A stream that
+    stops without one raises ConnectionLost (vgpud went away)."""
+
+    def __init__(self, conn: "_Conn", timeout: float | None = None):
+        self._conn: _Conn | None = conn
+        self.timeout = timeout
+        self.end: dict | None = None
+
+    def __enter__(self) -> "TraceRecords":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        item = self.read()
+        if item is None:
+            raise StopIteration
+        return item
+
+    def read(self, deadline: float | None = None) -> dict | None:
+        """The next record (or the end marker), None once the stream is
+        over.  ``deadline`` (time.monotonic() seconds) bounds the wait,
+        else the stream's ``timeout`` per record; past it: ApiTimeout."""
+        from time import monotonic
+        if self._conn is None or self.end is not None:
+            return None
+        if deadline is None and self.timeout is not None:
+            deadline = monotonic() + self.timeout
+        try:
+            line = self._conn.readline(deadline)
+        except TimeoutError:
+            raise ApiTimeout("no trace record from vgpud in time") from None
+        except OSError as e:
+            raise ConnectionLost(f"reading from vgpud: {e.strerror or e}") from None
+        if line is None:
+            self.close()
+            raise ConnectionLost("vgpud closed the trace stream")
+        doc = _decode(line)
+        if isinstance(doc.get("record"), dict):
+            return doc["record"]
+        if doc.get("end") is True:
+            self.end = doc
+            self.close()
+            return doc
+        if doc.get("ok") is False:
+            raise _error_from(doc.get("error"))
+        raise ProtocolError(f"unexpected line in the trace stream: {line[:120]!r}")
+
+
 class ApiClient:
     """A client of vgpud's API.  ``request`` reuses one connection (opened
     on first use, reopened after an error); ``events`` opens its own.
@@ -326,3 +394,16 @@ class ApiClient:
                     raise ProtocolError(f"unexpected line in the event stream: {line[:120]!r}")
         finally:
             conn.close()
+
+    def trace(self, container: str, timeout: float | None = None) -> tuple[dict, TraceRecords]:
+        """Trace a container's slice on a connection of its own ->
+        (the trace file's header object, TraceRecords).  vgpud traces the
+        slice until the records are closed.  ``timeout`` bounds the wait for
+        each record (ApiTimeout); the header comes within the client's."""
+        conn = _Conn(self.path, self.timeout)
+        try:
+            header = self._roundtrip(conn, "trace", {"container": container})
+        except BaseException:
+            conn.close()
+            raise
+        return header, TraceRecords(conn, timeout)

@@ -145,12 +145,13 @@ def c_container(text: str) -> str:
 # ------------------------------------------------------------ the table
 class Opt:
     """``--name METAVAR``: ``conv`` validates; ``multi`` collects repeats
-    (lists are extended, pairs go into a dict); ``metavar=None`` is a flag."""
-    __slots__ = ("name", "metavar", "help", "conv", "dest", "multi")
+    (lists are extended, pairs go into a dict); ``metavar=None`` is a flag;
+    ``required``: the command refuses to run without it."""
+    __slots__ = ("name", "metavar", "help", "conv", "dest", "multi", "required")
 
-    def __init__(self, name, metavar, help, conv=None, dest=None, multi=False):
+    def __init__(self, name, metavar, help, conv=None, dest=None, multi=False, required=False):
         self.name, self.metavar, self.help = name, metavar, help
-        self.conv, self.multi = conv, multi
+        self.conv, self.multi, self.required = conv, multi, required
         self.dest = dest or name.lstrip("-").replace("-", "_")
 
     def spelling(self) -> str:
@@ -388,6 +389,171 @@ def cmd_top(client, o):
     return run_top(client, o, sys.stdout)
 
 
+def cmd_trace(client, o):
+    """Record a slice's calls (docs/trace.md) to --output: the header, each
+    record as it comes (flushed: a crash loses nothing written), and on any
+    stop a trailer with the counts; then one summary line on stderr."""
+    path = o["output"]
+    if path != "-" and not o.get("force") and os.path.lexists(path):
+        err(f"trace: {_quote(path)} exists (--force overwrites it)")
+        return EXIT_ERROR
+    from . import trace as T        # the file's own encoder (vgpu-replay reads it back)
+    header, records = client.trace(o["container"])
+    seqs = _SeqGaps()
+    with records:
+        try:
+            out = _trace_output(path, bool(o.get("force")))
+        except OSError as e:
+            err(f"trace: cannot write {_quote(path)}: {e.strerror or e}")
+            return EXIT_ERROR
+        try:
+            # A stop signal is taken only while waiting for vgpud, so that
+            # no line is half written before the trailer; not on stdout,
+            # whose reader may stop reading while Ctrl-C must still work
+            with _StopSignals(guard=out is not sys.stdout) as sig:
+                _emit(out, T.dumps(header))
+                reason, failure = _trace_records(records, out, seqs, o, sig)
+                records.close()                     # vgpud stops tracing now
+                _emit(out, T.dumps({"end": True, "records": seqs.records,
+                                    "lost": seqs.lost()}))
+                if out is not sys.stdout:
+                    out.close()
+        except BrokenPipeError:
+            raise                                   # main's: the reader went away
+        except OSError as e:
+            err(f"trace: writing {_quote(path)}: {e.strerror or e}")
+            return EXIT_ERROR
+        finally:
+            if out is not sys.stdout and not out.closed:
+                try:
+                    out.close()
+                except OSError:
+                    pass
+    where = "stdout" if path == "-" else path
+    sys.stderr.write(f"trace of {o['container']}: {_plural(seqs.records, 'record')}, "
+                     f"{seqs.lost()} lost -> {where}{f' ({reason})' if reason else ''}\n")
+    if failure is not None:
+        raise failure
+    return EXIT_OK
+
+
+def _trace_records(records, out, seqs, o, sig) -> tuple[str | None, Exception | None]:
+    """Copy records to out until --count, --seconds, a stop signal, the
+    stream's end or a failure of the stream -> (vgpud's reason for ending
+    it, or None; the failure, or None)."""
+    import time
+    from . import apiclient as ac
+    from . import trace as T
+    end = None if o.get("seconds") is None else time.monotonic() + o["seconds"]
+    try:
+        while o.get("count") is None or seqs.records < o["count"]:
+            try:
+                with sig.open():
+                    item = records.read(end)
+            except ac.ApiTimeout:
+                if end is None:
+                    raise
+                return None, None                   # --seconds elapsed
+            if item is None or item.get("end") is True:
+                return (item or {}).get("reason"), None
+            _emit(out, T.dumps(item))
+            seqs.add(item.get("seq"))
+    except KeyboardInterrupt:
+        pass                                        # Ctrl-C or SIGTERM: a normal stop
+    except ac.ClientError as e:
+        return None, e                              # the trailer still goes first
+    return None, None
+
+
+def _trace_output(path: str, force: bool):
+    """FILE, created (never replaced unless force), gzip-compressed when it
+    ends in .gz; "-" is stdout."""
+    if path == "-":
+        return sys.stdout
+    mode = "w" if force else "x"      # "x": a file made since our check is not clobbered
+    if path.endswith(".gz"):
+        import gzip
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+def _emit(out, line: str) -> None:
+    out.write(line + "\n")
+    out.flush()         # gzip: a sync flush, the file so far is readable after a crash
+
+
+class _SeqGaps:
+    """Records written and the ones lost by their sequence numbers (as
+    vgpu.trace.Trace.lost counts them: every number missing between the
+    lowest and the highest)."""
+
+    def __init__(self):
+        self.records = 0
+        self.lo = self.hi = None
+
+    def add(self, seq) -> None:
+        self.records += 1
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            self.lo = seq if self.lo is None else min(self.lo, seq)
+            self.hi = seq if self.hi is None else max(self.hi, seq)
+
+    def lost(self) -> int:
+        if self.lo is None:
+            return 0
+        return max(0, self.hi - self.lo + 1 - self.records)
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM raise KeyboardInterrupt; with ``guard`` they are
+    held (blocked) except inside ``open()``, and one that comes while they
+    are held after the last ``open()`` is dropped: the stop is under way."""
+
+    def __init__(self, guard: bool):
+        import signal
+        self.signal = signal
+        self.sigs = {signal.SIGINT, signal.SIGTERM}
+        self.guard = guard and hasattr(signal, "pthread_sigmask")
+        self.old: dict = {}
+
+    def __enter__(self) -> "_StopSignals":
+        signal = self.signal
+        try:
+            self.old[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        except ValueError:              # not the main thread: nothing to take over
+            self.guard = False
+            return self
+        if self.guard:
+            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.sigs)
+        return self
+
+    def open(self):
+        import contextlib
+
+        @contextlib.contextmanager
+        def opened():
+            if not self.guard:
+                yield
+                return
+            try:
+                # a signal held until now is raised here, by the unblocking
+                self.signal.pthread_sigmask(self.signal.SIG_UNBLOCK, self.sigs)
+                yield
+            finally:
+                self.signal.pthread_sigmask(self.signal.SIG_BLOCK, self.sigs)
+        return opened()
+
+    def __exit__(self, *exc) -> None:
+        signal = self.signal
+        if self.guard:
+            # what is still held goes to a handler that ignores it
+            held = {s: signal.signal(s, lambda *a: None) for s in self.sigs}
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+            for s, h in held.items():
+                signal.signal(s, h)
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
 #: the hook `vgpuctl cdi generate` wires in by default (make install's link)
 CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
 #: its entry's whole environment: vgpu.hook.HOOK_ENV (vgpuctl imports no
@@ -516,6 +682,14 @@ COMMANDS = (
         Opt("--interval", "S", "seconds between frames (default 1)", c_duration),
     ), "a live view of GPUs and slices, refreshed each second (Ctrl-C quits)", cmd_top),
     Cmd("events", (), (), "stream events, one line each, until Ctrl-C", cmd_events),
+    Cmd("trace", ("CONTAINER",), (
+        Opt("--output", "FILE", "write the trace here, JSON lines (docs/trace.md); FILE.gz "
+            "is gzip-compressed, - is stdout", c_nonempty, required=True),
+        Opt("--count", "N", "stop after N records", c_count),
+        Opt("--seconds", "S", "stop after S seconds (e.g. 30, 500ms, 2m)", c_duration),
+        Opt("--force", None, "overwrite FILE if it exists"),
+    ), "record a slice's calls through vgpu.ko to a file until Ctrl-C, --count or "
+       "--seconds", cmd_trace),
     Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded",
         cmd_status),
     Cmd("cdi", ("generate",), (
@@ -543,7 +717,7 @@ def find_command(name: str) -> Cmd:
 # ------------------------------------------------------------ usage texts
 def _synopsis(cmd: Cmd) -> str:
     parts = [PROG, cmd.name, *cmd.args]
-    parts += [f"[{o.spelling()}]" for o in cmd.opts]
+    parts += [o.spelling() if o.required else f"[{o.spelling()}]" for o in cmd.opts]
     return " ".join(parts)
 
 
@@ -643,6 +817,9 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
     if len(positionals) > len(cmd.args):
         extra = positionals[len(cmd.args)]
         raise UsageError(f"{cmd.name}: unexpected argument {_quote(extra)}")
+    for opt in cmd.opts:
+        if opt.required and opt.dest not in o:
+            raise UsageError(f"{cmd.name}: missing {opt.spelling()} (usage: {_synopsis(cmd)})")
     for spec, value in zip(cmd.args, positionals):
         name = spec.strip("[]")
         key = ARG_KEYS.get(name, name.lower())

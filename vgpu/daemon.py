@@ -8,7 +8,9 @@ One trio root nursery; each service is started with ``await nursery.start``
   enforcing), SIGHUP reloads the config file (what changed is logged; an
   invalid file is reported and the old config kept);
 - kernel: connects to vgpu.ko's netlink family (retrying every 5 s while the
-  module is absent) and reconciles the state file with the kernel's slices;
+  module is absent) and reconciles the state file with the kernel's slices
+  (turning off the tracing of slices nobody traces: a vgpud that died
+  mid-trace left it on);
 - kernel events: the "events" multicast group, on its own socket, read on
   its fd from the event loop, fanned out to API subscribers;
 - the admin API (vgpu.api.Server) on the Unix socket;
@@ -25,7 +27,9 @@ One trio root nursery; each service is started with ``await nursery.start``
   sliced GPU when vgpu.ko appears and on reload.
 
 Kernel calls run in one worker thread (vgpu.slices.KernelPort), each bounded
-by a deadline.  No per-slice tasks: the kernel is read with one dump.
+by a deadline.  No per-slice tasks: the kernel is read with one dump.  A
+``trace`` stream (docs/trace.md) is the one exception: each runs in its API
+connection's nursery and reads its own "trace" socket from the event loop.
 
 Readiness is reported to systemd with sd_notify (READY=1, RELOADING=1,
 STOPPING=1) when $NOTIFY_SOCKET is set (packaging/vgpud.service: Type=notify).
@@ -282,7 +286,7 @@ class Daemon:
                         await mgr.apply_sched("start")
                     except trio.TooSlowError:
                         log.warning("vgpu.ko: the scheduler setting timed out")
-                    counts = await mgr.reconcile()
+                    counts = await mgr.reconcile(startup=True)
                     log.info("vgpu.ko: reconciled: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
                     self.kernel_ready.set()
                 elif first:

@@ -1179,11 +1179,13 @@ class TraceStream:
     def __exit__(self, *exc):
         self.close()
 
-    def ready(self) -> list[TraceRecord]:
-        """Every record that can be read without waiting (the socket may be
-        non-blocking; an event loop calls this once it is readable)."""
+    def ready(self, limit: int | None = None) -> list[TraceRecord]:
+        """The records that can be read without waiting, at most about
+        limit of them (a datagram's records come whole; None: until the
+        socket is empty).  An event loop calls this once the socket is
+        readable, and again, after a checkpoint, while it returns records."""
         out, self._pending = self._pending, []
-        while True:
+        while limit is None or len(out) < limit:
             r, _, _ = select.select([self._gs.sock], [], [], 0)
             if not r:
                 return out
@@ -1201,6 +1203,7 @@ class TraceStream:
                         rec = trace_from_msg(m)
                         if rec is not None:
                             out.append(rec)
+        return out
 
     def get(self, timeout: float | None = -1.0) -> TraceRecord | None:
         """The next record, or None after timeout seconds (default: the

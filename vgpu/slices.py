@@ -38,7 +38,15 @@ Owns:
   (and layers, if configured) with SCHED_SET at start and on reload
   (``apply_sched``); every kernel dump feeds the achieved-share meter
   (GPU_TIME_NS over a 5 s window).  A vgpu.ko without the SCHED commands
-  (an older module) gets no compute attributes at all: logged once.
+  (an older module) gets no compute attributes at all: logged once;
+- tracing (docs/trace.md): the ``trace`` stream of a slice.  Tracers are
+  counted per slice: the first turns the slice's VGPU_A_SLICE_TRACE on, the
+  last one to leave turns it off, a slice recreated while traced is
+  recreated traced, and the first reconcile after vgpu.ko appears turns off
+  tracing nobody here asked for (a vgpud that died mid-trace).  Each tracer
+  reads the "trace" group on a netlink socket of its own from the event
+  loop and hands its slice's records to the API's writer through a bounded
+  channel: a client too slow for it loses records, never the daemon's time.
 
 What it may call: vgpu.kernel (through ``KernelPort``, in a worker thread),
 vgpu.inventory (worker thread), vgpu.state, vgpu.policy, vgpu.config.  It
@@ -52,7 +60,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -253,6 +261,22 @@ class GpuRef:
     memory_total: int
 
 
+#: trace records decoded per turn of the event loop (_trace_pump)
+TRACE_BATCH = 64
+
+
+class _WriterGone(Exception):
+    """A tracer's connection went away while its records were handed over."""
+
+
+@dataclass
+class SliceTrace:
+    """The API's tracers of one slice: vgpu.ko traces it while ``count`` >
+    0; ``gone`` is set when the daemon deletes (or loses) the slice."""
+    count: int = 0
+    gone: trio.Event = field(default_factory=trio.Event)
+
+
 class SliceManager:
     def __init__(self, cfg, config_path: str, kernel: KernelPort, store, inventory=None):
         self.cfg = cfg
@@ -278,6 +302,10 @@ class SliceManager:
         #: None until probed; False: vgpu.ko lacks SCHED_SET (and compute)
         self.sched_supported: bool | None = None
         self._layers_sent: int | None = None
+        self.tracing: dict[int, SliceTrace] = {}  # slice id -> its tracers
+        # held across the kernel call that turns a slice's tracing on or off:
+        # a tracer leaving and one arriving must reach vgpu.ko in that order
+        self.trace_lock = trio.Lock()
 
     # ------------------------------------------------------------- state
     def load_state(self) -> None:
@@ -859,6 +887,189 @@ class SliceManager:
         self.publish("slice-changed", c, slice_id=sid, audit=on)
         return {"slice": self.slice_view(new, ks)}
 
+    # ------------------------------------------------------------ tracing
+    async def trace(self, args, send, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The ``trace`` stream of a container's slice (docs/api.md,
+        "Traces"), run with ``nursery.start``: it reports the trace file's
+        header once vgpu.ko traces the slice, then puts {"record": ...} on
+        ``send`` for each of the slice's calls until it is cancelled (the
+        client left), or the slice is deleted: then {"end": true, "reason":
+        "slice deleted"}, and ``send`` is closed.  A refusal before the
+        header raises ApiError."""
+        c = args["container"]
+        rec = self._rec(c)
+        sid = rec["slice_id"]
+        # joined before the slice is traced: its first record is not missed
+        ts = await self._trace_stream()
+        try:
+            st, ks = await self._trace_join(c, sid)
+            try:
+                task_status.started(self._trace_header(rec, ks))
+                await self._trace_pump(c, sid, ts, st, send)
+            finally:
+                await self._trace_leave(c, sid)
+        finally:
+            ts.close()
+
+    async def _trace_stream(self):
+        try:
+            return await self.kport.call("trace_stream")
+        except OSError as ex:
+            if ex.errno == errno.ENOENT:            # the family has no such group
+                raise ApiError("kernel", f"vgpu.ko has no tracing (no "
+                               f"{U.VGPU_GENL_MCGRP_TRACE!r} multicast group): a module "
+                               f"older than VGPU_CMD_TRACE", errno="ENOENT") from None
+            raise kernel_error(ex) from None
+
+    def _trace_refused(self, ex: OSError, c: str, sid: int) -> ApiError:
+        if ex.errno == errno.ENOENT:
+            return ApiError("not-found", f"slice {sid} of {c!r} is not in vgpu.ko now "
+                            f"(vgpud creates it again when it next reconciles)")
+        if ex.errno == errno.EOPNOTSUPP or (ex.errno == errno.EINVAL
+                                            and not getattr(ex, "extack", None)):
+            name = "EOPNOTSUPP" if ex.errno == errno.EOPNOTSUPP else "EINVAL"
+            return ApiError("kernel", f"vgpu.ko has no tracing (SLICE_SET trace: {name}): a "
+                            f"module older than VGPU_A_SLICE_TRACE", errno=name)
+        return kernel_error(ex)
+
+    async def _trace_join(self, c: str, sid: int):
+        """Count one more tracer of slice sid; the first turns its tracing
+        on.  -> (its SliceTrace, the kernel's Slice if it was asked)."""
+        ks = None
+        async with self.trace_lock:
+            st = self.tracing.get(sid)
+            if st is None:
+                st = SliceTrace()
+                try:
+                    ks = await self.kport.call("slice_set", sid, trace=True)
+                except OSError as ex:
+                    raise self._trace_refused(ex, c, sid) from None
+                # no checkpoint from the kernel's answer to here: a
+                # cancellation cannot leave the slice traced and uncounted
+                self.tracing[sid] = st
+                if ks is not None:
+                    self.kslices[ks.id] = ks
+                log.info("slice %d of %s: tracing on", sid, c)
+            st.count += 1
+        if self.by_id.get(sid) != c:
+            st.gone.set()                           # deleted while we asked
+        return st, ks
+
+    async def _trace_leave(self, c: str, sid: int) -> None:
+        """One tracer fewer; the last one turns the slice's tracing off.
+        Shielded: it runs when the tracer's connection is cancelled, and a
+        slice must not stay traced because its client went away."""
+        with trio.CancelScope(shield=True):
+            async with self.trace_lock:
+                st = self.tracing.get(sid)
+                if st is None:
+                    return
+                st.count -= 1
+                if st.count > 0:
+                    return
+                del self.tracing[sid]
+                try:
+                    ks = await self.kport.call("slice_set", sid, trace=False)
+                except (ApiError, trio.TooSlowError) as ex:
+                    log.error("slice %d of %s: turning tracing off: %s (the next start of "
+                              "vgpud turns it off)", sid, c, ex or "timed out")
+                    return
+                except OSError as ex:
+                    if ex.errno != errno.ENOENT:    # ENOENT: the slice went with its tracing
+                        log.error("slice %d of %s: turning tracing off: %s", sid, c, ex)
+                    return
+                if ks is not None:
+                    self.kslices[ks.id] = ks
+                log.info("slice %d of %s: tracing off", sid, c)
+
+    def _trace_header(self, rec: dict, ks) -> dict:
+        """The trace file's header (docs/trace.md, vgpu.trace.header_json):
+        the slice's GPUs with their limits as vgpu.ko has them (as wanted
+        when it was not asked), the driver release the inventory read."""
+        import datetime
+        import socket
+        from .trace import header_json
+        ks = ks if ks is not None else self.kslices.get(rec["slice_id"])
+        if ks is not None and ks.gpus:
+            gpus = [{"index": g.index, "memory_limit": g.mem_limit} for g in ks.gpus]
+        else:
+            try:
+                lim = self.gpu_limits(rec, rec.get("applied") or self.eff(rec))
+            except (ValueError, KeyError):
+                lim = {}
+            gpus = [{"index": i, "memory_limit": b} for i, b in sorted(lim.items())]
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return header_json(rec["container"], rec["slice_id"], gpus,
+                           release=getattr(self.inventory, "driver_version", "") or "",
+                           started=started, host=socket.gethostname(), vgpu_version=_version())
+
+    async def _trace_pump(self, c: str, sid: int, ts, st: SliceTrace, send) -> None:
+        """The kernel's records of slice sid -> ``send``, until cancelled or
+        the slice is gone.  The socket is read on the event loop as soon as
+        it is readable: its buffer is what the kernel fills, and the
+        channel (bounded) is what the client's pace empties; a full channel
+        drops the record for this tracer only (its file shows the gap).
+        At most TRACE_BATCH records are decoded per turn, with a checkpoint
+        between turns, so a burst from vgpu.ko does not hold the event loop
+        (the API and vgpufs) for as long as it lasts."""
+        from .trace import record_json
+        sent = dropped = overruns = 0
+        reason = None
+
+        def take() -> bool:
+            nonlocal sent, dropped, overruns
+            batch = ts.ready(TRACE_BATCH)
+            for r in batch:
+                if r.slice_id != sid:
+                    continue                        # another slice's tracer gets those
+                try:
+                    send.send_nowait({"record": record_json(r)})
+                    sent += 1
+                except trio.WouldBlock:
+                    dropped += 1
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    raise _WriterGone from None
+            if ts.overruns > overruns:
+                if not overruns:
+                    log.warning("trace of %s: the kernel's records came faster than vgpud "
+                                "read them; some were lost (the file shows the gaps)", c)
+                overruns = ts.overruns
+            return len(batch) >= TRACE_BATCH      # more may be waiting
+
+        try:
+            async with send:
+                async with trio.open_nursery() as n:
+                    async def watch_gone():
+                        await st.gone.wait()
+                        n.cancel_scope.cancel()
+                    n.start_soon(watch_gone)
+                    try:
+                        while True:
+                            await trio.lowlevel.wait_readable(ts.fileno())
+                            while take():
+                                await trio.sleep(0)
+                    except _WriterGone:
+                        pass
+                    except OSError as ex:
+                        reason = f"the trace socket failed: {ex}"
+                    n.cancel_scope.cancel()
+                if st.gone.is_set():
+                    try:
+                        while take():               # what the slice did before it went
+                            pass
+                    except (OSError, _WriterGone):
+                        pass
+                    reason = "slice deleted"
+                if reason is not None:
+                    try:
+                        await send.send({"end": True, "reason": reason})
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass
+        finally:
+            log.info("trace of %s (slice %d) ended%s: %d record(s) sent, %d dropped (client "
+                     "too slow), %d socket overrun(s)", c, sid,
+                     f" ({reason})" if reason else "", sent, dropped, overruns)
+
     def _uvm_policy(self):
         from . import uapi as U
         return U.VGPU_UVM_REFUSE if getattr(self.cfg.node, "uvm", "count") == "refuse" else U.VGPU_UVM_COUNT
@@ -971,10 +1182,18 @@ class SliceManager:
         if rec is not None:
             self.by_id.pop(rec["slice_id"], None)
             self.kslices.pop(rec["slice_id"], None)
+            self._trace_gone(rec["slice_id"])
+
+    def _trace_gone(self, sid: int) -> None:
+        st = self.tracing.get(sid)
+        if st is not None:
+            st.gone.set()
 
     # ------------------------------------------------------------ reconcile
-    async def reconcile(self) -> dict:
-        """Kernel (what exists) vs desired (what was wanted); returns counts."""
+    async def reconcile(self, *, startup: bool = False) -> dict:
+        """Kernel (what exists) vs desired (what was wanted); returns counts.
+        ``startup``: the first run since vgpu.ko appeared, which also turns
+        off the tracing of slices nobody here traces."""
         counts = {"adopted": 0, "recreated": 0, "corrected": 0, "kept": 0}
         if self.kport.kernel is None and not await self.kport.connect():
             return counts
@@ -988,6 +1207,7 @@ class SliceManager:
                 ks = ks_all.get(rec["slice_id"])
                 if ks is not None and ks.name not in ("", c):
                     # the id is someone else's now: move this slice to a new id
+                    self._trace_gone(rec["slice_id"])
                     self.by_id.pop(rec["slice_id"], None)
                     rec["slice_id"] = self._alloc_id()
                     self.by_id[rec["slice_id"]] = c
@@ -1017,6 +1237,8 @@ class SliceManager:
                         if comp is not None:
                             kw["compute"] = comp
                         kw.update(self.audit_kw(rec))
+                        if self.tracing.get(rec["slice_id"]):
+                            kw["trace"] = True      # its tracers are still listening
                         ks = await self.kport.call("slice_new", rec["slice_id"], gl, name=c,
                                                    uvm_policy=self._uvm_policy(),
                                                    max_channels=self.cfg.node.max_channels, **kw)
@@ -1112,10 +1334,33 @@ class SliceManager:
                                 self.kslices[new.id] = new
                         except OSError as ex:
                             log.error("compute of adopted slice %d (%s): %s", sid, name, ex)
+            if startup:
+                await self._untrace_orphans(ks_all)
             if changed or counts["recreated"] or counts["corrected"]:
                 self._next_id = max([self._next_id] + [s + 1 for s in self.by_id])
                 self.save_state()
         return counts
+
+    async def _untrace_orphans(self, ks_all: dict) -> None:
+        """Turn off the tracing of slices that no tracer of this daemon
+        wants: a vgpud that crashed mid-trace must not leave vgpu.ko
+        copying every call of a slice forever."""
+        for sid, ks in ks_all.items():
+            if ks is None or not getattr(ks, "trace", False) or self.tracing.get(sid):
+                continue
+            try:
+                new = await self.kport.call("slice_set", sid, trace=False)
+            except (ApiError, trio.TooSlowError) as ex:
+                log.error("turning off the tracing of slice %d: %s", sid, ex)
+                continue
+            except OSError as ex:
+                if ex.errno != errno.ENOENT:
+                    log.error("turning off the tracing of slice %d: %s", sid, ex)
+                continue
+            if new is not None:
+                self.kslices[new.id] = new
+            log.warning("slice %d (%s) was traced with no tracer (a vgpud that stopped "
+                        "mid-trace?): tracing turned off", sid, ks.name or "no name")
 
     # ------------------------------------------------------------ GC
     async def collect(self) -> list[str]:

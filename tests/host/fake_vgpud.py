@@ -13,6 +13,10 @@ Misbehaviours for the error paths, set on the instance:
 - ``delay``: seconds to wait before each reply;
 - ``events``: the events sent after an ``events`` ack; then the stream is
   closed, unless ``hold_events`` (then it stays open until the client goes).
+- ``trace_records``: the records sent after a ``trace`` ack (the header of
+  ``make_trace_header``); then ``trace_end`` (an end line, if set), and the
+  stream is closed unless ``hold_trace``.  ``trace_closed`` is set once
+  the client has closed a trace connection.
 """
 
 from __future__ import annotations
@@ -78,6 +82,27 @@ def make_audit(s: dict) -> dict:
             ]}
 
 
+def make_trace_header(s: dict) -> dict:
+    return {"trace": 1, "container": s["container"], "slice_id": s["slice_id"],
+            "release": "595.45.04",
+            "gpus": [{"index": g["index"], "memory_limit": g["memory_limit"]} for g in s["gpus"]],
+            "started": "2026-12-02T06:10:00Z", "host": "node-7", "vgpu_version": "0.1.0"}
+
+
+def make_trace_record(seq: int, op: str = "ioctl") -> dict:
+    """A record as vgpu.trace.record_json makes one (docs/trace.md)."""
+    r = {"seq": seq, "t_ns": 1000 * seq, "dur_ns": 500, "pid": 321, "tid": 321, "file": 1,
+         "node": "ctl", "op": op, "ret": 0}
+    if op == "open":
+        r["open_flags"] = 2
+    elif op == "ioctl":
+        r.update(nr=0x2b, name="NV_ESC_RM_ALLOC", size=48,
+                 item={"kind": "class", "number": 0x41, "name": "NV01_ROOT_CLIENT"},
+                 verdict="forward", status=0, status_name="NV_OK", **{"in": "00" * 48,
+                                                                     "out": "00" * 48})
+    return r
+
+
 class FakeVgpud:
     def __init__(self, path: str):
         self.path = str(path)
@@ -91,6 +116,10 @@ class FakeVgpud:
         self.hold_events = False
         self.image_env_profiles: list[str] = []   # status; create's from_image check
         self.audits: dict[str, dict] = {}         # container -> audit result (else make_audit)
+        self.trace_records: list[dict] = []
+        self.trace_end: dict | None = None
+        self.hold_trace = False
+        self.trace_closed = threading.Event()
         self._next_slice = 1
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
@@ -164,6 +193,27 @@ class FakeVgpud:
                     if self.hold_events:
                         while not self._stop.is_set() and c.recv(1):
                             pass
+                    return
+                if op == "trace":
+                    s = self.slices.get(args.get("container"))
+                    if s is None:
+                        self._send(c, {"v": 1, "id": rid, "ok": False, "error": {
+                            "code": "not-found",
+                            "message": f"no slice for container {json.dumps(args.get('container'))}"}})
+                        return
+                    self._send(c, {"v": 1, "id": rid, "ok": True, "result": make_trace_header(s)})
+                    try:
+                        for r in self.trace_records:
+                            self._send(c, {"record": r})
+                        if self.trace_end is not None:
+                            self._send(c, self.trace_end)
+                        if self.hold_trace:
+                            while not self._stop.is_set() and c.recv(1):
+                                pass
+                    except OSError:
+                        pass
+                    if self.hold_trace:
+                        self.trace_closed.set()
                     return
                 try:
                     result = self._op(op, args)

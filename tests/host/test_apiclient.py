@@ -243,3 +243,43 @@ def test_uses_only_the_standard_library():
     mods.discard("__future__")
     assert all(m.split(".")[0] in sys.stdlib_module_names for m in mods), mods
     json.dumps(sorted(mods))
+
+
+# ------------------------------------------------------------ trace
+def _with_slice(fake, name="c1"):
+    ac.ApiClient(fake.path).request("create", container=name)
+
+
+def test_trace_stream(fake):
+    from fake_vgpud import make_trace_record
+    _with_slice(fake)
+    fake.trace_records = [make_trace_record(1, "open"), make_trace_record(2)]
+    fake.trace_end = {"end": True, "reason": "slice deleted"}
+    header, records = ac.ApiClient(fake.path).trace("c1")
+    assert header["trace"] == 1 and header["container"] == "c1"
+    with records:
+        got = list(records)
+    assert got == [*fake.trace_records, {"end": True, "reason": "slice deleted"}]
+    assert records.end == {"end": True, "reason": "slice deleted"}
+    assert records.read() is None                       # over: nothing more
+    assert fake.requests[-1] == {"v": 1, "id": 1, "op": "trace", "args": {"container": "c1"}}
+
+
+def test_trace_errors(fake):
+    from fake_vgpud import make_trace_record
+    with pytest.raises(ac.ApiError) as ei:
+        ac.ApiClient(fake.path).trace("ghost")
+    assert ei.value.code == "not-found"
+    _with_slice(fake)
+    fake.trace_records = [make_trace_record(1)]
+    _, records = ac.ApiClient(fake.path).trace("c1")
+    assert records.read()["seq"] == 1
+    with pytest.raises(ac.ConnectionLost, match="closed the trace stream"):
+        records.read()                                   # no end line: vgpud went away
+    fake.hold_trace = True
+    _, records = ac.ApiClient(fake.path).trace("c1", timeout=0.2)
+    with records:
+        assert records.read()["seq"] == 1
+        with pytest.raises(ac.ApiTimeout):
+            records.read()
+    assert fake.trace_closed.wait(5)                     # closing it hangs up

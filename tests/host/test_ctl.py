@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 import pytest
 
@@ -542,3 +543,190 @@ def test_set_audit(fake, capsys):
     assert re.search(r"^audit:\s+off; allow-list of 2 items$", out, re.M), out
     rc, _, err = run(capsys, "set-audit", "ghost", "on")
     assert rc == 5
+
+
+# ------------------------------------------------------------ trace
+def _trace_file(path):
+    """(header, records, trailer) of a file vgpuctl trace wrote, read back
+    by vgpu.trace (the reader vgpu-replay uses)."""
+    from vgpu import trace as T
+    t = T.load(str(path))
+    return t.header, [r.raw for r in t.records], t.trailer
+
+
+def test_trace_writes_header_records_and_trailer(fake, capsys, tmp_path):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    fake.trace_records = [make_trace_record(1, "open"), make_trace_record(2),
+                          make_trace_record(3, "close")]
+    fake.trace_end = {"end": True, "reason": "slice deleted"}
+    capsys.readouterr()
+    out = tmp_path / "c1.trace"
+    rc, stdout, err = run(capsys, "trace", "c1", "--output", str(out))
+    assert rc == 0, err
+    assert fake.requests[-1] == {"v": 1, "id": 1, "op": "trace", "args": {"container": "c1"}}
+    assert stdout == ""
+    assert err == f"trace of c1: 3 records, 0 lost -> {out} (slice deleted)\n"
+    header, records, trailer = _trace_file(out)
+    assert header["trace"] == 1 and header["container"] == "c1" and header["gpus"] == \
+        [{"index": 0, "memory_limit": 4 * GIB}]
+    assert records == fake.trace_records                   # the record objects as they are
+    assert trailer == {"end": True, "records": 3, "lost": 0}
+    lines = out.read_text().splitlines()
+    assert len(lines) == 5 and all(" " not in ln for ln in lines)   # vgpu.trace.dumps: compact
+
+
+def test_trace_counts_seq_gaps_as_lost(fake, capsys, tmp_path):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    # a tracer that joins late starts mid-way: only gaps between records count
+    fake.trace_records = [make_trace_record(s) for s in (40, 41, 44, 45, 47)]
+    fake.trace_end = {"end": True, "reason": "slice deleted"}
+    capsys.readouterr()
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(tmp_path / "t"))
+    assert rc == 0 and "5 records, 3 lost" in err
+    assert _trace_file(tmp_path / "t")[2] == {"end": True, "records": 5, "lost": 3}
+
+
+def test_trace_count_stops_and_closes_the_stream(fake, capsys, tmp_path):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    fake.trace_records = [make_trace_record(s) for s in range(1, 11)]
+    fake.hold_trace = True
+    capsys.readouterr()
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(tmp_path / "t"), "--count", "3")
+    assert rc == 0, err
+    assert err == f"trace of c1: 3 records, 0 lost -> {tmp_path / 't'}\n"
+    _, records, trailer = _trace_file(tmp_path / "t")
+    assert [r["seq"] for r in records] == [1, 2, 3]
+    assert trailer == {"end": True, "records": 3, "lost": 0}
+    assert fake.trace_closed.wait(5)                 # hanging up is what ends vgpud's trace
+    # the signals it held while writing are handled as before
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()
+
+
+def test_trace_seconds_stops_a_quiet_stream(fake, capsys, tmp_path):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    fake.trace_records = [make_trace_record(1), make_trace_record(2)]
+    fake.hold_trace = True
+    capsys.readouterr()
+    t = time.monotonic()
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(tmp_path / "t"), "--seconds",
+                     "400ms")
+    assert rc == 0, err
+    assert 0.3 < time.monotonic() - t < 5
+    assert "2 records, 0 lost" in err
+    assert _trace_file(tmp_path / "t")[2] == {"end": True, "records": 2, "lost": 0}
+    assert fake.trace_closed.wait(5)
+
+
+def test_trace_refuses_to_overwrite_unless_forced(fake, capsys, tmp_path):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    capsys.readouterr()
+    out = tmp_path / "old.trace"
+    out.write_text("keep me\n")
+    n = len(fake.requests)
+    rc, stdout, err = run(capsys, "trace", "c1", "--output", str(out))
+    assert rc == 1 and stdout == ""
+    assert err == f'vgpuctl: trace: "{out}" exists (--force overwrites it)\n'
+    assert out.read_text() == "keep me\n" and len(fake.requests) == n   # nothing asked
+    fake.trace_records = [make_trace_record(1)]
+    fake.trace_end = {"end": True, "reason": "slice deleted"}
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(out), "--force")
+    assert rc == 0, err
+    assert _trace_file(out)[2] == {"end": True, "records": 1, "lost": 0}
+
+
+def test_trace_gz_output(fake, capsys, tmp_path):
+    import gzip
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    fake.trace_records = [make_trace_record(s) for s in range(1, 6)]
+    fake.trace_end = {"end": True, "reason": "slice deleted"}
+    capsys.readouterr()
+    out = tmp_path / "c1.trace.gz"
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(out))
+    assert rc == 0, err
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    header, records, trailer = _trace_file(out)
+    assert header["container"] == "c1" and [r["seq"] for r in records] == [1, 2, 3, 4, 5]
+    assert trailer == {"end": True, "records": 5, "lost": 0}
+    assert gzip.decompress(out.read_bytes()).decode().count("\n") == 7
+
+
+def test_trace_to_stdout(fake, capsys):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    fake.trace_records = [make_trace_record(1), make_trace_record(2)]
+    fake.trace_end = {"end": True, "reason": "slice deleted"}
+    capsys.readouterr()
+    rc, out, err = run(capsys, "trace", "c1", "--output", "-")
+    assert rc == 0, err
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    assert lines[0]["trace"] == 1 and lines[1:3] == fake.trace_records
+    assert lines[3] == {"end": True, "records": 2, "lost": 0}
+    assert err == "trace of c1: 2 records, 0 lost -> stdout (slice deleted)\n"
+
+
+def test_trace_errors(fake, capsys, tmp_path):
+    from fake_vgpud import make_trace_record
+    out = tmp_path / "t"
+    rc, _, err = run(capsys, "trace", "ghost", "--output", str(out))
+    assert rc == 5 and "no slice for container" in err and not out.exists()
+    rc, _, err = run(capsys, "trace", "c1")
+    assert rc == 2 and "trace: missing --output FILE (usage: vgpuctl trace CONTAINER " \
+        "--output FILE" in err
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(out), "--count", "0")
+    assert rc == 2 and 'invalid --count "0": not a positive whole number' in err
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(out), "--seconds", "soon")
+    assert rc == 2 and 'invalid --seconds "soon"' in err
+    with_slice(fake)
+    capsys.readouterr()
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(tmp_path / "no" / "dir" / "t"))
+    assert rc == 1 and "trace: cannot write" in err and "No such file or directory" in err
+    # vgpud goes away mid-trace: the file still ends with its trailer, and it is an error
+    fake.trace_records = [make_trace_record(1)]
+    rc, _, err = run(capsys, "trace", "c1", "--output", str(out))
+    assert rc == 1
+    assert err == (f"trace of c1: 1 record, 0 lost -> {out}\n"
+                   "vgpuctl: vgpud closed the trace stream\n")
+    assert _trace_file(out)[2] == {"end": True, "records": 1, "lost": 0}
+    assert fake.requests and all(r["op"] != "trace" or r["args"]["container"] in ("ghost", "c1")
+                                 for r in fake.requests)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_trace_stops_cleanly_on_a_signal(fake, tmp_path, sig):
+    from fake_vgpud import make_trace_record
+    with_slice(fake)
+    fake.trace_records = [make_trace_record(s) for s in range(1, 4)]
+    fake.hold_trace = True
+    out = tmp_path / "t.gz"
+    p = _spawn(fake, "trace", "c1", "--output", str(out))
+    try:
+        deadline = time.monotonic() + 20
+        # the third record is written (and flushed) while the trace runs
+        while time.monotonic() < deadline:
+            # what a crash would leave: a gzip stream without its end, whose
+            # sync-flushed lines are whole
+            try:
+                text = zlib.decompressobj(wbits=31).decompress(out.read_bytes())
+            except (OSError, zlib.error):
+                text = b""
+            if text.count(b"\n") >= 4:
+                assert text.endswith(b"\n")
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no records written")
+        p.send_signal(sig)
+        stdout, err = p.communicate(timeout=10)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert err == f"trace of c1: 3 records, 0 lost -> {out}\n"
+    assert _trace_file(out)[2] == {"end": True, "records": 3, "lost": 0}
+    assert fake.trace_closed.wait(5)
