@@ -22,7 +22,11 @@ from . import nvnames
 from . import uapi as U
 
 VERSION = 1
-MAX_LINE = 1 << 20           # a record holds at most four 16 KiB blobs, hex: 128 KiB
+#: A record holds at most four 16 KiB blobs and MAX_LISTS lists of two
+#: more each, in hex: 640 KiB.
+MAX_LINE = 1 << 20
+#: The most embedded lists one record carries ("lists").
+MAX_LISTS = 8
 
 NODE_CTL, NODE_UVM = "ctl", "uvm"
 
@@ -115,6 +119,10 @@ def record_json(rec) -> dict[str, Any]:
                 d[{"args_in": "in", "args_out": "out"}.get(k, k)] = _hex(v)
         if rec.params_ptr is not None:
             d["params_ptr"] = rec.params_ptr
+        if getattr(rec, "lists", None):
+            d["lists"] = [{k: v for k, v in (("offset", off), ("ptr", ptr), ("in", _hex(bi)),
+                                             ("out", _hex(bo))) if v is not None}
+                          for off, ptr, bi, bo in rec.lists]
         if rec.fd_offset is not None and rec.fd_file is not None:
             d["fd"] = {"offset": rec.fd_offset, "file": rec.fd_file}
         fl = rec.flags or 0
@@ -163,6 +171,9 @@ class Record:
     params_in: bytes | None = None
     params_out: bytes | None = None
     fd: tuple[int, int] | None = None
+    #: (offset of the pointer in params_in, the pointer, what it named
+    #: before, after): RM_CONTROL's embedded lists
+    lists: list[tuple[int, int, bytes | None, bytes | None]] = field(default_factory=list)
     xfer: bool = False
     truncated: bool = False
     unreadable: bool = False
@@ -213,14 +224,43 @@ def _blob(d: dict, k: str, where: str) -> bytes | None:
         raise TraceError(f"{where}: {k}: {v[:40]!r} is not hex") from None
 
 
+def _lists(d: dict, params_in: bytes | None,
+           where: str) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """A record's "lists": each [{offset, ptr, in, out}], its pointer's 8
+    bytes inside params_in and apart from every other's."""
+    v = d.get("lists")
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise TraceError(f"{where}: lists: not a list of {{offset, ptr, in, out}}")
+    if len(v) > MAX_LISTS:
+        raise TraceError(f"{where}: lists: {len(v)} lists, more than {MAX_LISTS}")
+    if v and params_in is None:
+        raise TraceError(f"{where}: lists: the record has no params_in for them to lie in")
+    out = []
+    for i, e in enumerate(v):
+        w = f"{where}: lists[{i}]"
+        if not isinstance(e, dict):
+            raise TraceError(f"{w}: not {{offset, ptr, in, out}}")
+        off = _int(e, "offset", w, hi=U.VGPU_TRACE_MAX_PARAMS)
+        if off + 8 > len(params_in):
+            raise TraceError(f"{w}: offset: {off} leaves no 8-byte pointer inside the "
+                             f"{len(params_in)} bytes of params_in")
+        for o, *_ in out:
+            if abs(o - off) < 8:
+                raise TraceError(f"{w}: offset: {off} overlaps the list at offset {o}")
+        out.append((off, _int(e, "ptr", w), _blob(e, "in", w), _blob(e, "out", w)))
+    return out
+
+
 def parse_record(d: Any, where: str) -> Record:
     if not isinstance(d, dict):
         raise TraceError(f"{where}: not a JSON object")
     op = d.get("op")
-    if op not in _OPS:
+    if not isinstance(op, str) or op not in _OPS:      # a list or object is unhashable
         raise TraceError(f"{where}: op: {json.dumps(op)[:40]} is not one of {sorted(_OPS)}")
     node = d.get("node")
-    if node not in _NODES:
+    if not isinstance(node, str) or node not in _NODES:
         raise TraceError(f"{where}: node: {json.dumps(node)[:40]} is not ctl, uvm or gpu0..gpu7")
     r = Record(line=0, seq=_int(d, "seq", where, lo=1), op=op, file=_int(d, "file", where),
                node=node, ret=_int(d, "ret", where, lo=-4095, hi=0, default=0),
@@ -257,6 +297,7 @@ def parse_record(d: Any, where: str) -> Record:
         r.params_out = _blob(d, "params_out", where)
         if d.get("params_ptr") is not None:
             r.params_ptr = _int(d, "params_ptr", where)
+        r.lists = _lists(d, r.params_in, where)
         fd = d.get("fd")
         if fd is not None:
             if not isinstance(fd, dict):

@@ -2,14 +2,14 @@
 
 Their behaviour is tested elsewhere: vgpud in test_api.py, vgpuctl in
 test_ctl.py, the OCI hook and vgpu-runtime in test_hook.py, vgpu-nvclient in
-test_nvclient_unit.py and the VM suite.
+test_nvclient_unit.py and the VM suite, vgpu-replay in test_replay.py.
 """
 import subprocess
 import sys
 
 import pytest
 
-ENTRY_POINTS = ["vgpu.daemon", "vgpu.ctl", "vgpu.hook", "vgpu.runtime", "vgpu.nvclient"]
+ENTRY_POINTS = ["vgpu.daemon", "vgpu.ctl", "vgpu.hook", "vgpu.runtime", "vgpu.nvclient", "vgpu.replay"]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)

@@ -1,0 +1,102 @@
+"""The trace corpus (tests/data/traces, docs/trace.md) replayed.
+
+Each trace was recorded through a slice on nvsim (tools/trace/record.py
+--corpus: the project's own clients and tinygrad's initialisation and
+copy).  Replayed through a slice made as the recorded one was, on nvsim
+loaded as the header says, every call must come out as recorded: this
+holds nvsim, vgpu.ko and the replay's translations (files, handles,
+parameters, mmaps, OS-descriptor memory) to what they did when the trace
+was made.  Replayed against nvsim alone, the quota's refusals are the
+differences the replay reports: what vgpu.ko changed.
+
+nvsim is reloaded for each trace, so this runs in the VM group that starts
+without vgpu.ko:
+
+    tools/vm/vm.py run --load-nvsim -- .venv/bin/python -m pytest -q tests/vm/test_trace_corpus.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import nvsim_reload
+from vgpu import trace as T
+from vgpu.kernel import VgpuKernel
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl.gz"))
+
+pytestmark = pytest.mark.skipif(nvsim_reload.skip_reason() is not None,
+                                reason=nvsim_reload.skip_reason() or "")
+
+
+def replay(path: Path, nodes: str, *opts: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vgpu.replay", *opts, "--nodes", nodes,
+                           str(path)], capture_output=True, text=True, timeout=600)
+
+
+def nvsim_of(t: T.Trace) -> dict[str, str]:
+    return {k: str(v) for k, v in t.header.get("nvsim", {}).items()}
+
+
+def slice_nodes(sid: int) -> str:
+    d = Path("/dev/vgpu") / str(sid)
+    end = time.monotonic() + 5
+    while not (d / "nvidiactl").exists():
+        assert time.monotonic() < end, f"{d}/nvidiactl did not appear"
+        time.sleep(0.05)
+    return str(d)
+
+
+def test_the_corpus_is_there():
+    names = {p.name.split(".")[0] for p in CORPUS}
+    assert {"nvclient-info", "nvclient-probe", "nvclient-work", "tinygrad-init-copy"} <= names
+    for p in CORPUS:
+        t = T.load(str(p))
+        assert t.records and t.lost() == 0 and t.trailer and t.trailer["lost"] == 0
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name.split(".")[0])
+def test_replayed_through_a_slice_every_call_comes_out_as_recorded(path):
+    t = T.load(str(path))
+    with nvsim_reload.reloaded(nvsim_of(t)):
+        ko = nvsim_reload.ko_path("VGPU_VGPU_KO", "kmod/vgpu/vgpu.ko")
+        r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        try:
+            with VgpuKernel(timeout=20) as k:
+                sid = 4000 + CORPUS.index(path)
+                limits = [(g["index"], int(g["memory_limit"])) for g in t.header["gpus"]]
+                k.slice_new(sid, gpus=[(idx, lim) for idx, lim in limits], name=path.stem)
+                try:
+                    r = replay(path, slice_nodes(sid))
+                finally:
+                    k.slice_del(sid, force=True)
+            sys.stdout.write(r.stdout + r.stderr)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert " 0 differ" in r.stdout
+        finally:
+            subprocess.run(["rmmod", "vgpu"], check=True)
+
+
+def test_replayed_on_nvsim_alone_the_quota_refusals_differ():
+    path = ROOT / "tests/data/traces/nvclient-probe.jsonl.gz"
+    t = T.load(str(path))
+    refused = [r for r in t.records if r.op == "ioctl" and r.status == 0x51]   # NV_ERR_NO_MEMORY
+    assert len(refused) == 1
+    with nvsim_reload.reloaded(nvsim_of(t)):
+        r = replay(path, "/dev", "--json")
+    sys.stdout.write(r.stdout + r.stderr)
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert (out["differ"], out["not_replayed"]) == (1, 0)
+    (c,) = out["calls"]
+    assert c["seq"] == refused[0].seq and c["result"] == "differ"
+    assert "NV01_MEMORY_LOCAL_USER" in c["name"]
+    assert c["recorded"] != c["replayed"]

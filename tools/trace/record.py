@@ -1,0 +1,187 @@
+"""Record a trace of one command's calls through a slice, straight from
+vgpu.ko's trace group (no vgpud), and the project's first trace corpus.
+
+    record.py --output FILE [--limit 64MiB] [--bind] -- CMD ARGS...
+    record.py --corpus tests/data/traces
+
+Runs as root where vgpu.ko is loaded (the VM: tools/vm/vm.py run
+--load-nvsim -- .venv/bin/python tools/trace/record.py ...).  A slice is
+made on GPU 0 with the given limit and traced; CMD runs with "{dev}" in its
+arguments replaced by the slice's node directory, or, with --bind, in a
+private mount namespace where the slice's nodes are bound over
+/dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia0 (for runtimes that open
+fixed paths).  The file is what `vgpuctl trace` writes (docs/trace.md);
+the header also names the workload and nvsim's parameters, so that a
+replay can load nvsim the same way.
+
+--corpus reloads nvsim for each workload of CORPUS (below), loads vgpu.ko
+over it, records, and writes DIR/<name>.jsonl.gz.  It needs nvsim loaded
+and vgpu.ko not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from vgpu import trace as T           # noqa: E402
+from vgpu import uapi as U            # noqa: E402
+from vgpu.kernel import VgpuKernel    # noqa: E402
+from vgpu.units import parse_size     # noqa: E402
+
+NVSIM_PARAMS = Path("/sys/module/nvsim/parameters")
+PY = str(ROOT / ".venv" / "bin" / "python")
+NODE_DIR = Path("/dev/vgpu")
+
+TINYGRAD = (
+    "from tinygrad import Device, Tensor\n"
+    "dev = Device['NV']\n"
+    "data = [(i * 2654435761) % 2**31 for i in range(5000)]\n"
+    "assert Tensor(data, device='NV').realize().tolist() == data\n"
+    "print('tinygrad: init and copy ok', flush=True)\n")
+
+#: name -> (nvsim parameters, slice limit, command, bind over /dev)
+CORPUS = {
+    "nvclient-info": ({}, "256MiB", [PY, "-m", "vgpu.nvclient", "--dev-prefix", "{dev}", "info"],
+                      False),
+    "nvclient-probe": ({}, "64MiB", [PY, "-m", "vgpu.nvclient", "--dev-prefix", "{dev}",
+                                     "probe", "--chunk", "16MiB"], False),
+    "nvclient-work": ({}, "256MiB", [PY, "-m", "vgpu.nvclient", "--dev-prefix", "{dev}",
+                                     "work", "--item-us", "100", "--items", "8"], False),
+    "tinygrad-init-copy": ({"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090",
+                            "fb_backing": "1"}, "64MiB", [PY, "-c", TINYGRAD], True),
+}
+
+
+def nvsim_params() -> dict[str, str]:
+    if not NVSIM_PARAMS.exists():
+        return {}
+    return {p.name: p.read_text().strip() for p in sorted(NVSIM_PARAMS.iterdir())}
+
+
+def slice_dir(sid: int) -> str:
+    d = NODE_DIR / str(sid)
+    for _ in range(40):
+        if (d / "nvidiactl").exists():
+            return str(d)
+        time.sleep(0.05)
+    raise SystemExit(f"record: {d}/nvidiactl did not appear")
+
+
+def bound(cmd: list[str], dev: str) -> list[str]:
+    """cmd in a private mount namespace with the slice's nodes over /dev's."""
+    binds = " && ".join(f"mount --bind {dev}/{n} /dev/{n}"
+                        for n in ("nvidiactl", "nvidia-uvm", "nvidia0"))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'{binds} && exec "$@"', "sh", *cmd]
+
+
+def record(output: str, cmd: list[str], limit: int, bind: bool, name: str) -> int:
+    """Run cmd in a new traced slice; write the trace; the command's status."""
+    k = VgpuKernel(timeout=20)
+    sid = 900 + os.getpid() % 1000
+    s = k.slice_new(sid, gpus=[(0, limit)], name=name)
+    ts = k.trace_stream(timeout=None)
+    recs = []
+    try:
+        k.slice_set(sid, trace=True)
+        dev = slice_dir(sid)
+        argv = [a.replace("{dev}", dev) for a in cmd]
+        if bind:
+            argv = bound(argv, dev)
+        t0 = time.monotonic()
+        child = subprocess.Popen(argv)
+        while child.poll() is None:
+            r = ts.get(0.2)
+            if r is not None:
+                recs.append(r)
+        recs += ts.drain(1.0)
+        took = time.monotonic() - t0
+        k.slice_set(sid, trace=False)
+    finally:
+        ts.close()
+        k.slice_del(sid, force=True)
+        k.close()
+    recs = [r for r in recs if r.slice_id == sid]
+    header = T.header_json(name, sid, [{"index": 0, "memory_limit": limit}],
+                           release=nvsim_params().get("driver_version", ""),
+                           started=datetime.datetime.now(datetime.timezone.utc)
+                           .strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           host=socket.gethostname())
+    header["workload"] = " ".join(cmd).replace(PY, "python")
+    header["nvsim"] = {k_: v for k_, v in nvsim_params().items()
+                       if k_ in ("num_gpus", "gpu_name", "fb_backing", "fb_size")}
+    seqs = [r.seq for r in recs]
+    lost = sum(b - a - 1 for a, b in zip(seqs, seqs[1:]))
+    opener = gzip.open if output.endswith(".gz") else open
+    with opener(output, "wt", encoding="utf-8") as f:
+        f.write(T.dumps(header) + "\n")
+        for r in recs:
+            f.write(T.dumps(T.record_json(r)) + "\n")
+        f.write(T.dumps({"end": True, "records": len(recs), "lost": lost}) + "\n")
+    print(f"record: {name}: {len(recs)} records, {lost} lost, {ts.overruns} overruns, "
+          f"command exit {child.returncode} in {took:.1f} s -> {output}", file=sys.stderr)
+    return child.returncode
+
+
+def reload_nvsim(params: dict[str, str]) -> None:
+    for mod in ("vgpu", "nvsim"):
+        if Path(f"/sys/module/{mod}").exists():
+            subprocess.run(["rmmod", mod], check=True)
+    args = [f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in params.items()]
+    subprocess.run(["insmod", str(ROOT / "kmod/nvsim/nvsim.ko"), *args], check=True)
+    subprocess.run(["insmod", str(ROOT / "kmod/vgpu/vgpu.ko")], check=True)
+
+
+def corpus(out: Path, only: list[str]) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    before = {k: v for k, v in nvsim_params().items()
+              if k in ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")}
+    rc = 0
+    try:
+        for name, (params, limit, cmd, bind) in CORPUS.items():
+            if only and name not in only:
+                continue
+            reload_nvsim({**before, **params})
+            st = record(str(out / f"{name}.jsonl.gz"), cmd, parse_size(limit), bind, name)
+            # nvclient probe ends on the quota's refusal: that is its success
+            rc |= 0 if st in (0, 1) and name == "nvclient-probe" or st == 0 else 1
+    finally:
+        reload_nvsim(before)
+        subprocess.run(["rmmod", "vgpu"], check=False)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="record.py", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--output", help="the trace file (.gz: compressed)")
+    ap.add_argument("--limit", default="256MiB", help="the slice's memory limit on GPU 0")
+    ap.add_argument("--bind", action="store_true",
+                    help="bind the slice's nodes over /dev's in a private mount namespace")
+    ap.add_argument("--name", default="trace", help="the slice's (container's) name")
+    ap.add_argument("--corpus", metavar="DIR", help="record every workload of CORPUS into DIR")
+    ap.add_argument("--only", action="append", default=[], help="with --corpus: this workload")
+    ap.add_argument("cmd", nargs="*")
+    a = ap.parse_args(argv)
+    if a.corpus:
+        return corpus(Path(a.corpus), a.only)
+    if not a.output or not a.cmd:
+        ap.error("--output FILE and a command are needed (or --corpus DIR)")
+    return record(a.output, a.cmd, parse_size(a.limit), a.bind, a.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
