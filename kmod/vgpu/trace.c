@@ -8,7 +8,8 @@
  * so the record is what the caller presented and got back.  A sibling
  * thread can change that memory between the trace's copy and vgpu.ko's:
  * the record is a diagnostic, not evidence of what vgpu.ko checked.  Every
- * copy is bounded by VGPU_TRACE_MAX_PARAMS.
+ * copy is bounded by VGPU_TRACE_MAX_PARAMS, and a record's copies together
+ * by VGPU_TRACE_MAX_BLOBS (vgpu_trace_take), which the message is sized for.
  *
  * Cost when off: vgpu_tracing() is one READ_ONCE of the slice's flag, and
  * a test of the group's listeners when the flag is on.  Called in process
