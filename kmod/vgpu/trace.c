@@ -259,6 +259,41 @@ static int vgpu_trace_put_common(struct sk_buff *skb, struct vgpu_file *vf,
 /* Room for the common attributes and the fixed-size ones of any op. */
 #define VGPU_TRACE_FIXED_SIZE 512
 
+/*
+ * A record's message with room for room more bytes, its common attributes
+ * put and the VGPU_A_TRACE nest open; NULL when it could not be made (the
+ * record is lost, and its number with it: the listener sees the gap).
+ */
+static struct sk_buff *vgpu_trace_start(struct vgpu_file *vf, size_t room, u32 op,
+					u64 t0, long ret, u32 flags, void **hdr,
+					struct nlattr **nest)
+{
+	struct sk_buff *skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE + room, hdr);
+
+	if (!skb)
+		return NULL;
+	*nest = NULL;
+	if (!nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
+		*nest = nla_nest_start(skb, VGPU_A_TRACE);
+	if (!*nest || vgpu_trace_put_common(skb, vf, op, t0, ret, flags)) {
+		nlmsg_free(skb);
+		return NULL;
+	}
+	return skb;
+}
+
+/* Sent, unless putting its attributes failed: the room reckoned was short. */
+static void vgpu_trace_finish(struct sk_buff *skb, void *hdr, struct nlattr *nest,
+			      bool failed)
+{
+	if (WARN_ON_ONCE(failed)) {     /* vgpu.ko's bug, not the caller's doing */
+		nlmsg_free(skb);
+		return;
+	}
+	nla_nest_end(skb, nest);
+	vgpu_trace_msg_send(skb, hdr);
+}
+
 static int vgpu_trace_put_blob(struct sk_buff *skb, int type, u32 len, const void *buf)
 {
 	return buf ? nla_put(skb, type, len, buf) : 0;
@@ -286,6 +321,28 @@ static int vgpu_trace_put_lists(struct sk_buff *skb, const struct vgpu_trace_cal
 	return 0;
 }
 
+/* An ioctl's own attributes: out, pout and lout are the copies after it. */
+static int vgpu_trace_put_ioctl(struct sk_buff *skb, const struct vgpu_trace_call *tc,
+				const void *out, const void *pout, void *const *lout)
+{
+	return nla_put_u32(skb, VGPU_TRACE_A_NR, tc->nr) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_SIZE, tc->size) ||
+	       nla_put_u8(skb, VGPU_TRACE_A_ITEM_KIND, tc->item_kind) ||
+	       nla_put_u32(skb, VGPU_TRACE_A_ITEM, tc->item) ||
+	       nla_put_u8(skb, VGPU_TRACE_A_VERDICT, tc->verdict) ||
+	       vgpu_trace_put_blob(skb, VGPU_TRACE_A_ARGS_IN, tc->args.len, tc->args.in) ||
+	       vgpu_trace_put_blob(skb, VGPU_TRACE_A_ARGS_OUT, tc->args.len, out) ||
+	       (tc->psize && nla_put_u64_64bit(skb, VGPU_TRACE_A_PARAMS_PTR,
+					       tc->params.uptr, VGPU_TRACE_A_PAD)) ||
+	       vgpu_trace_put_blob(skb, VGPU_TRACE_A_PARAMS_IN, tc->params.len,
+				   tc->params.in) ||
+	       vgpu_trace_put_blob(skb, VGPU_TRACE_A_PARAMS_OUT, tc->params.len, pout) ||
+	       vgpu_trace_put_lists(skb, tc, lout) ||
+	       (tc->fd_file && (nla_put_u32(skb, VGPU_TRACE_A_FD_OFFSET, tc->fd_off) ||
+				nla_put_u64_64bit(skb, VGPU_TRACE_A_FD_FILE, tc->fd_file,
+						  VGPU_TRACE_A_PAD)));
+}
+
 /* Room for a list's attributes other than its two blobs. */
 #define VGPU_TRACE_LIST_SIZE 64
 
@@ -310,41 +367,13 @@ void vgpu_trace_ioctl_end(struct vgpu_file *vf, struct vgpu_trace_call *tc,
 	 * The blobs take what was taken from the budget (each one's attribute
 	 * header and padding come on top, six plus two per list at most).
 	 */
-	skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE +
-				 (VGPU_TRACE_MAX_BLOBS - tc->left) +
-				 (6 + 2 * VGPU_TRACE_MAX_LISTS) * nla_total_size(0) +
-				 tc->nlists * VGPU_TRACE_LIST_SIZE, &hdr);
-	if (!skb)
-		goto out;
-	if (nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
-		goto err;
-	nest = nla_nest_start(skb, VGPU_A_TRACE);
-	if (!nest ||
-	    vgpu_trace_put_common(skb, vf, VGPU_TRACE_IOCTL, tc->t0, ret, flags) ||
-	    nla_put_u32(skb, VGPU_TRACE_A_NR, tc->nr) ||
-	    nla_put_u32(skb, VGPU_TRACE_A_SIZE, tc->size) ||
-	    nla_put_u8(skb, VGPU_TRACE_A_ITEM_KIND, tc->item_kind) ||
-	    nla_put_u32(skb, VGPU_TRACE_A_ITEM, tc->item) ||
-	    nla_put_u8(skb, VGPU_TRACE_A_VERDICT, tc->verdict) ||
-	    vgpu_trace_put_blob(skb, VGPU_TRACE_A_ARGS_IN, tc->args.len, tc->args.in) ||
-	    vgpu_trace_put_blob(skb, VGPU_TRACE_A_ARGS_OUT, tc->args.len, out) ||
-	    (tc->psize && nla_put_u64_64bit(skb, VGPU_TRACE_A_PARAMS_PTR,
-					    tc->params.uptr, VGPU_TRACE_A_PAD)) ||
-	    vgpu_trace_put_blob(skb, VGPU_TRACE_A_PARAMS_IN, tc->params.len, tc->params.in) ||
-	    vgpu_trace_put_blob(skb, VGPU_TRACE_A_PARAMS_OUT, tc->params.len, pout) ||
-	    vgpu_trace_put_lists(skb, tc, lout) ||
-	    (tc->fd_file && (nla_put_u32(skb, VGPU_TRACE_A_FD_OFFSET, tc->fd_off) ||
-			     nla_put_u64_64bit(skb, VGPU_TRACE_A_FD_FILE, tc->fd_file,
-					       VGPU_TRACE_A_PAD))))
-		goto err;
-	nla_nest_end(skb, nest);
-	vgpu_trace_msg_send(skb, hdr);
-	goto out;
-err:
-	/* The room reckoned above was short: vgpu.ko's bug, not the caller's. */
-	WARN_ON_ONCE(1);
-	nlmsg_free(skb);
-out:
+	skb = vgpu_trace_start(vf, (VGPU_TRACE_MAX_BLOBS - tc->left) +
+			       (6 + 2 * VGPU_TRACE_MAX_LISTS) * nla_total_size(0) +
+			       tc->nlists * VGPU_TRACE_LIST_SIZE,
+			       VGPU_TRACE_IOCTL, tc->t0, ret, flags, &hdr, &nest);
+	if (skb)
+		vgpu_trace_finish(skb, hdr, nest,
+				  vgpu_trace_put_ioctl(skb, tc, out, pout, lout));
 	for (i = 0; i < tc->nlists; i++) {
 		kfree(lout[i]);
 		kfree(tc->lists[i].in);
@@ -362,21 +391,10 @@ void vgpu_trace_file_op(struct vgpu_file *vf, enum vgpu_trace_op op, u32 open_fl
 	struct nlattr *nest;
 	void *hdr;
 
-	skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE, &hdr);
-	if (!skb)
-		return;
-	if (nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
-		goto err;
-	nest = nla_nest_start(skb, VGPU_A_TRACE);
-	if (!nest || vgpu_trace_put_common(skb, vf, op, 0, 0, 0) ||
-	    (op == VGPU_TRACE_OPEN &&
-	     nla_put_u32(skb, VGPU_TRACE_A_OPEN_FLAGS, open_flags)))
-		goto err;
-	nla_nest_end(skb, nest);
-	vgpu_trace_msg_send(skb, hdr);
-	return;
-err:
-	nlmsg_free(skb);
+	skb = vgpu_trace_start(vf, 0, op, 0, 0, 0, &hdr, &nest);
+	if (skb)
+		vgpu_trace_finish(skb, hdr, nest, op == VGPU_TRACE_OPEN &&
+				  nla_put_u32(skb, VGPU_TRACE_A_OPEN_FLAGS, open_flags));
 }
 
 /*
@@ -393,22 +411,12 @@ void vgpu_trace_mmap(struct vgpu_file *vf, unsigned long start, unsigned long le
 	struct nlattr *nest;
 	void *hdr;
 
-	skb = vgpu_trace_msg_new(VGPU_TRACE_FIXED_SIZE, &hdr);
-	if (!skb)
-		return;
-	if (nla_put_u32(skb, VGPU_A_SLICE_ID, vf->slice->id))
-		goto err;
-	nest = nla_nest_start(skb, VGPU_A_TRACE);
-	if (!nest || vgpu_trace_put_common(skb, vf, VGPU_TRACE_MMAP, 0, ret, 0) ||
-	    nla_put_u64_64bit(skb, VGPU_TRACE_A_ADDR, start, VGPU_TRACE_A_PAD) ||
-	    nla_put_u64_64bit(skb, VGPU_TRACE_A_LENGTH, len, VGPU_TRACE_A_PAD) ||
-	    nla_put_u64_64bit(skb, VGPU_TRACE_A_OFFSET, (u64)pgoff << PAGE_SHIFT,
-			      VGPU_TRACE_A_PAD) ||
-	    nla_put_u32(skb, VGPU_TRACE_A_PROT, prot))
-		goto err;
-	nla_nest_end(skb, nest);
-	vgpu_trace_msg_send(skb, hdr);
-	return;
-err:
-	nlmsg_free(skb);
+	skb = vgpu_trace_start(vf, 0, VGPU_TRACE_MMAP, 0, ret, 0, &hdr, &nest);
+	if (skb)
+		vgpu_trace_finish(skb, hdr, nest,
+			nla_put_u64_64bit(skb, VGPU_TRACE_A_ADDR, start, VGPU_TRACE_A_PAD) ||
+			nla_put_u64_64bit(skb, VGPU_TRACE_A_LENGTH, len, VGPU_TRACE_A_PAD) ||
+			nla_put_u64_64bit(skb, VGPU_TRACE_A_OFFSET, (u64)pgoff << PAGE_SHIFT,
+					  VGPU_TRACE_A_PAD) ||
+			nla_put_u32(skb, VGPU_TRACE_A_PROT, prot));
 }
