@@ -822,9 +822,12 @@ class SliceManager:
                      rec["container"], len(kw["allow"]),
                      self.cfg.audit_of(rec.get("profile")).allow_list)
 
-    def _audit_refused(self, ex: OSError, c: str, sid: int, what: str) -> ApiError:
-        """An AUDIT_GET / audit SET refusal as the API's error: no slice in
-        the kernel, a module without audit mode, or any other refusal."""
+    @staticmethod
+    def _feature_refused(ex: OSError, c: str, sid: int, feature: str, what: str,
+                         since: str) -> ApiError:
+        """A refusal of a command on slice sid as the API's error: no slice
+        in the kernel, a module without the feature (one older than the
+        uapi name ``since``), or any other refusal."""
         if ex.errno == errno.ENOENT:
             return ApiError("not-found", f"slice {sid} of {c!r} is not in vgpu.ko now "
                             f"(vgpud creates it again when it next reconciles)")
@@ -832,9 +835,12 @@ class SliceManager:
                                             and not getattr(ex, "extack", None)):
             # 95 is both; the kernel's genl answers "EOPNOTSUPP"
             name = "EOPNOTSUPP" if ex.errno == errno.EOPNOTSUPP else "EINVAL"
-            return ApiError("kernel", f"vgpu.ko has no audit mode ({what}: {name}): a module "
-                            f"older than VGPU_CMD_AUDIT_GET", errno=name)
+            return ApiError("kernel", f"vgpu.ko has no {feature} ({what}: {name}): a module "
+                            f"older than {since}", errno=name)
         return kernel_error(ex)
+
+    def _audit_refused(self, ex: OSError, c: str, sid: int, what: str) -> ApiError:
+        return self._feature_refused(ex, c, sid, "audit mode", what, "VGPU_CMD_AUDIT_GET")
 
     async def op_audit(self, args) -> dict:
         """A slice's audit record (docs/api.md, "Audit")."""
@@ -922,15 +928,8 @@ class SliceManager:
             raise kernel_error(ex) from None
 
     def _trace_refused(self, ex: OSError, c: str, sid: int) -> ApiError:
-        if ex.errno == errno.ENOENT:
-            return ApiError("not-found", f"slice {sid} of {c!r} is not in vgpu.ko now "
-                            f"(vgpud creates it again when it next reconciles)")
-        if ex.errno == errno.EOPNOTSUPP or (ex.errno == errno.EINVAL
-                                            and not getattr(ex, "extack", None)):
-            name = "EOPNOTSUPP" if ex.errno == errno.EOPNOTSUPP else "EINVAL"
-            return ApiError("kernel", f"vgpu.ko has no tracing (SLICE_SET trace: {name}): a "
-                            f"module older than VGPU_A_SLICE_TRACE", errno=name)
-        return kernel_error(ex)
+        return self._feature_refused(ex, c, sid, "tracing", "SLICE_SET trace",
+                                     "VGPU_A_SLICE_TRACE")
 
     async def _trace_join(self, c: str, sid: int):
         """Count one more tracer of slice sid; the first turns its tracing
