@@ -285,6 +285,10 @@ TRACE_OP_NAMES = {VGPU_TRACE_OPEN: "open", VGPU_TRACE_CLOSE: "close",
 assert sorted(TRACE_OP_NAMES) == list(range(__VGPU_TRACE_OP_MAX))
 CMD_NAMES = {v: k for k, v in _prefixed("VGPU_CMD_").items() if not k.endswith("_MAX")}
 EVENT_NAMES = {v: k for k, v in _prefixed("VGPU_EVENT_").items() if not k.endswith("_MAX")}
+#: enum vgpu_event -> the event's "type" in the daemon's API (docs/api.md),
+#: derived from the member's name: VGPU_EVENT_SLICE_EMPTIED -> "slice-emptied"
+EVENT_API_NAMES = {v: k[len("VGPU_EVENT_"):].lower().replace("_", "-")
+                   for v, k in EVENT_NAMES.items() if v != VGPU_EVENT_UNSPEC}
 UVM_POLICY_NAMES = {VGPU_UVM_COUNT: "count", VGPU_UVM_REFUSE: "refuse"}
 COMPUTE_POLICY_NAMES = {VGPU_COMPUTE_NONE: "none", VGPU_COMPUTE_SHARE: "share",
                         VGPU_COMPUTE_FIXED: "fixed", VGPU_COMPUTE_BURST: "burst"}

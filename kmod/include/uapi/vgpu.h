@@ -151,6 +151,21 @@ enum vgpu_cmd {
 };
 #define VGPU_CMD_MAX (__VGPU_CMD_MAX - 1)
 
+/*
+ * Attribute enums (enum vgpu_*attr): the comment of every member but
+ * *_UNSPEC starts with the attribute's type, one of
+ *   u8, u32, u64              the netlink integer of that size
+ *   s32 (sent as u32)         a signed value put as a u32
+ *   binary                    bytes (nla_put)
+ *   NUL-terminated string     NLA_NUL_STRING
+ *   nested: NAME entries      a nest of the enum that has member NAME
+ *   nested: PREFIX*           a nest of the enum whose members are PREFIX*
+ *   pad                       nla_put_u64_64bit's alignment attribute
+ * followed by the end of the comment or by ",", ":", ";" or " ".
+ * tests/host/test_uapi.py parses these and checks them against the kernel's
+ * policies and nla_put/nla_get calls and against vgpu/kernel.py's types.
+ */
+
 /* Top-level attributes. */
 enum vgpu_attr {
 	VGPU_A_UNSPEC,
@@ -168,7 +183,7 @@ enum vgpu_attr {
 	VGPU_A_EVENT_PID,           /* u32, events only */
 	VGPU_A_EVENT_GPU,           /* u32, container's GPU index, events only */
 	VGPU_A_EVENT_SIZE,          /* u64, bytes asked, events only */
-	VGPU_A_PAD,
+	VGPU_A_PAD,                 /* pad: alignment for nla_put_u64_64bit */
 	VGPU_A_SLICE_CGROUP_FD,     /* u32, fd of a cgroup v2 directory (sender's fd table); NEW, SET */
 	VGPU_A_SLICE_CGROUP_ID,     /* u64, the bound cgroup's id (0: none), reply only */
 	VGPU_A_SCHED_REAL_MINOR,    /* u32, the real GPU's minor; SCHED_SET, SCHED_GET */
@@ -213,7 +228,7 @@ enum vgpu_gpu_attr {
 	VGPU_GPU_A_MINOR,           /* u32, the virtual node's minor, reply only */
 	VGPU_GPU_A_GPU_ID,          /* u32, the driver's gpu_id (CARD_INFO); NEW, optional:
 	                             * by default the id of the GPU enumerated at that minor */
-	VGPU_GPU_A_PAD,
+	VGPU_GPU_A_PAD,             /* pad: alignment for nla_put_u64_64bit */
 	VGPU_GPU_A_COMPUTE_POLICY,  /* u32, enum vgpu_compute_policy; NEW, SET (default NONE) */
 	VGPU_GPU_A_COMPUTE_BP,      /* u32, basis points 1..VGPU_COMPUTE_BP_MAX: the fixed cap,
 	                             * the burst floor or the share weight; NEW, SET */
@@ -236,7 +251,7 @@ enum vgpu_audit_attr {
 	VGPU_AUDIT_A_CALLS,         /* u64, calls recorded */
 	VGPU_AUDIT_A_REFUSED,       /* u64, of which refused (policy, or not implemented) */
 	VGPU_AUDIT_A_LET_THROUGH,   /* u64, of which forwarded by audit mode or the allow-list */
-	VGPU_AUDIT_A_PAD,
+	VGPU_AUDIT_A_PAD,           /* pad: alignment for nla_put_u64_64bit */
 	__VGPU_AUDIT_A_MAX,
 };
 #define VGPU_AUDIT_A_MAX (__VGPU_AUDIT_A_MAX - 1)
@@ -291,8 +306,8 @@ enum vgpu_trace_attr {
 	VGPU_TRACE_A_OFFSET,        /* u64, MMAP: the file offset in bytes */
 	VGPU_TRACE_A_PROT,          /* u32, MMAP: VGPU_TRACE_PROT_* */
 	VGPU_TRACE_A_OPEN_FLAGS,    /* u32, OPEN: the file's O_* flags */
-	VGPU_TRACE_A_PAD,
-	VGPU_TRACE_A_LIST,          /* nested, repeated, IOCTL: one embedded list, VGPU_TRACE_LIST_A_* */
+	VGPU_TRACE_A_PAD,           /* pad: alignment for nla_put_u64_64bit */
+	VGPU_TRACE_A_LIST,          /* nested: VGPU_TRACE_LIST_A_*, one embedded list; repeated; IOCTL */
 	__VGPU_TRACE_A_MAX,
 };
 #define VGPU_TRACE_A_MAX (__VGPU_TRACE_A_MAX - 1)
@@ -304,7 +319,7 @@ enum vgpu_trace_list_attr {
 	VGPU_TRACE_LIST_A_PTR,      /* u64, the pointer */
 	VGPU_TRACE_LIST_A_IN,       /* binary: what it named before the call */
 	VGPU_TRACE_LIST_A_OUT,      /* binary: and after it */
-	VGPU_TRACE_LIST_A_PAD,
+	VGPU_TRACE_LIST_A_PAD,      /* pad: alignment for nla_put_u64_64bit */
 	__VGPU_TRACE_LIST_A_MAX,
 };
 #define VGPU_TRACE_LIST_A_MAX (__VGPU_TRACE_LIST_A_MAX - 1)
