@@ -7,12 +7,16 @@ One trio root nursery; each service is started with ``await nursery.start``
   finish in-flight requests, at most 10 s; kernel slices stay: vgpu.ko keeps
   enforcing), SIGHUP reloads the config file (what changed is logged; an
   invalid file is reported and the old config kept);
-- kernel: connects to vgpu.ko's netlink family (retrying every 5 s while the
-  module is absent) and reconciles the state file with the kernel's slices
-  (turning off the tracing of slices nobody traces: a vgpud that died
-  mid-trace left it on);
-- kernel events: the "events" multicast group, on its own socket, read on
-  its fd from the event loop, fanned out to API subscribers;
+- kernel: the connection to vgpu.ko, a loop that lives through module
+  reloads (rmmod/insmod): connect to its netlink family (retrying with a
+  back-off of 0.5 to 5 s while the module is absent), join the "events"
+  multicast group (its own socket, read on its fd from the event loop,
+  fanned out to API subscribers), reconcile the state file with the
+  kernel's slices (re-creating the ones a reloaded module lacks; turning
+  off the tracing of slices nobody traces: a vgpud that died mid-trace left
+  it on), then watch the family until it is gone, drop the client and its
+  sockets (ending every tracer: their group went with the family), and
+  start again;
 - the admin API (vgpu.api.Server) on the Unix socket;
 - metrics (vgpu.metrics) when [metrics] listen is set;
 - vgpufs (vgpu.fs), the containers' /dev and /proc/driver/nvidia views, a
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import errno
 import logging
 import os
 import signal
@@ -57,6 +62,12 @@ LEVELS = ("debug", "info", "warning", "error")
 # debug kernel: `make test-debug` measured over 10 s) can take long.
 REBIND_TIMEOUT = 30
 REBIND_PARALLEL = 8
+# The kernel connection: back-off while vgpu.ko is absent (doubling), and
+# how often a connected daemon asks nlctrl whether the family is still the
+# one it resolved (one cheap GETFAMILY round trip).
+KERNEL_RETRY_MIN = 0.5
+KERNEL_RETRY_MAX = 5.0
+KERNEL_CHECK = 2.0
 log = logging.getLogger("vgpud")
 
 
@@ -132,7 +143,6 @@ class Daemon:
                     log.info("%d GPU(s) by %s: %s", len(mgr.gpus), inv.source,
                              ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
                     await root.start(self._kernel_service)
-                    await root.start(self._event_service)
                     try:
                         self.server = Server(mgr, str(self.cfg.paths.socket),
                                              group=self.cfg.api_group or None)
@@ -276,53 +286,144 @@ class Daemon:
 
     # -------------------------------------------------------------- kernel
     async def _kernel_service(self, *, task_status):
+        """The connection to vgpu.ko, for as long as the daemon runs, through
+        module reloads: connect (waiting, with a bounded back-off, while the
+        module is absent), join the events group, reconcile, serve until the
+        family is gone, drop the client and its sockets, and again.  Started
+        once the first attempt is over (connected and reconciled, or the
+        module found absent)."""
+        trio = self.trio
+        kport = self.mgr.kport
+        delay = KERNEL_RETRY_MIN
+        waiting = False                 # "not loaded" logged for this absence
+        again = False                   # connected before: this is a reconnection
+        started = False
+
+        def ready():
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
+        while True:
+            kport.wake = trio.Event()
+            if await kport.connect():
+                delay = KERNEL_RETRY_MIN
+                await self._kernel_connection(kport.kernel, again, ready)
+                ready()
+                waiting = False
+                again = True
+                continue
+            if not waiting:
+                log.warning("vgpu.ko is not loaded; waiting for it (retrying every %g to %g s; "
+                            "the API answers 'unavailable')", KERNEL_RETRY_MIN, KERNEL_RETRY_MAX)
+                waiting = True
+            ready()
+            # a caller that connected meanwhile (kport.wake) ends the wait
+            with trio.move_on_after(delay):
+                await kport.wake.wait()
+            delay = min(delay * 2, KERNEL_RETRY_MAX)
+
+    async def _kernel_connection(self, k, again: bool, ready) -> None:
+        """One life of vgpu.ko: from a fresh client k until its family is gone.
+        Its event socket lives in this nursery and is closed with it."""
         trio = self.trio
         mgr = self.mgr
-        first = True
-        while True:
-            if mgr.kport.kernel is None:
-                if await mgr.kport.connect():
-                    try:
-                        await mgr.apply_sched("start")
-                    except trio.TooSlowError:
-                        log.warning("vgpu.ko: the scheduler setting timed out")
-                    counts = await mgr.reconcile(startup=True)
-                    log.info("vgpu.ko: reconciled: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
-                    self.kernel_ready.set()
-                elif first:
-                    log.warning("vgpu.ko is not loaded; retrying every 5 s (API answers 'unavailable')")
-            if first:
-                task_status.started()
-                first = False
-            await trio.sleep(5)
-
-    async def _event_service(self, *, task_status):
-        trio = self.trio
-        from .kernel import EventStream, VgpuError
-        from . import uapi as U
-        task_status.started()
-        await self.kernel_ready.wait()
-        k = self.mgr.kport.kernel
-        gid = k.mcast_groups.get(U.VGPU_GENL_MCGRP_EVENTS)
-        if gid is None:
-            log.warning("vgpu.ko has no events group: no kernel events")
-            return
-        es = EventStream(k.family_id, gid)
+        es = None
+        why = "unloaded"
         try:
-            while True:
-                await trio.lowlevel.wait_readable(es.fileno())
-                while True:
-                    try:
-                        ev = es.get(0)
-                    except VgpuError as e:
-                        log.warning("kernel events: %s; resynchronising", e)
-                        await self.mgr.kdump()
-                        break
-                    if ev is None:
-                        break
-                    self.mgr.kernel_event(ev)
+            try:            # joined before reconciling: no event of the new module is missed
+                es = k.subscribe()
+            except OSError as e:
+                if e.errno == errno.ENOENT:
+                    log.warning("vgpu.ko has no events group: no kernel events")
+                else:
+                    log.error("vgpu.ko: joining the events group: %s (no kernel events)", e)
+            async with trio.open_nursery() as conn:
+                if es is not None:
+                    async def events():
+                        nonlocal why
+                        try:
+                            await self._read_events(es)
+                        except OSError as e:
+                            # a broken socket: start the connection again
+                            # (reconciling is idempotent) rather than go deaf
+                            why = f"its event socket failed: {e}"
+                            conn.cancel_scope.cancel()
+                    conn.start_soon(events)
+                if again:
+                    log.warning("vgpu.ko is back (family id %d): reconciling", k.family_id)
+                try:
+                    await mgr.apply_sched("start")
+                except trio.TooSlowError:
+                    log.warning("vgpu.ko: the scheduler setting timed out")
+                counts = await mgr.reconcile(startup=True)
+                log.info("vgpu.ko: reconciled: %s", ", ".join(f"{k_} {v}" for k_, v in counts.items()))
+                if again:
+                    log.warning("vgpu.ko reconnected: %d slice(s) re-created, %d adopted, "
+                                "%d corrected, %d kept", counts["recreated"], counts["adopted"],
+                                counts["corrected"], counts["kept"])
+                self.kernel_ready.set()
+                ready()
+                await self._until_gone(k)
+                conn.cancel_scope.cancel()
         finally:
-            es.close()
+            if es is not None:
+                es.close()
+        with trio.CancelScope(shield=True):
+            await mgr.kport.drop(k)
+            self.kernel_ready = trio.Event()
+            n = await mgr.kernel_lost()
+        log.warning("lost vgpu.ko (%s): its client and event socket dropped%s; "
+                    "reconnecting (%d slice(s) to re-create)", why,
+                    f", the tracers of {n} slice(s) ended" if n else "", len(mgr.records))
+
+    async def _until_gone(self, k) -> None:
+        """Return once vgpu.ko's family, as k resolved it, is gone.
+
+        Asked of nlctrl (KernelPort.is_current: one GETFAMILY, compared by
+        id) every KERNEL_CHECK seconds, and at once when a kernel call got
+        ENOENT (KernelPort.wake).  Neither sign alone is enough: the events
+        socket does not fail when the family goes (genl silently drops its
+        group memberships, so it just goes quiet), and ENOENT is also a
+        missing slice's answer; a reload between two checks still shows as
+        a new family id."""
+        trio = self.trio
+        kport = self.mgr.kport
+        while True:
+            kport.wake = trio.Event()
+            with trio.move_on_after(KERNEL_CHECK):
+                await kport.wake.wait()
+            if kport.kernel is not k:
+                return                  # dropped by someone else: start again
+            try:
+                if not await kport.is_current():
+                    return
+            except trio.TooSlowError:
+                log.warning("vgpu.ko: nlctrl did not answer the family check in time")
+            except OSError as e:
+                log.warning("vgpu.ko: family check: %s", e)
+
+    async def _read_events(self, es) -> None:
+        """The events group -> SliceManager.kernel_event, read on its fd from
+        the event loop; an overrun re-reads the slices."""
+        trio = self.trio
+        from .kernel import VgpuError
+        while True:
+            await trio.lowlevel.wait_readable(es.fileno())
+            while True:
+                try:
+                    ev = es.get(0)
+                except VgpuError as e:
+                    log.warning("kernel events: %s; resynchronising", e)
+                    try:
+                        await self.mgr.kdump()
+                    except trio.TooSlowError:
+                        log.warning("kernel events: the resynchronising dump timed out")
+                    break
+                if ev is None:
+                    break
+                self.mgr.kernel_event(ev)
 
     # -------------------------------------------------------------- ticker
     async def _ticker(self, *, task_status):

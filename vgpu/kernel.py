@@ -116,7 +116,10 @@ class VgpuNotLoaded(VgpuError):
 
 # --------------------------------------------------------------- messages
 #: pyroute2 type of every attribute (names from uapi.py, so a renamed or
-#: missing one fails at import; tests/host/test_uapi.py checks completeness).
+#: missing one fails at import).  tests/host/test_uapi.py checks completeness
+#: and each type against the type the header's comment gives the attribute
+#: (u8 uint8, u32 uint32, s32 int32, u64 uint64, binary cdata, NUL-terminated
+#: string asciiz, pad none, nested: the nla class of the nested enum).
 SLICE_ATTR_TYPES = {
     "VGPU_A_UNSPEC": "none",
     "VGPU_A_SLICE_ID": "uint32",
@@ -849,6 +852,21 @@ class VgpuKernel:
 
     def __exit__(self, *exc):
         self.close()
+
+    def is_current(self) -> bool:
+        """Whether the family this client resolved is still the one vgpu.ko
+        has registered: one CTRL_CMD_GETFAMILY round trip.  False when the
+        module is gone (VgpuNotLoaded) or was loaded again (a new family id:
+        genl allocates ids cyclically, so a reload gets another one)."""
+        with self._lock:
+            try:
+                fid, _ = _resolve_family(self._gs, U.VGPU_GENL_NAME)
+            except VgpuNotLoaded:
+                return False
+            except socket.timeout:
+                raise VgpuError(_errno.ETIMEDOUT, f"no answer from nlctrl within "
+                                f"{self.timeout}s", op="GETFAMILY") from None
+        return fid == self.family_id
 
     # -------------------------------------------------------- plumbing
     def _transact(self, cmd: int, payload_attrs: bytes, flags: int, *, op: str,

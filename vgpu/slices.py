@@ -43,7 +43,9 @@ Owns:
   counted per slice: the first turns the slice's VGPU_A_SLICE_TRACE on, the
   last one to leave turns it off, a slice recreated while traced is
   recreated traced, and the first reconcile after vgpu.ko appears turns off
-  tracing nobody here asked for (a vgpud that died mid-trace).  Each tracer
+  tracing nobody here asked for (a vgpud that died mid-trace).  When
+  vgpu.ko goes away (``kernel_lost``) every tracer ends ("vgpu.ko
+  unloaded") and its count is dropped.  Each tracer
   reads the "trace" group on a netlink socket of its own from the event
   loop and hands its slice's records to the API's writer through a bounded
   channel: a client too slow for it loses records, never the daemon's time.
@@ -81,13 +83,21 @@ KERNEL_TIMEOUT = 5.0
 class KernelPort:
     """vgpu.kernel.VgpuKernel driven from trio: every call runs in one worker
     thread (a limiter of 1), bounded by the client's socket timeout and a
-    trio deadline.  ``kernel`` is None while vgpu.ko is not loaded."""
+    trio deadline.  ``kernel`` is None while vgpu.ko is not loaded.
+
+    The daemon's kernel service (vgpu.daemon) owns the connection's life:
+    it connects, watches the family with ``is_current`` and, when vgpu.ko
+    went away, ``drop``s the client.  Any caller may still connect when
+    ``kernel`` is None (an API request as the module comes back); ``wake``
+    is set then, and when a call fails with ENOENT (what genl answers for a
+    family that is gone), so that the service looks at once."""
 
     def __init__(self, factory=None, timeout: float = KERNEL_TIMEOUT):
         self.timeout = timeout
         self._factory = factory
         self.kernel = None
         self.limiter = trio.CapacityLimiter(1)
+        self.wake = trio.Event()
 
     def _make(self):
         if self._factory is not None:
@@ -100,20 +110,50 @@ class KernelPort:
         if self.kernel is not None:
             return True
         try:
-            self.kernel = await trio.to_thread.run_sync(self._make, limiter=self.limiter)
+            k = await trio.to_thread.run_sync(self._make, limiter=self.limiter)
         except (VgpuNotLoaded, FileNotFoundError):
             return False
         except OSError as e:
             log.warning("vgpu.ko: %s", e)
             return False
+        if self.kernel is not None:         # another task connected meanwhile
+            k.close()
+            return True
+        self.kernel = k
+        self.wake.set()
         return True
 
     async def call(self, _method: str, /, *args, **kw):
         if self.kernel is None and not await self.connect():
             raise ApiError("unavailable", "vgpu.ko is not loaded")
         fn = getattr(self.kernel, _method)
+        try:
+            with trio.fail_after(self.timeout * 2 + 1):
+                return await trio.to_thread.run_sync(lambda: fn(*args, **kw), limiter=self.limiter)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                self.wake.set()             # a missing slice, or the whole family
+            raise
+
+    async def is_current(self) -> bool:
+        """Whether ``kernel`` still talks to the loaded vgpu.ko (False when
+        there is none).  TooSlowError when nlctrl does not answer in time."""
+        k = self.kernel
+        if k is None:
+            return False
         with trio.fail_after(self.timeout * 2 + 1):
-            return await trio.to_thread.run_sync(lambda: fn(*args, **kw), limiter=self.limiter)
+            return await trio.to_thread.run_sync(k.is_current, limiter=self.limiter)
+
+    async def drop(self, k=None) -> None:
+        """Forget the client (k: only if it is still that one) and close it
+        in the worker thread, after the calls already queued on it."""
+        k = self.kernel if k is None else k
+        if k is None:
+            return
+        if self.kernel is k:
+            self.kernel = None
+        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout * 2 + 1):
+            await trio.to_thread.run_sync(k.close, limiter=self.limiter)
 
     def close(self):
         if self.kernel is not None:
@@ -272,9 +312,11 @@ class _WriterGone(Exception):
 @dataclass
 class SliceTrace:
     """The API's tracers of one slice: vgpu.ko traces it while ``count`` >
-    0; ``gone`` is set when the daemon deletes (or loses) the slice."""
+    0; ``gone`` is set when the daemon deletes (or loses) the slice, or
+    vgpu.ko goes away (``why`` says which to the tracers)."""
     count: int = 0
     gone: trio.Event = field(default_factory=trio.Event)
+    why: str = "slice deleted"
 
 
 class SliceManager:
@@ -900,7 +942,7 @@ class SliceManager:
         header once vgpu.ko traces the slice, then puts {"record": ...} on
         ``send`` for each of the slice's calls until it is cancelled (the
         client left), or the slice is deleted: then {"end": true, "reason":
-        "slice deleted"}, and ``send`` is closed.  A refusal before the
+        "slice deleted"} (or "vgpu.ko unloaded"), and ``send`` is closed.  A refusal before the
         header raises ApiError."""
         c = args["container"]
         rec = self._rec(c)
@@ -913,7 +955,7 @@ class SliceManager:
                 task_status.started(self._trace_header(rec, ks))
                 await self._trace_pump(c, sid, ts, st, send)
             finally:
-                await self._trace_leave(c, sid)
+                await self._trace_leave(c, sid, st)
         finally:
             ts.close()
 
@@ -954,14 +996,15 @@ class SliceManager:
             st.gone.set()                           # deleted while we asked
         return st, ks
 
-    async def _trace_leave(self, c: str, sid: int) -> None:
+    async def _trace_leave(self, c: str, sid: int, st: SliceTrace) -> None:
         """One tracer fewer; the last one turns the slice's tracing off.
         Shielded: it runs when the tracer's connection is cancelled, and a
-        slice must not stay traced because its client went away."""
+        slice must not stay traced because its client went away.  A tracer
+        of a vgpu.ko that went away (``kernel_lost`` dropped its count)
+        leaves nothing to turn off."""
         with trio.CancelScope(shield=True):
             async with self.trace_lock:
-                st = self.tracing.get(sid)
-                if st is None:
+                if self.tracing.get(sid) is not st:
                     return
                 st.count -= 1
                 if st.count > 0:
@@ -1058,7 +1101,7 @@ class SliceManager:
                             pass
                     except (OSError, _WriterGone):
                         pass
-                    reason = "slice deleted"
+                    reason = st.why
                 if reason is not None:
                     try:
                         await send.send({"end": True, "reason": reason})
@@ -1182,6 +1225,26 @@ class SliceManager:
             self.by_id.pop(rec["slice_id"], None)
             self.kslices.pop(rec["slice_id"], None)
             self._trace_gone(rec["slice_id"])
+
+    async def kernel_lost(self) -> int:
+        """vgpu.ko went away (its client is dropped already): forget what was
+        read from it and end every tracer (their sockets' group is gone with
+        the family: they would wait forever).  Their counts go with them, so
+        the slices are recreated untraced.  Returns the tracers' slices."""
+        async with self.trace_lock:             # not while one turns tracing on
+            n = len(self.tracing)
+            for st in self.tracing.values():
+                st.why = "vgpu.ko unloaded"
+                st.gone.set()
+            self.tracing.clear()
+        self.kslices = {}
+        self.kdump_at = 0.0
+        self.scheds = {}
+        self.scheds_at = 0.0
+        self.sched_supported = None             # the next module is probed again
+        self._layers_sent = None
+        self.meter.forget(())
+        return n
 
     def _trace_gone(self, sid: int) -> None:
         st = self.tracing.get(sid)
@@ -1477,10 +1540,6 @@ class SliceManager:
 
     # ------------------------------------------------------------ kernel events
     def kernel_event(self, ev) -> None:
-        names = {U.VGPU_EVENT_ALLOC_REFUSED: "alloc-refused",
-                 U.VGPU_EVENT_SLICE_EMPTIED: "slice-emptied",
-                 U.VGPU_EVENT_DEVICE_OPENED: "device-opened",
-                 U.VGPU_EVENT_SLICE_QUARANTINED: "slice-quarantined"}
         c = self.by_id.get(ev.slice_id)
         kw = {"slice_id": ev.slice_id}
         if ev.pid is not None:
@@ -1489,7 +1548,7 @@ class SliceManager:
             kw["gpu"] = ev.gpu
         if ev.size is not None:
             kw["size"] = ev.size
-        t = names.get(ev.type, f"kernel-{ev.type}")
+        t = U.EVENT_API_NAMES.get(ev.type, f"kernel-{ev.type}")
         if t == "alloc-refused":
             log.debug("allocation of %s refused in slice of %s (GPU %s)",
                      format_size(ev.size or 0), c, ev.gpu)
