@@ -9,8 +9,10 @@ Newline-delimited JSON on a Unix stream socket.  This module owns:
   checked against ``OPS`` with a message that names the argument and quotes
   the value) and reply encoding (``ok_reply`` / ``error_reply``);
 - dispatch (``dispatch``: a validated request -> the handler's method);
-- the socket server (``serve``): SO_PEERCRED check per connection, a cap on
-  concurrent connections, per-connection deadlines, event and trace streams.
+- the socket server (``Server``, on ``trio.serve_listeners``): SO_PEERCRED
+  check per connection, a cap on concurrent connections, per-connection
+  deadlines, event and trace streams, and shutdown as one deadline (stop
+  accepting, finish in-flight requests, cancel what is left).
 
 The handler (vgpu.slices.SliceManager in the daemon, a fake in host tests) is
 any object with async methods ``op_status(args)``, ``op_gpus``, ``op_list``,
@@ -28,7 +30,7 @@ What it may call: the handler only.  It never talks to the kernel itself.
 
 from __future__ import annotations
 
-import errno
+import functools
 import grp
 import json
 import logging
@@ -479,8 +481,16 @@ class LineReader:
 
 
 class Server:
-    """The API listener.  ``await nursery.start(server.run)``; ``stop()``
-    stops accepting; ``drain(timeout)`` waits for in-flight requests."""
+    """The API listener: ``await nursery.start(server.run)``.
+
+    Connections are served by ``trio.serve_listeners`` (which also backs off
+    from accept's EMFILE/ENFILE/ENOMEM/ENOBUFS and closes each stream when
+    its handler returns); what ends a connection ends only it.  Shutdown is
+    one deadline: ``stop(grace)`` stops accepting at once, ends idle
+    connections and streams at once, lets in-flight requests finish, and
+    cancels whatever is left at ``now + grace`` (the deadline of the cancel
+    scope the whole server runs in).  ``drain(timeout)`` is ``stop(timeout)``
+    and waits until ``run`` has returned."""
 
     def __init__(self, handler, path: str, *, group: str | None = None, mode: int = 0o660,
                  idle_timeout: float = IDLE_TIMEOUT, read_timeout: float = READ_TIMEOUT,
@@ -493,13 +503,9 @@ class Server:
         self.read_timeout = read_timeout
         self.max_connections = max_connections
         self.connections = 0
-        self.inflight = 0
-        self._idle = trio.Event()
-        self._idle.set()
-        self._accept_scope: trio.CancelScope | None = None
-        self._conn_scopes: set[trio.CancelScope] = set()
-        self._stopping = False
-        self._listener_closed = trio.Event()
+        self._scope = trio.CancelScope()      # the server's; its deadline is the shutdown's
+        self._closing = trio.Event()          # stop(): no more accepts, no more requests
+        self._stopped = trio.Event()          # run() has returned
 
     def _listen(self) -> socket.socket:
         d = os.path.dirname(self.path)
@@ -538,75 +544,62 @@ class Server:
             raise
         return s
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
-        sock = trio.socket.from_stdlib_socket(self._listen())
-        listener = trio.SocketListener(sock)
-        log.info("API listening on %s", self.path)
-        try:
-            async with trio.open_nursery() as nursery:
-                self._accept_scope = trio.CancelScope()
-                with self._accept_scope:
-                    task_status.started()
-                    while True:
-                        try:
-                            stream = await listener.accept()
-                        except OSError as e:
-                            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                                log.warning("accept: %s; pausing", e)
-                                await trio.sleep(0.1)
-                                continue
-                            raise
-                        nursery.start_soon(self._serve_conn, stream)
-                # stopped accepting: new clients are refused at once, the
-                # connections already accepted finish (drain())
-                await self._close_listener(listener)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self._close_listener(listener)
-
-    async def _close_listener(self, listener) -> None:
-        await listener.aclose()
-        self._listener_closed.set()
+    def _unlink(self) -> None:
         try:
             if stat.S_ISSOCK(os.lstat(self.path).st_mode):
                 os.unlink(self.path)
         except OSError:
             pass
 
-    def stop(self) -> None:
-        """Stop accepting; idle connections are closed, in-flight requests finish."""
-        if self._accept_scope is not None:
-            self._accept_scope.cancel()
-        self._stopping = True
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(self._listen()))
+        log.info("API listening on %s", self.path)
+        try:
+            with self._scope:
+                async with trio.open_nursery() as connections:
+                    async with trio.open_nursery() as accepting:
+                        await accepting.start(functools.partial(
+                            trio.serve_listeners, self._serve_conn, [listener],
+                            handler_nursery=connections))
+                        task_status.started()
+                        await self._closing.wait()
+                        accepting.cancel_scope.cancel()
+                    # serve_listeners closed the listener: new clients are
+                    # refused at once; the accepted ones finish their request
+                    self._unlink()
+        finally:
+            with trio.CancelScope(shield=True):
+                await listener.aclose()           # serve_listeners may not have started
+            self._unlink()
+            self._stopped.set()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop accepting and end idle connections and streams now; cancel
+        in-flight requests still running after ``grace`` seconds.  A second
+        call may only bring the deadline closer."""
+        self._closing.set()
+        self._scope.deadline = min(self._scope.deadline, trio.current_time() + grace)
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait (at most timeout s) for in-flight requests, then close every
-        connection."""
-        with trio.move_on_after(timeout):
-            await self._listener_closed.wait()
-            await self._idle.wait()
-        for sc in list(self._conn_scopes):
-            sc.cancel()
+        """``stop(timeout)`` and wait until the server has exited (by the
+        deadline, give or take a handler's shielded clean-up)."""
+        self.stop(timeout)
+        await self._stopped.wait()
 
     async def _serve_conn(self, stream: trio.SocketStream):
+        """serve_listeners' handler (it closes the stream after it): a
+        connection's errors end the connection, never the server."""
         self.connections += 1
-        scope = trio.CancelScope()
-        self._conn_scopes.add(scope)
         try:
-            with scope:
-                await self._conn(stream)
-        # except*: a stream's nursery wraps what its tasks raise; and a client
-        # that stops reading (TooSlowError from _send) costs its connection,
-        # never the server
+            await self._conn(stream)
+        # except*: the connection's nursery wraps what its tasks raise; and a
+        # client that stops reading (TooSlowError from _send) costs its
+        # connection, never the server
         except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                  OSError) as eg:
             log.debug("connection dropped: %s", eg.exceptions[0])
         finally:
-            self._conn_scopes.discard(scope)
             self.connections -= 1
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(1):
-                    await stream.aclose()
 
     async def _send(self, stream, data: bytes) -> None:
         with trio.fail_after(self.idle_timeout):
@@ -626,8 +619,22 @@ class Server:
             await self._send(stream, error_reply(None, "unavailable",
                                                  f"too many connections ({self.max_connections}); retry"))
             return
+        # held from a request's whole line to its reply: stop() ends the
+        # connection when it is free (at once when it waits for a request
+        # or streams), and the server's deadline cancels it if it never is
+        busy = trio.Lock()
+        async with trio.open_nursery() as n:
+            async def close_when_stopping():
+                await self._closing.wait()
+                async with busy:
+                    n.cancel_scope.cancel()
+            n.start_soon(close_when_stopping)
+            await self._requests(stream, busy)
+            n.cancel_scope.cancel()
+
+    async def _requests(self, stream: trio.SocketStream, busy: trio.Lock):
         reader = LineReader(stream)
-        while not self._stopping:
+        while True:
             try:
                 line = await reader.readline(self.idle_timeout, self.read_timeout)
             except ApiError as e:
@@ -643,33 +650,23 @@ class Server:
                 return
             if not line.strip():
                 continue
-            try:
-                req = parse_request(line)
-            except ApiError as e:
-                await self._send(stream, error_reply(e.extra.get("id"), e.code, e.message, **e.extra))
-                continue
+            async with busy:
+                try:
+                    req = parse_request(line)
+                except ApiError as e:
+                    await self._send(stream, error_reply(e.extra.get("id"), e.code, e.message,
+                                                         **e.extra))
+                    continue
+                if req.op not in STREAM_OPS:
+                    await self._send(stream, await dispatch(self.handler, req))
+                    continue
+            # a stream is the connection's last request, and not in flight:
+            # stop() ends it at once
             if req.op == "events":
                 await self._events(stream, req)
-                return
-            if req.op == "trace":
+            else:
                 await self._trace(stream, req)
-                return
-            self._begin()
-            try:
-                reply = await dispatch(self.handler, req)
-            finally:
-                self._end()
-            await self._send(stream, reply)
-
-    def _begin(self):
-        self.inflight += 1
-        if self._idle.is_set():
-            self._idle = trio.Event()
-
-    def _end(self):
-        self.inflight -= 1
-        if self.inflight == 0:
-            self._idle.set()
+            return
 
     async def _events(self, stream, req: Request):
         recv = self.handler.subscribe(EVENT_QUEUE)

@@ -697,6 +697,121 @@ async def test_socket_idle_timeout_and_drain(env):
         await s2.aclose()
 
 
+class _SlowHandler:
+    """``status`` takes ``delay`` seconds (and notes whether it was
+    cancelled); ``list`` is quick; ``events`` never sends anything."""
+
+    def __init__(self, delay: float):
+        self.delay = delay
+        self.entered = trio.Event()
+        self.cancelled = False
+        self.subscribers = []
+
+    async def op_status(self, args):
+        self.entered.set()
+        try:
+            await trio.sleep(self.delay)
+        except trio.Cancelled:
+            self.cancelled = True
+            raise
+        return {"slow": True}
+
+    async def op_list(self, args):
+        return {"slices": []}
+
+    def subscribe(self, n):
+        send, recv = trio.open_memory_channel(n)
+        self.subscribers.append(send)
+        return recv
+
+
+async def test_stop_lets_an_inflight_request_finish_within_the_deadline(tmp_path):
+    """On stop: idle connections and streams end and new clients are refused
+    at once; a request in flight is answered (it ends within the deadline),
+    and the request queued behind it on its connection is not."""
+    h = _SlowHandler(0.4)
+    srv = api.Server(h, str(tmp_path / "api.sock"))
+    async with trio.open_nursery() as n:
+        await n.start(srv.run)
+        idle = await _connect(srv.path)
+        ev = await _connect(srv.path)
+        assert (await _rpc(ev, {"v": 1, "id": 0, "op": "events"}))["ok"]
+        a = await _connect(srv.path)
+        await a.send_all(b'{"v":1,"id":1,"op":"status"}\n{"v":1,"id":2,"op":"list"}\n')
+        with trio.fail_after(5):
+            await h.entered.wait()
+        t0 = trio.current_time()
+        n.start_soon(srv.drain, 3.0)
+        assert await _readline(idle) == b""
+        assert await _readline(ev) == b""
+        await _until(lambda: not os.path.exists(srv.path))
+        with pytest.raises(OSError):
+            await trio.open_unix_socket(srv.path)
+        assert trio.current_time() - t0 < 0.3            # all that while status runs
+        r = json.loads(await _readline(a))
+        assert r == {"v": 1, "id": 1, "ok": True, "result": {"slow": True}}
+        assert await _readline(a) == b""                   # id 2 not served: closed
+        for s in (idle, ev, a):
+            await s.aclose()
+    assert not h.cancelled
+    assert 0.3 < trio.current_time() - t0 < 2.0          # the request's time, not the grace
+
+
+async def test_stop_cancels_a_request_that_overruns_the_deadline(tmp_path):
+    h = _SlowHandler(60)
+    srv = api.Server(h, str(tmp_path / "api.sock"))
+    async with trio.open_nursery() as n:
+        await n.start(srv.run)
+        a = await _connect(srv.path)
+        await a.send_all(b'{"v":1,"id":1,"op":"status"}\n')
+        with trio.fail_after(5):
+            await h.entered.wait()
+        t0 = trio.current_time()
+        await srv.drain(0.5)
+        took = trio.current_time() - t0
+        assert h.cancelled
+        assert await _readline(a) == b""                   # no reply: cancelled, closed
+        await a.aclose()
+    assert 0.45 < took < 1.0, took
+    assert trio.current_time() - t0 < 1.5                 # run() had returned
+    assert not os.path.exists(srv.path)
+
+
+async def test_accept_out_of_fds_backs_off_and_recovers(env, caplog):
+    """accept(2) failing with EMFILE (the process is out of descriptors) is
+    logged and retried after a pause; the client waiting in the backlog is
+    served once descriptors are free, and the server never stopped."""
+    import resource
+    mgr, _, tmp = env
+    srv = api.Server(mgr, str(tmp / "api.sock"))
+    async with trio.open_nursery() as n:
+        await n.start(srv.run)
+        c = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)    # its fd is taken first
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        lowest_free = os.open(os.devnull, os.O_RDONLY)
+        os.close(lowest_free)
+
+        def emfiles():
+            return [r for r in caplog.records
+                    if r.name == "trio.serve_listeners" and r.exc_info
+                    and isinstance(r.exc_info[1], OSError) and r.exc_info[1].errno == errno.EMFILE]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+        try:
+            await c.connect(srv.path)                      # queued; accept(2) fails: EMFILE
+            await _until(lambda: len(emfiles()) >= 3, timeout=5)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        t = emfiles()
+        assert t[2].created - t[0].created >= 0.15         # paused between tries, no spin
+        s = trio.SocketStream(c)
+        assert (await _rpc(s, {"v": 1, "id": 1, "op": "status"}))["ok"]
+        s2 = await _connect(srv.path)
+        assert (await _rpc(s2, {"v": 1, "id": 2, "op": "list"}))["ok"]
+        for x in (s, s2):
+            await x.aclose()
+        await srv.drain(1)
+
+
 def test_peer_allowed():
     assert api.peer_allowed(0, 0, 1, None)
     assert not api.peer_allowed(1000, 1000, 1, None)
