@@ -30,7 +30,7 @@ from vgpu import trace as T
 from vgpu.kernel import VgpuKernel
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl.gz"))
+CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl"))
 
 pytestmark = pytest.mark.skipif(nvsim_reload.skip_reason() is not None,
                                 reason=nvsim_reload.skip_reason() or "")
@@ -86,7 +86,7 @@ def test_replayed_through_a_slice_every_call_comes_out_as_recorded(path):
 
 
 def test_replayed_on_nvsim_alone_the_quota_refusals_differ():
-    path = ROOT / "tests/data/traces/nvclient-probe.jsonl.gz"
+    path = ROOT / "tests/data/traces/nvclient-probe.jsonl"
     t = T.load(str(path))
     refused = [r for r in t.records if r.op == "ioctl" and r.status == 0x51]   # NV_ERR_NO_MEMORY
     assert len(refused) == 1

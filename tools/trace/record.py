@@ -15,7 +15,8 @@ the header also names the workload and nvsim's parameters, so that a
 replay can load nvsim the same way.
 
 --corpus reloads nvsim for each workload of CORPUS (below), loads vgpu.ko
-over it, records, and writes DIR/<name>.jsonl.gz.  It needs nvsim loaded
+over it, records, and writes DIR/<name>.jsonl (plain text: the corpus is
+reviewed and diffed as test data).  It needs nvsim loaded
 and vgpu.ko not.
 """
 
@@ -154,7 +155,7 @@ def corpus(out: Path, only: list[str]) -> int:
             if only and name not in only:
                 continue
             reload_nvsim({**before, **params})
-            st = record(str(out / f"{name}.jsonl.gz"), cmd, parse_size(limit), bind, name)
+            st = record(str(out / f"{name}.jsonl"), cmd, parse_size(limit), bind, name)
             # nvclient probe ends on the quota's refusal: that is its success
             rc |= 0 if st in (0, 1) and name == "nvclient-probe" or st == 0 else 1
     finally:
