@@ -12,7 +12,7 @@ Each workload is the project's client (`vgpu-nvclient work`) in its own
 process, opening a slice's virtual nodes /dev/vgpu/<id>/ and keeping DEPTH
 work items of ITEM us queued on a channel (saturating unless DEPTH is too
 small for the process to keep up).  Slices are made through vgpu.ko's
-netlink API directly (vgpu.kernel), so the figures are the kernel
+netlink API directly (vgpu.daemon.kernel), so the figures are the kernel
 mechanism's; the daemon maps its config and `vgpuctl set-quota` to exactly
 these calls.  Achieved share = the process's busy time in
 /sys/kernel/debug/nvsim/busy over the window / the window's length.
@@ -41,8 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from vgpu import uapi as U                      # noqa: E402
-from vgpu.kernel import Compute, VgpuKernel     # noqa: E402
+from vgpu.abi import uapi as U  # noqa: E402
+from vgpu.daemon.kernel import Compute, VgpuKernel     # noqa: E402
 
 PY = sys.executable
 BUSY = Path("/sys/kernel/debug/nvsim/busy")
@@ -99,7 +99,7 @@ class Bench:
     def work(self, sid: int, depth: int, item_us: int = 1000, seconds: float = 600,
              items: int | None = None) -> subprocess.Popen:
         how = ["--items", str(items)] if items else ["--seconds", str(seconds)]
-        p = subprocess.Popen([PY, "-m", "vgpu.nvclient", "--dev-prefix", f"/dev/vgpu/{sid}/",
+        p = subprocess.Popen([PY, "-m", "vgpu.abi.nvclient", "--dev-prefix", f"/dev/vgpu/{sid}/",
                               "--json", "work", "--item-us", str(item_us), "--depth", str(depth),
                               *how], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -281,7 +281,7 @@ def case_change(b: Bench) -> None:
 
 RINGER = r"""
 import struct, sys, time
-from vgpu.nvclient import RmClient
+from vgpu.abi.nvclient import RmClient
 c = RmClient(sys.argv[1])
 g = c.open_gpus()[0]
 _, um = g.usermode()

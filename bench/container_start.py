@@ -73,7 +73,7 @@ class Env:
                 f'[defaults]\nmemory = "16MiB"\n')
             subprocess.run(["modprobe", "fuse"], capture_output=True)
             log = open(tmp / "vgpud.log", "wb")
-            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon", "--config",
+            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon.main", "--config",
                                           str(tmp / "vgpud.toml")], cwd=REPO, stdout=log,
                                          stderr=log)
             end = time.monotonic() + 240
@@ -103,7 +103,7 @@ class Env:
     def env(self) -> dict:
         hook = self.tmp / "vgpu-oci-hook"
         if not hook.exists():
-            hook.write_text(f"#!/bin/sh\ncd {REPO} && exec {PY} -S -m vgpu.hook --socket "
+            hook.write_text(f"#!/bin/sh\ncd {REPO} && exec {PY} -S -m vgpu.cli.hook --socket "
                             f"{self.sock} --fuse-mount {self.fs} \"$@\"\n")
             hook.chmod(0o755)
         return dict(os.environ, VGPU_RUNC=RUNC, VGPU_SOCKET=self.sock,
@@ -146,7 +146,7 @@ def start_times(e: Env, kind: str, n: int) -> tuple[list[float], list[float]]:
         if kind == "plain":
             pre = [RUNC, "--root", root]
         else:
-            pre = [PY, "-S", "-m", "vgpu.runtime", "--root", root]
+            pre = [PY, "-S", "-m", "vgpu.cli.runtime", "--root", root]
         # the container inherits runc's stdio: a file, never a pipe (runc
         # create returns while the container holds it open)
         logp = e.tmp / "runc.out"
@@ -172,7 +172,7 @@ def start_times(e: Env, kind: str, n: int) -> tuple[list[float], list[float]]:
 
 def fuse_latency(e: Env, n: int, slices: int) -> None:
     sys.path.insert(0, str(REPO))
-    from vgpu.apiclient import ApiClient
+    from vgpu.cli.apiclient import ApiClient
     names = [f"fz-{i}" for i in range(slices)]
     with ApiClient(e.sock, 60) as c:
         for name in names:

@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vgpu.kernel import VgpuKernel  # noqa: E402
-from vgpu.nvclient import RmClient  # noqa: E402
+from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from vgpu.abi.nvclient import RmClient  # noqa: E402
 
 CONFIG = """
 [paths]
@@ -106,7 +106,7 @@ def main():
         a.slices = len(ids)
         print(f"created {len(ids)} slices over {len(cards)} GPUs in {time.monotonic() - t0:.1f} s (netlink)")
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon", "--config", str(tmp / "c.toml")],
+        proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon.main", "--config", str(tmp / "c.toml")],
                                 cwd=ROOT, stderr=open(tmp / "log", "wb"))
         sock = str(tmp / "vgpud.sock")
         while True:

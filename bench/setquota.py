@@ -47,7 +47,7 @@ def vgpuctl_cmd(explicit: str | None) -> list[str]:
     script = os.path.join(os.path.dirname(sys.executable), "vgpuctl")
     if os.access(script, os.X_OK):
         return [script]
-    return [sys.executable, "-m", "vgpu.ctl"]
+    return [sys.executable, "-m", "vgpu.cli.ctl"]
 
 
 def main() -> int:

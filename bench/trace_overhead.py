@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vgpu import nvabi as A  # noqa: E402
-from vgpu.kernel import VgpuKernel  # noqa: E402
-from vgpu.nvclient import RmClient, _libc  # noqa: E402
+from vgpu.abi import nvabi as A  # noqa: E402
+from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from vgpu.abi.nvclient import RmClient, _libc  # noqa: E402
 
 MiB = 1 << 20
 

@@ -49,7 +49,7 @@ START_TIMEOUT = 240.0
 # read-only; /shared is the demo's exchange directory).
 WORKLOAD = r"""
 import glob, json, os, sys, time
-from vgpu.nvclient import RmClient, RmError
+from vgpu.abi.nvclient import RmClient, RmError
 name = sys.argv[1]
 def proc_view():
     out = {}

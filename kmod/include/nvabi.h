@@ -7,7 +7,7 @@
  * NVIDIA's own (NVOS21_PARAMETERS, hObjectNew, ...) so that every layout can be
  * compared field by field with the vendor headers; the sizes and offsets are
  * pinned below with static assertions taken from release 595.45.04 (see
- * tests/data/nvidia-595-abi-offsets.txt).  The Python mirror in vgpu/nvabi.py
+ * tests/data/nvidia-595-abi-offsets.txt).  The Python mirror in vgpu/abi/nvabi.py
  * is checked against this header by tests/host/test_abi_layout.py, which
  * compiles a small program that prints every size and offset from here.
  *

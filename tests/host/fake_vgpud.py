@@ -4,7 +4,7 @@ host tests only (test_ctl.py, test_apiclient.py).
 It speaks docs/api.md version 1 (newline-delimited JSON on a Unix socket,
 one thread per connection) over canned state: two 16 GiB GPUs and whatever
 slices the test creates.  It is NOT the daemon and checks far less than
-vgpu.api does; the daemon's own protocol tests cover the real server.
+vgpu.daemon.api does; the daemon's own protocol tests cover the real server.
 
 Misbehaviours for the error paths, set on the instance:
 
@@ -90,7 +90,7 @@ def make_trace_header(s: dict) -> dict:
 
 
 def make_trace_record(seq: int, op: str = "ioctl") -> dict:
-    """A record as vgpu.trace.record_json makes one (docs/trace.md)."""
+    """A record as vgpu.abi.trace.record_json makes one (docs/trace.md)."""
     r = {"seq": seq, "t_ns": 1000 * seq, "dur_ns": 500, "pid": 321, "tid": 321, "file": 1,
          "node": "ctl", "op": op, "ret": 0}
     if op == "open":

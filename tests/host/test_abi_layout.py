@@ -1,4 +1,4 @@
-"""vgpu/nvabi.py against kmod/include/nvabi.h and NVIDIA 595.45.04's layouts.
+"""vgpu/abi/nvabi.py against kmod/include/nvabi.h and NVIDIA 595.45.04's layouts.
 
 One source of truth: the C header.  The first group of tests generates a C
 program from the Python definitions (every struct's sizeof, every field's
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vgpu import nvabi  # noqa: E402
+from vgpu.abi import nvabi  # noqa: E402
 
 HEADER = ROOT / "kmod" / "include" / "nvabi.h"
 DATA_595 = ROOT / "tests" / "data" / "nvidia-595-abi-offsets.txt"

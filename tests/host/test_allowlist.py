@@ -1,12 +1,12 @@
-"""vgpu.allowlist: the allow-list file a profile's allow_list names and
+"""vgpu.abi.allowlist: the allow-list file a profile's allow_list names and
 `vgpuctl audit --allow-list` writes: parsing (every error names file, line
 and value), rendering, the atomic write, and the round trip."""
 import os
 
 import pytest
 
-from vgpu import allowlist as A
-from vgpu import uapi as U
+from vgpu.abi import allowlist as A
+from vgpu.abi import uapi as U
 
 GOOD = """\
 # vgpuctl audit c1 on node 7, 2024-05-01

@@ -3,7 +3,7 @@ dispatch, good and hostile requests, against the pure functions and against
 a real Unix socket served in-process.
 
 The kernel here is ``FakeKernel``, an in-memory stand-in for
-vgpu.kernel.VgpuKernel with the same method names and Slice objects.  It is
+vgpu.daemon.kernel.VgpuKernel with the same method names and Slice objects.  It is
 used for the API layer only (these tests check the protocol, validation,
 admission, reconciliation and GC decisions of the daemon, not vgpu.ko); the
 VM tests (tests/vm/test_daemon_*.py) run the daemon against the real module
@@ -24,16 +24,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from vgpu import api, nvnames
-from vgpu import slices as S
-from vgpu import uapi as U
-from vgpu.api import ApiError, handle_line, parse_request
-from vgpu.config import parse_config
-from vgpu.inventory import GpuInfo, over_quota, synth_uuid
-from vgpu.kernel import (AuditEntry, AuditRecord, Compute, GpuUsage, SchedInfo, Slice,
+from vgpu.daemon import api
+from vgpu.abi import nvnames
+from vgpu.daemon import slices as S
+from vgpu.abi import uapi as U
+from vgpu.daemon.api import ApiError, handle_line, parse_request
+from vgpu.daemon.config import parse_config
+from vgpu.daemon.inventory import GpuInfo, over_quota, synth_uuid
+from vgpu.daemon.kernel import (AuditEntry, AuditRecord, Compute, GpuUsage, SchedInfo, Slice,
                          VgpuError, allow_keys)
-from vgpu.slices import KernelPort, SliceManager
-from vgpu.state import StateStore
+from vgpu.daemon.slices import KernelPort, SliceManager
+from vgpu.daemon.state import StateStore
 
 ROOT = Path(__file__).resolve().parents[2]
 GiB, MiB = 1 << 30, 1 << 20
@@ -178,7 +179,7 @@ class FakeKernel:
 
 
 class FakeTraceStream:
-    """vgpu.kernel.TraceStream's interface over a socketpair: ``push``
+    """vgpu.daemon.kernel.TraceStream's interface over a socketpair: ``push``
     queues records and makes the fd readable; ``ready()`` takes them."""
 
     def __init__(self):
@@ -486,7 +487,7 @@ async def test_kernel_refusal_and_unavailable(env, tmp_path):
     assert r["error"]["code"] == "kernel" and "EBUSY" in r["error"]["message"]
     assert (await call(mgr, "delete", container="c", force=True))["ok"]
 
-    from vgpu.kernel import VgpuNotLoaded
+    from vgpu.daemon.kernel import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()
@@ -597,7 +598,7 @@ def test_over_quota_pure():
 
 
 async def test_metrics_render(env):
-    from vgpu.metrics import render
+    from vgpu.daemon.metrics import render
     mgr, _, _ = env
     await call(mgr, "create", container="m1", memory="1GiB")
     await mgr.kdump()
@@ -837,7 +838,7 @@ def test_stale_socket_replaced_and_live_one_refused(tmp_path):
 
 # ------------------------------------------------------------ command line
 def _vgpud(*args):
-    return subprocess.run([sys.executable, "-m", "vgpu.daemon", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "vgpu.daemon.main", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=60)
 
 
@@ -1124,7 +1125,7 @@ async def test_audit_op_errors(aenv, monkeypatch):
     r = await call(mgr, "set-audit", container="c1", audit=True)
     assert r["error"]["code"] == "kernel" and "Unknown attribute type" in r["error"]["message"]
     assert "audit" not in mgr.records["c1"]
-    from vgpu.kernel import VgpuNotLoaded
+    from vgpu.daemon.kernel import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()
@@ -1145,7 +1146,7 @@ async def test_adopted_slice_keeps_its_audit_mode(aenv):
 
 # ------------------------------------------------------------ trace
 def _rec(sid, seq, op=U.VGPU_TRACE_IOCTL, **kw):
-    from vgpu.kernel import TraceRecord
+    from vgpu.daemon.kernel import TraceRecord
     if op == U.VGPU_TRACE_IOCTL:
         kw = {"node": U.VGPU_MINOR_CTL, "nr": 0x2B, "size": 48, "item_kind": U.VGPU_AUDIT_CLASS,
               "item": 0x41, "verdict": U.VGPU_AUDIT_FORWARD, "args_in": bytes(48),
@@ -1233,7 +1234,7 @@ async def test_trace_stream_header_records_and_refcount(env):
         k.trace(_rec(sid, 1, U.VGPU_TRACE_OPEN, node=U.VGPU_MINOR_CTL, open_flags=2),
                 _rec(other, 1), _rec(sid, 2))
         got = [await a.get(), await a.get()]
-        from vgpu.trace import record_json
+        from vgpu.abi.trace import record_json
         assert got == [{"record": record_json(_rec(sid, 1, U.VGPU_TRACE_OPEN,
                                                    node=U.VGPU_MINOR_CTL, open_flags=2))},
                        {"record": record_json(_rec(sid, 2))}]
@@ -1324,7 +1325,7 @@ async def test_trace_refusals(env, tmp_path):
         srv.stop()
         await srv.drain(1)
     # vgpu.ko not loaded: the error every op gives
-    from vgpu.kernel import VgpuNotLoaded
+    from vgpu.daemon.kernel import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()

@@ -1,4 +1,4 @@
-"""Compute on the daemon side (vgpu.compute, vgpu.slices, vgpu.metrics,
+"""Compute on the daemon side (vgpu.daemon.compute, vgpu.daemon.slices, vgpu.daemon.metrics,
 vgpuctl): the settings -> kernel mapping, that every change reaches vgpu.ko
 at once, the scheduler period/layers, the achieved-share arithmetic, the
 metrics and the CLI's output.  The kernel is test_api's FakeKernel (an
@@ -15,12 +15,12 @@ import re
 import pytest
 
 from test_api import CONFIG, FakeInventory, FakeKernel, GiB, call
-from vgpu import compute as C
-from vgpu import uapi as U
-from vgpu.config import ConfigError, parse_config
-from vgpu.kernel import Compute, VgpuError
-from vgpu.slices import KernelPort, SliceManager
-from vgpu.state import StateStore
+from vgpu.daemon import compute as C
+from vgpu.abi import uapi as U
+from vgpu.daemon.config import ConfigError, parse_config
+from vgpu.daemon.kernel import Compute, VgpuError
+from vgpu.daemon.slices import KernelPort, SliceManager
+from vgpu.daemon.state import StateStore
 
 FIXED, SHARE, BURST = U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE, U.VGPU_COMPUTE_BURST
 HIGH, LOW = U.VGPU_PRIORITY_HIGH, U.VGPU_PRIORITY_LOW
@@ -213,7 +213,7 @@ SCHED = '\n[scheduler]\nperiod = "{period}"\n'
 
 
 async def test_sched_period_at_start_and_reload(tmp_path):
-    from vgpu.daemon import Daemon
+    from vgpu.daemon.main import Daemon
     mgr, k = _mgr(tmp_path, CONFIG + SCHED.format(period="50ms"))
     assert await mgr.apply_sched("start") == 2
     assert k.sched_calls == [(0, 50_000, None), (1, 50_000, None)]     # layers: kernel default
@@ -295,7 +295,7 @@ def test_config_layers():
         with pytest.raises(ConfigError) as ei:
             parse_config("[scheduler]\n" + text + "\n", "f.toml")
         assert msg in str(ei.value), str(ei.value)
-    from vgpu.config import describe_changes
+    from vgpu.daemon.config import describe_changes
     assert describe_changes(parse_config(""), cfg) == \
         ['scheduler.layers: kernel default -> ["doorbell", "tsg"]']
 
@@ -313,7 +313,7 @@ async def _busy(mgr, k, sid, shares, t0=1000.0):
 
 
 async def test_show_list_and_metrics_carry_target_and_achieved(env):
-    from vgpu.metrics import render
+    from vgpu.daemon.metrics import render
     mgr, k, _ = env
     sid = (await call(mgr, "create", container="m", gpus=[0], memory="1GiB", compute="30%",
                       policy="fixed"))["result"]["slice"]["slice_id"]
@@ -350,7 +350,7 @@ async def test_show_list_and_metrics_carry_target_and_achieved(env):
 
 
 async def test_kdump_feeds_the_meter(env, monkeypatch):
-    import vgpu.slices as S
+    import vgpu.daemon.slices as S
     mgr, k, _ = env
     sid = (await call(mgr, "create", container="x", memory="1GiB"))["result"]["slice"]["slice_id"]
     clock = [50.0]
@@ -374,7 +374,7 @@ def fake(tmp_path, monkeypatch):
 
 
 def _run(capsys, *argv):
-    from vgpu import ctl
+    from vgpu.cli import ctl
     rc = ctl.main(list(argv))
     out, err = capsys.readouterr()
     return rc, out, err
@@ -425,7 +425,7 @@ def test_cli_show_top_gpus_status(fake, capsys):
 
 def test_render_top_without_compute_fields():
     """An older vgpud's list (no per-GPU compute): the slice's percent, '-'."""
-    from vgpu import ctl
+    from vgpu.cli import ctl
     frame = {"status": {}, "gpus": [], "slices": [{
         "container": "old", "gpus": [{"index": 0, "memory_limit": GiB, "memory_used": 0}],
         "compute": {"percent": 20, "policy": "share", "priority": "low"}}]}

@@ -1,4 +1,4 @@
-"""vgpu.config: the config file's schema, every error path, precedence, reload."""
+"""vgpu.daemon.config: the config file's schema, every error path, precedence, reload."""
 import dataclasses
 import datetime
 import re
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import uapi as U
-from vgpu.allowlist import AllowItem
-from vgpu.config import (DEFAULT_CONFIG_PATH, AuditSpec, Config, ConfigError, Node, SliceSpec,
+from vgpu.abi import uapi as U
+from vgpu.abi.allowlist import AllowItem
+from vgpu.daemon.config import (DEFAULT_CONFIG_PATH, AuditSpec, Config, ConfigError, Node, SliceSpec,
                          Window, describe_changes, load_config, parse_config)
 
 ROOT = Path(__file__).resolve().parents[2]

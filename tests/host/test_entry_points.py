@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-ENTRY_POINTS = ["vgpu.daemon", "vgpu.ctl", "vgpu.hook", "vgpu.runtime", "vgpu.nvclient", "vgpu.replay"]
+ENTRY_POINTS = ["vgpu.daemon.main", "vgpu.cli.ctl", "vgpu.cli.hook", "vgpu.cli.runtime", "vgpu.abi.nvclient", "vgpu.abi.replay"]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)

@@ -1,6 +1,6 @@
-"""vgpufs (vgpu.fs) mounted for real through /dev/fuse on the host, fed by a
+"""vgpufs (vgpu.daemon.fs) mounted for real through /dev/fuse on the host, fed by a
 fake slice source (the FS is the thing under test; the daemon's records are
-adapted by vgpu.fs.ManagerSource, checked at the end against a real
+adapted by vgpu.daemon.fs.ManagerSource, checked at the end against a real
 SliceManager with a fake kernel dump).  Needs root and /dev/fuse; skipped
 otherwise.
 
@@ -22,7 +22,7 @@ import time
 import pytest
 import trio
 
-from vgpu import fs as F
+from vgpu.daemon import fs as F
 
 needs_fuse = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or os.geteuid() != 0,
@@ -204,7 +204,7 @@ def test_many_concurrent_reads_and_loop_stays_responsive(tmp_path):
 # A vgpufs with one slice (argv[2], default "x") mounted at argv[1].
 STALE_CHILD = textwrap.dedent("""
     import sys, os, trio
-    from vgpu import fs as F
+    from vgpu.daemon import fs as F
     NAME = sys.argv[2] if len(sys.argv) > 2 else "x"
     class S:
         def slices(self):
@@ -251,10 +251,10 @@ def test_stale_mount_is_recovered(tmp_path):
 def test_manager_source_adapts_records(tmp_path):
     """ManagerSource over a real SliceManager's records, kernel dump and
     inventory (no mount)."""
-    from vgpu.config import parse_config
-    from vgpu.inventory import GpuInfo
-    from vgpu.kernel import GpuUsage, Slice
-    from vgpu.slices import SliceManager
+    from vgpu.daemon.config import parse_config
+    from vgpu.daemon.inventory import GpuInfo
+    from vgpu.daemon.kernel import GpuUsage, Slice
+    from vgpu.daemon.slices import SliceManager
     cfg = parse_config('[defaults]\nmemory = "4GiB"\n', "t.toml")
     mgr = SliceManager(cfg, "t.toml", kernel=None, store=None)
     mgr.gpus = [GpuInfo(0, "GPU-a", "NVIDIA A100", "0000:3b:00.0", 40 * GiB, 0, 0),
@@ -284,7 +284,7 @@ def test_manager_source_adapts_records(tmp_path):
 
 
 def test_config_empty_fuse_mount_disables():
-    from vgpu.config import parse_config
+    from vgpu.daemon.config import parse_config
     assert parse_config('[paths]\nfuse_mount = ""\n', "t.toml").paths.fuse_mount is None
     assert str(parse_config("", "t.toml").paths.fuse_mount) == "/run/vgpu/private/fs"
 
@@ -447,7 +447,7 @@ def test_admin_api_answers_while_vgpufs_is_flooded(tmp_path):
     fast under a flood from 6 processes."""
     import json
     import socket
-    from vgpu import api
+    from vgpu.daemon import api
 
     class Handler:
         async def op_status(self, args):
@@ -497,7 +497,7 @@ def test_admin_api_answers_while_vgpufs_is_flooded(tmp_path):
 
 MOUNT_VIEWS = textwrap.dedent("""
     import sys
-    from vgpu import hook
+    from vgpu.cli import hook
     pid, cid, rootfs, fuse = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     m = hook.Mounter()
     m.setns_mnt(pid)

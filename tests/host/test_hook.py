@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from vgpu import ctl, hook, runtime
+from vgpu.cli import ctl, hook, runtime
 
 from fake_vgpud import FakeVgpud
 from test_hook_runc import add_fake_nodes
@@ -87,7 +87,7 @@ def run_hook(state, *args, env=None, timeout=20):
     e = dict(os.environ)
     e.update(env or {})
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "vgpu.hook", *args], input=data,
+    r = subprocess.run([sys.executable, "-m", "vgpu.cli.hook", *args], input=data,
                        capture_output=True, text=isinstance(data, str), env=e,
                        timeout=timeout)
     r.elapsed = time.monotonic() - t0
@@ -249,7 +249,7 @@ def test_owner_from_runtime_bundle_and_pod():
                          ["crun", "--root", "st", "run", "c1"], cwd="/var/lib") == \
         {"runtime": "crun", "root": "/var/lib/st", "pod": "p-1"}
     # whatever it finds, vgpud's validator takes it as it is
-    from vgpu import api
+    from vgpu.daemon import api
     for argv in (shim, ["runc", "run", "c1"]):
         o = hook.owner_of(state, {}, argv)
         assert api.v_owner("owner", o) == o
@@ -264,7 +264,7 @@ def test_owner_found_through_a_hook_wrapper_that_does_not_exec(tmp_path):
     import json as _json
     runc = tmp_path / "runc"                   # a Python that calls itself runc
     runc.symlink_to(os.path.realpath(sys.executable))
-    code = "import json; from vgpu import hook; print(json.dumps(hook.runtime_argv()))"
+    code = "import json; from vgpu.cli import hook; print(json.dumps(hook.runtime_argv()))"
     wrapper = f"{sys.executable} -c '{code}'; true"          # sh stays the parent
     fake_runc = ("import subprocess, sys; sys.exit(subprocess.call(['sh', '-c', "
                  + repr(wrapper) + "]))")
@@ -300,8 +300,8 @@ def test_no_request_exits_zero_fast_without_daemon(tmp_path):
 def test_no_request_imports_nothing_heavy(tmp_path):
     _, state = make_bundle(tmp_path)
     code = ("import sys, io; sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()));"
-            "from vgpu import hook; rc = hook.main(['createRuntime']);"
-            "bad = [m for m in ('vgpu.apiclient', 'vgpu.units', 'ctypes', 'socket') "
+            "from vgpu.cli import hook; rc = hook.main(['createRuntime']);"
+            "bad = [m for m in ('vgpu.cli.apiclient', 'vgpu.values', 'ctypes', 'socket') "
             "if m in sys.modules]; print(rc, bad)")
     r = subprocess.run([sys.executable, "-c", code, json.dumps(state)], capture_output=True,
                        text=True, check=True)
@@ -567,7 +567,7 @@ def run_runtime(tmp_path, *argv, env=None):
     script, out = fake_runc(tmp_path)
     e = dict(os.environ, VGPU_RUNC=str(script), VGPU_HOOK="/opt/vgpu/bin/vgpu-oci-hook")
     e.update(env or {})
-    r = subprocess.run([sys.executable, "-m", "vgpu.runtime", *argv], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "vgpu.cli.runtime", *argv], capture_output=True,
                        text=True, env=e)
     return r, out.read_text().splitlines() if out.exists() else None
 
@@ -685,7 +685,7 @@ def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
                        text=True)
     assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
     assert not marker.exists()
-    old = [sys.executable, "-S", "-m", "vgpu.hook", "--help"]
+    old = [sys.executable, "-S", "-m", "vgpu.cli.hook", "--help"]
     subprocess.run(old, cwd=evil, env=dict(env, PYTHONPATH=f"{evil}:{runtime.PKG_PARENT}"),
                    capture_output=True)
     assert marker.exists()                 # what the test guards against

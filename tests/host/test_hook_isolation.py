@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs root, runc and busybox")
 
 sys.path.insert(0, REPO)
-from vgpu import ctl, hook, runtime  # noqa: E402
+from vgpu.cli import ctl, hook, runtime  # noqa: E402
 
 MODULES = ("sitecustomize", "usercustomize", "re", "json", "evil")
 
@@ -81,7 +81,7 @@ def run(argv, env_, extra=None):
 def wrapper_run(env_, bundle, cid, extra=None):
     """`runc run` through vgpu-runtime, which writes its default hook entries
     (isolated Python, explicit env) unless extra sets VGPU_HOOK."""
-    return run([sys.executable, "-m", "vgpu.runtime", "--root", env_["root"], "run",
+    return run([sys.executable, "-m", "vgpu.cli.runtime", "--root", env_["root"], "run",
                 "--bundle", str(bundle), cid], env_, extra)
 
 
@@ -253,7 +253,7 @@ def test_cdi_spec_starts_a_container_with_the_slices_nodes_and_view(tmp_path, en
     env["fake"].slices["cdi-a"] = s          # made by the operator, bound to no cgroup
     shim = tmp_path / "vgpu-oci-hook"          # as make install writes it
     shim.write_text(f"#!{sys.executable} -I\nimport sys\nsys.path.insert(0, {REPO!r})\n"
-                    f"from vgpu.hook import main\nsys.exit(main())\n")
+                    f"from vgpu.cli.hook import main\nsys.exit(main())\n")
     shim.chmod(0o755)
     spec = ctl.cdi_spec([s], str(fs), str(shim), str(env["fake"].path))
     b = make_bundle(tmp_path, "cdi", args=("sh", "-c", LIST))

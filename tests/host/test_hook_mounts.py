@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount nam
 # Runs in the child: mount_views() on a rootfs, then what is mounted where.
 MOUNT_VIEWS = r"""
 import json, os, sys
-from vgpu import hook
+from vgpu.cli import hook
 rootfs, fs, cid = sys.argv[1:4]
 out = {}
 try:
@@ -132,7 +132,7 @@ def test_proc_view_symlink_is_refused(box, which):
 # point or a file in the attack directory is an escape.
 RACE = r"""
 import ctypes, json, os, signal, sys
-from vgpu import hook
+from vgpu.cli import hook
 rootfs, fs, cid, attack, rounds = sys.argv[1:6]
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 a, b = (os.path.join(rootfs, n).encode() for n in ("dev", "devlink"))
@@ -231,7 +231,7 @@ def container(tmp_path):
 
 
 def rebind(fs, *args):
-    return subprocess.run([sys.executable, "-m", "vgpu.hook", "--debug", "--fuse-mount",
+    return subprocess.run([sys.executable, "-m", "vgpu.cli.hook", "--debug", "--fuse-mount",
                            str(fs), *args], capture_output=True, text=True, timeout=30,
                           env=dict(os.environ, PYTHONPATH=REPO))
 
@@ -284,7 +284,7 @@ def test_rebind_refuses_a_pid_that_is_not_the_containers(container):
 ])
 def test_rebind_identity_arguments_are_checked(args, words, capsys):
     sys.path.insert(0, REPO)
-    from vgpu import hook
+    from vgpu.cli import hook
     assert hook.main([*args, "--rebind", "12", "c1"] if len(args) > 1 else args) == 2
     assert words in capsys.readouterr().err
 
@@ -298,7 +298,7 @@ def test_rebind_without_an_identity_is_refused(container):
 
 def test_rebind_refuses_a_process_outside_the_containers_cgroup(container, tmp_path):
     sys.path.insert(0, REPO)
-    from vgpu.hook import cgroup2_mount
+    from vgpu.cli.hook import cgroup2_mount
     v2 = cgroup2_mount()
     if not v2:
         pytest.skip("no cgroup v2 hierarchy")
@@ -399,7 +399,7 @@ def test_rebind_replaces_a_dead_vgpufs_view(tmp_path, container):
     fd-based and pid-checked, detaches it and binds the new mount's view."""
     import errno
     from test_fs import FakeSource, serve, two_gpu_slice
-    from vgpu import fs as F
+    from vgpu.daemon import fs as F
     pid, root, _ = container
     mnt = tmp_path / "vgpufs"
     start = str(proc_start(pid))

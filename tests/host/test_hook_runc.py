@@ -49,7 +49,7 @@ def env(tmp_path):
     fs = tmp_path / "fs"
     fs.mkdir()
     hookbin = tmp_path / "vgpu-oci-hook"
-    hookbin.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m vgpu.hook "
+    hookbin.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m vgpu.cli.hook "
                        f"--socket {sock} --fuse-mount {fs} --timeout 3 \"$@\"\n")
     hookbin.chmod(0o755)
     with FakeVgpud(sock) as fake:
@@ -71,7 +71,7 @@ def add_fake_nodes(fs, cid):
 
 def runc_run(env, bundle, cid, wrapper=True):
     e = dict(os.environ, VGPU_RUNC=RUNC, VGPU_HOOK=env["hook"], PYTHONPATH=REPO)
-    argv = ([sys.executable, "-m", "vgpu.runtime"] if wrapper else [RUNC]) + \
+    argv = ([sys.executable, "-m", "vgpu.cli.runtime"] if wrapper else [RUNC]) + \
         ["--root", env["root"], "run", "--bundle", str(bundle), cid]
     t0 = time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=60)
@@ -151,7 +151,7 @@ def test_slice_is_bound_to_the_containers_own_cgroup_and_no_vgpu_node_can_be_mad
 
 def hook_mod():
     sys.path.insert(0, REPO)
-    from vgpu import hook
+    from vgpu.cli import hook
     return hook
 
 
@@ -173,7 +173,7 @@ def test_same_name_in_another_runc_root_neither_gets_nor_deletes_the_slice(tmp_p
         config["linux"]["cgroupsPath"] = f"/vgpu-test-{os.getpid()}-{tag}"
         (bundle / "config.json").write_text(json.dumps(config))
     e = dict(os.environ, VGPU_RUNC=RUNC, VGPU_HOOK=env["hook"], PYTHONPATH=REPO)
-    wrapper = [sys.executable, "-m", "vgpu.runtime"]
+    wrapper = [sys.executable, "-m", "vgpu.cli.runtime"]
     pa = subprocess.Popen(wrapper + ["--root", env["root"], "run", "--bundle", str(a), "twin"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
     try:

@@ -1,4 +1,4 @@
-"""vgpu/kernel.py without the module: message encoding and decoding, error
+"""vgpu/daemon/kernel.py without the module: message encoding and decoding, error
 parsing (extack), and the clear error when vgpu.ko is not loaded."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vgpu import kernel as K  # noqa: E402
-from vgpu import uapi as U  # noqa: E402
+from vgpu.daemon import kernel as K  # noqa: E402
+from vgpu.abi import uapi as U  # noqa: E402
 
 
 def _encode(attrs, cmd=U.VGPU_CMD_SLICE_GET) -> bytes:

@@ -1,4 +1,4 @@
-"""vgpud's kernel connection (vgpu.daemon.Daemon._kernel_service) through
+"""vgpud's kernel connection (vgpu.daemon.main.Daemon._kernel_service) through
 vgpu.ko reloads, on the host: a fake module that can be unloaded and loaded
 again (a new family id each time, as genl allocates them), with clients
 that go stale as real ones do (every call of an old family answers ENOENT,
@@ -16,16 +16,16 @@ import pytest
 import trio
 
 from test_api import CONFIG, FakeInventory, FakeKernel, GiB, _until, call
-from vgpu import daemon as D
-from vgpu import uapi as U
-from vgpu.config import parse_config
-from vgpu.kernel import Event, VgpuError, VgpuNotLoaded
-from vgpu.slices import KernelPort, SliceManager
-from vgpu.state import StateStore
+from vgpu.daemon import main as D
+from vgpu.abi import uapi as U
+from vgpu.daemon.config import parse_config
+from vgpu.daemon.kernel import Event, VgpuError, VgpuNotLoaded
+from vgpu.daemon.slices import KernelPort, SliceManager
+from vgpu.daemon.state import StateStore
 
 
 class FakeEventStream:
-    """vgpu.kernel.EventStream's interface over a socketpair."""
+    """vgpu.daemon.kernel.EventStream's interface over a socketpair."""
 
     def __init__(self):
         self.r, self.w = socket.socketpair()

@@ -187,7 +187,7 @@ def test_no_release_struct_is_larger_than_the_buffer_for_it(measured):
 
 
 def test_tables_are_the_committed_ones():
-    """kmod/include/nvrel_tables.h and vgpu/nvrel.py regenerate from the TSVs."""
+    """kmod/include/nvrel_tables.h and vgpu/abi/nvrel.py regenerate from the TSVs."""
     r = subprocess.run([sys.executable, "-m", "tools.nvgen.kernel", "--check"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""vgpu/nvclient.py without a driver: sizes, ioctl plumbing, errors, the CLI."""
+"""vgpu/abi/nvclient.py without a driver: sizes, ioctl plumbing, errors, the CLI."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vgpu import nvabi as A  # noqa: E402
-from vgpu import nvclient as N  # noqa: E402
+from vgpu.abi import nvabi as A  # noqa: E402
+from vgpu.abi import nvclient as N  # noqa: E402
 
 
 @pytest.mark.parametrize("text,value", [
@@ -86,7 +86,7 @@ def test_struct_helpers_roundtrip():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "vgpu.nvclient", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "vgpu.abi.nvclient", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -117,7 +117,7 @@ def test_main_is_importable_entry_point():
 
 
 def test_import_is_standard_library_only():
-    code = ("import sys, vgpu.nvclient; "
+    code = ("import sys, vgpu.abi.nvclient; "
             "bad = [m for m in ('trio', 'pyroute2', 'pyfuse3', 'pynvml') if m in sys.modules]; "
             "print(bad)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

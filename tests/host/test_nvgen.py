@@ -8,7 +8,7 @@
   UVM row it can measure must be the committed one.  Both are skipped
   where the vendor archives are not on the machine.
 - Facts the project relies on hold in the committed tables.
-- vgpu/nvabi.py's pinned sizes and numbers agree with the 595.45.04 table.
+- vgpu/abi/nvabi.py's pinned sizes and numbers agree with the 595.45.04 table.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 
 from tools.nvgen import gen, tables, tsv, uvm, vendor  # noqa: E402
 from tools.nvgen.release import UVM_TYPES, Release, TreeFacts  # noqa: E402
-from vgpu import nvabi  # noqa: E402
+from vgpu.abi import nvabi  # noqa: E402
 
 OUT = ROOT / "tools" / "nvgen" / "out"
 RELEASES = ("535.288.01", "550.163.01", "570.211.01", "575.64.05",
@@ -321,9 +321,9 @@ def test_rm_alloc_escape_takes_nvos21_or_nvos64():
         {("NVOS21_PARAMETERS", "32"), ("NVOS64_PARAMETERS", "48")}
 
 
-# ------------------------------------------------------------ vgpu/nvabi.py
+# ------------------------------------------------------------ vgpu/abi/nvabi.py
 def nvabi_mismatches() -> list[str]:
-    """Where vgpu/nvabi.py disagrees with the 595.45.04 table: struct sizes,
+    """Where vgpu/abi/nvabi.py disagrees with the 595.45.04 table: struct sizes,
     escape/class/control/UVM numbers, and the params its ESCAPES and
     UVM_PARAMS pair with each number."""
     release = "595.45.04"

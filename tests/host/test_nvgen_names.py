@@ -1,4 +1,4 @@
-"""tools/nvgen/names.py: vgpu/nvnames.py is what the committed
+"""tools/nvgen/names.py: vgpu/abi/nvnames.py is what the committed
 docs/policy/<release>.tsv say (the --check run), and the generator's rules
 (newest release first, first non-empty name, "?" numbers left out) on a
 small policy directory of its own."""
@@ -29,7 +29,7 @@ def test_committed_nvnames_is_current():
 
 
 def test_nvnames_answers_by_kind_and_number():
-    from vgpu import nvnames
+    from vgpu.abi import nvnames
     assert nvnames.name("escape", 0x5C) == "NV_ESC_RM_EXPORT_OBJECT_TO_FD"
     assert nvnames.name("control", 0x20801301) == "NV2080_CTRL_CMD_FB_GET_INFO"
     assert nvnames.name("class", 0x80) == "NV01_DEVICE_0"
@@ -37,7 +37,7 @@ def test_nvnames_answers_by_kind_and_number():
     assert nvnames.name("control", 0xFFFFFFFF) == "" and nvnames.name("gadget", 1) == ""
     assert set(nvnames.BY_KIND) == {"escape", "class", "control", "uvm"}
     # the kinds in enum vgpu_audit_kind's order
-    from vgpu import uapi as U
+    from vgpu.abi import uapi as U
     assert tuple(k for k, _ in N.KINDS) == U.AUDIT_KINDS
 
 

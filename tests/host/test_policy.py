@@ -1,7 +1,7 @@
-"""vgpu.policy: admission rules and placement (docs/api.md)."""
+"""vgpu.daemon.policy: admission rules and placement (docs/api.md)."""
 import pytest
 
-from vgpu.policy import AdmissionError, GpuView, admit, place, reserves_compute
+from vgpu.daemon.policy import AdmissionError, GpuView, admit, place, reserves_compute
 
 GiB = 1 << 30
 

@@ -1,4 +1,4 @@
-"""vgpu-replay (vgpu/replay.py, docs/trace.md "Replay"): the plan each record
+"""vgpu-replay (vgpu/abi/replay.py, docs/trace.md "Replay"): the plan each record
 turns into, the replayer's bookkeeping with a fake executor, the real
 executor on plain files, and the command line on bad trace files."""
 
@@ -13,9 +13,9 @@ import os
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import replay as R
-from vgpu import trace as T
+from vgpu.abi import nvabi as A
+from vgpu.abi import replay as R
+from vgpu.abi import trace as T
 
 PAGE = mmap.PAGESIZE
 ROOT_H = 0xC1D00001

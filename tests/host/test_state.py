@@ -1,4 +1,4 @@
-"""vgpu.state: the desired state file, written atomically and durably."""
+"""vgpu.daemon.state: the desired state file, written atomically and durably."""
 import json
 import logging
 import os
@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from vgpu import state as state_mod
-from vgpu.state import STATE_VERSION, StateError, StateStore, empty_state
+from vgpu.daemon import state as state_mod
+from vgpu.daemon.state import STATE_VERSION, StateError, StateStore, empty_state
 
 DOC = {"version": 1, "slices": {"c1": {"memory": 4096, "gpus": [0], "labels": {"a": "b"}}}}
 
@@ -132,7 +132,7 @@ def test_unserialisable_doc_writes_nothing(tmp_path):
 def test_corrupt_file_is_moved_aside(tmp_path, caplog, content):
     (tmp_path / "state.json").write_bytes(content)
     st = StateStore(tmp_path)
-    with caplog.at_level(logging.ERROR, logger="vgpu.state"):
+    with caplog.at_level(logging.ERROR, logger="vgpu.daemon.state"):
         assert st.load() == empty_state()
     assert st.recovered_from is not None
     assert st.recovered_from.parent == tmp_path

@@ -1,11 +1,11 @@
-"""vgpu.units: the value parsers shared by the config file, the API and vgpuctl."""
+"""vgpu.values: the value parsers shared by the config file, the API and vgpuctl."""
 import datetime
 import subprocess
 import sys
 
 import pytest
 
-from vgpu.units import (format_duration, format_percent, format_size, parse_clock,
+from vgpu.values import (format_duration, format_percent, format_size, parse_clock,
                         parse_duration, parse_percent, parse_size, quote)
 
 GiB = 1 << 30
@@ -143,10 +143,10 @@ def test_quote():
 
 
 def test_units_imports_only_cheap_modules():
-    """vgpuctl imports vgpu.units on every start: no re, no datetime, no
+    """vgpuctl imports vgpu.values on every start: no re, no datetime, no
     third-party module."""
-    code = ("import sys; before = set(sys.modules); import vgpu.units; "
+    code = ("import sys; before = set(sys.modules); import vgpu.values; "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert set(out) <= {"vgpu", "vgpu.units", "math", "__future__"}, out
+    assert set(out) <= {"vgpu", "vgpu.values", "math", "__future__"}, out

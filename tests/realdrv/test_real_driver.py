@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmClient
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmClient
 from vgpu_fixtures import in_child, status
 
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B

@@ -15,9 +15,9 @@ import struct
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import uapi as U
-from vgpu.nvclient import RmClient
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu.abi.nvclient import RmClient
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import in_child, read_vstate
 

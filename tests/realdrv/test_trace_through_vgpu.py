@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import trace as T
-from vgpu.nvclient import RmClient
+from vgpu.abi import nvabi as A
+from vgpu.abi import trace as T
+from vgpu.abi.nvclient import RmClient
 from vgpu_fixtures import *  # noqa: F401,F403
 
 
@@ -80,7 +80,7 @@ def test_a_trace_on_nvidias_driver_replays_on_it(make_slice, kern, tmp_path):
     if out:
         shutil.copy(path, Path(out) / path.name)
     fresh = make_slice(gpus=[(0, 64 * MiB)])
-    r = subprocess.run([sys.executable, "-m", "vgpu.replay", "--nodes", fresh.prefix,
+    r = subprocess.run([sys.executable, "-m", "vgpu.abi.replay", "--nodes", fresh.prefix,
                         str(path)], capture_output=True, text=True, timeout=300)
     sys.stdout.write(r.stdout + r.stderr)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-from vgpu.nvclient import RmClient  # noqa: E402
+from vgpu.abi.nvclient import RmClient  # noqa: E402
 from polling import wait_until  # noqa: E402
 
 DEV = os.environ.get("VGPU_DEV_PREFIX", "/dev")

@@ -39,7 +39,7 @@ class Busy:
                 raise AssertionError(f"unknown busy line: {line!r}")
 
     def tsg(self, ch) -> dict:
-        """The line of a vgpu.nvclient.Channel's TSG."""
+        """The line of a vgpu.abi.nvclient.Channel's TSG."""
         return self.tsgs[(ch.client.hClient, ch.htsg)]
 
     def tsg_ns(self, ch) -> int:

@@ -5,7 +5,7 @@ vgpu.ko and nvsim; no fakes.
         /work/main/.venv/bin/python -m pytest -q tests/vm/test_containers.py
 
 Containers are started exactly as containerd would start them through the
-runtime wrapper: ``python -m vgpu.runtime --root R run --bundle B ID``
+runtime wrapper: ``python -m vgpu.cli.runtime --root R run --bundle B ID``
 (vgpu-runtime wires the OCI hook into config.json and execs runc).  A
 bundle's rootfs is a directory under tmp with the host's /usr, /etc,
 /root/.pyenv and the repository bind-mounted read-only (the /bin, /lib...
@@ -85,7 +85,7 @@ class Daemon:
         self.fs_ready = lambda: os.path.ismount(self.fs) and os.path.isdir(self.fs)
         subprocess.run(["modprobe", "fuse"], capture_output=True)
         with open(self.logf, "ab") as log:
-            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon", "--config",
+            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon.main", "--config",
                                           str(tmp / "vgpud.toml")], cwd=ROOT,
                                          stdout=log, stderr=log)
         end = time.monotonic() + START_TIMEOUT
@@ -112,7 +112,7 @@ class Daemon:
             return ""
 
     def ctl_raw(self, *args):
-        return subprocess.run([PY, "-m", "vgpu.ctl", "--socket", self.sock, "--timeout", "30",
+        return subprocess.run([PY, "-m", "vgpu.cli.ctl", "--socket", self.sock, "--timeout", "30",
                                "--json", *args], cwd=ROOT, capture_output=True, text=True,
                               timeout=120)
 
@@ -198,7 +198,7 @@ class Runc:
 
     def runtime(self, *args, timeout=300, **kw):
         self.ids.append(args[-1]) if args and args[0] in ("run", "create") else None
-        return subprocess.run([PY, "-m", "vgpu.runtime", "--root", self.root, *args],
+        return subprocess.run([PY, "-m", "vgpu.cli.runtime", "--root", self.root, *args],
                               env=self.env(), timeout=timeout, **kw)
 
     def run(self, cid: str, bundle: Path):
@@ -239,7 +239,7 @@ def runc(tmp_path, daemon):
         daemon.ctl_raw("delete", c, "--force")
 
 
-PROBE = f"{PY} -m vgpu.nvclient probe --chunk 16MiB --json"
+PROBE = f"{PY} -m vgpu.abi.nvclient probe --chunk 16MiB --json"
 SHOW = ("echo DEV: $(ls /dev | grep nvidia); "
         "for f in /proc/driver/nvidia/gpus/*/information; do echo \"INFO $f\"; cat $f; done; ")
 
@@ -266,7 +266,7 @@ def test_slice_container_sees_its_nodes_allocates_its_quota_and_exit_releases(ru
     assert poll(lambda: nvsim_used(0) == 0, 10), nvsim_used(0)
     # and its config.json carries the hook, wired by vgpu-runtime
     config = json.loads((b / "config.json").read_text())
-    assert any("vgpu.hook" in " ".join(h["args"]) for h in config["hooks"]["poststop"])
+    assert any("vgpu.cli.hook" in " ".join(h["args"]) for h in config["hooks"]["poststop"])
 
 
 def test_container_without_annotations_sees_no_gpu(runc, daemon):
@@ -281,7 +281,7 @@ def test_container_without_annotations_sees_no_gpu(runc, daemon):
 
 WORKLOAD = r"""
 import json, os, sys, time, glob
-from vgpu.nvclient import RmClient, RmError
+from vgpu.abi.nvclient import RmClient, RmError
 name = sys.argv[1]
 c = RmClient("/dev")
 g = c.open_gpus()[0]
@@ -401,7 +401,7 @@ class Containerd:
         self.shim = d / "vgpu-runtime"
         self.shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={daemon.sock} "
                              f"VGPU_FUSE_MOUNT={daemon.fs} PYTHONPATH={ROOT}\n"
-                             f"exec {PY} -m vgpu.runtime \"$@\"\n")
+                             f"exec {PY} -m vgpu.cli.runtime \"$@\"\n")
         self.shim.chmod(0o755)
         with open(d / "containerd.log", "wb") as log:
             self.proc = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],

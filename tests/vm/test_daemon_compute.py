@@ -24,7 +24,7 @@ from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import wait_until
 
 from test_daemon_e2e import Vgpud
-from vgpu import uapi as U
+from vgpu.abi import uapi as U
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def _start(tmp: Path, period: str = "20ms") -> Vgpud:
 
 
 def vgpuctl(d: Vgpud, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vgpu.ctl", "--socket", d.sock, "--timeout", "60",
+    return subprocess.run([sys.executable, "-m", "vgpu.cli.ctl", "--socket", d.sock, "--timeout", "60",
                            *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -167,7 +167,7 @@ def test_achieved_share_reported(daemons, kern, tmp_path):
         sl = a.ok("create", container="t-share", gpus=[0], compute="30%", policy="fixed")["slice"]
         sid = sl["slice_id"]
         env = SliceEnv(kern, kern.slice_get(sid))
-        w = subprocess.Popen([sys.executable, "-m", "vgpu.nvclient", "--dev-prefix", env.prefix,
+        w = subprocess.Popen([sys.executable, "-m", "vgpu.abi.nvclient", "--dev-prefix", env.prefix,
                               "work", "--item-us", "1000", "--depth", "8", "--seconds", "8"],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = []

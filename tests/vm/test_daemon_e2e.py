@@ -6,7 +6,7 @@
 Each test starts vgpud as a subprocess with a config whose paths are under
 tmp_path, talks to it over its socket (a small stdlib client here, so the
 test does not depend on vgpuctl), allocates through the slice's device nodes
-with vgpu.nvclient, and stops the daemon (SIGTERM, or SIGKILL where that is
+with vgpu.abi.nvclient, and stops the daemon (SIGTERM, or SIGKILL where that is
 the point) before deleting the slices it made.  Python in the VM is slow
 (TCG): timeouts are generous and the tests few.
 """
@@ -105,7 +105,7 @@ class Vgpud:
 
     def start(self) -> "Vgpud":
         logfh = open(self.logf, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon", "--config", str(self.config)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon.main", "--config", str(self.config)],
                                      cwd=ROOT, stdout=logfh, stderr=logfh)
         logfh.close()
         end = time.monotonic() + START_TIMEOUT
@@ -376,7 +376,7 @@ def test_audit_mode_through_vgpuctl(vgpud, kern, tmp_path):
     """A profile with audit = true: what the policy refuses reaches the
     driver and is recorded; `vgpuctl audit` shows it (--json) and writes it
     as an allow-list; `vgpuctl set-audit off` refuses it again."""
-    from vgpu import allowlist
+    from vgpu.abi import allowlist
 
     d = vgpud()
     a = d.api()
@@ -384,7 +384,7 @@ def test_audit_mode_through_vgpuctl(vgpud, kern, tmp_path):
     assert kern.slice_get(sid).audit
     cmd, size = _refused_subdevice_control()
     env = _env(kern, sid)
-    vgpuctl = [sys.executable, "-m", "vgpu.ctl", "--socket", d.sock]
+    vgpuctl = [sys.executable, "-m", "vgpu.cli.ctl", "--socket", d.sock]
     try:
         c = env.client()
         g = c.open_gpus()[0]

@@ -26,9 +26,9 @@ from vgpu_fixtures import SliceEnv, run_rmmod, wait_until
 
 import nvsim_reload
 from test_daemon_e2e import Api, Vgpud, _fill
-from vgpu import kernel as K
-from vgpu import uapi as U
-from vgpu.kernel import VgpuKernel
+from vgpu.daemon import kernel as K
+from vgpu.abi import uapi as U
+from vgpu.daemon.kernel import VgpuKernel
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),

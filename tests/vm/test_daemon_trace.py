@@ -5,7 +5,7 @@
 
 A slice is made through the API; two `vgpuctl trace` run against it (one
 until SIGTERM, one with --count); a client makes calls through the slice's
-nodes; the files are then read back with vgpu.trace (the reader vgpu-replay
+nodes; the files are then read back with vgpu.abi.trace (the reader vgpu-replay
 uses) and checked against what the client did.  vgpud's reference count is
 checked in vgpu.ko itself: the slice stays traced while one tracer is left,
 and is not traced once the last one ended, nor after a vgpud that was
@@ -28,9 +28,9 @@ from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import SliceEnv, wait_until
 
 from test_daemon_e2e import Vgpud
-from vgpu import nvabi as A
-from vgpu import trace as T
-from vgpu.nvclient import RmClient
+from vgpu.abi import nvabi as A
+from vgpu.abi import trace as T
+from vgpu.abi.nvclient import RmClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def daemons(kern):
 
 
 def _trace(d: Vgpud, *argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "vgpu.ctl", "--socket", d.sock,
+    return subprocess.Popen([sys.executable, "-m", "vgpu.cli.ctl", "--socket", d.sock,
                              "--timeout", "60", "trace", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -9,8 +9,8 @@ import errno
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError, _ioctl_obj, raw_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError, _ioctl_obj, raw_ioctl
 
 GiB = 1 << 30
 

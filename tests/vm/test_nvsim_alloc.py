@@ -8,8 +8,8 @@ import ctypes
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError
 
 MiB = 1 << 20
 SIZE = 64 * MiB
@@ -240,7 +240,7 @@ def test_charged_to_the_calling_process(client, gpu0, gpu1, state):
 
 def test_alloc_struct_status_not_errno(client, gpu0):
     """An RM failure is reported in the status field; the ioctl returns 0."""
-    from vgpu.nvclient import raw_ioctl
+    from vgpu.abi.nvclient import raw_ioctl
     p = A.NVOS21_PARAMETERS(hRoot=client.hClient, hObjectParent=gpu0.hDevice,
                             hObjectNew=client.new_handle(), hClass=0x1234)
     out = A.NVOS21_PARAMETERS.from_bytes(raw_ioctl(client.fd, A.NV_ESC_RM_ALLOC, p))

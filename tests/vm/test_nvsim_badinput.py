@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmClient, RmError, raw_ioctl, raw_ioctl_ptr
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmClient, RmError, raw_ioctl, raw_ioctl_ptr
 
 MiB = 1 << 20
 U64_MAX = (1 << 64) - 1

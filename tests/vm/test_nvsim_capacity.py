@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from vgpu import nvabi as A
+from vgpu.abi import nvabi as A
 import polling
 from nvsim_busy import BUSY, busy
-from vgpu.nvclient import PAGE_SIZE, Channel, RmError
+from vgpu.abi.nvclient import PAGE_SIZE, Channel, RmError
 
 MS = 1_000_000          # ns
 RW = mmap.PROT_READ | mmap.PROT_WRITE

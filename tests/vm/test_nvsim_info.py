@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmClient, RmError
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmClient, RmError
 
 MiB = 1 << 20
 GiB = 1 << 30

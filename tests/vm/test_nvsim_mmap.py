@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError, raw_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError, raw_ioctl
 
 MiB = 1 << 20
 KiB = 1 << 10

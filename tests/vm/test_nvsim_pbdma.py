@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS, RmError, UvmFile, \
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS, RmError, UvmFile, \
     raw_ioctl
 import nvsim_reload
 from polling import wait_until

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import nvsim_reload
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError, _libc, raw_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError, _libc, raw_ioctl
 
 PARAMS = Path("/sys/module/nvsim/parameters")
 STATS = Path("/sys/kernel/debug/nvsim/stats")

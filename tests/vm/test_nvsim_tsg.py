@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError
 from polling import wait_until
 
 

@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError, UvmFile, _ioctl_obj
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError, UvmFile, _ioctl_obj
 from vmas import (MAP_FIXED, MREMAP_FIXED, MREMAP_MAYMOVE, check, dofork, libc, munmap, mremap,
                   punch, reserve, touch_in_child)
 

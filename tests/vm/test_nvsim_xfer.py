@@ -9,8 +9,8 @@ import errno
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError, xfer_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError, xfer_ioctl
 
 MiB = 1 << 20
 

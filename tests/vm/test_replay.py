@@ -1,7 +1,7 @@
 """vgpu-replay against bare nvsim (docs/trace.md, "Replay").
 
 The trace is made here, call by call, the way vgpu.ko would record it: each
-call is made on nvsim through vgpu.nvclient's raw escapes, and its
+call is made on nvsim through vgpu.abi.nvclient's raw escapes, and its
 parameters before and after, the pointed-to parameters and the file a
 descriptor in them names go into the record.  The calls cover each
 translation the replay makes: a root client whose handle the driver chose,
@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import replay as R
-from vgpu import trace as T
-from vgpu.nvclient import raw_ioctl, xfer_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi import replay as R
+from vgpu.abi import trace as T
+from vgpu.abi.nvclient import raw_ioctl, xfer_ioctl
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = os.environ.get("VGPU_DEV_PREFIX", "/dev")
@@ -284,7 +284,7 @@ def make_trace(rc: Recorder) -> dict[str, int]:
 
 
 def replay(path: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vgpu.replay", "--nodes", DEV, *args, path],
+    return subprocess.run([sys.executable, "-m", "vgpu.abi.replay", "--nodes", DEV, *args, path],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 

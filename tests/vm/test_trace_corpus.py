@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 import nvsim_reload
-from vgpu import trace as T
-from vgpu.kernel import VgpuKernel
+from vgpu.abi import trace as T
+from vgpu.daemon.kernel import VgpuKernel
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl"))
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(nvsim_reload.skip_reason() is not None,
 
 
 def replay(path: Path, nodes: str, *opts: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vgpu.replay", *opts, "--nodes", nodes,
+    return subprocess.run([sys.executable, "-m", "vgpu.abi.replay", *opts, "--nodes", nodes,
                            str(path)], capture_output=True, text=True, timeout=600)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import uapi as U
-from vgpu.kernel import Nla, VgpuError
-from vgpu.nvclient import RmError
+from vgpu.abi import uapi as U
+from vgpu.daemon.kernel import Nla, VgpuError
+from vgpu.abi.nvclient import RmError
 from vgpu_fixtures import *  # noqa: F401,F403
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ def _refused(kern, attrs, errnos):
 @pytest.mark.parametrize("case", ["unknown-kind", "gpu-in-allow", "allow-outside", "audit-2",
                                   "reply-only-count", "too-many"])
 def test_bad_audit_requests_are_refused(sl, kern, case):
-    """What the kernel itself refuses (vgpu/kernel.py checks these too, so
+    """What the kernel itself refuses (vgpu/daemon/kernel.py checks these too, so
     they go raw), each with an extack and nothing changed."""
     sid = Nla.u32(U.VGPU_A_SLICE_ID, sl.id)
     allow = lambda *e: Nla.nest(U.VGPU_A_SLICE_ALLOW, *e)  # noqa: E731

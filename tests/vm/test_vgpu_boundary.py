@@ -22,8 +22,8 @@ import pytest
 
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import NODE_DIR, _ids, in_child
-from vgpu import nvabi as A
-from vgpu.nvclient import RmError
+from vgpu.abi import nvabi as A
+from vgpu.abi.nvclient import RmError
 
 MiB = 1 << 20
 CG_ROOT = Path("/sys/fs/cgroup")
@@ -184,7 +184,7 @@ def test_events_need_net_admin(kern, sl):
 
     def listen():
         drop_cap(CAP_NET_ADMIN)
-        from vgpu.kernel import VgpuKernel
+        from vgpu.daemon.kernel import VgpuKernel
         k = VgpuKernel()
         try:
             with k.subscribe(timeout=1):
@@ -317,7 +317,7 @@ def _counters() -> list[int]:
 def _workload(prefix: str):
     """What a container does first: a client with a device, subdevice,
     8 MiB, a TSG and a channel; nvsim's counters while they live."""
-    from vgpu.nvclient import RmClient
+    from vgpu.abi.nvclient import RmClient
     c = RmClient(prefix)
     try:
         g = c.open_gpus()[0]
@@ -333,7 +333,7 @@ def test_nvsim_records_the_privilege_of_every_call(state):
     USER, or USER_ROOT for an administrator (capable(CAP_SYS_ADMIN)); the
     kernel entry point at KERNEL.  kchannelConstruct makes a channel
     privileged at USER_ROOT and above."""
-    from vgpu.nvclient import RmClient
+    from vgpu.abi.nvclient import RmClient
     before, chans = _privs(state), _privileged_channels(state)
     c = RmClient()                              # root: USER_ROOT
     try:

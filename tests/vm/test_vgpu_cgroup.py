@@ -15,8 +15,8 @@ import pytest
 
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import SliceEnv, _ids, in_child
-from vgpu import uapi as U
-from vgpu.kernel import Nla
+from vgpu.abi import uapi as U
+from vgpu.daemon.kernel import Nla
 
 CG_ROOT = Path("/sys/fs/cgroup")
 NODES = ("nvidiactl", "nvidia0", "nvidia-uvm")
@@ -88,7 +88,7 @@ def open_all(prefix: str):
 
 def alloc(prefix: str):
     def fn():
-        from vgpu.nvclient import RmClient
+        from vgpu.abi.nvclient import RmClient
         c = RmClient(prefix)
         try:
             g = c.open_gpus()[0]

@@ -18,8 +18,8 @@ import pytest
 
 from nvsim_busy import BUSY, busy
 from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu.kernel import Compute, Nla, VgpuError
-from vgpu.nvclient import Channel, RmClient, RmError
+from vgpu.daemon.kernel import Compute, Nla, VgpuError
+from vgpu.abi.nvclient import Channel, RmClient, RmError
 
 FIXED, SHARE, BURST, NONE = (U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE,
                              U.VGPU_COMPUTE_BURST, U.VGPU_COMPUTE_NONE)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.nvclient import (RmClient, _ioctl_addr, raw_ioctl, raw_ioctl_ptr,
+from vgpu.abi.nvclient import (RmClient, _ioctl_addr, raw_ioctl, raw_ioctl_ptr,
                            xfer_ioctl)
 from vgpu_fixtures import *  # noqa: F401,F403
 
@@ -563,7 +563,7 @@ def test_gpu_id_lists_show_only_the_slices_gpus(make_slice, cmd):
     (vgpu.ko asks through the kernel entry, so the driver's whole list is
     never on a page the caller's threads can read.)"""
     import struct
-    from vgpu import nvrel
+    from vgpu.abi import nvrel
     cards = real_cards()
     assert len(cards) >= 2
     with RmClient("/dev") as direct:

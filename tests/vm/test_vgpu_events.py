@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu import nvabi as A
+from vgpu.abi import nvabi as A
 from vgpu_fixtures import *  # noqa: F401,F403
 
 

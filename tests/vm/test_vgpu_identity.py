@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import nvrel
-from vgpu.nvclient import raw_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi import nvrel
+from vgpu.abi.nvclient import raw_ioctl
 from vgpu_fixtures import *  # noqa: F401,F403
 
 STATS = Path("/sys/kernel/debug/nvsim/stats")
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
 NV_ERR_INVALID_ARGUMENT = 0x1F
 INVALID = A.NV0000_CTRL_GPU_INVALID_ID
-# 595.45.04's sizes of the controls driven with raw bytes (vgpu/nvrel.py
+# 595.45.04's sizes of the controls driven with raw bytes (vgpu/abi/nvrel.py
 # gives another release's where it differs).
 BASE_SIZES = {
     A.NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO: 56, A.NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS: 48,

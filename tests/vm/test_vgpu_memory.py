@@ -208,7 +208,7 @@ def test_dup_shares_one_charge(make_slice):
 # ----------------------------------------------------------- concurrency
 def _hammer(prefix, sizes_seed, start, release, q):
     """Child: allocate random sizes until refused a few times; report total."""
-    from vgpu.nvclient import RmClient, RmError
+    from vgpu.abi.nvclient import RmClient, RmError
     try:
         c = RmClient(prefix)
         g = c.open_gpus()[0]
@@ -302,7 +302,7 @@ def test_concurrent_fill_matches_nvsim_while_held(make_slice):
 
 
 def _alloc_loop(prefix, ready):
-    from vgpu.nvclient import RmClient, RmError
+    from vgpu.abi.nvclient import RmClient, RmError
     c = RmClient(prefix)
     g = c.open_gpus()[0]
     held = [g.alloc(4 * MiB) for _ in range(4)]
@@ -397,7 +397,7 @@ def test_get_pids_shows_only_the_slice(make_slice, res):
     ready, done = ctx.Event(), ctx.Event()
 
     def outsider():
-        from vgpu.nvclient import RmClient
+        from vgpu.abi.nvclient import RmClient
         c = RmClient("/dev")
         g = c.open_gpus()[0]
         g.alloc(2 * MiB)
@@ -455,7 +455,7 @@ def test_double_fetch_race_quota_holds(make_slice, path):
     the same buffer through the virtual node; nvsim's fb_used must never pass
     the quota and must equal the slice's use."""
     import ctypes
-    from vgpu.nvclient import _ioctl_obj
+    from vgpu.abi.nvclient import _ioctl_obj
     limit = 16 * MiB
     small, huge = 64 * KiB, 4 * GiB
     sl = make_slice(gpus=[(0, limit)])

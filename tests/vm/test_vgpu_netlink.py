@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from vgpu.kernel import Nla, VgpuError
-from vgpu.nvclient import RmClient, raw_ioctl  # noqa: F401
+from vgpu.daemon.kernel import Nla, VgpuError
+from vgpu.abi.nvclient import RmClient, raw_ioctl  # noqa: F401
 from vgpu_fixtures import *  # noqa: F401,F403
 
 LIMIT = 256 * MiB
@@ -225,7 +225,7 @@ def test_non_admin_refused(kern, sl):
             os.close(r)
             os.setgid(65534)
             os.setuid(65534)
-            from vgpu.kernel import VgpuKernel as K2
+            from vgpu.daemon.kernel import VgpuKernel as K2
             out = []
             with K2(timeout=10) as k:
                 for fn in (lambda: k.slices(), lambda: k.slice_get(sl.id),

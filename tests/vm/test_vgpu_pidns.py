@@ -20,7 +20,7 @@ def _in_new_pidns(prefix: str, wfd: int) -> None:
         os._exit(0)
     pid = os.fork()
     if pid == 0:
-        from vgpu.nvclient import RmClient
+        from vgpu.abi.nvclient import RmClient
         c = RmClient(prefix)
         g = c.open_gpus()[0]
         g.alloc(2 * MiB)

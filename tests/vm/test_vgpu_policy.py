@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import uapi as U
-from vgpu.nvclient import RmError, raw_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu.abi.nvclient import RmError, raw_ioctl
 from vgpu_fixtures import *  # noqa: F401,F403
 
 ROOT = Path(__file__).resolve().parents[2]

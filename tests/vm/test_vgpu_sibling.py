@@ -33,7 +33,7 @@ import pytest
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import nvsim_fb, read_vstate, MiB
 
-from vgpu import nvabi as A
+from vgpu.abi import nvabi as A
 
 NVSIM = Path("/sys/kernel/debug/nvsim")
 MODE_WRITE, MODE_REPLACE, MODE_DUP = 1, 2, 3

@@ -16,11 +16,11 @@ import os
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import trace as T
-from vgpu import uapi as U
-from vgpu.kernel import Nla, VgpuError
-from vgpu.nvclient import RmClient, raw_ioctl
+from vgpu.abi import nvabi as A
+from vgpu.abi import trace as T
+from vgpu.abi import uapi as U
+from vgpu.daemon.kernel import Nla, VgpuError
+from vgpu.abi.nvclient import RmClient, raw_ioctl
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import in_child
 

@@ -20,7 +20,7 @@ import pytest
 
 from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import in_child, read_vstate
-from vgpu.nvclient import UvmFile
+from vgpu.abi.nvclient import UvmFile
 from vmas import (MREMAP_FIXED, MREMAP_MAYMOVE, dofork, munmap, mremap, punch, reserve,
                   touch_in_child)
 

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import nvabi as A
-from vgpu import uapi as U
-from vgpu.kernel import Slice, VgpuError, VgpuKernel
-from vgpu.nvclient import RmClient, RmError, UvmFile
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu.daemon.kernel import Slice, VgpuError, VgpuKernel
+from vgpu.abi.nvclient import RmClient, RmError, UvmFile
 from polling import wait_until
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""vgpu/nvnames.py: NVIDIA's name of every escape, class, control and UVM
+"""vgpu/abi/nvnames.py: NVIDIA's name of every escape, class, control and UVM
 command number in docs/policy/<release>.tsv, so that vgpud and vgpuctl can
 name what a slice's audit record (VGPU_CMD_AUDIT_GET) counts by number.
 
@@ -6,7 +6,7 @@ For each kind, number -> name: the first non-empty name of that number over
 the releases, newest release first (within a release, the first of its
 aliases in the TSV's order).  Numbers the TSVs give as "?" are left out.
 
-    python3 -m tools.nvgen.names            # rewrites vgpu/nvnames.py
+    python3 -m tools.nvgen.names            # rewrites vgpu/abi/nvnames.py
     python3 -m tools.nvgen.names --check    # exit 1 if it would change
 
 Made from the committed TSVs only (no vendor archive needed), so
@@ -23,7 +23,7 @@ from . import tsv
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "docs/policy"
-OUT = ROOT / "vgpu/nvnames.py"
+OUT = ROOT / "vgpu/abi/nvnames.py"
 
 #: the kinds, in enum vgpu_audit_kind's order, with the table each becomes
 KINDS = (("escape", "ESCAPES"), ("class", "CLASSES"), ("control", "CONTROLS"), ("uvm", "UVM"))
@@ -87,7 +87,7 @@ def render(policy_dir: Path = POLICY) -> str:
         "disagree).  For each number, the first name the releases give it, newest",
         f"release first: {', '.join(rels)}.",
         "Standard library only: vgpud names the items of an audit record with it",
-        '(vgpu.slices, op audit)."""',
+        '(vgpu.daemon.slices, op audit)."""',
         "",
         "from __future__ import annotations",
         "",
@@ -114,7 +114,7 @@ def render(policy_dir: Path = POLICY) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m tools.nvgen.names",
-                                 description="Write vgpu/nvnames.py from docs/policy.")
+                                 description="Write vgpu/abi/nvnames.py from docs/policy.")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 (and say why) if the committed file differs")
     ap.add_argument("--policy", type=Path, default=POLICY, help=argparse.SUPPRESS)

@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from vgpu import trace as T           # noqa: E402
-from vgpu import uapi as U            # noqa: E402
-from vgpu.kernel import VgpuKernel    # noqa: E402
-from vgpu.units import parse_size     # noqa: E402
+from vgpu.abi import trace as T  # noqa: E402
+from vgpu.abi import uapi as U  # noqa: E402
+from vgpu.daemon.kernel import VgpuKernel    # noqa: E402
+from vgpu.values import parse_size     # noqa: E402
 
 NVSIM_PARAMS = Path("/sys/module/nvsim/parameters")
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -54,11 +54,11 @@ TINYGRAD = (
 
 #: name -> (nvsim parameters, slice limit, command, bind over /dev)
 CORPUS = {
-    "nvclient-info": ({}, "256MiB", [PY, "-m", "vgpu.nvclient", "--dev-prefix", "{dev}", "info"],
+    "nvclient-info": ({}, "256MiB", [PY, "-m", "vgpu.abi.nvclient", "--dev-prefix", "{dev}", "info"],
                       False),
-    "nvclient-probe": ({}, "64MiB", [PY, "-m", "vgpu.nvclient", "--dev-prefix", "{dev}",
+    "nvclient-probe": ({}, "64MiB", [PY, "-m", "vgpu.abi.nvclient", "--dev-prefix", "{dev}",
                                      "probe", "--chunk", "16MiB"], False),
-    "nvclient-work": ({}, "256MiB", [PY, "-m", "vgpu.nvclient", "--dev-prefix", "{dev}",
+    "nvclient-work": ({}, "256MiB", [PY, "-m", "vgpu.abi.nvclient", "--dev-prefix", "{dev}",
                                      "work", "--item-us", "100", "--items", "8"], False),
     "tinygrad-init-copy": ({"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090",
                             "fb_backing": "1"}, "64MiB", [PY, "-c", TINYGRAD], True),

@@ -3,7 +3,7 @@
  * vgpu.h - the control API of vgpu.ko: a generic-netlink family.
  *
  * This header is the single source of truth for the API.  The Python client
- * (vgpu/uapi.py) is checked against it by tests/host/test_uapi.py, which
+ * (vgpu/abi/uapi.py) is checked against it by tests/host/test_uapi.py, which
  * compiles a program printing every value defined here.
  *
  * Family "vgpu", version VGPU_GENL_VERSION.  Every command needs
@@ -163,7 +163,7 @@ enum vgpu_cmd {
  *   pad                       nla_put_u64_64bit's alignment attribute
  * followed by the end of the comment or by ",", ":", ";" or " ".
  * tests/host/test_uapi.py parses these and checks them against the kernel's
- * policies and nla_put/nla_get calls and against vgpu/kernel.py's types.
+ * policies and nla_put/nla_get calls and against vgpu/daemon/kernel.py's types.
  */
 
 /* Top-level attributes. */

@@ -2,7 +2,7 @@
 listen to the module's events.
 
 The API is the generic-netlink family "vgpu" of kmod/include/uapi/vgpu.h
-(mirrored in vgpu/uapi.py).  Messages are declared with pyroute2's genlmsg /
+(mirrored in vgpu/abi/uapi.py).  Messages are declared with pyroute2's genlmsg /
 nla classes (``vgpumsg``), which do all encoding and decoding; the socket I/O
 is a plain blocking AF_NETLINK socket owned here, so the client is synchronous,
 has no event loop of its own, and can be driven from a worker thread of the
@@ -42,7 +42,7 @@ from typing import Any, Iterator
 from pyroute2.netlink import (NLA_F_NESTED, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
                               CTRL_CMD_GETFAMILY, GENL_ID_CTRL, ctrlmsg, genlmsg, nla)
 
-from . import uapi as U
+from vgpu.abi import uapi as U
 
 __all__ = [
     "VgpuError", "VgpuNotLoaded", "VgpuKernel", "Slice", "GpuUsage", "Event", "Compute",

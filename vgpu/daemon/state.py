@@ -43,7 +43,7 @@ from typing import Any
 
 __all__ = ["StateStore", "StateError", "STATE_VERSION", "empty_state"]
 
-log = logging.getLogger("vgpu.state")
+log = logging.getLogger("vgpu.daemon.state")
 
 STATE_VERSION = 1
 STATE_FILE = "state.json"

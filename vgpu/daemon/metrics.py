@@ -3,7 +3,7 @@
 Per slice (labels container, slice_id, gpu, uuid): FB limit, used, peak,
 live allocations, refusals; GPU time granted (a counter), the compute target
 (the kernel's basis points as a ratio) and the achieved share over the last
-window (vgpu.compute.ShareMeter); per slice (container, slice_id) the
+window (vgpu.daemon.compute.ShareMeter); per slice (container, slice_id) the
 configured compute percent.  Per GPU (labels gpu, uuid, name): memory total,
 allocated to slices (sum of limits), used (the driver's figure), slices; the
 scheduler's slot switches and its own CPU time.  Plus vgpud_up,

@@ -5,7 +5,7 @@ Two sources, tried in order:
 - NVML (pynvml) where it initialises (a real NVIDIA driver with
   libnvidia-ml): name, UUID, PCI bus id, memory total/used, utilization,
   per-process used memory.
-- The RM ABI through the project's own client (vgpu.nvclient.RmClient on
+- The RM ABI through the project's own client (vgpu.abi.nvclient.RmClient on
   /dev/nvidiactl), which is what the simulated GPU (nvsim) offers: CARD_INFO
   for the PCI id, minor and gpu_id, GET_NAME_STRING (or the device-id table)
   for the name, FB_GET_INFO / VID_HEAP for memory, GET_PIDS + GET_PID_INFO for
@@ -131,7 +131,7 @@ class Inventory:
 
     # ------------------------------------------------------------------- RM
     def _poll_rm(self, proc_memory: bool) -> list[GpuInfo]:
-        from .nvclient import NoDeviceError, RmClient, RmError, gpu_name
+        from vgpu.abi.nvclient import NoDeviceError, RmClient, RmError, gpu_name
         try:
             client = RmClient(self.dev_prefix)
         except (NoDeviceError, FileNotFoundError):

@@ -1,7 +1,7 @@
 """Values operators type: sizes, percentages, durations, clock times.
 
-Shared by the config file (vgpu.config), the admin API (vgpu.api) and vgpuctl
-(vgpu.ctl).  Standard library only, and cheap to import: vgpuctl and the OCI
+Shared by the config file (vgpu.daemon.config), the admin API (vgpu.daemon.api) and vgpuctl
+(vgpu.cli.ctl).  Standard library only, and cheap to import: vgpuctl and the OCI
 hook import it on every start.
 
 Every parser raises ValueError whose message quotes the bad value, in the

@@ -1,9 +1,9 @@
 """Compute slicing on the daemon side: pure functions, no I/O.
 
 Owned here:
-- the mapping of a slice's effective settings (vgpu.config: compute percent,
+- the mapping of a slice's effective settings (vgpu.daemon.config: compute percent,
   policy share|fixed|burst, priority high|low) to what vgpu.ko enforces per
-  GPU (``vgpu.kernel.Compute``: policy, basis points, priority), and back to
+  GPU (``vgpu.daemon.kernel.Compute``: policy, basis points, priority), and back to
   names for display (``kernel_view``);
 - the scheduler's layer names of ``[scheduler] layers`` ("tsg", "doorbell")
   and their VGPU_SCHED_L_* flags;
@@ -16,7 +16,7 @@ Compute left unset is a share of weight 10000 (a full weight: alone, the
 slice gets the whole GPU; with others, it is scheduled like any share slice,
 so priorities still order it).
 
-What it may call: vgpu.uapi (constants) and vgpu.kernel.Compute (a dataclass).
+What it may call: vgpu.abi.uapi (constants) and vgpu.daemon.kernel.Compute (a dataclass).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections import deque
 from typing import Any, Iterable
 
-from . import uapi as U
+from vgpu.abi import uapi as U
 
 __all__ = [
     "POLICY_CODES", "POLICY_NAMES", "PRIORITY_CODES", "PRIORITY_NAMES", "LAYER_FLAGS",
@@ -58,13 +58,13 @@ def percent_to_bp(percent: float | None) -> int:
 
 def kernel_compute(eff: dict):
     """Effective settings ({"compute": pct|None, "policy": name|None,
-    "priority": name|None, ...}) -> vgpu.kernel.Compute(policy, bp, priority).
+    "priority": name|None, ...}) -> vgpu.daemon.kernel.Compute(policy, bp, priority).
 
     policy share/fixed/burst -> VGPU_COMPUTE_SHARE/FIXED/BURST; compute unset
     -> SHARE with 10000 whatever the policy (there is no cap or floor to hold
     without a percentage); priority high/low -> VGPU_PRIORITY_HIGH/LOW (unset:
     low).  Raises ValueError quoting an unknown policy or priority."""
-    from .kernel import Compute
+    from vgpu.daemon.kernel import Compute
     pct = eff.get("compute")
     pol = eff.get("policy") or "share"
     pri = eff.get("priority") or "low"

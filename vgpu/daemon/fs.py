@@ -68,7 +68,7 @@ the mount point and mounts afresh.  What that means for running containers:
   /proc/driver/nvidia'`` (likewise for the dev nodes if a fresh stat() is
   wanted).  Containers started after the restart are not affected.
 
-What it may call: vgpu.slices' manager read-only (records, kslices, gpus),
+What it may call: vgpu.daemon.slices' manager read-only (records, kslices, gpus),
 pyfuse3, trio.  Never the kernel, never blocking I/O in a handler.
 """
 from __future__ import annotations
@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from . import uapi as U
+from vgpu.abi import uapi as U
 
 log = logging.getLogger("vgpud.fs")
 
@@ -129,7 +129,7 @@ class FsSlice:
 
 
 class ManagerSource:
-    """The FS's view of a vgpu.slices.SliceManager: pure reads of its
+    """The FS's view of a vgpu.daemon.slices.SliceManager: pure reads of its
     in-memory records, the last kernel dump and the last inventory poll."""
 
     def __init__(self, mgr):

@@ -35,10 +35,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from . import nvabi as A
-from . import nvnames
-from . import trace as T
-from . import uapi as U
+from vgpu.abi import nvabi as A
+from vgpu.abi import nvnames
+from vgpu.abi import trace as T
+from vgpu.abi import uapi as U
 
 PAGE = mmap.PAGESIZE
 MAP_FIXED_NOREPLACE = 0x100000         # Linux 4.17; older kernels take it as a hint

@@ -62,28 +62,29 @@ def find_bundle(argv: list[str], start: int) -> str:
     return "."
 
 
-#: where the vgpu package was loaded from: hook_argv() puts it on sys.path
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the directory holding the vgpu package this module was loaded from
+#: (vgpu/cli/runtime.py -> its grandparent's parent): hook_argv() puts it on sys.path
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def hook_argv(*args: str) -> list[str]:
-    """This Python running vgpu.hook isolated: -I ignores every PYTHON*
+    """This Python running vgpu.cli.hook isolated: -I ignores every PYTHON*
     variable and keeps the user site and the working directory off sys.path
     (a hook may be started in the rootfs with the image's environment), -S
     skips the site import (~30 ms less per run in a venv).  Neither leaves a
     way to find the package, so the code names PKG_PARENT itself."""
     boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
-            f"from vgpu.hook import main; sys.exit(main())")
+            f"from vgpu.cli.hook import main; sys.exit(main())")
     return [sys.executable or "/usr/bin/python3", "-I", "-S", "-c", boot, *args]
 
 
 def hook_command(stage: str) -> tuple[str, list[str], list[str]]:
     """(path, args, env) of the hook entry for ``stage``.  $VGPU_HOOK names
     an executable to run as ``vgpu-oci-hook STAGE``; by default the hook is
-    hook_argv(): this Python, isolated, running vgpu.hook from the directory
+    hook_argv(): this Python, isolated, running vgpu.cli.hook from the directory
     this package was loaded from.  The env is always explicit (HOOK_ENV plus
     our own VGPU_SOCKET / VGPU_FUSE_MOUNT): runc would otherwise choose it."""
-    from .hook import HOOK_ENV
+    from vgpu.cli.hook import HOOK_ENV
     env = [*HOOK_ENV, *(f"{k}={os.environ[k]}" for k in ("VGPU_SOCKET", "VGPU_FUSE_MOUNT")
                         if os.environ.get(k))]
     p = os.environ.get("VGPU_HOOK")
@@ -102,12 +103,12 @@ def _is_ours(h: object, stage: str) -> bool:
     if not isinstance(h, dict) or not isinstance(h.get("args"), list):
         return False
     args = h["args"]
-    return stage in args and (any("vgpu.hook" in str(a) for a in args) or
+    return stage in args and (any("vgpu.cli.hook" in str(a) for a in args) or
                               os.path.basename(str(h.get("path", ""))) == "vgpu-oci-hook")
 
 
 def vgpu_major() -> int | None:
-    from .hook import vgpu_major as m
+    from vgpu.cli.hook import vgpu_major as m
     return m()
 
 
@@ -149,7 +150,7 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     config allows it (hook.image_env_allowed): no hook and no device rule
     for an image that merely says it wants a GPU."""
     import json
-    from .hook import honoured_request
+    from vgpu.cli.hook import honoured_request
     path = os.path.join(bundle, "config.json")
     with open(path, "rb") as f:
         config = json.loads(f.read())

@@ -5,10 +5,10 @@ Owns:
   quotas, profile, labels, cgroup or pid, owner: who made it through the
   hook, the only one a ``create`` hands it back to and whose ``delete``
   naming an owner may end it), saved atomically through
-  vgpu.state.StateStore after every change;
-- the API handler (``op_*`` methods, see vgpu.api) that creates, changes and
+  vgpu.daemon.state.StateStore after every change;
+- the API handler (``op_*`` methods, see vgpu.daemon.api) that creates, changes and
   deletes slices through vgpu.ko, after placement and admission
-  (vgpu.policy);
+  (vgpu.daemon.policy);
 - slice-id allocation (lowest free id above the last one handed out, never
   one the kernel or the state already uses);
 - reconciliation (``reconcile``): the kernel's slices are the truth of what
@@ -23,7 +23,7 @@ Owns:
 - schedule windows and reloads (``apply_all``): effective settings are
   recomputed when a window opens/closes (checked once a minute) or the
   config changes, and pushed to the kernel;
-- over-quota detection: the driver's per-process FB (vgpu.inventory) against
+- over-quota detection: the driver's per-process FB (vgpu.daemon.inventory) against
   the slice's limit, handled as configured (log, event, kill);
 - the event fan-out to API subscribers;
 - audit mode and allow-lists: a slice is created (and recreated) with the
@@ -31,8 +31,8 @@ Owns:
   allow_list; not a schedule window's: a window changes quotas, not what a
   slice may call), or the audit mode an operator set with ``set-audit``
   (kept in its record); ``audit`` reads its record (VGPU_CMD_AUDIT_GET),
-  naming each item from vgpu.nvnames;
-- compute (vgpu.compute): each slice's effective compute/policy/priority is
+  naming each item from vgpu.abi.nvnames;
+- compute (vgpu.daemon.compute): each slice's effective compute/policy/priority is
   sent per GPU with SLICE_NEW/SLICE_SET when it is created and whenever it
   changes (and corrected by reconcile), each sliced GPU's scheduler period
   (and layers, if configured) with SCHED_SET at start and on reload
@@ -50,8 +50,8 @@ Owns:
   loop and hands its slice's records to the API's writer through a bounded
   channel: a client too slow for it loses records, never the daemon's time.
 
-What it may call: vgpu.kernel (through ``KernelPort``, in a worker thread),
-vgpu.inventory (worker thread), vgpu.state, vgpu.policy, vgpu.config.  It
+What it may call: vgpu.daemon.kernel (through ``KernelPort``, in a worker thread),
+vgpu.daemon.inventory (worker thread), vgpu.daemon.state, vgpu.daemon.policy, vgpu.daemon.config.  It
 never opens a slice's device nodes.
 """
 
@@ -67,11 +67,11 @@ from typing import Any
 
 import trio
 
-from . import compute as C
-from . import policy as P
-from . import uapi as U
-from .api import ApiError
-from .units import format_size
+from vgpu.daemon import compute as C
+from vgpu.daemon import policy as P
+from vgpu.abi import uapi as U
+from vgpu.daemon.api import ApiError
+from vgpu.values import format_size
 
 log = logging.getLogger("vgpud.slices")
 
@@ -81,11 +81,11 @@ KERNEL_TIMEOUT = 5.0
 
 # ------------------------------------------------------------------ kernel
 class KernelPort:
-    """vgpu.kernel.VgpuKernel driven from trio: every call runs in one worker
+    """vgpu.daemon.kernel.VgpuKernel driven from trio: every call runs in one worker
     thread (a limiter of 1), bounded by the client's socket timeout and a
     trio deadline.  ``kernel`` is None while vgpu.ko is not loaded.
 
-    The daemon's kernel service (vgpu.daemon) owns the connection's life:
+    The daemon's kernel service (vgpu.daemon.main) owns the connection's life:
     it connects, watches the family with ``is_current`` and, when vgpu.ko
     went away, ``drop``s the client.  Any caller may still connect when
     ``kernel`` is None (an API request as the module comes back); ``wake``
@@ -102,11 +102,11 @@ class KernelPort:
     def _make(self):
         if self._factory is not None:
             return self._factory()
-        from .kernel import VgpuKernel
+        from vgpu.daemon.kernel import VgpuKernel
         return VgpuKernel(timeout=self.timeout)
 
     async def connect(self) -> bool:
-        from .kernel import VgpuNotLoaded
+        from vgpu.daemon.kernel import VgpuNotLoaded
         if self.kernel is not None:
             return True
         try:
@@ -165,7 +165,7 @@ class KernelPort:
 
 
 def kernel_error(e: OSError) -> ApiError:
-    from .kernel import VgpuNotLoaded
+    from vgpu.daemon.kernel import VgpuNotLoaded
     if isinstance(e, VgpuNotLoaded):
         return ApiError("unavailable", str(e))
     name = errno.errorcode.get(e.errno or 0, str(e.errno))
@@ -178,7 +178,7 @@ def effective(cfg, explicit: dict, profile: str | None, labels: dict, now=None) 
     of a slice: explicit values over its profile (or the schedule window's)
     over [defaults].  An adapter over Config.effective; raises ValueError
     (an unknown profile, no memory quota anywhere)."""
-    from .config import SliceSpec
+    from vgpu.daemon.config import SliceSpec
     now = now if now is not None else _now()
     labels = labels or {}
     spec = SliceSpec(**{k: explicit.get(k) for k in ("memory", "compute", "priority", "policy")})
@@ -200,7 +200,7 @@ def audit_view(container: str, slice_id: int, rec, allow_count: int | None) -> d
     verdicts by name, numbers as integers, NVIDIA's name of each item ("" if
     the policy tables do not name it), sorted by kind (escape, class,
     control, uvm) and number."""
-    from .nvnames import name as nvname
+    from vgpu.abi.nvnames import name as nvname
     entries = []
     for e in sorted(rec.entries, key=lambda e: (e.kind, e.number)):
         kind = U.AUDIT_KIND_NAMES.get(e.kind, f"kind-{e.kind}")
@@ -730,7 +730,7 @@ class SliceManager:
         """The request against its profile's limits (Config.admit): what a
         pod's annotations, or an image's environment where a profile allows
         it, may ask is bounded by the operator's profile, before capacity."""
-        from .config import SliceSpec
+        from vgpu.daemon.config import SliceSpec
         spec = SliceSpec(**self._explicit(args))
         try:
             self.cfg.admit(spec, args.get("profile"), bool(args.get("from_image")))
@@ -1025,12 +1025,12 @@ class SliceManager:
                 log.info("slice %d of %s: tracing off", sid, c)
 
     def _trace_header(self, rec: dict, ks) -> dict:
-        """The trace file's header (docs/trace.md, vgpu.trace.header_json):
+        """The trace file's header (docs/trace.md, vgpu.abi.trace.header_json):
         the slice's GPUs with their limits as vgpu.ko has them (as wanted
         when it was not asked), the driver release the inventory read."""
         import datetime
         import socket
-        from .trace import header_json
+        from vgpu.abi.trace import header_json
         ks = ks if ks is not None else self.kslices.get(rec["slice_id"])
         if ks is not None and ks.gpus:
             gpus = [{"index": g.index, "memory_limit": g.mem_limit} for g in ks.gpus]
@@ -1054,7 +1054,7 @@ class SliceManager:
         At most TRACE_BATCH records are decoded per turn, with a checkpoint
         between turns, so a burst from vgpu.ko does not hold the event loop
         (the API and vgpufs) for as long as it lasts."""
-        from .trace import record_json
+        from vgpu.abi.trace import record_json
         sent = dropped = overruns = 0
         reason = None
 
@@ -1113,7 +1113,7 @@ class SliceManager:
                      f" ({reason})" if reason else "", sent, dropped, overruns)
 
     def _uvm_policy(self):
-        from . import uapi as U
+        from vgpu.abi import uapi as U
         return U.VGPU_UVM_REFUSE if getattr(self.cfg.node, "uvm", "count") == "refuse" else U.VGPU_UVM_COUNT
 
     async def op_set_quota(self, args) -> dict:
@@ -1506,7 +1506,7 @@ class SliceManager:
 
     # ------------------------------------------------------------ over-quota
     async def check_over_quota(self) -> list[dict]:
-        from .inventory import over_quota
+        from vgpu.daemon.inventory import over_quota
         gpus = await self.poll_inventory(proc_memory=True)
         if not any(g.proc_memory for g in gpus):
             return []                       # nothing holds FB: no kernel dump needed

@@ -14,7 +14,7 @@ Newline-delimited JSON on a Unix stream socket.  This module owns:
   deadlines, event and trace streams, and shutdown as one deadline (stop
   accepting, finish in-flight requests, cancel what is left).
 
-The handler (vgpu.slices.SliceManager in the daemon, a fake in host tests) is
+The handler (vgpu.daemon.slices.SliceManager in the daemon, a fake in host tests) is
 any object with async methods ``op_status(args)``, ``op_gpus``, ``op_list``,
 ``op_show``, ``op_create``, ``op_set_quota``, ``op_delete``, ``op_attach``,
 ``op_audit``, ``op_set_audit`` (the ``method`` of each entry of ``OPS``)
@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 import trio
 
-from .units import parse_percent, parse_size
+from vgpu.values import parse_percent, parse_size
 
 log = logging.getLogger("vgpud.api")
 

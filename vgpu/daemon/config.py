@@ -4,7 +4,7 @@ Owned here: the file's schema (docs/config.md, config/vgpud.example.toml),
 every error message about it, the precedence of a slice's settings
 (explicit > profile or schedule window > [defaults]) and the description of
 what changed on reload.  Standard library only; no I/O besides reading the
-file in load_config() and the allow-list files profiles name (vgpu.allowlist,
+file in load_config() and the allow-list files profiles name (vgpu.abi.allowlist,
 read when the config is parsed, so that a bad one fails the load).
 
 Errors are collected, not raised one by one: ConfigError lists every problem
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import allowlist
-from .units import (read_utf8, format_duration, format_percent, format_size, parse_clock,
+from vgpu.abi import allowlist
+from vgpu.values import (read_utf8, format_duration, format_percent, format_size, parse_clock,
                     parse_duration, parse_percent, parse_size, quote)
 
 __all__ = [
@@ -51,7 +51,7 @@ POLICIES = ("share", "fixed", "burst")
 PLACEMENTS = ("spread", "binpack")
 UVM_MODES = ("count", "refuse")
 OVER_QUOTA_ACTIONS = ("log", "event", "kill")
-SCHED_LAYERS = ("tsg", "doorbell")     # [scheduler] layers (vgpu.compute.LAYER_FLAGS)
+SCHED_LAYERS = ("tsg", "doorbell")     # [scheduler] layers (vgpu.daemon.compute.LAYER_FLAGS)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -222,7 +222,7 @@ class AuditSpec:
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
-        """The allow-list as vgpu.kernel takes it: [(kind, number), ...]."""
+        """The allow-list as vgpu.daemon.kernel takes it: [(kind, number), ...]."""
         return [it.pair for it in self.allow]
 
     def describe(self) -> str:

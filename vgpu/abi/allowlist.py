@@ -28,8 +28,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .uapi import AUDIT_KINDS, VGPU_MAX_ALLOW
-from .units import quote, read_utf8
+from vgpu.abi.uapi import AUDIT_KINDS, VGPU_MAX_ALLOW
+from vgpu.values import quote, read_utf8
 
 __all__ = ["HEADER", "KINDS", "MAX_ITEMS", "AllowItem", "AllowListError", "parse", "load",
            "render", "write", "format_number"]
@@ -55,7 +55,7 @@ class AllowItem:
 
     @property
     def pair(self) -> tuple[int, int]:
-        """(kind, number) as vgpu.kernel's slice_new/slice_set take it."""
+        """(kind, number) as vgpu.daemon.kernel's slice_new/slice_set take it."""
         return self.kind_value, self.number
 
     @classmethod

@@ -277,7 +277,7 @@ def image_env_allowed(raw: dict, cid: str, socket: str | None, timeout: float,
               f"VGPU_PROFILE that allows requests from the image)")
         return False
     profile = profile.strip()
-    from . import apiclient as ac
+    from vgpu.cli import apiclient as ac
     try:
         with ac.ApiClient(socket, timeout) as client:
             allowed = client.request("status").get("image_env_profiles")
@@ -308,7 +308,7 @@ def honoured_request(state: dict, config: dict, socket: str | None, timeout: flo
 def validate(raw: dict, source: str) -> dict:
     """The request as create's args; raises ValueError("<name> <quoted>:
     <reason>")."""
-    from .units import parse_percent, parse_size, quote
+    from vgpu.values import parse_percent, parse_size, quote
 
     def name(k):
         return ANNOTATION_PREFIX + k if source == "annotation" else ENV_PREFIX + k.upper()
@@ -900,7 +900,7 @@ def attach(state: dict, config: dict, o: Opts, debug) -> int:
     v2, v1dev = cgroup_of(pid)
     args["cgroup"] = own_cgroup(cid, pid, v2)
     owner = owner_of(state, config, *runtime_argv())
-    from . import apiclient as ac
+    from vgpu.cli import apiclient as ac
     client = ac.ApiClient(o.socket, o.timeout)
     created = ok = False
     try:
@@ -984,7 +984,7 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     # vgpu.ko opens an unbound slice for host administrators only: bind the
     # operator's slice to this container's own cgroup for as long as it runs
     cg = own_cgroup(cid, pid, cgroup_of(pid)[0])
-    from . import apiclient as ac
+    from vgpu.cli import apiclient as ac
     client = ac.ApiClient(o.socket, o.timeout)
     try:
         client.request("attach", container=name, cgroup=cg)
@@ -1005,7 +1005,7 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
 def release(state: dict, config: dict, o: Opts, debug) -> int:
     cid = state["id"]
     owner = owner_of(state, config, *runtime_argv())
-    from . import apiclient as ac
+    from vgpu.cli import apiclient as ac
     try:
         with ac.ApiClient(o.socket, o.timeout) as client:
             client.request("delete", container=cid, force=True, owner=owner)

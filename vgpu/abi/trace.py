@@ -2,7 +2,7 @@
 
 One JSON object per line: a header, then one record per open, close, ioctl
 and mmap, then optionally a trailer.  This module owns the format: it turns
-the kernel's records (``vgpu.kernel.TraceRecord``, or anything with the same
+the kernel's records (``vgpu.daemon.kernel.TraceRecord``, or anything with the same
 attributes) into JSON objects, adds NVIDIA's names and the NV_STATUS the
 parameters carry back, and reads a file back with every field checked (a
 trace may come from another machine: it is input like any other).
@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from . import nvabi as A
-from . import nvnames
-from . import uapi as U
+from vgpu.abi import nvabi as A
+from vgpu.abi import nvnames
+from vgpu.abi import uapi as U
 
 VERSION = 1
 #: A record holds at most four 16 KiB blobs and MAX_LISTS lists of two

@@ -5,7 +5,7 @@ do not edit (tests/host/test_nvgen_names.py fails if it and the TSVs
 disagree).  For each number, the first name the releases give it, newest
 release first: 595.45.04, 590.48.01, 580.142, 575.64.05, 570.211.01, 550.163.01, 535.288.01.
 Standard library only: vgpud names the items of an audit record with it
-(vgpu.slices, op audit)."""
+(vgpu.daemon.slices, op audit)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Admission and placement of slices on GPUs: pure functions, no I/O.
 
 Owned here: the rules that decide whether a GPU can grant a quota, and which
-GPU a slice lands on when its request names none.  The daemon (vgpu.daemon,
-vgpu.api) builds a GpuView per GPU from its desired state and calls place()
+GPU a slice lands on when its request names none.  The daemon (vgpu.daemon.main,
+vgpu.daemon.api) builds a GpuView per GPU from its desired state and calls place()
 and admit(); nothing here talks to the kernel, NVML or the state file.
 
 Rules (docs/api.md):
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .units import format_percent, format_size
+from vgpu.values import format_percent, format_size
 
 __all__ = [
     "GpuView",

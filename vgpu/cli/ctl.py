@@ -6,8 +6,8 @@ anything is sent), its one-line summary and its function.  The parser and
 the usage texts are generated from it, as in ``wg``.
 
 Standard library only, and imports kept to the minimum (``--help`` loads
-nothing beyond ``sys`` and ``os``; a command adds vgpu.apiclient, json,
-socket and vgpu.units) so that the tool starts fast.
+nothing beyond ``sys`` and ``os``; a command adds vgpu.cli.apiclient, json,
+socket and vgpu.values) so that the tool starts fast.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ class UsageError(Exception):
 # raises ValueError with a reason (the caller quotes the value).
 
 def _reason(e: ValueError, text: str) -> str:
-    """vgpu.units' messages start with the quoted value; we quote it
+    """vgpu.values' messages start with the quoted value; we quote it
     ourselves, so drop that prefix."""
-    from .units import quote
+    from vgpu.values import quote
     msg = str(e)
     prefix = quote(text) + " "
     if msg.startswith(prefix):
@@ -57,18 +57,18 @@ def _reason(e: ValueError, text: str) -> str:
 
 
 def c_size(text: str) -> int:
-    from .units import parse_size
+    from vgpu.values import parse_size
     return parse_size(text)
 
 
 def c_percent(text: str) -> int | float:
-    from .units import parse_percent
+    from vgpu.values import parse_percent
     x = parse_percent(text)
     return int(x) if x == int(x) else x
 
 
 def c_duration(text: str) -> float:
-    from .units import parse_duration
+    from vgpu.values import parse_duration
     return parse_duration(text)
 
 
@@ -132,7 +132,7 @@ c_onoff = _choice("on", "off")
 
 
 def c_container(text: str) -> str:
-    """Mirrors the daemon's check (vgpu.api.v_container)."""
+    """Mirrors the daemon's check (vgpu.daemon.api.v_container)."""
     if not text:
         raise ValueError("is empty")
     if len(text.encode()) > 127:
@@ -249,7 +249,7 @@ def cmd_audit(client, o):
     if path is None:
         return EXIT_OK
     items, skipped = audit_allow_items(res.get("entries") or [])
-    from . import allowlist
+    from vgpu.abi import allowlist
     try:
         n = allowlist.write(path, items)
     except OSError as e:
@@ -273,7 +273,7 @@ def audit_allow_items(entries: list) -> tuple[list, int]:
     and the slice called them (refused, or let through by audit mode or
     its allow-list).  -> (allowlist.AllowItem list, entries of a kind this
     vgpuctl does not know)."""
-    from . import allowlist
+    from vgpu.abi import allowlist
     items, skipped = [], 0
     for e in entries:
         if not isinstance(e, dict) or e.get("verdict") not in ALLOW_VERDICTS:
@@ -334,7 +334,7 @@ def _sched_row(g: dict) -> list[str]:
 
 
 def _dur(seconds: float) -> str:
-    from .units import format_duration
+    from vgpu.values import format_duration
     return format_duration(seconds)
 
 
@@ -397,7 +397,7 @@ def cmd_trace(client, o):
     if path != "-" and not o.get("force") and os.path.lexists(path):
         err(f"trace: {_quote(path)} exists (--force overwrites it)")
         return EXIT_ERROR
-    from . import trace as T        # the file's own encoder (vgpu-replay reads it back)
+    from vgpu.abi import trace as T  # the file's own encoder (vgpu-replay reads it back)
     header, records = client.trace(o["container"])
     seqs = _SeqGaps()
     with records:
@@ -442,8 +442,8 @@ def _trace_records(records, out, seqs, o, sig) -> tuple[str | None, Exception | 
     stream's end or a failure of the stream -> (vgpud's reason for ending
     it, or None; the failure, or None)."""
     import time
-    from . import apiclient as ac
-    from . import trace as T
+    from vgpu.cli import apiclient as ac
+    from vgpu.abi import trace as T
     end = None if o.get("seconds") is None else time.monotonic() + o["seconds"]
     try:
         while o.get("count") is None or seqs.records < o["count"]:
@@ -484,7 +484,7 @@ def _emit(out, line: str) -> None:
 
 class _SeqGaps:
     """Records written and the ones lost by their sequence numbers (as
-    vgpu.trace.Trace.lost counts them: every number missing between the
+    vgpu.abi.trace.Trace.lost counts them: every number missing between the
     lowest and the highest)."""
 
     def __init__(self):
@@ -556,7 +556,7 @@ class _StopSignals:
 
 #: the hook `vgpuctl cdi generate` wires in by default (make install's link)
 CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
-#: its entry's whole environment: vgpu.hook.HOOK_ENV (vgpuctl imports no
+#: its entry's whole environment: vgpu.cli.hook.HOOK_ENV (vgpuctl imports no
 #: more of the package than units and apiclient; test_hook pins them equal)
 CDI_HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 
@@ -616,7 +616,7 @@ def cmd_cdi(client, o):
     import json
     slices = client.request("list").get("slices", [])
     fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/private/fs"
-    from . import apiclient as ac
+    from vgpu.cli import apiclient as ac
     sock = ac.socket_path(o.get("socket"))
     text = json.dumps(cdi_spec(slices, fuse, o.get("hook") or CDI_HOOK,
                                None if sock == ac.DEFAULT_SOCKET else sock), indent=2) + "\n"
@@ -844,7 +844,7 @@ ARG_CONV = {"container": c_container, "mode": c_onoff}
 
 
 def _quote(text: str) -> str:
-    from .units import quote
+    from vgpu.values import quote
     return quote(text)
 
 
@@ -862,14 +862,14 @@ def emit_json(obj) -> int:
 def _size(n) -> str:
     if isinstance(n, bool) or not isinstance(n, int):
         return "-" if n is None else str(n)
-    from .units import format_size
+    from vgpu.values import format_size
     return format_size(n).replace(" ", "")
 
 
 def _pct(x) -> str:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return "-" if x is None else str(x)
-    from .units import format_percent
+    from vgpu.values import format_percent
     return format_percent(float(x))
 
 
@@ -1175,7 +1175,7 @@ def main(argv: list[str] | None = None) -> int:
     if cmd.name == "help":
         return cmd.run(None, o)
 
-    from . import apiclient as ac
+    from vgpu.cli import apiclient as ac
     client = ac.ApiClient(o.get("socket"), o.get("timeout", 5.0))
     try:
         return cmd.run(client, o)

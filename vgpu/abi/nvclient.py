@@ -20,7 +20,7 @@ Errors: an RM status other than NV_OK raises RmError (with .status and .name);
 a malformed call that the driver answers with an errno raises OSError.
 
 Standard library only: used by CLIs and containers where start-up time
-matters.  Command line: ``python -m vgpu.nvclient {info,probe,work} ...``.
+matters.  Command line: ``python -m vgpu.abi.nvclient {info,probe,work} ...``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ import sys
 import time
 from collections.abc import Iterable
 
-from . import nvabi as A
-from . import nvrel
-from .nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
+from vgpu.abi import nvabi as A
+from vgpu.abi import nvrel
+from vgpu.abi.nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
                     NV_MEMORY_ALLOCATION_PARAMS, NVOS00_PARAMETERS,
                     NVOS21_PARAMETERS, NVOS32_PARAMETERS, NVOS34_PARAMETERS,
                     NVOS54_PARAMETERS, NVOS55_PARAMETERS, NVOS64_PARAMETERS)
@@ -453,7 +453,7 @@ class RmClient:
             else:
                 keep = params
                 # The driver's release's size: a prefix of the struct where
-                # it differs from nvabi.py's (vgpu/nvrel.py).
+                # it differs from nvabi.py's (vgpu/abi/nvrel.py).
                 psize = nvrel.size(self.version, "control", cmd, ctypes.sizeof(params))
             ptr = ctypes.addressof(keep)
         if params_ptr is not None:

@@ -17,9 +17,9 @@ One trio root nursery; each service is started with ``await nursery.start``
   it on), then watch the family until it is gone, drop the client and its
   sockets (ending every tracer: their group went with the family), and
   start again;
-- the admin API (vgpu.api.Server) on the Unix socket;
-- metrics (vgpu.metrics) when [metrics] listen is set;
-- vgpufs (vgpu.fs), the containers' /dev and /proc/driver/nvidia views, a
+- the admin API (vgpu.daemon.api.Server) on the Unix socket;
+- metrics (vgpu.daemon.metrics) when [metrics] listen is set;
+- vgpufs (vgpu.daemon.fs), the containers' /dev and /proc/driver/nvidia views, a
   FUSE mount at [paths] fuse_mount served in this loop ("" disables it; a
   mount failure is logged and the daemon runs without it);
 - the ticker: schedule windows (checked every second, applied when a minute
@@ -30,7 +30,7 @@ One trio root nursery; each service is started with ``await nursery.start``
 - the kernel schedulers: [scheduler] period (and layers) set on every
   sliced GPU when vgpu.ko appears and on reload.
 
-Kernel calls run in one worker thread (vgpu.slices.KernelPort), each bounded
+Kernel calls run in one worker thread (vgpu.daemon.slices.KernelPort), each bounded
 by a deadline.  No per-slice tasks: the kernel is read with one dump.  A
 ``trace`` stream (docs/trace.md) is the one exception: each runs in its API
 connection's nursery and reads its own "trace" socket from the event loop.
@@ -41,7 +41,7 @@ STOPPING=1) when $NOTIFY_SOCKET is set (packaging/vgpud.service: Type=notify).
     vgpud [--config FILE] [--log-level LEVEL]
     vgpud --check-config FILE
 
-What it may call: every vgpu module of the daemon side; never vgpu.ctl.
+What it may call: every vgpu module of the daemon side; never vgpu.cli.ctl.
 """
 from __future__ import annotations
 
@@ -116,10 +116,10 @@ class Daemon:
     # ---------------------------------------------------------------- main
     async def run(self) -> int:
         trio = self.trio
-        from .api import Server
-        from .inventory import Inventory
-        from .slices import KernelPort, SliceManager
-        from .state import StateError, StateStore
+        from vgpu.daemon.api import Server
+        from vgpu.daemon.inventory import Inventory
+        from vgpu.daemon.slices import KernelPort, SliceManager
+        from vgpu.daemon.state import StateError, StateStore
 
         store = StateStore(self.cfg.paths.state_dir)
         try:
@@ -159,7 +159,7 @@ class Daemon:
                         self.exit_code = 1
                         return 1
                     if self.cfg.metrics_listen:
-                        from .metrics import MetricsServer
+                        from vgpu.daemon.metrics import MetricsServer
                         self.metrics = MetricsServer(mgr, self.cfg.metrics_listen)
                         try:
                             await root.start(self.metrics.run)
@@ -182,10 +182,10 @@ class Daemon:
         return self.exit_code
 
     async def _start_fs(self, root):
-        """vgpufs (vgpu.fs) at paths.fuse_mount; a failure to mount is logged
+        """vgpufs (vgpu.daemon.fs) at paths.fuse_mount; a failure to mount is logged
         and the daemon runs on without the container views."""
         try:
-            from .fs import ManagerSource, VgpuFs
+            from vgpu.daemon.fs import ManagerSource, VgpuFs
             fs = VgpuFs(ManagerSource(self.mgr), str(self.cfg.paths.fuse_mount))
             await root.start(fs.run)
             self.fs = fs
@@ -203,8 +203,8 @@ class Daemon:
         process, since setns needs a single-threaded caller), up to
         REBIND_PARALLEL at a time, each bounded by REBIND_TIMEOUT."""
         import trio
-        from .runtime import PKG_PARENT, hook_argv
-        from .slices import cgroup_path, live_pid
+        from vgpu.cli.runtime import PKG_PARENT, hook_argv
+        from vgpu.daemon.slices import cgroup_path, live_pid
         limiter = trio.CapacityLimiter(REBIND_PARALLEL)
         done = []
 
@@ -257,7 +257,7 @@ class Daemon:
                 return
 
     async def reload(self) -> bool:
-        from .config import ConfigError, describe_changes, load_config
+        from vgpu.daemon.config import ConfigError, describe_changes, load_config
         sd_notify("RELOADING=1")
         try:
             try:
@@ -408,7 +408,7 @@ class Daemon:
         """The events group -> SliceManager.kernel_event, read on its fd from
         the event loop; an overrun re-reads the slices."""
         trio = self.trio
-        from .kernel import VgpuError
+        from vgpu.daemon.kernel import VgpuError
         while True:
             await trio.lowlevel.wait_readable(es.fileno())
             while True:
@@ -489,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .config import ConfigError, load_config
+    from vgpu.daemon.config import ConfigError, load_config
     path = args.config or os.environ.get("VGPUD_CONFIG") or DEFAULT_CONFIG
     if args.check_config is not None:
         path = args.check_config or path
