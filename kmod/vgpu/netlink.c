@@ -2,7 +2,9 @@
 /*
  * netlink.c - the generic-netlink family "vgpu" (include/uapi/vgpu.h):
  * strict policies, GENL_ADMIN_PERM on every command, extack messages that
- * name the bad attribute, and the "events" multicast group.
+ * name the bad attribute, and the "events" multicast group.  SLICE_NEW and
+ * SLICE_SET parse and check the whole request, each GPU nest where it is
+ * parsed, before anything changes: a refused request leaves no trace.
  */
 #include <linux/slab.h>
 #include <net/genetlink.h>
@@ -228,102 +230,159 @@ static struct cgroup *vgpu_nl_cgroup(struct genl_info *info)
 	return cgrp;
 }
 
-/* NL_SET_ERR_MSG_ATTR for a message chosen at run time (static strings only). */
-static void vgpu_extack(struct netlink_ext_ack *extack, const struct nlattr *attr,
-			const char *msg)
+/* A VGPU_A_GPU nest's attributes into *r: what it says, checked by the caller. */
+static void vgpu_gpu_req_fill(struct vgpu_gpu_req *r, const struct nlattr *nest,
+			      struct nlattr **tb)
 {
-	if (extack) {
-		extack->_msg = msg;
-		extack->bad_attr = attr;
-	}
-}
+	int t;
 
-struct vgpu_gpu_req {
-	u32 n;
-	u32 index[VGPU_MAX_SLICE_GPUS];
-	u32 minor[VGPU_MAX_SLICE_GPUS];
-	u32 gpu_id[VGPU_MAX_SLICE_GPUS];
-	u64 limit[VGPU_MAX_SLICE_GPUS];
-	bool has_index[VGPU_MAX_SLICE_GPUS];
-	bool has_minor[VGPU_MAX_SLICE_GPUS];
-	bool has_limit[VGPU_MAX_SLICE_GPUS];
-	u32 policy[VGPU_MAX_SLICE_GPUS];
-	u32 bp[VGPU_MAX_SLICE_GPUS];
-	u32 priority[VGPU_MAX_SLICE_GPUS];
-	bool has_policy[VGPU_MAX_SLICE_GPUS];
-	bool has_bp[VGPU_MAX_SLICE_GPUS];
-	bool has_priority[VGPU_MAX_SLICE_GPUS];
-};
-
-static bool vgpu_req_compute(const struct vgpu_gpu_req *r, u32 i)
-{
-	return r->has_policy[i] || r->has_bp[i] || r->has_priority[i];
+	r->nest = nest;
+	for (t = 1; t <= VGPU_GPU_A_MAX; t++)
+		if (tb[t])
+			r->has |= BIT(t);
+	if (tb[VGPU_GPU_A_INDEX])
+		r->index = nla_get_u32(tb[VGPU_GPU_A_INDEX]);
+	if (tb[VGPU_GPU_A_REAL_MINOR])
+		r->real_minor = nla_get_u32(tb[VGPU_GPU_A_REAL_MINOR]);
+	if (tb[VGPU_GPU_A_GPU_ID])
+		r->gpu_id = nla_get_u32(tb[VGPU_GPU_A_GPU_ID]);
+	if (tb[VGPU_GPU_A_MEM_LIMIT])
+		r->limit = nla_get_u64(tb[VGPU_GPU_A_MEM_LIMIT]);
+	if (tb[VGPU_GPU_A_COMPUTE_POLICY])
+		r->policy = nla_get_u32(tb[VGPU_GPU_A_COMPUTE_POLICY]);
+	if (tb[VGPU_GPU_A_COMPUTE_BP])
+		r->bp = nla_get_u32(tb[VGPU_GPU_A_COMPUTE_BP]);
+	if (tb[VGPU_GPU_A_PRIORITY])
+		r->priority = nla_get_u32(tb[VGPU_GPU_A_PRIORITY]);
 }
 
 /*
- * The compute setting GPU i of the request gives, over (policy, bp,
- * priority) = the current one; NULL if valid, else the extack message.
+ * The compute setting r leaves over (policy, bp, priority) must be whole:
+ * a policy other than NONE needs basis points, which the policy's range
+ * keeps from ever being set back to 0.
  */
-static const char *vgpu_req_merge(const struct vgpu_gpu_req *r, u32 i,
-				  u32 *policy, u32 *bp, u32 *priority)
+static int vgpu_check_compute(const struct vgpu_gpu_req *r, u32 policy, u32 bp,
+			      u32 priority, struct netlink_ext_ack *extack)
 {
-	if (r->has_policy[i])
-		*policy = r->policy[i];
-	if (r->has_bp[i])
-		*bp = r->bp[i];
-	if (r->has_priority[i])
-		*priority = r->priority[i];
-	if (*policy != VGPU_COMPUTE_NONE && !*bp)
-		return "VGPU_GPU_A_COMPUTE_BP missing (needed by a compute policy)";
-	return NULL;
+	vgpu_gpu_req_compute(r, &policy, &bp, &priority);
+	if (policy != VGPU_COMPUTE_NONE && !bp) {
+		NL_SET_ERR_MSG_ATTR(extack, r->nest,
+				    "VGPU_GPU_A_COMPUTE_BP missing (needed by a compute policy)");
+		return -EINVAL;
+	}
+	return 0;
 }
 
-static int vgpu_parse_gpus(struct nlattr *gpus, struct vgpu_gpu_req *r,
+/*
+ * SLICE_NEW's GPU i: its real GPU and limit are needed, its index (optional)
+ * is its place in the list, and no real GPU is named twice (each has one
+ * quota).  Compute starts from the defaults.
+ */
+static int vgpu_check_new_gpu(struct nlattr **tb, const struct vgpu_gpu_req *gpus,
+			      u32 i, struct netlink_ext_ack *extack)
+{
+	const struct vgpu_gpu_req *r = &gpus[i];
+	int ret;
+	u32 j;
+
+	if (!tb[VGPU_GPU_A_REAL_MINOR]) {
+		NL_SET_ERR_MSG_ATTR(extack, r->nest, "VGPU_GPU_A_REAL_MINOR missing");
+		return -EINVAL;
+	}
+	if (!tb[VGPU_GPU_A_MEM_LIMIT]) {
+		NL_SET_ERR_MSG_ATTR(extack, r->nest, "VGPU_GPU_A_MEM_LIMIT missing");
+		return -EINVAL;
+	}
+	if (tb[VGPU_GPU_A_INDEX] && r->index != i) {
+		NL_SET_ERR_MSG_ATTR(extack, tb[VGPU_GPU_A_INDEX],
+				    "VGPU_GPU_A_INDEX must follow the order of the GPUs");
+		return -EINVAL;
+	}
+	ret = vgpu_check_compute(r, VGPU_COMPUTE_NONE, 0, VGPU_PRIORITY_LOW, extack);
+	if (ret)
+		return ret;
+	for (j = 0; j < i; j++) {
+		if (gpus[j].real_minor == r->real_minor) {
+			NL_SET_ERR_MSG_ATTR(extack, tb[VGPU_GPU_A_REAL_MINOR],
+					    "a GPU is named twice");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A SLICE_SET nest names a GPU of s by index and changes its limit or its
+ * compute setting, never which GPU it is.  Compute is checked over the
+ * GPU's own setting, which only changes under the vgpu_slices_lock that
+ * SET holds until it has applied the request.
+ */
+static int vgpu_check_set_gpu(struct nlattr **tb, const struct vgpu_gpu_req *r,
+			      const struct vgpu_slice *s, struct netlink_ext_ack *extack)
+{
+	const struct vgpu_gpu *g;
+
+	if (!tb[VGPU_GPU_A_INDEX]) {
+		NL_SET_ERR_MSG_ATTR(extack, r->nest, "VGPU_GPU_A_INDEX missing");
+		return -EINVAL;
+	}
+	if (r->index >= s->nr_gpus) {
+		NL_SET_ERR_MSG_ATTR(extack, tb[VGPU_GPU_A_INDEX],
+				    "VGPU_GPU_A_INDEX: no such GPU in the slice");
+		return -EINVAL;
+	}
+	/* A gpu_id of 0 is NEW's "the driver's": it asks for no change. */
+	if (tb[VGPU_GPU_A_REAL_MINOR] || r->gpu_id) {
+		NL_SET_ERR_MSG_ATTR(extack, tb[VGPU_GPU_A_REAL_MINOR] ?: tb[VGPU_GPU_A_GPU_ID],
+				    "a slice's GPUs cannot change");
+		return -EINVAL;
+	}
+	if (!(r->has & (BIT(VGPU_GPU_A_MEM_LIMIT) | VGPU_GPU_REQ_COMPUTE))) {
+		NL_SET_ERR_MSG_ATTR(extack, r->nest,
+				    "VGPU_GPU_A_MEM_LIMIT or a compute attribute needed");
+		return -EINVAL;
+	}
+	g = &s->gpus[r->index];
+	return vgpu_check_compute(r, READ_ONCE(g->policy), READ_ONCE(g->bp),
+				  READ_ONCE(g->priority), extack);
+}
+
+/*
+ * VGPU_A_SLICE_GPUS into gpus[] (*n of them), each nest checked where it is
+ * parsed: as SLICE_NEW's when s is NULL, else as SLICE_SET's on s.  The
+ * caller changes nothing before all of them have passed.
+ */
+static int vgpu_parse_gpus(const struct nlattr *list, const struct vgpu_slice *s,
+			   struct vgpu_gpu_req *gpus, u32 *n,
 			   struct netlink_ext_ack *extack)
 {
-	struct nlattr *tb[VGPU_GPU_A_MAX + 1], *a;
+	struct nlattr *tb[VGPU_GPU_A_MAX + 1];
+	const struct nlattr *a;
 	int rem, ret;
+	u32 i = 0;
 
-	memset(r, 0, sizeof(*r));
-	nla_for_each_nested(a, gpus, rem) {
+	/* The list's shape first: too long is E2BIG, whatever its GPUs say. */
+	*n = 0;
+	nla_for_each_nested(a, list, rem) {
 		if (nla_type(a) != VGPU_A_GPU) {
 			NL_SET_ERR_MSG_ATTR(extack, a, "VGPU_A_SLICE_GPUS holds only VGPU_A_GPU");
 			return -EINVAL;
 		}
-		if (r->n == VGPU_MAX_SLICE_GPUS) {
+		if (++*n > VGPU_MAX_SLICE_GPUS) {
 			NL_SET_ERR_MSG_ATTR(extack, a, "more than VGPU_MAX_SLICE_GPUS GPUs");
 			return -E2BIG;
 		}
+	}
+	nla_for_each_nested(a, list, rem) {
 		ret = nla_parse_nested(tb, VGPU_GPU_A_MAX, a, vgpu_gpu_policy, extack);
 		if (ret)
 			return ret;
-		if (tb[VGPU_GPU_A_INDEX]) {
-			r->has_index[r->n] = true;
-			r->index[r->n] = nla_get_u32(tb[VGPU_GPU_A_INDEX]);
-		}
-		if (tb[VGPU_GPU_A_REAL_MINOR]) {
-			r->has_minor[r->n] = true;
-			r->minor[r->n] = nla_get_u32(tb[VGPU_GPU_A_REAL_MINOR]);
-		}
-		if (tb[VGPU_GPU_A_MEM_LIMIT]) {
-			r->has_limit[r->n] = true;
-			r->limit[r->n] = nla_get_u64(tb[VGPU_GPU_A_MEM_LIMIT]);
-		}
-		if (tb[VGPU_GPU_A_GPU_ID])
-			r->gpu_id[r->n] = nla_get_u32(tb[VGPU_GPU_A_GPU_ID]);
-		if (tb[VGPU_GPU_A_COMPUTE_POLICY]) {
-			r->has_policy[r->n] = true;
-			r->policy[r->n] = nla_get_u32(tb[VGPU_GPU_A_COMPUTE_POLICY]);
-		}
-		if (tb[VGPU_GPU_A_COMPUTE_BP]) {
-			r->has_bp[r->n] = true;
-			r->bp[r->n] = nla_get_u32(tb[VGPU_GPU_A_COMPUTE_BP]);
-		}
-		if (tb[VGPU_GPU_A_PRIORITY]) {
-			r->has_priority[r->n] = true;
-			r->priority[r->n] = nla_get_u32(tb[VGPU_GPU_A_PRIORITY]);
-		}
-		r->n++;
+		vgpu_gpu_req_fill(&gpus[i], a, tb);
+		ret = s ? vgpu_check_set_gpu(tb, &gpus[i], s, extack) :
+			  vgpu_check_new_gpu(tb, gpus, i, extack);
+		if (ret)
+			return ret;
+		i++;
 	}
 	return 0;
 }
@@ -371,121 +430,121 @@ static int vgpu_parse_allow(struct nlattr *list, u64 **keys, u32 *n,
 	return 0;
 }
 
+/*
+ * What SLICE_NEW and SLICE_SET resolve before they take vgpu_slices_lock and
+ * hand over to the slice: what is still here afterwards is dropped.
+ */
+struct vgpu_nl_handover {
+	u64 *allow;             /* VGPU_A_SLICE_ALLOW's keys */
+	u32 nr_allow;
+	struct cgroup *cgrp;    /* VGPU_A_SLICE_CGROUP_FD's, a reference */
+};
+
+static int vgpu_nl_handover_parse(struct genl_info *info, struct vgpu_nl_handover *h)
+{
+	struct cgroup *cgrp;
+	int ret;
+
+	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
+		ret = vgpu_parse_allow(info->attrs[VGPU_A_SLICE_ALLOW], &h->allow,
+				       &h->nr_allow, info->extack);
+		if (ret)
+			return ret;
+	}
+	cgrp = vgpu_nl_cgroup(info);
+	if (IS_ERR(cgrp))
+		return PTR_ERR(cgrp);
+	h->cgrp = cgrp;
+	return 0;
+}
+
+static void vgpu_nl_handover_drop(struct vgpu_nl_handover *h)
+{
+	if (h->cgrp)
+		cgroup_put(h->cgrp);
+	kvfree(h->allow);
+}
+
+/*
+ * What SLICE_NEW and SLICE_SET set alike, all checked already: nothing
+ * here fails.  Under vgpu_slices_lock, which the nodes' opens take, so a
+ * new slice is bound and has its policy's exceptions before anyone opens it.
+ */
+static void vgpu_nl_set_common(struct vgpu_slice *s, struct genl_info *info,
+			       struct vgpu_nl_handover *h)
+{
+	struct nlattr **attrs = info->attrs;
+
+	/* A lower cap leaves live channels alone; new ones wait for room. */
+	if (attrs[VGPU_A_SLICE_MAX_CHANNELS])
+		WRITE_ONCE(s->max_channels, nla_get_u32(attrs[VGPU_A_SLICE_MAX_CHANNELS]));
+	/* (Re)bound: later opens are checked against this cgroup. */
+	if (h->cgrp) {
+		vgpu_slice_set_cgroup_locked(s, h->cgrp);
+		h->cgrp = NULL;
+	}
+	if (attrs[VGPU_A_SLICE_AUDIT])
+		vgpu_audit_set(s, nla_get_u8(attrs[VGPU_A_SLICE_AUDIT]));
+	if (attrs[VGPU_A_SLICE_ALLOW]) {
+		vgpu_audit_set_allow(s, h->allow, h->nr_allow);
+		h->allow = NULL;
+	}
+	if (attrs[VGPU_A_SLICE_TRACE])
+		WRITE_ONCE(s->trace, nla_get_u8(attrs[VGPU_A_SLICE_TRACE]));
+}
+
 static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 {
 	struct netlink_ext_ack *extack = info->extack;
-	struct vgpu_gpu_req *r;
+	struct nlattr **attrs = info->attrs;
+	struct vgpu_nl_handover h = {};
+	struct vgpu_slice_req *req;
 	struct vgpu_slice *s;
-	struct cgroup *cgrp;
-	const char *name = "";
-	u32 id, policy = VGPU_UVM_COUNT, i, nr_allow = 0;
-	u64 *allow = NULL;
 	int ret;
 
 	if (GENL_REQ_ATTR_CHECK(info, VGPU_A_SLICE_ID) ||
 	    GENL_REQ_ATTR_CHECK(info, VGPU_A_SLICE_GPUS))
 		return -EINVAL;
-	id = nla_get_u32(info->attrs[VGPU_A_SLICE_ID]);
-	if (info->attrs[VGPU_A_SLICE_NAME])
-		name = nla_data(info->attrs[VGPU_A_SLICE_NAME]);
-	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
-		policy = nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]);
-
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	if (!r)
+	/* Off the stack: it holds VGPU_MAX_SLICE_GPUS GPUs' requests. */
+	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	if (!req)
 		return -ENOMEM;
-	ret = vgpu_parse_gpus(info->attrs[VGPU_A_SLICE_GPUS], r, extack);
+	req->id_attr = attrs[VGPU_A_SLICE_ID];
+	req->id = nla_get_u32(attrs[VGPU_A_SLICE_ID]);
+	req->name = attrs[VGPU_A_SLICE_NAME] ? nla_data(attrs[VGPU_A_SLICE_NAME]) : "";
+	req->uvm_policy = VGPU_UVM_COUNT;
+	if (attrs[VGPU_A_SLICE_UVM_POLICY])
+		req->uvm_policy = nla_get_u32(attrs[VGPU_A_SLICE_UVM_POLICY]);
+	ret = vgpu_parse_gpus(attrs[VGPU_A_SLICE_GPUS], NULL, req->gpus,
+			      &req->nr_gpus, extack);
 	if (ret)
 		goto out;
-	if (!r->n) {
-		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
+	if (!req->nr_gpus) {
+		NL_SET_ERR_MSG_ATTR(extack, attrs[VGPU_A_SLICE_GPUS],
 				    "at least one VGPU_A_GPU is needed");
 		ret = -EINVAL;
 		goto out;
 	}
-	for (i = 0; i < r->n; i++) {
-		if (!r->has_minor[i] || !r->has_limit[i]) {
-			vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS],
-				    r->has_minor[i] ? "VGPU_GPU_A_MEM_LIMIT missing" :
-				    "VGPU_GPU_A_REAL_MINOR missing");
-			ret = -EINVAL;
-			goto out;
-		}
-		if (r->has_index[i] && r->index[i] != i) {
-			NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
-					    "VGPU_GPU_A_INDEX must follow the order of the GPUs");
-			ret = -EINVAL;
-			goto out;
-		}
-		{
-			u32 pol = VGPU_COMPUTE_NONE, bp = 0, prio = VGPU_PRIORITY_LOW;
-			const char *msg = vgpu_req_merge(r, i, &pol, &bp, &prio);
-
-			if (msg) {
-				vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS], msg);
-				ret = -EINVAL;
-				goto out;
-			}
-		}
-	}
-	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
-		ret = vgpu_parse_allow(info->attrs[VGPU_A_SLICE_ALLOW], &allow,
-				       &nr_allow, extack);
-		if (ret)
-			goto out;
-	}
-	cgrp = vgpu_nl_cgroup(info);
-	if (IS_ERR(cgrp)) {
-		ret = PTR_ERR(cgrp);
+	ret = vgpu_nl_handover_parse(info, &h);
+	if (ret)
 		goto out;
-	}
-	mutex_lock(&vgpu_slices_lock);
-	s = vgpu_slice_new(id, name, r->n, r->minor, r->gpu_id, r->limit, policy, &ret);
-	if (s) {
-		/* The policy's exceptions too, before anyone can open. */
-		if (info->attrs[VGPU_A_SLICE_AUDIT])
-			vgpu_audit_set(s, nla_get_u8(info->attrs[VGPU_A_SLICE_AUDIT]));
-		vgpu_audit_set_allow(s, allow, nr_allow);
-		allow = NULL;
-		if (info->attrs[VGPU_A_SLICE_TRACE])
-			WRITE_ONCE(s->trace, nla_get_u8(info->attrs[VGPU_A_SLICE_TRACE]));
-		/* Bound before anyone can open: the nodes' opens take the lock. */
-		if (cgrp)
-			vgpu_slice_set_cgroup_locked(s, cgrp);
-		if (info->attrs[VGPU_A_SLICE_MAX_CHANNELS])
-			WRITE_ONCE(s->max_channels,
-				   nla_get_u32(info->attrs[VGPU_A_SLICE_MAX_CHANNELS]));
-		cgrp = NULL;
-		/* Nobody can open the nodes before this lock is released. */
-		for (i = 0; i < r->n && !ret; i++) {
-			u32 pol = VGPU_COMPUTE_NONE, bp = 0, prio = VGPU_PRIORITY_LOW;
 
-			if (!vgpu_req_compute(r, i))
-				continue;
-			vgpu_req_merge(r, i, &pol, &bp, &prio);
-			ret = vgpu_sched_set_compute(&s->gpus[i], pol, bp, prio);
-		}
-		if (!ret)
-			ret = vgpu_reply_slice(info, s);
-		if (ret)
-			vgpu_slice_remove_locked(s);
-	} else if (ret == -EEXIST) {
-		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_ID], "slice id in use");
-	} else if (ret == -ENODEV) {
-		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
-				    "a real NVIDIA device node is missing");
-	} else if (ret == -EINVAL) {
-		NL_SET_ERR_MSG_ATTR(extack, info->attrs[VGPU_A_SLICE_GPUS],
-				    "a GPU is named twice");
-	} else if (ret == -ENOSPC) {
-		NL_SET_ERR_MSG(extack, "no free slice minors");
+	mutex_lock(&vgpu_slices_lock);
+	s = vgpu_slice_new(req, extack);
+	if (IS_ERR(s)) {
+		ret = PTR_ERR(s);
+		goto out_unlock;
 	}
+	vgpu_nl_set_common(s, info, &h);
+	/* No reply, no slice: the caller would not know it has one. */
+	ret = vgpu_reply_slice(info, s);
+	if (ret)
+		vgpu_slice_remove_locked(s);
+out_unlock:
 	mutex_unlock(&vgpu_slices_lock);
-	if (cgrp)
-		cgroup_put(cgrp);
 out:
-	kvfree(allow);
-	kfree(r);
+	vgpu_nl_handover_drop(&h);
+	kfree(req);
 	return ret;
 }
 
@@ -506,108 +565,61 @@ static struct vgpu_slice *vgpu_nl_slice(struct genl_info *info)
 
 static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 {
-	struct netlink_ext_ack *extack = info->extack;
-	struct vgpu_gpu_req *r;
+	struct nlattr **attrs = info->attrs;
+	struct vgpu_nl_handover h = {};
+	struct vgpu_gpu_req *gpus;
 	struct vgpu_slice *s;
-	struct cgroup *cgrp;
-	u32 i, nr_allow = 0;
-	u64 *allow = NULL;
-	int ret = 0;
+	u32 i, n = 0;
+	int ret;
 
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	if (!r)
+	gpus = kcalloc(VGPU_MAX_SLICE_GPUS, sizeof(*gpus), GFP_KERNEL);
+	if (!gpus)
 		return -ENOMEM;
-	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
-		ret = vgpu_parse_allow(info->attrs[VGPU_A_SLICE_ALLOW], &allow,
-				       &nr_allow, extack);
-		if (ret) {
-			kfree(r);
-			return ret;
-		}
-	}
-	cgrp = vgpu_nl_cgroup(info);
-	if (IS_ERR(cgrp)) {
-		kvfree(allow);
-		kfree(r);
-		return PTR_ERR(cgrp);
-	}
+	ret = vgpu_nl_handover_parse(info, &h);
+	if (ret)
+		goto out;
+
 	mutex_lock(&vgpu_slices_lock);
 	s = vgpu_nl_slice(info);
 	if (IS_ERR(s)) {
 		ret = PTR_ERR(s);
-		goto out;
+		goto out_unlock;
 	}
-	if (info->attrs[VGPU_A_SLICE_GPUS]) {
-		ret = vgpu_parse_gpus(info->attrs[VGPU_A_SLICE_GPUS], r, extack);
+	if (attrs[VGPU_A_SLICE_GPUS]) {
+		ret = vgpu_parse_gpus(attrs[VGPU_A_SLICE_GPUS], s, gpus, &n,
+				      info->extack);
 		if (ret)
-			goto out;
-		/* Check everything before changing anything. */
-		for (i = 0; i < r->n; i++) {
-			const char *msg = NULL;
-
-			if (!r->has_index[i])
-				msg = "VGPU_GPU_A_INDEX missing";
-			else if (r->index[i] >= s->nr_gpus)
-				msg = "VGPU_GPU_A_INDEX: no such GPU in the slice";
-			else if (r->has_minor[i] || r->gpu_id[i])
-				msg = "a slice's GPUs cannot change";
-			else if (!r->has_limit[i] && !vgpu_req_compute(r, i))
-				msg = "VGPU_GPU_A_MEM_LIMIT or a compute attribute needed";
-			else {
-				struct vgpu_gpu *g = &s->gpus[r->index[i]];
-				u32 pol = READ_ONCE(g->policy), bp = READ_ONCE(g->bp);
-				u32 prio = READ_ONCE(g->priority);
-
-				msg = vgpu_req_merge(r, i, &pol, &bp, &prio);
-			}
-			if (msg) {
-				vgpu_extack(extack, info->attrs[VGPU_A_SLICE_GPUS], msg);
-				ret = -EINVAL;
-				goto out;
-			}
-		}
+			goto out_unlock;
 	}
-	for (i = 0; i < r->n; i++) {
-		struct vgpu_gpu *g = &s->gpus[r->index[i]];
+	/*
+	 * All checked: nothing below is refused.  A GPU named twice takes its
+	 * nests in turn, each over what the one before it set.
+	 */
+	for (i = 0; i < n; i++) {
+		const struct vgpu_gpu_req *r = &gpus[i];
+		struct vgpu_gpu *g = &s->gpus[r->index];
 		u32 pol = READ_ONCE(g->policy), bp = READ_ONCE(g->bp);
 		u32 prio = READ_ONCE(g->priority);
 
-		if (r->has_limit[i])
-			WRITE_ONCE(g->limit, r->limit[i]);
-		if (!vgpu_req_compute(r, i))
+		if (r->has & BIT(VGPU_GPU_A_MEM_LIMIT))
+			WRITE_ONCE(g->limit, r->limit);
+		if (!(r->has & VGPU_GPU_REQ_COMPUTE))
 			continue;
-		vgpu_req_merge(r, i, &pol, &bp, &prio);
+		vgpu_gpu_req_compute(r, &pol, &bp, &prio);
+		/* Fails only for a GPU that never joined a scheduler: none is registered. */
 		ret = vgpu_sched_set_compute(g, pol, bp, prio);
 		if (ret)
-			goto out;
+			goto out_unlock;
 	}
-	if (info->attrs[VGPU_A_SLICE_UVM_POLICY])
-		WRITE_ONCE(s->uvm_policy,
-			   nla_get_u32(info->attrs[VGPU_A_SLICE_UVM_POLICY]));
-	/* A lower cap leaves live channels alone; new ones wait for room. */
-	if (info->attrs[VGPU_A_SLICE_MAX_CHANNELS])
-		WRITE_ONCE(s->max_channels,
-			   nla_get_u32(info->attrs[VGPU_A_SLICE_MAX_CHANNELS]));
-	if (cgrp) {
-		/* Rebind: later opens are checked against the new cgroup. */
-		vgpu_slice_set_cgroup_locked(s, cgrp);
-		cgrp = NULL;
-	}
-	if (info->attrs[VGPU_A_SLICE_AUDIT])
-		vgpu_audit_set(s, nla_get_u8(info->attrs[VGPU_A_SLICE_AUDIT]));
-	if (info->attrs[VGPU_A_SLICE_ALLOW]) {
-		vgpu_audit_set_allow(s, allow, nr_allow);
-		allow = NULL;
-	}
-	if (info->attrs[VGPU_A_SLICE_TRACE])
-		WRITE_ONCE(s->trace, nla_get_u8(info->attrs[VGPU_A_SLICE_TRACE]));
+	if (attrs[VGPU_A_SLICE_UVM_POLICY])
+		WRITE_ONCE(s->uvm_policy, nla_get_u32(attrs[VGPU_A_SLICE_UVM_POLICY]));
+	vgpu_nl_set_common(s, info, &h);
 	ret = vgpu_reply_slice(info, s);
-out:
+out_unlock:
 	mutex_unlock(&vgpu_slices_lock);
-	if (cgrp)
-		cgroup_put(cgrp);
-	kvfree(allow);
-	kfree(r);
+out:
+	vgpu_nl_handover_drop(&h);
+	kfree(gpus);
 	return ret;
 }
 

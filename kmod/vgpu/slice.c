@@ -16,6 +16,7 @@
 #include <linux/pid_namespace.h>
 #include <linux/sched.h>
 #include <linux/capability.h>
+#include <net/netlink.h>
 
 #include "vgpu.h"
 
@@ -98,79 +99,84 @@ static int vgpu_real_node(const char *name, int major, int minor,
 
 /**
  * vgpu_slice_new - create and register a slice, with its nodes
+ * @req: the request, checked whole by netlink.c
+ * @extack: where a refusal is explained (an allocation's is not)
  *
- * Called with vgpu_slices_lock held.  Return: the slice (the registry's
- * reference) or NULL with *err set.
+ * Each GPU joins its real GPU's scheduler with the compute setting the
+ * request gives.  Called with vgpu_slices_lock held, which the nodes' opens
+ * take: nobody opens the slice before the caller has finished setting it up.
+ *
+ * Return: the slice (the registry's reference) or an ERR_PTR: -EEXIST (the
+ * id is taken), -ENODEV (a real node is missing), -ENOSPC (no free minors),
+ * -ENOMEM, or what creating a node or a scheduler returned.
  */
-struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
-				  const u32 *minors, const u32 *gpu_ids,
-				  const u64 *limits, u32 uvm_policy, int *err)
+struct vgpu_slice *vgpu_slice_new(const struct vgpu_slice_req *req,
+				  struct netlink_ext_ack *extack)
 {
 	static nv_gpu_info_t info[NVIDIA_MAX_GPUS];
 	struct vgpu_slice *s;
 	char node[32];
-	u32 i, j, n;
 	int slot, ret;
+	u32 i, n;
 
 	lockdep_assert_held(&vgpu_slices_lock);
 
-	if (xa_load(&vgpu_slice_ids, id)) {
-		*err = -EEXIST;
-		return NULL;
+	if (xa_load(&vgpu_slice_ids, req->id)) {
+		NL_SET_ERR_MSG_ATTR(extack, req->id_attr, "slice id in use");
+		return ERR_PTR(-EEXIST);
 	}
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
-	if (!s) {
-		*err = -ENOMEM;
-		return NULL;
-	}
-	if (vgpu_audit_init(s)) {
-		kfree(s);
-		*err = -ENOMEM;
-		return NULL;
-	}
+	if (!s)
+		return ERR_PTR(-ENOMEM);
+	ret = vgpu_audit_init(s);
+	if (ret)
+		goto err_free;
 	kref_init(&s->ref);
 	mutex_init(&s->lock);
 	INIT_LIST_HEAD(&s->pids);
-	s->id = id;
+	s->id = req->id;
 	for (i = 0; i < VGPU_MAX_SLICE_GPUS; i++) {
 		s->gpus[i].slice = s;
 		vgpu_compute_init_gpu(&s->gpus[i]);
 	}
-	strscpy(s->name, name ? name : "", sizeof(s->name));
-	s->uvm_policy = uvm_policy;
+	strscpy(s->name, req->name, sizeof(s->name));
+	s->uvm_policy = req->uvm_policy;
 
 	/* info[] is static: vgpu_slices_lock serialises its users. */
 	n = vgpu_rm_enumerate(info);
 	ret = vgpu_real_node("nvidiactl", NV_MAJOR_DEVICE_NUMBER,
 			     NV_CONTROL_DEVICE_MINOR, &s->ctl_path);
-	if (ret)
-		goto err_free;
+	if (ret) {
+		if (ret == -ENODEV)
+			NL_SET_ERR_MSG(extack, "the real nvidiactl node is missing");
+		goto err_audit;
+	}
+	/* A driver without UVM still makes slices: they get no UVM node. */
 	if (vgpu_real_node("nvidia-uvm", -1, -1, &s->uvm_path))
 		s->uvm_path.dentry = NULL;
 
-	for (i = 0; i < nr_gpus; i++) {
+	for (i = 0; i < req->nr_gpus; i++) {
+		const struct vgpu_gpu_req *r = &req->gpus[i];
 		struct vgpu_gpu *g = &s->gpus[i];
 
-		for (j = 0; j < i; j++) {
-			if (minors[j] == minors[i]) {
-				ret = -EINVAL;
-				goto err_gpus;
-			}
-		}
-		snprintf(node, sizeof(node), "nvidia%u", minors[i]);
-		ret = vgpu_real_node(node, NV_MAJOR_DEVICE_NUMBER, minors[i],
+		snprintf(node, sizeof(node), "nvidia%u", r->real_minor);
+		ret = vgpu_real_node(node, NV_MAJOR_DEVICE_NUMBER, r->real_minor,
 				     &g->path);
-		if (ret)
-			goto err_gpus;
+		if (ret) {
+			if (ret == -ENODEV)
+				NL_SET_ERR_MSG_ATTR(extack, r->nest,
+						    "a real NVIDIA device node is missing");
+			goto err_paths;
+		}
 		s->nr_gpus = i + 1;
 		g->index = i;
-		g->real_minor = minors[i];
-		g->limit = limits[i];
+		g->real_minor = r->real_minor;
+		g->limit = r->limit;
 		/* Default gpu_id: the GPU the driver enumerates at that index
 		 * (the driver's minors follow its enumeration order). */
-		g->gpu_id = gpu_ids[i];
-		if (!g->gpu_id && minors[i] < n)
-			g->gpu_id = info[minors[i]].gpu_id;
+		g->gpu_id = r->gpu_id;
+		if (!g->gpu_id && r->real_minor < n)
+			g->gpu_id = info[r->real_minor].gpu_id;
 		/*
 		 * NV0080's deviceId names the driver's device instance, not the
 		 * minor; ask the driver.  Where it does not say, the minor
@@ -180,9 +186,14 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 		g->dev_inst = vgpu_rm_device_instance(g->gpu_id);
 		if (g->dev_inst == U32_MAX) {
 			pr_warn("slice %u: GPU %u (gpu_id %#x): the driver gave no device instance; using its minor %u\n",
-				id, i, g->gpu_id, minors[i]);
-			g->dev_inst = minors[i];
+				s->id, i, g->gpu_id, r->real_minor);
+			g->dev_inst = r->real_minor;
 		}
+		/* Set before it joins the scheduler, which reads it from then on. */
+		g->policy = VGPU_COMPUTE_NONE;
+		g->bp = 0;
+		g->priority = VGPU_PRIORITY_LOW;
+		vgpu_gpu_req_compute(r, &g->policy, &g->bp, &g->priority);
 	}
 
 	/*
@@ -194,17 +205,18 @@ struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
 	 */
 	slot = idr_alloc_cyclic(&vgpu_slot_idr, s, 0, VGPU_MAX_SLICES, GFP_KERNEL);
 	if (slot < 0) {
-		ret = slot == -ENOSPC ? -ENOSPC : slot;
-		goto err_gpus;
+		ret = slot;
+		if (ret == -ENOSPC)
+			NL_SET_ERR_MSG(extack, "no free slice minors");
+		goto err_paths;
 	}
 	s->base = slot * VGPU_MINORS_PER_SLICE;
-	ret = xa_insert(&vgpu_slice_ids, id, s, GFP_KERNEL);
+	ret = xa_insert(&vgpu_slice_ids, s->id, s, GFP_KERNEL);
 	if (ret)
 		goto err_idr;
 	ret = vgpu_device_add_nodes(s);
 	if (ret)
 		goto err_xa;
-	/* Each GPU joins its real GPU's scheduler (policy NONE until set). */
 	for (i = 0; i < s->nr_gpus; i++) {
 		ret = vgpu_sched_attach(&s->gpus[i]);
 		if (ret)
@@ -217,23 +229,20 @@ err_sched:
 		vgpu_sched_detach(&s->gpus[i]);
 	vgpu_device_del_nodes(s);
 err_xa:
-	xa_erase(&vgpu_slice_ids, id);
+	xa_erase(&vgpu_slice_ids, s->id);
 err_idr:
 	idr_remove(&vgpu_slot_idr, slot);
-err_gpus:
+err_paths:
 	for (i = 0; i < s->nr_gpus; i++)
 		path_put(&s->gpus[i].path);
-	s->nr_gpus = 0;
-	path_put(&s->ctl_path);
 	if (s->uvm_path.dentry)
 		path_put(&s->uvm_path);
-	s->uvm_path.dentry = NULL;
-	s->ctl_path.dentry = NULL;
-err_free:
+	path_put(&s->ctl_path);
+err_audit:
 	vgpu_audit_free(s);
+err_free:
 	kfree(s);
-	*err = ret;
-	return NULL;
+	return ERR_PTR(ret);
 }
 
 struct vgpu_slice *vgpu_slice_find_locked(u32 id)

@@ -43,6 +43,8 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/types.h>
+#include <linux/bits.h>
+#include <linux/build_bug.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/list.h>
@@ -335,10 +337,52 @@ u32 vgpu_rm_enumerate(nv_gpu_info_t *info);
 u32 vgpu_rm_device_instance(u32 gpu_id);
 
 /* slice.c */
+struct nlattr;
+struct netlink_ext_ack;
+
+/*
+ * One VGPU_A_GPU nest of SLICE_NEW or SLICE_SET, as netlink.c parsed and
+ * checked it: what the nest says, nothing merged yet.
+ */
+struct vgpu_gpu_req {
+	const struct nlattr *nest;      /* for extack */
+	u32 has;                        /* BIT(VGPU_GPU_A_*) of the attributes given */
+	u32 index;
+	u32 real_minor;
+	u32 gpu_id;                     /* 0: the driver's GPU at real_minor */
+	u64 limit;
+	u32 policy, bp, priority;       /* each where has says so */
+};
+static_assert(VGPU_GPU_A_MAX < 32, "vgpu_gpu_req.has is a u32 of BIT(VGPU_GPU_A_*)");
+
+#define VGPU_GPU_REQ_COMPUTE (BIT(VGPU_GPU_A_COMPUTE_POLICY) | \
+			      BIT(VGPU_GPU_A_COMPUTE_BP) | BIT(VGPU_GPU_A_PRIORITY))
+
+/* The compute setting r gives over a GPU's (*policy, *bp, *priority). */
+static inline void vgpu_gpu_req_compute(const struct vgpu_gpu_req *r, u32 *policy,
+					u32 *bp, u32 *priority)
+{
+	if (r->has & BIT(VGPU_GPU_A_COMPUTE_POLICY))
+		*policy = r->policy;
+	if (r->has & BIT(VGPU_GPU_A_COMPUTE_BP))
+		*bp = r->bp;
+	if (r->has & BIT(VGPU_GPU_A_PRIORITY))
+		*priority = r->priority;
+}
+
+/* A SLICE_NEW request, checked whole by netlink.c before any slice exists. */
+struct vgpu_slice_req {
+	const struct nlattr *id_attr;   /* for extack */
+	u32 id;
+	const char *name;
+	u32 uvm_policy;
+	u32 nr_gpus;
+	struct vgpu_gpu_req gpus[VGPU_MAX_SLICE_GPUS];
+};
+
 extern struct mutex vgpu_slices_lock;
-struct vgpu_slice *vgpu_slice_new(u32 id, const char *name, u32 nr_gpus,
-				  const u32 *minors, const u32 *gpu_ids,
-				  const u64 *limits, u32 uvm_policy, int *err);
+struct vgpu_slice *vgpu_slice_new(const struct vgpu_slice_req *req,
+				  struct netlink_ext_ack *extack);
 struct vgpu_slice *vgpu_slice_find_locked(u32 id);
 struct vgpu_slice *vgpu_slice_get_by_minor(unsigned int minor);
 void vgpu_slice_set_cgroup_locked(struct vgpu_slice *s, struct cgroup *cgrp);
