@@ -1,6 +1,7 @@
 """What the OCI hook adds to a container start, and vgpufs's latency.
 
-    # in the VM, against vgpud + vgpufs + vgpu.ko + nvsim (the real path):
+    # in the VM, against vgpud + vgpufs + vgpu.ko + nvsim (the real path;
+    # vgpud started by tools/vgpud_launcher.py):
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         .venv/bin/python bench/container_start.py
     # on the host (no kernel module there): the hook against
@@ -28,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +37,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tools.vgpud_launcher import Vgpud, VgpudError, config  # noqa: E402
+
 PY = sys.executable
 RUNC = shutil.which("runc") or "/usr/sbin/runc"
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
@@ -64,24 +68,16 @@ class Env:
         self.tmp = tmp
         self.sock = str(tmp / "vgpud.sock")
         self.fs = str(tmp / "fs")
-        self.proc = None
+        self.vgpud = None
         self.fake = None
         if IN_VM:
-            (tmp / "vgpud.toml").write_text(
-                f'[paths]\nsocket = "{self.sock}"\nstate_dir = "{tmp}/state"\n'
-                f'fuse_mount = "{self.fs}"\n[metrics]\nlisten = ""\n'
-                f'[defaults]\nmemory = "16MiB"\n')
-            subprocess.run(["modprobe", "fuse"], capture_output=True)
-            log = open(tmp / "vgpud.log", "wb")
-            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon.main", "--config",
-                                          str(tmp / "vgpud.toml")], cwd=REPO, stdout=log,
-                                         stderr=log)
-            end = time.monotonic() + 240
-            while not (os.path.exists(self.sock) and os.path.ismount(self.fs)):
-                if time.monotonic() > end or self.proc.poll() is not None:
-                    sys.exit("bench: vgpud did not come up:\n"
-                             + (tmp / "vgpud.log").read_text()[-2000:])
-                time.sleep(0.3)
+            self.vgpud = Vgpud(tmp, config(tmp, paths={"fuse_mount": "{tmp}/fs"},
+                                           defaults={"memory": "16MiB"}),
+                               wait_fuse=True, start_timeout=240)
+            try:
+                self.vgpud.start()
+            except VgpudError as e:
+                sys.exit(f"bench: {e}")
         else:
             sys.path.insert(0, str(REPO / "tests" / "host"))
             from fake_vgpud import FakeVgpud
@@ -110,9 +106,8 @@ class Env:
                     VGPU_FUSE_MOUNT=self.fs, VGPU_HOOK=str(hook), PYTHONPATH=str(REPO))
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(60)
+        if self.vgpud is not None:
+            self.vgpud.stop()
         if self.fake is not None:
             self.fake.__exit__(None, None, None)
 
@@ -171,7 +166,6 @@ def start_times(e: Env, kind: str, n: int) -> tuple[list[float], list[float]]:
 
 
 def fuse_latency(e: Env, n: int, slices: int) -> None:
-    sys.path.insert(0, str(REPO))
     from vgpu.cli.apiclient import ApiClient
     names = [f"fz-{i}" for i in range(slices)]
     with ApiClient(e.sock, 60) as c:

@@ -6,8 +6,8 @@ Run in the VM with vgpu.ko and several simulated GPUs:
         --load-vgpu -- /work/main/.venv/bin/python bench/daemon_scale.py --slices 1000
 
 Creates N slices directly through netlink (spread over the GPUs, 64 MiB
-each), starts vgpud on a temporary config (it adopts them at reconciliation,
-as it would after a restart), lets it settle, then samples its RSS and the
+each), starts vgpud on a temporary config (tools/vgpud_launcher.py; it
+adopts them at reconciliation, as it would after a restart), lets it settle, then samples its RSS and the
 CPU it uses over --idle seconds of idleness, and the latency of one `list`
 (a full kernel dump) and one `set-quota`.  Stops vgpud (SIGTERM) and deletes
 the slices.  Prints one line per figure.
@@ -17,11 +17,7 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,36 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tools.vgpud_launcher import Api, Vgpud, config  # noqa: E402
 from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
 from vgpu.abi.nvclient import RmClient  # noqa: E402
 
-CONFIG = """
-[paths]
-socket = "{tmp}/vgpud.sock"
-state_dir = "{tmp}/state"
-[metrics]
-listen = ""
-[log]
-level = "warning"
-[gc]
-interval = "10s"
-[node]
-oversubscribe_memory = true
-[defaults]
-memory = "64MiB"
-"""
-
 
 def rpc(path, op, **args):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(300)
-    s.connect(path)
-    f = s.makefile("rwb")
-    f.write(json.dumps({"v": 1, "id": 1, "op": op, "args": args}).encode() + b"\n")
-    f.flush()
-    r = json.loads(f.readline())
-    s.close()
-    return r
+    with Api(path, 300) as a:
+        return a.call(op, **args)
 
 
 def proc_stat(pid):
@@ -87,10 +61,12 @@ def main():
     with RmClient("/dev", alloc_client=False) as c:
         cards = [(x.minor, x.gpu_id) for x in c.cards]
     tmp = Path(tempfile.mkdtemp(prefix="vgpud-bench-"))
-    (tmp / "c.toml").write_text(CONFIG.format(tmp=tmp))
+    # vgpufs at its default mount point (no fuse_mount), as before the launcher
+    d = Vgpud(tmp, config(tmp, paths={"fuse_mount": None}, log={"level": "warning"},
+                          gc={"interval": "10s"}, node={"oversubscribe_memory": True}),
+              start_timeout=600)
     k = VgpuKernel(timeout=60)
     ids = []
-    proc = None
     try:
         t0 = time.monotonic()
         for i in range(a.slices):
@@ -106,11 +82,10 @@ def main():
         a.slices = len(ids)
         print(f"created {len(ids)} slices over {len(cards)} GPUs in {time.monotonic() - t0:.1f} s (netlink)")
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon.main", "--config", str(tmp / "c.toml")],
-                                cwd=ROOT, stderr=open(tmp / "log", "wb"))
-        sock = str(tmp / "vgpud.sock")
+        d.start()
+        proc, sock = d.proc, d.sock
         while True:
-            assert proc.poll() is None, (tmp / "log").read_text()
+            assert proc.poll() is None, d.log()
             try:
                 if rpc(sock, "status")["result"]["slices"] >= a.slices:
                     break
@@ -136,15 +111,15 @@ def main():
         m = rss(proc.pid)
         print(f"RSS after list: {m['VmRSS'] / 2**20:.1f} MiB (peak {m['VmHWM'] / 2**20:.1f} MiB)")
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(120)
-        for sid in ids:
-            try:
-                k.slice_del(sid, force=True)
-            except OSError:
-                pass
-        k.close()
+        try:
+            d.stop(timeout=120)
+        finally:
+            for sid in ids:
+                try:
+                    k.slice_del(sid, force=True)
+                except OSError:
+                    pass
+            k.close()
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """`vgpuctl set-quota` end to end: from the CLI's start to its exit, which
 comes after vgpud's reply, which vgpud sends once vgpu.ko has applied the
-quota.  Against a running vgpud; compared with the bare interpreter start
-(`python -c pass`) of the same interpreter, so that the difference is what
-vgpuctl and the set-quota path add.
+quota.  Against a running vgpud (--socket, or $VGPU_SOCKET), or one of its
+own (--start-vgpud: tools/vgpud_launcher.py, on the example config with its
+state under a temporary directory, stopped at the end); compared with the bare interpreter start (`python -c
+pass`) of the same interpreter, so that the difference is what vgpuctl and
+the set-quota path add.
 
-    python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- sh -c \\
-        '.venv/bin/vgpud --config config/vgpud.example.toml & sleep 2; \\
-         .venv/bin/python bench/setquota.py --runs 200'
+    python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
+        .venv/bin/python bench/setquota.py --start-vgpud --runs 200
 
 Unless --container names an existing slice, it creates one (bench-setquota,
 for its own pid) and deletes it afterwards.  Each run alternates the memory
@@ -16,10 +17,12 @@ limit.  Target (issue 4): median set-quota - median python start < 20 ms.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,7 +56,11 @@ def vgpuctl_cmd(explicit: str | None) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--socket", help="vgpud's socket (default: $VGPU_SOCKET or /run/vgpu/vgpud.sock)")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--socket", help="vgpud's socket (default: $VGPU_SOCKET or /run/vgpu/vgpud.sock)")
+    where.add_argument("--start-vgpud", action="store_true",
+                       help="start a vgpud of its own for the run (tools/vgpud_launcher.py, "
+                            "the example config)")
     ap.add_argument("--container", help="an existing slice to change (default: create one)")
     ap.add_argument("--vgpuctl", help="the command to run (default: the venv's vgpuctl)")
     ap.add_argument("--sizes", default="1GiB,2GiB", help="memory quotas to alternate")
@@ -63,6 +70,17 @@ def main() -> int:
     env.setdefault("PYTHONPATH", REPO)
     if a.socket:
         env["VGPU_SOCKET"] = a.socket
+    with contextlib.ExitStack() as stack:
+        if a.start_vgpud:
+            sys.path.insert(0, REPO)
+            from tools.vgpud_launcher import example_config, running
+            tmp = tempfile.mkdtemp(prefix="vgpud-setquota-")
+            d = stack.enter_context(running(tmp, example_config(tmp), wait_kernel=True))
+            env["VGPU_SOCKET"] = d.sock
+        return measure(a, env)
+
+
+def measure(a: argparse.Namespace, env: dict) -> int:
     ctl = vgpuctl_cmd(a.vgpuctl)
     sizes = a.sizes.split(",")
     name = a.container or "bench-setquota"

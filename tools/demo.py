@@ -34,6 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# tools/ is this script's directory, hence on sys.path
+from vgpud_launcher import Vgpud, VgpudError, example_config
+
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv" / "bin"
 PY = str(VENV / "python")
@@ -152,25 +155,20 @@ class Demo:
         self.shared = self.tmp / "shared"
         self.shared.mkdir()
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.vgpud: Vgpud | None = None
         self.started: list[str] = []
         self.ctd_addr = str(self.tmp / "ctd" / "containerd.sock")
 
     # ------------------------------------------------------------- services
     def start_vgpud(self) -> None:
-        conf = self.tmp / "vgpud.toml"
-        text = (REPO / "config" / "vgpud.example.toml").read_text()
-        conf.write_text("\n".join(f'state_dir = "{self.tmp}/state"' if l.startswith("state_dir")
-                                  else l for l in text.splitlines()) + "\n")
-        subprocess.run(["modprobe", "fuse"], capture_output=True)
-        log = open(self.tmp / "vgpud.log", "wb")
-        p = subprocess.Popen([str(VENV / "vgpud"), "--config", str(conf)], stdout=log,
-                             stderr=log)
-        log.close()
-        self.procs.append(("vgpud", p))
-        ok = poll(lambda: p.poll() is not None or (os.path.exists(SOCKET)
-                                                   and os.path.ismount(FUSE)), START_TIMEOUT)
-        if not ok or p.poll() is not None:
-            raise SystemExit(f"demo: vgpud did not come up:\n{self.log('vgpud.log')}")
+        """The venv's vgpud on the example config, its state under tmp (the
+        guest's root is read-only); up once it answers and vgpufs is mounted."""
+        self.vgpud = Vgpud(self.tmp, example_config(self.tmp), command=[str(VENV / "vgpud")],
+                           wait_fuse=True, start_timeout=START_TIMEOUT)
+        try:
+            self.vgpud.start()
+        except VgpudError as e:
+            raise SystemExit(f"demo: {e}") from None
 
     def start_containerd(self) -> None:
         d = self.tmp / "ctd"
@@ -266,6 +264,8 @@ class Demo:
                     except subprocess.TimeoutExpired:
                         p.kill()
                         p.wait()
+            if self.vgpud is not None:
+                self.vgpud.stop(check=False)
 
 
 def table(header: list[str], rows: list[list[str]]) -> None:

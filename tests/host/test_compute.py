@@ -14,12 +14,13 @@ import re
 
 import pytest
 
-from test_api import CONFIG, FakeInventory, FakeKernel, GiB, call
+from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
 from vgpu.daemon import compute as C
 from vgpu.abi import uapi as U
-from vgpu.daemon.config import ConfigError, parse_config
+from vgpu.daemon.config import ConfigError, SliceSpec, parse_config
 from vgpu.daemon.kernel import Compute, VgpuError
-from vgpu.daemon.slices import KernelPort, SliceManager
+from vgpu.daemon.kport import KernelPort
+from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 
 FIXED, SHARE, BURST = U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE, U.VGPU_COMPUTE_BURST
@@ -60,18 +61,18 @@ def kc(k, sid, i=0):
     ({"compute": 25}, (SHARE, 2500, LOW)),
 ])
 def test_kernel_compute_mapping(eff, want):
-    c = C.kernel_compute(eff)
+    c = C.kernel_compute(SliceSpec(**eff))
     assert (c.policy, c.bp, c.priority) == want
-    assert C.slice_compute(2, eff) == {0: c, 1: c}
+    assert C.slice_compute(2, SliceSpec(**eff)) == {0: c, 1: c}
 
 
 def test_percent_to_bp_and_bad_names():
     assert [C.percent_to_bp(x) for x in (None, 0, 0.01, 33.333, 99.999, 100, 250)] == \
         [10000, 1, 1, 3333, 10000, 10000, 10000]
-    with pytest.raises(ValueError, match="'lots'"):
-        C.kernel_compute({"compute": 5, "policy": "lots"})
-    with pytest.raises(ValueError, match="'urgent'"):
-        C.kernel_compute({"compute": 5, "priority": "urgent"})
+    with pytest.raises(ValueError, match=r'"lots" is not a policy \(share, fixed or burst\)'):
+        C.kernel_compute(SliceSpec(compute=5, policy="lots"))
+    with pytest.raises(ValueError, match=r'"urgent" is not a priority \(high or low\)'):
+        C.kernel_compute(SliceSpec(compute=5, priority="urgent"))
 
 
 def test_layers_names_and_flags():
@@ -201,8 +202,8 @@ async def test_adopted_slice_keeps_its_compute(env):
     k.slice_new(901, [(1, GiB)], name="bare")                         # policy NONE
     counts = await mgr.reconcile()
     assert counts["adopted"] == 2
-    assert mgr.records["stranger"]["explicit"] == {"compute": 20.0, "policy": "fixed",
-                                                   "priority": "high"}
+    assert mgr.records["stranger"].explicit == SliceSpec(compute=20.0, policy="fixed",
+                                                         priority="high")
     assert kc(k, 900) == (FIXED, 2000, HIGH)
     assert kc(k, 901) == (SHARE, 1000, LOW)                           # given the defaults
     assert (await mgr.reconcile())["kept"] == 2

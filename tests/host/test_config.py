@@ -274,8 +274,8 @@ def test_max_channels_accepted(value):
 
 
 @pytest.mark.parametrize("value, quoted, words", [
-    ("true", "True", "is a boolean, not an integer"),
-    ("false", "False", "is a boolean, not an integer"),
+    ("true", "true", "is a boolean, not an integer"),      # as TOML writes it
+    ("false", "false", "is a boolean, not an integer"),
     ("1.5", "1.5", "is a number, not an integer"),
     ("64.0", "64.0", "is a number, not an integer"),
     ('"64"', '"64"', "is a string, not an integer"),
@@ -706,7 +706,8 @@ def test_admit_refuses_quoting_value_and_limit(spec, profile, from_image, words)
     ('max_compute = "150%"', "profiles.p.max_compute: "),
     ('allow_priorities = "low"', 'profiles.p.allow_priorities: "low" is not a non-empty list'),
     ("allow_priorities = []", "profiles.p.allow_priorities: [] is not a non-empty list"),
-    ('allow_policies = ["share", "greedy"]', 'profiles.p.allow_policies[1]: "greedy" is not one'),
+    ('allow_policies = ["share", "greedy"]', 'profiles.p.allow_policies[1]: "greedy" is not a '
+                                             'policy (share, fixed or burst)'),
     ('allow_policies = ["share", "share"]', 'profiles.p.allow_policies[1]: "share" is listed twice'),
     ('allow_image_env = "yes"', 'profiles.p.allow_image_env: "yes" is not true or false'),
     ("allow_image_env = true", "profiles.p.allow_image_env: true needs max_memory and "

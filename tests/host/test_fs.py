@@ -251,17 +251,17 @@ def test_stale_mount_is_recovered(tmp_path):
 def test_manager_source_adapts_records(tmp_path):
     """ManagerSource over a real SliceManager's records, kernel dump and
     inventory (no mount)."""
-    from vgpu.daemon.config import parse_config
+    from vgpu.daemon.config import SliceSpec, parse_config
     from vgpu.daemon.inventory import GpuInfo
     from vgpu.daemon.kernel import GpuUsage, Slice
+    from vgpu.daemon.records import GpuSlot, SliceRecord
     from vgpu.daemon.slices import SliceManager
     cfg = parse_config('[defaults]\nmemory = "4GiB"\n', "t.toml")
     mgr = SliceManager(cfg, "t.toml", kernel=None, store=None)
     mgr.gpus = [GpuInfo(0, "GPU-a", "NVIDIA A100", "0000:3b:00.0", 40 * GiB, 0, 0),
                 GpuInfo(1, "GPU-b", "NVIDIA A100", "0000:af:00.0", 40 * GiB, 0, 1)]
-    mgr.records["c1"] = {"container": "c1", "slice_id": 7, "explicit": {"memory": 8 * GiB},
-                         "profile": None, "labels": {}, "gpus": [{"gpu": 1, "uuid": "GPU-b",
-                                                                  "real_minor": 1}]}
+    mgr.records["c1"] = SliceRecord("c1", 7, explicit=SliceSpec(memory=8 * GiB),
+                                    gpus=[GpuSlot(1, "GPU-b", real_minor=1)])
     src = F.ManagerSource(mgr)
     s = src.slices()["c1"]
     assert (s.slice_id, s.major, s.base_minor) == (7, None, None)
@@ -449,8 +449,8 @@ def test_admin_api_answers_while_vgpufs_is_flooded(tmp_path):
     import socket
     from vgpu.daemon import api
 
-    class Handler:
-        async def op_status(self, args):
+    class Handler:                  # api.dispatch's handler: run(op, args)
+        async def run(self, op, args):
             return {"up": True}
 
     src = FakeSource()

@@ -15,12 +15,15 @@ import socket
 import pytest
 import trio
 
-from test_api import CONFIG, FakeInventory, FakeKernel, GiB, _until, call
+from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
+from daemon_support import until as _until
 from vgpu.daemon import main as D
 from vgpu.abi import uapi as U
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.kernel import Event, VgpuError, VgpuNotLoaded
-from vgpu.daemon.slices import KernelPort, SliceManager
+from vgpu.daemon.kport import KernelPort
+from vgpu.daemon.ops import Ops
+from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 
 
@@ -163,8 +166,8 @@ async def test_the_module_goes_and_comes_back(tmp_path, fast, caplog):
         assert ev["container"] == "c1" and ev["size"] == GiB
         # a tracer of c1, on the old module's trace group
         send, recv = trio.open_memory_channel(16)
-        await n.start(mgr.trace, {"container": "c1"}, send)
-        assert sid in mgr.tracing and mod.kernel.slices_[sid].trace is True
+        await n.start(Ops(mgr).trace, {"container": "c1"}, send)
+        assert sid in mgr.tracing.slices and mod.kernel.slices_[sid].trace is True
         old = mgr.kport.kernel
 
         mod.unload()
@@ -175,7 +178,7 @@ async def test_the_module_goes_and_comes_back(tmp_path, fast, caplog):
             assert await recv.receive() == {"end": True, "reason": "vgpu.ko unloaded"}
             async for _ in recv:
                 pytest.fail("the trace went on")
-        assert not mgr.tracing
+        assert not mgr.tracing.slices
         assert "lost vgpu.ko (unloaded)" in caplog.text
         assert "the tracers of 1 slice(s) ended" in caplog.text
         # while it is away: the API says so, the records stay
@@ -189,7 +192,7 @@ async def test_the_module_goes_and_comes_back(tmp_path, fast, caplog):
         mod.load()
         await _until(lambda: mgr.kport.kernel is not None and d.kernel_ready.is_set())
         k = mod.kernel
-        assert set(k.slices_) == {sid, mgr.records["c2"]["slice_id"]}
+        assert set(k.slices_) == {sid, mgr.records["c2"].slice_id}
         assert k.slices_[sid].name == "c1" and k.slices_[sid].gpus[0].mem_limit == 2 * GiB
         assert k.slices_[sid].gpus[0].compute_bp == 2500
         assert k.slices_[sid].trace is False   # recreated untraced: its tracer is gone

@@ -1,6 +1,8 @@
 """The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.values
 import the standard library only, so vgpuctl and the OCI hook start without
-the daemon's dependencies, and nothing outside vgpu.daemon imports it."""
+the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
+every module's imports are at its top (issue 14)."""
+import ast
 import json
 import pathlib
 import subprocess
@@ -44,3 +46,78 @@ def test_light_module_loads_only_the_standard_library(module):
     assert not foreign, f"{module} pulls in {foreign}"
     daemon = sorted(m for m in loaded if m.startswith("vgpu.daemon"))
     assert not daemon, f"{module} pulls in the daemon's {daemon}"
+
+
+# ------------------------------------------------------------ imports at the top
+#: modules allowed imports below module level, each with its reason (none)
+LOCAL_IMPORTS_ALLOWED: set[str] = set()
+
+
+def imports_below_module_level(tree: ast.Module) -> list[ast.stmt]:
+    """The import statements of a module that are not at module level:
+    in a function, a class, a loop, a with block...  The blocks of a
+    module-level ``try`` (an optional dependency) or ``if`` count as module
+    level."""
+    out: list[ast.stmt] = []
+
+    def top(stmts: list[ast.stmt]) -> None:
+        for st in stmts:
+            if isinstance(st, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(st, ast.If):
+                top(st.body)
+                top(st.orelse)
+            elif isinstance(st, (ast.Try, ast.TryStar)):
+                top(st.body)
+                for h in st.handlers:
+                    top(h.body)
+                top(st.orelse)
+                top(st.finalbody)
+            else:
+                out.extend(n for n in ast.walk(st) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    top(tree.body)
+    return sorted(out, key=lambda n: n.lineno)
+
+
+def test_imports_below_module_level_are_found():
+    tree = ast.parse("""\
+import os
+try:
+    import pyfuse3
+except ImportError:
+    pyfuse3 = None
+if os.name == "posix":
+    from os import path
+else:
+    import ntpath as path
+def f():
+    import json
+class C:
+    from os import sep
+    def m(self):
+        if True:
+            from os import sep
+for x in ():
+    import sys
+async def g():
+    with open("x"):
+        import re
+""")
+    assert [n.lineno for n in imports_below_module_level(tree)] == [11, 13, 16, 18, 21]
+
+
+def test_every_import_is_at_module_level():
+    """Issue 14: a module's imports are at its top, where a reader sees what
+    it depends on (an optional dependency in a module-level try/except
+    ImportError); an import cycle is broken by moving the shared thing a
+    layer down, not by importing late."""
+    for rel in LOCAL_IMPORTS_ALLOWED:
+        assert (PKG.parent / rel).is_file(), f"{rel} is listed but gone: drop it from the list"
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).as_posix()
+        if rel in LOCAL_IMPORTS_ALLOWED:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), rel)
+        bad += [f"{rel}:{n.lineno}: {ast.unparse(n)}" for n in imports_below_module_level(tree)]
+    assert not bad, "imports below module level:\n" + "\n".join(bad)

@@ -9,7 +9,7 @@ import pytest
 from vgpu.daemon import state as state_mod
 from vgpu.daemon.state import STATE_VERSION, StateError, StateStore, empty_state
 
-DOC = {"version": 1, "slices": {"c1": {"memory": 4096, "gpus": [0], "labels": {"a": "b"}}}}
+DOC = {"version": 2, "slices": {"c1": {"memory": 4096, "gpus": [0], "labels": {"a": "b"}}}}
 
 
 def files(d):
@@ -18,7 +18,7 @@ def files(d):
 
 def test_missing_file_is_empty(tmp_path):
     st = StateStore(tmp_path / "state")
-    assert st.load() == {"version": 1, "slices": {}}
+    assert st.load() == {"version": 2, "slices": {}}
     assert st.recovered_from is None
     assert not (tmp_path / "state").exists()     # load creates nothing
 
@@ -60,7 +60,7 @@ def test_crash_before_rename_keeps_old_file(tmp_path, monkeypatch):
         raise OSError(5, "simulated crash between write and rename")
     monkeypatch.setattr(state_mod.os, "replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
-        st.save({"version": 1, "slices": {}})
+        st.save({"version": 2, "slices": {}})
     monkeypatch.undo()
     assert (tmp_path / "state.json").read_bytes() == before
     assert files(tmp_path) == ["state.json"]         # the temporary file is gone
@@ -77,7 +77,7 @@ def test_crash_during_write_keeps_old_file(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(state_mod.os, "write", short_then_fail)
     with pytest.raises(OSError):
-        st.save({"version": 1, "slices": {"c2": {}}})
+        st.save({"version": 2, "slices": {"c2": {}}})
     monkeypatch.undo()
     assert st.load() == DOC
     assert files(tmp_path) == ["state.json"]
@@ -86,7 +86,7 @@ def test_crash_during_write_keeps_old_file(tmp_path, monkeypatch):
 def test_stale_temp_file_from_a_killed_save_is_removed(tmp_path):
     st = StateStore(tmp_path)
     st.save(DOC)
-    (tmp_path / ".state.json.abc123.tmp").write_text('{"version": 1, "sl')
+    (tmp_path / ".state.json.abc123.tmp").write_text('{"version": 2, "sl')
     (tmp_path / "unrelated").write_text("keep")
     assert st.load() == DOC
     assert files(tmp_path) == ["state.json", "unrelated"]
@@ -114,20 +114,20 @@ def test_unserialisable_doc_writes_nothing(tmp_path):
     st = StateStore(tmp_path)
     st.save(DOC)
     with pytest.raises(TypeError):
-        st.save({"version": 1, "slices": {"c": {"x": object()}}})
+        st.save({"version": 2, "slices": {"c": {"x": object()}}})
     with pytest.raises(ValueError):
-        st.save({"version": 1, "slices": {"c": {"x": float("nan")}}})
+        st.save({"version": 2, "slices": {"c": {"x": float("nan")}}})
     with pytest.raises(ValueError):
         st.save({"slices": {}})
     with pytest.raises(ValueError):
-        st.save({"version": 1, "slices": []})
+        st.save({"version": 2, "slices": []})
     assert st.load() == DOC
     assert files(tmp_path) == ["state.json"]
 
 
 @pytest.mark.parametrize("content", [
     b"{not json", b"", b"\xff\xfe", b"[1, 2]", b'"x"', b'{"slices": {}}',
-    b'{"version": 1}', b'{"version": 1, "slices": []}', b'{"version": 1, "slices": {"c": 5}}',
+    b'{"version": 2}', b'{"version": 2, "slices": []}', b'{"version": 2, "slices": {"c": 5}}',
 ])
 def test_corrupt_file_is_moved_aside(tmp_path, caplog, content):
     (tmp_path / "state.json").write_bytes(content)
@@ -158,9 +158,9 @@ def test_two_corrupt_files_in_the_same_second_both_kept(tmp_path, monkeypatch):
 
 
 def test_other_version_is_refused_and_left_alone(tmp_path):
-    content = b'{"version": 2, "slices": {}, "new": true}'
+    content = b'{"version": 3, "slices": {}, "new": true}'
     (tmp_path / "state.json").write_bytes(content)
-    with pytest.raises(StateError, match="version 2"):
+    with pytest.raises(StateError, match="version 3"):
         StateStore(tmp_path).load()
     assert (tmp_path / "state.json").read_bytes() == content
     assert files(tmp_path) == ["state.json"]
@@ -192,4 +192,11 @@ def test_lock_is_exclusive(tmp_path):
 
 
 def test_version_constant():
-    assert STATE_VERSION == 1
+    assert STATE_VERSION == 2
+
+
+def test_an_older_version_it_migrates_is_handed_on_untouched(tmp_path):
+    content = b'{"version": 1, "slices": {"c": {"container": "c", "slice_id": 3}}}'
+    (tmp_path / "state.json").write_bytes(content)
+    assert StateStore(tmp_path).load()["version"] == 1
+    assert (tmp_path / "state.json").read_bytes() == content

@@ -18,8 +18,9 @@ import pytest
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
 from vgpu.abi.nvclient import RmClient
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import in_child, read_vstate
+from vgpu_fixtures import MiB, in_child, read_vstate, status, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401
 
 # privileged (RMCTRL_FLAGS_PRIVILEGED), 16 bytes: clientCount (u32), then
 # resourceCount (u64); the policy refuses it (docs/policy/595.45.04.tsv)

@@ -27,7 +27,9 @@ import pytest
 from vgpu.abi import nvabi as A
 from vgpu.abi import trace as T
 from vgpu.abi.nvclient import RmClient
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import MiB
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401
 
 
 def workload(prefix: str) -> None:

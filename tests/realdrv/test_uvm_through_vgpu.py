@@ -10,7 +10,8 @@ Left out: test_map_external_stays_charged_while_a_forked_copy_holds_the_va_space
 
 from __future__ import annotations
 
-from vgpu_fixtures import *  # noqa: F401,F403
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, vgpu_leak_check, vstate  # noqa: F401
 from test_vgpu_uvm import (  # noqa: F401
     usl,
     test_managed_range_charged_while_mapped,

@@ -26,12 +26,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from polling import wait_until
+from tools.vgpud_launcher import Vgpud, config
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -43,23 +43,6 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu")
     or not os.access(RUNC, os.X_OK),
     reason="container tests run in the VM with nvsim, vgpu.ko and runc")
-
-CONFIG = """
-[paths]
-socket = "{tmp}/vgpud.sock"
-state_dir = "{tmp}/state"
-fuse_mount = "{tmp}/fs"
-
-[metrics]
-listen = ""
-
-[gc]
-interval = "1s"
-
-[defaults]
-memory = "64MiB"
-compute = "10%"
-"""
 
 
 def nvsim_used(gpu: int = 0) -> int:
@@ -74,42 +57,27 @@ def nvsim_used(gpu: int = 0) -> int:
 poll = functools.partial(wait_until, interval=0.3)
 
 
-class Daemon:
+class Daemon(Vgpud):
+    """The module's vgpud (tools/vgpud_launcher.py): socket, state and
+    vgpufs under tmp, GC every second, 64 MiB and 10% by default; up once
+    it answers and its vgpufs is mounted (a previous vgpud's dead mount is
+    still there after a crash)."""
+
     def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.sock = str(tmp / "vgpud.sock")
-        self.fs = str(tmp / "fs")
-        self.logf = tmp / "vgpud.log"
-        (tmp / "vgpud.toml").write_text(CONFIG.format(tmp=tmp))
-        # a previous vgpud's dead mount is still there after a crash
-        self.fs_ready = lambda: os.path.ismount(self.fs) and os.path.isdir(self.fs)
-        subprocess.run(["modprobe", "fuse"], capture_output=True)
-        with open(self.logf, "ab") as log:
-            self.proc = subprocess.Popen([PY, "-m", "vgpu.daemon.main", "--config",
-                                          str(tmp / "vgpud.toml")], cwd=ROOT,
-                                         stdout=log, stderr=log)
-        end = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < end:
-            assert self.proc.poll() is None, f"vgpud exited:\n{self.log()}"
-            r = self.ctl_raw("status")
-            if r.returncode == 0 and self.fs_ready():
-                return
-            time.sleep(0.5)
-        self.stop()
-        raise AssertionError(f"vgpud (with vgpufs at {self.fs}) not up:\n{self.log()}")
+        super().__init__(tmp, config(tmp, paths={"fuse_mount": "{tmp}/fs"},
+                                     gc={"interval": "1s"}, defaults={"compute": "10%"}),
+                         command=[PY, "-m", "vgpu.daemon.main"], wait_fuse=True,
+                         start_timeout=START_TIMEOUT)
+        self.start()
 
     def crash_and_restart(self):
         """SIGKILL (no unmount, no cleanup), then a new vgpud on the same
         config, state and mount point."""
-        self.proc.kill()
-        self.proc.wait()
-        self.__init__(self.tmp)
+        self.kill()
+        self.start()
 
-    def log(self) -> str:
-        try:
-            return self.logf.read_text(errors="replace")[-4000:]
-        except OSError:
-            return ""
+    def log(self, tail: int = 4000) -> str:
+        return super().log(tail)
 
     def ctl_raw(self, *args):
         return subprocess.run([PY, "-m", "vgpu.cli.ctl", "--socket", self.sock, "--timeout", "30",
@@ -124,14 +92,9 @@ class Daemon:
     def slices(self) -> dict:
         return {s["container"]: s for s in self.ctl("list")["slices"]}
 
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def stop(self, sig=signal.SIGTERM, timeout=None, check=False) -> int:
+        """SIGTERM, and SIGKILL after 60 s (no error: teardown)."""
+        return super().stop(sig, timeout, check)
 
 
 @pytest.fixture(scope="module")

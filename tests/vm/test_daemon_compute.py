@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import wait_until
-
-from test_daemon_e2e import Vgpud
+from daemon_fixtures import start
+from tools.vgpud_launcher import Vgpud, config
+from vgpu_fixtures import SliceEnv, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from daemon_fixtures import daemons  # noqa: F401
+from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 from vgpu.abi import uapi as U
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,33 +33,15 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),
     reason="vgpud end-to-end tests run in the VM with nvsim and vgpu.ko loaded")
 
-CONFIG = """
-[paths]
-socket = "{tmp}/vgpud.sock"
-state_dir = "{tmp}/state"
-fuse_mount = ""
 
-[metrics]
-listen = ""
-
-[log]
-level = "info"
-
-[gc]
-interval = "1s"
-
-[defaults]
-memory = "16MiB"
-
-[scheduler]
-period = "{period}"
-"""
+def _config(tmp: Path, period: str, **scheduler) -> dict:
+    """vgpufs off, GC every second, 16 MiB by default, the scheduler period."""
+    return config(tmp, gc={"interval": "1s"}, defaults={"memory": "16MiB"},
+                  scheduler={"period": period, **scheduler})
 
 
 def _start(tmp: Path, period: str = "20ms") -> Vgpud:
-    d = Vgpud(tmp)
-    d.config.write_text(CONFIG.format(tmp=tmp, period=period))
-    return d.start()
+    return start(tmp, _config(tmp, period))
 
 
 def vgpuctl(d: Vgpud, *argv: str) -> subprocess.CompletedProcess:
@@ -69,18 +52,6 @@ def vgpuctl(d: Vgpud, *argv: str) -> subprocess.CompletedProcess:
 def kcomp(kern, sid: int, i: int = 0) -> tuple:
     g = kern.slice_get(sid).gpu(i)
     return (g.compute_policy, g.compute_bp, g.priority)
-
-
-@pytest.fixture
-def daemons(kern):
-    made: list[Vgpud] = []
-    yield made
-    for d in made:
-        if d.proc is not None and d.proc.poll() is None:
-            d.stop(signal.SIGKILL)
-    for s in kern.slices():
-        if s.name.startswith("t-"):
-            kern.slice_del(s.id, force=True)
 
 
 def test_compute_through_the_daemon(daemons, kern, tmp_path):
@@ -125,14 +96,13 @@ def test_compute_through_the_daemon(daemons, kern, tmp_path):
         assert r.returncode == 0 and "TARGET" in r.stdout and "ACHIEVED" in r.stdout, r.stdout
 
         # a reload with another period and layers reaches the kernel
-        d.config.write_text(CONFIG.format(tmp=tmp_path, period="50ms")
-                            + 'layers = ["tsg"]\n')
-        d.proc.send_signal(signal.SIGHUP)
+        d.write_config(_config(tmp_path, "50ms", layers=["tsg"]))
+        d.reload()
         assert wait_until(lambda: kern.sched_get(minor).period_us == 50_000, 60, 0.3), d.log(4000)
         assert kern.sched_get(minor).layers == U.VGPU_SCHED_L_TSG
         assert "scheduler.period: 20ms -> 50ms" in d.log()
-        d.config.write_text(CONFIG.format(tmp=tmp_path, period="50ms"))
-        d.proc.send_signal(signal.SIGHUP)
+        d.write_config(_config(tmp_path, "50ms"))
+        d.reload()
         assert wait_until(lambda: kern.sched_get(minor).layers == U.VGPU_SCHED_L_ALL, 60, 0.3), \
             d.log(4000)
 
@@ -157,7 +127,6 @@ BUSY = Path("/sys/kernel/debug/nvsim/busy")
 def test_achieved_share_reported(daemons, kern, tmp_path):
     """A saturating client in a 30% fixed slice: vgpud's achieved share (GPU
     time over the last window) is near the target, in show and metrics' view."""
-    from vgpu_fixtures import SliceEnv
     d = _start(tmp_path, "20ms")
     daemons.append(d)
     a = d.api()

@@ -3,9 +3,10 @@
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         /work/main/.venv/bin/python -m pytest -q tests/vm/test_daemon_e2e.py
 
-Each test starts vgpud as a subprocess with a config whose paths are under
-tmp_path, talks to it over its socket (a small stdlib client here, so the
-test does not depend on vgpuctl), allocates through the slice's device nodes
+Each test starts vgpud as a subprocess (tools/vgpud_launcher.py, through
+daemon_fixtures.py) with a config whose paths are under tmp_path, talks to it
+over its socket (the launcher's small stdlib client, so the test does not
+depend on vgpuctl), allocates through the slice's device nodes
 with vgpu.abi.nvclient, and stops the daemon (SIGTERM, or SIGKILL where that is
 the point) before deleting the slices it made.  Python in the VM is slow
 (TCG): timeouts are generous and the tests few.
@@ -25,157 +26,35 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import SliceEnv
+from daemon_fixtures import e2e_config, fill, start
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu_fixtures import MiB, RmError, SliceEnv, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from daemon_fixtures import daemons  # noqa: F401
+from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 180.0
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),
     reason="vgpud end-to-end tests run in the VM with nvsim and vgpu.ko loaded")
 
 
-# ------------------------------------------------------------------ client
-class Api:
-    def __init__(self, path: str, timeout: float = 60.0):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(path)
-        self.f = self.s.makefile("rwb")
-        self.n = 0
-
-    def call(self, op: str, **args) -> dict:
-        self.n += 1
-        self.f.write(json.dumps({"v": 1, "id": self.n, "op": op, "args": args}).encode() + b"\n")
-        self.f.flush()
-        line = self.f.readline()
-        assert line, f"daemon closed the connection on {op}"
-        r = json.loads(line)
-        assert r["id"] == self.n
-        return r
-
-    def ok(self, op: str, **args) -> dict:
-        r = self.call(op, **args)
-        assert r["ok"], r
-        return r["result"]
-
-    def close(self):
-        self.f.close()
-        self.s.close()
-
-
-CONFIG = """
-[paths]
-socket = "{tmp}/vgpud.sock"
-state_dir = "{tmp}/state"
-fuse_mount = "{tmp}/fs"
-
-[metrics]
-listen = ""
-
-[log]
-level = "info"
-
-[gc]
-interval = "1s"
-
-[defaults]
-memory = "64MiB"
-compute = "10%"
-
-[profiles.small]
-memory = "32MiB"
-compute = "20%"
-
-[profiles.trial]
-memory = "32MiB"
-audit = true
-"""
-
-
-class Vgpud:
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.config = tmp / "vgpud.toml"
-        self.config.write_text(CONFIG.format(tmp=tmp))
-        self.sock = str(tmp / "vgpud.sock")
-        self.logf = tmp / "vgpud.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Vgpud":
-        logfh = open(self.logf, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vgpu.daemon.main", "--config", str(self.config)],
-                                     cwd=ROOT, stdout=logfh, stderr=logfh)
-        logfh.close()
-        end = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < end:
-            assert self.proc.poll() is None, f"vgpud exited {self.proc.returncode}:\n{self.log()}"
-            try:
-                a = Api(self.sock, 10)
-                st = a.ok("status")
-                a.close()
-                if st["pid"] == self.proc.pid and st["kernel"]["loaded"]:
-                    return self
-            except (OSError, AssertionError, ValueError):
-                pass
-            time.sleep(0.3)
-        raise AssertionError(f"vgpud not serving within {START_TIMEOUT}s:\n{self.log()}")
-
-    def api(self) -> Api:
-        return Api(self.sock)
-
-    def log(self, tail: int = 0) -> str:
-        try:
-            text = self.logf.read_text(errors="replace")
-        except OSError:
-            return ""
-        return text[-tail:] if tail else text
-
-    def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"vgpud did not exit on {sig}:\n{self.log()}")
-
-
 @pytest.fixture
-def vgpud(tmp_path, kern):
-    """vgpud factory; at teardown every daemon is stopped and every kernel
-    slice whose name starts with 't-' is deleted."""
-    made: list[Vgpud] = []
-
-    def _start() -> Vgpud:
-        d = Vgpud(tmp_path).start()
-        made.append(d)
+def vgpud(tmp_path, daemons):
+    """vgpud factory (tools/vgpud_launcher.py, e2e_config under tmp_path);
+    at teardown every daemon is stopped and every kernel slice whose name
+    starts with 't-' is deleted (``daemons``)."""
+    def _start():
+        d = start(tmp_path, e2e_config(tmp_path))
+        daemons.append(d)
         return d
-
-    yield _start
-    for d in made:
-        if d.proc is not None and d.proc.poll() is None:
-            d.stop(signal.SIGKILL)
-    for s in kern.slices():
-        if s.name.startswith("t-"):
-            kern.slice_del(s.id, force=True)
+    return _start
 
 
 def _env(kern, slice_id: int) -> SliceEnv:
     return SliceEnv(kern, kern.slice_get(slice_id))
-
-
-def _fill(gpu, chunk: int, limit: int = 64) -> list[int]:
-    hs = []
-    for _ in range(limit):
-        try:
-            hs.append(gpu.alloc(chunk))
-        except RmError:
-            break
-    return hs
 
 
 # ------------------------------------------------------------------ tests
@@ -193,12 +72,12 @@ def test_quota_live_kill9_restart_sigterm(vgpud, kern):
     try:
         c = env.client()
         g = c.open_gpus()[0]
-        hs = _fill(g, 16 * MiB)
+        hs = fill(g, 16 * MiB)
         assert len(hs) == 4                        # exactly the 64 MiB quota
         # set-quota takes effect at once for the running client
         r = a.ok("set-quota", container="t-c1", memory="128MiB")["slice"]
         assert r["gpus"][0]["memory_limit"] == 128 * MiB
-        hs += _fill(g, 16 * MiB)
+        hs += fill(g, 16 * MiB)
         assert len(hs) == 8
         # list / show report the kernel's real use
         shown = a.ok("show", container="t-c1")["slice"]["gpus"][0]

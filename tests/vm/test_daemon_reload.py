@@ -21,11 +21,12 @@ import threading
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import SliceEnv, run_rmmod, wait_until
-
 import nvsim_reload
-from test_daemon_e2e import Api, Vgpud, _fill
+from daemon_fixtures import e2e_config, fill, start
+from tools.vgpud_launcher import Api, Vgpud
+from vgpu_fixtures import SliceEnv, run_rmmod, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 from vgpu.daemon import kernel as K
 from vgpu.abi import uapi as U
 from vgpu.daemon.kernel import VgpuKernel
@@ -77,7 +78,7 @@ class Events:
 
 
 def test_vgpu_ko_reloaded_under_a_running_vgpud(tmp_path, kern):
-    d = Vgpud(tmp_path).start()
+    d = start(tmp_path, e2e_config(tmp_path))
     ev = None
     try:
         a = d.api()
@@ -112,7 +113,7 @@ def test_vgpu_ko_reloaded_under_a_running_vgpud(tmp_path, kern):
         env = SliceEnv(kern, got[s1])
         try:
             g = env.client().open_gpus()[0]
-            assert len(_fill(g, 16 * MiB)) == 4            # exactly the 64 MiB quota
+            assert len(fill(g, 16 * MiB)) == 4            # exactly the 64 MiB quota
         finally:
             env.close_all()
         assert wait_until(lambda: ev.seen("alloc-refused", "t-r1"), 60), ev.got

@@ -24,10 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import SliceEnv, wait_until
-
-from test_daemon_e2e import Vgpud
+from daemon_fixtures import start
+from tools.vgpud_launcher import Vgpud
+from vgpu_fixtures import MiB, SliceEnv, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from daemon_fixtures import daemons  # noqa: F401
+from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 from vgpu.abi import nvabi as A
 from vgpu.abi import trace as T
 from vgpu.abi.nvclient import RmClient
@@ -38,39 +40,10 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),
     reason="vgpud end-to-end tests run in the VM with nvsim and vgpu.ko loaded")
 
-CONFIG = """
-[paths]
-socket = "{tmp}/vgpud.sock"
-state_dir = "{tmp}/state"
-fuse_mount = ""
-
-[metrics]
-listen = ""
-
-[log]
-level = "info"
-
-[defaults]
-memory = "64MiB"
-"""
-
 
 def _start(tmp: Path) -> Vgpud:
-    d = Vgpud(tmp)
-    d.config.write_text(CONFIG.format(tmp=tmp))
-    return d.start()
-
-
-@pytest.fixture
-def daemons(kern):
-    made: list[Vgpud] = []
-    yield made
-    for d in made:
-        if d.proc is not None and d.proc.poll() is None:
-            d.stop(signal.SIGKILL)
-    for s in kern.slices():
-        if s.name.startswith("t-"):
-            kern.slice_del(s.id, force=True)
+    """The launcher's base config: vgpufs off, 64 MiB by default."""
+    return start(tmp)
 
 
 def _trace(d: Vgpud, *argv: str) -> subprocess.Popen:

@@ -17,7 +17,8 @@ import pytest
 from vgpu.abi import uapi as U
 from vgpu.daemon.kernel import Nla, VgpuError
 from vgpu.abi.nvclient import RmError
-from vgpu_fixtures import *  # noqa: F401,F403
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 STATS = Path("/sys/kernel/debug/nvsim/stats")

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
 from vgpu_fixtures import NODE_DIR, _ids, in_child
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 from vgpu.abi import nvabi as A
 from vgpu.abi.nvclient import RmError
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import SliceEnv, _ids, in_child
+from vgpu_fixtures import MiB, SliceEnv, VgpuError, _ids, in_child
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 from vgpu.abi import uapi as U
 from vgpu.daemon.kernel import Nla
 

@@ -17,7 +17,11 @@ import time
 import pytest
 
 from nvsim_busy import BUSY, busy
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu_fixtures import MiB, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa: F401
 from vgpu.daemon.kernel import Compute, Nla, VgpuError
 from vgpu.abi.nvclient import Channel, RmClient, RmError
 

@@ -17,7 +17,10 @@ import pytest
 
 from vgpu.abi.nvclient import (RmClient, _ioctl_addr, raw_ioctl, raw_ioctl_ptr,
                            xfer_ioctl)
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu.abi import nvabi as A
+from vgpu_fixtures import MiB, RmError, nvsim_fb, read_vstate, real_cards, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 U64_MAX = (1 << 64) - 1
 BAD_PTRS = [0x1, 0x1000, 0xFFFF_8000_0000_0000, U64_MAX - 7]

@@ -12,7 +12,9 @@ from __future__ import annotations
 import pytest
 
 from vgpu.abi import nvabi as A
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import status
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 
 def os_event(c, fd_key: int, nr: int = A.NV_ESC_ALLOC_OS_EVENT) -> int:

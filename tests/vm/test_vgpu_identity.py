@@ -19,7 +19,9 @@ import pytest
 from vgpu.abi import nvabi as A
 from vgpu.abi import nvrel
 from vgpu.abi.nvclient import raw_ioctl
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import MiB, real_cards, status
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401
 
 STATS = Path("/sys/kernel/debug/nvsim/stats")
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B

@@ -15,7 +15,10 @@ import time
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu.abi import nvabi as A
+from vgpu_fixtures import GiB, KiB, MiB, RmError, nvsim_fb, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 PATHS = [
     ("rm-alloc", {"form": "nvos21"}),

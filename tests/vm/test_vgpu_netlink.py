@@ -12,7 +12,11 @@ import pytest
 
 from vgpu.daemon.kernel import Nla, VgpuError
 from vgpu.abi.nvclient import RmClient, raw_ioctl  # noqa: F401
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu_fixtures import MiB, RmError, real_cards, run_rmmod
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 LIMIT = 256 * MiB
 

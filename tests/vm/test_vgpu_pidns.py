@@ -6,7 +6,9 @@ import ctypes
 import json
 import os
 
-from vgpu_fixtures import *  # noqa: F401,F403
+from vgpu_fixtures import MiB, nvsim_fb, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401
 
 CLONE_NEWPID = 0x20000000
 

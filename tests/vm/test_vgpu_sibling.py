@@ -30,8 +30,10 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import nvsim_fb, read_vstate, MiB
+from vgpu.abi import uapi as U
+from vgpu_fixtures import MiB, nvsim_fb, read_vstate
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa: F401
 
 from vgpu.abi import nvabi as A
 

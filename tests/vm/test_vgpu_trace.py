@@ -21,8 +21,9 @@ from vgpu.abi import trace as T
 from vgpu.abi import uapi as U
 from vgpu.daemon.kernel import Nla, VgpuError
 from vgpu.abi.nvclient import RmClient, raw_ioctl
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import in_child
+from vgpu_fixtures import RmError, in_child
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 
 @pytest.fixture

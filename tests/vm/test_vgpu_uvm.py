@@ -18,8 +18,11 @@ import signal
 
 import pytest
 
-from vgpu_fixtures import *  # noqa: F401,F403
-from vgpu_fixtures import in_child, read_vstate
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu_fixtures import MiB, in_child, nvsim_fb, read_vstate, wait_until
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, vgpu_leak_check, vstate  # noqa: F401
 from vgpu.abi.nvclient import UvmFile
 from vmas import (MREMAP_FIXED, MREMAP_MAYMOVE, dofork, munmap, mremap, punch, reserve,
                   touch_in_child)

@@ -5,8 +5,10 @@ They run in the VM with nvsim (2 GPUs x 16 GiB) and vgpu.ko loaded:
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         /work/main/.venv/bin/python -m pytest -q tests/vm/test_vgpu_*.py
 
-and are skipped (conftest.py) when /sys/module/vgpu is absent.  Each test
-module does ``from vgpu_fixtures import *``.
+and are skipped (conftest.py) when /sys/module/vgpu is absent.  A test
+module imports what it uses by name, the fixtures too: at least
+``vgpu_leak_check`` (autouse: imported, it runs after every test of the
+module) and ``kern``, and ``make_slice`` for ``sl``.
 
 Every slice a test makes is deleted (forced) after its clients and fds are
 closed; then vgpu's debugfs state must report files, objects and charges 0
@@ -28,17 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.abi import nvabi as A
-from vgpu.abi import uapi as U
 from vgpu.daemon.kernel import Slice, VgpuError, VgpuKernel
 from vgpu.abi.nvclient import RmClient, RmError, UvmFile
 from polling import wait_until
-
-__all__ = [
-    "VSTATE", "GiB", "MiB", "KiB", "VgpuState", "read_vstate", "SliceEnv",
-    "kern", "vgpu_leak_check", "make_slice", "vstate", "nvsim_fb", "real_cards",
-    "wait_until", "RmError", "VgpuError", "status",
-]
 
 VSTATE = Path("/sys/kernel/debug/vgpu/state")
 NVSIM_STATE = Path("/sys/kernel/debug/nvsim/state")
@@ -280,11 +274,6 @@ def sl(make_slice) -> SliceEnv:
     return make_slice()
 
 
-__all__ += ["sl"]
-
-
 def run_rmmod(name: str = "vgpu") -> subprocess.CompletedProcess:
     return subprocess.run(["rmmod", name], capture_output=True, text=True)
 
-
-__all__ += ["run_rmmod", "A", "U"]

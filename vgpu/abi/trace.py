@@ -13,6 +13,7 @@ Standard library only: vgpuctl and vgpu-replay import it at start-up.
 from __future__ import annotations
 
 import ctypes
+import gzip
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -348,7 +349,6 @@ def parse_lines(lines: Iterable[str | bytes], name: str = "trace") -> Trace:
 def load(path: str) -> Trace:
     """Read a trace file (plain, or gzip-compressed when it ends in .gz)."""
     if path.endswith(".gz"):
-        import gzip
         with gzip.open(path, "rt", encoding="utf-8") as f:
             return parse_lines(f, path)
     with open(path, encoding="utf-8") as f:

@@ -270,15 +270,20 @@ def names_by_value(prefix: str, exclude_max: bool = True) -> dict[int, str]:
     return out
 
 
+def _in_order(prefix: str, count: int) -> list[str]:
+    """The names of one enum's members 0..count-1, in order (a KeyError for a gap)."""
+    names = names_by_value(prefix)
+    return [names[i] for i in range(count)]
+
+
 #: Attribute tables in enum order (index == attribute type).
-SLICE_ATTRS = [names_by_value("VGPU_A_")[i] for i in range(__VGPU_A_MAX)]
+SLICE_ATTRS = _in_order("VGPU_A_", __VGPU_A_MAX)
 assert not any(n.startswith("VGPU_A_LIST_") or n in LIST_ATTRS for n in SLICE_ATTRS)
 assert [globals()[n] for n in LIST_ATTRS] == list(range(__VGPU_A_LIST_MAX))
-GPU_ATTRS = [names_by_value("VGPU_GPU_A_")[i] for i in range(__VGPU_GPU_A_MAX)]
-AUDIT_ATTRS = [names_by_value("VGPU_AUDIT_A_")[i] for i in range(__VGPU_AUDIT_A_MAX)]
-TRACE_ATTRS = [names_by_value("VGPU_TRACE_A_")[i] for i in range(__VGPU_TRACE_A_MAX)]
-TRACE_LIST_ATTRS = [names_by_value("VGPU_TRACE_LIST_A_")[i]
-                    for i in range(__VGPU_TRACE_LIST_A_MAX)]
+GPU_ATTRS = _in_order("VGPU_GPU_A_", __VGPU_GPU_A_MAX)
+AUDIT_ATTRS = _in_order("VGPU_AUDIT_A_", __VGPU_AUDIT_A_MAX)
+TRACE_ATTRS = _in_order("VGPU_TRACE_A_", __VGPU_TRACE_A_MAX)
+TRACE_LIST_ATTRS = _in_order("VGPU_TRACE_LIST_A_", __VGPU_TRACE_LIST_A_MAX)
 #: enum vgpu_trace_op -> its name in trace files
 TRACE_OP_NAMES = {VGPU_TRACE_OPEN: "open", VGPU_TRACE_CLOSE: "close",
                   VGPU_TRACE_IOCTL: "ioctl", VGPU_TRACE_MMAP: "mmap"}

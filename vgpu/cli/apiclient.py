@@ -1,6 +1,6 @@
 """A blocking client of vgpud's admin API (docs/api.md, version 1).
 
-Used by vgpuctl and the OCI hook.  Standard library only (_socket, json, os),
+Used by vgpuctl and the OCI hook.  Standard library only (_socket, json, os, time),
 and cheap to import: both tools import it on every start.
 
     with ApiClient() as c:                       # $VGPU_SOCKET or the default
@@ -29,6 +29,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from time import monotonic, sleep
 
 try:                    # the C module: socket.py (selectors, enum, array) costs
     import _socket      # ~3 ms on every vgpuctl start and adds nothing we use
@@ -110,7 +111,6 @@ class _Conn:
         self.path = path
         self.timeout = timeout
         self.buf = bytearray()
-        from time import monotonic, sleep
         deadline = None if timeout is None else monotonic() + timeout
         pause = 0.005
         while True:
@@ -178,7 +178,6 @@ class _Conn:
         """The next line (without its newline), or None at EOF.  With a
         ``deadline`` (time.monotonic() seconds) the whole line must arrive
         by then; each read is bounded by it."""
-        from time import monotonic
         while True:
             i = self.buf.find(b"\n")
             if i >= 0:
@@ -261,7 +260,6 @@ class TraceRecords:
         """The next record (or the end marker), None once the stream is
         over.  ``deadline`` (time.monotonic() seconds) bounds the wait,
         else the stream's ``timeout`` per record; past it: ApiTimeout."""
-        from time import monotonic
         if self._conn is None or self.end is not None:
             return None
         if deadline is None and self.timeout is not None:
@@ -325,7 +323,6 @@ class ApiClient:
         return rid, data
 
     def _roundtrip(self, conn: _Conn, op: str, args: dict) -> dict:
-        from time import monotonic
         rid, data = self._encode(op, args)
         conn.send(data)
         deadline = None if self.timeout is None else monotonic() + self.timeout
@@ -369,7 +366,6 @@ class ApiClient:
         """A generator of event objects (the ``event`` of each stream line)
         on a connection of its own; it ends when vgpud closes the stream.
         ``timeout`` bounds the wait for each event (``ApiTimeout``)."""
-        from time import monotonic
         conn = _Conn(self.path, self.timeout)
         try:
             self._roundtrip(conn, "events", {})

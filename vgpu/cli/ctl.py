@@ -5,15 +5,28 @@ options (with the converter that validates each value locally, before
 anything is sent), its one-line summary and its function.  The parser and
 the usage texts are generated from it, as in ``wg``.
 
-Standard library only, and imports kept to the minimum (``--help`` loads
-nothing beyond ``sys`` and ``os``; a command adds vgpu.cli.apiclient, json,
-socket and vgpu.values) so that the tool starts fast.
+Every value is checked by vgpu.values, the parsers the daemon's API and
+config file use too, before anything is sent; a bad one is a usage error
+quoting it.  Standard library only (and vgpu.values, vgpu.abi, vgpu.cli).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import json
 import os
+import signal
 import sys
+import time
+
+from vgpu.abi import allowlist
+from vgpu.abi import trace as T
+from vgpu.cli import apiclient as ac
+from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
+                         format_size, parse_compute, parse_container, parse_duration, parse_gpus,
+                         parse_label, parse_pid, parse_policy, parse_priority, parse_profile,
+                         parse_size, quote)
 
 PROG = "vgpuctl"
 
@@ -41,105 +54,51 @@ class UsageError(Exception):
 
 # ------------------------------------------------------------ converters
 # Each takes the option's text and returns the value sent on the wire, or
-# raises ValueError with a reason (the caller quotes the value).
+# raises vgpu.values.BadValue (the value and a reason: "is not a size
+# (...)"); parse_args() turns it into one usage error (invalid()).  The
+# values the daemon also takes are parsed by vgpu.values' own parsers.
 
-def _reason(e: ValueError, text: str) -> str:
-    """vgpu.values' messages start with the quoted value; we quote it
-    ourselves, so drop that prefix."""
-    from vgpu.values import quote
-    msg = str(e)
-    prefix = quote(text) + " "
-    if msg.startswith(prefix):
-        msg = msg[len(prefix):]
-        if msg.startswith("is "):
-            msg = msg[3:]
-    return msg
-
-
-def c_size(text: str) -> int:
-    from vgpu.values import parse_size
-    return parse_size(text)
-
-
-def c_percent(text: str) -> int | float:
-    from vgpu.values import parse_percent
-    x = parse_percent(text)
-    return int(x) if x == int(x) else x
-
-
-def c_duration(text: str) -> float:
-    from vgpu.values import parse_duration
-    return parse_duration(text)
+c_size = parse_size
+c_percent = parse_compute
+c_duration = parse_duration
+c_priority = parse_priority
+c_policy = parse_policy
+c_profile = parse_profile
+c_pid = parse_pid
+c_gpus = parse_gpus
+c_label = parse_label
+c_container = parse_container
 
 
 def _choice(*choices: str):
     def conv(text: str) -> str:
         if text not in choices:
-            raise ValueError(f"not one of {', '.join(choices)}")
+            raise BadValue(text, f"is not one of {', '.join(choices)}")
         return text
     conv.choices = choices
     return conv
 
 
-c_priority = _choice("high", "low")
-c_policy = _choice("share", "fixed", "burst")
-
-
 def c_nonempty(text: str) -> str:
     if not text or "\0" in text:
-        raise ValueError("must be a non-empty string")
+        raise BadValue(text, "must be a non-empty string")
     return text
 
 
-def c_pid(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 1 << 22:
-        raise ValueError("not a process id")
-    return int(text)
-
-
-def c_gpus(text: str) -> list:
-    """"0", "0,1", "GPU-8f6d...": indexes become ints, anything else a UUID."""
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            raise ValueError("not a GPU index or UUID (e.g. 0, 0,1 or GPU-...)")
-        if part.isdigit():
-            if int(part) >= 1024:
-                raise ValueError(f"GPU index {part} is out of range")
-            out.append(int(part))
-        elif len(part) > 128:
-            raise ValueError("not a GPU index or UUID (too long)")
-        else:
-            out.append(part)
-    return out
-
-
-def c_label(text: str) -> tuple[str, str]:
-    k, sep, v = text.partition("=")
-    if not sep or not k.strip():
-        raise ValueError("not a label (use KEY=VALUE)")
-    return k.strip(), v
-
-
 def c_count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError("not a positive whole number")
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise BadValue(text, "is not a positive whole number")
     return int(text)
 
 
 c_onoff = _choice("on", "off")
 
 
-def c_container(text: str) -> str:
-    """Mirrors the daemon's check (vgpu.daemon.api.v_container)."""
-    if not text:
-        raise ValueError("is empty")
-    if len(text.encode()) > 127:
-        raise ValueError("is longer than 127 bytes")
-    if text in (".", "..") or any(ord(c) < 0x20 or c in "/\x7f" for c in text):
-        raise ValueError("contains '/', control characters, or is '.' or '..'")
-    return text
+def invalid(label: str, text: str, e: BadValue) -> UsageError:
+    """The usage error for a value a converter refused: the value quoted,
+    then the parser's reason (vgpu.values' core text, less its "is ")."""
+    reason = e.reason.removeprefix("is ") if e.value == text and not e.at else str(e)
+    return UsageError(f"invalid {label} {quote(text)}: {reason}")
 
 
 # ------------------------------------------------------------ the table
@@ -179,9 +138,9 @@ GLOBAL_OPTS = (
 O_MEMORY = Opt("--memory", "SIZE", "memory quota per GPU: 8GiB, 512MiB, 1.5GiB or bytes "
                "(binary units)", c_size)
 O_COMPUTE = Opt("--compute", "PCT", "compute quota: 30% (0 to 100)", c_percent)
-O_PRIORITY = Opt("--priority", "high|low", "scheduling priority", c_priority)
-O_POLICY = Opt("--policy", "share|fixed|burst", "compute policy", c_policy)
-O_PROFILE = Opt("--profile", "NAME", "a profile of the config file", c_nonempty)
+O_PRIORITY = Opt("--priority", "|".join(PRIORITIES), "scheduling priority", c_priority)
+O_POLICY = Opt("--policy", "|".join(POLICIES), "compute policy", c_policy)
+O_PROFILE = Opt("--profile", "NAME", "a profile of the config file", c_profile)
 O_GPU = Opt("--gpu", "GPU", "GPU index or UUID; repeat or comma-separate for several",
             c_gpus, dest="gpus", multi=True)
 QUOTA_OPTS = (O_MEMORY, O_COMPUTE, O_PRIORITY, O_POLICY, O_PROFILE)
@@ -249,7 +208,6 @@ def cmd_audit(client, o):
     if path is None:
         return EXIT_OK
     items, skipped = audit_allow_items(res.get("entries") or [])
-    from vgpu.abi import allowlist
     try:
         n = allowlist.write(path, items)
     except OSError as e:
@@ -273,7 +231,6 @@ def audit_allow_items(entries: list) -> tuple[list, int]:
     and the slice called them (refused, or let through by audit mode or
     its allow-list).  -> (allowlist.AllowItem list, entries of a kind this
     vgpuctl does not know)."""
-    from vgpu.abi import allowlist
     items, skipped = [], 0
     for e in entries:
         if not isinstance(e, dict) or e.get("verdict") not in ALLOW_VERDICTS:
@@ -334,7 +291,6 @@ def _sched_row(g: dict) -> list[str]:
 
 
 def _dur(seconds: float) -> str:
-    from vgpu.values import format_duration
     return format_duration(seconds)
 
 
@@ -374,7 +330,6 @@ def cmd_events(client, o):
     try:
         for ev in client.events():
             if o["json"]:
-                import json
                 out.write(json.dumps(ev, separators=(",", ":"), ensure_ascii=False) + "\n")
             else:
                 out.write(fmt_event(ev) + "\n")
@@ -395,16 +350,15 @@ def cmd_trace(client, o):
     stop a trailer with the counts; then one summary line on stderr."""
     path = o["output"]
     if path != "-" and not o.get("force") and os.path.lexists(path):
-        err(f"trace: {_quote(path)} exists (--force overwrites it)")
+        err(f"trace: {quote(path)} exists (--force overwrites it)")
         return EXIT_ERROR
-    from vgpu.abi import trace as T  # the file's own encoder (vgpu-replay reads it back)
     header, records = client.trace(o["container"])
     seqs = _SeqGaps()
     with records:
         try:
             out = _trace_output(path, bool(o.get("force")))
         except OSError as e:
-            err(f"trace: cannot write {_quote(path)}: {e.strerror or e}")
+            err(f"trace: cannot write {quote(path)}: {e.strerror or e}")
             return EXIT_ERROR
         try:
             # A stop signal is taken only while waiting for vgpud, so that
@@ -421,7 +375,7 @@ def cmd_trace(client, o):
         except BrokenPipeError:
             raise                                   # main's: the reader went away
         except OSError as e:
-            err(f"trace: writing {_quote(path)}: {e.strerror or e}")
+            err(f"trace: writing {quote(path)}: {e.strerror or e}")
             return EXIT_ERROR
         finally:
             if out is not sys.stdout and not out.closed:
@@ -441,9 +395,6 @@ def _trace_records(records, out, seqs, o, sig) -> tuple[str | None, Exception | 
     """Copy records to out until --count, --seconds, a stop signal, the
     stream's end or a failure of the stream -> (vgpud's reason for ending
     it, or None; the failure, or None)."""
-    import time
-    from vgpu.cli import apiclient as ac
-    from vgpu.abi import trace as T
     end = None if o.get("seconds") is None else time.monotonic() + o["seconds"]
     try:
         while o.get("count") is None or seqs.records < o["count"]:
@@ -472,7 +423,6 @@ def _trace_output(path: str, force: bool):
         return sys.stdout
     mode = "w" if force else "x"      # "x": a file made since our check is not clobbered
     if path.endswith(".gz"):
-        import gzip
         return gzip.open(path, mode + "t", encoding="utf-8")
     return open(path, mode, encoding="utf-8")
 
@@ -509,7 +459,6 @@ class _StopSignals:
     are held after the last ``open()`` is dropped: the stop is under way."""
 
     def __init__(self, guard: bool):
-        import signal
         self.signal = signal
         self.sigs = {signal.SIGINT, signal.SIGTERM}
         self.guard = guard and hasattr(signal, "pthread_sigmask")
@@ -527,8 +476,6 @@ class _StopSignals:
         return self
 
     def open(self):
-        import contextlib
-
         @contextlib.contextmanager
         def opened():
             if not self.guard:
@@ -556,8 +503,8 @@ class _StopSignals:
 
 #: the hook `vgpuctl cdi generate` wires in by default (make install's link)
 CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
-#: its entry's whole environment: vgpu.cli.hook.HOOK_ENV (vgpuctl imports no
-#: more of the package than units and apiclient; test_hook pins them equal)
+#: its entry's whole environment: vgpu.cli.hook.HOOK_ENV (vgpuctl does not
+#: import the hook; test_hook pins them equal)
 CDI_HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 
 
@@ -612,11 +559,9 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
 
 def cmd_cdi(client, o):
     if o["generate"] != "generate":
-        raise UsageError(f'cdi: unknown action {_quote(o["generate"])} (only "generate")')
-    import json
+        raise UsageError(f'cdi: unknown action {quote(o["generate"])} (only "generate")')
     slices = client.request("list").get("slices", [])
     fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/private/fs"
-    from vgpu.cli import apiclient as ac
     sock = ac.socket_path(o.get("socket"))
     text = json.dumps(cdi_spec(slices, fuse, o.get("hook") or CDI_HOOK,
                                None if sock == ac.DEFAULT_SOCKET else sock), indent=2) + "\n"
@@ -734,7 +679,7 @@ def usage_text() -> str:
         lines.append(f"  {c.name:<{width}}  {c.summary}")
     lines += ["", "options (before or after the command):", *_opt_lines(GLOBAL_OPTS), "",
               "values: sizes 8GiB, 512MiB, 1.5GiB or bytes (binary units; 4GB is refused);",
-              "compute 30%; priority high|low; policy share|fixed|burst.", "",
+              f"compute 30%; priority {'|'.join(PRIORITIES)}; policy {'|'.join(POLICIES)}.", "",
               EXIT_TEXT, "", f"'{PROG} help COMMAND' or '{PROG} COMMAND --help' for a "
               "command's options.", ""]
     return "\n".join(lines)
@@ -791,8 +736,8 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
             i += 1
         try:
             v = opt.conv(value) if opt.conv else value
-        except ValueError as e:
-            raise UsageError(f'invalid {name} {_quote(value)}: {_reason(e, value)}') from None
+        except BadValue as e:
+            raise invalid(name, value, e) from None
         if opt.multi:
             if isinstance(v, tuple):
                 o.setdefault(opt.dest, {})[v[0]] = v[1]
@@ -816,7 +761,7 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
                          f"(usage: {_synopsis(cmd)})")
     if len(positionals) > len(cmd.args):
         extra = positionals[len(cmd.args)]
-        raise UsageError(f"{cmd.name}: unexpected argument {_quote(extra)}")
+        raise UsageError(f"{cmd.name}: unexpected argument {quote(extra)}")
     for opt in cmd.opts:
         if opt.required and opt.dest not in o:
             raise UsageError(f"{cmd.name}: missing {opt.spelling()} (usage: {_synopsis(cmd)})")
@@ -827,9 +772,8 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
         if conv is not None:
             try:
                 value = conv(value)
-            except ValueError as e:
-                raise UsageError(f"invalid {ARG_LABELS.get(name, name)} {_quote(value)}: "
-                                 f"{e}") from None
+            except BadValue as e:
+                raise invalid(ARG_LABELS.get(name, name), value, e) from None
         o[key] = value
     if cmd.name == "help" and "command" in o:
         find_command(o["command"])
@@ -843,18 +787,12 @@ ARG_LABELS = {"on|off": "audit mode"}
 ARG_CONV = {"container": c_container, "mode": c_onoff}
 
 
-def _quote(text: str) -> str:
-    from vgpu.values import quote
-    return quote(text)
-
-
 # ------------------------------------------------------------ output
 def err(msg: str) -> None:
     sys.stderr.write(f"{PROG}: {msg}\n")
 
 
 def emit_json(obj) -> int:
-    import json
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
     return EXIT_OK
 
@@ -862,14 +800,12 @@ def emit_json(obj) -> int:
 def _size(n) -> str:
     if isinstance(n, bool) or not isinstance(n, int):
         return "-" if n is None else str(n)
-    from vgpu.values import format_size
     return format_size(n).replace(" ", "")
 
 
 def _pct(x) -> str:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return "-" if x is None else str(x)
-    from vgpu.values import format_percent
     return format_percent(float(x))
 
 
@@ -919,7 +855,6 @@ def print_table(headers, rows) -> None:
 
 def fmt_time(t) -> str:
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        import time
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
     return "-" if t is None else str(t)
 
@@ -1059,7 +994,6 @@ def _per_gpu(gpus: list, key: str) -> str:
 def fmt_event(ev: dict) -> str:
     t = ev.get("time")
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        import time
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
     else:
         ts = str(t) if t is not None else "-"
@@ -1070,7 +1004,6 @@ def fmt_event(ev: dict) -> str:
         if isinstance(v, str) and v and " " not in v:
             rest.append(f"{k}={v}")
         else:
-            import json
             rest.append(f"{k}={json.dumps(v, ensure_ascii=False)}")
     return " ".join([ts, str(ev.get("type", "?")), str(ev.get("container") or "-"), *rest])
 
@@ -1082,7 +1015,6 @@ def top_frame(client) -> dict:
 
 
 def render_top(frame: dict, width: int | None = None, height: int | None = None) -> list[str]:
-    import time
     st = frame["status"]
     kernel = st.get("kernel") or {}
     head = (f"vgpud {st.get('version', '?')}  pid {st.get('pid', '?')}  "
@@ -1125,7 +1057,6 @@ def render_top(frame: dict, width: int | None = None, height: int | None = None)
 
 
 def run_top(client, o, out) -> int:
-    import time
     interval = o.get("interval", 1.0)
     live = not o.get("once") and out.isatty()
     if not live:
@@ -1139,7 +1070,6 @@ def run_top(client, o, out) -> int:
         while True:
             frame = top_frame(client)
             if o["json"]:
-                import json
                 out.write(json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n")
             else:
                 try:
@@ -1175,7 +1105,6 @@ def main(argv: list[str] | None = None) -> int:
     if cmd.name == "help":
         return cmd.run(None, o)
 
-    from vgpu.cli import apiclient as ac
     client = ac.ApiClient(o.get("socket"), o.get("timeout", 5.0))
     try:
         return cmd.run(client, o)

@@ -22,7 +22,8 @@ for a container with none of those annotations, and only when it names, with
 ``VGPU_PROFILE``, a profile of vgpud's config with ``allow_image_env = true``
 (vgpud's ``status`` lists them); otherwise it is ignored.  A container that
 asked for nothing costs a JSON parse of its state and config.json: nothing
-else is imported, nothing is sent.
+is sent.  Its values are checked by vgpu.values, the parsers vgpud's API
+uses too, before anything is sent.
 
 - createRuntime / prestart (runtime namespace, before pivot_root): one
   ``create`` call to vgpud (container id, cgroup or pid, owner: see
@@ -66,8 +67,19 @@ Every call to vgpud is bounded by --timeout (default 5 s).  Exit status:
 """
 from __future__ import annotations
 
+import ctypes
+import errno
+import json
 import os
+import re
+import stat
 import sys
+from time import monotonic, sleep
+
+from vgpu.cli import apiclient as ac
+from vgpu.values import (BadValue, parse_compute, parse_container, parse_duration, parse_gpus,
+                         parse_pid, parse_policy, parse_priority, parse_profile, parse_size,
+                         quote)
 
 PROG = "vgpu-oci-hook"
 KEYS = ("memory", "compute", "priority", "policy", "gpus", "profile")
@@ -77,6 +89,7 @@ DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (doc
 MAX_STATE = 1 << 20
 STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
           "poststart", "poststop")
+TIMEOUT_MAX = 3600.0    # --timeout's bound, in seconds
 #: the whole environment of every hook entry vgpu writes or ships: runc runs
 #: an entry without "env" with an environment it does not choose (the
 #: container's own at createContainer), and LD_PRELOAD, PYTHON* and the like
@@ -134,7 +147,13 @@ class Opts:
     mount_slice: str | None = None
 
 
+def _invalid(label: str, text: str, e: BadValue) -> ValueError:
+    return ValueError(f"invalid {label} {quote(text)}: {e.reason}")
+
+
 def parse_argv(argv: list[str]) -> Opts:
+    """The command line -> Opts; ValueError("<what is wrong>") for a usage
+    error (values are checked by vgpu.values' parsers)."""
     o = Opts()
     i = 0
     while i < len(argv):
@@ -150,25 +169,25 @@ def parse_argv(argv: list[str]) -> Opts:
                 i += 1
             if name == "--timeout":
                 try:
-                    t = float(value)
-                except ValueError:
-                    t = -1.0
-                if not 0 < t <= 3600:
-                    raise ValueError(f'invalid --timeout "{value}": seconds, more than 0')
-                o.timeout = t
+                    o.timeout = parse_duration(value)
+                    if o.timeout > TIMEOUT_MAX:
+                        raise BadValue(value, "is too long (at most 1h)")
+                except BadValue as e:
+                    raise _invalid(name, value, e) from None
             elif name == "--socket":
                 o.socket = value
             elif name == "--mount-slice":
-                if not value or "/" in value or value in (".", ".."):
-                    raise ValueError(f'invalid --mount-slice "{value}"')
-                o.mount_slice = value
+                try:
+                    o.mount_slice = parse_container(value)
+                except BadValue as e:
+                    raise _invalid(name, value, e) from None
             elif name == "--cgroup":
                 if not os.path.isabs(value):
-                    raise ValueError(f'invalid --cgroup "{value}": an absolute directory')
+                    raise ValueError(f'invalid --cgroup {quote(value)}: an absolute directory')
                 o.rebind_cgroup = value
             elif name == "--pid-start":
-                if not value.isdigit():
-                    raise ValueError(f'invalid --pid-start "{value}": clock ticks since boot')
+                if not (value.isascii() and value.isdigit()):
+                    raise ValueError(f'invalid --pid-start {quote(value)}: clock ticks since boot')
                 o.rebind_start = int(value)
             else:
                 o.fuse_mount = value
@@ -179,25 +198,27 @@ def parse_argv(argv: list[str]) -> Opts:
                 raise ValueError("--rebind needs PID and CONTAINER")
             pid, cid = argv[i], argv[i + 1]
             i += 2
-            if not pid.isdigit() or int(pid) <= 0:
-                raise ValueError(f'invalid --rebind pid "{pid}"')
-            if not cid or "/" in cid or cid in (".", ".."):
-                raise ValueError(f'invalid --rebind container "{cid}"')
-            o.rebind = (int(pid), cid)
+            try:
+                n = parse_pid(pid)
+            except BadValue as e:
+                raise _invalid("--rebind pid", pid, e) from None
+            try:
+                o.rebind = (n, parse_container(cid))
+            except BadValue as e:
+                raise _invalid("--rebind container", cid, e) from None
         elif a in ("--help", "-h"):
             raise SystemExit(sys.stdout.write(USAGE) and 0)
         elif a.startswith("-"):
-            raise ValueError(f'unknown option "{a}"')
+            raise ValueError(f"unknown option {quote(a)}")
         elif o.stage is None:
             o.stage = a
         else:
-            raise ValueError(f'unexpected argument "{a}"')
+            raise ValueError(f"unexpected argument {quote(a)}")
     return o
 
 
 # ------------------------------------------------------------ the request
 def read_state(data: bytes) -> dict:
-    import json
     if not data.strip():
         raise HookError("no container state on stdin (expected the OCI state JSON)")
     try:
@@ -212,7 +233,6 @@ def read_state(data: bytes) -> dict:
 
 
 def read_config(state: dict) -> dict:
-    import json
     path = os.path.join(state["bundle"], "config.json")
     try:
         with open(path, "rb") as f:
@@ -277,7 +297,6 @@ def image_env_allowed(raw: dict, cid: str, socket: str | None, timeout: float,
               f"VGPU_PROFILE that allows requests from the image)")
         return False
     profile = profile.strip()
-    from vgpu.cli import apiclient as ac
     try:
         with ac.ApiClient(socket, timeout) as client:
             allowed = client.request("status").get("image_env_profiles")
@@ -305,11 +324,22 @@ def honoured_request(state: dict, config: dict, socket: str | None, timeout: flo
     return raw, source
 
 
+def _memory(s: str) -> int:
+    n = parse_size(s)
+    if n == 0:
+        raise BadValue(s, "is zero (give a memory quota above 0)")
+    return n
+
+
+#: each request key's parser (vgpu.values'; the API checks them again)
+PARSERS = {"memory": _memory, "compute": parse_compute, "priority": parse_priority,
+           "policy": parse_policy, "profile": parse_profile, "gpus": parse_gpus}
+
+
 def validate(raw: dict, source: str) -> dict:
     """The request as create's args; raises ValueError("<name> <quoted>:
-    <reason>")."""
-    from vgpu.values import parse_percent, parse_size, quote
-
+    <reason>"), the reason vgpu.values' (values are taken with blanks
+    around them stripped)."""
     def name(k):
         return ANNOTATION_PREFIX + k if source == "annotation" else ENV_PREFIX + k.upper()
 
@@ -317,57 +347,10 @@ def validate(raw: dict, source: str) -> dict:
     for k, v in raw.items():
         if not isinstance(v, str):
             raise ValueError(f"{name(k)} {quote(v)}: not a string")
-        s = v.strip()
         try:
-            if k == "memory":
-                out[k] = parse_size(s)
-                if out[k] == 0:
-                    raise ValueError(f"{quote(v)} is zero (give a memory quota above 0)")
-            elif k == "compute":
-                x = parse_percent(s)
-                out[k] = int(x) if x == int(x) else x
-            elif k == "priority":
-                if s not in ("high", "low"):
-                    raise ValueError(f"{quote(v)} is not high or low")
-                out[k] = s
-            elif k == "policy":
-                if s not in ("share", "fixed", "burst"):
-                    raise ValueError(f"{quote(v)} is not share, fixed or burst")
-                out[k] = s
-            elif k == "profile":
-                if not s or "\0" in s or len(s) > 128:
-                    raise ValueError(f"{quote(v)} is not a profile name")
-                out[k] = s
-            elif k == "gpus":
-                out[k] = parse_gpus(v)
-        except ValueError as e:
-            msg = str(e)
-            q = quote(v) + " "
-            if msg.startswith(q):
-                msg = msg[len(q):]
-            raise ValueError(f"{name(k)} {quote(v)}: {msg}") from None
-    return out
-
-
-def parse_gpus(v: str) -> list:
-    """"0", "0,1", "GPU-uuid" (indexes become ints); "all" or "" is None
-    (no choice: the daemon places the slice)."""
-    out = []
-    for part in v.split(","):
-        part = part.strip()
-        if not part:
-            raise ValueError("is not a GPU list (e.g. 0, 0,1 or GPU-...)")
-        if part.isdigit():
-            if int(part) >= 1024:
-                raise ValueError(f"names GPU {part}, out of range")
-            g = int(part)
-        elif len(part) > 128 or any(c.isspace() for c in part):
-            raise ValueError("is not a GPU list (e.g. 0, 0,1 or GPU-...)")
-        else:
-            g = part
-        if g in out:
-            raise ValueError(f"names GPU {part} twice")
-        out.append(g)
+            out[k] = PARSERS[k](v.strip())
+        except BadValue as e:
+            raise ValueError(f"{name(k)} {quote(v)}: {e.reason}") from None
     return out
 
 
@@ -448,8 +431,7 @@ def rootfs_of(state: dict, config: dict) -> str:
 
 
 class Mounter:
-    """Mounts by syscall (ctypes; imported only for a container that asked
-    for a slice).
+    """Mounts by syscall (ctypes).
 
     Mount targets are file descriptors, never paths.  A path handed to
     mount(2) is resolved again by the kernel after whatever check came
@@ -480,10 +462,10 @@ class Mounter:
     FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE = 1, 6
 
     def __init__(self):
-        import ctypes
-        import ctypes.util
         self.ctypes = ctypes
-        self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the C library this Python is linked with (dlopen(NULL): no search
+        # for its file, which ctypes.util would do with a subprocess at hand)
+        self.libc = ctypes.CDLL(None, use_errno=True)
         # our own fd table in the host's /proc, opened while that is in
         # sight: umount() reaches a mount by fd through it after setns
         self.fd_dir = os.open("/proc/self/fd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -658,8 +640,6 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug) -> list[str
     Every target is resolved inside the rootfs by fd and a symlink anywhere
     on its path is refused (see Mounter); on any failure what this call
     mounted is unmounted again."""
-    import errno
-    import stat
     src_dev = os.path.join(fuse, cid, "dev")
     src_proc = os.path.join(fuse, cid, "proc", "driver", "nvidia")
     try:
@@ -828,8 +808,8 @@ def runtime_argv(pid: int | None = None) -> tuple[list[str], str]:
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
             cwd = os.readlink(f"/proc/{pid}/cwd")
             with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+                line = f.read()
+            ppid = int(line[line.rindex(b")") + 2:].split()[1])
         except (OSError, ValueError, IndexError):
             break
         first = first or (argv, cwd)
@@ -850,7 +830,6 @@ def owner_of(state: dict, config: dict, argv: list[str], cwd: str = "/") -> dict
     containerd's runc root /run/containerd/runc/<namespace>) and the pod's
     uid (CRI annotations) where there is one.  vgpud gives the slice back
     to this owner only and refuses its deletion by anyone else."""
-    import re
     runtime = os.path.basename(argv[0]) if argv else ""
     root = None
     for i in range(1, len(argv)):           # runc's and crun's global option
@@ -900,7 +879,6 @@ def attach(state: dict, config: dict, o: Opts, debug) -> int:
     v2, v1dev = cgroup_of(pid)
     args["cgroup"] = own_cgroup(cid, pid, v2)
     owner = owner_of(state, config, *runtime_argv())
-    from vgpu.cli import apiclient as ac
     client = ac.ApiClient(o.socket, o.timeout)
     created = ok = False
     try:
@@ -947,7 +925,6 @@ def attach(state: dict, config: dict, o: Opts, debug) -> int:
 
 
 def wait_for(path: str, limit: float) -> bool:
-    from time import monotonic, sleep
     end = monotonic() + limit
     while not os.path.exists(path):
         if monotonic() >= end:
@@ -984,7 +961,6 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     # vgpu.ko opens an unbound slice for host administrators only: bind the
     # operator's slice to this container's own cgroup for as long as it runs
     cg = own_cgroup(cid, pid, cgroup_of(pid)[0])
-    from vgpu.cli import apiclient as ac
     client = ac.ApiClient(o.socket, o.timeout)
     try:
         client.request("attach", container=name, cgroup=cg)
@@ -1005,7 +981,6 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
 def release(state: dict, config: dict, o: Opts, debug) -> int:
     cid = state["id"]
     owner = owner_of(state, config, *runtime_argv())
-    from vgpu.cli import apiclient as ac
     try:
         with ac.ApiClient(o.socket, o.timeout) as client:
             client.request("delete", container=cid, force=True, owner=owner)
@@ -1071,7 +1046,6 @@ def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None 
     or the start time ``start`` of a slice made by pid) before its mount
     namespace is entered through that pidfd, and again after; with nothing
     to check against, or on a mismatch, nothing is touched."""
-    import errno
     src = os.path.join(fuse, cid, "proc", "driver", "nvidia")
     try:
         want = os.stat(src)

@@ -23,8 +23,12 @@ Every other command goes straight to runc.  Standard library only.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
+
+from vgpu.cli.hook import HOOK_ENV, honoured_request, vgpu_major
 
 PROG = "vgpu-runtime"
 # runc's global options that take a value
@@ -84,7 +88,6 @@ def hook_command(stage: str) -> tuple[str, list[str], list[str]]:
     hook_argv(): this Python, isolated, running vgpu.cli.hook from the directory
     this package was loaded from.  The env is always explicit (HOOK_ENV plus
     our own VGPU_SOCKET / VGPU_FUSE_MOUNT): runc would otherwise choose it."""
-    from vgpu.cli.hook import HOOK_ENV
     env = [*HOOK_ENV, *(f"{k}={os.environ[k]}" for k in ("VGPU_SOCKET", "VGPU_FUSE_MOUNT")
                         if os.environ.get(k))]
     p = os.environ.get("VGPU_HOOK")
@@ -105,11 +108,6 @@ def _is_ours(h: object, stage: str) -> bool:
     args = h["args"]
     return stage in args and (any("vgpu.cli.hook" in str(a) for a in args) or
                               os.path.basename(str(h.get("path", ""))) == "vgpu-oci-hook")
-
-
-def vgpu_major() -> int | None:
-    from vgpu.cli.hook import vgpu_major as m
-    return m()
 
 
 def edit_config(config: dict, major: int | None) -> bool:
@@ -149,8 +147,6 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     untouched).  The image's VGPU_* environment counts only where vgpud's
     config allows it (hook.image_env_allowed): no hook and no device rule
     for an image that merely says it wants a GPU."""
-    import json
-    from vgpu.cli.hook import honoured_request
     path = os.path.join(bundle, "config.json")
     with open(path, "rb") as f:
         config = json.loads(f.read())
@@ -173,14 +169,13 @@ def runc_path() -> str:
     p = os.environ.get("VGPU_RUNC")
     if p:
         return p
-    from shutil import which
     me = os.path.realpath(sys.argv[0])
     for d in os.environ.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
                                     "/sbin:/bin").split(os.pathsep):
         c = os.path.join(d, "runc")
         if os.access(c, os.X_OK) and os.path.realpath(c) != me:
             return c
-    return which("runc") or "runc"
+    return shutil.which("runc") or "runc"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,18 +7,18 @@ Newline-delimited JSON on a Unix stream socket.  This module owns:
   ``IDLE_TIMEOUT`` seconds of silence before a connection is closed);
 - request validation (``parse_request``: version, id, op, and every argument
   checked against ``OPS`` with a message that names the argument and quotes
-  the value) and reply encoding (``ok_reply`` / ``error_reply``);
-- dispatch (``dispatch``: a validated request -> the handler's method);
+  the value; the values vgpuctl, the hook and the config file also take are
+  parsed by vgpu.values, see ``checked``) and reply encoding (``ok_reply`` /
+  ``error_reply``);
+- dispatch (``dispatch``: a validated request -> ``handler.run``);
 - the socket server (``Server``, on ``trio.serve_listeners``): SO_PEERCRED
   check per connection, a cap on concurrent connections, per-connection
   deadlines, event and trace streams, and shutdown as one deadline (stop
   accepting, finish in-flight requests, cancel what is left).
 
-The handler (vgpu.daemon.slices.SliceManager in the daemon, a fake in host tests) is
-any object with async methods ``op_status(args)``, ``op_gpus``, ``op_list``,
-``op_show``, ``op_create``, ``op_set_quota``, ``op_delete``, ``op_attach``,
-``op_audit``, ``op_set_audit`` (the ``method`` of each entry of ``OPS``)
-returning the result object, raising ``ApiError`` for refusals;
+The handler (vgpu.daemon.ops.Ops in the daemon, a fake in host tests) is any
+object with ``async run(op, args)`` for every operation of ``OPS`` but the
+streams, returning the result object, raising ``ApiError`` for refusals;
 ``subscribe()`` -> a trio receive channel of event dicts for ``events``; and
 ``trace(args, send, *, task_status)`` for ``trace``: started with
 ``nursery.start``, it reports the header object (or raises ApiError), then
@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import os
+import pwd
 import re
 import socket
 import stat
@@ -45,7 +46,9 @@ from typing import Any, Callable
 
 import trio
 
-from vgpu.values import parse_percent, parse_size
+from vgpu.values import (CONTAINER_MAX, BadValue, parse_bool, parse_container, parse_gpus,
+                         parse_labels, parse_percent, parse_pid, parse_policy, parse_priority,
+                         parse_profile, parse_size, quote)
 
 log = logging.getLogger("vgpud.api")
 
@@ -55,7 +58,6 @@ MAX_LINE = 65536
 READ_TIMEOUT = 5.0
 IDLE_TIMEOUT = 30.0
 MAX_CONNECTIONS = 256
-CONTAINER_MAX = 127          # vgpu.ko's slice name: VGPU_SLICE_NAME_MAX incl. NUL
 EVENT_QUEUE = 256            # events buffered per subscriber before it is dropped
 # records buffered per tracer before its records are dropped: about a second
 # of a busy CUDA start, a few MiB for typical records (16 KiB blobs are rare)
@@ -77,98 +79,51 @@ class ApiError(Exception):
         self.extra = extra
 
 
-def _q(v: Any) -> str:
-    """A value quoted for a message (short, JSON-ish)."""
-    try:
-        s = json.dumps(v, ensure_ascii=False)
-    except (TypeError, ValueError):
-        s = repr(v)
-    return s if len(s) <= 80 else s[:77] + "..."
-
-
 # ----------------------------------------------------------- validators
-def v_container(name: str, v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a container id (a non-empty string)")
-    if len(v.encode()) > CONTAINER_MAX:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is longer than {CONTAINER_MAX} bytes")
-    if any(ord(c) < 0x20 or c in "/\x7f" for c in v) or v in (".", ".."):
-        raise ApiError("bad-request", f"{name}: {_q(v)} contains '/', '.'-only or control characters")
-    return v
+# Each takes the argument's name ("args.memory") and its value, and returns
+# the value to use or raises ApiError("bad-request").  The values vgpuctl,
+# the hook and the config file also take are parsed by vgpu.values, whose
+# core text ('"4GB" is not a size: ...') follows the name.
+
+def checked(parse: Callable[[Any], Any]) -> Callable[[str, Any], Any]:
+    """The argument check of a vgpu.values parser: its BadValue becomes one
+    bad-request, ``<name><where in the value>: <core text>``."""
+    def check(name: str, v: Any) -> Any:
+        try:
+            return parse(v)
+        except BadValue as e:
+            raise ApiError("bad-request", f"{name}{e.at}: {e}") from None
+    check.__name__ = check.__qualname__ = f"checked_{parse.__name__}"
+    return check
+
+
+def _gpu_list(v: Any) -> list:
+    """The API's gpus: a JSON list (not the comma-separated text vgpuctl
+    and the annotation take)."""
+    if not isinstance(v, list):
+        raise BadValue(v, "is not a list of GPU indexes or UUIDs")
+    return parse_gpus(v)
+
+
+v_container = checked(parse_container)
+v_pid = checked(parse_pid)
+v_size = checked(parse_size)
+v_percent = checked(parse_percent)
+v_priority = checked(parse_priority)
+v_policy = checked(parse_policy)
+v_profile = checked(parse_profile)
+v_gpus = checked(_gpu_list)
+v_labels = checked(parse_labels)
+v_bool = checked(parse_bool)
 
 
 def v_str(name: str, v: Any, maxlen: int = 4096) -> str:
     if not isinstance(v, str) or not v:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a non-empty string")
+        raise ApiError("bad-request", f"{name}: {quote(v)} is not a non-empty string")
     if len(v) > maxlen or "\0" in v:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is too long or contains NUL")
+        raise ApiError("bad-request", f"{name}: {quote(v)} is too long or contains NUL")
     return v
 
-
-def v_pid(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v < 1 << 22:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a process id")
-    return v
-
-
-def v_size(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a size (bytes or e.g. \"8GiB\")")
-    try:
-        return parse_size(v)
-    except (ValueError, TypeError) as e:
-        raise ApiError("bad-request", f"{name}: {e}") from None
-
-
-def v_percent(name: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)) or \
-            (isinstance(v, float) and not math.isfinite(v)):
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a percentage (e.g. \"30%\")")
-    try:
-        return parse_percent(v)
-    except (ValueError, TypeError) as e:
-        raise ApiError("bad-request", f"{name}: {e}") from None
-
-
-def _choice(*choices: str) -> Callable[[str, Any], str]:
-    def check(name: str, v: Any) -> str:
-        if v not in choices:
-            raise ApiError("bad-request", f"{name}: {_q(v)} is not one of {', '.join(choices)}")
-        return v
-    return check
-
-
-def v_gpus(name: str, v: Any) -> list:
-    if not isinstance(v, list) or not v or len(v) > 8:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a list of 1 to 8 GPU indexes or UUIDs")
-    out = []
-    for i, g in enumerate(v):
-        if isinstance(g, bool) or not isinstance(g, (int, str)) or \
-                (isinstance(g, int) and not 0 <= g < 1024) or (isinstance(g, str) and not 0 < len(g) <= 128):
-            raise ApiError("bad-request", f"{name}[{i}]: {_q(g)} is not a GPU index or UUID")
-        if g in out:
-            raise ApiError("bad-request", f"{name}: GPU {_q(g)} named twice")
-        out.append(g)
-    return out
-
-
-def v_labels(name: str, v: Any) -> dict:
-    if not isinstance(v, dict) or len(v) > 64:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not an object of at most 64 string labels")
-    for k, x in v.items():
-        if not k or len(k) > 253 or not isinstance(x, str) or len(x) > 253:
-            raise ApiError("bad-request", f"{name}.{k}: {_q(x)} is not a label value (a string)")
-    return dict(v)
-
-
-def v_bool(name: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not true or false")
-    return v
-
-
-v_priority = _choice("high", "low")
-v_policy = _choice("share", "fixed", "burst")
 
 # A slice's owner: who made it through the OCI hook (docs/api.md, "Owners").
 # Container ids are unique only per runtime root, so the owner is what makes
@@ -185,7 +140,7 @@ ROOT_MAX = 1024
 def _owner_root(name: str, v: str) -> str:
     if not v.startswith("/") or len(v.encode()) > ROOT_MAX or \
             any(ord(c) < 0x20 or c == "\x7f" for c in v) or os.path.normpath(v) != v:
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not a normalized absolute path "
+        raise ApiError("bad-request", f"{name}: {quote(v)} is not a normalized absolute path "
                        f"(at most {ROOT_MAX} bytes)")
     return v
 
@@ -194,7 +149,7 @@ def v_owner(name: str, v: Any) -> dict:
     """{"runtime", "root"?, "namespace"?, "pod"?}: the runtime's name, its
     state root, the containerd namespace, the pod's uid."""
     if not isinstance(v, dict):
-        raise ApiError("bad-request", f"{name}: {_q(v)} is not an owner object "
+        raise ApiError("bad-request", f"{name}: {quote(v)} is not an owner object "
                        f"({', '.join(OWNER_FIELDS)})")
     for k in v:
         if k not in OWNER_FIELDS:
@@ -212,13 +167,13 @@ def v_owner(name: str, v: Any) -> dict:
             continue
         x = v[k]
         if not isinstance(x, str):
-            raise ApiError("bad-request", f"{name}.{k}: {_q(x)} is not a string")
+            raise ApiError("bad-request", f"{name}.{k}: {quote(x)} is not a string")
         if k == "root":
             out[k] = _owner_root(f"{name}.{k}", x)
             continue
         rx, what = checks[k]
         if not rx.fullmatch(x) or (k == "namespace" and len(x) > 76):
-            raise ApiError("bad-request", f"{name}.{k}: {_q(x)} is not {what}")
+            raise ApiError("bad-request", f"{name}.{k}: {quote(x)} is not {what}")
         out[k] = x
     return out
 
@@ -227,32 +182,28 @@ def v_owner(name: str, v: Any) -> dict:
 class OpSpec:
     args: dict[str, Callable[[str, Any], Any]] = field(default_factory=dict)
     required: tuple[str, ...] = ()
-    method: str = ""
 
 
 QUOTA_ARGS = {"memory": v_size, "compute": v_percent, "priority": v_priority,
-              "policy": v_policy, "profile": v_str}
+              "policy": v_policy, "profile": v_profile}
 
 OPS: dict[str, OpSpec] = {
-    "status": OpSpec(method="op_status"),
-    "gpus": OpSpec(method="op_gpus"),
-    "list": OpSpec(method="op_list"),
-    "show": OpSpec({"container": v_container}, ("container",), "op_show"),
+    "status": OpSpec(),
+    "gpus": OpSpec(),
+    "list": OpSpec(),
+    "show": OpSpec({"container": v_container}, ("container",)),
     "create": OpSpec({"container": v_container, "cgroup": v_str, "pid": v_pid, "gpus": v_gpus,
                       "labels": v_labels, "from_image": v_bool, "owner": v_owner,
-                      **QUOTA_ARGS}, ("container",),
-                     "op_create"),
+                      **QUOTA_ARGS}, ("container",)),
     "set-quota": OpSpec({"container": v_container, "gpus": v_gpus, **QUOTA_ARGS},
-                        ("container",), "op_set_quota"),
+                        ("container",)),
     "delete": OpSpec({"container": v_container, "force": v_bool, "owner": v_owner},
-                     ("container",), "op_delete"),
-    "attach": OpSpec({"container": v_container, "cgroup": v_str}, ("container", "cgroup"),
-                     "op_attach"),
-    "audit": OpSpec({"container": v_container}, ("container",), "op_audit"),
-    "set-audit": OpSpec({"container": v_container, "audit": v_bool}, ("container", "audit"),
-                        "op_set_audit"),
-    "events": OpSpec(method=""),
-    "trace": OpSpec({"container": v_container}, ("container",), ""),
+                     ("container",)),
+    "attach": OpSpec({"container": v_container, "cgroup": v_str}, ("container", "cgroup")),
+    "audit": OpSpec({"container": v_container}, ("container",)),
+    "set-audit": OpSpec({"container": v_container, "audit": v_bool}, ("container", "audit")),
+    "events": OpSpec(),
+    "trace": OpSpec({"container": v_container}, ("container",)),
 }
 STREAM_OPS = ("events", "trace")     # answered on a connection of their own
 
@@ -285,10 +236,10 @@ def parse_request(line: bytes | str) -> Request:
     except (ValueError, RecursionError) as e:
         raise ApiError("bad-request", f"request is not JSON: {str(e)[:120]}") from None
     if not isinstance(doc, dict):
-        raise ApiError("bad-request", f"request is not a JSON object but {type(doc).__name__} {_q(doc)}")
+        raise ApiError("bad-request", f"request is not a JSON object but {type(doc).__name__} {quote(doc)}")
     rid = doc.get("id")
     if not _scalar_id(rid):
-        raise ApiError("bad-request", f"id: {_q(rid)} is not a JSON scalar")
+        raise ApiError("bad-request", f"id: {quote(rid)} is not a JSON scalar")
     try:
         return _validate(doc, rid)
     except ApiError as e:
@@ -303,24 +254,24 @@ def _no_constant(name: str):
 def _validate(doc: dict, rid: Any) -> Request:
     unknown = set(doc) - {"v", "id", "op", "args"}
     if unknown:
-        raise ApiError("bad-request", f"unknown request field(s): {', '.join(sorted(map(_q, unknown)))}")
+        raise ApiError("bad-request", f"unknown request field(s): {', '.join(sorted(map(quote, unknown)))}")
     if "v" not in doc:
         raise ApiError("bad-request", "v: missing (the protocol version, 1)")
     v = doc["v"]
     if isinstance(v, bool) or v not in SUPPORTED:
-        raise ApiError("unsupported-version", f"v: protocol version {_q(v)} is not supported",
+        raise ApiError("unsupported-version", f"v: protocol version {quote(v)} is not supported",
                        supported=list(SUPPORTED))
     op = doc.get("op")
     if not isinstance(op, str):
-        raise ApiError("bad-request", f"op: {_q(op)} is not an operation name")
+        raise ApiError("bad-request", f"op: {quote(op)} is not an operation name")
     spec = OPS.get(op)
     if spec is None:
-        raise ApiError("unknown-op", f"op: unknown operation {_q(op)} (known: {', '.join(OPS)})")
+        raise ApiError("unknown-op", f"op: unknown operation {quote(op)} (known: {', '.join(OPS)})")
     args = doc.get("args", {})
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise ApiError("bad-request", f"args: {_q(args)} is not an object")
+        raise ApiError("bad-request", f"args: {quote(args)} is not an object")
     out = {}
     for k, val in args.items():
         check = spec.args.get(k)
@@ -363,7 +314,7 @@ def event_line(event: dict) -> bytes:
 async def dispatch(handler, req: Request) -> bytes:
     """Run one validated request (not ``events``) -> the reply line."""
     try:
-        result = await getattr(handler, OPS[req.op].method)(req.args)
+        result = await handler.run(req.op, req.args)
         return ok_reply(req.id, result if result is not None else {})
     except ApiError as e:
         return error_reply(req.id, e.code, e.message, **e.extra)
@@ -412,7 +363,6 @@ def peer_allowed(uid: int, gid: int, pid: int, group_gid: int | None) -> bool:
     except OSError:
         pass
     try:
-        import pwd
         name = pwd.getpwuid(uid).pw_name
         return name in grp.getgrgid(group_gid).gr_mem
     except (KeyError, OSError):

@@ -16,7 +16,9 @@ Compute left unset is a share of weight 10000 (a full weight: alone, the
 slice gets the whole GPU; with others, it is scheduled like any share slice,
 so priorities still order it).
 
-What it may call: vgpu.abi.uapi (constants) and vgpu.daemon.kernel.Compute (a dataclass).
+What it may call: vgpu.abi.uapi (constants), vgpu.values (the names of
+policies, priorities and layers, and their parsers) and
+vgpu.daemon.kernel.Compute (a dataclass).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections import deque
 from typing import Any, Iterable
 
 from vgpu.abi import uapi as U
+from vgpu.daemon.kernel import Compute
+from vgpu.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
 
 __all__ = [
     "POLICY_CODES", "POLICY_NAMES", "PRIORITY_CODES", "PRIORITY_NAMES", "LAYER_FLAGS",
@@ -33,13 +37,11 @@ __all__ = [
     "layers_names", "kernel_view", "ShareMeter", "DEFAULT_WINDOW",
 ]
 
-POLICY_CODES = {"share": U.VGPU_COMPUTE_SHARE, "fixed": U.VGPU_COMPUTE_FIXED,
-                "burst": U.VGPU_COMPUTE_BURST}
-POLICY_NAMES = {U.VGPU_COMPUTE_NONE: "none", **{v: k for k, v in POLICY_CODES.items()}}
-PRIORITY_CODES = {"high": U.VGPU_PRIORITY_HIGH, "low": U.VGPU_PRIORITY_LOW}
-PRIORITY_NAMES = {v: k for k, v in PRIORITY_CODES.items()}
-#: [scheduler] layers names, in the order they are shown
-LAYER_FLAGS = {"tsg": U.VGPU_SCHED_L_TSG, "doorbell": U.VGPU_SCHED_L_DOORBELL}
+# The names by number, for display: the kernel's own tables (vgpu.abi.uapi);
+# POLICY_CODES, PRIORITY_CODES and LAYER_FLAGS (names -> numbers) are
+# vgpu.values', whose parsers check the names.
+POLICY_NAMES = U.COMPUTE_POLICY_NAMES          # VGPU_COMPUTE_NONE included: "none"
+PRIORITY_NAMES = U.PRIORITY_NAMES
 
 BP_MAX = U.VGPU_COMPUTE_BP_MAX
 #: seconds of wall time the achieved share is measured over
@@ -56,28 +58,25 @@ def percent_to_bp(percent: float | None) -> int:
     return max(1, min(BP_MAX, bp))
 
 
-def kernel_compute(eff: dict):
-    """Effective settings ({"compute": pct|None, "policy": name|None,
-    "priority": name|None, ...}) -> vgpu.daemon.kernel.Compute(policy, bp, priority).
+def kernel_compute(eff):
+    """Effective settings (a config.SliceSpec: compute pct|None, policy
+    name|None, priority name|None) -> vgpu.daemon.kernel.Compute(policy, bp,
+    priority).
 
     policy share/fixed/burst -> VGPU_COMPUTE_SHARE/FIXED/BURST; compute unset
     -> SHARE with 10000 whatever the policy (there is no cap or floor to hold
     without a percentage); priority high/low -> VGPU_PRIORITY_HIGH/LOW (unset:
-    low).  Raises ValueError quoting an unknown policy or priority."""
-    from vgpu.daemon.kernel import Compute
-    pct = eff.get("compute")
-    pol = eff.get("policy") or "share"
-    pri = eff.get("priority") or "low"
-    if pol not in POLICY_CODES:
-        raise ValueError(f"policy {pol!r} is not one of {', '.join(POLICY_CODES)}")
-    if pri not in PRIORITY_CODES:
-        raise ValueError(f"priority {pri!r} is not one of {', '.join(PRIORITY_CODES)}")
+    low).  Raises vgpu.values.BadValue (a ValueError) quoting an unknown
+    policy or priority."""
+    pct = eff.compute
+    pol = parse_policy(eff.policy or "share")
+    pri = parse_priority(eff.priority or "low")
     if pct is None:
         return Compute(U.VGPU_COMPUTE_SHARE, BP_MAX, PRIORITY_CODES[pri])
     return Compute(POLICY_CODES[pol], percent_to_bp(pct), PRIORITY_CODES[pri])
 
 
-def slice_compute(ngpus: int, eff: dict) -> dict:
+def slice_compute(ngpus: int, eff) -> dict:
     """{container GPU index: Compute} for a slice of ngpus GPUs (the same
     setting on each of its GPUs)."""
     c = kernel_compute(eff)

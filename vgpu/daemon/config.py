@@ -9,7 +9,10 @@ read when the config is parsed, so that a bad one fails the load).
 
 Errors are collected, not raised one by one: ConfigError lists every problem
 in the file, each as ``<file>: <dotted.key>: <quoted bad value> <reason>``
-(TOML syntax errors as ``<file>:<line>: <reason>``).
+(TOML syntax errors as ``<file>:<line>: <reason>``).  The values vgpuctl,
+the API and the hook also take (sizes, percentages, durations, policies,
+priorities, profile names, GPUs) are parsed by vgpu.values: the text after
+the key is theirs.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vgpu.abi import allowlist
-from vgpu.values import (read_utf8, format_duration, format_percent, format_size, parse_clock,
-                    parse_duration, parse_percent, parse_size, quote)
+from vgpu.daemon.policy import PLACEMENTS
+from vgpu.values import (LAYER_FLAGS, POLICIES, PRIORITIES, BadValue, format_duration,
+                         format_percent, format_size, parse_bool, parse_clock, parse_duration,
+                         parse_gpu, parse_percent, parse_policy, parse_priority, parse_profile,
+                         parse_size, quote, read_utf8)
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -46,12 +52,11 @@ __all__ = [
 
 DEFAULT_CONFIG_PATH = "/etc/vgpu/vgpud.toml"
 
-PRIORITIES = ("high", "low")
-POLICIES = ("share", "fixed", "burst")
-PLACEMENTS = ("spread", "binpack")
+# PRIORITIES and POLICIES are vgpu.values' (the kernel's names), PLACEMENTS
+# vgpu.daemon.policy's (what place() does)
 UVM_MODES = ("count", "refuse")
 OVER_QUOTA_ACTIONS = ("log", "event", "kill")
-SCHED_LAYERS = ("tsg", "doorbell")     # [scheduler] layers (vgpu.daemon.compute.LAYER_FLAGS)
+SCHED_LAYERS = tuple(LAYER_FLAGS)      # [scheduler] layers (vgpu.values.LAYER_FLAGS)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -64,7 +69,6 @@ GC_MIN, GC_MAX = 0.1, 86400.0
 # [node] max_channels travels as a u32 (VGPU_A_SLICE_MAX_CHANNELS).
 MAX_CHANNELS_MAX = 2**32 - 1
 
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 _GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?\Z")
 _LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,252}\Z")
 _LABEL_VALUE_RE = re.compile(r"[A-Za-z0-9_.-]{0,63}\Z")
@@ -457,32 +461,20 @@ def _parse_spec(table: Mapping[str, Any], err: Callable[[str, str], None],
     out: dict[str, Any] = {}
     for key, v in table.items():
         k = prefix + key
-        if key == "memory":
-            if isinstance(v, float):
-                err(k, f"{quote(v)} is not a size (use an integer of bytes, or e.g. \"1.5GiB\")")
-                continue
+        parse = _SPEC_PARSERS.get(key)
+        if parse is not None:
             try:
-                out["memory"] = parse_size(v)
-            except ValueError as e:
-                err(k, str(e))
-        elif key == "compute":
-            try:
-                out["compute"] = parse_percent(v)
-            except ValueError as e:
-                err(k, str(e))
-        elif key == "priority":
-            if v not in PRIORITIES:
-                err(k, f"{quote(v)} is not a priority (high or low)")
-            else:
-                out["priority"] = v
-        elif key == "policy":
-            if v not in POLICIES:
-                err(k, f"{quote(v)} is not a policy (share, fixed or burst)")
-            else:
-                out["policy"] = v
+                out[key] = parse(v)
+            except BadValue as e:
+                err(k + e.at, str(e))
         elif key not in also_known:
-            err(k, f"unknown key (known: {', '.join(('memory', 'compute', 'priority', 'policy') + also_known)})")
+            err(k, f"unknown key (known: {', '.join(tuple(_SPEC_PARSERS) + also_known)})")
     return SliceSpec(**out)
+
+
+#: SliceSpec's four keys and their parsers (vgpu.values')
+_SPEC_PARSERS = {"memory": parse_size, "compute": parse_percent, "priority": parse_priority,
+                 "policy": parse_policy}
 
 
 class _Parser:
@@ -526,7 +518,7 @@ class _Parser:
         v = tbl[key]
         try:
             x = parse_duration(v)
-        except ValueError as e:
+        except BadValue as e:
             self.err(dotted, str(e))
             return default
         if not (lo - 1e-12 <= x <= hi + 1e-12):
@@ -617,9 +609,10 @@ class _Parser:
         audit: dict[str, AuditSpec] = {}
         t = self.table(raw, "profiles")
         for name, ptbl in t.items():
-            if not _NAME_RE.match(name):
-                self.err(f"profiles.{name}", f"{quote(name)} is not a profile name "
-                         f"(letters, digits, _ . -; up to 63)")
+            try:
+                parse_profile(name)
+            except BadValue as e:
+                self.err(f"profiles.{name}", str(e))
                 continue
             if not isinstance(ptbl, dict):
                 self.err(f"profiles.{name}", f"{quote(ptbl)} is {_typename(ptbl)}, "
@@ -680,21 +673,19 @@ class _Parser:
         if "max_memory" in t:
             v = t["max_memory"]
             try:
-                if isinstance(v, float):
-                    raise ValueError(f"{quote(v)} is not a size (use an integer of bytes, "
-                                     f"or e.g. \"1.5GiB\")")
                 out["max_memory"] = parse_size(v)
                 if out["max_memory"] == 0:
                     del out["max_memory"]
-                    raise ValueError(f"{quote(v)} is zero (no slice could be made)")
-            except ValueError as e:
+                    raise BadValue(v, "is zero (no slice could be made)")
+            except BadValue as e:
                 self.err(p + "max_memory", str(e))
         if "max_compute" in t:
             try:
                 out["max_compute"] = parse_percent(t["max_compute"])
-            except ValueError as e:
+            except BadValue as e:
                 self.err(p + "max_compute", str(e))
-        for key, choices in (("allow_priorities", PRIORITIES), ("allow_policies", POLICIES)):
+        for key, choices, parse in (("allow_priorities", PRIORITIES, parse_priority),
+                                    ("allow_policies", POLICIES, parse_policy)):
             if key not in t:
                 continue
             v = t[key]
@@ -704,24 +695,29 @@ class _Parser:
                 continue
             ok = True
             for i, x in enumerate(v):
-                if not isinstance(x, str) or x not in choices:
-                    self.err(f"{p}{key}[{i}]", f"{quote(x)} is not one of {', '.join(choices)}")
+                try:
+                    parse(x)
+                except BadValue as e:
+                    self.err(f"{p}{key}[{i}]", str(e))
                     ok = False
-                elif v.index(x) != i:
+                    continue
+                if v.index(x) != i:
                     self.err(f"{p}{key}[{i}]", f"{quote(x)} is listed twice")
                     ok = False
             if ok:
                 out[key] = tuple(v)
         if "allow_image_env" in t:
-            v = t["allow_image_env"]
-            if not isinstance(v, bool):
-                self.err(p + "allow_image_env", f"{quote(v)} is not true or false")
-            elif v and not ("max_memory" in t and "max_compute" in t):
-                # the image is anyone's: what it may ask must be bounded
-                self.err(p + "allow_image_env", "true needs max_memory and max_compute in "
-                         f"[profiles.{name}] (a request from an image must be bounded)")
+            try:
+                v = parse_bool(t["allow_image_env"])
+            except BadValue as e:
+                self.err(p + "allow_image_env", str(e))
             else:
-                out["allow_image_env"] = v
+                if v and not ("max_memory" in t and "max_compute" in t):
+                    # the image is anyone's: what it may ask must be bounded
+                    self.err(p + "allow_image_env", "true needs max_memory and max_compute "
+                             f"in [profiles.{name}] (a request from an image must be bounded)")
+                else:
+                    out["allow_image_env"] = v
         lim = Limits(**out)
         for problem in lim.problems(eff, name):
             self.err(f"profiles.{name}", f"its own settings (over [defaults]) break its "
@@ -767,17 +763,13 @@ class _Parser:
                 ok = False
             for i, g in enumerate(v):
                 k = f"node.gpus[{i}]"
-                if isinstance(g, bool) or not isinstance(g, (int, str)):
-                    self.err(k, f"{quote(g)} is {_typename(g)}, not a GPU index or UUID")
+                try:
+                    g = parse_gpu(g)
+                except BadValue as e:
+                    self.err(k, str(e))
                     ok = False
-                elif isinstance(g, int) and g < 0:
-                    self.err(k, f"{quote(g)} is negative (GPU indexes start at 0)")
-                    ok = False
-                elif isinstance(g, str) and (not g.strip() or g.strip().isdigit()):
-                    hint = " (write an index as a number, without quotes)" if g.strip() else ""
-                    self.err(k, f"{quote(g)} is not a GPU UUID{hint}")
-                    ok = False
-                elif g in items:
+                    continue
+                if g in items:
                     self.err(k, f"{quote(g)} is listed twice")
                     ok = False
                 else:
@@ -787,9 +779,10 @@ class _Parser:
         else:
             self.err("node.gpus", f'{quote(v)} is not "all" or a list of GPU indexes or UUIDs')
         placement = self.choice(t, "placement", "node.placement", base.placement, PLACEMENTS)
-        over = t.get("oversubscribe_memory", False)
-        if not isinstance(over, bool):
-            self.err("node.oversubscribe_memory", f"{quote(over)} is not true or false")
+        try:
+            over = parse_bool(t.get("oversubscribe_memory", False))
+        except BadValue as e:
+            self.err("node.oversubscribe_memory", str(e))
             over = False
         uvm = self.choice(t, "uvm", "node.uvm", base.uvm, UVM_MODES)
         action = self.choice(t, "over_quota_action", "node.over_quota_action",
@@ -858,7 +851,7 @@ class _Parser:
                         continue
                     try:
                         times[k] = parse_clock(tv)
-                    except ValueError as e:
+                    except BadValue as e:
                         self.err(f"{p}.{k}", str(e))
             if len(times) == 2 and times["from"] == times["to"]:
                 self.err(f"{p}.to", f"{quote(w['to'] if isinstance(w['to'], str) else str(w['to']))} "

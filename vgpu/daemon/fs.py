@@ -86,7 +86,13 @@ from dataclasses import dataclass, field
 
 import trio
 
+try:                    # vgpufs needs it; the rest of vgpud runs without (VgpuFs.run refuses)
+    import pyfuse3
+except ImportError:     # pragma: no cover
+    pyfuse3 = None
+
 from vgpu.abi import uapi as U
+from vgpu.values import BadValue, parse_container
 
 log = logging.getLogger("vgpud.fs")
 
@@ -157,9 +163,9 @@ class ManagerSource:
             return None
         return self._view(container, rec, {g.index: g for g in self.mgr.gpus})
 
-    def _view(self, c: str, rec: dict, hw: dict) -> FsSlice | None:
+    def _view(self, c: str, rec, hw: dict) -> FsSlice | None:
         mgr = self.mgr
-        ks = mgr.kslices.get(rec.get("slice_id"))
+        ks = mgr.kslices.get(rec.slice_id)
         try:
             v = mgr.slice_view(rec, ks)
         except Exception as e:               # e.g. no memory quota resolvable
@@ -206,7 +212,12 @@ def information_text(g: FsGpu) -> bytes:
 
 
 def _valid_name(n: str) -> bool:
-    return bool(n) and n not in (".", "..") and "/" not in n and "\0" not in n
+    """Whether ``n`` can be a container's (a slice's) name: vgpu.values.parse_container."""
+    try:
+        parse_container(n)
+    except BadValue:
+        return False
+    return True
 
 
 def host_only(path: tuple) -> bool:
@@ -353,8 +364,6 @@ def private_parent(mountpoint: str) -> str:
 
 # ------------------------------------------------------------------ FS
 def _make_ops_class():
-    import pyfuse3
-
     class Ops(pyfuse3.Operations):
         def __init__(self, fs):
             super().__init__()
@@ -434,7 +443,6 @@ class VgpuFs:
         return path + (("\0rdev", node[1]),) if node[0] == "chr" else path
 
     def _path(self, inode) -> tuple:
-        import pyfuse3
         if inode == pyfuse3.ROOT_INODE:
             return ()
         key = self.key_of.get(inode)
@@ -466,14 +474,12 @@ class VgpuFs:
         Behind the 0700 directory above the mount point this is a second
         wall, and it bounds what a caller can make vgpufs do: every request
         it may make names one slice (no listing of every tenant)."""
-        import pyfuse3
         if ctx is None or ctx.uid == self.owner_uid:
             return
         if any(host_only(p) for p in paths):
             raise pyfuse3.FUSEError(errno.EACCES)
 
     def _attr(self, ino, node, path):
-        import pyfuse3
         a = pyfuse3.EntryAttributes()
         a.st_ino = ino
         a.generation = 0
@@ -507,7 +513,6 @@ class VgpuFs:
 
     # ----------------------------------------------------------- handlers
     def lookup(self, parent, name: bytes, ctx=None):
-        import pyfuse3
         path = self._path(parent)
         n = os.fsdecode(name)
         if n == ".":
@@ -525,7 +530,6 @@ class VgpuFs:
         return self._attr(ino, node, new)
 
     def getattr(self, inode):
-        import pyfuse3
         path = self._path(inode)
         node = self._node(path)
         if node is None or (path and self._key(path, node) != self.key_of.get(inode)):
@@ -544,7 +548,6 @@ class VgpuFs:
                 del self.ino_of[key]
 
     def opendir(self, inode, ctx=None):
-        import pyfuse3
         path = self._path(inode)
         self._allowed(ctx, path)
         node = self._node(path)
@@ -555,7 +558,6 @@ class VgpuFs:
         return inode
 
     def readdir(self, fh, start_id, token):
-        import pyfuse3
         path = self._path(fh)
         node = self._node(path)
         if node is None or node[0] != "dir":
@@ -574,7 +576,6 @@ class VgpuFs:
             self.nlookup[ino] = self.nlookup.get(ino, 0) + 1
 
     def open(self, inode, flags, ctx=None):
-        import pyfuse3
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
             raise pyfuse3.FUSEError(errno.EACCES)
         path = self._path(inode)
@@ -593,7 +594,6 @@ class VgpuFs:
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     def read(self, fh, off, size):
-        import pyfuse3
         f = self.files.get(fh)
         if f is None:
             raise pyfuse3.FUSEError(errno.EBADF)
@@ -612,7 +612,8 @@ class VgpuFs:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
         """Mount, serve until cancelled, unmount.  Raises (before started)
         OSError/RuntimeError when it cannot mount."""
-        import pyfuse3
+        if pyfuse3 is None:
+            raise RuntimeError("pyfuse3 is not installed")
         if not os.path.exists("/dev/fuse"):
             raise OSError(errno.ENODEV, "/dev/fuse is missing (modprobe fuse)")
         clear_stale_mounts(self.mountpoint)       # before any stat of it

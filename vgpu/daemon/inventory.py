@@ -31,6 +31,13 @@ import os
 import uuid as _uuid
 from dataclasses import dataclass, field, asdict
 
+try:                    # NVIDIA's bindings (nvidia-ml-py); without them: the RM ABI
+    import pynvml
+except ImportError:     # pragma: no cover
+    pynvml = None
+
+from vgpu.abi.nvclient import NoDeviceError, RmClient, RmError, gpu_name
+
 log = logging.getLogger("vgpud.inventory")
 
 _NS = _uuid.UUID("6f1c3a52-8d0e-4c8e-9a57-76d6a3f0c1b2")   # vgpu's namespace for uuid5
@@ -70,9 +77,10 @@ class Inventory:
         self.source = None
         self.driver_version = ""         # the NVIDIA driver's version, from the last poll
         self._nvml = None
-        if use_nvml:
+        if use_nvml and pynvml is None:
+            log.debug("NVML unavailable (no pynvml); using the RM ABI")
+        elif use_nvml:
             try:
-                import pynvml
                 pynvml.nvmlInit()
                 self._nvml = pynvml
                 self.source = "nvml"
@@ -131,7 +139,6 @@ class Inventory:
 
     # ------------------------------------------------------------------- RM
     def _poll_rm(self, proc_memory: bool) -> list[GpuInfo]:
-        from vgpu.abi.nvclient import NoDeviceError, RmClient, RmError, gpu_name
         try:
             client = RmClient(self.dev_prefix)
         except (NoDeviceError, FileNotFoundError):

@@ -30,7 +30,7 @@ One trio root nursery; each service is started with ``await nursery.start``
 - the kernel schedulers: [scheduler] period (and layers) set on every
   sliced GPU when vgpu.ko appears and on reload.
 
-Kernel calls run in one worker thread (vgpu.daemon.slices.KernelPort), each bounded
+Kernel calls run in one worker thread (vgpu.daemon.kport.KernelPort), each bounded
 by a deadline.  No per-slice tasks: the kernel is read with one dump.  A
 ``trace`` stream (docs/trace.md) is the one exception: each runs in its API
 connection's nursery and reads its own "trace" socket from the event loop.
@@ -53,6 +53,21 @@ import os
 import signal
 import socket
 import sys
+
+import trio
+
+from vgpu.cli.runtime import PKG_PARENT, hook_argv
+from vgpu.daemon.api import Server
+from vgpu.daemon.config import ConfigError, describe_changes, load_config
+from vgpu.daemon.fs import ManagerSource, VgpuFs
+from vgpu.daemon.inventory import Inventory
+from vgpu.daemon.kernel import VgpuError
+from vgpu.daemon.kport import KernelPort
+from vgpu.daemon.liveness import cgroup_path, live_pid
+from vgpu.daemon.metrics import MetricsServer
+from vgpu.daemon.ops import Ops
+from vgpu.daemon.slices import SliceManager
+from vgpu.daemon.state import StateError, StateStore
 
 DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
 LEVELS = ("debug", "info", "warning", "error")
@@ -101,8 +116,6 @@ def setup_logging(level: str) -> None:
 
 class Daemon:
     def __init__(self, cfg, config_path: str, *, log_level_override: str | None = None):
-        import trio
-        self.trio = trio
         self.cfg = cfg
         self.config_path = config_path
         self.log_level_override = log_level_override
@@ -115,12 +128,6 @@ class Daemon:
 
     # ---------------------------------------------------------------- main
     async def run(self) -> int:
-        trio = self.trio
-        from vgpu.daemon.api import Server
-        from vgpu.daemon.inventory import Inventory
-        from vgpu.daemon.slices import KernelPort, SliceManager
-        from vgpu.daemon.state import StateError, StateStore
-
         store = StateStore(self.cfg.paths.state_dir)
         try:
             store.lock()
@@ -144,7 +151,7 @@ class Daemon:
                              ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
                     await root.start(self._kernel_service)
                     try:
-                        self.server = Server(mgr, str(self.cfg.paths.socket),
+                        self.server = Server(Ops(mgr), str(self.cfg.paths.socket),
                                              group=self.cfg.api_group or None)
                     except ValueError as e:
                         log.error("api.group: %s", e)
@@ -159,7 +166,6 @@ class Daemon:
                         self.exit_code = 1
                         return 1
                     if self.cfg.metrics_listen:
-                        from vgpu.daemon.metrics import MetricsServer
                         self.metrics = MetricsServer(mgr, self.cfg.metrics_listen)
                         try:
                             await root.start(self.metrics.run)
@@ -185,13 +191,12 @@ class Daemon:
         """vgpufs (vgpu.daemon.fs) at paths.fuse_mount; a failure to mount is logged
         and the daemon runs on without the container views."""
         try:
-            from vgpu.daemon.fs import ManagerSource, VgpuFs
             fs = VgpuFs(ManagerSource(self.mgr), str(self.cfg.paths.fuse_mount))
             await root.start(fs.run)
             self.fs = fs
             if self.mgr.records:
                 await self._rebind_views()      # before READY: views are whole when we say so
-        except (ImportError, OSError, RuntimeError) as e:
+        except (OSError, RuntimeError) as e:     # RuntimeError: no pyfuse3, among others
             log.error("vgpufs at %s: %s (container device views disabled)",
                       self.cfg.paths.fuse_mount, e)
 
@@ -202,20 +207,17 @@ class Daemon:
         --rebind does it in the container's mount namespace: a separate
         process, since setns needs a single-threaded caller), up to
         REBIND_PARALLEL at a time, each bounded by REBIND_TIMEOUT."""
-        import trio
-        from vgpu.cli.runtime import PKG_PARENT, hook_argv
-        from vgpu.daemon.slices import cgroup_path, live_pid
         limiter = trio.CapacityLimiter(REBIND_PARALLEL)
         done = []
 
-        async def one(cid: str, pid: int, rec: dict):
+        async def one(cid: str, pid: int, rec):
             # what the hook checks pid against once it has pinned it with a
             # pidfd (the pid was read a moment ago and may be reused by then);
             # with neither, the hook refuses
-            if rec.get("cgroup"):
-                ident = ["--cgroup", cgroup_path(rec["cgroup"])]
-            elif rec.get("pid_start") is not None:
-                ident = ["--pid-start", str(rec["pid_start"])]
+            if rec.cgroup:
+                ident = ["--cgroup", cgroup_path(rec.cgroup)]
+            elif rec.pid_start is not None:
+                ident = ["--pid-start", str(rec.pid_start)]
             else:
                 ident = []
             cmd = hook_argv("--debug", "--fuse-mount", str(self.cfg.paths.fuse_mount),
@@ -257,11 +259,10 @@ class Daemon:
                 return
 
     async def reload(self) -> bool:
-        from vgpu.daemon.config import ConfigError, describe_changes, load_config
         sd_notify("RELOADING=1")
         try:
             try:
-                new = await self.trio.to_thread.run_sync(load_config, self.config_path)
+                new = await trio.to_thread.run_sync(load_config, self.config_path)
             except ConfigError as e:
                 log.error("reload refused, keeping the running config:\n%s", e)
                 return False
@@ -278,7 +279,7 @@ class Daemon:
             log.info("reload: applied to %d slice(s)", n)
             try:
                 await self.mgr.apply_sched("reload")
-            except self.trio.TooSlowError:
+            except trio.TooSlowError:
                 log.warning("reload: the scheduler setting timed out")
             return True
         finally:
@@ -292,7 +293,6 @@ class Daemon:
         family is gone, drop the client and its sockets, and again.  Started
         once the first attempt is over (connected and reconciled, or the
         module found absent)."""
-        trio = self.trio
         kport = self.mgr.kport
         delay = KERNEL_RETRY_MIN
         waiting = False                 # "not loaded" logged for this absence
@@ -327,7 +327,6 @@ class Daemon:
     async def _kernel_connection(self, k, again: bool, ready) -> None:
         """One life of vgpu.ko: from a fresh client k until its family is gone.
         Its event socket lives in this nursery and is closed with it."""
-        trio = self.trio
         mgr = self.mgr
         es = None
         why = "unloaded"
@@ -388,7 +387,6 @@ class Daemon:
         group memberships, so it just goes quiet), and ENOENT is also a
         missing slice's answer; a reload between two checks still shows as
         a new family id."""
-        trio = self.trio
         kport = self.mgr.kport
         while True:
             kport.wake = trio.Event()
@@ -407,8 +405,6 @@ class Daemon:
     async def _read_events(self, es) -> None:
         """The events group -> SliceManager.kernel_event, read on its fd from
         the event loop; an overrun re-reads the slices."""
-        trio = self.trio
-        from vgpu.daemon.kernel import VgpuError
         while True:
             await trio.lowlevel.wait_readable(es.fileno())
             while True:
@@ -427,7 +423,6 @@ class Daemon:
 
     # -------------------------------------------------------------- ticker
     async def _ticker(self, *, task_status):
-        trio = self.trio
         mgr = self.mgr
         task_status.started()
         minute = datetime.datetime.now().replace(second=0, microsecond=0)
@@ -489,7 +484,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from vgpu.daemon.config import ConfigError, load_config
     path = args.config or os.environ.get("VGPUD_CONFIG") or DEFAULT_CONFIG
     if args.check_config is not None:
         path = args.check_config or path
@@ -506,7 +500,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vgpud: {e}", file=sys.stderr)
         return 1
     setup_logging(args.log_level or cfg.log_level)
-    import trio
     d = Daemon(cfg, path, log_level_override=args.log_level)
     try:
         return trio.run(d.run)

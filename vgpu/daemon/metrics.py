@@ -62,17 +62,18 @@ METRICS = [
 def render(mgr) -> str:
     rows: dict[str, list[str]] = {m[0]: [] for m in METRICS}
     ks_all = mgr.kslices
-    for c, rec in sorted(mgr.records.items(), key=lambda kv: kv[1]["slice_id"]):
-        ks = ks_all.get(rec["slice_id"])
-        e = rec.get("applied") or {}
-        lim = mgr.gpu_limits(rec, e) if e else {}
-        sl = {"container": c, "slice_id": rec["slice_id"]}
-        if e.get("compute") is not None:
-            rows["vgpu_slice_compute_target_percent"].append(f"{_labels(sl)} {e['compute']:g}")
+    for c, rec in sorted(mgr.records.items(), key=lambda kv: kv[1].slice_id):
+        ks = ks_all.get(rec.slice_id)
+        e = rec.applied
+        lim = rec.limits(e) if e else {}
+        sl = {"container": c, "slice_id": rec.slice_id}
+        if e is not None and e.spec.compute is not None:
+            rows["vgpu_slice_compute_target_percent"].append(
+                f"{_labels(sl)} {e.spec.compute:g}")
         if ks is not None:
             rows["vgpu_slice_open_files"].append(f"{_labels(sl)} {ks.open_files}")
-        for i, g in enumerate(rec["gpus"]):
-            gl = _labels({**sl, "gpu": g["gpu"], "uuid": g.get("uuid") or ""})
+        for i, g in enumerate(rec.gpus):
+            gl = _labels({**sl, "gpu": g.gpu, "uuid": g.uuid or ""})
             ku = next((x for x in ks.gpus if x.index == i), None) if ks is not None else None
             rows["vgpu_slice_memory_limit_bytes"].append(
                 f"{gl} {ku.mem_limit if ku else lim.get(i, 0)}")
@@ -96,7 +97,7 @@ def render(mgr) -> str:
         rows["vgpu_gpu_memory_allocated_bytes"].append(f"{gl} {v.memory_allocated if v else 0}")
         rows["vgpu_gpu_memory_used_bytes"].append(f"{gl} {g.memory_used}")
         rows["vgpu_gpu_slices"].append(
-            f"{gl} {sum(1 for r in mgr.records.values() if any(x['gpu'] == g.index for x in r['gpus']))}")
+            f"{gl} {sum(1 for r in mgr.records.values() if any(x.gpu == g.index for x in r.gpus))}")
         si = mgr.scheds.get(g.minor)
         if si is not None:
             rows["vgpu_scheduler_switches_total"].append(f"{gl} {si.switches}")

@@ -1,10 +1,11 @@
 """vgpud's desired state on disk: <state_dir>/state.json.
 
 Owned here: the file's location, its atomic replacement and what happens when
-it is missing, corrupt or from another version.  The daemon decides what goes
-in it; this module only checks the envelope:
+it is missing, corrupt or from another version.  What goes in it is
+vgpu.daemon.records' schema (and its migration from older versions); this
+module only checks the envelope:
 
-    {"version": 1, "slices": {"<container>": {...}, ...}}
+    {"version": 2, "slices": {"<container>": {...}, ...}}
 
 The kernel is the truth about which slices exist; this file is the truth
 about what was wanted (quotas as asked, profile, labels, cgroup).  So:
@@ -19,7 +20,10 @@ about what was wanted (quotas as asked, profile, labels, cgroup).  So:
   lost, and the bad file stays for an operator to read.  Refusing to start
   would leave the node unable to create slices until someone intervenes,
   for no benefit to the running containers;
-- a file with another "version" is NOT touched: load() raises StateError
+- a file of an older version this daemon migrates (READS) is returned as
+  it is; vgpu.daemon.records reads it and the next save() writes
+  STATE_VERSION;
+- a file with any other "version" is NOT touched: load() raises StateError
   (a downgrade must not destroy a newer daemon's state);
 - save() never leaves a partial file: it writes a temporary file in the same
   directory (mode 0600), flushes and fsyncs it, renames it over state.json
@@ -41,11 +45,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StateStore", "StateError", "STATE_VERSION", "empty_state"]
+__all__ = ["StateStore", "StateError", "STATE_VERSION", "READS", "empty_state"]
 
 log = logging.getLogger("vgpu.daemon.state")
 
-STATE_VERSION = 1
+#: the version save() writes, and the versions load() hands on
+STATE_VERSION = 2
+READS = (1, 2)
 STATE_FILE = "state.json"
 LOCK_FILE = "vgpud.lock"
 _TMP_PREFIX = ".state.json."
@@ -104,10 +110,11 @@ class StateStore:
                 problem = f"not a JSON object (a {type(doc).__name__})"
             elif "version" not in doc:
                 problem = 'has no "version"'
-            elif doc["version"] != STATE_VERSION:
+            elif doc["version"] not in READS or isinstance(doc["version"], bool):
                 raise StateError(
-                    f"{self.path}: version {doc['version']!r}, this vgpud reads version "
-                    f"{STATE_VERSION}; it was left untouched (move it away to start afresh)")
+                    f"{self.path}: version {doc['version']!r}, this vgpud reads versions "
+                    f"{', '.join(map(str, READS))}; it was left untouched (move it away to "
+                    f"start afresh)")
             elif not isinstance(doc.get("slices"), dict):
                 problem = '"slices" is missing or not an object'
             elif not all(isinstance(v, dict) for v in doc["slices"].values()):

@@ -1,0 +1,275 @@
+"""A slice's record: what was wanted for one container, typed, and the
+schema of vgpud's state file (vgpu.daemon.state keeps the file; this module
+says what is in it).
+
+One ``SliceRecord`` per container.  Its quotas are kept as they were asked
+(``explicit``, a config.SliceSpec, and a GPU's own ``memory`` where a
+set-quota named GPUs), not as they came out: the effective settings are
+recomputed from them, the profile and the config whenever either changes,
+and the last ones sent to vgpu.ko are ``applied``.
+
+The state document, version 2::
+
+    {"version": 2, "next_id": N,
+     "slices": {"<container>": {"slice_id": 7, "explicit": {"memory": 4294967296},
+                                 "profile": "small", "labels": {}, "gpus": [...], ...}}}
+
+Version 1 (vgpud before the records were typed) held the same values as
+free-form objects, each repeating its container; ``from_doc`` reads it and
+the next save writes version 2.  A record that does not have the schema's
+shape is left out with an error in the log, as a corrupt file is: vgpud then
+adopts its slice from vgpu.ko (limits kept, names lost) instead of guessing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from vgpu.daemon.config import SliceSpec
+from vgpu.daemon.state import STATE_VERSION
+from vgpu.values import BadValue, parse_percent, parse_policy, parse_priority, parse_size
+
+log = logging.getLogger("vgpud.records")
+
+
+
+
+class RecordError(ValueError):
+    """A state record without the schema's shape."""
+
+
+@dataclass(frozen=True)
+class Effective:
+    """A slice's effective settings (explicit over profile or window over
+    [defaults]) and the profile in force; ``spec.memory`` is never None."""
+    spec: SliceSpec
+    profile: str | None = None
+
+    def to_json(self) -> dict:
+        return {**asdict(self.spec), "profile": self.profile}
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Effective":
+        if not isinstance(d, dict):
+            raise RecordError(f"applied: {d!r} is not an object")
+        return cls(_spec(d, "applied"), _opt(d, "profile", str, "applied"))
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU of a slice: the host's GPU (inventory index, UUID, the real
+    device's minor and RM gpu id) and its own memory quota when a set-quota
+    named this GPU (None: the slice's effective memory)."""
+    gpu: int
+    uuid: str | None = None
+    real_minor: int | None = None
+    gpu_id: int | None = None
+    memory: int | None = None
+
+    @classmethod
+    def from_json(cls, d: Any) -> "GpuSlot":
+        if not isinstance(d, dict):
+            raise RecordError(f"gpus: {d!r} is not an object")
+        return cls(gpu=_req(d, "gpu", int, "gpus"), uuid=_opt(d, "uuid", str, "gpus"),
+                   real_minor=_opt(d, "real_minor", int, "gpus"),
+                   gpu_id=_opt(d, "gpu_id", int, "gpus"), memory=_opt(d, "memory", int, "gpus"))
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None or k == "gpu"}
+
+
+@dataclass
+class SliceRecord:
+    container: str
+    slice_id: int
+    gpus: list[GpuSlot] = field(default_factory=list)
+    #: the quotas as asked (create, set-quota), over the profile
+    explicit: SliceSpec = field(default_factory=SliceSpec)
+    profile: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    #: the container: its cgroup v2 directory, or a pid and its start time
+    cgroup: str | None = None
+    pid: int | None = None
+    pid_start: int | None = None
+    created: float | None = None
+    #: who made it through the hook (api.v_owner's object), None for the API
+    owner: dict | None = None
+    #: the cgroup an operator's slice (made without one) is attached to
+    attached: str | None = None
+    #: set-audit's choice; None: the profile's
+    audit: bool | None = None
+    #: found in vgpu.ko, not made by this daemon
+    adopted: bool = False
+    #: the effective settings last sent to vgpu.ko
+    applied: Effective | None = None
+
+    def limits(self, eff: Effective) -> dict[int, int]:
+        """{container GPU index: bytes} under effective settings eff."""
+        return {i: g.memory if g.memory is not None else eff.spec.memory
+                for i, g in enumerate(self.gpus)}
+
+    def changed(self, **kw) -> "SliceRecord":
+        """A copy with kw replaced (records are replaced whole, never edited
+        in place, so that a refused change leaves the old one intact)."""
+        return replace(self, **kw)
+
+    # ------------------------------------------------------------ schema
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"slice_id": self.slice_id,
+                               "gpus": [g.to_json() for g in self.gpus],
+                               "explicit": {k: v for k, v in asdict(self.explicit).items()
+                                            if v is not None},
+                               "profile": self.profile, "labels": dict(self.labels),
+                               "cgroup": self.cgroup, "pid": self.pid, "created": self.created,
+                               "owner": self.owner}
+        for k in ("pid_start", "attached", "audit"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.adopted:
+            out["adopted"] = True
+        if self.applied is not None:
+            out["applied"] = self.applied.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, container: str, d: Any) -> "SliceRecord":
+        if not isinstance(d, dict):
+            raise RecordError(f"not an object: {d!r}")
+        unknown = set(d) - _RECORD_KEYS
+        if unknown:
+            raise RecordError(f"unknown key(s) {', '.join(sorted(unknown))}")
+        gpus = d.get("gpus", [])
+        if not isinstance(gpus, list):
+            raise RecordError(f"gpus: {gpus!r} is not a list")
+        labels = d.get("labels") or {}
+        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in labels.items()):
+            raise RecordError(f"labels: {labels!r} is not an object of strings")
+        owner = d.get("owner")
+        if owner is not None and not isinstance(owner, dict):
+            raise RecordError(f"owner: {owner!r} is not an object")
+        created = d.get("created")
+        if created is not None and (isinstance(created, bool)
+                                    or not isinstance(created, (int, float))):
+            raise RecordError(f"created: {created!r} is not a time")
+        applied = d.get("applied")
+        return cls(container=container, slice_id=_req(d, "slice_id", int, ""),
+                   gpus=[GpuSlot.from_json(g) for g in gpus],
+                   explicit=_spec(d.get("explicit") or {}, "explicit"),
+                   profile=_opt(d, "profile", str, ""), labels=dict(labels),
+                   cgroup=_opt(d, "cgroup", str, ""), pid=_opt(d, "pid", int, ""),
+                   pid_start=_opt(d, "pid_start", int, ""), created=created, owner=owner,
+                   attached=_opt(d, "attached", str, ""), audit=_opt(d, "audit", bool, ""),
+                   adopted=bool(_opt(d, "adopted", bool, "")),
+                   applied=Effective.from_json(applied) if applied is not None else None)
+
+
+_RECORD_KEYS = frozenset({"slice_id", "gpus", "explicit", "profile", "labels", "cgroup", "pid",
+                          "pid_start", "created", "owner", "attached", "audit", "adopted",
+                          "applied"})
+
+
+# ---------------------------------------------------------------- the document
+@dataclass
+class State:
+    records: dict[str, SliceRecord] = field(default_factory=dict)
+    next_id: int = 1
+
+    def to_doc(self) -> dict:
+        return {"version": STATE_VERSION, "next_id": self.next_id,
+                "slices": {c: r.to_json() for c, r in self.records.items()}}
+
+
+def from_doc(doc: dict) -> State:
+    """The state of a document vgpu.daemon.state loaded (its envelope
+    checked: a version it reads, "slices" an object of objects).  Version 1
+    is migrated; a record without the schema's shape is logged and left out
+    (reconcile then adopts its slice from vgpu.ko)."""
+    version = doc.get("version", STATE_VERSION)
+    slices = doc.get("slices") or {}
+    if version == 1:
+        slices = {c: _migrate_v1(c, r) for c, r in slices.items()}
+    state = State()
+    for c, raw in slices.items():
+        try:
+            rec = SliceRecord.from_json(c, raw)
+        except RecordError as e:
+            log.error("state: the record of %r is not usable (%s): left out; its slice, if "
+                      "vgpu.ko has it, is adopted", c, e)
+            continue
+        state.records[c] = rec
+    nid = doc.get("next_id", 1)
+    state.next_id = nid if isinstance(nid, int) and not isinstance(nid, bool) and nid > 0 else 1
+    if version == 1 and slices:
+        log.info("state: %d record(s) read from a version 1 file; saved as version %d at the "
+                 "next change", len(state.records), STATE_VERSION)
+    return state
+
+
+def _migrate_v1(container: str, rec: Any) -> Any:
+    """A version 1 record as version 2: the container it repeated is the
+    key's; the rest had the same names and values."""
+    if not isinstance(rec, dict):
+        return rec
+    rec = {k: v for k, v in rec.items() if k != "container"}
+    if rec.get("audit") is None:
+        rec.pop("audit", None)
+    return rec
+
+
+# ---------------------------------------------------------------- field checks
+def _where(ctx: str, key: str) -> str:
+    return f"{ctx}.{key}" if ctx else key
+
+
+def _typed(v: Any, typ: type) -> bool:
+    if typ is int:
+        return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, typ)
+
+
+def _req(d: dict, key: str, typ: type, ctx: str) -> Any:
+    v = d.get(key)
+    if not _typed(v, typ):
+        raise RecordError(f"{_where(ctx, key)}: {v!r} is not a{'n' if typ is int else ''} "
+                          f"{typ.__name__}")
+    return v
+
+
+def _opt(d: dict, key: str, typ: type, ctx: str) -> Any:
+    return None if d.get(key) is None else _req(d, key, typ, ctx)
+
+
+def _spec(d: Any, ctx: str) -> SliceSpec:
+    """Quotas as the API and the config take them, by the same parsers."""
+    if not isinstance(d, dict):
+        raise RecordError(f"{ctx}: {d!r} is not an object")
+    out: dict[str, Any] = {}
+    for key, parse in (("memory", _size), ("compute", _percent),
+                       ("priority", parse_priority), ("policy", parse_policy)):
+        if d.get(key) is None:
+            continue
+        try:
+            out[key] = parse(d[key])
+        except BadValue as e:
+            raise RecordError(f"{_where(ctx, key)}: {e}") from None
+    return SliceSpec(**out)
+
+
+def _percent(v: Any) -> float:
+    """A percentage as the file holds it: a number, not text."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadValue(v, "is not a number")
+    return parse_percent(v)
+
+
+def _size(v: Any) -> int:
+    """A size in bytes as the file holds it: an integer, not text."""
+    if not _typed(v, int):
+        raise BadValue(v, "is not an integer")
+    return parse_size(v)
+
+
+__all__ = ["RecordError", "Effective", "GpuSlot", "SliceRecord", "State", "from_doc"]
