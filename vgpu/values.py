@@ -138,17 +138,32 @@ def _is_int(v: object) -> bool:
 
 
 # ------------------------------------------------------------ numbers with units
-_BINARY = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10, "kib": 1 << 10,
-    "m": 1 << 20, "mib": 1 << 20,
-    "g": 1 << 30, "gib": 1 << 30,
-    "t": 1 << 40, "tib": 1 << 40,
+#: Kubernetes' binary suffixes (case as Kubernetes writes them) and the
+#: IEC names (any case); Kubernetes' decimal suffixes, case exactly
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50,
+           "Ei": 1 << 60}
+_IEC = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+        "pib": 1 << 50, "eib": 1 << 60}
+_SI = {"k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
+#: forms refused with the message naming what to write instead: suffixes
+#: that vgpu read as binary before it took Kubernetes quantities (matched as
+#: written), and SI names with a B, "4GB" (any case), whose meaning people
+#: disagree on
+_REWRITE = {
+    "K": "write {n}k (10^3 bytes) or {n}Ki (2^10)",
+    "m": "m is milli in Kubernetes quantities: write {n}Mi (2^20 bytes) or {n}M (10^6)",
+    "g": "write {n}Gi (2^30 bytes) or {n}G (10^9, as Kubernetes)",
+    "t": "write {n}Ti (2^40 bytes) or {n}T (10^12, as Kubernetes)",
+    "p": "write {n}Pi (2^50 bytes) or {n}P (10^15, as Kubernetes)",
 }
-# Decimal units we refuse on purpose: "4GB" is ambiguous (4e9 or 4 GiB?).
-_DECIMAL = {"kb": "KiB", "mb": "MiB", "gb": "GiB", "tb": "TiB",
-            "pb": "PiB", "p": "PiB", "pib": "PiB"}
+_REWRITE_SI_B = {
+    "kb": "write {n}k (10^3 bytes) or {n}Ki (2^10)",
+    "mb": "write {n}M (10^6 bytes) or {n}Mi (2^20)",
+    "gb": "write {n}G (10^9 bytes) or {n}Gi (2^30)",
+    "tb": "write {n}T (10^12 bytes) or {n}Ti (2^40)",
+    "pb": "write {n}P (10^15 bytes) or {n}Pi (2^50)",
+    "eb": "write {n}E (10^18 bytes) or {n}Ei (2^60)",
+}
 
 _DUR_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0,
               "min": 60.0, "h": 3600.0}
@@ -176,16 +191,19 @@ def _split(s: str) -> tuple[str, str] | None:
 # checked by the kernel; this guards against absurd values early).
 SIZE_MAX = (1 << 63) - 1
 
-_NOT_SIZE = "is not a size (use e.g. 4GiB, 512MiB or bytes)"
+_NOT_SIZE = "is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)"
 
 
 def parse_size(v: str | int) -> int:
-    """Bytes from an int or a string: "4096", "8GiB", "512MiB", "1.5GiB",
-    "4 g".  Suffixes KiB/MiB/GiB/TiB and K/M/G/T (and B) are binary and
-    case-insensitive.  Fractions must come out as a whole number of bytes.
-    Refuses negatives, bools, floats, decimal units ("4GB") and garbage."""
+    """Bytes from an int or a string, as Kubernetes writes quantities:
+    "4096", "8Gi", "512Mi", "1.5Gi" (binary: Ki Mi Gi Ti Pi Ei), "4G", "500M",
+    "2k" (decimal: k M G T P E, 4G = 4x10^9), and the IEC names "8GiB",
+    "512 MiB" (any case).  Fractions must come out as a whole number of
+    bytes.  Refuses negatives, bools, floats, garbage, and the forms whose
+    meaning changed or is unclear ("4g", "512m", "4GB"), naming what to
+    write instead."""
     if isinstance(v, float):
-        raise BadValue(v, 'is not a size (use an integer of bytes, or e.g. "1.5GiB")')
+        raise BadValue(v, 'is not a size (use an integer of bytes, or e.g. "1.5Gi")')
     if isinstance(v, bool):
         raise BadValue(v, _NOT_SIZE)
     if isinstance(v, int):
@@ -202,15 +220,15 @@ def parse_size(v: str | int) -> int:
     parts = _split(s)
     if parts is None:
         raise BadValue(v, _NOT_SIZE)
-    num, unit = parts[0], parts[1].lower()
-    if unit in _DECIMAL:
-        raise BadValue(v, f"is not a size: decimal units are not accepted "
-                          f"(use binary units, e.g. {num}{_DECIMAL[unit]})")
-    if unit not in _BINARY:
+    num, unit = parts
+    mult = _BINARY.get(unit) or _SI.get(unit) or _IEC.get(unit.lower())
+    if mult is None:
+        hint = _REWRITE.get(unit) or _REWRITE_SI_B.get(unit.lower())
+        if hint is not None:
+            raise BadValue(v, "is not a size: " + hint.format(n=num))
         raise BadValue(v, _NOT_SIZE)
-    mult = _BINARY[unit]
     if "." in num:
-        # exact arithmetic: "1.5GiB" -> 1610612736, "0.1B" refused
+        # exact arithmetic: "1.5Gi" -> 1610612736, "0.1" refused
         intpart, _, frac = num.partition(".")
         numer = int(intpart or "0") * 10 ** len(frac) + int(frac or "0")
         denom = 10 ** len(frac)

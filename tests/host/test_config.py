@@ -201,7 +201,7 @@ BAD = [
     ("node", "max_channels", '"64"', "node.max_channels", "not an integer"),
     ("node", "max_channels", "-1", "node.max_channels", "negative"),
     ("node", "max_channels", "4294967296", "node.max_channels", "above 4294967295"),
-    ("defaults", "memory", '"4GB"', "defaults.memory", "decimal units"),
+    ("defaults", "memory", '"4GB"', "defaults.memory", "or 4Gi"),
     ("defaults", "memory", "-5", "defaults.memory", "negative"),
     ("defaults", "memory", "1.5", "defaults.memory", "not a size"),
     ("defaults", "memory", "true", "defaults.memory", "not a size"),
@@ -251,8 +251,8 @@ def test_bad_value_is_quoted(value, quoted):
 
 def test_docs_error_example():
     e = one_error('[profiles.small]\nmemory = "4GB"\n', "/etc/vgpu/vgpud.toml")
-    assert e == ('/etc/vgpu/vgpud.toml: profiles.small.memory: "4GB" is not a size: decimal '
-                 'units are not accepted (use binary units, e.g. 4GiB)')
+    assert e == ('/etc/vgpu/vgpud.toml: profiles.small.memory: "4GB" is not a size: '
+                 'write 4G (10^9 bytes) or 4Gi (2^30)')
 
 
 @pytest.mark.parametrize("section", ["paths", "api", "node", "defaults", "scheduler", "metrics",

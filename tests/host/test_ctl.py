@@ -92,7 +92,7 @@ def test_usage_errors(capsys, argv, message):
 
 @pytest.mark.parametrize("argv, message", [
     (["set-quota", "c1", "--memory", "4GB"],
-     'invalid --memory "4GB": not a size: decimal units are not accepted'),
+     'invalid --memory "4GB": not a size: write 4G (10^9 bytes) or 4Gi (2^30)'),
     (["set-quota", "c1", "--memory=lots"], 'invalid --memory "lots": not a size'),
     (["set-quota", "c1", "--memory", "-1GiB"], 'invalid --memory "-1GiB": negative'),
     (["set-quota", "c1", "--compute", "130%"], 'invalid --compute "130%": out of range'),

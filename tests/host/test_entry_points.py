@@ -17,3 +17,28 @@ def test_help_exits_zero(module):
     r = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "usage:" in r.stdout.lower()
+
+
+SCRIPTS = {"vgpu.daemon.main": "vgpud", "vgpu.cli.ctl": "vgpuctl", "vgpu.cli.hook": "vgpu-oci-hook",
+           "vgpu.abi.nvclient": "vgpu-nvclient", "vgpu.abi.replay": "vgpu-replay"}
+
+
+@pytest.mark.parametrize("module", sorted(SCRIPTS))
+def test_version_is_the_packages(module):
+    import vgpu
+    r = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{SCRIPTS[module]} {vgpu.__version__}\n"
+
+
+def test_runtime_version_names_itself_then_runc(tmp_path):
+    import vgpu
+    fake = tmp_path / "runc"
+    fake.write_text("#!/bin/sh\necho \"runc version 9.9 $*\"\n")
+    fake.chmod(0o755)
+    r = subprocess.run([sys.executable, "-m", "vgpu.cli.runtime", "--version"],
+                       capture_output=True, text=True, env={"VGPU_RUNC": str(fake), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()[:2]
+    assert first.startswith(f"vgpu-runtime {vgpu.__version__}") and second == "runc version 9.9 --version"

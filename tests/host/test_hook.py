@@ -133,7 +133,7 @@ def test_no_request(tmp_path):
 
 
 @pytest.mark.parametrize("key,value,words", [
-    ("memory", "4GB", "decimal units"),
+    ("memory", "4GB", "or 4Gi"),
     ("memory", "lots", "not a size"),
     ("memory", "0", "zero"),
     ("compute", "150%", "out of range"),

@@ -73,10 +73,15 @@ def test_quote_is_bounded_for_big_and_deep_values():
 # ------------------------------------------------------------ sizes
 @pytest.mark.parametrize("v, n", [
     (0, 0), (4096, 4096), ("4096", 4096), (" 4096 ", 4096),
-    ("8GiB", 8 * GiB), ("8gib", 8 * GiB), ("8 GiB", 8 * GiB), ("8G", 8 * GiB), ("8g", 8 * GiB),
-    ("512MiB", 512 * MiB), ("512M", 512 * MiB), ("1KiB", 1024), ("1k", 1024),
-    ("1TiB", 1 << 40), ("2T", 2 << 40), ("100B", 100), ("100b", 100),
-    ("1.5GiB", 3 * GiB // 2), ("0.5KiB", 512), (".5MiB", 512 * 1024), ("2.MiB", 2 * MiB),
+    # Kubernetes quantities: binary Ki..Ei, decimal k M G T P E
+    ("8Gi", 8 * GiB), ("512Mi", 512 * MiB), ("1Ki", 1024), ("2Ti", 2 << 40), ("1Pi", 1 << 50),
+    ("1Ei", 1 << 60), ("1.5Gi", 3 * GiB // 2), ("4096Mi", 4 * GiB),
+    ("4G", 4 * 10 ** 9), ("500M", 500 * 10 ** 6), ("2k", 2000), ("3T", 3 * 10 ** 12),
+    ("1P", 10 ** 15), ("1E", 10 ** 18), ("1.5G", 1500 * 10 ** 6), ("0.5k", 500),
+    # the IEC names, any case
+    ("8GiB", 8 * GiB), ("8gib", 8 * GiB), ("8 GiB", 8 * GiB), ("512MiB", 512 * MiB),
+    ("1KiB", 1024), ("1TiB", 1 << 40), ("100B", 100), ("100b", 100),
+    ("0.5KiB", 512), (".5MiB", 512 * 1024), ("2.MiB", 2 * MiB),
 ])
 def test_parse_size_good(v, n):
     assert parse_size(v) == n
@@ -86,24 +91,30 @@ def test_parse_size_good(v, n):
 @pytest.mark.parametrize("v, message", [
     (-1, "-1 is negative (a size is 0 or more bytes)"),
     ("-4GiB", '"-4GiB" is negative (a size is 0 or more bytes)'),
-    ("4GB", '"4GB" is not a size: decimal units are not accepted (use binary units, e.g. 4GiB)'),
-    ("4 gb", '"4 gb" is not a size: decimal units are not accepted (use binary units, e.g. 4GiB)'),
-    ("4MB", '"4MB" is not a size: decimal units are not accepted (use binary units, e.g. 4MiB)'),
-    ("abc", '"abc" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    ("", '"" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    ("GiB", '"GiB" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
+    ("4GB", '"4GB" is not a size: write 4G (10^9 bytes) or 4Gi (2^30)'),
+    ("4 gb", '"4 gb" is not a size: write 4G (10^9 bytes) or 4Gi (2^30)'),
+    ("4MB", '"4MB" is not a size: write 4M (10^6 bytes) or 4Mi (2^20)'),
+    # what vgpu read as binary before Kubernetes quantities: refused, not reread
+    ("8g", '"8g" is not a size: write 8Gi (2^30 bytes) or 8G (10^9, as Kubernetes)'),
+    ("512m", '"512m" is not a size: m is milli in Kubernetes quantities: write 512Mi '
+             '(2^20 bytes) or 512M (10^6)'),
+    ("1K", '"1K" is not a size: write 1k (10^3 bytes) or 1Ki (2^10)'),
+    ("2t", '"2t" is not a size: write 2Ti (2^40 bytes) or 2T (10^12, as Kubernetes)'),
+    ("abc", '"abc" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    ("", '"" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    ("GiB", '"GiB" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
     ("1.1B", '"1.1B" is not a whole number of bytes'),
     ("0.3KiB", '"0.3KiB" is not a whole number of bytes'),
-    ("1..5G", '"1..5G" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    ("4 XiB", '"4 XiB" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    ("1e9", '"1e9" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    ("0x10", '"0x10" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    ("4GiB!", '"4GiB!" is not a size (use e.g. 4GiB, 512MiB or bytes)'),
-    (True, "true is not a size (use e.g. 4GiB, 512MiB or bytes)"),
-    (False, "false is not a size (use e.g. 4GiB, 512MiB or bytes)"),
-    (1.5, '1.5 is not a size (use an integer of bytes, or e.g. "1.5GiB")'),
-    (None, "null is not a size (use e.g. 4GiB, 512MiB or bytes)"),
-    ([4], "[4] is not a size (use e.g. 4GiB, 512MiB or bytes)"),
+    ("1..5G", '"1..5G" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    ("4 XiB", '"4 XiB" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    ("1e9", '"1e9" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    ("0x10", '"0x10" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    ("4GiB!", '"4GiB!" is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)'),
+    (True, "true is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)"),
+    (False, "false is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)"),
+    (1.5, '1.5 is not a size (use an integer of bytes, or e.g. "1.5Gi")'),
+    (None, "null is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)"),
+    ([4], "[4] is not a size (use e.g. 4Gi, 512Mi, 4G or bytes)"),
     (1 << 70, f"{1 << 70} is too large"),
     ("99999999TiB", '"99999999TiB" is too large'),
 ])

@@ -31,12 +31,14 @@ import errno
 import json
 import mmap
 import os
-import re
 import struct
 import sys
 import time
 from collections.abc import Iterable
 
+from vgpu import __version__
+from vgpu.values import BadValue
+from vgpu.values import parse_size as values_parse_size
 from vgpu.abi import nvabi as A
 from vgpu.abi import nvrel
 from vgpu.abi.nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
@@ -176,22 +178,21 @@ def _escape(fd: int, nr: int, params: ctypes.Structure, *, xfer: bool = False) -
 
 
 # ------------------------------------------------------------------ sizes
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
-          "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
-          "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 ** 4}
-
-
 def parse_size(text: str) -> int:
-    """'256MiB' -> 268435456; accepts B, KiB/MiB/GiB/TiB (K/M/G/T alike) and
-    decimal kB/MB/GB/TB; plain numbers are bytes (0x.. allowed)."""
-    m = re.fullmatch(r"\s*(0x[0-9a-fA-F]+|\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"bad size {text!r} (examples: 4096, 64KiB, 256MiB, 2GiB)")
-    num = m.group(1)
-    val = int(num, 16) if num.lower().startswith("0x") else float(num)
-    out = int(val * _UNITS[m.group(2).lower()])
+    """A size above 0 as vgpu reads sizes everywhere (vgpu.values.parse_size:
+    Kubernetes quantities, "256Mi", "4G" = 4x10^9, "1.5GiB"), or a hex number
+    of bytes ("0x1000"), which an ABI tool is given often.  ValueError
+    (vgpu.values.BadValue) quoting the text."""
+    s = str(text).strip()
+    if s[:2].lower() == "0x":
+        try:
+            out = int(s, 16)
+        except ValueError:
+            raise BadValue(text, "is not a hex number of bytes") from None
+    else:
+        out = values_parse_size(text)
     if out <= 0:
-        raise ValueError(f"size must be positive: {text!r}")
+        raise BadValue(text, "is not a size above 0")
     return out
 
 
@@ -1346,6 +1347,7 @@ def build_parser() -> argparse.ArgumentParser:
     for sp in sub.choices.values():  # accept the global options after the subcommand too
         sp.add_argument("--dev-prefix", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         sp.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return ap
 
 

@@ -35,6 +35,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from vgpu import __version__
 from vgpu.abi import nvabi as A
 from vgpu.abi import nvnames
 from vgpu.abi import trace as T
@@ -718,6 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop after the first call that differs or is not replayed")
     ap.add_argument("--verbose", "-v", action="store_true",
                     help="report every call, not only those that differ")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return ap
 
 

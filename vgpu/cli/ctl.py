@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 
+from vgpu import __version__
 from vgpu.abi import allowlist
 from vgpu.abi import trace as T
 from vgpu.cli import apiclient as ac
@@ -133,10 +134,11 @@ GLOBAL_OPTS = (
     Opt("--json", None, "machine-readable output: the API's result objects as JSON "
         "(events, top: JSON lines)"),
     Opt("--help", None, "this text (after a command: that command's)"),
+    Opt("--version", None, "the version of vgpu"),
 )
 
-O_MEMORY = Opt("--memory", "SIZE", "memory quota per GPU: 8GiB, 512MiB, 1.5GiB or bytes "
-               "(binary units)", c_size)
+O_MEMORY = Opt("--memory", "SIZE", "memory quota per GPU, a Kubernetes quantity: 8Gi, "
+               "512Mi, 1.5Gi, 4G (4x10^9) or bytes", c_size)
 O_COMPUTE = Opt("--compute", "PCT", "compute quota: 30% (0 to 100)", c_percent)
 O_PRIORITY = Opt("--priority", "|".join(PRIORITIES), "scheduling priority", c_priority)
 O_POLICY = Opt("--policy", "|".join(POLICIES), "compute policy", c_policy)
@@ -678,7 +680,7 @@ def usage_text() -> str:
     for c in COMMANDS:
         lines.append(f"  {c.name:<{width}}  {c.summary}")
     lines += ["", "options (before or after the command):", *_opt_lines(GLOBAL_OPTS), "",
-              "values: sizes 8GiB, 512MiB, 1.5GiB or bytes (binary units; 4GB is refused);",
+              "values: sizes as Kubernetes quantities, 8Gi, 512Mi, 4G (4x10^9) or bytes;",
               f"compute 30%; priority {'|'.join(PRIORITIES)}; policy {'|'.join(POLICIES)}.", "",
               EXIT_TEXT, "", f"'{PROG} help COMMAND' or '{PROG} COMMAND --help' for a "
               "command's options.", ""]
@@ -751,7 +753,7 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
             if opt.dest in o:
                 raise UsageError(f"{name} given twice")
             o[opt.dest] = v
-    if o.get("help"):
+    if o.get("help") or o.get("version"):
         return cmd, o
     if cmd is None:
         raise UsageError(f"no command given (see {PROG} --help)")
@@ -1101,6 +1103,9 @@ def main(argv: list[str] | None = None) -> int:
     if o.get("help"):
         sys.stdout.write(command_help(cmd) if cmd is not None and cmd.name != "help"
                          else usage_text())
+        return EXIT_OK
+    if o.get("version"):
+        sys.stdout.write(f"{PROG} {__version__}\n")
         return EXIT_OK
     if cmd.name == "help":
         return cmd.run(None, o)

@@ -76,6 +76,7 @@ import stat
 import sys
 from time import monotonic, sleep
 
+from vgpu import __version__
 from vgpu.cli import apiclient as ac
 from vgpu.values import (BadValue, parse_compute, parse_container, parse_duration, parse_gpus,
                          parse_pid, parse_policy, parse_priority, parse_profile, parse_size,
@@ -126,6 +127,7 @@ options:
                     with --rebind: what PID must be to count as the container's
                     (in the cgroup v2 directory DIR or below; started at TICKS)
   --help            this text
+  --version         the version of vgpu
 
 exit status: 0 success or nothing to do, 1 failure, 2 usage error
 """
@@ -208,6 +210,8 @@ def parse_argv(argv: list[str]) -> Opts:
                 raise _invalid("--rebind container", cid, e) from None
         elif a in ("--help", "-h"):
             raise SystemExit(sys.stdout.write(USAGE) and 0)
+        elif a == "--version":
+            raise SystemExit(sys.stdout.write(f"{PROG} {__version__}\n") and 0)
         elif a.startswith("-"):
             raise ValueError(f"unknown option {quote(a)}")
         elif o.stage is None:

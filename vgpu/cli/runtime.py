@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 
+from vgpu import __version__
 from vgpu.cli.hook import HOOK_ENV, honoured_request, vgpu_major
 
 PROG = "vgpu-runtime"
@@ -180,6 +181,10 @@ def runc_path() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:
+        # ours, then the runtime's own (runc's lines follow)
+        sys.stdout.write(f"{PROG} {__version__} (vgpu's wrapper of {runc_path()})\n")
+        sys.stdout.flush()
     cmd, i = find_command(argv)
     if cmd in ("create", "run"):
         bundle = find_bundle(argv, i + 1)

@@ -56,6 +56,7 @@ import sys
 
 import trio
 
+from vgpu import __version__
 from vgpu.cli.runtime import PKG_PARENT, hook_argv
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import ConfigError, describe_changes, load_config
@@ -479,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "on stderr and exits 1")
     p.add_argument("--log-level", choices=LEVELS, default=None,
                    help="log level, overriding the config's [log] level")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
 
 

@@ -6,8 +6,11 @@ live allocations, refusals; GPU time granted (a counter), the compute target
 window (vgpu.daemon.compute.ShareMeter); per slice (container, slice_id) the
 configured compute percent.  Per GPU (labels gpu, uuid, name): memory total,
 allocated to slices (sum of limits), used (the driver's figure), slices; the
-scheduler's slot switches and its own CPU time.  Plus vgpud_up,
-vgpud_slices, vgpud_kernel_loaded.
+scheduler's slot switches and its own CPU time.  Plus vgpud_build_info
+(the version, as a label), vgpud_slices, vgpud_kernel_loaded.  There is no
+vgpud_up: a vgpud that answers a scrape is up, which Prometheus' own ``up``
+says already (a gauge that could only ever be 1 said nothing).  Every
+family has HELP and TYPE.
 
 ``render(manager)`` is pure (reads the manager's last kernel dump and
 inventory); the server refreshes the dump (at most once a second) before
@@ -22,6 +25,8 @@ from __future__ import annotations
 import logging
 
 import trio
+
+from vgpu import __version__
 
 log = logging.getLogger("vgpud.metrics")
 
@@ -107,13 +112,16 @@ def render(mgr) -> str:
         out.append(f"# HELP {name} {help_}")
         out.append(f"# TYPE {name} {typ}")
         out.extend(f"{name}{r}" for r in rows[name])
-    out.append("# HELP vgpud_up 1 while vgpud serves")
-    out.append("# TYPE vgpud_up gauge")
-    out.append("vgpud_up 1")
-    out.append("# TYPE vgpud_slices gauge")
-    out.append(f"vgpud_slices {len(mgr.records)}")
-    out.append("# TYPE vgpud_kernel_loaded gauge")
-    out.append(f"vgpud_kernel_loaded {int(mgr.kport.kernel is not None)}")
+    for name, help_, value in (
+            ("vgpud_build_info", "the vgpu version this vgpud runs (the value is 1)",
+             f'{_labels({"version": __version__})} 1'),
+            ("vgpud_slices", "slices vgpud holds (wanted, whether or not in vgpu.ko)",
+             f" {len(mgr.records)}"),
+            ("vgpud_kernel_loaded", "1 while vgpud is connected to vgpu.ko",
+             f" {int(mgr.kport.kernel is not None)}")):
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} gauge")
+        out.append(f"{name}{value}")
     return "\n".join(out) + "\n"
 
 

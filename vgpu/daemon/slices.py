@@ -38,11 +38,11 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import trio
 
+from vgpu import __version__
 from vgpu.abi import uapi as U
 from vgpu.daemon import compute as C
 from vgpu.daemon import policy as P
@@ -78,10 +78,7 @@ def effective(cfg, rec: SliceRecord, now: datetime.datetime | None = None) -> Ef
 
 
 def package_version() -> str:
-    try:
-        return version("vgpu")
-    except PackageNotFoundError:
-        return "0.1.0"
+    return __version__
 
 
 @dataclass
