@@ -1,8 +1,8 @@
 # vgpu: build, test and demo entry points.  See README.md.
 #
-#   make deps    install every Debian package and the Python environment (idempotent)
 #   make demo    the main job: boot the VM with the simulated GPU and run it
 #   make test    all tests: host tests, the VM tests against nvsim, then on NVIDIA's driver
+#   make deps    what demo and test install first: Debian packages, the Python venv (idempotent)
 #   make test-debug  the VM tests on the debug kernel (KASAN, lockdep, kmemleak...)
 #   make test-vm-real  the first tests on NVIDIA's own driver (595.45.04, no GPU) in the VM
 #   make install on a real GPU node: vgpud/vgpuctl, unit, config, DKMS sources
@@ -32,16 +32,16 @@ VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py)
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
-	python3-venv patch
+	python3-venv python3-dev patch
 
 # vgpu.ko joins the build (and the VM test run) once its sources exist.
 KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
 VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 
-.PHONY: all deps deps-apt deps-python modules test test-host test-vm test-vm-oldest test-vm-releases test-vm-real demo bench-compute clean help \
+.PHONY: all deps deps-apt deps-python modules test test-run demo-run test-host test-vm test-vm-oldest test-vm-releases test-vm-real demo bench-compute clean help \
 	install uninstall deps-debug debug-kernel test-debug
 
-all: modules
+all: modules runtime
 
 help:
 	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
@@ -52,7 +52,10 @@ deps-apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	done); \
-	if [ -n "$$missing" ]; then \
+	if [ -n "$$missing" ] && [ "$$(id -u)" != 0 ]; then \
+		echo "deps: missing Debian packages:" $$missing; \
+		echo "deps: run 'make deps' as root (or: sudo apt-get install" $$missing")"; exit 1; \
+	elif [ -n "$$missing" ]; then \
 		echo "deps: installing:" $$missing; \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	else echo "deps: Debian packages present"; fi
@@ -64,13 +67,30 @@ $(VENV)/.deps-stamp: pyproject.toml
 	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# vgpu-runtime's fast path (container-hook/vgpu-runtime.c): execs runc at once
+# for containers that cannot ask for a slice, else the Python slow path
+# (VGPU_SLOW_PATH, overridden by $$VGPU_RUNTIME_SLOW)
+.PHONY: runtime
+RUNTIME_CFLAGS := -O2 -Wall -Wextra -Werror
+VGPU_SLOW_PATH = $(VGPU_VENV)/bin/vgpu-runtime-slow
+runtime: build/vgpu-runtime
+build/vgpu-runtime: container-hook/vgpu-runtime.c
+	@mkdir -p build
+	$(CC) $(RUNTIME_CFLAGS) -DVGPU_SLOW_PATH='"$(VGPU_SLOW_PATH)"' -o $@ $<
+
 modules:
 	@test -d "$(KDIR)" || { echo "no kernel headers at $(KDIR): run 'make deps'"; exit 1; }
 	@for m in $(KMODS); do \
 		$(MAKE) --no-print-directory -C $(KDIR) M=$(CURDIR)/kmod/$$m modules || exit 1; \
 	done
 
-test: deps-python modules
+# `make test` and `make demo` install what is missing first (make deps is
+# idempotent: a dpkg query and a stamp when all is there), then run in a
+# fresh make, which sees the kernel headers deps may just have installed.
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: deps-python modules runtime
 	@rc=0; \
 	echo "==== host tests ===="; \
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host || rc=1; \
@@ -95,7 +115,7 @@ test: deps-python modules
 test-host: deps-python
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host
 
-test-vm: deps-python modules
+test-vm: deps-python modules runtime
 	$(VM) $(VM_LOAD) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) $(VM_TESTS)
 
 test-vm-oldest: deps-python modules
@@ -143,7 +163,7 @@ deps-debug:
 debug-kernel: deps-debug
 	VGPU_CACHE=$(VGPU_CACHE) tools/vm/debug-kernel.sh build
 
-test-debug: deps-python deps-debug
+test-debug: deps-python deps-debug runtime
 	@kdir=$$(VGPU_CACHE=$(VGPU_CACHE) tools/vm/debug-kernel.sh modules $(DEBUG_KMOD)) || exit 1; \
 	echo "==== VM tests on the debug kernel ($$kdir) ===="; \
 	$(PYTHON) tools/vm/vm.py run --kernel-dir "$$kdir" --kmemleak --mem 3072 \
@@ -167,7 +187,10 @@ bench-compute: deps-python modules
 	} > bench/compute-report.md
 	@echo "wrote bench/compute-report.md"
 
-demo: deps-python modules
+demo: deps
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: deps-python modules runtime
 	$(VM) $(VM_LOAD) -- /bin/sh tools/demo.sh
 
 clean:
@@ -179,6 +202,9 @@ clean:
 # own venv under $(VGPU_HOME), the commands symlinked into $(BINDIR), the
 # example config (as the config only where none exists), the systemd unit,
 # and vgpu.ko's sources with dkms.conf under /usr/src/vgpu-<version>.
+# install-unit (the unit and the docs its Documentation= names) and
+# install-dkms (the DKMS sources) stage alone too: tests/vm/test_unit.py and
+# tests/host/test_dkms.py install what they check that way.
 # DESTDIR stages the whole tree (paths inside it are the final ones).
 # PIP_INSTALL_ARGS passes options to pip (e.g. --no-index --find-links DIR).
 PREFIX ?= /usr/local
@@ -186,16 +212,20 @@ BINDIR ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
 VGPU_HOME ?= /opt/vgpu
 UNITDIR ?= /etc/systemd/system
+DOCDIR ?= $(PREFIX)/share/doc/vgpu
 DKMSDIR ?= /usr/src
 PIP_INSTALL_ARGS ?=
-VGPU_VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml)
+# the one version (pyproject.toml reads it from there too)
+VGPU_VERSION := $(shell sed -n 's/^__version__ *= *"\(.*\)"/\1/p' vgpu/__init__.py)
 VGPU_VENV := $(VGPU_HOME)/venv
 VGPU_SRC := $(DKMSDIR)/vgpu-$(VGPU_VERSION)
-VGPU_COMMANDS := vgpud vgpuctl vgpu-oci-hook vgpu-runtime
+VGPU_COMMANDS := vgpud vgpuctl vgpu-oci-hook
+VGPU_DOCS := README.md $(wildcard docs/*.md)
 # systemctl only on the live system, not into a staging tree
 LIVE_SYSTEMD := $(if $(DESTDIR),,$(wildcard /run/systemd/system))
 
-install:
+.PHONY: install-unit install-dkms
+install: install-unit install-dkms
 	@case "$(VGPU_HOME)" in /?*) ;; *) echo "install: VGPU_HOME must be an absolute path"; exit 1;; esac
 	test -d $(DESTDIR)$(VGPU_VENV) || $(PYTHON) -m venv $(DESTDIR)$(VGPU_VENV)
 	@# built from a copy, so that setuptools leaves no build/ or egg-info here
@@ -216,29 +246,46 @@ install:
 	done
 	install -d $(DESTDIR)$(BINDIR)
 	for c in $(VGPU_COMMANDS); do ln -sfn $(VGPU_VENV)/bin/$$c $(DESTDIR)$(BINDIR)/$$c; done
+	@# vgpu-runtime: the C fast path, which execs runc, or for a bundle that may
+	@# ask for a slice vgpu-runtime-slow: this venv's Python, isolated and
+	@# without the site import (-IS), with the package's directory named
+	site=$$($(DESTDIR)$(VGPU_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') && \
+	site=$${site#$(DESTDIR)} && \
+	printf '#!%s -IS\nimport sys\nsys.path.insert(0, %s)\nfrom vgpu.cli.runtime import main\nsys.exit(main())\n' \
+		'$(VGPU_VENV)/bin/python' "'$$site'" > $(DESTDIR)$(VGPU_SLOW_PATH) && \
+		chmod 0755 $(DESTDIR)$(VGPU_SLOW_PATH)
+	rm -f $(DESTDIR)$(BINDIR)/vgpu-runtime
+	$(CC) $(RUNTIME_CFLAGS) -DVGPU_SLOW_PATH='"$(VGPU_SLOW_PATH)"' \
+		-o $(DESTDIR)$(BINDIR)/vgpu-runtime container-hook/vgpu-runtime.c
 	install -d $(DESTDIR)$(VGPU_HOME)/share $(DESTDIR)$(SYSCONFDIR)/vgpu
 	install -m 0644 config/vgpud.example.toml $(DESTDIR)$(VGPU_HOME)/share/vgpud.example.toml
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/vgpu/vgpud.toml ]; then \
 		echo "install: kept the existing $(SYSCONFDIR)/vgpu/vgpud.toml"; \
 	else install -m 0644 config/vgpud.example.toml $(DESTDIR)$(SYSCONFDIR)/vgpu/vgpud.toml; fi
-	@if [ -f packaging/vgpud.service ]; then \
-		install -d $(DESTDIR)$(UNITDIR) && \
-		sed -E 's#(/usr/local/bin|/usr/bin)/(vgpud|vgpuctl|vgpu-oci-hook)([[:space:]]|$$)#$(BINDIR)/\2\3#g' \
-			packaging/vgpud.service > $(DESTDIR)$(UNITDIR)/vgpud.service && \
-		chmod 0644 $(DESTDIR)$(UNITDIR)/vgpud.service && \
-		echo "install: $(UNITDIR)/vgpud.service"; \
-	else echo "install: no packaging/vgpud.service yet: no unit installed"; fi
+	@echo "install: done.  Next: dkms install vgpu/$(VGPU_VERSION); edit $(SYSCONFDIR)/vgpu/vgpud.toml;"
+	@echo "         systemctl enable --now vgpud"
+
+# the unit names its commands in /usr/bin and its docs in /usr/share/doc/vgpu:
+# both are rewritten to where they are installed
+install-unit:
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 0644 $(VGPU_DOCS) $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -E -e 's#(/usr/local/bin|/usr/bin)/(vgpud|vgpuctl|vgpu-oci-hook)([[:space:]]|$$)#$(BINDIR)/\2\3#g' \
+		-e 's#file:///usr/share/doc/vgpu/#file://$(DOCDIR)/#g' \
+		packaging/vgpud.service > $(DESTDIR)$(UNITDIR)/vgpud.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/vgpud.service
 	$(if $(LIVE_SYSTEMD),-systemctl daemon-reload)
+
+install-dkms:
 	rm -rf $(DESTDIR)$(VGPU_SRC)
 	install -d $(DESTDIR)$(VGPU_SRC)/vgpu $(DESTDIR)$(VGPU_SRC)/include/uapi
 	install -m 0644 kmod/vgpu/Kbuild $(filter-out %.mod.c,$(wildcard kmod/vgpu/*.c)) \
 		kmod/vgpu/*.h $(DESTDIR)$(VGPU_SRC)/vgpu/
 	install -m 0644 kmod/include/nvabi.h kmod/include/nvrel.h kmod/include/nvrel_tables.h $(DESTDIR)$(VGPU_SRC)/include/
 	install -m 0644 kmod/include/uapi/*.h $(DESTDIR)$(VGPU_SRC)/include/uapi/
-	install -m 0755 kmod/dkms-build.sh $(DESTDIR)$(VGPU_SRC)/
+	install -m 0755 kmod/dkms-build.sh kmod/nvidia-symvers.sh $(DESTDIR)$(VGPU_SRC)/
 	sed 's/@VERSION@/$(VGPU_VERSION)/' kmod/dkms.conf > $(DESTDIR)$(VGPU_SRC)/dkms.conf
-	@echo "install: done.  Next: dkms install vgpu/$(VGPU_VERSION); edit $(SYSCONFDIR)/vgpu/vgpud.toml;"
-	@echo "         systemctl enable --now vgpud"
 
 uninstall:
 	@case "$(VGPU_HOME)" in /?*) ;; *) echo "uninstall: VGPU_HOME must be an absolute path"; exit 1;; esac
@@ -247,9 +294,10 @@ uninstall:
 	$(if $(LIVE_SYSTEMD),-systemctl daemon-reload)
 	for c in $(VGPU_COMMANDS); do l=$(DESTDIR)$(BINDIR)/$$c; \
 		case "$$(readlink $$l 2>/dev/null)" in $(VGPU_VENV)/*) rm -f $$l;; esac; done
+	-grep -qsF '$(VGPU_SLOW_PATH)' $(DESTDIR)$(BINDIR)/vgpu-runtime && rm -f $(DESTDIR)$(BINDIR)/vgpu-runtime
 	$(if $(DESTDIR),,-if command -v dkms >/dev/null && dkms status vgpu/$(VGPU_VERSION) | grep -q .; \
 		then dkms remove vgpu/$(VGPU_VERSION) --all; fi)
-	rm -rf $(DESTDIR)$(VGPU_SRC) $(DESTDIR)$(VGPU_VENV)
+	rm -rf $(DESTDIR)$(VGPU_SRC) $(DESTDIR)$(VGPU_VENV) $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(VGPU_HOME)/share/vgpud.example.toml
 	-rmdir $(DESTDIR)$(VGPU_HOME)/share $(DESTDIR)$(VGPU_HOME) 2>/dev/null
 	@echo "uninstall: kept $(SYSCONFDIR)/vgpu (the config) and vgpud's state directory"

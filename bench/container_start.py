@@ -12,9 +12,15 @@ Start: `runc create` + `runc start` of a busybox container running `true`,
 median and p90 of N (default 20) starts, for
   plain       runc, no hook (what any container costs);
   no-slice    through vgpu-runtime, a container that asks for nothing (the
-              wrapper reads config.json and execs runc; no hook is wired);
-  slice       through vgpu-runtime with vgpu.io/memory: createRuntime hook
-              (one API call creating the slice, bind mounts, device rule).
+              C fast path scans config.json and execs runc; no Python);
+  slice       through vgpu-runtime with vgpu.io/memory: the fast path execs
+              the Python slow path (python -IS), which wires the hook into
+              config.json and execs runc; the createRuntime hook (the
+              wrapper's own default entry, python -I -S -c) makes one API
+              call creating the slice, bind mounts, device rule.
+vgpu-runtime is built from container-hook/vgpu-runtime.c into the bench's
+temporary directory, as `make install` builds it, with its slow path a
+`#!python -IS` script as `make install` writes it.
 The teardown (`runc delete`, which runs the poststop hook that releases the
 slice) is reported apart.
 
@@ -96,14 +102,26 @@ class Env:
         for n in ("nvidiactl", "nvidia0", "nvidia-uvm"):
             os.mknod(d / n, 0o666 | 0o020000, st.st_rdev)
 
+    def wrapper(self) -> str:
+        """vgpu-runtime (C) and its slow path, as make install lays them out."""
+        out = self.tmp / "vgpu-runtime"
+        if not out.exists():
+            slow = self.tmp / "vgpu-runtime-slow"
+            slow.write_text(f"#!{PY} -IS\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+                            f"from vgpu.cli.runtime import main\nsys.exit(main())\n")
+            slow.chmod(0o755)
+            cc = shutil.which("cc") or shutil.which("gcc") or sys.exit("bench: needs cc")
+            subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror",
+                            f'-DVGPU_SLOW_PATH="{slow}"', "-o", str(out),
+                            str(REPO / "container-hook" / "vgpu-runtime.c")], check=True)
+        return str(out)
+
     def env(self) -> dict:
-        hook = self.tmp / "vgpu-oci-hook"
-        if not hook.exists():
-            hook.write_text(f"#!/bin/sh\ncd {REPO} && exec {PY} -S -m vgpu.cli.hook --socket "
-                            f"{self.sock} --fuse-mount {self.fs} \"$@\"\n")
-            hook.chmod(0o755)
-        return dict(os.environ, VGPU_RUNC=RUNC, VGPU_SOCKET=self.sock,
-                    VGPU_FUSE_MOUNT=self.fs, VGPU_HOOK=str(hook), PYTHONPATH=str(REPO))
+        # no VGPU_HOOK: the wrapper writes its own default entry (python -I
+        # -S -c ...), which gets VGPU_SOCKET and VGPU_FUSE_MOUNT from here
+        e = dict(os.environ, VGPU_RUNC=RUNC, VGPU_SOCKET=self.sock, VGPU_FUSE_MOUNT=self.fs)
+        e.pop("VGPU_HOOK", None)
+        return e
 
     def close(self) -> None:
         if self.vgpud is not None:
@@ -129,40 +147,52 @@ def bundle(tmp: Path, name: str, annotations: dict | None) -> Path:
     return b
 
 
-def start_times(e: Env, kind: str, n: int) -> tuple[list[float], list[float]]:
+def start_once(e: Env, kind: str, i: int) -> tuple[float, float]:
+    """One start (create + start) and one delete of a container of ``kind``."""
     root = str(e.tmp / "runc-root")
-    starts, deletes = [], []
-    for i in range(n):
-        cid = f"{kind}-{i}"
-        ann = {"vgpu.io/memory": "16MiB", "vgpu.io/gpus": "0"} if kind == "slice" else None
-        b = bundle(e.tmp, cid, ann)
-        if kind == "slice":
-            e.add_fake_nodes(cid)
-        if kind == "plain":
-            pre = [RUNC, "--root", root]
-        else:
-            pre = [PY, "-S", "-m", "vgpu.cli.runtime", "--root", root]
-        # the container inherits runc's stdio: a file, never a pipe (runc
-        # create returns while the container holds it open)
-        logp = e.tmp / "runc.out"
-        t0 = time.perf_counter()
-        for cmd in (["create", "--bundle", str(b), cid], ["start", cid]):
-            with open(logp, "wb") as out:
-                r = subprocess.run(pre + cmd, cwd=REPO, env=e.env(), stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=out, timeout=120)
-            if r.returncode != 0:
-                sys.exit(f"bench: {kind} {cmd[0]} {cid}: {logp.read_text().strip()}")
-        starts.append(time.perf_counter() - t0)
-        while json.loads(subprocess.run([RUNC, "--root", root, "state", cid], capture_output=True,
-                                        text=True).stdout or "{}").get("status") == "running":
-            time.sleep(0.01)
-        t0 = time.perf_counter()
-        r = subprocess.run(pre + ["delete", cid], cwd=REPO, env=e.env(), capture_output=True,
-                           text=True, timeout=120)
-        deletes.append(time.perf_counter() - t0)
+    cid = f"{kind}-{i}"
+    ann = {"vgpu.io/memory": "16MiB", "vgpu.io/gpus": "0"} if kind == "slice" else None
+    b = bundle(e.tmp, cid, ann)
+    if kind == "slice":
+        e.add_fake_nodes(cid)
+    pre = [RUNC, "--root", root] if kind == "plain" else [e.wrapper(), "--root", root]
+    # the container inherits runc's stdio: a file, never a pipe (runc
+    # create returns while the container holds it open)
+    logp = e.tmp / "runc.out"
+    env = e.env()
+    t0 = time.perf_counter()
+    for cmd in (["create", "--bundle", str(b), cid], ["start", cid]):
+        with open(logp, "wb") as out:
+            r = subprocess.run(pre + cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                               stdout=out, stderr=out, timeout=120)
         if r.returncode != 0:
-            sys.exit(f"bench: delete {cid}: {r.stderr.strip()}")
-    return starts, deletes
+            sys.exit(f"bench: {kind} {cmd[0]} {cid}: {logp.read_text().strip()}")
+    start = time.perf_counter() - t0
+    while json.loads(subprocess.run([RUNC, "--root", root, "state", cid], capture_output=True,
+                                    text=True).stdout or "{}").get("status") == "running":
+        time.sleep(0.01)
+    t0 = time.perf_counter()
+    r = subprocess.run(pre + ["delete", cid], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)
+    delete = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(f"bench: delete {cid}: {r.stderr.strip()}")
+    return start, delete
+
+
+KINDS = ("plain", "no-slice", "slice")
+
+
+def start_times(e: Env, n: int) -> dict[str, tuple[list[float], list[float]]]:
+    """n starts of each kind, the kinds interleaved (plain, no-slice, slice,
+    plain, ...) so that a busy host weighs on all of them alike."""
+    res: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in KINDS}
+    for i in range(n):
+        for k in KINDS:
+            s, d = start_once(e, k, i)
+            res[k][0].append(s)
+            res[k][1].append(d)
+    return res
 
 
 def fuse_latency(e: Env, n: int, slices: int) -> None:
@@ -219,7 +249,7 @@ def main() -> int:
     try:
         where = "VM (TCG): vgpud + vgpufs + vgpu.ko" if IN_VM else "host: fake vgpud, mknod nodes"
         print(f"container start, {where}; runc create+start of busybox `true`, n={a.n}")
-        res = {k: start_times(e, k, a.n) for k in ("plain", "no-slice", "slice")}
+        res = start_times(e, a.n)
         for k, (s, d) in res.items():
             print(f"  {k:<9} start {fmt_ms(s)}   delete {fmt_ms(d)}")
         base = statistics.median(res["plain"][0])

@@ -175,10 +175,15 @@ class Demo:
         d.mkdir()
         (d / "config.toml").write_text(CONTAINERD_CONFIG.format(d=d))
         # what containerd's runc options name as BinaryName on a real node
-        # (/usr/local/bin/vgpu-runtime after `make install`)
+        # (/usr/local/bin/vgpu-runtime after `make install`): the C fast path
+        # (`make runtime`), whose slow path is the package's Python wrapper
+        fast = REPO / "build" / "vgpu-runtime"
+        if not fast.exists():
+            raise SystemExit(f"demo: {fast} is missing: `make runtime` builds it")
         shim = d / "vgpu-runtime"
         shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={SOCKET} "
-                        f"VGPU_FUSE_MOUNT={FUSE}\nexec {VENV / 'vgpu-runtime'} \"$@\"\n")
+                        f"VGPU_FUSE_MOUNT={FUSE} VGPU_RUNTIME_SLOW={VENV / 'vgpu-runtime'}\n"
+                        f"exec {fast} \"$@\"\n")
         shim.chmod(0o755)
         self.shim = str(shim)
         log = open(self.tmp / "containerd.log", "wb")

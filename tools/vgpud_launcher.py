@@ -117,7 +117,7 @@ def config(tmp: str | os.PathLike, base: dict | str | os.PathLike | None = None,
 
 def example_config(tmp: str | os.PathLike, **sections: dict | None) -> dict:
     """config/vgpud.example.toml as a node has it (socket /run/vgpu/vgpud.sock,
-    vgpufs at /run/vgpu/private/fs, metrics on 127.0.0.1:9400), its state
+    vgpufs at /run/vgpu/private/fs, metrics on 127.0.0.1:19400), its state
     directory moved under ``tmp``, with ``sections`` merged as by ``config``."""
     return config(tmp, EXAMPLE, **{"paths": {"state_dir": "{tmp}/state"}, **sections})
 

@@ -13,6 +13,7 @@ import logging
 import re
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
 from vgpu.daemon import compute as C
@@ -331,23 +332,25 @@ async def test_show_list_and_metrics_carry_target_and_achieved(env):
     k.scheds_[0].switches, k.scheds_[0].cpu_ns = 77, 1_500_000
     await mgr.refresh_scheds()
     text = render(mgr)
-    lab = f'container="m",slice_id="{sid}",gpu="0",uuid="{mgr.gpus[0].uuid}"'
-    assert f"vgpu_slice_gpu_time_seconds_total{{{lab}}} 1.8\n" in text
-    assert f"vgpu_slice_compute_target_ratio{{{lab}}} 0.3\n" in text
-    assert f"vgpu_slice_compute_achieved_ratio{{{lab}}} 0.3\n" in text
-    glab = f'gpu="0",uuid="{mgr.gpus[0].uuid}",name="Sim"'
-    assert f"vgpu_scheduler_switches_total{{{glab}}} 77\n" in text
-    assert f"vgpu_scheduler_cpu_seconds_total{{{glab}}} 0.0015\n" in text
-    for name, typ in [("vgpu_slice_gpu_time_seconds_total", "counter"),
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+
+    def value(metric, **labels):
+        return [s.value for s in fams[metric.removesuffix("_total")].samples
+                if s.name == metric and labels.items() <= s.labels.items()]
+
+    lab = {"container": "m", "slice_id": str(sid), "gpu": "0", "uuid": mgr.gpus[0].uuid}
+    assert value("vgpu_slice_gpu_time_seconds_total", **lab) == [1.8]
+    assert value("vgpu_slice_compute_target_ratio", **lab) == [0.3]
+    assert value("vgpu_slice_compute_achieved_ratio", **lab) == [pytest.approx(0.3)]
+    glab = {"gpu": "0", "uuid": mgr.gpus[0].uuid, "name": "Sim"}
+    assert value("vgpu_scheduler_switches_total", **glab) == [77]
+    assert value("vgpu_scheduler_cpu_seconds_total", **glab) == [0.0015]
+    for name, typ in [("vgpu_slice_gpu_time_seconds", "counter"),
                       ("vgpu_slice_compute_target_ratio", "gauge"),
                       ("vgpu_slice_compute_achieved_ratio", "gauge"),
-                      ("vgpu_scheduler_switches_total", "counter"),
-                      ("vgpu_scheduler_cpu_seconds_total", "counter")]:
-        assert f"# TYPE {name} {typ}\n" in text
-    # every sample line parses as Prometheus text: name{labels} number
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            assert re.fullmatch(r'[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+', line), line
+                      ("vgpu_scheduler_switches", "counter"),
+                      ("vgpu_scheduler_cpu_seconds", "counter")]:
+        assert fams[name].type == typ
 
 
 async def test_kdump_feeds_the_meter(env, monkeypatch):

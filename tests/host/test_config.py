@@ -74,7 +74,7 @@ def test_empty_file_gives_builtin_defaults():
     assert c.node.max_channels == 256
     assert c.defaults == SliceSpec(None, None, "low", "share")
     assert c.scheduler_period == 0.1 and c.gc_interval == 10.0
-    assert c.metrics_listen == "127.0.0.1:9400" and c.log_level == "info"
+    assert c.metrics_listen == "127.0.0.1:19400" and c.log_level == "info"
     assert c.api_group == "" and c.profiles == {} and c.schedule == ()
     assert DEFAULT_CONFIG_PATH == "/etc/vgpu/vgpud.toml"
 
@@ -263,7 +263,7 @@ def test_section_not_a_table(section):
 
 
 def test_good_listen_addresses():
-    for v in ["127.0.0.1:9400", "0.0.0.0:1", "[::1]:9400", "[::]:65535", "localhost:9400",
+    for v in ["127.0.0.1:19400", "0.0.0.0:1", "[::1]:9400", "[::]:65535", "localhost:9400",
               "node-1.example.com:80", ""]:
         assert parse_config(f'[metrics]\nlisten = "{v}"\n').metrics_listen == v
 
@@ -831,3 +831,51 @@ def test_describe_audit_changes(tmp_path):
     c = parse_config(_audit_config(tmp_path, 'audit = true\nallow_list = "{f}"', allow=None))
     assert describe_changes(b, c) == [
         f'profiles.trial.allow_list: "{f}": contents changed, 2 items -> 3 items' + note]
+
+
+# ---- [kubernetes] (the device plugin vgpud runs) ---------------------------
+
+def test_kubernetes_defaults_and_values():
+    k = parse_config("").kubernetes
+    assert (k.device_plugin, str(k.kubelet_dir), k.profile, k.oversubscribe_factor) == \
+        (False, "/var/lib/kubelet/device-plugins", "", 2.0)
+    k = parse_config('[kubernetes]\ndevice_plugin = true\nkubelet_dir = "/k/dp"\n'
+                     'profile = "small"\noversubscribe_factor = 1.5\n'
+                     '[node]\noversubscribe_memory = true\n'
+                     '[profiles.small]\nmemory = "4GiB"\n').kubernetes
+    assert (k.device_plugin, str(k.kubelet_dir), k.profile, k.oversubscribe_factor) == \
+        (True, "/k/dp", "small", 1.5)
+
+
+@pytest.mark.parametrize("body,error", [
+    ('foo = 1', 'kubernetes.foo: unknown key (known: device_plugin, kubelet_dir, profile, '
+                'oversubscribe_factor)'),
+    ('device_plugin = "yes"', 'kubernetes.device_plugin: "yes" is not true or false'),
+    ('kubelet_dir = "var/lib"', 'kubernetes.kubelet_dir: "var/lib" is not an absolute path'),
+    ('kubelet_dir = "/' + "d" * 90 + '"', "is too long for the plugin's Unix sockets in it "
+                                          "(at most 81 bytes)"),
+    ('profile = "nope"', 'kubernetes.profile: "nope" is not a defined profile '
+                         '(profiles: none defined)'),
+    ('profile = 3', 'kubernetes.profile: 3 is an integer, not a string'),
+    ('oversubscribe_factor = 2', 'kubernetes.oversubscribe_factor: 2 has no effect: '
+                                 'node.oversubscribe_memory is false'),
+    ('oversubscribe_factor = "2"', 'kubernetes.oversubscribe_factor: "2" is a string, not a number'),
+    ('oversubscribe_factor = true', 'kubernetes.oversubscribe_factor: true is a boolean'),
+])
+def test_kubernetes_errors(body, error):
+    e = one_error(f"[kubernetes]\n{body}\n", "f.toml")
+    assert e.startswith("f.toml: kubernetes."), e
+    assert error in e, e
+
+
+@pytest.mark.parametrize("v", ["0.5", "17", "nan"])
+def test_kubernetes_factor_range(v):
+    e = one_error(f"[node]\noversubscribe_memory = true\n[kubernetes]\noversubscribe_factor = {v}\n")
+    assert f"kubernetes.oversubscribe_factor: {v} is out of range (1 to 16)" in e
+
+
+def test_kubernetes_not_a_table_and_reload_lines():
+    assert 'kubernetes: 1 is an integer, not a table (write [kubernetes])' in one_error("kubernetes = 1")
+    a = parse_config("")
+    b = parse_config('[kubernetes]\ndevice_plugin = true\n')
+    assert describe_changes(a, b) == ["kubernetes.device_plugin: false -> true"]

@@ -189,6 +189,25 @@ def test_list_human_and_json(fake, capsys):
     assert json.loads(out) == {"slices": list(fake.slices.values())}
 
 
+def test_list_shows_kubernetes_names(fake, capsys):
+    """On a Kubernetes node a POD column says whose each slice is: the
+    namespace, pod and container names the hook recorded as labels."""
+    with_slice(fake, "c1")
+    fake.slices["c1"]["labels"] = {"io.kubernetes.pod.name": "trainer-0",
+                                   "io.kubernetes.pod.namespace": "ml",
+                                   "io.kubernetes.container.name": "main"}
+    with_slice(fake, "pod-abc")
+    fake.slices["pod-abc"]["labels"] = {"io.kubernetes.pod.name": "web",
+                                        "io.kubernetes.pod.namespace": "default"}
+    with_slice(fake, "plain")
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "list")
+    lines = out.splitlines()
+    assert rc == 0 and lines[0].split()[:3] == ["CONTAINER", "POD", "GPUS"]
+    assert [ln.split()[:2] for ln in lines[1:]] == [
+        ["c1", "ml/trainer-0/main"], ["pod-abc", "default/web"], ["plain", "-"]]
+
+
 @pytest.mark.parametrize("cmd", ["status", "gpus", "list", "show c1", "audit c1"])
 def test_json_is_the_api_result_as_is(fake, capsys, cmd):
     with_slice(fake)

@@ -790,3 +790,199 @@ def test_mount_slice_argument(tmp_path, fake):
     _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"})
     r = run_hook(state, "--mount-slice", "c1", "poststop", "--socket", fake.path)
     assert r.returncode == 0 and fake.requests == []
+
+
+# ------------------------------------------------------------ pods (issue 15, item 2)
+from vgpu.cli import request  # noqa: E402
+
+SB = "5e1f0c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f"
+UID = "0c4a1e6e-7a5b-4c33-9a0e-3d5f7b2b1c11"
+
+
+def cri(kind, containerd=True, name="app", **extra):
+    """The CRI annotations of a container of pod "web" in "team", uid UID."""
+    if containerd:
+        ann = {"io.kubernetes.cri.container-type": kind, "io.kubernetes.cri.sandbox-id": SB,
+               "io.kubernetes.cri.sandbox-name": "web", "io.kubernetes.cri.sandbox-namespace":
+               "team", "io.kubernetes.cri.sandbox-uid": UID}
+        if kind == "container":
+            ann["io.kubernetes.cri.container-name"] = name
+    else:
+        ann = {"io.kubernetes.cri-o.ContainerType": kind, "io.kubernetes.cri-o.SandboxID": SB,
+               "io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "team",
+               "io.kubernetes.pod.uid": UID}
+        if kind == "container":
+            ann["io.kubernetes.container.name"] = name
+    ann.update(extra)
+    return ann
+
+
+def scope(ann, env=None, cid="c1"):
+    config = {"annotations": ann, "process": {"env": env or []}}
+    return request.scope_of({"id": cid}, config)
+
+
+POD_REQ = {"vgpu.io/memory": "4Gi", "vgpu.io/compute": "30%"}
+
+
+@pytest.mark.parametrize("containerd", [True, False], ids=["containerd", "cri-o"])
+def test_pod_rule_sandbox_pod_and_container_scope(containerd):
+    # the sandbox: never a slice; with a pod request, its poststop ends the pod's
+    sc = scope(cri("sandbox", containerd, **POD_REQ), cid=SB)
+    assert (sc.kind, sc.name) == ("sandbox", "pod-" + SB)
+    assert request.hook_stages(sc) == (("poststop",), False)
+    assert request.raw_request({"id": SB}, {"annotations": cri("sandbox", containerd,
+                                                               **POD_REQ)}) == ({}, "")
+    sc = scope(cri("sandbox", containerd))
+    assert sc.kind == "sandbox" and request.hook_stages(sc) == ((), False)
+    # init and app containers: one slice for the pod, named from the sandbox
+    for name in ("init", "app", "sidecar"):
+        sc = scope(cri("container", containerd, name=name, **POD_REQ), cid=f"id-{name}")
+        assert (sc.kind, sc.name, sc.raw, sc.pod_uid) == ("pod", "pod-" + SB, {
+            "memory": "4Gi", "compute": "30%"}, UID)
+        assert sc.labels == {"io.kubernetes.pod.name": "web",
+                             "io.kubernetes.pod.namespace": "team"}
+        assert request.hook_stages(sc) == (("createRuntime",), True)
+    # the device plugin's per-container request wins: its own slice
+    sc = scope(cri("container", containerd, name="gpu", **POD_REQ,
+                   **{"vgpu.io/container-memory": "2Gi", "vgpu.io/container-gpus": "1"}))
+    assert (sc.kind, sc.name, sc.raw) == ("container", "c1", {"memory": "2Gi", "gpus": "1"})
+    assert sc.names == {"memory": "vgpu.io/container-memory", "gpus": "vgpu.io/container-gpus"}
+    assert sc.labels == {"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "team",
+                         "io.kubernetes.container.name": "gpu"}
+    assert request.hook_stages(sc) == (("createRuntime", "poststop"), True)
+    # a container of a pod that asked nothing
+    assert scope(cri("container", containerd)).kind == ""
+
+
+def test_pod_rule_outside_kubernetes_is_the_containers_own_request():
+    sc = scope({"vgpu.io/memory": "4Gi"})
+    assert (sc.kind, sc.name, sc.raw, sc.labels) == ("container", "c1", {"memory": "4Gi"}, {})
+    sc = scope({"vgpu.io/container-memory": "4Gi", "vgpu.io/compute": "10%"})
+    assert sc.raw == {"memory": "4Gi", "compute": "10%"} and sc.kind == "container"
+    assert scope({"vgpu.io/memory": "4Gi", "vgpu.io/container-memory": "4Gi"}).raw == \
+        {"memory": "4Gi"}
+    with pytest.raises(request.ScopeError, match="disagree"):
+        scope({"vgpu.io/memory": "4Gi", "vgpu.io/container-memory": "2Gi"})
+    sc = scope({}, env=["VGPU_MEMORY=1Gi", "VGPU_PROFILE=img"])
+    assert (sc.kind, sc.source) == ("container", "env")
+    assert scope({}).kind == "" and request.hook_stages(scope({})) == ((), False)
+    # an image's VGPU_* in a pod: the container's own (vgpud's allow_image_env decides)
+    sc = scope(cri("container"), env=["VGPU_MEMORY=1Gi", "VGPU_PROFILE=img"])
+    assert (sc.kind, sc.name, sc.source) == ("container", "c1", "env")
+    assert scope(cri("sandbox"), env=["VGPU_MEMORY=1Gi"]).raw == {}
+
+
+@pytest.mark.parametrize("ann, words", [
+    ({"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-uid": UID,
+      **POD_REQ}, "names no sandbox"),
+    ({"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": SB,
+      **POD_REQ}, "no pod uid"),
+    (cri("container", **{"io.kubernetes.cri.sandbox-id": "../x", **POD_REQ}),
+     "cannot name a slice"),
+    (cri("container", **{"io.kubernetes.cri.sandbox-id": "a" * 121, **POD_REQ}),
+     "cannot name a slice"),
+    (cri("podsandbox"), "unknown Kubernetes container type"),
+])
+def test_pod_rule_refuses_contradictions(ann, words):
+    with pytest.raises(request.ScopeError, match=words):
+        scope(ann)
+
+
+def test_pod_cgroup_is_the_parent_named_for_the_pod():
+    u = UID.replace("-", "_")
+    ok = [("pod" + UID, UID), (f"kubepods-pod{u}.slice", UID),
+          (f"kubepods-burstable-pod{u}.slice", UID), (f"kubepods-besteffort-pod{u}.slice", UID)]
+    for name, uid in ok:
+        assert request.is_pod_cgroup(name, uid), name
+    bad = [("pod" + UID, UID[:-1] + "2"), ("pod" + UID + "x", UID), (f"x-pod{u}.slice", UID),
+           (f"kubepods-pod{UID}.slice", UID), ("pod", ""), ("pod../x", "../x"),
+           ("kubepods", UID), (f"kubepods-evil-pod{u}.slice", UID)]
+    for name, uid in bad:
+        assert not request.is_pod_cgroup(name, uid), name
+    base = "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice"
+    assert hook.pod_cgroup("c1", f"{base}/kubepods-burstable-pod{u}.slice/cri-containerd-c1."
+                           "scope", UID) == f"{base}/kubepods-burstable-pod{u}.slice"
+    assert hook.pod_cgroup("c1", f"/sys/fs/cgroup/kubepods/pod{UID}/c1/", UID) == \
+        f"/sys/fs/cgroup/kubepods/pod{UID}"
+    for own, uid in ((f"/sys/fs/cgroup/kubepods/burstable/c1", UID),
+                     (f"/sys/fs/cgroup/kubepods/pod{UID}/c1", "1111-2222"),
+                     (f"/sys/fs/cgroup/pod{UID}/x/c1", UID), (f"/sys/fs/cgroup/pod{UID}/c1", None)):
+        with pytest.raises(hook.HookError, match="is not the cgroup of its pod"):
+            hook.pod_cgroup("c1", own, uid)
+
+
+def test_runtime_wires_each_case(tmp_path, monkeypatch):
+    """vgpu-runtime writes what hook_stages says: a sandbox whose pod asked
+    poststop only, no device rule; a pod container createRuntime + the
+    device rule; a container-scope container both hooks + the rule."""
+    monkeypatch.setenv("VGPU_HOOK", "/usr/local/bin/vgpu-oci-hook")
+    monkeypatch.setattr(runtime, "vgpu_major", lambda: 510)
+
+    def wired(ann):
+        b = tmp_path / f"b{next(_cg_seq)}"
+        b.mkdir()
+        (b / "config.json").write_text(json.dumps({"annotations": ann, "linux": {}}))
+        asked = runtime.prepare_bundle(str(b), "c1")
+        c = json.loads((b / "config.json").read_text())
+        hooks = {k: [h["args"][-1] for h in v] for k, v in c.get("hooks", {}).items()}
+        return asked, hooks, c.get("linux", {}).get("resources", {}).get("devices", [])
+
+    rule = [{"allow": True, "type": "c", "major": 510, "access": "rw"}]
+    assert wired(cri("sandbox", **POD_REQ)) == (True, {"poststop": ["poststop"]}, [])
+    assert wired(cri("sandbox")) == (False, {}, [])
+    assert wired(cri("container", **POD_REQ)) == (True, {"createRuntime": ["createRuntime"]},
+                                                  rule)
+    both = {"createRuntime": ["createRuntime"], "poststop": ["poststop"]}
+    assert wired(cri("container", **{"vgpu.io/container-memory": "1Gi"})) == (True, both, rule)
+    assert wired({"vgpu.io/memory": "1Gi"}) == (True, both, rule)
+    assert wired(cri("container")) == (False, {}, [])
+    # contradictions fail the start with one line naming the container
+    b = tmp_path / "bad"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps({"annotations": cri("x", **POD_REQ)}))
+    r, got = run_runtime(tmp_path, "create", "--bundle", str(b), "c9")
+    assert r.returncode == 1 and got is None
+    assert r.stderr.startswith("vgpu-runtime: container c9: unknown Kubernetes container type")
+
+
+@pytest.mark.parametrize("containerd", [True, False], ids=["containerd", "cri-o"])
+def test_poststop_of_a_pod_container_keeps_the_pod_slice_the_sandbox_deletes_it(
+        tmp_path, fake, containerd):
+    _, app = make_bundle(tmp_path, cri("container", containerd, **POD_REQ), cid="app1")
+    app["status"] = "stopped"
+    fake.slices["pod-" + SB] = {"container": "pod-" + SB, "owner": hook_owner(app)}
+    r = run_hook(app, "poststop", "--socket", fake.path, "--debug")
+    assert r.returncode == 0, r.stderr
+    assert fake.requests == [] and "stays" in r.stderr
+    _, sbx = make_bundle(tmp_path, cri("sandbox", containerd, **POD_REQ), cid=SB)
+    # createRuntime of the sandbox: nothing, whatever the pod asked
+    r = run_hook(sbx, "createRuntime", "--socket", fake.path)
+    assert r.returncode == 0 and fake.requests == [], r.stderr
+    sbx["status"] = "stopped"
+    r = run_hook(sbx, "poststop", "--socket", fake.path)
+    assert r.returncode == 0, r.stderr
+    assert [(q["op"], q["args"]) for q in fake.requests] == [
+        ("delete", {"container": "pod-" + SB, "force": True, "owner": hook_owner(sbx)})]
+    assert hook_owner(sbx) == hook_owner(app) and hook_owner(sbx)["pod"] == UID
+    assert fake.slices == {}
+    r = run_hook(sbx, "poststop", "--socket", fake.path)      # again: already gone, fine
+    assert r.returncode == 0, r.stderr
+    # a sandbox of a pod that asked nothing: nothing sent
+    _, bare = make_bundle(tmp_path, cri("sandbox", containerd), cid="sb2")
+    bare["status"] = "stopped"
+    n = len(fake.requests)
+    assert run_hook(bare, "poststop", "--socket", fake.path).returncode == 0
+    assert len(fake.requests) == n
+
+
+def test_pod_container_outside_its_pods_cgroup_is_refused(tmp_path, fake, ctr):
+    """ctr's cgroup is <root>/vgpu-test-...: its parent is no pod's, so no
+    pod slice is made (bound there it would open to whatever else lives
+    under the parent); nothing is sent to vgpud."""
+    _, state = make_bundle(tmp_path, cri("container", **POD_REQ), cid="app2", pid=ctr.pid)
+    r = run_hook(state, "createRuntime", "--socket", fake.path)
+    assert r.returncode == 1
+    assert "container app2: its cgroup's parent" in r.stderr
+    assert "is not the cgroup of its pod" in r.stderr
+    assert fake.requests == []

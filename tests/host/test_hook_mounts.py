@@ -430,3 +430,26 @@ def test_rebind_replaces_a_dead_vgpufs_view(tmp_path, container):
         assert "vgpu slice 7 (container c1)" in view, view
     finally:
         F.clear_stale_mounts(str(mnt))
+
+
+def test_rebind_leaves_a_process_without_a_view_alone(tmp_path):
+    """A pod's slice serves each container of the pod, and vgpud re-binds
+    one process of each populated cgroup below the pod's, the sandbox's
+    included: a root with no /proc/driver/nvidia view (the pause container)
+    is left as it is, and that is no failure."""
+    root = tmp_path / "pause-root"
+    (root / "proc").mkdir(parents=True)
+    fs = tmp_path / "fs"
+    add_fake_nodes(fs, "c1")
+    p = subprocess.Popen([sys.executable, "-c", CONTAINER, str(root)], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        r = rebind(fs, "--pid-start", str(proc_start(p.pid)), "--rebind", str(p.pid), "c1")
+        assert r.returncode == 0, r.stderr
+        assert "/proc/driver/nvidia is not there" in r.stderr
+        with open(f"/proc/{p.pid}/mountinfo") as f:
+            assert "/proc/driver/nvidia" not in f.read()
+    finally:
+        p.kill()
+        p.wait()

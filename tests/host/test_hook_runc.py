@@ -201,3 +201,121 @@ def test_same_name_in_another_runc_root_neither_gets_nor_deletes_the_slice(tmp_p
     assert fake.slices == {}                                   # A's poststop deleted it
     assert fake.requests[-1]["op"] == "delete" and \
         fake.requests[-1]["args"]["owner"] == owner_a
+
+
+# ------------------------------------------------------------ pods (issue 15, item 2)
+SB = "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0"
+UID = "6b1d2c3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+
+
+def pod_annotations(kind, name=""):
+    """containerd's CRI annotations of pod "web" (namespace "team") plus
+    its pod-level request, as containerd passes them to every container."""
+    ann = {"io.kubernetes.cri.container-type": kind, "io.kubernetes.cri.sandbox-id": SB,
+           "io.kubernetes.cri.sandbox-name": "web", "io.kubernetes.cri.sandbox-namespace": "team",
+           "io.kubernetes.cri.sandbox-uid": UID, "vgpu.io/memory": "2Gi"}
+    if name:
+        ann["io.kubernetes.cri.container-name"] = name
+    return ann
+
+
+@pytest.fixture
+def fastpath(tmp_path):
+    """vgpu-runtime as make install wires it: the C fast path, and behind it
+    the Python slow path (python -IS)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    out = tmp_path / "vgpu-runtime"
+    subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
+                    os.path.join(REPO, "container-hook", "vgpu-runtime.c")], check=True)
+    slow = tmp_path / "vgpu-runtime-slow"
+    slow.write_text(f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {REPO!r})\n"
+                    f"from vgpu.cli.runtime import main\nsys.exit(main())\n")
+    slow.chmod(0o755)
+    return [str(out)], {"VGPU_RUNTIME_SLOW": str(slow)}
+
+
+def test_a_pod_shares_one_slice_and_its_sandbox_ends_it(tmp_path, env, fastpath):
+    """A "pod" under real runc, its containers' cgroups under one pod<uid>
+    directory as the kubelet's cgroupfs driver makes them: the sandbox gets
+    no slice (and no createRuntime hook, no device rule); an init and an
+    app container share ONE slice, pod-<sandbox id>, bound to the pod's
+    cgroup and labelled with the pod's names; their poststops leave it; the
+    sandbox's poststop deletes it."""
+    fake, fs = env["fake"], env["fs"]
+    name = "pod-" + SB
+    add_fake_nodes(fs, name)
+    wrapper, wenv = fastpath
+    e = dict(os.environ, VGPU_RUNC=RUNC, VGPU_HOOK=env["hook"], **wenv)
+    top = f"/vgpu-test-{os.getpid()}-pod"
+    podcg = f"{top}/pod{UID}"
+
+    def bundle(tag, kind, args, cname=""):
+        b = make_bundle(tmp_path, tag, pod_annotations(kind, cname), args=args)
+        config = json.loads((b / "config.json").read_text())
+        config["linux"]["cgroupsPath"] = f"{podcg}/{tag}"
+        (b / "config.json").write_text(json.dumps(config))
+        return b
+
+    def rt(*argv, **kw):
+        return subprocess.run(wrapper + ["--root", env["root"], *argv], env=e,
+                              capture_output=True, text=True, timeout=60, **kw)
+
+    sbx = bundle("sandbox", "sandbox", ("sh", "-c", "sleep 30"))
+    os.symlink("busybox", sbx / "rootfs" / "bin" / "sleep")
+    devices = json.loads((sbx / "config.json").read_text())["linux"]["resources"]["devices"]
+    out = tmp_path / "sandbox.out"
+    try:
+        with open(out, "wb") as f:          # runc create returns while the container holds it
+            r = subprocess.run(wrapper + ["--root", env["root"], "create", "--bundle", str(sbx),
+                                          SB], env=e, stdin=subprocess.DEVNULL, stdout=f,
+                               stderr=f, timeout=60)
+        assert r.returncode == 0, out.read_text()
+        config = json.loads((sbx / "config.json").read_text())
+        assert list(config["hooks"]) == ["poststop"]
+        assert config["linux"]["resources"]["devices"] == devices     # no vgpu rule
+        assert rt("start", SB).returncode == 0
+        assert fake.requests == []                          # the sandbox: no slice
+        for tag in ("init", "app"):
+            b = bundle(tag, "container", ("sh", "-c", LIST + "; cat /proc/self/cgroup"), tag)
+            r = rt("run", "--bundle", str(b), f"ctr-{tag}")
+            assert r.returncode == 0, r.stderr
+            assert "nvidiactl" in r.stdout and f"vgpu slice of {name}" in r.stdout, r.stdout
+            assert list(json.loads((b / "config.json").read_text())["hooks"]) == \
+                ["createRuntime"]
+        ops = [(q["op"], q["args"].get("container")) for q in fake.requests]
+        assert ops == [("create", name), ("create", name)], ops
+        first = fake.requests[0]["args"]
+        unified = hook_mod().cgroup2_mount() or "/sys/fs/cgroup"
+        assert first["cgroup"] == unified.rstrip("/") + podcg
+        assert first["labels"] == {"io.kubernetes.pod.name": "web",
+                                   "io.kubernetes.pod.namespace": "team"}
+        assert first["memory"] == 2 << 30 and first["owner"]["pod"] == UID
+        assert fake.requests[1]["args"]["owner"] == first["owner"]
+        assert list(fake.slices) == [name]                  # one slice, still there
+        # the sandbox goes: its poststop deletes the pod's slice
+        subprocess.run([RUNC, "--root", env["root"], "kill", SB, "KILL"], check=True)
+        deadline = time.monotonic() + 20
+        while json.loads(subprocess.run([RUNC, "--root", env["root"], "state", SB],
+                                        capture_output=True, text=True).stdout or "{}"
+                         ).get("status") == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = rt("delete", SB)
+        assert r.returncode == 0, r.stderr
+        assert fake.slices == {}
+        assert fake.requests[-1]["op"] == "delete" and \
+            fake.requests[-1]["args"] == {"container": name, "force": True,
+                                          "owner": first["owner"]}
+    finally:
+        subprocess.run([RUNC, "--root", env["root"], "delete", "--force", SB],
+                       capture_output=True)
+        for hier in ["/sys/fs/cgroup", *(os.path.join("/sys/fs/cgroup", d)
+                                          for d in os.listdir("/sys/fs/cgroup"))]:
+            base = hier + top
+            if os.path.isdir(base):
+                for d in sorted((r for r, _, _ in os.walk(base)), key=len, reverse=True):
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        pass

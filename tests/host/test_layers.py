@@ -3,10 +3,12 @@ import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
 every module's imports are at its top (issue 14)."""
 import ast
+import fnmatch
 import json
 import pathlib
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -46,6 +48,29 @@ def test_light_module_loads_only_the_standard_library(module):
     assert not foreign, f"{module} pulls in {foreign}"
     daemon = sorted(m for m in loaded if m.startswith("vgpu.daemon"))
     assert not daemon, f"{module} pulls in the daemon's {daemon}"
+
+
+# ------------------------------------------------------------ vgpu.k8s
+#: what of vgpu the Kubernetes side (vgpu-device-plugin, its supervisor) may
+#: load: vgpud's API client and the value parsers (with what they load),
+#: never the daemon
+K8S = modules("k8s")
+K8S_MAY_USE = {m for m in loaded_after("import vgpu.cli.apiclient, vgpu.values")
+               if m.split(".")[0] == "vgpu"}
+
+
+@pytest.mark.parametrize("module", K8S)
+def test_k8s_module_loads_no_daemon(module):
+    loaded = loaded_after(f"import {module}") - BASELINE
+    ours = sorted(m for m in loaded if m.split(".")[0] == "vgpu" and not
+                  m.startswith("vgpu.k8s") and m not in K8S_MAY_USE)
+    assert not ours, f"{module} pulls in {ours}"
+
+
+def test_vgpuds_supervisor_of_the_plugin_loads_no_grpc():
+    # vgpud imports vgpu.k8s.supervisor: its start must not pay for gRPC
+    loaded = loaded_after("import vgpu.k8s.supervisor") - BASELINE
+    assert not sorted(m for m in loaded if m.split(".")[0] in ("grpc", "grpc_tools", "google"))
 
 
 # ------------------------------------------------------------ imports at the top
@@ -121,3 +146,18 @@ def test_every_import_is_at_module_level():
         tree = ast.parse(path.read_text(encoding="utf-8"), rel)
         bad += [f"{rel}:{n.lineno}: {ast.unparse(n)}" for n in imports_below_module_level(tree)]
     assert not bad, "imports below module level:\n" + "\n".join(bad)
+
+
+def test_every_data_file_of_the_package_is_installed():
+    """A file the package reads at run time that is not Python (the device
+    plugin's .proto) reaches an installed node only as package data."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    conf = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    data = conf.get("package-data", {})
+    for f in (root / "vgpu").rglob("*"):
+        if not f.is_file() or f.suffix in (".py", ".pyc") or "__pycache__" in f.parts:
+            continue
+        pkg = ".".join(f.parent.relative_to(root).parts)
+        assert pkg in conf["packages"], f
+        assert any(fnmatch.fnmatch(f.name, pat) for pat in data.get(pkg, ())), \
+            f"{f.relative_to(root)} is not package data in pyproject.toml"

@@ -36,6 +36,8 @@ from tools.vgpud_launcher import Vgpud, config
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
 RUNC = "/usr/sbin/runc"
+#: vgpu-runtime's C fast path (container-hook/vgpu-runtime.c, `make runtime`)
+FAST_PATH = ROOT / "build" / "vgpu-runtime"
 START_TIMEOUT = 180.0
 MiB = 1 << 20
 
@@ -361,10 +363,18 @@ class Containerd:
         self.d = d = runc.tmp / "ctd"
         d.mkdir()
         (d / "config.toml").write_text(CTD_CONFIG.format(d=d))
+        # BinaryName as `make install` makes it: the C fast path (`make
+        # runtime`), whose slow path is this Python running vgpu.cli.runtime
+        slow = d / "vgpu-runtime-slow"
+        slow.write_text(f"#!/bin/sh\nexec {PY} -I -S -c 'import sys; sys.path.insert(0, "
+                        f"\"{ROOT}\"); from vgpu.cli.runtime import main; sys.exit(main())' "
+                        f"\"$@\"\n")
+        slow.chmod(0o755)
+        assert FAST_PATH.exists(), f"{FAST_PATH} is missing: `make runtime` builds it"
         self.shim = d / "vgpu-runtime"
         self.shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={daemon.sock} "
-                             f"VGPU_FUSE_MOUNT={daemon.fs} PYTHONPATH={ROOT}\n"
-                             f"exec {PY} -m vgpu.cli.runtime \"$@\"\n")
+                             f"VGPU_FUSE_MOUNT={daemon.fs} VGPU_RUNTIME_SLOW={slow}\n"
+                             f"exec {FAST_PATH} \"$@\"\n")
         self.shim.chmod(0o755)
         with open(d / "containerd.log", "wb") as log:
             self.proc = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],

@@ -138,8 +138,13 @@ def build(kver: str, cache: Path, jobs: int, quiet: bool = False) -> Path:
 
 
 def build_vgpu(drv: Path, kver: str, out: Path) -> Path:
-    """vgpu.ko from this checkout, linked against the real driver's
-    Module.symvers (its nvidia_get_rm_ops CRC is not nvsim's), in out."""
+    """vgpu.ko from this checkout, built in out as DKMS builds it on a node:
+    by kmod/dkms-build.sh from a copy of the sources DKMS gets, with the
+    nvidia_get_rm_ops line read from the driver's nvidia.ko itself
+    (kmod/nvidia-symvers.sh; written to out/kmod/nvidia.symvers), not from
+    the build's Module.symvers, which a node no longer has.
+    tests/realdrv/test_symvers.py checks that line against the build's
+    Module.symvers, and the VM run loads this vgpu.ko over that nvidia.ko."""
     out.mkdir(parents=True, exist_ok=True)
     for d in ("vgpu", "include"):
         dst = out / "kmod" / d
@@ -148,12 +153,37 @@ def build_vgpu(drv: Path, kver: str, out: Path) -> Path:
         shutil.copytree(ROOT / "kmod" / d, dst,
                         ignore=shutil.ignore_patterns("*.o", "*.ko", "*.cmd", "*.mod*", "*.order",
                                                       "*.symvers", ".*"))
-    r = subprocess.run(["make", "-C", f"/lib/modules/{kver}/build", f"M={out / 'kmod' / 'vgpu'}",
-                        f"NVIDIA_SYMVERS={drv / 'Module.symvers'}", "modules"],
+    for f in ("dkms-build.sh", "nvidia-symvers.sh"):
+        shutil.copy2(ROOT / "kmod" / f, out / "kmod" / f)
+    env = {k: v for k, v in os.environ.items() if k != "NVIDIA_SYMVERS"}
+    env["NVIDIA_KO"] = str(drv / "nvidia.ko")
+    r = subprocess.run(["sh", str(out / "kmod" / "dkms-build.sh"), kver], env=env,
                        capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"vgpu.ko against the real driver failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
     return out / "kmod" / "vgpu" / "vgpu.ko"
+
+
+def cached(kver: str | None = None, cache: Path | None = None) -> Path | None:
+    """The cached build for kver (default: the newest kernel with headers)
+    if there is one, without building: the one of the vendor archive's key
+    where the archive is here, else the newest of this release."""
+    try:
+        kver = kver or default_kernel()
+    except SystemExit:
+        return None
+    cache = cache or cache_root()
+    vdir = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))
+    archive = vdir / vendor.TREE_ARCHIVE
+    if archive.is_file():
+        dirs = [cache / f"{RELEASE}-{kver}-{key(archive)}"]
+    else:
+        dirs = sorted(cache.glob(f"{RELEASE}-{kver}-*"), key=lambda p: p.stat().st_mtime,
+                      reverse=True) if cache.is_dir() else []
+    for d in dirs:
+        if all((d / f"{m}.ko").is_file() for m in MODULES) and (d / "Module.symvers").is_file():
+            return d
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,8 +24,9 @@ from vgpu import __version__
 from vgpu.abi import allowlist
 from vgpu.abi import trace as T
 from vgpu.cli import apiclient as ac
-from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
-                         format_size, parse_compute, parse_container, parse_duration, parse_gpus,
+from vgpu.cli import rtconfig
+from vgpu.values import (K8S_LABELS, POLICIES, PRIORITIES, BadValue, format_duration,
+                         format_percent, format_size, parse_compute, parse_container, parse_duration, parse_gpus,
                          parse_label, parse_pid, parse_policy, parse_priority, parse_profile,
                          parse_size, quote)
 
@@ -152,10 +153,29 @@ def cmd_list(client, o):
     res = client.request("list")
     if o["json"]:
         return emit_json(res)
-    print_table(["CONTAINER", "GPUS", "MEMORY USED", "LIMIT", "PEAK", "COMPUTE",
-                 "PRIORITY", "POLICY", "PROFILE", "PIDS"],
-                [_slice_row(s) for s in res.get("slices", [])])
+    slices = res.get("slices", [])
+    rows = [_slice_row(s) for s in slices]
+    headers = ["CONTAINER", "GPUS", "MEMORY USED", "LIMIT", "PEAK", "COMPUTE",
+               "PRIORITY", "POLICY", "PROFILE", "PIDS"]
+    pods = [pod_of(s) for s in slices]
+    if any(p != "-" for p in pods):         # a Kubernetes node: say whose each slice is
+        headers.insert(1, "POD")
+        for r, p in zip(rows, pods):
+            r.insert(1, p)
+    print_table(headers, rows)
     return EXIT_OK
+
+
+def pod_of(s: dict) -> str:
+    """NAMESPACE/POD[/CONTAINER] from the Kubernetes names the hook put in
+    a slice's labels (K8S_LABELS); "-" for a slice outside Kubernetes."""
+    lab = s.get("labels") if isinstance(s.get("labels"), dict) else {}
+    pod, ns = lab.get(K8S_LABELS["pod"]), lab.get(K8S_LABELS["namespace"])
+    if not pod:
+        return "-"
+    name = f"{ns}/{pod}" if ns else str(pod)
+    c = lab.get(K8S_LABELS["container_name"])
+    return f"{name}/{c}" if c else name
 
 
 def cmd_show(client, o):
@@ -584,6 +604,16 @@ def cmd_cdi(client, o):
     return EXIT_OK
 
 
+def cmd_runtime(client, o):
+    if o["configure"] != "configure":
+        raise UsageError(f'runtime: unknown action {quote(o["configure"])} (only "configure")')
+    try:
+        return rtconfig.run(o)
+    except rtconfig.Refused as e:
+        err(f"runtime configure: {e}")
+        return EXIT_ERROR
+
+
 def cmd_help(client, o):
     name = o.get("command")
     if name is None:
@@ -648,6 +678,25 @@ COMMANDS = (
             f"(default {CDI_HOOK})", c_nonempty),
     ), "cdi generate: write a CDI spec (kind vgpu.io/slice) with one device per slice",
         cmd_cdi),
+    Cmd("runtime", ("configure",), (
+        Opt("--config", "PATH", f"containerd's config (default {rtconfig.DEFAULT_CONFIG}); "
+            "version 2 (containerd 1.x) is edited in place, version 3 (2.x) gets a drop-in",
+            rtconfig.parse_path),
+        Opt("--runtime-path", "PATH", f"the vgpu-runtime binary the handler runs (default "
+            f"{rtconfig.DEFAULT_RUNTIME_PATH})", rtconfig.parse_abs_path),
+        Opt("--handler", "NAME", f"the handler's name, a RuntimeClass's handler (default "
+            f"{rtconfig.DEFAULT_HANDLER})", rtconfig.parse_handler),
+        Opt("--set-default", None, "also make it containerd's default_runtime_name (every "
+            "pod then runs through vgpu-runtime, which hands those asking for no slice to runc)"),
+        Opt("--drop-in", "PATH", "version 3: the drop-in file (default "
+            f"CONFIGDIR/{rtconfig.DROP_IN_NAME}), added to imports", rtconfig.parse_path),
+        Opt("--in-place", None, "version 3: edit the main file instead of a drop-in"),
+        Opt("--config-version", "2|3", "the version to write when there is no config (default "
+            "2: containerd 1.x reads it, 2.x migrates it)", rtconfig.parse_config_version),
+        Opt("--force", None, "replace a different handler of that name"),
+        Opt("--dry-run", None, "print the diff of what would change; write nothing"),
+    ), "runtime configure: add the vgpu runtime handler to containerd's config "
+       "(then restart containerd)", cmd_runtime),
     Cmd("help", ("[COMMAND]",), (), "this text, or a command's", cmd_help),
 )
 

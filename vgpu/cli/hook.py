@@ -16,7 +16,13 @@ PYTHONPATH, PYTHONWARNINGS, user site or working directory on sys.path).
 
 A container asks for a slice with annotations ``vgpu.io/memory``,
 ``vgpu.io/compute``, ``vgpu.io/priority``, ``vgpu.io/policy``,
-``vgpu.io/gpus`` and ``vgpu.io/profile`` (set by the pod or the operator).
+``vgpu.io/gpus`` and ``vgpu.io/profile`` (set by the pod or the operator;
+``vgpu.io/container-<key>`` says the same).  In a Kubernetes pod (CRI
+annotations) the pod's ``vgpu.io/<key>`` ask for ONE slice for the whole
+pod, ``pod-<sandbox id>``, bound to the pod's cgroup and shared by all its
+containers; a container with ``vgpu.io/container-<key>`` (the device
+plugin's) gets its own instead; the sandbox (pause) container never gets
+one.  vgpu.cli.request holds the rule (container-hook/README.md, "Pods").
 The image's environment (``VGPU_MEMORY``, ``VGPU_PROFILE``, ...) counts only
 for a container with none of those annotations, and only when it names, with
 ``VGPU_PROFILE``, a profile of vgpud's config with ``allow_image_env = true``
@@ -39,6 +45,8 @@ uses too, before anything is sent.
 - poststop: ``delete`` (force) of the container's slice, as its owner; a
   slice that is already gone is fine, one owned by someone else (a
   same-named container of another runtime root or namespace) is left alone.
+  A pod's container leaves the pod's slice alone; the pod's sandbox
+  deletes it.
 - any other stage: nothing (exit 0; a line with --debug).
 
 ``vgpu-oci-hook --mount-slice SLICE createRuntime`` (the CDI flow, wired by
@@ -78,24 +86,19 @@ from time import monotonic, sleep
 
 from vgpu import __version__
 from vgpu.cli import apiclient as ac
+from vgpu.cli.request import (ANNOTATION_PREFIX, ENV_PREFIX, HOOK_ENV, KEYS,  # noqa: F401
+                              POD_UID_KEYS, Scope, ScopeError, honoured_scope, image_env_allowed,
+                              is_pod_cgroup, raw_request, scope_of, vgpu_major, wants_slice)
 from vgpu.values import (BadValue, parse_compute, parse_container, parse_duration, parse_gpus,
                          parse_pid, parse_policy, parse_priority, parse_profile, parse_size,
                          quote)
 
 PROG = "vgpu-oci-hook"
-KEYS = ("memory", "compute", "priority", "policy", "gpus", "profile")
-ANNOTATION_PREFIX = "vgpu.io/"
-ENV_PREFIX = "VGPU_"
 DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (docs/vgpufs.md)
 MAX_STATE = 1 << 20
 STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
           "poststart", "poststop")
 TIMEOUT_MAX = 3600.0    # --timeout's bound, in seconds
-#: the whole environment of every hook entry vgpu writes or ships: runc runs
-#: an entry without "env" with an environment it does not choose (the
-#: container's own at createContainer), and LD_PRELOAD, PYTHON* and the like
-#: from there would act before any line of the hook runs
-HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 
 USAGE = f"""\
 usage: {PROG} [--socket PATH] [--timeout S] [--fuse-mount DIR] [--debug] [STAGE]
@@ -106,6 +109,9 @@ OCI hook: attach a vgpu slice to a container that asks for one (annotations
 vgpu.io/memory, vgpu.io/compute, vgpu.io/priority, vgpu.io/policy,
 vgpu.io/gpus, vgpu.io/profile; the image's VGPU_* environment only for a
 profile whose config allows it).  Reads the OCI state JSON on stdin.
+
+A pod's vgpu.io/* ask for one slice for the pod (pod-<sandbox id>), shared
+by its containers; vgpu.io/container-* for the container's own.
 
 stages: createRuntime|prestart (create the slice, mount its nodes),
         poststop (delete the slice); createContainer is refused (it runs
@@ -253,79 +259,12 @@ def read_config(state: dict) -> dict:
     return config
 
 
-def raw_request(state: dict, config: dict) -> tuple[dict, str]:
-    """The request's raw strings by key, and where they came from
-    ("annotation" or "env"); ({}, "") when the container asked for nothing.
-    Annotations (the state's, else config.json's) win over the environment
-    as a whole: a container with any vgpu.io/ annotation ignores VGPU_*."""
-    ann = state.get("annotations")
-    if not isinstance(ann, dict) or not ann:
-        ann = config.get("annotations")
-    req = {}
-    if isinstance(ann, dict):
-        for k in KEYS:
-            v = ann.get(ANNOTATION_PREFIX + k)
-            if v is not None:
-                req[k] = v
-    if req:
-        return req, "annotation"
-    proc = config.get("process")
-    env = proc.get("env") if isinstance(proc, dict) else None
-    if isinstance(env, list):
-        names = {ENV_PREFIX + k.upper(): k for k in KEYS}
-        for item in env:
-            if isinstance(item, str) and item.startswith(ENV_PREFIX):
-                name, _, v = item.partition("=")
-                if name in names:
-                    req[names[name]] = v       # the last one wins, as in execve
-    return req, ("env" if req else "")
-
-
-def wants_slice(state: dict, config: dict) -> bool:
-    """Whether the bundle carries a request at all (annotations or the
-    image's VGPU_*); honoured_request() says whether it counts."""
-    return bool(raw_request(state, config)[0])
-
-
-def image_env_allowed(raw: dict, cid: str, socket: str | None, timeout: float,
-                      debug, prog: str = PROG) -> bool:
-    """Whether vgpud's config lets the image's environment make this request.
-    The image is not the operator: its VGPU_* counts only when it names, with
-    VGPU_PROFILE, a profile whose config says ``allow_image_env = true``
-    (vgpud's ``status`` lists them as ``image_env_profiles``; vgpud checks
-    it again on ``create``).  Anything else is no, a vgpud that cannot be
-    asked included (one warning line): the request is ignored."""
-    profile = raw.get("profile")
-    if not isinstance(profile, str) or not profile.strip():
-        debug(f"container {cid}: the image's VGPU_* environment is ignored (it names no "
-              f"VGPU_PROFILE that allows requests from the image)")
-        return False
-    profile = profile.strip()
-    try:
-        with ac.ApiClient(socket, timeout) as client:
-            allowed = client.request("status").get("image_env_profiles")
-    except ac.ClientError as e:
-        sys.stderr.write(f"{prog}: container {cid}: warning: the image's VGPU_* environment "
-                         f"is ignored: cannot ask vgpud whether profile {profile!r} allows "
-                         f"it: {e}\n")
-        return False
-    if not isinstance(allowed, list) or profile not in allowed:
-        debug(f"container {cid}: the image's VGPU_* environment is ignored (profile "
-              f"{profile!r} does not allow requests from the image)")
-        return False
-    return True
-
-
 def honoured_request(state: dict, config: dict, socket: str | None, timeout: float,
                      debug, prog: str = PROG) -> tuple[dict, str]:
-    """raw_request(), less an image environment vgpud's config does not
-    allow (see image_env_allowed): ({}, "") for a container that asked for
-    nothing that counts."""
-    raw, source = raw_request(state, config)
-    if source == "env" and not image_env_allowed(raw, str(state.get("id", "")), socket,
-                                                 timeout, debug, prog):
-        return {}, ""
-    return raw, source
+    """The request honoured_scope() keeps, as (raw strings by key, source);
+    ({}, "") for a container that asked for nothing of its own that counts."""
+    sc = honoured_scope(state, config, socket, timeout, debug, prog)
+    return ({}, "") if sc.kind == "sandbox" else (sc.raw, sc.source)
 
 
 def _memory(s: str) -> int:
@@ -340,11 +279,14 @@ PARSERS = {"memory": _memory, "compute": parse_compute, "priority": parse_priori
            "policy": parse_policy, "profile": parse_profile, "gpus": parse_gpus}
 
 
-def validate(raw: dict, source: str) -> dict:
+def validate(raw: dict, source: str, names: dict | None = None) -> dict:
     """The request as create's args; raises ValueError("<name> <quoted>:
     <reason>"), the reason vgpu.values' (values are taken with blanks
-    around them stripped)."""
+    around them stripped); ``names``: the annotation each key came from
+    (Scope.names), else vgpu.io/<key> or VGPU_<KEY> by ``source``."""
     def name(k):
+        if names and k in names:
+            return names[k]
         return ANNOTATION_PREFIX + k if source == "annotation" else ENV_PREFIX + k.upper()
 
     out = {}
@@ -424,6 +366,28 @@ def own_cgroup(cid: str, pid: int, v2: str | None) -> str:
                         f"{len(procs - {pid})} other process(es)); a slice bound there would "
                         f"open to them, so none is made")
     return v2
+
+
+def pod_cgroup(cid: str, own: str, uid: str | None) -> str:
+    """The v2 cgroup directory a pod's slice is bound to: the parent of the
+    container's own (``own``, checked by own_cgroup), which must be the
+    pod's as the kubelet names it (is_pod_cgroup: ``pod<uid>`` or
+    ``kubepods-...-pod<uid>.slice``, the uid the CRI annotations give).
+    vgpu.ko opens a bound slice's nodes from that cgroup and everything
+    below it: every container of the pod, and no other pod's.  A parent of
+    any other name (a runtime that does not nest containers in their pod's
+    cgroup, a uid that is not this pod's) is refused: bound there, the
+    slice would open to whatever else lives under it."""
+    parent = os.path.dirname(own.rstrip("/"))
+    if not uid or not is_pod_cgroup(os.path.basename(parent), uid):
+        raise HookError(f"container {cid}: its cgroup's parent {parent} is not the cgroup of "
+                        f"its pod (uid {uid!r}: the kubelet names it pod<uid> or "
+                        f"kubepods-...-pod<uid>.slice); a pod slice bound there could open "
+                        f"to other pods' containers, so none is made")
+    if os.path.realpath(parent) == os.path.realpath(cgroup2_mount() or "/"):
+        raise HookError(f"container {cid}: its pod's cgroup {parent} is the root of the "
+                        f"hierarchy; no pod slice is bound there")
+    return parent
 
 
 def rootfs_of(state: dict, config: dict) -> str:
@@ -636,16 +600,18 @@ class Mounter:
             os.close(cwd)
 
 
-def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug) -> list[str]:
-    """Bind-mount the slice's vgpufs nodes and proc view into the rootfs (in
-    the current mount namespace).  Idempotent: a target that already is the
-    slice's node is left alone.  Returns what it mounted.
+def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
+                name: str | None = None) -> list[str]:
+    """Bind-mount the vgpufs nodes and proc view of the slice ``name``
+    (default: the container's own, ``cid``) into the rootfs (in the current
+    mount namespace).  Idempotent: a target that already is the slice's
+    node is left alone.  Returns what it mounted.
 
     Every target is resolved inside the rootfs by fd and a symlink anywhere
     on its path is refused (see Mounter); on any failure what this call
     mounted is unmounted again."""
-    src_dev = os.path.join(fuse, cid, "dev")
-    src_proc = os.path.join(fuse, cid, "proc", "driver", "nvidia")
+    src_dev = os.path.join(fuse, name or cid, "dev")
+    src_proc = os.path.join(fuse, name or cid, "proc", "driver", "nvidia")
     try:
         names = sorted(os.listdir(src_dev))
     except OSError as e:
@@ -731,18 +697,6 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug) -> list[str
     return done
 
 
-def vgpu_major() -> int | None:
-    try:
-        with open("/proc/devices") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2 and parts[1] == "vgpu" and parts[0].isdigit():
-                    return int(parts[0])
-    except OSError:
-        pass
-    return None
-
-
 def config_allows(config: dict, major: int) -> bool:
     linux = config.get("linux") if isinstance(config.get("linux"), dict) else {}
     res = linux.get("resources") if isinstance(linux.get("resources"), dict) else {}
@@ -793,8 +747,6 @@ def allow_devices(cid: str, config: dict, v1dev: str | None, slice_: dict, debug
 # ------------------------------------------------------------ the owner
 #: runtimes' state roots when their command line gives no --root (as root)
 DEFAULT_ROOTS = {"runc": "/run/runc", "crun": "/run/crun", "youki": "/run/youki"}
-#: where CRI runtimes put the pod's uid (containerd's CRI, CRI-O)
-POD_UID_KEYS = ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid")
 
 
 def runtime_argv(pid: int | None = None) -> tuple[list[str], str]:
@@ -867,49 +819,61 @@ def owner_of(state: dict, config: dict, argv: list[str], cwd: str = "/") -> dict
 
 
 # ------------------------------------------------------------ stages
-def attach(state: dict, config: dict, o: Opts, debug) -> int:
-    cid = state["id"]
-    raw, source = raw_request(state, config)
+def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
+    """createRuntime/prestart of a container with a request: its own slice
+    (sc.kind "container", bound to its own cgroup) or its pod's (sc.kind
+    "pod": made by the first container of the pod, handed back to the
+    others as the same owner's, bound to the pod's cgroup); then the
+    slice's views are mounted into the container."""
+    cid, name = state["id"], sc.name
     try:
-        args = validate(raw, source)
+        args = validate(sc.raw, sc.source, sc.names)
     except ValueError as e:
         raise HookError(f"container {cid}: bad {e}") from None
-    if source == "env":
+    if sc.source == "env":
         args["from_image"] = True     # vgpud re-checks the profile's allow_image_env
+    if sc.labels:
+        args["labels"] = dict(sc.labels)
     pid = state.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         raise HookError(f"container {cid}: the state on stdin has no pid")
     rootfs = rootfs_of(state, config)
     v2, v1dev = cgroup_of(pid)
     args["cgroup"] = own_cgroup(cid, pid, v2)
+    if sc.kind == "pod":
+        args["cgroup"] = pod_cgroup(cid, args["cgroup"], sc.pod_uid)
     owner = owner_of(state, config, *runtime_argv())
     client = ac.ApiClient(o.socket, o.timeout)
     created = ok = False
     try:
         try:
-            res = client.request("create", container=cid, owner=owner, **args)
+            res = client.request("create", container=name, owner=owner, **args)
         except ac.ApiError as e:
             if e.code != "exists":
                 raise
-            # a slice of that name that is not this container's: never share it
+            # a slice of that name that is not this container's (or this
+            # pod's): never share it
             raise HookError(f"container {cid}: vgpud: {e.message} (this container: "
                             f"{' '.join(f'{k}={v}' for k, v in owner.items())})") from None
         slice_ = res["slice"]
-        if res.get("reused"):               # our own, from a second hook call
-            debug(f"slice for {cid} exists already (same owner)")
+        if res.get("reused"):
+            # a pod's slice made by another of its containers, or our own
+            # from a second hook call: the same owner's
+            debug(f"slice {name} for {cid} exists already (same owner)")
         else:
             created = True
-            debug(f"created slice {slice_.get('slice_id')} for {cid} ({args}, owner {owner})")
+            debug(f"created slice {slice_.get('slice_id')} ({name}) for {cid} ({args}, "
+                  f"owner {owner})")
         fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
-        src = os.path.join(fuse, cid, "dev")
+        src = os.path.join(fuse, name, "dev")
         # vgpufs shows dev/ empty until vgpu.ko has reported the slice's minors
         if not wait_for(os.path.join(src, "nvidiactl"), min(o.timeout, 2.0)):
-            raise HookError(f"container {cid}: vgpufs shows no nodes for it at {src} "
+            raise HookError(f"container {cid}: vgpufs shows no nodes for {name} at {src} "
                             f"(is vgpud's filesystem mounted at {fuse}?)")
         m = Mounter()
         allow_devices(cid, config, v1dev, slice_, debug)
         m.setns_mnt(pid)
-        mount_views(cid, rootfs, fuse, m, debug)
+        mount_views(cid, rootfs, fuse, m, debug, name)
         ok = True
         return 0
     except ac.ClientError as e:
@@ -921,10 +885,10 @@ def attach(state: dict, config: dict, o: Opts, debug) -> int:
     finally:
         if created and not ok:
             try:
-                client.request("delete", container=cid, force=True, owner=owner)
+                client.request("delete", container=name, force=True, owner=owner)
             except ac.ClientError as e:
                 sys.stderr.write(f"{PROG}: container {cid}: could not delete its slice "
-                                 f"after the failure: {e}\n")
+                                 f"{name} after the failure: {e}\n")
         client.close()
 
 
@@ -982,13 +946,16 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     return 0
 
 
-def release(state: dict, config: dict, o: Opts, debug) -> int:
+def release(state: dict, config: dict, o: Opts, debug, name: str | None = None) -> int:
+    """poststop: delete the slice ``name`` (the container's own; a pod's
+    sandbox names its pod's) as its owner."""
     cid = state["id"]
+    name = name or cid
     owner = owner_of(state, config, *runtime_argv())
     try:
         with ac.ApiClient(o.socket, o.timeout) as client:
-            client.request("delete", container=cid, force=True, owner=owner)
-        debug(f"deleted the slice of {cid}")
+            client.request("delete", container=name, force=True, owner=owner)
+        debug(f"deleted the slice {name} of {cid}")
     except ac.ApiError as e:
         if e.code == "not-owner":
             # a same-named container of another runtime root or namespace
@@ -997,7 +964,7 @@ def release(state: dict, config: dict, o: Opts, debug) -> int:
             return 0
         if e.code != "not-found":
             raise HookError(f"container {cid}: vgpud: {e}") from None
-        debug(f"{cid} had no slice (already deleted)")
+        debug(f"{cid} had no slice {name} (already deleted, or never made)")
     except ac.ClientError as e:
         raise HookError(f"container {cid}: vgpud: {e} (the daemon collects the slice "
                         f"once the container's cgroup is gone)") from None
@@ -1039,6 +1006,21 @@ def not_the_container(procfd: int, cgroup: str | None, start: int | None,
     return None
 
 
+#: statfs(2)'s f_type of procfs (linux/magic.h)
+PROC_SUPER_MAGIC = 0x9FA0
+
+
+def fs_type(fd: int) -> int:
+    """f_type of the filesystem an fd lies on (fstatfs; the first field of
+    struct statfs on Linux is f_type, a long)."""
+    buf = ctypes.create_string_buffer(256)      # struct statfs is 120 bytes on x86_64
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.fstatfs(fd, buf) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ctypes.c_long.from_buffer(buf).value
+
+
 def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None = None,
            start: int | None = None) -> int:
     """Point a running container's /proc/driver/nvidia at the current vgpufs
@@ -1075,12 +1057,11 @@ def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None 
             raise HookError(f"container {cid}: pid {pid} is not the container's{when}: "
                             f"{why}; nothing re-bound")
 
-    def resolve_target(root: int) -> int:
+    def resolve_target(root: int) -> int | None:
         try:
             fd = m.resolve(root, target.lstrip("/"), os.O_DIRECTORY)
         except FileNotFoundError:
-            raise HookError(f"container {cid} (pid {pid}) has no {target} to re-bind") \
-                from None
+            return None
         except OSError as e:
             if e.errno != errno.ELOOP:
                 raise
@@ -1099,8 +1080,14 @@ def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None 
         check(" (after entering its mount namespace)")
         t = resolve_target(root)
         try:
-            if os.path.samestat(os.fstat(t), want):
-                debug(f"{cid}: {target} already shows the current vgpufs mount")
+            if t is None or os.path.samestat(os.fstat(t), want):
+                debug(f"{cid}: {target} " + ("is not there" if t is None else
+                                             "already shows the current vgpufs mount"))
+                return 0
+            if fs_type(t) == PROC_SUPER_MAGIC:
+                # procfs itself, no view mounted on it: a process of the
+                # slice's cgroup that was never given one (a pod's sandbox)
+                debug(f"{cid}: pid {pid} has no view mounted on {target}; left alone")
                 return 0
         except OSError as e:
             if e.errno != errno.ENOTCONN:
@@ -1111,6 +1098,9 @@ def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None 
             t = resolve_target(root)            # what lies under it now
         except OSError as e:
             debug(f"{cid}: umount {target}: {e.strerror or e} (mounting over it)")
+        if t is None:
+            raise HookError(f"container {cid} (pid {pid}): {target} went away while its "
+                            f"stale view was unmounted; nothing re-bound")
         m.attach(tree, t, target)
         debug(f"{cid}: re-bound {target} in pid {pid}'s mount namespace")
         return 0
@@ -1157,14 +1147,28 @@ def run(o: Opts, data: bytes) -> int:
             debug(f"container {cid}: slice {o.mount_slice} is the operator's; nothing to do")
             return 0
         return mount_slice(state, config, o, debug)
-    raw, _ = honoured_request(state, config, o.socket, o.timeout, debug)
-    if not raw:
+    try:
+        sc = honoured_scope(state, config, o.socket, o.timeout, debug, PROG)
+    except ScopeError as e:
+        raise HookError(f"container {cid}: {e}") from None
+    if sc.kind == "sandbox":
+        # a pod's pause container never gets a slice; its poststop ends the
+        # pod's (the pod's containers' poststops leave it alone)
+        if stage == "poststop" and sc.raw:
+            return release(state, config, o, debug, sc.name)
+        debug(f"container {cid} is a pod sandbox: no slice")
+        return 0
+    if not sc.raw:
         debug(f"container {cid} asked for no slice")
         return 0
     if stage == "poststop":
-        return release(state, config, o, debug)
+        if sc.kind == "pod":
+            debug(f"container {cid}: the pod's slice {sc.name} stays (its sandbox's poststop "
+                  f"deletes it)")
+            return 0
+        return release(state, config, o, debug, sc.name)
     creating_pid(state)
-    return attach(state, config, o, debug)
+    return attach(state, config, o, debug, sc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,51 +1,67 @@
-"""vgpu-runtime: a runc wrapper for containerd's runc options (BinaryName).
+"""vgpu-runtime's slow path: the runc wrapper's Python half.
 
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vgpu.options]
       BinaryName = "/usr/local/bin/vgpu-runtime"
 
-It takes runc's command line unchanged.  On ``create`` (and ``run``), for a
-container that asks for a slice (vgpu.io/* annotations; the image's VGPU_*
-env only for a profile of vgpud's config that allows it, as vgpu-oci-hook
-reads them), it edits the bundle's config.json in place, idempotently:
+``vgpu-runtime`` is a small C program (container-hook/vgpu-runtime.c) that
+execs runc at once unless the command is ``create``/``run`` and the
+bundle's config.json could carry a request; then it execs this module with
+the same argv.  It takes runc's command line unchanged.  On ``create`` (and
+``run``), for a container that asks for a slice (vgpu.io/* annotations; the
+image's VGPU_* env only for a profile of vgpud's config that allows it, as
+vgpu-oci-hook reads them; the rule is vgpu.cli.request's), it edits the
+bundle's config.json in place, idempotently, with what request.hook_stages
+says the container needs:
 
-- hooks.createRuntime and hooks.poststop run the hook: ``python -I -S -c
+- hooks.createRuntime and/or hooks.poststop run the hook: ``python -I -S -c
   <boot> STAGE`` with this interpreter (isolated from the environment; no
   site import: fast), or ``$VGPU_HOOK STAGE`` when $VGPU_HOOK names an
-  executable, each with an explicit minimal ``env``;
+  executable, each with an explicit minimal ``env``.  A container with a
+  slice of its own gets both; a container of a pod's slice createRuntime
+  only (the slice outlives it); a pod's sandbox, when the pod asked,
+  poststop only (it deletes the pod's slice);
 - linux.resources.devices allows character major N rw (not m: no node of
   another slice can be made inside), N being the vgpu major from
   /proc/devices (runc's cgroup-v2 device program only allows what
   config.json lists; the slice's minors are not known before the hook has
-  made it, and vgpu.ko's cgroup binding decides which minors open).
+  made it, and vgpu.ko's cgroup binding decides which minors open); never
+  for a sandbox.
 
 Then it execs runc ($VGPU_RUNC, else ``runc`` on PATH) with the same argv.
-Every other command goes straight to runc.  Standard library only.
+Every other command goes straight to runc.  It imports as little as it can
+(no vgpu.values, ctypes or the hook): every Python start here is on the
+path of a container's start.  Standard library only.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 
 from vgpu import __version__
-from vgpu.cli.hook import HOOK_ENV, honoured_request, vgpu_major
+from vgpu.cli.request import HOOK_ENV, ScopeError, honoured_scope, hook_stages, vgpu_major
 
 PROG = "vgpu-runtime"
-# runc's global options that take a value
-_GLOBAL_VALUED = {"--root", "--log", "--log-format", "--criu", "--rootless"}
+# runc's global options that take a value (Go's flag package: -name or --name)
+_GLOBAL_VALUED = {"root", "log", "log-format", "criu", "rootless"}
 HOOK_TIMEOUT = 15       # seconds; runc kills a hook after this
 
 
+def _flag(a: str) -> str:
+    """"--name=v" or "-name=v" -> "name"."""
+    return (a[2:] if a.startswith("--") else a[1:]).split("=", 1)[0]
+
+
 def find_command(argv: list[str]) -> tuple[str | None, int]:
-    """(runc command, its index in argv) skipping runc's global options."""
+    """(runc command, its index in argv) skipping runc's global options.
+    container-hook/vgpu-runtime.c finds it the same way."""
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "--":
             return (argv[i + 1], i + 1) if i + 1 < len(argv) else (None, -1)
         if a.startswith("-"):
-            if a.split("=", 1)[0] in _GLOBAL_VALUED and "=" not in a:
+            if _flag(a) in _GLOBAL_VALUED and "=" not in a:
                 i += 1
             i += 1
             continue
@@ -54,15 +70,19 @@ def find_command(argv: list[str]) -> tuple[str | None, int]:
 
 
 def find_bundle(argv: list[str], start: int) -> str:
+    """The bundle directory of a create/run command line (argv from
+    ``start``): --bundle/-bundle/-b DIR, --bundle=DIR, -b=DIR or -bDIR; "."
+    without one (as runc).  container-hook/vgpu-runtime.c reads it the same
+    way."""
     i = start
     while i < len(argv):
         a = argv[i]
-        if a in ("--bundle", "-b"):
+        if a in ("--bundle", "-bundle", "-b"):
             return argv[i + 1] if i + 1 < len(argv) else "."
-        if a.startswith("--bundle="):
-            return a.split("=", 1)[1]
+        if a.startswith(("--bundle=", "-bundle=")):
+            return a.split("=", 1)[1] or "."
         if a.startswith("-b") and len(a) > 2:
-            return a[2:].lstrip("=")
+            return a[2:].lstrip("=") or "."
         i += 1
     return "."
 
@@ -111,21 +131,24 @@ def _is_ours(h: object, stage: str) -> bool:
                               os.path.basename(str(h.get("path", ""))) == "vgpu-oci-hook")
 
 
-def edit_config(config: dict, major: int | None) -> bool:
-    """Add our hooks and the device rule to ``config`` (in place) unless
-    they are there; True when it changed anything."""
+def edit_config(config: dict, major: int | None,
+                stages: tuple[str, ...] = ("createRuntime", "poststop"),
+                device: bool = True) -> bool:
+    """Add our hooks at ``stages`` and, with ``device``, the device rule to
+    ``config`` (in place) unless they are there; True when it changed
+    anything."""
     changed = False
     hooks = config.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ValueError("config.json: hooks is not an object")
-    for stage in ("createRuntime", "poststop"):
+    for stage in stages:
         lst = hooks.setdefault(stage, [])
         if not isinstance(lst, list):
             raise ValueError(f"config.json: hooks.{stage} is not a list")
         if not any(_is_ours(h, stage) for h in lst):
             lst.append(hook_entry(stage))
             changed = True
-    if major is not None:
+    if device and major is not None:
         linux = config.setdefault("linux", {})
         res = linux.setdefault("resources", {})
         devs = res.setdefault("devices", [])
@@ -143,20 +166,22 @@ STATUS_TIMEOUT = 3.0
 
 
 def prepare_bundle(bundle: str, cid: str = "") -> bool:
-    """Edit ``bundle``/config.json for a container that asks for a slice;
-    False when it asked for nothing that counts (the file is left
-    untouched).  The image's VGPU_* environment counts only where vgpud's
-    config allows it (hook.image_env_allowed): no hook and no device rule
-    for an image that merely says it wants a GPU."""
+    """Edit ``bundle``/config.json for a container that asks for a slice
+    (or a pod sandbox whose pod does); False when it asked for nothing that
+    counts (the file is left untouched).  The image's VGPU_* environment
+    counts only where vgpud's config allows it (request.image_env_allowed):
+    no hook and no device rule for an image that merely says it wants a
+    GPU."""
     path = os.path.join(bundle, "config.json")
     with open(path, "rb") as f:
         config = json.loads(f.read())
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not an OCI config")
-    raw, _ = honoured_request({"id": cid}, config, None, STATUS_TIMEOUT, lambda m: None, PROG)
-    if not raw:
+    sc = honoured_scope({"id": cid}, config, None, STATUS_TIMEOUT, lambda m: None, PROG)
+    stages, device = hook_stages(sc)
+    if not stages:
         return False
-    if edit_config(config, vgpu_major()):
+    if edit_config(config, vgpu_major() if device else None, stages, device):
         tmp = path + ".vgpu-tmp"
         st = os.stat(path)
         with open(tmp, "w") as f:
@@ -176,7 +201,7 @@ def runc_path() -> str:
         c = os.path.join(d, "runc")
         if os.access(c, os.X_OK) and os.path.realpath(c) != me:
             return c
-    return shutil.which("runc") or "runc"
+    return "runc"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         bundle = find_bundle(argv, i + 1)
         try:
             prepare_bundle(bundle, argv[-1])
+        except ScopeError as e:
+            sys.stderr.write(f"{PROG}: container {argv[-1]}: {e}\n")
+            return 1
         except (OSError, ValueError) as e:
             sys.stderr.write(f"{PROG}: cannot prepare {os.path.join(bundle, 'config.json')}: "
                              f"{getattr(e, 'strerror', None) or e}\n")

@@ -42,6 +42,7 @@ __all__ = [
     "Limits",
     "AuditSpec",
     "Window",
+    "Kubernetes",
     "load_config",
     "parse_config",
     "describe_changes",
@@ -266,6 +267,23 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Kubernetes:
+    """[kubernetes]: the kubelet device plugin vgpud runs (vgpu.k8s,
+    docs/kubernetes.md).  ``oversubscribe_factor``: memory devices per GiB
+    of a GPU while node.oversubscribe_memory is on."""
+    device_plugin: bool = False
+    kubelet_dir: Path = Path("/var/lib/kubelet/device-plugins")
+    profile: str = ""
+    oversubscribe_factor: float = 2.0
+
+
+#: [kubernetes] oversubscribe_factor's range; the longest socket name the
+#: plugin makes in kubelet_dir ("/vgpu-compute-percent.sock")
+K8S_FACTOR_MAX = 16.0
+_K8S_SOCK_NAME_MAX = 26
+
+
+@dataclass(frozen=True)
 class Window:
     """A schedule entry: slices labelled `label` ("key=value") get `profile`
     from `start` to `end` (local time, [start, end), wrapping past midnight
@@ -332,13 +350,14 @@ class Config:
         memory=None, compute=None, priority="low", policy="share"))
     scheduler_period: float = 0.1
     scheduler_layers: tuple[str, ...] | None = None    # None: the kernel's default (all)
-    metrics_listen: str = "127.0.0.1:9400"
+    metrics_listen: str = "127.0.0.1:19400"
     log_level: str = "info"
     gc_interval: float = 10.0
     profiles: dict[str, SliceSpec] = field(default_factory=dict)
     limits: dict[str, Limits] = field(default_factory=dict)     # by profile name
     audit: dict[str, AuditSpec] = field(default_factory=dict)   # by profile name
     schedule: tuple[Window, ...] = ()
+    kubernetes: Kubernetes = field(default_factory=Kubernetes)
 
     def audit_of(self, profile: str | None) -> AuditSpec:
         """A profile's audit mode and allow-list (none for no profile, or a
@@ -434,7 +453,7 @@ def parse_config(text: str, path: str = "<string>") -> Config:
 
 
 _SECTIONS = ("paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc",
-             "profiles", "schedule")
+             "profiles", "schedule", "kubernetes")
 
 
 def _typename(v: Any) -> str:
@@ -630,9 +649,12 @@ class _Parser:
         schedule = self.parse_schedule(raw.get("schedule", []), profiles,
                                        bad_profiles=set(t) - set(profiles))
 
+        kubernetes = self.parse_kubernetes(self.table(raw, "kubernetes"), node, profiles,
+                                           set(t) - set(profiles))
+
         if self.errors:
             raise ConfigError(self.errors)
-        return Config(path=self.path, paths=paths, api_group=group, node=node,
+        return Config(kubernetes=kubernetes, path=self.path, paths=paths, api_group=group, node=node,
                       defaults=defaults, scheduler_period=period, scheduler_layers=layers,
                       metrics_listen=listen,
                       log_level=level, gc_interval=gc_interval, profiles=profiles,
@@ -802,6 +824,42 @@ class _Parser:
         return Node(gpus=gpus, placement=placement, oversubscribe_memory=over, uvm=uvm,
                     over_quota_action=action, max_channels=chans)
 
+    def parse_kubernetes(self, t: Mapping[str, Any], node: Node,
+                         profiles: Mapping[str, SliceSpec], bad_profiles: set[str]) -> Kubernetes:
+        base = Kubernetes()
+        self.unknown(t, "kubernetes.", ("device_plugin", "kubelet_dir", "profile",
+                                        "oversubscribe_factor"))
+        try:
+            enabled = parse_bool(t.get("device_plugin", False))
+        except BadValue as e:
+            self.err("kubernetes.device_plugin", str(e))
+            enabled = False
+        kdir = self.abspath(t, "kubelet_dir", "kubernetes.kubelet_dir", base.kubelet_dir)
+        if len(str(kdir).rstrip("/").encode()) + _K8S_SOCK_NAME_MAX > _SUN_PATH_MAX:
+            self.err("kubernetes.kubelet_dir", f"{quote(str(kdir))} is too long for the "
+                     f"plugin's Unix sockets in it (at most "
+                     f"{_SUN_PATH_MAX - _K8S_SOCK_NAME_MAX} bytes)")
+            kdir = base.kubelet_dir
+        profile = self.string(t, "profile", "kubernetes.profile", "") or ""
+        if profile and profile not in profiles and profile not in bad_profiles:
+            self.err("kubernetes.profile", f"{quote(profile)} is not a defined profile "
+                     f"(profiles: {', '.join(sorted(profiles)) or 'none defined'})")
+            profile = ""
+        factor = t.get("oversubscribe_factor", base.oversubscribe_factor)
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            self.err("kubernetes.oversubscribe_factor", f"{quote(factor)} is "
+                     f"{_typename(factor)}, not a number (1 to {K8S_FACTOR_MAX:g})")
+            factor = base.oversubscribe_factor
+        elif not 1 <= factor <= K8S_FACTOR_MAX:
+            self.err("kubernetes.oversubscribe_factor", f"{quote(factor)} is out of range "
+                     f"(1 to {K8S_FACTOR_MAX:g})")
+            factor = base.oversubscribe_factor
+        elif "oversubscribe_factor" in t and not node.oversubscribe_memory:
+            self.err("kubernetes.oversubscribe_factor", f"{quote(factor)} has no effect: "
+                     f"node.oversubscribe_memory is false (set it, or leave the factor out)")
+        return Kubernetes(device_plugin=enabled, kubelet_dir=kdir, profile=profile,
+                          oversubscribe_factor=float(factor))
+
     def parse_schedule(self, v: Any, profiles: Mapping[str, SliceSpec],
                        bad_profiles: set[str]) -> tuple[Window, ...]:
         if not isinstance(v, list):
@@ -906,7 +964,7 @@ def _check_listen(v: str) -> str | None:
     """None if `v` is host:port ("[v6]:port" for IPv6), else what is wrong."""
     host, sep, port = v.rpartition(":")
     if not sep or not host:
-        return "is not host:port (e.g. 127.0.0.1:9400; \"\" disables metrics)"
+        return "is not host:port (e.g. 127.0.0.1:19400; \"\" disables metrics)"
     if not port.isdigit() or not (1 <= int(port) <= 65535):
         return f"has a bad port {quote(port)} (1 to 65535)"
     if host.startswith("[") and host.endswith("]"):
@@ -916,7 +974,7 @@ def _check_listen(v: str) -> str | None:
             return "has a bad IPv6 address"
         return None
     if ":" in host:
-        return "has an IPv6 address without brackets (write [::1]:9400)"
+        return "has an IPv6 address without brackets (write [::1]:19400)"
     try:
         ipaddress.IPv4Address(host)
         return None
@@ -973,6 +1031,10 @@ def _flatten(c: Config) -> dict[str, str]:
         "metrics.listen": _show(c.metrics_listen),
         "log.level": _show(c.log_level),
         "gc.interval": format_duration(c.gc_interval),
+        "kubernetes.device_plugin": _show(c.kubernetes.device_plugin),
+        "kubernetes.kubelet_dir": _show(c.kubernetes.kubelet_dir),
+        "kubernetes.profile": _show(c.kubernetes.profile),
+        "kubernetes.oversubscribe_factor": f"{c.kubernetes.oversubscribe_factor:g}",
     }
     out.update(_spec_items("defaults.", c.defaults))
     return out

@@ -29,6 +29,9 @@ One trio root nursery; each service is started with ``await nursery.start``
   interval (sooner after a slice-emptied event);
 - the kernel schedulers: [scheduler] period (and layers) set on every
   sliced GPU when vgpu.ko appears and on reload.
+- the device plugin (vgpu.k8s.supervisor): with [kubernetes]
+  device_plugin = true, vgpu-device-plugin runs as a child, restarted with
+  a back-off when it exits and when a reload changes its command line.
 
 Kernel calls run in one worker thread (vgpu.daemon.kport.KernelPort), each bounded
 by a deadline.  No per-slice tasks: the kernel is read with one dump.  A
@@ -64,11 +67,12 @@ from vgpu.daemon.fs import ManagerSource, VgpuFs
 from vgpu.daemon.inventory import Inventory
 from vgpu.daemon.kernel import VgpuError
 from vgpu.daemon.kport import KernelPort
-from vgpu.daemon.liveness import cgroup_path, live_pid
+from vgpu.daemon.liveness import cgroup_path, live_pids
 from vgpu.daemon.metrics import MetricsServer
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateError, StateStore
+from vgpu.k8s.supervisor import plugin_argv, supervise
 
 DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
 LEVELS = ("debug", "info", "warning", "error")
@@ -176,6 +180,9 @@ class Daemon:
                     if self.cfg.paths.fuse_mount:
                         await self._start_fs(root)
                     await root.start(self._ticker)
+                    # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
+                    # through reloads (vgpu.k8s.supervisor)
+                    await root.start(supervise, self._device_plugin_argv)
                     sd_notify(f"READY=1\nSTATUS=serving {len(mgr.records)} slice(s)\nMAINPID={os.getpid()}")
                     log.info("vgpud %d ready: socket %s, %d slice(s)", os.getpid(),
                              self.cfg.paths.socket, len(mgr.records))
@@ -204,7 +211,8 @@ class Daemon:
     async def _rebind_views(self):
         """Running containers keep bind mounts of the vgpufs mount that existed
         when they started; after a restart those answer ENOTCONN.  Re-bind
-        each live container's /proc/driver/nvidia to the new mount (the hook's
+        each live container's /proc/driver/nvidia to the new mount (every
+        container of a pod whose slice is the pod's) (the hook's
         --rebind does it in the container's mount namespace: a separate
         process, since setns needs a single-threaded caller), up to
         REBIND_PARALLEL at a time, each bounded by REBIND_TIMEOUT."""
@@ -240,10 +248,18 @@ class Daemon:
 
         async with trio.open_nursery() as n:
             for cid, rec in list(self.mgr.records.items()):
-                pid = live_pid(rec)
-                if pid is not None:
+                # a pod's shared slice: each of its containers has its own
+                # mount namespace, so each gets its view re-bound
+                for pid in live_pids(rec):
                     n.start_soon(one, cid, pid, rec)
         log.info("vgpufs: views of %d running container(s) checked", len(done))
+
+    def _device_plugin_argv(self) -> list[str] | None:
+        k = self.cfg.kubernetes
+        if not k.device_plugin:
+            return None
+        return plugin_argv(self.cfg.paths.socket, k.kubelet_dir, k.profile,
+                           k.oversubscribe_factor if self.cfg.node.oversubscribe_memory else None)
 
     # ------------------------------------------------------------- signals
     async def _signals(self, sigs, root):

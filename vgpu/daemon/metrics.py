@@ -1,21 +1,30 @@
-"""Prometheus text exposition of vgpud (``GET /metrics`` over HTTP/1.0, trio).
+"""Prometheus metrics of vgpud (``GET /metrics`` over HTTP/1.0, trio).
 
-Per slice (labels container, slice_id, gpu, uuid): FB limit, used, peak,
-live allocations, refusals; GPU time granted (a counter), the compute target
-(the kernel's basis points as a ratio) and the achieved share over the last
-window (vgpu.daemon.compute.ShareMeter); per slice (container, slice_id) the
-configured compute percent.  Per GPU (labels gpu, uuid, name): memory total,
-allocated to slices (sum of limits), used (the driver's figure), slices; the
-scheduler's slot switches and its own CPU time.  Plus vgpud_build_info
-(the version, as a label), vgpud_slices, vgpud_kernel_loaded.  There is no
-vgpud_up: a vgpud that answers a scrape is up, which Prometheus' own ``up``
-says already (a gauge that could only ever be 1 said nothing).  Every
-family has HELP and TYPE.
+Per slice and GPU (labels container, slice_id, pod, namespace,
+container_name, gpu, uuid): FB limit, used, peak, live allocations,
+refusals; GPU time granted (a counter), the compute target (the kernel's
+basis points as a ratio) and the achieved share over the last window
+(vgpu.daemon.compute.ShareMeter); per slice (container, slice_id, pod,
+namespace, container_name) the configured compute percent and open files.
+pod, namespace and container_name are the Kubernetes names the OCI hook
+recorded as the slice's labels (vgpu.values.K8S_LABELS), "" where there are
+none (a container outside Kubernetes, a slice made with vgpuctl); a pod's
+shared slice has no container_name.  Per GPU (labels gpu, uuid, name):
+memory total, allocated to slices (sum of limits), used (the driver's
+figure), slices; the scheduler's slot switches and its own CPU time.  Plus
+vgpud_build_info (the version, as a label), vgpud_slices,
+vgpud_kernel_loaded.  There is no vgpud_up: a vgpud that answers a scrape
+is up, which Prometheus' own ``up`` says already.
 
-``render(manager)`` is pure (reads the manager's last kernel dump and
-inventory); the server refreshes the dump (at most once a second) before
-rendering, so a scrape costs one netlink dump.  One request per connection,
-5 s to send it, at most 8 KiB of request head.
+The families are made by prometheus_client (``Collector`` below, one
+collect() per scrape over the manager's last views) and written by its
+encoders, so names, escaping, HELP/TYPE and the OpenMetrics form (when the
+scraper's Accept header asks for it) are the library's, not ours.  The HTTP
+side stays a small trio server rather than prometheus_client's threaded
+one: a scrape refreshes the kernel dump through the manager, which lives
+in vgpud's trio loop.  The server refreshes the dump (at most once a
+second) before rendering, so a scrape costs one netlink dump.  One request
+per connection, 5 s to send it, at most 8 KiB of request head.
 
 What it may call: the slice manager's read-only views.
 """
@@ -25,104 +34,134 @@ from __future__ import annotations
 import logging
 
 import trio
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
 
 from vgpu import __version__
+from vgpu.values import K8S_LABELS
 
 log = logging.getLogger("vgpud.metrics")
 
 MAX_HEAD = 8192
+#: the labels of a slice's series, then those of a slice on one GPU
+SLICE_LABELS = ("container", "slice_id", "pod", "namespace", "container_name")
+SLICE_GPU_LABELS = (*SLICE_LABELS, "gpu", "uuid")
+GPU_LABELS = ("gpu", "uuid", "name")
 
-
-def _esc(v) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(d: dict) -> str:
-    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in d.items()) + "}"
-
-
+G, C = GaugeMetricFamily, CounterMetricFamily
+#: (name, kind, help, labels); a counter's name is given without _total,
+#: which prometheus_client adds
 METRICS = [
-    ("vgpu_slice_memory_limit_bytes", "gauge", "FB quota of a slice on one GPU"),
-    ("vgpu_slice_memory_used_bytes", "gauge", "FB held by a slice on one GPU (vgpu.ko)"),
-    ("vgpu_slice_memory_peak_bytes", "gauge", "highest FB held by a slice on one GPU"),
-    ("vgpu_slice_allocations", "gauge", "live FB allocations of a slice on one GPU"),
-    ("vgpu_slice_refusals_total", "counter", "FB allocations refused over quota"),
-    ("vgpu_slice_compute_target_percent", "gauge", "compute quota of a slice"),
-    ("vgpu_slice_gpu_time_seconds_total", "counter",
-     "GPU time vgpu.ko granted a slice on one GPU while it wanted the GPU"),
-    ("vgpu_slice_compute_target_ratio", "gauge",
-     "compute setting of a slice on one GPU as vgpu.ko holds it (cap, floor or weight; 0..1)"),
-    ("vgpu_slice_compute_achieved_ratio", "gauge",
-     "share of wall time a slice got on one GPU over the last window (0..1)"),
-    ("vgpu_slice_open_files", "gauge", "open files on a slice's device nodes"),
-    ("vgpu_gpu_memory_total_bytes", "gauge", "FB of a GPU"),
-    ("vgpu_gpu_memory_allocated_bytes", "gauge", "sum of the FB quotas of a GPU's slices"),
-    ("vgpu_gpu_memory_used_bytes", "gauge", "FB in use on a GPU (driver)"),
-    ("vgpu_gpu_slices", "gauge", "slices on a GPU"),
-    ("vgpu_scheduler_switches_total", "counter", "slot changes of a GPU's compute scheduler"),
-    ("vgpu_scheduler_cpu_seconds_total", "counter", "CPU time of a GPU's compute scheduler"),
+    ("vgpu_slice_memory_limit_bytes", G, "FB quota of a slice on one GPU", SLICE_GPU_LABELS),
+    ("vgpu_slice_memory_used_bytes", G, "FB held by a slice on one GPU (vgpu.ko)",
+     SLICE_GPU_LABELS),
+    ("vgpu_slice_memory_peak_bytes", G, "highest FB held by a slice on one GPU",
+     SLICE_GPU_LABELS),
+    ("vgpu_slice_allocations", G, "live FB allocations of a slice on one GPU", SLICE_GPU_LABELS),
+    ("vgpu_slice_refusals", C, "FB allocations refused over quota", SLICE_GPU_LABELS),
+    ("vgpu_slice_compute_target_percent", G, "compute quota of a slice", SLICE_LABELS),
+    ("vgpu_slice_gpu_time_seconds", C,
+     "GPU time vgpu.ko granted a slice on one GPU while it wanted the GPU", SLICE_GPU_LABELS),
+    ("vgpu_slice_compute_target_ratio", G,
+     "compute setting of a slice on one GPU as vgpu.ko holds it (cap, floor or weight; 0..1)",
+     SLICE_GPU_LABELS),
+    ("vgpu_slice_compute_achieved_ratio", G,
+     "share of wall time a slice got on one GPU over the last window (0..1)", SLICE_GPU_LABELS),
+    ("vgpu_slice_open_files", G, "open files on a slice's device nodes", SLICE_LABELS),
+    ("vgpu_gpu_memory_total_bytes", G, "FB of a GPU", GPU_LABELS),
+    ("vgpu_gpu_memory_allocated_bytes", G, "sum of the FB quotas of a GPU's slices", GPU_LABELS),
+    ("vgpu_gpu_memory_used_bytes", G, "FB in use on a GPU (driver)", GPU_LABELS),
+    ("vgpu_gpu_slices", G, "slices on a GPU", GPU_LABELS),
+    ("vgpu_scheduler_switches", C, "slot changes of a GPU's compute scheduler", GPU_LABELS),
+    ("vgpu_scheduler_cpu_seconds", C, "CPU time of a GPU's compute scheduler", GPU_LABELS),
+    ("vgpud_build_info", G, "the vgpu version this vgpud runs (the value is 1)", ("version",)),
+    ("vgpud_slices", G, "slices vgpud holds (wanted, whether or not in vgpu.ko)", ()),
+    ("vgpud_kernel_loaded", G, "1 while vgpud is connected to vgpu.ko", ()),
 ]
 
 
-def render(mgr) -> str:
-    rows: dict[str, list[str]] = {m[0]: [] for m in METRICS}
-    ks_all = mgr.kslices
-    for c, rec in sorted(mgr.records.items(), key=lambda kv: kv[1].slice_id):
-        ks = ks_all.get(rec.slice_id)
-        e = rec.applied
-        lim = rec.limits(e) if e else {}
-        sl = {"container": c, "slice_id": rec.slice_id}
-        if e is not None and e.spec.compute is not None:
-            rows["vgpu_slice_compute_target_percent"].append(
-                f"{_labels(sl)} {e.spec.compute:g}")
-        if ks is not None:
-            rows["vgpu_slice_open_files"].append(f"{_labels(sl)} {ks.open_files}")
-        for i, g in enumerate(rec.gpus):
-            gl = _labels({**sl, "gpu": g.gpu, "uuid": g.uuid or ""})
-            ku = next((x for x in ks.gpus if x.index == i), None) if ks is not None else None
-            rows["vgpu_slice_memory_limit_bytes"].append(
-                f"{gl} {ku.mem_limit if ku else lim.get(i, 0)}")
-            if ku is not None:
-                rows["vgpu_slice_memory_used_bytes"].append(f"{gl} {ku.mem_used}")
-                rows["vgpu_slice_memory_peak_bytes"].append(f"{gl} {ku.mem_peak}")
-                rows["vgpu_slice_allocations"].append(f"{gl} {ku.allocs}")
-                rows["vgpu_slice_refusals_total"].append(f"{gl} {ku.refusals}")
-                rows["vgpu_slice_gpu_time_seconds_total"].append(f"{gl} {ku.gpu_time_ns / 1e9:.9g}")
+def slice_labels(container: str, rec) -> list[str]:
+    """The values of SLICE_LABELS for one slice record."""
+    lab = rec.labels
+    return [container, str(rec.slice_id), lab.get(K8S_LABELS["pod"], ""),
+            lab.get(K8S_LABELS["namespace"], ""), lab.get(K8S_LABELS["container_name"], "")]
+
+
+class Collector:
+    """prometheus_client's collector over a slice manager: collect() reads
+    the manager's last kernel dump, inventory and scheduler figures (the
+    HTTP server refreshes them first) and makes every family afresh."""
+
+    def __init__(self, mgr):
+        self.mgr = mgr
+
+    def collect(self):
+        mgr = self.mgr
+        fam = {name: kind(name, help_, labels=list(labels))
+               for name, kind, help_, labels in METRICS}
+
+        def add(name: str, labels: list, value) -> None:
+            fam[name].add_metric([str(x) for x in labels], value)
+
+        ks_all = mgr.kslices
+        for c, rec in sorted(mgr.records.items(), key=lambda kv: kv[1].slice_id):
+            ks = ks_all.get(rec.slice_id)
+            e = rec.applied
+            lim = rec.limits(e) if e else {}
+            sl = slice_labels(c, rec)
+            if e is not None and e.spec.compute is not None:
+                add("vgpu_slice_compute_target_percent", sl, e.spec.compute)
+            if ks is not None:
+                add("vgpu_slice_open_files", sl, ks.open_files)
+            for i, g in enumerate(rec.gpus):
+                gl = [*sl, g.gpu, g.uuid or ""]
+                ku = next((x for x in ks.gpus if x.index == i), None) if ks is not None else None
+                add("vgpu_slice_memory_limit_bytes", gl, ku.mem_limit if ku else lim.get(i, 0))
+                if ku is None:
+                    continue
+                add("vgpu_slice_memory_used_bytes", gl, ku.mem_used)
+                add("vgpu_slice_memory_peak_bytes", gl, ku.mem_peak)
+                add("vgpu_slice_allocations", gl, ku.allocs)
+                add("vgpu_slice_refusals", gl, ku.refusals)
+                add("vgpu_slice_gpu_time_seconds", gl, ku.gpu_time_ns / 1e9)
                 if ku.compute_policy:           # NONE: no setting, no target
-                    rows["vgpu_slice_compute_target_ratio"].append(
-                        f"{gl} {ku.compute_bp / 10000:g}")
+                    add("vgpu_slice_compute_target_ratio", gl, ku.compute_bp / 10000)
                 a = mgr.meter.share((ks.id, i))
                 if a is not None:
-                    rows["vgpu_slice_compute_achieved_ratio"].append(f"{gl} {a:.6g}")
-    views = mgr.views()
-    for g in mgr.gpus:
-        gl = _labels({"gpu": g.index, "uuid": g.uuid, "name": g.name})
-        v = views.get(g.index)
-        rows["vgpu_gpu_memory_total_bytes"].append(f"{gl} {g.memory_total}")
-        rows["vgpu_gpu_memory_allocated_bytes"].append(f"{gl} {v.memory_allocated if v else 0}")
-        rows["vgpu_gpu_memory_used_bytes"].append(f"{gl} {g.memory_used}")
-        rows["vgpu_gpu_slices"].append(
-            f"{gl} {sum(1 for r in mgr.records.values() if any(x.gpu == g.index for x in r.gpus))}")
-        si = mgr.scheds.get(g.minor)
-        if si is not None:
-            rows["vgpu_scheduler_switches_total"].append(f"{gl} {si.switches}")
-            rows["vgpu_scheduler_cpu_seconds_total"].append(f"{gl} {si.cpu_ns / 1e9:.9g}")
-    out = []
-    for name, typ, help_ in METRICS:
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} {typ}")
-        out.extend(f"{name}{r}" for r in rows[name])
-    for name, help_, value in (
-            ("vgpud_build_info", "the vgpu version this vgpud runs (the value is 1)",
-             f'{_labels({"version": __version__})} 1'),
-            ("vgpud_slices", "slices vgpud holds (wanted, whether or not in vgpu.ko)",
-             f" {len(mgr.records)}"),
-            ("vgpud_kernel_loaded", "1 while vgpud is connected to vgpu.ko",
-             f" {int(mgr.kport.kernel is not None)}")):
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} gauge")
-        out.append(f"{name}{value}")
-    return "\n".join(out) + "\n"
+                    add("vgpu_slice_compute_achieved_ratio", gl, a)
+        views = mgr.views()
+        for g in mgr.gpus:
+            gl = [g.index, g.uuid, g.name]
+            v = views.get(g.index)
+            add("vgpu_gpu_memory_total_bytes", gl, g.memory_total)
+            add("vgpu_gpu_memory_allocated_bytes", gl, v.memory_allocated if v else 0)
+            add("vgpu_gpu_memory_used_bytes", gl, g.memory_used)
+            add("vgpu_gpu_slices", gl,
+                sum(1 for r in mgr.records.values() if any(x.gpu == g.index for x in r.gpus)))
+            si = mgr.scheds.get(g.minor)
+            if si is not None:
+                add("vgpu_scheduler_switches", gl, si.switches)
+                add("vgpu_scheduler_cpu_seconds", gl, si.cpu_ns / 1e9)
+        add("vgpud_build_info", [__version__], 1)
+        add("vgpud_slices", [], len(mgr.records))
+        add("vgpud_kernel_loaded", [], int(mgr.kport.kernel is not None))
+        yield from fam.values()
+
+
+def registry_for(mgr) -> CollectorRegistry:
+    """A registry holding only vgpud's collector (not the library's default
+    process and platform collectors, whose figures are the node exporter's)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(Collector(mgr))
+    return reg
+
+
+def render(mgr, accept: str = "") -> str:
+    """The exposition for a scrape with this Accept header (the Prometheus
+    text format unless it asks for OpenMetrics)."""
+    encoder, _ = choose_encoder(accept)
+    return encoder(registry_for(mgr)).decode()
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -131,11 +170,21 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _header(lines: list[str], name: str) -> str:
+    """The value of one request header (the first of that name), or ""."""
+    for ln in lines:
+        k, sep, v = ln.partition(":")
+        if sep and k.strip().lower() == name:
+            return v.strip()
+    return ""
+
+
 class MetricsServer:
     def __init__(self, mgr, listen: str):
         self.mgr = mgr
         self.host, self.port = parse_listen(listen)
         self.bound_port = None
+        self.registry = registry_for(mgr)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
         listeners = await trio.open_tcp_listeners(self.port, host=self.host)
@@ -153,12 +202,14 @@ class MetricsServer:
                     if not data:
                         break
                     head += data
-                line = head.split(b"\n", 1)[0].decode("latin-1").split()
+                lines = head.decode("latin-1").splitlines()
+                line = lines[0].split() if lines else []
                 if len(line) >= 2 and line[0] == "GET" and line[1].split("?")[0] == "/metrics":
                     await self.mgr.kdump(max_age=1.0)
                     await self.mgr.refresh_scheds(max_age=1.0)
-                    body = render(self.mgr).encode()
-                    status, ctype = "200 OK", "text/plain; version=0.0.4; charset=utf-8"
+                    encoder, ctype = choose_encoder(_header(lines[1:], "accept"))
+                    body = encoder(self.registry)
+                    status = "200 OK"
                 elif len(line) >= 2 and line[0] == "GET":
                     body, status, ctype = b"not found: try /metrics\n", "404 Not Found", "text/plain"
                 else:

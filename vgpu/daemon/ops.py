@@ -164,6 +164,9 @@ class Ops:
                 # what vgpu-oci-hook and vgpu-runtime ask before an image's
                 # VGPU_* environment may count (config.Limits.allow_image_env)
                 "image_env_profiles": cfg.image_env_profiles,
+                # what vgpu-device-plugin advertises and prefers (vgpu.k8s)
+                "node": {"placement": cfg.node.placement,
+                         "oversubscribe_memory": cfg.node.oversubscribe_memory},
                 "scheduler": {"supported": mgr.sched_supported,
                               "period_s": cfg.scheduler_period,
                               "layers": list(cfg.scheduler_layers)

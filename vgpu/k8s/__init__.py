@@ -1,0 +1,1 @@
+"""Kubernetes: the kubelet device plugin (vgpu-device-plugin)."""
