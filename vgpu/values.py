@@ -519,11 +519,6 @@ def parse_profile(v: object) -> str:
 
 #: labels a slice may carry; the longest key and value
 LABELS_MAX = 64
-#: the slice labels that carry Kubernetes names: the OCI hook sets them from
-#: the CRI annotations (a pod's shared slice has no container name);
-#: `vgpuctl list` and the metrics show them
-K8S_LABELS = {"pod": "io.kubernetes.pod.name", "namespace": "io.kubernetes.pod.namespace",
-              "container_name": "io.kubernetes.container.name"}
 LABEL_MAX = 253
 
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 import vgpu
 from vgpu.daemon import metrics as M
-from vgpu.values import K8S_LABELS
+from vgpu.cli.request import LABELS as K8S_LABELS
 
 from daemon_support import call
 
@@ -47,7 +47,7 @@ async def test_kubernetes_names_are_labels(env):
     """A slice the hook made for a pod's container carries its pod,
     namespace and container names as labels; the metrics show them."""
     mgr, _, _ = env
-    labels = {K8S_LABELS["pod"]: "trainer-0", K8S_LABELS["namespace"]: "ml",
+    labels = {K8S_LABELS["pod_name"]: "trainer-0", K8S_LABELS["pod_namespace"]: "ml",
               K8S_LABELS["container_name"]: "main", "team": "x"}
     r = await call(mgr, "create", container="c" * 64, memory="2Gi", labels=labels)
     assert "error" not in r, r

@@ -25,8 +25,9 @@ from vgpu.abi import allowlist
 from vgpu.abi import trace as T
 from vgpu.cli import apiclient as ac
 from vgpu.cli import rtconfig
-from vgpu.values import (K8S_LABELS, POLICIES, PRIORITIES, BadValue, format_duration,
-                         format_percent, format_size, parse_compute, parse_container, parse_duration, parse_gpus,
+from vgpu.cli.request import LABELS as K8S_LABELS
+from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
+                         format_size, parse_compute, parse_container, parse_duration, parse_gpus,
                          parse_label, parse_pid, parse_policy, parse_priority, parse_profile,
                          parse_size, quote)
 
@@ -170,7 +171,7 @@ def pod_of(s: dict) -> str:
     """NAMESPACE/POD[/CONTAINER] from the Kubernetes names the hook put in
     a slice's labels (K8S_LABELS); "-" for a slice outside Kubernetes."""
     lab = s.get("labels") if isinstance(s.get("labels"), dict) else {}
-    pod, ns = lab.get(K8S_LABELS["pod"]), lab.get(K8S_LABELS["namespace"])
+    pod, ns = lab.get(K8S_LABELS["pod_name"]), lab.get(K8S_LABELS["pod_namespace"])
     if not pod:
         return "-"
     name = f"{ns}/{pod}" if ns else str(pod)

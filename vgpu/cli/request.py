@@ -53,7 +53,8 @@ CRI_KEYS = {
 }
 #: where CRI runtimes put the pod's uid (containerd's CRI, CRI-O)
 POD_UID_KEYS = CRI_KEYS["pod_uid"]
-#: the labels a slice gets, from the CRI fields
+#: the labels a slice gets, from the CRI fields (a pod's shared slice has no
+#: container name); `vgpuctl list` and the metrics show them
 LABELS = {"pod_name": "io.kubernetes.pod.name", "pod_namespace": "io.kubernetes.pod.namespace",
           "container_name": "io.kubernetes.container.name"}
 LABEL_MAX = 253                 # vgpu.values' bound on a label value

@@ -7,7 +7,7 @@ basis points as a ratio) and the achieved share over the last window
 (vgpu.daemon.compute.ShareMeter); per slice (container, slice_id, pod,
 namespace, container_name) the configured compute percent and open files.
 pod, namespace and container_name are the Kubernetes names the OCI hook
-recorded as the slice's labels (vgpu.values.K8S_LABELS), "" where there are
+recorded as the slice's labels (vgpu.cli.request.LABELS), "" where there are
 none (a container outside Kubernetes, a slice made with vgpuctl); a pod's
 shared slice has no container_name.  Per GPU (labels gpu, uuid, name):
 memory total, allocated to slices (sum of limits), used (the driver's
@@ -39,7 +39,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from vgpu import __version__
-from vgpu.values import K8S_LABELS
+from vgpu.cli.request import LABELS as K8S_LABELS
 
 log = logging.getLogger("vgpud.metrics")
 
@@ -84,8 +84,8 @@ METRICS = [
 def slice_labels(container: str, rec) -> list[str]:
     """The values of SLICE_LABELS for one slice record."""
     lab = rec.labels
-    return [container, str(rec.slice_id), lab.get(K8S_LABELS["pod"], ""),
-            lab.get(K8S_LABELS["namespace"], ""), lab.get(K8S_LABELS["container_name"], "")]
+    return [container, str(rec.slice_id), lab.get(K8S_LABELS["pod_name"], ""),
+            lab.get(K8S_LABELS["pod_namespace"], ""), lab.get(K8S_LABELS["container_name"], "")]
 
 
 class Collector:
