@@ -34,7 +34,7 @@ from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format
 PROG = "vgpuctl"
 
 EXIT_OK = 0
-EXIT_ERROR = 1          # vgpud refused or failed the request, or did not answer
+EXIT_ERROR = 1          # vgpud refused or failed the request, or did not answer; a refused file
 EXIT_USAGE = 2          # bad command line or value
 EXIT_UNAVAILABLE = 3    # vgpud is not running
 EXIT_PERMISSION = 4     # permission denied on the API socket
@@ -44,7 +44,8 @@ EXIT_TEXT = f"""\
 exit status:
   {EXIT_OK}  success
   {EXIT_ERROR}  vgpud refused or failed the request (admission, kernel, ...), or did not
-     answer within --timeout
+     answer within --timeout; runtime configure: the config was refused or
+     could not be written
   {EXIT_USAGE}  usage error: unknown command or option, or a bad value (quoted)
   {EXIT_UNAVAILABLE}  vgpud is not running (no socket, or nothing listens on it)
   {EXIT_PERMISSION}  permission denied (not root, nor in the group set as api.group)
