@@ -986,3 +986,39 @@ def test_pod_container_outside_its_pods_cgroup_is_refused(tmp_path, fake, ctr):
     assert "container app2: its cgroup's parent" in r.stderr
     assert "is not the cgroup of its pod" in r.stderr
     assert fake.requests == []
+
+
+def test_a_failed_pod_container_leaves_the_pods_slice(tmp_path, fake):
+    """The first container of a pod makes the pod's slice and then fails
+    (vgpufs has nothing for it here): the start fails, but the slice stays
+    for the pod (a sibling may have been handed it meanwhile); the
+    sandbox's poststop or vgpud's GC ends it.  A container's own slice is
+    deleted in that case (test_create_failure_leaves_no_slice)."""
+    root = hook.cgroup2_mount()
+    if root is None or not ROOT:
+        pytest.skip("needs root and a cgroup v2 (unified) hierarchy")
+    pod = os.path.join(root, f"vgpu-test-{os.getpid()}-{next(_cg_seq)}", f"pod{UID}")
+    cg = os.path.join(pod, "app3")
+    os.makedirs(cg)
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(proc.pid))
+        _, state = make_bundle(tmp_path, cri("container", **POD_REQ), cid="app3", pid=proc.pid)
+        r = run_hook(state, "createRuntime", "--socket", fake.path, "--timeout", "0.3",
+                     "--fuse-mount", str(tmp_path / "fs"), "--debug")
+        assert r.returncode == 1 and "vgpufs shows no nodes" in r.stderr, r.stderr
+        assert [q["op"] for q in fake.requests] == ["create"]
+        assert fake.requests[0]["args"]["container"] == "pod-" + SB
+        assert fake.requests[0]["args"]["cgroup"].rstrip("/").endswith(f"/pod{UID}")
+        assert list(fake.slices) == ["pod-" + SB] and "stays for the pod" in r.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+        for d in (cg, pod, os.path.dirname(pod)):
+            for _ in range(100):
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    time.sleep(0.02)

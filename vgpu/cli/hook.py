@@ -883,7 +883,12 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
                         f"{' (' + e.filename + ')' if getattr(e, 'filename', None) else ''}") \
             from None
     finally:
-        if created and not ok:
+        # A pod's slice stays: a sibling container may have been handed it
+        # since we made it (and opened its nodes); the kubelet retries this
+        # container, the sandbox's poststop or vgpud's GC ends the slice.
+        if created and not ok and sc.kind == "pod":
+            debug(f"slice {name} stays for the pod after {cid}'s failure")
+        elif created and not ok:
             try:
                 client.request("delete", container=name, force=True, owner=owner)
             except ac.ClientError as e:
