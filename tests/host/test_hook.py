@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from vgpu.cli import ctl, hook, runtime
+from vgpu.cli import ctl, hook, request, runtime
 
 from fake_vgpud import FakeVgpud
 from test_hook_runc import add_fake_nodes
@@ -105,7 +105,7 @@ def test_request_from_annotations_wins_over_env(tmp_path):
     _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB", "other": "x"},
                            env=["VGPU_MEMORY=8GiB", "VGPU_COMPUTE=50%"])
     config = hook.read_config(state)
-    assert hook.raw_request(state, config) == ({"memory": "4GiB"}, "annotation")
+    assert request.raw_request(state, config) == ({"memory": "4GiB"}, "annotation")
 
 
 def test_request_from_env(tmp_path):
@@ -113,7 +113,7 @@ def test_request_from_env(tmp_path):
                                           "VGPU_PRIORITY=high", "VGPU_GPUS=0,1",
                                           "VGPU_OTHER=1", "XVGPU_MEMORY=1"])
     config = hook.read_config(state)
-    raw, src = hook.raw_request(state, config)
+    raw, src = request.raw_request(state, config)
     assert src == "env"
     assert raw == {"memory": "8GiB", "compute": "50%", "priority": "high", "gpus": "0,1"}
     assert hook.validate(raw, src) == {"memory": 8 * GIB, "compute": 50, "priority": "high",
@@ -123,13 +123,13 @@ def test_request_from_env(tmp_path):
 def test_annotations_in_config_only(tmp_path):
     bundle, state = make_bundle(tmp_path, {"vgpu.io/profile": "small"})
     del state["annotations"]              # runc 1.1 passes them; older runtimes do not
-    assert hook.raw_request(state, hook.read_config(state)) == ({"profile": "small"},
+    assert request.raw_request(state, hook.read_config(state)) == ({"profile": "small"},
                                                                  "annotation")
 
 
 def test_no_request(tmp_path):
     _, state = make_bundle(tmp_path, {"io.kubernetes.cri.container-type": "container"})
-    assert not hook.wants_slice(state, hook.read_config(state))
+    assert not request.wants_slice(state, hook.read_config(state))
 
 
 @pytest.mark.parametrize("key,value,words", [
@@ -547,7 +547,7 @@ def test_default_hook_entry_is_fast_isolated_python(monkeypatch, tmp_path):
     # isolated (-I: no PYTHON* variable, no cwd on sys.path), no site (-S)
     assert h["args"][1:4] == ["-I", "-S", "-c"] and h["args"][-1] == "createRuntime"
     # an explicit, minimal environment: runc would otherwise pick one
-    assert h["env"] == [*hook.HOOK_ENV, "VGPU_SOCKET=/run/x.sock"]
+    assert h["env"] == [*request.HOOK_ENV, "VGPU_SOCKET=/run/x.sock"]
     assert not runtime.edit_config(config, None)
     assert "linux" not in config
     # the entry works as written: early exit for a container that asked nothing
@@ -630,7 +630,7 @@ def test_cdi_spec_shape():
     assert h["hookName"] == "createRuntime" and h["path"] == ctl.CDI_HOOK
     assert h["args"] == ["vgpu-oci-hook", "--fuse-mount", "/run/vgpu/fs", "--mount-slice", "c1",
                          "createRuntime"]
-    assert h["env"] == list(hook.HOOK_ENV)
+    assert h["env"] == list(request.HOOK_ENV)
 
 
 def test_vgpuctl_cdi_generate(tmp_path, fake, capsys):
@@ -702,7 +702,7 @@ def test_shipped_hook_entries_have_an_explicit_env():
     entries += [json.load(open(os.path.join(d, f)))["hook"] for f in sorted(os.listdir(d))]
     assert len(entries) == 4
     for h in entries:
-        assert h["env"] == list(hook.HOOK_ENV), h
+        assert h["env"] == list(request.HOOK_ENV), h
         assert "createContainer" not in h["args"]
 
 
@@ -777,7 +777,7 @@ def test_runtime_adds_nothing_for_an_image_env_request_unless_allowed(tmp_path, 
     r, got = run_runtime(tmp_path, *argv, env={"VGPU_SOCKET": fake.path})
     config = json.loads((bundle / "config.json").read_text())
     assert config["hooks"]["createRuntime"][0]["args"] == ["vgpu-oci-hook", "createRuntime"]
-    assert config["hooks"]["createRuntime"][0]["env"][0] == hook.HOOK_ENV[0]
+    assert config["hooks"]["createRuntime"][0]["env"][0] == request.HOOK_ENV[0]
     assert [q["op"] for q in fake.requests] == ["status", "status"]
 
 
@@ -793,8 +793,6 @@ def test_mount_slice_argument(tmp_path, fake):
 
 
 # ------------------------------------------------------------ pods (issue 15, item 2)
-from vgpu.cli import request  # noqa: E402
-
 SB = "5e1f0c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f"
 UID = "0c4a1e6e-7a5b-4c33-9a0e-3d5f7b2b1c11"
 

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs root, runc and busybox")
 
 sys.path.insert(0, REPO)
-from vgpu.cli import ctl, hook, runtime  # noqa: E402
+from vgpu.cli import ctl, hook, request, runtime  # noqa: E402
 
 MODULES = ("sitecustomize", "usercustomize", "re", "json", "evil")
 
@@ -123,7 +123,7 @@ def test_image_code_never_runs_in_the_hook_at_createRuntime(tmp_path, env):
     config = json.loads((b / "config.json").read_text())
     for stage in ("createRuntime", "poststop"):
         (h,) = config["hooks"][stage]
-        assert h["env"][0] == hook.HOOK_ENV[0] and "-I" in h["args"], h
+        assert h["env"][0] == request.HOOK_ENV[0] and "-I" in h["args"], h
 
 
 @pytest.mark.parametrize("with_env", [True, False], ids=["entry-env", "no-entry-env"])

@@ -8,6 +8,7 @@ hook's error) comes back as JSON.  Files are not namespaced: anything the
 hook creates outside the rootfs shows on the host."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -213,6 +214,20 @@ time.sleep(120)
 """
 
 
+@contextlib.contextmanager
+def contained(root):
+    """A process chrooted into ``root`` in a mount namespace of its own
+    (CONTAINER): its pid while the block runs."""
+    p = subprocess.Popen([sys.executable, "-c", CONTAINER, str(root)], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        yield p.pid
+    finally:
+        p.kill()
+        p.wait()
+
+
 @pytest.fixture
 def container(tmp_path):
     root = tmp_path / "croot"
@@ -220,14 +235,8 @@ def container(tmp_path):
     (root / "proc" / "driver" / "nvidia" / "version").write_text("stale\n")
     fs = tmp_path / "fs"
     add_fake_nodes(fs, "c1")
-    p = subprocess.Popen([sys.executable, "-c", CONTAINER, str(root)], stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        yield p.pid, root, fs
-    finally:
-        p.kill()
-        p.wait()
+    with contained(root) as pid:
+        yield pid, root, fs
 
 
 def rebind(fs, *args):
@@ -441,15 +450,9 @@ def test_rebind_leaves_a_process_without_a_view_alone(tmp_path):
     (root / "proc").mkdir(parents=True)
     fs = tmp_path / "fs"
     add_fake_nodes(fs, "c1")
-    p = subprocess.Popen([sys.executable, "-c", CONTAINER, str(root)], stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        r = rebind(fs, "--pid-start", str(proc_start(p.pid)), "--rebind", str(p.pid), "c1")
+    with contained(root) as pid:
+        r = rebind(fs, "--pid-start", str(proc_start(pid)), "--rebind", str(pid), "c1")
         assert r.returncode == 0, r.stderr
         assert "/proc/driver/nvidia is not there" in r.stderr
-        with open(f"/proc/{p.pid}/mountinfo") as f:
+        with open(f"/proc/{pid}/mountinfo") as f:
             assert "/proc/driver/nvidia" not in f.read()
-    finally:
-        p.kill()
-        p.wait()

@@ -25,6 +25,7 @@ from vgpu.abi import allowlist
 from vgpu.abi import trace as T
 from vgpu.cli import apiclient as ac
 from vgpu.cli import rtconfig
+from vgpu.cli.request import HOOK_ENV
 from vgpu.cli.request import LABELS as K8S_LABELS
 from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
                          format_size, parse_compute, parse_container, parse_duration, parse_gpus,
@@ -527,9 +528,6 @@ class _StopSignals:
 
 #: the hook `vgpuctl cdi generate` wires in by default (make install's link)
 CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
-#: its entry's whole environment: vgpu.cli.hook.HOOK_ENV (vgpuctl does not
-#: import the hook; test_hook pins them equal)
-CDI_HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 
 
 def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
@@ -575,7 +573,7 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
                            "args": ["vgpu-oci-hook", "--fuse-mount", fuse_mount,
                                     *(["--socket", socket] if socket else []),
                                     "--mount-slice", cid, "createRuntime"],
-                           "env": list(CDI_HOOK_ENV), "timeout": 15}],
+                           "env": list(HOOK_ENV), "timeout": 15}],
             },
         })
     return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}

@@ -86,9 +86,8 @@ from time import monotonic, sleep
 
 from vgpu import __version__
 from vgpu.cli import apiclient as ac
-from vgpu.cli.request import (ANNOTATION_PREFIX, ENV_PREFIX, HOOK_ENV, KEYS,  # noqa: F401
-                              POD_UID_KEYS, Scope, ScopeError, honoured_scope, image_env_allowed,
-                              is_pod_cgroup, raw_request, scope_of, vgpu_major, wants_slice)
+from vgpu.cli.request import (ANNOTATION_PREFIX, ENV_PREFIX, POD_UID_KEYS, Scope, ScopeError,
+                              honoured_scope, is_pod_cgroup, vgpu_major)
 from vgpu.values import (BadValue, parse_compute, parse_container, parse_duration, parse_gpus,
                          parse_pid, parse_policy, parse_priority, parse_profile, parse_size,
                          quote)
@@ -257,14 +256,6 @@ def read_config(state: dict) -> dict:
     if not isinstance(config, dict):
         raise HookError(f"container {state['id']}: {path} is not an OCI config")
     return config
-
-
-def honoured_request(state: dict, config: dict, socket: str | None, timeout: float,
-                     debug, prog: str = PROG) -> tuple[dict, str]:
-    """The request honoured_scope() keeps, as (raw strings by key, source);
-    ({}, "") for a container that asked for nothing of its own that counts."""
-    sc = honoured_scope(state, config, socket, timeout, debug, prog)
-    return ({}, "") if sc.kind == "sandbox" else (sc.raw, sc.source)
 
 
 def _memory(s: str) -> int:
@@ -471,6 +462,15 @@ class Mounter:
         if e == 3:                                          # ESRCH
             return False
         raise OSError(e, f"pidfd_send_signal: {os.strerror(e)}")
+
+    def fs_type(self, fd: int) -> int:
+        """f_type of the filesystem fd lies on (fstatfs; f_type, a long, is
+        the first field of struct statfs, 120 bytes on x86_64)."""
+        buf = self.ctypes.create_string_buffer(256)
+        if self.libc.fstatfs(fd, buf) != 0:
+            e = self.ctypes.get_errno()
+            raise OSError(e, f"fstatfs: {os.strerror(e)}")
+        return self.ctypes.c_long.from_buffer(buf).value
 
     def enter_mnt(self, pidfd: int) -> None:
         """setns into the mount namespace of the process pidfd pins (Linux 5.8)."""
@@ -1015,17 +1015,6 @@ def not_the_container(procfd: int, cgroup: str | None, start: int | None,
 PROC_SUPER_MAGIC = 0x9FA0
 
 
-def fs_type(fd: int) -> int:
-    """f_type of the filesystem an fd lies on (fstatfs; the first field of
-    struct statfs on Linux is f_type, a long)."""
-    buf = ctypes.create_string_buffer(256)      # struct statfs is 120 bytes on x86_64
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.fstatfs(fd, buf) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-    return ctypes.c_long.from_buffer(buf).value
-
-
 def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None = None,
            start: int | None = None) -> int:
     """Point a running container's /proc/driver/nvidia at the current vgpufs
@@ -1089,7 +1078,7 @@ def rebind(pid: int, cid: str, fuse: str, m: Mounter, debug, cgroup: str | None 
                 debug(f"{cid}: {target} " + ("is not there" if t is None else
                                              "already shows the current vgpufs mount"))
                 return 0
-            if fs_type(t) == PROC_SUPER_MAGIC:
+            if m.fs_type(t) == PROC_SUPER_MAGIC:
                 # procfs itself, no view mounted on it: a process of the
                 # slice's cgroup that was never given one (a pod's sandbox)
                 debug(f"{cid}: pid {pid} has no view mounted on {target}; left alone")

@@ -132,9 +132,8 @@ def _is_ours(h: object, stage: str) -> bool:
 
 
 def edit_config(config: dict, major: int | None,
-                stages: tuple[str, ...] = ("createRuntime", "poststop"),
-                device: bool = True) -> bool:
-    """Add our hooks at ``stages`` and, with ``device``, the device rule to
+                stages: tuple[str, ...] = ("createRuntime", "poststop")) -> bool:
+    """Add our hooks at ``stages`` and, with a ``major``, the device rule to
     ``config`` (in place) unless they are there; True when it changed
     anything."""
     changed = False
@@ -148,7 +147,7 @@ def edit_config(config: dict, major: int | None,
         if not any(_is_ours(h, stage) for h in lst):
             lst.append(hook_entry(stage))
             changed = True
-    if device and major is not None:
+    if major is not None:
         linux = config.setdefault("linux", {})
         res = linux.setdefault("resources", {})
         devs = res.setdefault("devices", [])
@@ -181,7 +180,7 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     stages, device = hook_stages(sc)
     if not stages:
         return False
-    if edit_config(config, vgpu_major() if device else None, stages, device):
+    if edit_config(config, vgpu_major() if device else None, stages):
         tmp = path + ".vgpu-tmp"
         st = os.stat(path)
         with open(tmp, "w") as f:
