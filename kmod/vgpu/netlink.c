@@ -194,20 +194,35 @@ err:
 	return -EMSGSIZE;
 }
 
+/*
+ * A reply lists the host pids holding the slice (VGPU_A_SLICE_PIDS, 8 bytes
+ * each), as many as the slice's own processes make: in one NLMSG_GOODSIZE
+ * skb, about 900 of them made GET fail with -EMSGSIZE, and SET too, after
+ * it had applied its change (tools/fuzz/nlfuzz.py; tests/vm/test_nlfuzz.py).
+ * So a reply that does not fit is filled again in a skb twice the size, up
+ * to VGPU_REPLY_MAX (about 30,000 pids).
+ */
+#define VGPU_REPLY_MAX	(256 * 1024)
+
 static int vgpu_reply_slice(struct genl_info *info, struct vgpu_slice *s)
 {
-	struct sk_buff *skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	size_t size = NLMSG_GOODSIZE;
+	struct sk_buff *skb;
 	int ret;
 
-	if (!skb)
-		return -ENOMEM;
-	ret = vgpu_fill_slice(skb, s, info->snd_portid, info->snd_seq, 0,
-			      VGPU_CMD_SLICE_GET);
-	if (ret) {
+	for (;;) {
+		skb = genlmsg_new(size, GFP_KERNEL);
+		if (!skb)
+			return -ENOMEM;
+		ret = vgpu_fill_slice(skb, s, info->snd_portid, info->snd_seq, 0,
+				      VGPU_CMD_SLICE_GET);
+		if (!ret)
+			return genlmsg_reply(skb, info);
 		nlmsg_free(skb);
-		return ret;
+		if (ret != -EMSGSIZE || 2 * size > VGPU_REPLY_MAX)
+			return ret;
+		size *= 2;
 	}
-	return genlmsg_reply(skb, info);
 }
 
 /* ------------------------------------------------------------ commands */
