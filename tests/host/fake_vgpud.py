@@ -234,7 +234,8 @@ class FakeVgpud:
                     "gpus": len(self.gpus), "kernel": {"loaded": True},
                     "config": "/etc/vgpu/vgpud.toml",
                     "image_env_profiles": list(self.image_env_profiles),
-                    "scheduler": {"supported": True, "period_s": 0.1, "layers": None}}
+                    "scheduler": {"supported": True, "period_s": 0.1, "layers": None},
+                    **({"state": self.state} if getattr(self, "state", None) else {})}
         if op == "gpus":
             return {"gpus": self.gpus}
         if op == "list":

@@ -243,6 +243,17 @@ def test_gpus_and_status_human(fake, capsys):
     fake.image_env_profiles = ["small"]
     rc, out, _ = run(capsys, "status")
     assert re.search(r"^image env: profiles small$", out, re.M), out
+    assert not re.search(r"^state:", out, re.M)          # a vgpud before the field
+    fake.state = {"path": "/var/lib/vgpu/state.json", "saved": True, "error": None}
+    rc, out, _ = run(capsys, "status")
+    assert re.search(r"^state:\s+saved \(/var/lib/vgpu/state.json\)$", out, re.M), out
+    fake.state = {"path": "/var/lib/vgpu/state.json", "saved": False,
+                  "error": {"errno": "ENOSPC", "message": "No space left on device",
+                            "path": "/var/lib/vgpu/state.json", "since": 1.0}}
+    rc, out, _ = run(capsys, "status")
+    assert rc == 0
+    assert re.search(r"^state:\s+NOT SAVED: /var/lib/vgpu/state.json: No space left on device "
+                     r"\(ENOSPC\); vgpud retries$", out, re.M), out
 
 
 # ------------------------------------------------------------ exit codes

@@ -332,6 +332,14 @@ def cmd_status(client, o):
         ("gpus", _count(res.get("gpus"))),
         ("config", res.get("config", "-")),
     ]
+    st = res.get("state")
+    if isinstance(st, dict):
+        # saved false: the disk is full or read-only; vgpu.ko has the changes
+        # and vgpud retries (docs/api.md, "When the state file cannot be written")
+        err = st.get("error") or {}
+        rows.append(("state", f"saved ({st.get('path', '-')})" if st.get("saved") else
+                     f"NOT SAVED: {st.get('path', '-')}: {err.get('message', '?')} "
+                     f"({err.get('errno', '?')}); vgpud retries"))
     sc = res.get("scheduler")
     if isinstance(sc, dict):
         per = sc.get("period_s")
@@ -667,8 +675,8 @@ COMMANDS = (
         Opt("--force", None, "overwrite FILE if it exists"),
     ), "record a slice's calls through vgpu.ko to a file until Ctrl-C, --count or "
        "--seconds", cmd_trace),
-    Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded",
-        cmd_status),
+    Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded "
+        "and the state file saved", cmd_status),
     Cmd("cdi", ("generate",), (
         Opt("--output", "FILE", "write the spec here (e.g. /etc/cdi/vgpu.json; default: "
             "stdout)", c_nonempty),

@@ -67,6 +67,12 @@ the mount point and mounts afresh.  What that means for running containers:
   /proc/driver/nvidia; mount --bind /run/vgpu/private/fs/<container>/proc/driver/nvidia
   /proc/driver/nvidia'`` (likewise for the dev nodes if a fresh stat() is
   wanted).  Containers started after the restart are not affected.
+  (vgpud re-binds them itself now: main.Daemon._rebind_views.)
+
+The connection can also end while vgpud runs (aborted through fusectl,
+unmounted from outside): ``run`` then returns, with ``ended`` saying why
+(``_watch_mount`` catches an unmount that bind mounts keep alive), and
+vgpud's fs service mounts afresh (main.Daemon._fs_service).
 
 What it may call: vgpu.daemon.slices' manager read-only (records, kslices, gpus),
 pyfuse3, trio.  Never the kernel, never blocking I/O in a handler.
@@ -103,6 +109,8 @@ log = logging.getLogger("vgpud.fs")
 # (VgpuFs._allowed).
 MOUNT_OPTIONS = ("fsname=vgpufs", "subtype=vgpufs", "dev", "allow_other")
 DEV_ATTR_TIMEOUT = 86400.0
+#: seconds between checks that the mount point still has vgpufs mounted
+MOUNT_CHECK = 2.0
 MNT_DETACH = 2
 #: files of one slice's view open at once (each holds its text until
 #: closed): a container cannot grow vgpud's memory without bound
@@ -435,6 +443,8 @@ class VgpuFs:
         self._next_ino = 2
         self._next_fh = 1
         self.mounted = trio.Event()
+        #: why run() returned: None while it serves (or was cancelled)
+        self.ended: str | None = None
 
     # ----------------------------------------------------------- inodes
     # An inode's key is its path plus, for char nodes, the rdev: a slice
@@ -609,6 +619,19 @@ class VgpuFs:
                 self.open_files.pop(f[0], None)
 
     # ----------------------------------------------------------- service
+    async def _watch_mount(self, scope) -> None:
+        """End the service (cancel ``scope``) when the mount point no longer
+        has a vgpufs mount.  Unmounted from outside while containers hold
+        bind mounts of it, the FUSE connection lives on (their bind mounts
+        keep the superblock), so the loop alone would not notice; new
+        containers would find an empty directory.  Reads only mountinfo."""
+        while True:
+            await trio.sleep(MOUNT_CHECK)
+            if not fuse_mounts_at(self.mountpoint):
+                self.ended = f"{self.mountpoint} is no longer mounted (unmounted from outside)"
+                scope.cancel()
+                return
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
         """Mount, serve until cancelled, unmount.  Raises (before started)
         OSError/RuntimeError when it cannot mount."""
@@ -625,9 +648,18 @@ class VgpuFs:
         self.mounted.set()
         task_status.started()
         try:
-            await pyfuse3.main()
-            log.warning("vgpufs: the FUSE loop ended (unmounted from outside?)")
-            await trio.sleep_forever()
+            # Returns (rather than raise or wait forever) when the FUSE
+            # connection ends under a running daemon, with ``ended`` saying
+            # how; vgpud's fs service then mounts afresh (main.Daemon._fs_service)
+            async with trio.open_nursery() as n:
+                n.start_soon(self._watch_mount, n.cancel_scope)
+                try:
+                    await pyfuse3.main()
+                    self.ended = "its FUSE connection ended (aborted, or unmounted from outside)"
+                except Exception as e:          # the loop failed: not a reason to die
+                    log.exception("vgpufs: the FUSE loop failed")
+                    self.ended = f"its FUSE loop failed: {type(e).__name__}: {e}"
+                n.cancel_scope.cancel()
         finally:
             try:
                 pyfuse3.close(unmount=True)

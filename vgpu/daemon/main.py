@@ -21,7 +21,12 @@ One trio root nursery; each service is started with ``await nursery.start``
 - metrics (vgpu.daemon.metrics) when [metrics] listen is set;
 - vgpufs (vgpu.daemon.fs), the containers' /dev and /proc/driver/nvidia views, a
   FUSE mount at [paths] fuse_mount served in this loop ("" disables it; a
-  mount failure is logged and the daemon runs without it);
+  mount failure at start is logged and the daemon runs without it); when
+  its FUSE connection ends under the running daemon (aborted, unmounted
+  from outside) it is mounted again and the containers' views re-bound;
+- the state-saver: a failed write of the state file (disk full, read-only)
+  is retried with a back-off (SliceManager.save_pending), the operation
+  that changed vgpu.ko having succeeded;
 - the ticker: schedule windows (checked every second, applied when a minute
   boundary changes what is in force), a kernel dump every second while
   slices exist (the GPU time counters behind the achieved compute share),
@@ -88,6 +93,10 @@ REBIND_PARALLEL = 8
 KERNEL_RETRY_MIN = 0.5
 KERNEL_RETRY_MAX = 5.0
 KERNEL_CHECK = 2.0
+# vgpufs mounted again after its FUSE connection ended under a running
+# daemon: the first attempt after FS_RETRY_MIN s, doubling while it fails
+FS_RETRY_MIN = 0.5
+FS_RETRY_MAX = 30.0
 log = logging.getLogger("vgpud")
 
 
@@ -180,6 +189,7 @@ class Daemon:
                     if self.cfg.paths.fuse_mount:
                         await self._start_fs(root)
                     await root.start(self._ticker)
+                    await root.start(mgr.save_pending)     # a failed state save, retried
                     # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
                     # through reloads (vgpu.k8s.supervisor)
                     await root.start(supervise, self._device_plugin_argv)
@@ -188,6 +198,10 @@ class Daemon:
                              self.cfg.paths.socket, len(mgr.records))
         finally:
             if self.mgr is not None:
+                if self.mgr.state_error is not None and not self.mgr.save_state():
+                    log.error("state: exiting with %s behind vgpu.ko (%s); the next vgpud "
+                              "adopts the slices it lacks", self.mgr.store.path,
+                              self.mgr.state_error["message"])
                 self.mgr.kport.close()
                 if self.mgr.inventory is not None:
                     self.mgr.inventory.close()
@@ -196,17 +210,60 @@ class Daemon:
         return self.exit_code
 
     async def _start_fs(self, root):
-        """vgpufs (vgpu.daemon.fs) at paths.fuse_mount; a failure to mount is logged
-        and the daemon runs on without the container views."""
+        """vgpufs (vgpu.daemon.fs) at paths.fuse_mount; a failure to mount at
+        start is logged and the daemon runs on without the container views."""
         try:
-            fs = VgpuFs(ManagerSource(self.mgr), str(self.cfg.paths.fuse_mount))
-            await root.start(fs.run)
-            self.fs = fs
-            if self.mgr.records:
-                await self._rebind_views()      # before READY: views are whole when we say so
+            await root.start(self._fs_service)
         except (OSError, RuntimeError) as e:     # RuntimeError: no pyfuse3, among others
             log.error("vgpufs at %s: %s (container device views disabled)",
                       self.cfg.paths.fuse_mount, e)
+
+    async def _fs_service(self, *, task_status):
+        """vgpufs for the life of the daemon.  Started once it is mounted and
+        the running containers' views are re-bound.  vgpufs runs in this
+        process, so its FUSE connection can end while vgpud runs: aborted
+        (/sys/fs/fuse/connections/N/abort), unmounted from outside, or its
+        loop failed.  Then the mount point and the containers' bind mounts of
+        it answer ENOTCONN, and new containers get no nodes.  Containers'
+        open device fds and new opens of their bind-mounted nodes are not
+        affected (they are vgpu.ko's; no FUSE request is made).  So the
+        service logs it, mounts afresh (retrying with a back-off of
+        FS_RETRY_MIN to FS_RETRY_MAX s while mounting fails), and re-binds
+        the running containers' views, as a restarted vgpud does."""
+        mp = str(self.cfg.paths.fuse_mount)
+        delay = FS_RETRY_MIN
+        started = False
+        while True:
+            fs = VgpuFs(ManagerSource(self.mgr), mp)
+            began = trio.current_time()
+            failed = None
+            async with trio.open_nursery() as n:
+                try:
+                    await n.start(fs.run)
+                except (OSError, RuntimeError) as e:
+                    failed = e
+                else:
+                    self.fs = fs
+                    if started:
+                        log.warning("vgpufs mounted again at %s", mp)
+                    if self.mgr.records:
+                        await self._rebind_views()   # before READY: views are whole then
+                    if not started:
+                        started = True
+                        task_status.started()
+            if failed is not None and not started:
+                raise failed                    # at start: logged by _start_fs, disabled
+            if failed is not None:
+                log.error("vgpufs: mounting at %s again: %s; retrying in %g s", mp, failed, delay)
+            else:
+                log.error("vgpufs at %s stopped serving: %s; the containers' open device "
+                          "files are not affected; mounting it again", mp,
+                          fs.ended or "its service ended")
+            self.fs = None
+            if trio.current_time() - began > FS_RETRY_MAX:
+                delay = FS_RETRY_MIN            # it served a while: not a flapping mount
+            await trio.sleep(delay)
+            delay = min(delay * 2, FS_RETRY_MAX)
 
     async def _rebind_views(self):
         """Running containers keep bind mounts of the vgpufs mount that existed

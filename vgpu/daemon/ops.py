@@ -160,6 +160,10 @@ class Ops:
         return {"version": package_version(), "pid": os.getpid(),
                 "uptime_s": round(time.time() - mgr.started, 3), "slices": len(mgr.records),
                 "gpus": len(mgr.sliced_gpus()), "kernel": {"loaded": mgr.kport.kernel is not None},
+                # saved: false while the state file lags what vgpu.ko has
+                # (SliceManager.save_state: the disk is full or read-only)
+                "state": {"path": str(mgr.store.path), "saved": mgr.state_error is None,
+                          "error": dict(mgr.state_error) if mgr.state_error else None},
                 "config": mgr.config_path, "inventory": getattr(mgr.inventory, "source", None),
                 # what vgpu-oci-hook and vgpu-runtime ask before an image's
                 # VGPU_* environment may count (config.Limits.allow_image_env)
@@ -270,9 +274,19 @@ class Ops:
                 cgfd = open_cgroup(rec.cgroup)      # the slice's nodes open only from it
             except CgroupError as ex:
                 raise ApiError("bad-request", f"args.cgroup: {ex}") from None
+            rec.applied = e
             try:
                 for _attempt in range(64):         # ids taken outside the daemon: EEXIST, next
                     sid = mgr.alloc_id()
+                    # Written ahead, before vgpu.ko has the slice: a vgpud
+                    # killed between the two then finds this record (its
+                    # cgroup, owner, labels) on restart and keeps or
+                    # re-creates the slice; without it the kernel's slice
+                    # was adopted as an operator's, owner-less and never
+                    # collected, and the hook's retried create was refused
+                    # ("exists") and its poststop delete too ("not-owner").
+                    rec.slice_id = sid
+                    mgr.save_state(pending=rec)
                     try:
                         ks, kw = await mgr.slice_new(
                             rec, [(g.minor, e.spec.memory, g.gpu_id) for g in refs], cgfd, comp,
@@ -289,11 +303,12 @@ class Ops:
                         raise
                 else:
                     raise ApiError("kernel", "could not find a free slice id (EEXIST 64 times)")
+            except BaseException:
+                mgr.save_state()                   # the record written ahead, withdrawn
+                raise
             finally:
                 if cgfd is not None:
                     os.close(cgfd)
-            rec.slice_id = sid
-            rec.applied = e
             mgr.put(rec)
             mgr.keep(ks)
             mgr.save_state()

@@ -116,6 +116,12 @@ class SliceManager:
         self.sched_supported: bool | None = None
         self._layers_sent: int | None = None
         self.tracing = Tracing(self)
+        #: the last failed save of the state file ({"errno", "message",
+        #: "path", "since"}), None when the file is up to date (save_state)
+        self.state_error: dict | None = None
+        self.state_failures = 0
+        #: set while the state file lags the records (save_pending waits on it)
+        self.state_dirty = trio.Event()
 
     # ------------------------------------------------------------- state
     def load_state(self) -> None:
@@ -125,8 +131,62 @@ class SliceManager:
         self._next_id = state.next_id
         log.info("state: %d slice(s) wanted", len(self.records))
 
-    def save_state(self) -> None:
-        self.store.save(State(self.records, self._next_id).to_doc())
+    def save_state(self, pending: SliceRecord | None = None) -> bool:
+        """Write the records to the state file.  A failure to write (disk
+        full, a read-only or vanished directory: OSError) does not fail the
+        caller: by the time a record changes, vgpu.ko has already applied the
+        change, and an API error would tell the client it had not (a retry of
+        a create then finds "exists", a retried delete "not-found").  So the
+        change stands, the state is marked unsaved (``state_error``, shown
+        by ``status``), a warning names the path and errno, and
+        ``save_pending`` (vgpud's state-saver task) writes it again with a
+        back-off until it succeeds.  Should vgpud die before that, the next
+        one adopts the kernel's slices that the file lacks (reconcile).
+        ``pending``: a record about to be created in the kernel, written
+        ahead (Ops.create).  Returns whether the file was written."""
+        records = self.records if pending is None else {**self.records, pending.container: pending}
+        doc = State(records, self._next_id).to_doc()
+        try:
+            self.store.save(doc)
+        except OSError as e:
+            name = errno.errorcode.get(e.errno or 0, str(e.errno))
+            new = {"errno": name, "message": e.strerror or str(e), "path": str(self.store.path)}
+            if self.state_error is None or \
+                    {k: self.state_error[k] for k in new} != new:
+                log.warning("state: cannot save %s: %s (%s); vgpu.ko has the change, the "
+                            "file does not: retrying in the background (vgpuctl status "
+                            "shows it)", self.store.path, new["message"], name)
+                new["since"] = self.state_error["since"] if self.state_error else time.time()
+                self.state_error = new
+            self.state_failures += 1
+            self.state_dirty.set()
+            return False
+        if self.state_error is not None:
+            log.warning("state: saved %s again after %d failed attempt(s) (%s since %s)",
+                        self.store.path, self.state_failures, self.state_error["errno"],
+                        time.strftime("%H:%M:%S", time.localtime(self.state_error["since"])))
+        self.state_error = None
+        self.state_failures = 0
+        return True
+
+    async def save_pending(self, *, task_status=trio.TASK_STATUS_IGNORED,
+                           delays: tuple[float, float] = (1.0, 30.0)) -> None:
+        """vgpud's state-saver: while a save has failed, try again (under the
+        manager's lock, so the file never lags a record that a concurrent
+        operation is changing), first after delays[0] seconds, doubling up to
+        delays[1]."""
+        task_status.started()
+        while True:
+            await self.state_dirty.wait()
+            delay = delays[0]
+            while self.state_error is not None:
+                await trio.sleep(delay)
+                async with self.lock:
+                    if self.state_error is not None and self.save_state():
+                        break
+                delay = min(delay * 2, delays[1])
+            if self.state_error is None:
+                self.state_dirty = trio.Event()
 
     def put(self, rec: SliceRecord) -> None:
         """Keep rec as its container's record (not yet saved)."""

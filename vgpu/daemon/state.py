@@ -161,21 +161,48 @@ class StateStore:
     # ------------------------------------------------------------------
     def lock(self) -> None:
         """Take an exclusive lock on <state_dir>/vgpud.lock for the life of
-        the process (or until unlock()); StateError if another vgpud has it."""
+        the process (or until unlock()); StateError if another vgpud has it.
+
+        The lock is held on a read-only descriptor: between saves vgpud keeps
+        no file of the state directory open for writing, so the file system
+        can be remounted read-only under it (``mount -o remount,ro`` refuses
+        while a file is open for writing).  Then, and on a directory that is
+        read-only when vgpud starts, it serves with the state unsaved and
+        retries (SliceManager.save_state)."""
         if self._lock_fd is not None:
             return
         self.ensure_dir()
-        fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        path = self.dir / LOCK_FILE
+        wfd = None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            wfd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise StateError(f"{self.dir / LOCK_FILE}: another vgpud holds the lock") from None
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+            if e.errno != errno.EROFS:
+                raise
+            log.warning("%s is read-only: running with the state file unsaved until it "
+                        "is writable again", self.dir)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise StateError(f"{path}: another vgpud holds the lock") from None
+                raise
+            self._lock_fd = fd
+            if wfd is not None:
+                try:
+                    os.ftruncate(wfd, 0)
+                    os.write(wfd, f"{os.getpid()}\n".encode())
+                except OSError as e:
+                    # the pid is for people; the flock is the lock.  A full
+                    # state disk must not keep vgpud from starting (it runs
+                    # with its state unsaved, retrying)
+                    log.warning("%s: cannot write the pid: %s", path, e.strerror or e)
+        finally:
+            if wfd is not None:
+                os.close(wfd)
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
