@@ -5,6 +5,7 @@
 #   make deps    what demo and test install first: Debian packages, the Python venv (idempotent)
 #   make test-debug  the VM tests on the debug kernel (KASAN, lockdep, kmemleak...)
 #   make test-vm-real  the first tests on NVIDIA's own driver (595.45.04, no GPU) in the VM
+#   make fuzz    fuzz the ioctl surface in the VM (FUZZ_SEED, FUZZ_CALLS, FUZZ_SECONDS; docs/fuzzing.md)
 #   make install on a real GPU node: vgpud/vgpuctl, unit, config, DKMS sources
 #
 SHELL := /bin/bash
@@ -32,7 +33,7 @@ VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py)
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
-	python3-venv python3-dev patch
+	python3-venv python3-dev patch chromium
 
 # vgpu.ko joins the build (and the VM test run) once its sources exist.
 KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
@@ -44,7 +45,7 @@ VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 all: modules runtime
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
 
 deps: deps-apt deps-python
 
@@ -90,7 +91,7 @@ modules:
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: deps-python modules runtime
+test-run: deps-python modules runtime build/nvfuzz
 	@rc=0; \
 	echo "==== host tests ===="; \
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host || rc=1; \
@@ -170,6 +171,49 @@ test-debug: deps-python deps-debug runtime
 		--timeout $(DEBUG_VM_TIMEOUT) $(VM_LOAD) --append "$(DEBUG_APPEND)" \
 		--nvsim-ko $(CURDIR)/$(DEBUG_KMOD)/nvsim/nvsim.ko --vgpu-ko $(CURDIR)/$(DEBUG_KMOD)/vgpu/vgpu.ko \
 		-- $(VPY) -m pytest --color=no --timeout=$(DEBUG_TEST_TIMEOUT) $(PYTEST_ARGS) $(VM_TESTS)
+
+# The ioctl fuzzer (docs/fuzzing.md): tools/fuzz/nvfuzz.c built into
+# build/nvfuzz, run by tools/fuzz/run.py in the VM on three slices (small
+# quotas) and on nvsim's own nodes at once, which then checks quotas, the
+# charges against nvsim's, and that everything returns to zero.
+# FUZZ_SEED: default time-based (printed; rerun with it); FUZZ_CALLS: total
+# calls of all fuzzers (default 200000 unless FUZZ_SECONDS is given);
+# FUZZ_SECONDS: time budget per fuzzer; FUZZ_ARGS: more run.py options
+# (--slices, --quota, --procs, --threads); FUZZ_KERNEL=debug: on the debug
+# kernel (as make fuzz-debug).
+FUZZ_SEED ?= $(shell date +%s)
+FUZZ_SEED := $(FUZZ_SEED)
+FUZZ_SECONDS ?=
+FUZZ_CALLS ?= $(if $(FUZZ_SECONDS),,200000)
+FUZZ_ARGS ?=
+FUZZ_KERNEL ?=
+FUZZ_VM_TIMEOUT ?= 3000
+NVFUZZ_CFLAGS := $(RUNTIME_CFLAGS) -pthread -Itools/fuzz/shim -Ikmod/include
+FUZZ_RUN = $(VPY) tools/fuzz/run.py --seed $(FUZZ_SEED) $(if $(FUZZ_CALLS),--calls $(FUZZ_CALLS)) \
+	$(if $(FUZZ_SECONDS),--seconds $(FUZZ_SECONDS)) $(FUZZ_ARGS)
+
+.PHONY: nvfuzz fuzz fuzz-debug
+nvfuzz: build/nvfuzz
+build/nvfuzz: tools/fuzz/nvfuzz.c kmod/include/nvabi.h kmod/include/nvrel.h \
+		kmod/include/nvrel_tables.h $(wildcard tools/fuzz/shim/linux/*.h)
+	@mkdir -p build
+	$(CC) $(NVFUZZ_CFLAGS) -o $@ $<
+
+ifeq ($(FUZZ_KERNEL),debug)
+fuzz: fuzz-debug
+else
+fuzz: deps-python modules build/nvfuzz
+	@echo "==== fuzz: seed $(FUZZ_SEED) (rerun: make fuzz FUZZ_SEED=$(FUZZ_SEED)) ===="
+	$(VM) $(VM_LOAD) --timeout $(FUZZ_VM_TIMEOUT) -- $(FUZZ_RUN)
+endif
+
+fuzz-debug: deps-python deps-debug build/nvfuzz
+	@kdir=$$(VGPU_CACHE=$(VGPU_CACHE) tools/vm/debug-kernel.sh modules $(DEBUG_KMOD)) || exit 1; \
+	echo "==== fuzz on the debug kernel ($$kdir): seed $(FUZZ_SEED) ===="; \
+	$(PYTHON) tools/vm/vm.py run --kernel-dir "$$kdir" --kmemleak --mem 3072 \
+		--timeout $(DEBUG_VM_TIMEOUT) $(VM_LOAD) --append "$(DEBUG_APPEND)" \
+		--nvsim-ko $(CURDIR)/$(DEBUG_KMOD)/nvsim/nvsim.ko --vgpu-ko $(CURDIR)/$(DEBUG_KMOD)/vgpu/vgpu.ko \
+		-- $(FUZZ_RUN)
 
 # The compute accuracy benchmark (docs/compute.md): configured vs achieved
 # GPU time per case and per layer, measured by nvsim's busy accounting.

@@ -579,6 +579,34 @@ NV_STATUS vgpu_created_anyway(struct vgpu_file *vf, NvHandle hc, NvHandle hp,
 	return NV_ERR_INVALID_STATE;
 }
 
+/*
+ * A channel's USERD memory keeps its FB in the driver while the channel
+ * lives, even after the memory object is freed: kchannelCreateUserdMemDesc
+ * (kernel_channel_gv100.c) makes a sub-memdesc that refcounts the base.
+ * So the channel holds the memory's charge as well, or freeing the memory
+ * would return a charge the GPU still holds (found by tools/fuzz: a
+ * quota escape of up to the channel cap times the slice's quota).
+ * hUserdMemory[0] (@32 in every release) is read before the call, from
+ * what the driver was given; under c->lock.
+ */
+#define VGPU_CHANNEL_HUSERD_OFF 32
+
+static void vgpu_chan_hold_userd(NvHandle hclient, NvHandle hchan, NvHandle hmem)
+{
+	struct vgpu_obj *m, *ch;
+
+	if (!hmem)
+		return;
+	rcu_read_lock();
+	m = vgpu_obj_find(hclient, hmem);
+	ch = vgpu_obj_find(hclient, hchan);
+	if (m && ch && ch->type == VGPU_OBJ_CHANNEL && !ch->charge &&
+	    m->type == VGPU_OBJ_MEMORY && m->charge &&
+	    refcount_inc_not_zero(&m->charge->ref))
+		ch->charge = m->charge;
+	rcu_read_unlock();
+}
+
 /* The driver's status of a call on a call page, or why it had none. */
 static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
 {
@@ -604,6 +632,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	u64 reserved = 0;
 	bool fb = false, chan = false;
 	u32 gpu = 0, psize;
+	NvHandle huserd = 0;
 	void *kparams;
 	NV_STATUS st;
 
@@ -734,6 +763,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	}
 
 	chan = type == VGPU_OBJ_CHANNEL;
+	if (chan)
+		huserd = *(NvHandle *)((u8 *)kparams + VGPU_CHANNEL_HUSERD_OFF);
 	if (chan && !vgpu_chan_reserve(s, gpu)) {
 		pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
 				    s->id, READ_ONCE(s->max_channels), gpu);
@@ -775,6 +806,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 				 mp->size);
 	} else {
 		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, type, gpu);
+		if (st == NV_OK && type == VGPU_OBJ_CHANNEL)
+			vgpu_chan_hold_userd(p->hRoot, p->hObjectNew, huserd);
 	}
 	/* The channel, if tracked, counts itself now. */
 	if (chan)

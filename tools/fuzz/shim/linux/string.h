@@ -1,0 +1,2 @@
+/* User-space stand-in for <linux/string.h>. */
+#include <string.h>
