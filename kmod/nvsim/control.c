@@ -1235,6 +1235,12 @@ void nvsim_rm_control(const struct nvsim_call *call, NVOS54_PARAMETERS *p)
 	 */
 	if (!call->kernel)
 		WRITE_ONCE(nvsim.last_control, p->cmd);
+	/* Injected (fault.c): as rmapiControlWithSecInfo() failing at entry. */
+	status = nvsim_fault_rm(NVSIM_FK_RM_CONTROL, p->cmd, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
 	/*
 	 * NVXXXX_CTRL_CMD_NULL and every class's NULL command (category and
 	 * index 0): NV_OK before anything is looked up (control.c,

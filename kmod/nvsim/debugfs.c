@@ -25,6 +25,7 @@
  *   pid <tgid> <gpu> busy_ns <n>
  *
  * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay.
+ * fail_* (0600): fault injection, fault.c.
  * instance_rotate (0600): device instance = (minor + n) % GPUs (gpu.c); -EBUSY
  * while any object exists.
  *
@@ -174,6 +175,7 @@ void nvsim_debugfs_init(void)
 	debugfs_create_u32("delay_ms", 0600, nvsim_debugfs_dir, &nvsim.delay_ms);
 	debugfs_create_file("instance_rotate", 0600, nvsim_debugfs_dir, NULL,
 			    &nvsim_rotate_fops);
+	nvsim_fault_debugfs_init(nvsim_debugfs_dir);
 }
 
 /**

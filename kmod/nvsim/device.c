@@ -54,7 +54,12 @@ static int nvsim_open(struct inode *inode, struct file *filp)
 {
 	unsigned int minor = iminor(inode);
 	struct nvsim_file *nvfp;
+	int ret;
 
+	/* Injected (fault.c): as nvidia_open() failing its allocations. */
+	ret = nvsim_fault_errno(NVSIM_FK_OPEN, minor);
+	if (ret)
+		return ret;
 	if (minor == NV_CONTROL_DEVICE_MINOR) {
 		nvfp = nvsim_file_alloc(filp, NVSIM_FILE_CTL);
 	} else if (minor < nvsim.num_gpus) {

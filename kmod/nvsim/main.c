@@ -123,6 +123,7 @@ static void __exit nvsim_exit(void)
 	 * made by kernel callers through nvidia_get_rm_ops are ours to free.
 	 */
 	nvsim_debugfs_exit();
+	nvsim_fault_exit();
 	nvsim_uvm_exit();
 	nvsim_device_exit();
 	nvsim_rmops_exit();

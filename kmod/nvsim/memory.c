@@ -211,6 +211,11 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	NvHandle h = p->hObjectNew;
 	NV_STATUS status;
 
+	status = nvsim_fault_rm(NVSIM_FK_RM_ALLOC_MEMORY, p->hClass, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
 	switch (p->hClass) {
 	case NV01_MEMORY_LOCAL_USER:
 	case NV01_MEMORY_LOCAL_PRIVILEGED:
@@ -373,6 +378,11 @@ void nvsim_rm_alloc_os_desc(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	NV_STATUS status;
 	long pinned;
 
+	status = nvsim_fault_rm(NVSIM_FK_RM_ALLOC_MEMORY, p->hClass, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
 	status = nvsim_os_desc_flags(p->flags);
 	if (status != NV_OK)
 		goto out;
@@ -539,6 +549,11 @@ void nvsim_rm_vid_heap(const struct nvsim_call *call, NVOS32_PARAMETERS *p)
 	struct nvsim_gpu *gpu = NULL;
 	NV_STATUS status;
 
+	status = nvsim_fault_rm(NVSIM_FK_RM_VID_HEAP_CONTROL, p->function, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
 	mutex_lock(&nvsim.lock);
 	status = nvsim_mem_parent(call, p->hRoot, p->hObjectParent,
 				  NVSIM_GPU_PARENTS, &client, &parent);

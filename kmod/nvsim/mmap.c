@@ -155,6 +155,10 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 
 	if (vma->vm_pgoff != 0)
 		return -EINVAL;
+	/* Injected (fault.c): as nvidia_mmap() failing with nothing mapped. */
+	ret = nvsim_fault_errno(NVSIM_FK_MMAP, 0);
+	if (ret)
+		return ret;
 
 	vm = kzalloc(sizeof(*vm), GFP_KERNEL_ACCOUNT);
 	if (!vm)
@@ -452,6 +456,10 @@ void nvsim_rm_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p, int fd)
 {
 	u64 cookie = 0;
 
+	/* Injected (fault.c): no mapping context, pLinearAddress untouched. */
+	p->status = nvsim_fault_rm(NVSIM_FK_RM_MAP_MEMORY, 0, call);
+	if (p->status != NV_OK)
+		return;
 	/* Kernel mappings are not simulated. */
 	if (call->kernel) {
 		p->status = NV_ERR_NOT_SUPPORTED;
@@ -477,6 +485,9 @@ void nvsim_rm_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p)
 	struct nvsim_file *f;
 	NV_STATUS status;
 
+	p->status = nvsim_fault_rm(NVSIM_FK_RM_UNMAP_MEMORY, 0, call);
+	if (p->status != NV_OK)
+		return;
 	if (call->kernel) {
 		p->status = NV_ERR_NOT_SUPPORTED;
 		return;
@@ -525,6 +536,9 @@ void nvsim_kernel_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p)
 	NV_STATUS status;
 	u64 end;
 
+	p->status = nvsim_fault_rm(NVSIM_FK_RM_MAP_MEMORY, 0, call);
+	if (p->status != NV_OK)
+		return;
 	mutex_lock(&nvsim.lock);
 	status = nvsim_client_get(call, p->hClient, &client);
 	if (status != NV_OK)
@@ -579,6 +593,9 @@ void nvsim_kernel_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p)
 	struct nvsim_kmap *km;
 	NV_STATUS status = NV_ERR_INVALID_ARGUMENT;
 
+	p->status = nvsim_fault_rm(NVSIM_FK_RM_UNMAP_MEMORY, 0, call);
+	if (p->status != NV_OK)
+		return;
 	mutex_lock(&nvsim.lock);
 	list_for_each_entry(km, &nvsim.kmaps, node) {
 		if (km->addr == p->pLinearAddress && km->hClient == p->hClient) {

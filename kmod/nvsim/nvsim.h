@@ -44,6 +44,7 @@
 #include <linux/fs.h>
 #include <linux/hrtimer.h>
 #include <linux/wait.h>
+#include <linux/jump_label.h>
 #include <linux/refcount.h>
 #include <linux/workqueue.h>
 
@@ -654,6 +655,48 @@ void nvsim_rmops_exit(void);
 /* debugfs.c */
 void nvsim_debugfs_init(void);
 void nvsim_debugfs_exit(void);
+
+/* fault.c: fault injection (a test hook; debugfs fail_*) */
+enum nvsim_fault_kind {
+	NVSIM_FK_OPEN,
+	NVSIM_FK_MMAP,
+	NVSIM_FK_ESC,
+	NVSIM_FK_RM_ALLOC,
+	NVSIM_FK_RM_FREE,
+	NVSIM_FK_RM_CONTROL,
+	NVSIM_FK_RM_DUP_OBJECT,
+	NVSIM_FK_RM_ALLOC_MEMORY,
+	NVSIM_FK_RM_VID_HEAP_CONTROL,
+	NVSIM_FK_RM_MAP_MEMORY,
+	NVSIM_FK_RM_UNMAP_MEMORY,
+	NVSIM_FK_UVM_OPEN,
+	NVSIM_FK_UVM_MMAP,
+	NVSIM_FK_UVM,
+	NVSIM_FK_NR
+};
+
+DECLARE_STATIC_KEY_FALSE(nvsim_fault_key);
+NV_STATUS __nvsim_fault_rm(enum nvsim_fault_kind k, u32 num, bool kernel);
+int __nvsim_fault_errno(enum nvsim_fault_kind k, u32 num);
+void nvsim_fault_debugfs_init(struct dentry *dir);
+void nvsim_fault_exit(void);
+
+/* An RM or UVM call: the NV_STATUS to fail it with, NV_OK to run it. */
+static inline NV_STATUS nvsim_fault_rm(enum nvsim_fault_kind k, u32 num,
+				       const struct nvsim_call *call)
+{
+	if (static_branch_unlikely(&nvsim_fault_key))
+		return __nvsim_fault_rm(k, num, call && call->kernel);
+	return NV_OK;
+}
+
+/* An open, mmap or escape: the -errno to fail it with, 0 to run it. */
+static inline int nvsim_fault_errno(enum nvsim_fault_kind k, u32 num)
+{
+	if (static_branch_unlikely(&nvsim_fault_key))
+		return __nvsim_fault_errno(k, num);
+	return 0;
+}
 
 static inline bool nvsim_is_fb_class(u32 hclass)
 {

@@ -1078,6 +1078,13 @@ void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p)
 	u32 psize;
 	NV_STATUS status;
 
+	/* Injected: as rmapiAllocWithSecInfo() failing before _rmAlloc(). */
+	status = nvsim_fault_rm(NVSIM_FK_RM_ALLOC, p->hClass, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
+
 	/* A serialized (FINN) blob is not the struct: never parse it as one. */
 	if (p->flags & NVOS64_FLAGS_FINN_SERIALIZED) {
 		p->status = NV_ERR_NOT_SUPPORTED;
@@ -1133,6 +1140,11 @@ void nvsim_rm_free(const struct nvsim_call *call, NVOS00_PARAMETERS *p)
 	struct nvsim_object *obj;
 	NV_STATUS status;
 
+	status = nvsim_fault_rm(NVSIM_FK_RM_FREE, 0, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
 	mutex_lock(&nvsim.lock);
 	status = nvsim_client_get(call, p->hRoot, &client);
 	if (status != NV_OK)
@@ -1170,6 +1182,11 @@ void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p)
 	NvHandle h = p->hObject;
 	NV_STATUS status;
 
+	status = nvsim_fault_rm(NVSIM_FK_RM_DUP_OBJECT, 0, call);
+	if (status != NV_OK) {
+		p->status = status;
+		return;
+	}
 	mutex_lock(&nvsim.lock);
 	status = nvsim_client_get(call, p->hClient, &client);
 	if (status != NV_OK)

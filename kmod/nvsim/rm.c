@@ -552,7 +552,10 @@ long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		goto out;
 	}
 
-	ret = nvsim_escape(nvfp, nr, buf, size);
+	/* Injected (fault.c): as nvidia_ioctl() failing before the escape. */
+	ret = nvsim_fault_errno(NVSIM_FK_ESC, nr);
+	if (!ret)
+		ret = nvsim_escape(nvfp, nr, buf, size);
 
 	if (copy_to_user(uptr, buf, size))
 		ret = -EFAULT;

@@ -180,6 +180,7 @@ static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 	struct nvsim_file *nvfp = filp->private_data;
 	struct nvsim_uvm_wrapper *w;
 	struct nvsim_uvm_range *r;
+	int ret;
 
 	/* Read without nvsim.lock: mmap_lock is held, and nothing may order
 	 * nvsim.lock after it. */
@@ -191,6 +192,9 @@ static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 	if ((vma->vm_flags & (VM_SHARED | VM_READ | VM_WRITE)) !=
 	    (VM_SHARED | VM_READ | VM_WRITE))
 		return -EINVAL;
+	ret = nvsim_fault_errno(NVSIM_FK_UVM_MMAP, 0);
+	if (ret)
+		return ret;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	w = kzalloc(sizeof(*w), GFP_KERNEL_ACCOUNT);
@@ -543,7 +547,7 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 	struct nvsim_file *nvfp = filp->private_data;
 	void __user *uptr = (void __user *)arg;
 	const struct nvsim_uvm_cmd *c = NULL;
-	NV_STATUS status = NV_OK;
+	NV_STATUS status = NV_OK, injected;
 	bool initialized;
 	size_t i;
 	void *buf = NULL, *rel = NULL;
@@ -580,14 +584,21 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 		memcpy(buf + c->size - c->tail, rel + size - c->tail, c->tail);
 	}
 
+	/*
+	 * Injected (fault.c): the handler's status, as uvm_api_*() failing
+	 * before it changes anything (uvm.c, uvm_ioctl()); it does not run.
+	 */
+	injected = nvsim_fault_rm(NVSIM_FK_UVM, cmd, NULL);
 	mutex_lock(&nvsim.lock);
 	initialized = nvfp->uvm_initialized;
-	if (c->init_check && !initialized)
+	if (injected)
+		status = injected;
+	else if (c->init_check && !initialized)
 		status = NV_ERR_ILLEGAL_ACTION;
 	else if (c->locked)
 		status = c->fn(nvfp, buf);
 	mutex_unlock(&nvsim.lock);
-	if ((!c->init_check || initialized) && !c->locked)
+	if (!injected && (!c->init_check || initialized) && !c->locked)
 		status = c->fn(nvfp, buf);
 
 	memcpy(buf + c->status_off, &status, sizeof(status));
@@ -608,7 +619,11 @@ out:
 static int nvsim_uvm_open(struct inode *inode, struct file *filp)
 {
 	struct nvsim_file *nvfp;
+	int ret;
 
+	ret = nvsim_fault_errno(NVSIM_FK_UVM_OPEN, 0);
+	if (ret)
+		return ret;
 	nvfp = nvsim_file_alloc(filp, NVSIM_FILE_UVM);
 	if (!nvfp)
 		return -ENOMEM;

@@ -270,6 +270,13 @@ int vgpu_mmap(struct file *filp, struct vm_area_struct *vma)
 	}
 	return 0;
 err:
+	/*
+	 * The driver keeps its mapping context after a failed mmap, so the
+	 * caller may mmap again: the usermode mark goes back, or the retry
+	 * would map the doorbell without gating (tests/vm/test_faults.py).
+	 */
+	if (usermode)
+		WRITE_ONCE(vf->usermode_pending, true);
 	if (range)
 		vgpu_range_cancel(range);
 	kfree(w);
