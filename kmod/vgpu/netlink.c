@@ -82,6 +82,7 @@ static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
 	[VGPU_A_SLICE_BASE_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_OPEN_FILES] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_PIDS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
+	[VGPU_A_SLICE_PIDS_TRUNCATED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_UVM_MAPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_QUARANTINED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
 	[VGPU_A_SLICE_AUDIT] = NLA_POLICY_MAX(NLA_U8, 1),
@@ -140,11 +141,21 @@ static int vgpu_fill_gpu(struct sk_buff *skb, struct vgpu_slice *s, u32 i)
 	return 0;
 }
 
+/*
+ * truncate_pids: stop the pid list where the skb is full and say so with
+ * VGPU_A_SLICE_PIDS_TRUNCATED, instead of failing with -EMSGSIZE.  Only a
+ * dump asks for it, for a slice alone in its message: one holder process
+ * per 8 bytes, a slice its tenant made ~4,000 processes hold would not fit
+ * an empty dump skb, and the dump (every slice, vgpud's reconcile) would
+ * fail for as long as they lived.
+ */
 static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
-			   u32 portid, u32 seq, int flags, u8 cmd)
+			   u32 portid, u32 seq, int flags, u8 cmd,
+			   bool truncate_pids)
 {
 	struct nlattr *gpus, *pids;
 	struct vgpu_pid *p;
+	bool truncated = false;
 	void *hdr;
 	u32 i;
 
@@ -180,6 +191,12 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 		goto err;
 	mutex_lock(&s->lock);
 	list_for_each_entry(p, &s->pids, node) {
+		if (truncate_pids &&
+		    skb_tailroom(skb) < nla_total_size(sizeof(u32)) +
+					nla_total_size(sizeof(u8))) {
+			truncated = true;
+			break;
+		}
 		if (nla_put_u32(skb, VGPU_A_PID, pid_nr(p->pid))) {
 			mutex_unlock(&s->lock);
 			goto err;
@@ -187,6 +204,8 @@ static int vgpu_fill_slice(struct sk_buff *skb, struct vgpu_slice *s,
 	}
 	mutex_unlock(&s->lock);
 	nla_nest_end(skb, pids);
+	if (truncated && nla_put_u8(skb, VGPU_A_SLICE_PIDS_TRUNCATED, 1))
+		goto err;
 	genlmsg_end(skb, hdr);
 	return 0;
 err:
@@ -215,7 +234,7 @@ static int vgpu_reply_slice(struct genl_info *info, struct vgpu_slice *s)
 		if (!skb)
 			return -ENOMEM;
 		ret = vgpu_fill_slice(skb, s, info->snd_portid, info->snd_seq, 0,
-				      VGPU_CMD_SLICE_GET);
+				      VGPU_CMD_SLICE_GET, false);
 		if (!ret)
 			return genlmsg_reply(skb, info);
 		nlmsg_free(skb);
@@ -689,7 +708,12 @@ static int vgpu_dump_one(struct vgpu_slice *s, void *arg)
 
 	ret = vgpu_fill_slice(d->skb, s, NETLINK_CB(d->cb->skb).portid,
 			      d->cb->nlh->nlmsg_seq, NLM_F_MULTI,
-			      VGPU_CMD_SLICE_GET);
+			      VGPU_CMD_SLICE_GET, false);
+	/* alone in its message and still too big: its pid list is cut */
+	if (ret == -EMSGSIZE && !d->count)
+		ret = vgpu_fill_slice(d->skb, s, NETLINK_CB(d->cb->skb).portid,
+				      d->cb->nlh->nlmsg_seq, NLM_F_MULTI,
+				      VGPU_CMD_SLICE_GET, true);
 	if (ret)
 		return ret;
 	/* cb->args[0]: the next slice id to send. */

@@ -77,7 +77,8 @@ VGPU_A_AUDIT = 28                # nested: VGPU_A_AUDIT_ENTRY entries, AUDIT_GET
 VGPU_A_AUDIT_DROPPED = 29        # u64, calls not recorded (record full), AUDIT_GET replies only
 VGPU_A_SLICE_TRACE = 30          # u8, 0 or 1: send the slice's calls on the "trace" group
 VGPU_A_TRACE = 31                # nested: VGPU_TRACE_A_*, VGPU_CMD_TRACE only
-__VGPU_A_MAX = 32
+VGPU_A_SLICE_PIDS_TRUNCATED = 32 # u8, reply only: 1 when a dump cut VGPU_A_SLICE_PIDS short
+__VGPU_A_MAX = 33
 VGPU_A_MAX = __VGPU_A_MAX - 1
 
 # enum vgpu_list_attr: entries of the GPUS, PIDS, ALLOW and AUDIT nests

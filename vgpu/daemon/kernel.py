@@ -153,6 +153,7 @@ SLICE_ATTR_TYPES = {
     "VGPU_A_AUDIT_DROPPED": "uint64",
     "VGPU_A_SLICE_TRACE": "uint8",
     "VGPU_A_TRACE": "trace",
+    "VGPU_A_SLICE_PIDS_TRUNCATED": "uint8",
 }
 LIST_ATTR_TYPES = {
     "VGPU_A_LIST_UNSPEC": "none",
@@ -349,6 +350,7 @@ class Slice:
     base_minor: int | None = None
     open_files: int = 0
     pids: list[int] = field(default_factory=list)
+    pids_truncated: bool = False      # a dump cut the pid list (VGPU_A_SLICE_PIDS_TRUNCATED)
     uvm_mapped: int = 0
     flags: int = 0
     cgroup_id: int = 0                # the bound cgroup v2's id (its inode), 0: none
@@ -484,12 +486,14 @@ def slice_from_msg(msg) -> Slice:
     pl = msg.get_attr("VGPU_A_SLICE_PIDS")
     if pl is not None:
         s.pids = [a[1] for a in pl.get("attrs", []) if a[0] == "VGPU_A_PID"]
+    s.pids_truncated = bool(d.get("VGPU_A_SLICE_PIDS_TRUNCATED", 0))
     known = {"VGPU_A_SLICE_ID", "VGPU_A_SLICE_NAME", "VGPU_A_SLICE_UVM_POLICY",
              "VGPU_A_SLICE_MAJOR", "VGPU_A_SLICE_BASE_MINOR", "VGPU_A_SLICE_OPEN_FILES",
              "VGPU_A_SLICE_UVM_MAPPED", "VGPU_A_SLICE_FLAGS", "VGPU_A_SLICE_GPUS",
              "VGPU_A_SLICE_PIDS", "VGPU_A_PAD", "VGPU_A_SLICE_CGROUP_ID",
              "VGPU_A_SLICE_MAX_CHANNELS", "VGPU_A_SLICE_QUARANTINED",
-             "VGPU_A_SLICE_AUDIT", "VGPU_A_SLICE_ALLOW_COUNT", "VGPU_A_SLICE_TRACE"}
+             "VGPU_A_SLICE_AUDIT", "VGPU_A_SLICE_ALLOW_COUNT", "VGPU_A_SLICE_TRACE",
+             "VGPU_A_SLICE_PIDS_TRUNCATED"}
     s.extra = {k: v for k, v in d.items() if k not in known}
     return s
 

@@ -200,6 +200,7 @@ enum vgpu_attr {
 	VGPU_A_AUDIT_DROPPED,       /* u64, calls not recorded (record full), AUDIT_GET replies only */
 	VGPU_A_SLICE_TRACE,         /* u8, 0 or 1: send the slice's calls on the "trace" group; NEW, SET; replies carry it */
 	VGPU_A_TRACE,               /* nested: VGPU_TRACE_A_*, VGPU_CMD_TRACE only */
+	VGPU_A_SLICE_PIDS_TRUNCATED, /* u8, reply only: 1 when a dump cut VGPU_A_SLICE_PIDS short (the slice alone did not fit a message) */
 	__VGPU_A_MAX,
 };
 #define VGPU_A_MAX (__VGPU_A_MAX - 1)
