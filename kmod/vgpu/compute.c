@@ -400,6 +400,17 @@ bool vgpu_compute_pause_begin(struct vgpu_gpu *g, u32 layers)
 
 	mutex_lock(&g->tlock);
 	if (g->paused) {
+		/*
+		 * Already off.  A TSG the driver would not take off the
+		 * runlist (a GPFIFO_SCHEDULE refused here before, or when it
+		 * was added while paused) still runs outside the slice's
+		 * share: the scheduler pauses every member it did not pick at
+		 * each decision, so that is when it is tried again.
+		 */
+		if (g->paused_layers & VGPU_SCHED_L_TSG)
+			list_for_each_entry(t, &g->tsgs, node)
+				if (t->hw_enabled)
+					vgpu_tsg_schedule(t, false);
 		mutex_unlock(&g->tlock);
 		return false;
 	}

@@ -223,7 +223,8 @@ ABSORBED = ("RM_CONTROL 0xd02 kernel",)
 DEV_INSTANCE = ("RM_ALLOC 0x0 kernel", "RM_CONTROL 0x205 kernel")
 # compute.c: the USERD kernel map refused leaves the channel tracked by its
 # doorbell (by design); a TSG that cannot be taken off the runlist while its
-# slice is paused stays enabled until the next resume (reported, issue 16).
+# slice is paused is tried again at the scheduler's next decision
+# (vgpu_compute_pause_begin), so the call that made it still succeeds.
 COMPUTE = ("RM_MAP_MEMORY 0x0 kernel", "RM_CONTROL 0xa06c0101 kernel",
            "RM_CONTROL 0xa06c0103 kernel")
 
