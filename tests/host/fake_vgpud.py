@@ -61,6 +61,38 @@ def make_slice(container: str, slice_id: int, args: dict) -> dict:
     }
 
 
+def make_history(since: float, step: float = 300.0, n: int = 12) -> dict:
+    """A history document (vgpu.cli.histview's shape) of one slice, without
+    the range (the fake answers with the request's)."""
+    rows = [{"t": since + i * step, "step": step, "n": 30, "mem_used": (1 + i % 4) * GIB,
+             "mem_used_min": GIB, "mem_used_max": (1 + i % 4) * GIB,
+             "mem_used_p95": (1 + i % 4) * GIB, "mem_peak": 4 * GIB, "mem_limit": 4 * GIB,
+             "gpu_time_ns": int(0.25 * step * 1e9), "covered_s": step, "share": 0.25,
+             "share_max": 0.5, "compute_bp": 2500, "refusals": 1 if i == 5 else 0,
+             "resets": 0, "source": "merged"} for i in range(n)]
+    return {"series": [{"container": "web", "slice_id": 3, "labels": {"team": "web"},
+                        "gpu": 0, "gpu_uuid": "GPU-00000000-fake", "rows": rows}],
+            "windows": [{"profile": "day", "label": "team=web", "start": since,
+                         "end": since + step * n / 2}]}
+
+
+def make_forecast(label: str, hours: int) -> dict:
+    t0 = 1764576000.0
+    pts = [{"t": t0 + 3600 * i,
+            "memory": {"p50": 2 * GIB, "p95": 3 * GIB, "lo": GIB, "hi": 3 * GIB,
+                       "confidence": 0.8, "source": "week"},
+            "gpu": {"p50": 0.2, "p95": 0.4, "lo": 0.1, "hi": 0.45, "confidence": 0.8,
+                    "source": "week"}} for i in range(hours)]
+    return {"label": label, "hours": hours, "bucket_s": 3600, "slices": 2,
+            "history": {"samples": 2016, "first": t0 - 7 * 86400, "last": t0, "days": 7},
+            "points": pts,
+            "recommended": {"memory": {"bytes": int(3.45 * GIB), "per_slice": int(1.725 * GIB),
+                                       "target": 3 * GIB, "confidence": 0.8},
+                            "compute": {"percent": 46.0, "per_slice": 23.0, "target": 0.4,
+                                        "confidence": 0.8}},
+            "adjustments": [{"container": "w1", "compute": 46.0}]}
+
+
 def make_audit(s: dict) -> dict:
     """A canned audit record of slice s, its entries deliberately unsorted:
     one of each kind and verdict; vgpud sorts them, vgpuctl must not rely
@@ -120,6 +152,7 @@ class FakeVgpud:
         self.trace_end: dict | None = None
         self.hold_trace = False
         self.trace_closed = threading.Event()
+        self.history_doc: dict | None = None       # history's series and windows (else none)
         self._next_slice = 1
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
@@ -238,6 +271,16 @@ class FakeVgpud:
                     **({"state": self.state} if getattr(self, "state", None) else {})}
         if op == "gpus":
             return {"gpus": self.gpus}
+        if op == "history":
+            doc = dict(self.history_doc or {"series": [], "windows": []})
+            doc.update({k: args.get(k) for k in ("since", "until", "step")})
+            return doc
+        if op == "forecast":
+            if args.get("reset"):
+                return {"label": args["label"], "restored": ["w1"], "held": True}
+            if args.get("resume"):
+                return {"label": args["label"], "restored": [], "held": False}
+            return make_forecast(args["label"], args.get("hours", 24))
         if op == "list":
             return {"slices": list(self.slices.values())}
         name = args.get("container")

@@ -49,7 +49,9 @@ def test_example_documents_every_key():
     for key in ["socket", "state_dir", "fuse_mount", "group", "gpus", "placement",
                 "oversubscribe_memory", "uvm", "over_quota_action", "max_channels", "memory",
                 "compute", "priority", "policy", "period", "listen", "level", "interval",
-                "label", "profile", "from", "to", "days", "audit"]:
+                "label", "profile", "from", "to", "days", "audit", "enabled", "path",
+                "raw_retention", "step", "retention", "max_size", "forecast",
+                "forecast_label", "forecast_lead"]:
         assert re.search(rf"^{key} = ", text, re.M), key
     for section in ["paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc"]:
         assert f"[{section}]" in text
@@ -717,7 +719,8 @@ def test_admit_refuses_quoting_value_and_limit(spec, profile, from_image, words)
     ('allow_policies = ["fixed"]', 'policy "share" is not allowed by profile "p"'),
     ("max_memry = 1", "profiles.p.max_memry: unknown key (known: memory, compute, priority, "
                       "policy, max_memory, max_compute, allow_priorities, allow_policies, "
-                      "allow_image_env, audit, allow_list)"),
+                      "allow_image_env, audit, allow_list, forecast, forecast_label, "
+                      "forecast_lead)"),
 ])
 def test_limit_errors(body, words):
     e = one_error(f'[defaults]\nmemory = "4GiB"\n[profiles.p]\n{body}\n')
@@ -879,3 +882,74 @@ def test_kubernetes_not_a_table_and_reload_lines():
     a = parse_config("")
     b = parse_config('[kubernetes]\ndevice_plugin = true\n')
     assert describe_changes(a, b) == ["kubernetes.device_plugin: false -> true"]
+
+
+# ---- [history] and forecasts ------------------------------------------------
+
+def test_history_defaults_and_example():
+    from vgpu.daemon.config import ForecastSpec, History
+    c = parse_config("")
+    assert c.history == History() and c.history.enabled
+    assert c.history.db_path(c.paths.state_dir) == c.paths.state_dir / "history.db"
+    assert (c.history.interval, c.history.step, c.history.raw_retention,
+            c.history.retention, c.history.max_size) == (10.0, 300.0, 86400.0, 35 * 86400.0,
+                                                          256 << 20)
+    assert c.forecasts == {} and c.forecast_of("anything") == ForecastSpec()
+    e = load_config(EXAMPLE)
+    assert e.history.path == Path("/var/lib/vgpu/history.db")
+    assert e.forecast_of("web") == ForecastSpec("recommend", "team=web", 1800.0)
+    assert e.forecast_of("small").mode == "off"
+
+
+def test_history_values():
+    c = parse_config('[paths]\nstate_dir = "/s"\n[history]\nenabled = false\n'
+                     'interval = "30s"\nraw_retention = "2d"\nstep = "15m"\n'
+                     'retention = "2w"\nmax_size = "64Mi"\n')
+    h = c.history
+    assert (h.enabled, h.interval, h.raw_retention, h.step, h.retention, h.max_size) == \
+        (False, 30.0, 2 * 86400.0, 900.0, 14 * 86400.0, 64 << 20)
+    assert h.db_path(c.paths.state_dir) == Path("/s/history.db")
+
+
+@pytest.mark.parametrize("body, words", [
+    ("foo = 1", "history.foo: unknown key (known: enabled, path, interval, raw_retention, "
+                "step, retention, max_size)"),
+    ('enabled = "yes"', 'history.enabled: "yes" is not true or false'),
+    ('path = "h.db"', 'history.path: "h.db" is not an absolute path'),
+    ('interval = "0.5s"', 'history.interval: "0.5s" is out of range (1s to 1h)'),
+    ('interval = "often"', 'history.interval: "often" is not a duration'),
+    ('interval = "10m"', 'history.interval: "10m" is not shorter than step (5m)'),
+    ('step = "7m"', 'history.step: "7m" does not divide a day'),
+    ('step = "10s"', 'history.step: "10s" is out of range (1m to 1d)'),
+    ('retention = "3x"', 'history.retention: "3x" is not a duration (units: ms, s, m, h, d, w'),
+    ('retention = "12h"', 'history.retention: "12h" is shorter than raw_retention (1d)'),
+    ('raw_retention = "1m"', 'history.raw_retention: "1m" is out of range (5m to 3660d)'),
+    ('max_size = "1k"', 'history.max_size: "1k" is below 1 MiB'),
+    ('max_size = "lots"', 'history.max_size: "lots" is not a size'),
+])
+def test_history_errors(body, words):
+    e = one_error(f"[history]\n{body}\n")
+    assert e.startswith("f.toml: ") and words in e, e
+
+
+@pytest.mark.parametrize("body, words", [
+    ('forecast = "act"', 'profiles.p.forecast: "act" needs forecast_label'),
+    ('forecast = "maybe"\nforecast_label = "a=b"',
+     'profiles.p.forecast: "maybe" is not one of off, recommend, act'),
+    ('forecast = "act"\nforecast_label = "team"',
+     'profiles.p.forecast_label: "team" is not a label selector'),
+    ('forecast_lead = "10s"', 'profiles.p.forecast_lead: "10s" is out of range (1m to 24h)'),
+    ('forecast_lead = "soon"', 'profiles.p.forecast_lead: "soon" is not a duration'),
+])
+def test_forecast_errors(body, words):
+    e = one_error(f'[defaults]\nmemory = "4GiB"\n[profiles.p]\n{body}\n')
+    assert e.startswith("f.toml: ") and words in e, e
+
+
+def test_history_and_forecast_changes_described():
+    a = parse_config('[profiles.p]\nmemory = "1GiB"\n')
+    b = parse_config('[history]\ninterval = "20s"\n[profiles.p]\nmemory = "1GiB"\n'
+                     'forecast = "act"\nforecast_label = "a=b"\n')
+    lines = describe_changes(a, b)
+    assert "history.interval: 10s -> 20s (takes effect on restart)" in lines
+    assert "profiles.p: forecast off -> forecast act for a=b, lead 30m" in lines

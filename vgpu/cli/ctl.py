@@ -16,6 +16,7 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -24,7 +25,7 @@ from vgpu import __version__
 from vgpu.abi import allowlist
 from vgpu.abi import trace as T
 from vgpu.cli import apiclient as ac
-from vgpu.cli import rtconfig
+from vgpu.cli import histview, report, rtconfig
 from vgpu.cli.request import HOOK_ENV
 from vgpu.cli.request import LABELS as K8S_LABELS
 from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
@@ -99,6 +100,39 @@ def c_count(text: str) -> int:
 c_onoff = _choice("on", "off")
 
 
+def c_time(text: str) -> tuple[str, float]:
+    """--since/--until: histview.parse_time's times (-24h, yesterday, 08:00,
+    2026-12-01T08:00, @<unix seconds>); the text is kept for check_range's
+    message."""
+    return text, histview.parse_time(text)
+
+
+def c_one_gpu(text: str) -> int | str:
+    gpus = parse_gpus(text)
+    if len(gpus) != 1:
+        raise BadValue(text, "names more than one GPU (give one index or UUID)")
+    return gpus[0]
+
+
+def c_label_sel(text: str) -> str:
+    k, v = parse_label(text)
+    return f"{k}={v}"
+
+
+def c_hours(text: str) -> int:
+    n = c_count(text)
+    if n > 168:
+        raise BadValue(text, "is more than 168 (a week)")
+    return n
+
+
+def c_step(text: str) -> float:
+    x = parse_duration(text)
+    if x < 1:
+        raise BadValue(text, "is under a second")
+    return x
+
+
 def invalid(label: str, text: str, e: BadValue) -> UsageError:
     """The usage error for a value a converter refused: the value quoted,
     then the parser's reason (vgpu.values' core text, less its "is ")."""
@@ -150,6 +184,16 @@ O_PROFILE = Opt("--profile", "NAME", "a profile of the config file", c_profile)
 O_GPU = Opt("--gpu", "GPU", "GPU index or UUID; repeat or comma-separate for several",
             c_gpus, dest="gpus", multi=True)
 QUOTA_OPTS = (O_MEMORY, O_COMPUTE, O_PRIORITY, O_POLICY, O_PROFILE)
+TIME_HELP = "-24h, -90m, yesterday, 08:00, 2026-12-01T08:00, @<unix seconds>"
+HISTORY_OPTS = (
+    Opt("--container", "C", "one container's slice", c_container),
+    Opt("--label", "KEY=VALUE", "slices with this label; repeat: all of them", c_label,
+        dest="labels", multi=True),
+    Opt("--gpu", "GPU", "slices on this GPU (host index or UUID)", c_one_gpu),
+    Opt("--since", "T", f"from (default -24h; {TIME_HELP})", c_time),
+    Opt("--until", "T", "to (default now)", c_time),
+    Opt("--step", "D", "bucket size (e.g. 1m, 5m, 1h; default: to fit the width)", c_step),
+)
 
 
 def cmd_list(client, o):
@@ -348,6 +392,28 @@ def cmd_status(client, o):
         if sc.get("supported") is False:
             text += " (vgpu.ko has no scheduler: compute not enforced)"
         rows.append(("scheduler", text))
+    hist = res.get("history")
+    if isinstance(hist, dict):
+        # the usage history's writer (docs/history.md): a broken disk shows here
+        if not hist.get("enabled"):
+            text = "off"
+        else:
+            text = (f"{hist.get('state', '?')}, {_count(hist.get('written'))} samples written "
+                    f"({hist.get('path', '-')})")
+            lost = sum(x for x in (hist.get("dropped"), hist.get("lost"))
+                       if isinstance(x, int) and not isinstance(x, bool))
+            if lost:
+                text += f", {lost} dropped"
+            if hist.get("state") not in ("ok", "starting") and hist.get("last_error"):
+                text += f"; last error: {hist['last_error']}"
+        rows.append(("history", text))
+    fc = res.get("forecast")
+    if isinstance(fc, dict) and (fc.get("adjusted") or fc.get("held")):
+        adj = fc.get("adjusted") or []
+        rows.append(("forecast", ", ".join(f"{a.get('container')} compute "
+                                           f"{_pct(a.get('compute'))}" for a in adj)
+                     or "no adjustment" + (f"; held: {', '.join(map(str, fc['held']))}"
+                                           if fc.get("held") else "")))
     img = res.get("image_env_profiles")
     if isinstance(img, list):
         # which profiles let a container image ask with its own VGPU_* variables
@@ -622,6 +688,137 @@ def cmd_runtime(client, o):
         return EXIT_ERROR
 
 
+def history_doc(client, o, columns: int = 120) -> dict:
+    """The ``history`` op's document for the selectors and range of o
+    (--since default -24h, --until now; --step default: a round step for
+    ``columns`` columns)."""
+    now = time.time()
+    since_text, since = o.get("since", (None, now - 86400.0))
+    until_text, until = o.get("until", (None, now))
+    try:
+        histview.check_range(since, until, since_text, until_text)
+    except BadValue as e:
+        label = "--until" if until_text is not None else "--since"
+        raise invalid(label, e.value, e) from None
+    step = o.get("step") or histview.auto_step(since, until, columns)
+    args = {"since": since, "until": until, "step": step}
+    for k, key in (("container", "container"), ("labels", "label"), ("gpu", "gpu")):
+        if k in o:
+            args[key] = o[k]
+    return client.request("history", **args)
+
+
+def cmd_history(client, o):
+    if o.get("csv") and o["json"]:
+        raise UsageError("history: give --json or --csv, not both")
+    tty = sys.stdout.isatty()
+    width = _term_width() if tty else 100
+    doc = history_doc(client, o, max(40, width - 40))
+    if o["json"]:
+        return emit_json(doc)
+    if o.get("csv"):
+        sys.stdout.write(histview.render_csv(doc))
+        return EXIT_OK
+    if not doc.get("series"):
+        print(f"no history between {fmt_time(doc.get('since'))} and "
+              f"{fmt_time(doc.get('until'))} for this selection")
+        return EXIT_OK
+    sys.stdout.write(histview.render_terminal(doc, width, color=tty and
+                                              not os.environ.get("NO_COLOR")))
+    return EXIT_OK
+
+
+def _term_width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def cmd_report(client, o):
+    doc = history_doc(client, o, 480)
+    page = report.render_html(doc, generated=time.time())
+    path = o["html"]
+    if path == "-":
+        sys.stdout.write(page)
+        return EXIT_OK
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        err(f"report: cannot write {path}: {e.strerror or e}")
+        return EXIT_ERROR
+    if o["json"]:
+        return emit_json({"path": path, "series": len(doc.get("series") or []),
+                          "bytes": len(page.encode())})
+    print(f"wrote {path} ({len(doc.get('series') or [])} series)")
+    return EXIT_OK
+
+
+def cmd_forecast(client, o):
+    if o.get("reset") and o.get("resume"):
+        raise UsageError("forecast: give --reset or --resume, not both")
+    args = {"label": o["label"]}
+    if o.get("reset") or o.get("resume"):
+        if "hours" in o:
+            raise UsageError("forecast: --hours has no use with --reset or --resume")
+        args["reset" if o.get("reset") else "resume"] = True
+        res = client.request("forecast", **args)
+        if o["json"]:
+            return emit_json(res)
+        if o.get("reset"):
+            done = res.get("restored") or []
+            print(f"{o['label']}: configured values restored"
+                  f"{' for ' + ', '.join(map(str, done)) if done else ' (nothing was adjusted)'}"
+                  f"; no new adjustment until --resume or a restart of vgpud")
+        else:
+            print(f"{o['label']}: forecast adjustments resumed")
+        return EXIT_OK
+    if "hours" in o:
+        args["hours"] = o["hours"]
+    res = client.request("forecast", **args)
+    if o["json"]:
+        return emit_json(res)
+    print_forecast(res)
+    return EXIT_OK
+
+
+def print_forecast(res: dict) -> None:
+    h = res.get("history") or {}
+    n = h.get("samples") or 0
+    print(f"forecast for {res.get('label')}: {res.get('slices', 0)} slice(s) now; "
+          f"history: {n} point(s)"
+          + (f" from {fmt_time(h.get('first'))} to {fmt_time(h.get('last'))}" if n else ""))
+    rows = []
+    for p in res.get("points") or []:
+        m, g = p.get("memory") or {}, p.get("gpu") or {}
+        t = p.get("t")
+        rows.append([time.strftime("%a %H:%M", time.localtime(t))
+                     if isinstance(t, (int, float)) else "-",
+                     histview.fmt_bytes(m.get("p50")), histview.fmt_bytes(m.get("p95")),
+                     histview.fmt_share(g.get("p50")), histview.fmt_share(g.get("p95")),
+                     f"{g.get('confidence', 0):.2f}" if isinstance(g.get("confidence"),
+                                                                   (int, float)) else "-",
+                     str(g.get("source", "-"))])
+    if rows:
+        print()
+        print_table(["TIME", "MEM P50", "MEM P95", "GPU P50", "GPU P95", "CONF", "FROM"], rows)
+    rec = res.get("recommended") or {}
+    rm, rc = rec.get("memory") or {}, rec.get("compute") or {}
+    print()
+    print(f"recommended: memory {_size(rm.get('bytes'))} for the label"
+          + (f" ({_size(rm.get('per_slice'))} a slice)" if rm.get("per_slice") is not None else "")
+          + f", compute {_pct(rc.get('percent'))} of a GPU"
+          + (f" ({_pct(rc.get('per_slice'))} a slice)" if rc.get("per_slice") is not None else "")
+          + (f"; confidence {rc.get('confidence'):.2f}"
+             if isinstance(rc.get("confidence"), (int, float)) else ""))
+    adj = res.get("adjustments") or []
+    if adj:
+        print("adjusted now: " + ", ".join(f"{a.get('container')} compute "
+                                           f"{_pct(a.get('compute'))}" for a in adj))
+
+
 def cmd_help(client, o):
     name = o.get("command")
     if name is None:
@@ -675,6 +872,23 @@ COMMANDS = (
         Opt("--force", None, "overwrite FILE if it exists"),
     ), "record a slice's calls through vgpu.ko to a file until Ctrl-C, --count or "
        "--seconds", cmd_trace),
+    Cmd("history", (), (*HISTORY_OPTS,
+        Opt("--csv", None, "CSV, one line per point (header first; times in UTC)"),
+    ), "the slices' memory and GPU time over a time range (sparklines on a terminal; "
+       "--json, --csv)", cmd_history),
+    Cmd("report", (), (
+        Opt("--html", "FILE", "write the report here (one self-contained HTML page; - is "
+            "stdout)", c_nonempty, required=True),
+        *HISTORY_OPTS,
+    ), "an HTML report of the history: configured vs used memory, target vs achieved "
+       "GPU time", cmd_report),
+    Cmd("forecast", ("LABEL",), (
+        Opt("--hours", "N", "hours ahead (default 24, at most 168)", c_hours),
+        Opt("--reset", None, "restore the configured values of the label's slices that "
+            "forecasts adjusted, and hold it (until --resume or a restart of vgpud)"),
+        Opt("--resume", None, "let forecasts adjust the label's slices again"),
+    ), "a label's (KEY=VALUE) predicted memory and GPU time by hour, and the quotas that "
+       "would cover them", cmd_forecast),
     Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded "
         "and the state file saved", cmd_status),
     Cmd("cdi", ("generate",), (
@@ -843,7 +1057,7 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
 #: word, and the converter that checks a value before anything is sent
 ARG_KEYS = {"on|off": "mode"}
 ARG_LABELS = {"on|off": "audit mode"}
-ARG_CONV = {"container": c_container, "mode": c_onoff}
+ARG_CONV = {"container": c_container, "mode": c_onoff, "label": c_label_sel}
 
 
 # ------------------------------------------------------------ output

@@ -46,8 +46,8 @@ from typing import Any, Callable
 
 import trio
 
-from vgpu.values import (CONTAINER_MAX, BadValue, parse_bool, parse_container, parse_gpus,
-                         parse_labels, parse_percent, parse_pid, parse_policy, parse_priority,
+from vgpu.values import (CONTAINER_MAX, BadValue, parse_bool, parse_container, parse_duration,
+                         parse_gpu, parse_gpus, parse_label, parse_labels, parse_percent, parse_pid, parse_policy, parse_priority,
                          parse_profile, parse_size, quote)
 
 log = logging.getLogger("vgpud.api")
@@ -115,6 +115,44 @@ v_profile = checked(parse_profile)
 v_gpus = checked(_gpu_list)
 v_labels = checked(parse_labels)
 v_bool = checked(parse_bool)
+
+
+def _time(v: Any) -> float:
+    """A time as the API takes it: Unix seconds, a number (vgpuctl parses
+    "-24h", "yesterday" and the like itself)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or not 0 <= v < 2 ** 33:
+        raise BadValue(v, "is not a time (Unix seconds, a number)")
+    return float(v)
+
+
+def _step(v: Any) -> float:
+    """A history step: seconds (a number) or a duration ("5m"), 1 s to 7 days."""
+    if isinstance(v, bool):
+        raise BadValue(v, "is not a step (seconds, or a duration such as 5m)")
+    x = float(v) if isinstance(v, (int, float)) else parse_duration(v)
+    if not math.isfinite(x) or not 1 <= x <= 7 * 86400:
+        raise BadValue(v, "is out of range (1s to 7 days)")
+    return x
+
+
+def _label_sel(v: Any) -> str:
+    """A forecast's label: "KEY=VALUE"."""
+    k, x = parse_label(v)
+    return f"{k}={x}"
+
+
+def _hours(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 168:
+        raise BadValue(v, "is not a whole number of hours from 1 to 168")
+    return v
+
+
+v_time = checked(_time)
+v_step = checked(_step)
+v_label_sel = checked(_label_sel)
+v_hours = checked(_hours)
+v_gpu = checked(parse_gpu)
 
 
 def v_str(name: str, v: Any, maxlen: int = 4096) -> str:
@@ -204,6 +242,10 @@ OPS: dict[str, OpSpec] = {
     "set-audit": OpSpec({"container": v_container, "audit": v_bool}, ("container", "audit")),
     "events": OpSpec(),
     "trace": OpSpec({"container": v_container}, ("container",)),
+    "history": OpSpec({"container": v_container, "label": v_labels, "gpu": v_gpu,
+                       "since": v_time, "until": v_time, "step": v_step}),
+    "forecast": OpSpec({"label": v_label_sel, "hours": v_hours, "reset": v_bool,
+                        "resume": v_bool}, ("label",)),
 }
 STREAM_OPS = ("events", "trace")     # answered on a connection of their own
 

@@ -43,6 +43,8 @@ __all__ = [
     "AuditSpec",
     "Window",
     "Kubernetes",
+    "History",
+    "ForecastSpec",
     "load_config",
     "parse_config",
     "describe_changes",
@@ -207,6 +209,30 @@ class Limits:
         return ", ".join(parts) or "no limits"
 
 
+#: the forecast keys of a [profiles.X] table (docs/forecast.md, "Acting on forecasts")
+FORECAST_KEYS = ("forecast", "forecast_label", "forecast_lead")
+FORECAST_MODES = ("off", "recommend", "act")
+#: forecast_lead's range
+LEAD_MIN, LEAD_MAX = 60.0, 86400.0
+
+
+@dataclass(frozen=True)
+class ForecastSpec:
+    """A profile's use of the forecasts (docs/forecast.md): ``mode`` "off"
+    (default), "recommend" (log and publish what would change, change
+    nothing) or "act" (raise the compute of the profile's slices that carry
+    ``label`` ahead of predicted demand, ``lead`` seconds early, and lower it
+    back; never below the configured value, within admission)."""
+    mode: str = "off"
+    label: str | None = None
+    lead: float = 1800.0
+
+    def describe(self) -> str:
+        if self.mode == "off":
+            return "forecast off"
+        return f"forecast {self.mode} for {self.label}, lead {format_duration(self.lead)}"
+
+
 #: the audit keys of a [profiles.X] table (docs/config.md, "Audit mode and
 #: allow-lists")
 AUDIT_KEYS = ("audit", "allow_list")
@@ -275,6 +301,29 @@ class Kubernetes:
     kubelet_dir: Path = Path("/var/lib/kubelet/device-plugins")
     profile: str = ""
     oversubscribe_factor: float = 2.0
+
+
+@dataclass(frozen=True)
+class History:
+    """[history]: the usage history (vgpu.daemon.history, docs/history.md).
+    ``path`` None: <paths.state_dir>/history.db.  Durations in seconds."""
+    enabled: bool = True
+    path: Path | None = None
+    interval: float = 10.0
+    raw_retention: float = 86400.0
+    step: float = 300.0
+    retention: float = 35 * 86400.0
+    max_size: int = 256 << 20
+
+    def db_path(self, state_dir: Path) -> Path:
+        return self.path if self.path is not None else Path(state_dir) / "history.db"
+
+
+#: [history]'s bounds
+HISTORY_INTERVAL = (1.0, 3600.0)
+HISTORY_STEP = (60.0, 86400.0)
+HISTORY_RETENTION_MAX = 3660 * 86400.0
+HISTORY_SIZE_MIN = 1 << 20
 
 
 #: [kubernetes] oversubscribe_factor's range; the longest socket name the
@@ -358,6 +407,13 @@ class Config:
     audit: dict[str, AuditSpec] = field(default_factory=dict)   # by profile name
     schedule: tuple[Window, ...] = ()
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
+    history: History = field(default_factory=History)
+    forecasts: dict[str, ForecastSpec] = field(default_factory=dict)   # by profile name
+
+    def forecast_of(self, profile: str | None) -> ForecastSpec:
+        """A profile's forecast settings (off for no profile, or one that sets none)."""
+        return self.forecasts.get(profile, ForecastSpec()) if profile is not None \
+            else ForecastSpec()
 
     def audit_of(self, profile: str | None) -> AuditSpec:
         """A profile's audit mode and allow-list (none for no profile, or a
@@ -453,7 +509,7 @@ def parse_config(text: str, path: str = "<string>") -> Config:
 
 
 _SECTIONS = ("paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc",
-             "profiles", "schedule", "kubernetes")
+             "history", "profiles", "schedule", "kubernetes")
 
 
 def _typename(v: Any) -> str:
@@ -623,9 +679,12 @@ class _Parser:
         gc_interval = self.duration(t, "interval", "gc.interval", base.gc_interval,
                                     GC_MIN, GC_MAX)
 
+        history = self.parse_history(self.table(raw, "history"))
+
         profiles: dict[str, SliceSpec] = {}
         limits: dict[str, Limits] = {}
         audit: dict[str, AuditSpec] = {}
+        forecasts: dict[str, ForecastSpec] = {}
         t = self.table(raw, "profiles")
         for name, ptbl in t.items():
             try:
@@ -638,13 +697,16 @@ class _Parser:
                          f"not a table (write [profiles.{name}])")
                 continue
             profiles[name] = _parse_spec(ptbl, self.err, f"profiles.{name}.",
-                                         LIMIT_KEYS + AUDIT_KEYS)
+                                         LIMIT_KEYS + AUDIT_KEYS + FORECAST_KEYS)
             lim = self.parse_limits(ptbl, name, profiles[name].merged_over(defaults))
             if lim != Limits():
                 limits[name] = lim
             aud = self.parse_audit(ptbl, name)
             if aud != AuditSpec():
                 audit[name] = aud
+            fc = self.parse_forecast(ptbl, name)
+            if fc != ForecastSpec():
+                forecasts[name] = fc
 
         schedule = self.parse_schedule(raw.get("schedule", []), profiles,
                                        bad_profiles=set(t) - set(profiles))
@@ -658,7 +720,95 @@ class _Parser:
                       defaults=defaults, scheduler_period=period, scheduler_layers=layers,
                       metrics_listen=listen,
                       log_level=level, gc_interval=gc_interval, profiles=profiles,
-                      limits=limits, audit=audit, schedule=schedule)
+                      limits=limits, audit=audit, schedule=schedule, history=history,
+                      forecasts=forecasts)
+
+    def long_duration(self, tbl, key, dotted, default, lo, hi) -> float:
+        """A duration that may also be given in days or weeks ("35d", "2w")."""
+        if key not in tbl:
+            return default
+        v = tbl[key]
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dw])\s*", v) if isinstance(v, str) else None
+        if m:
+            x = float(m[1]) * (86400.0 if m[2] == "d" else 7 * 86400.0)
+        else:
+            try:
+                x = parse_duration(v)
+            except BadValue:
+                self.err(dotted, f"{quote(v)} is not a duration (units: ms, s, m, h, d, w; "
+                                 f"e.g. 35d)")
+                return default
+        if not (lo - 1e-9 <= x <= hi + 1e-9):
+            self.err(dotted, f"{quote(v)} is out of range ({format_duration(lo)} to "
+                             f"{_days_text(hi)})")
+            return default
+        return x
+
+    def parse_history(self, t: Mapping[str, Any]) -> History:
+        base = History()
+        self.unknown(t, "history.", ("enabled", "path", "interval", "raw_retention", "step",
+                                     "retention", "max_size"))
+        try:
+            enabled = parse_bool(t.get("enabled", True))
+        except BadValue as e:
+            self.err("history.enabled", str(e))
+            enabled = base.enabled
+        path = None
+        if "path" in t:
+            path = self.abspath(t, "path", "history.path", Path("/"))
+            if path == Path("/"):
+                path = None
+        interval = self.duration(t, "interval", "history.interval", base.interval,
+                                 *HISTORY_INTERVAL)
+        step = self.long_duration(t, "step", "history.step", base.step, *HISTORY_STEP)
+        if "step" in t and 86400.0 % step:
+            self.err("history.step", f"{quote(t['step'])} does not divide a day "
+                                     f"(e.g. 1m, 5m, 15m, 1h)")
+            step = base.step
+        raw_ret = self.long_duration(t, "raw_retention", "history.raw_retention",
+                                     base.raw_retention, step, HISTORY_RETENTION_MAX)
+        ret = self.long_duration(t, "retention", "history.retention", base.retention,
+                                 step, HISTORY_RETENTION_MAX)
+        if "retention" in t and ret < raw_ret:
+            self.err("history.retention", f"{quote(t['retention'])} is shorter than "
+                                          f"raw_retention ({_days_text(raw_ret)})")
+            ret = max(base.retention, raw_ret)
+        size = base.max_size
+        if "max_size" in t:
+            try:
+                size = parse_size(t["max_size"])
+                if size < HISTORY_SIZE_MIN:
+                    raise BadValue(t["max_size"], f"is below {format_size(HISTORY_SIZE_MIN)}")
+            except BadValue as e:
+                self.err("history.max_size", str(e))
+                size = base.max_size
+        if interval >= step and "interval" in t:
+            self.err("history.interval", f"{quote(t['interval'])} is not shorter than step "
+                                         f"({format_duration(step)})")
+            interval = base.interval
+        return History(enabled=enabled, path=path, interval=interval, raw_retention=raw_ret,
+                       step=step, retention=ret, max_size=size)
+
+    def parse_forecast(self, t: Mapping[str, Any], name: str) -> ForecastSpec:
+        """A profile's FORECAST_KEYS."""
+        p = f"profiles.{name}."
+        base = ForecastSpec()
+        mode = self.choice(t, "forecast", p + "forecast", base.mode, FORECAST_MODES)
+        label = None
+        if "forecast_label" in t:
+            v = t["forecast_label"]
+            key, eq, value = v.partition("=") if isinstance(v, str) else ("", "", "")
+            if not eq or not _LABEL_KEY_RE.match(key) or not _LABEL_VALUE_RE.match(value):
+                self.err(p + "forecast_label", f"{quote(v)} is not a label selector "
+                                               f"(write key=value, e.g. vgpu.io/class=inference)")
+            else:
+                label = v
+        lead = self.duration(t, "forecast_lead", p + "forecast_lead", base.lead,
+                             LEAD_MIN, LEAD_MAX)
+        if mode != "off" and label is None and "forecast_label" not in t:
+            self.err(p + "forecast", f"{quote(mode)} needs forecast_label (the label whose "
+                                     f"demand is forecast, e.g. vgpu.io/class=inference)")
+        return ForecastSpec(mode=mode, label=label, lead=lead)
 
     def parse_audit(self, t: Mapping[str, Any], name: str) -> AuditSpec:
         """A profile's AUDIT_KEYS; the allow-list file is read and checked
@@ -960,6 +1110,10 @@ _DAY_INDEX = {**{d: i for i, d in enumerate(DAYS)},
                                              "friday", "saturday", "sunday"))}}
 
 
+def _days_text(s: float) -> str:
+    return f"{s / 86400:g}d" if s >= 86400 and not s % 86400 else format_duration(s)
+
+
 def _check_listen(v: str) -> str | None:
     """None if `v` is host:port ("[v6]:port" for IPv6), else what is wrong."""
     host, sep, port = v.rpartition(":")
@@ -1035,13 +1189,23 @@ def _flatten(c: Config) -> dict[str, str]:
         "kubernetes.kubelet_dir": _show(c.kubernetes.kubelet_dir),
         "kubernetes.profile": _show(c.kubernetes.profile),
         "kubernetes.oversubscribe_factor": f"{c.kubernetes.oversubscribe_factor:g}",
+        "history.enabled": _show(c.history.enabled),
+        "history.path": _show(c.history.path) if c.history.path is not None
+        else "<state_dir>/history.db",
+        "history.interval": format_duration(c.history.interval),
+        "history.raw_retention": _days_text(c.history.raw_retention),
+        "history.step": format_duration(c.history.step),
+        "history.retention": _days_text(c.history.retention),
+        "history.max_size": format_size(c.history.max_size),
     }
     out.update(_spec_items("defaults.", c.defaults))
     return out
 
 
 # Keys whose change takes effect only when vgpud restarts.
-RESTART_KEYS = ("paths.socket", "paths.state_dir", "paths.fuse_mount")
+RESTART_KEYS = ("paths.socket", "paths.state_dir", "paths.fuse_mount", "history.enabled",
+                "history.path", "history.interval", "history.raw_retention", "history.step",
+                "history.retention", "history.max_size")
 
 
 #: what a change of a profile's audit keys reaches (vgpud sends them with SLICE_NEW)
@@ -1092,6 +1256,10 @@ def describe_changes(old: Config, new: Config) -> list[str]:
         if name in old.profiles:
             lines.extend(_audit_changes(f"profiles.{name}.", old.audit_of(name),
                                         new.audit_of(name)))
+    for name in new.profiles:
+        fa, fb = old.forecast_of(name), new.forecast_of(name)
+        if name in old.profiles and fa != fb:
+            lines.append(f"profiles.{name}: {fa.describe()} -> {fb.describe()}")
     for i in range(max(len(old.schedule), len(new.schedule))):
         wa = old.schedule[i] if i < len(old.schedule) else None
         wb = new.schedule[i] if i < len(new.schedule) else None

@@ -34,6 +34,11 @@ One trio root nursery; each service is started with ``await nursery.start``
   interval (sooner after a slice-emptied event);
 - the kernel schedulers: [scheduler] period (and layers) set on every
   sliced GPU when vgpu.ko appears and on reload.
+- the usage history (vgpu.daemon.usage, [history]): every interval a
+  kernel dump becomes one sample per slice and GPU, written to
+  <state_dir>/history.db by its own thread (the loop never waits on the
+  disk; a broken disk is a warning); the forecaster acts on the profiles
+  whose forecast is "act" (docs/forecast.md).
 - the device plugin (vgpu.k8s.supervisor): with [kubernetes]
   device_plugin = true, vgpu-device-plugin runs as a child, restarted with
   a back-off when it exits and when a reload changes its command line.
@@ -77,6 +82,7 @@ from vgpu.daemon.metrics import MetricsServer
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateError, StateStore
+from vgpu.daemon.usage import Forecaster, HistoryService
 from vgpu.k8s.supervisor import plugin_argv, supervise
 
 DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
@@ -164,6 +170,10 @@ class Daemon:
                     log.info("%d GPU(s) by %s: %s", len(mgr.gpus), inv.source,
                              ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
                     await root.start(self._kernel_service)
+                    # the usage history and the forecaster (vgpu.daemon.usage):
+                    # made before the API serves, so that its ops find them
+                    mgr.history = HistoryService(mgr)
+                    mgr.forecaster = Forecaster(mgr, mgr.history.models_for)
                     try:
                         self.server = Server(Ops(mgr), str(self.cfg.paths.socket),
                                              group=self.cfg.api_group or None)
@@ -190,6 +200,10 @@ class Daemon:
                         await self._start_fs(root)
                     await root.start(self._ticker)
                     await root.start(mgr.save_pending)     # a failed state save, retried
+                    # [history]: a sample of every slice each interval, written by
+                    # its own thread (a broken disk is a warning, never a stop)
+                    await root.start(mgr.history.run)
+                    await root.start(mgr.forecaster.run)
                     # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
                     # through reloads (vgpu.k8s.supervisor)
                     await root.start(supervise, self._device_plugin_argv)
@@ -355,6 +369,11 @@ class Daemon:
                 await self.mgr.apply_sched("reload")
             except trio.TooSlowError:
                 log.warning("reload: the scheduler setting timed out")
+            if self.mgr.forecaster is not None and self.mgr.overlay:
+                try:        # a profile whose forecast is now off: its values back at once
+                    await self.mgr.forecaster.tick()
+                except Exception as e:
+                    log.warning("reload: forecast adjustments: %s", e)
             return True
         finally:
             sd_notify("READY=1")

@@ -94,6 +94,7 @@ class Ops:
             "status": self.status, "gpus": self.gpus, "list": self.list, "show": self.show,
             "create": self.create, "set-quota": self.set_quota, "delete": self.delete,
             "attach": self.attach, "audit": self.audit, "set-audit": self.set_audit,
+            "history": self.history, "forecast": self.forecast,
         }
 
     async def run(self, op: str, args: dict) -> dict:
@@ -171,10 +172,44 @@ class Ops:
                 # what vgpu-device-plugin advertises and prefers (vgpu.k8s)
                 "node": {"placement": cfg.node.placement,
                          "oversubscribe_memory": cfg.node.oversubscribe_memory},
+                # the usage history's writer (docs/history.md): state, counts, errors
+                "history": mgr.history.stats() if mgr.history is not None else None,
+                "forecast": {"adjusted": mgr.forecaster.adjustments()
+                             if mgr.forecaster is not None else [],
+                             "held": sorted(mgr.forecaster.held)
+                             if mgr.forecaster is not None else []},
                 "scheduler": {"supported": mgr.sched_supported,
                               "period_s": cfg.scheduler_period,
                               "layers": list(cfg.scheduler_layers)
                               if getattr(cfg, "scheduler_layers", None) else None}}
+
+    def _history(self):
+        h = self.mgr.history
+        if h is None:
+            raise ApiError("unavailable", "history is not running in this vgpud")
+        return h
+
+    async def history(self, args) -> dict:
+        """The usage history as histview's document (docs/history.md)."""
+        return await self._history().query(args)
+
+    async def forecast(self, args) -> dict:
+        """A label's forecast and recommended quotas (docs/forecast.md);
+        ``reset``: the operator's undo of the forecaster's adjustments of the
+        label (held until ``resume`` or a restart)."""
+        h = self._history()
+        fc = self.mgr.forecaster
+        if args.get("reset") and args.get("resume"):
+            raise ApiError("bad-request", "args: give reset or resume, not both")
+        if args.get("reset") or args.get("resume"):
+            if fc is None:
+                raise ApiError("unavailable", "the forecaster is not running in this vgpud")
+            if args.get("reset"):
+                restored = await fc.reset(args["label"])
+                return {"label": args["label"], "restored": restored, "held": True}
+            fc.resume(args["label"])
+            return {"label": args["label"], "restored": [], "held": False}
+        return await h.forecast(args)
 
     async def gpus(self, args) -> dict:
         mgr = self.mgr

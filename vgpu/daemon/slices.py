@@ -31,6 +31,7 @@ device nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import errno
 import logging
@@ -116,6 +117,9 @@ class SliceManager:
         self.sched_supported: bool | None = None
         self._layers_sent: int | None = None
         self.tracing = Tracing(self)
+        self.overlay: dict[str, float] = {}     # container -> compute raised by forecasts
+        self.history = None                     # vgpu.daemon.usage.HistoryService
+        self.forecaster = None                  # vgpu.daemon.usage.Forecaster
         #: the last failed save of the state file ({"errno", "message",
         #: "path", "since"}), None when the file is up to date (save_state)
         self.state_error: dict | None = None
@@ -236,8 +240,16 @@ class SliceManager:
         return None
 
     # ------------------------------------------------------------ effective
-    def eff(self, rec: SliceRecord, now=None) -> Effective:
-        return effective(self.cfg, rec, now)
+    def eff(self, rec: SliceRecord, now=None, overlay: bool = True) -> Effective:
+        """The record's effective settings (``effective``), with the
+        forecaster's adjustment over them (``overlay``: a compute percentage
+        by container, vgpu.daemon.usage.Forecaster; it only ever raises the
+        configured value, and is never saved: a restart drops it)."""
+        e = effective(self.cfg, rec, now)
+        up = self.overlay.get(rec.container) if overlay else None
+        if up is not None and e.spec.compute is not None and up > e.spec.compute:
+            e = Effective(dataclasses.replace(e.spec, compute=up), e.profile)
+        return e
 
     def in_force(self, rec: SliceRecord) -> Effective:
         """What the slice has: the settings last applied, else the ones it
