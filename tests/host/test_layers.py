@@ -32,7 +32,7 @@ def modules(sub: str) -> list[str]:
     return sorted(f"vgpu.{sub}.{p.stem}" for p in (PKG / sub).glob("*.py"))
 
 
-LIGHT = [*modules("cli"), *modules("abi"), "vgpu.values"]
+LIGHT = [*modules("cli"), *modules("abi"), "vgpu.values", "vgpu.forecast"]
 
 
 def test_every_light_module_is_listed():
