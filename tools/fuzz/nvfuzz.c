@@ -2302,14 +2302,21 @@ int main(int argc, char **argv)
 	}
 	close(hold[0]);
 	close(done[1]);
-	/* wait for every worker's "done" (or its death), with a watchdog */
+	/*
+	 * wait for every worker's "done" (or its death), with a watchdog: a
+	 * time budget must end within 120 s of its end, and a call budget
+	 * (any size) must keep making calls: none for 120 s is a hang
+	 */
 	{
 		int got = 0;
-		double limit = (opt_seconds > 0 ? opt_seconds : 600) + 120;
+		double limit = opt_seconds > 0 ? opt_seconds + 120 : 0;
+		double stalled_at = now();
+		unsigned long long seen = 0;
 
 		while (got < opt_procs) {
 			fd_set rs;
 			struct timeval tv = { 1, 0 };
+			unsigned long long ops;
 
 			FD_ZERO(&rs);
 			FD_SET(done[0], &rs);
@@ -2318,10 +2325,17 @@ int main(int argc, char **argv)
 					break;          /* every worker gone */
 				got++;
 			}
-			if (now() - t_start > limit) {
+			ops = atomic_load(&sh->ops);
+			if (ops != seen) {
+				seen = ops;
+				stalled_at = now();
+			}
+			if ((limit && now() - t_start > limit) ||
+			    now() - stalled_at > 120) {
 				hung = opt_procs - got;
-				fprintf(stderr, "nvfuzz: %d worker(s) did not finish in %.0f s\n",
-					hung, limit);
+				fprintf(stderr, "nvfuzz: %d worker(s) %s\n", hung,
+					limit && now() - t_start > limit ?
+					"did not finish in time" : "made no call for 120 s");
 				atomic_store(&sh->stop, 1);
 				break;
 			}
