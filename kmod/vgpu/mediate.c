@@ -264,12 +264,13 @@ static int vgpu_esc_alloc_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 	struct vgpu_tmpfd t = { .fd = -1 };
 	struct vgpu_client *c;
 	struct vgpu_obj *parent;
-	int user_fd = pApi->fd, ret;
+	int user_fd, ret;
 	NvHandle h;
 	NV_STATUS st;
 
 	if (vf->kind != VGPU_KIND_GPU || size != sizeof(*pApi))
 		return -EINVAL;
+	user_fd = pApi->fd;
 	if (p->hClass == NV01_MEMORY_LOCAL_USER ||
 	    p->hClass == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR) {
 		/* No fd read: only NV01_MEMORY_SYSTEM gets a mapping context (escape.c). */
@@ -348,10 +349,11 @@ static int vgpu_esc_map_memory(struct vgpu_file *vf, void *kbuf, u32 size)
 	struct vgpu_client *c;
 	struct vgpu_obj *o;
 	bool usermode;
-	int user_fd = pApi->fd, ret;
+	int user_fd, ret;
 
 	if (vf->kind != VGPU_KIND_CTL || size != sizeof(*pApi))
 		return -EINVAL;
+	user_fd = pApi->fd;
 	c = vgpu_file_client(vf, p->hClient);
 	if (!c) {
 		p->status = NV_ERR_INVALID_CLIENT;
@@ -394,10 +396,12 @@ static int vgpu_esc_register_fd(struct vgpu_file *vf, void *kbuf, u32 size)
 {
 	nv_ioctl_register_fd_t *p = kbuf, q;
 	struct vgpu_tmpfd t = { .fd = -1 };
-	int user_fd = p->ctl_fd, ret;
+	int user_fd, ret;
 
+	/* the size first: kbuf holds size bytes (KASAN, make fuzz-debug) */
 	if (size != sizeof(*p))
 		return -EINVAL;
+	user_fd = p->ctl_fd;
 	ret = vgpu_fd_xlate(vf, user_fd, VGPU_KINDS(VGPU_KIND_CTL), &t);
 	if (ret)
 		return -EINVAL;

@@ -13,6 +13,8 @@ sources (into a temporary directory: the repository is read-only here).
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import struct
@@ -109,3 +111,25 @@ def test_userd_memory_stays_charged_while_its_channel_lives(make_slice):
     c.free(ch)
     assert _nvsim_pid_fb(os.getpid(), real) == 0
     assert sl.used(0) == 0
+
+
+@pytest.mark.parametrize("nr,node,struct_", [
+    (A.NV_ESC_REGISTER_FD, "nvidiactl", A.nv_ioctl_register_fd_t),
+    (A.NV_ESC_RM_ALLOC_MEMORY, "nvidia0", A.nv_ioctl_nvos02_parameters_with_fd),
+    (A.NV_ESC_RM_MAP_MEMORY, "nvidiactl", A.nv_ioctl_nvos33_parameters_with_fd),
+], ids=["REGISTER_FD", "RM_ALLOC_MEMORY", "RM_MAP_MEMORY"])
+def test_short_params_refused_before_they_are_read(make_slice, nr, node, struct_):
+    """Found by the fuzzer on the debug kernel (KASAN slab-out-of-bounds in
+    vgpu_ctl_ioctl): REGISTER_FD, RM_ALLOC_MEMORY and RM_MAP_MEMORY read the
+    fd in their parameters before checking the ioctl's size, past the end of
+    a kernel copy of fewer bytes.  Every shorter size is EINVAL; on the
+    debug kernel the harness fails the run on any KASAN report."""
+    import fcntl
+    sl = make_slice(gpus=((0, 64 * MiB),))
+    fd = sl.open(node)
+    full = ctypes.sizeof(struct_)
+    for size in range(1, full):
+        buf = ctypes.create_string_buffer(b"\xff" * size, size)
+        with pytest.raises(OSError) as e:
+            fcntl.ioctl(fd, A.nv_ioctl(nr, size), buf)
+        assert e.value.errno == errno.EINVAL, (size, e.value)
