@@ -368,6 +368,25 @@ async def test_forecast_reset_and_mode_off_restore(tmp_path):
     assert kernel_bp(k, mgr, "w1") == 2000
 
 
+async def test_reload_turning_act_on_plans_at_once(tmp_path):
+    """A reload that sets a profile's forecast to act plans at once (not at
+    the next minute's round); one that sets it off restores at once."""
+    from vgpu.daemon.main import Daemon
+    mgr, k, fc, clock, events = await forecaster_env(tmp_path, mode="off")
+    clock.t += 6 * 3600                              # inside the busy hours
+    path = tmp_path / "vgpud.toml"
+    d = Daemon(mgr.cfg, str(path), log_level_override="info")
+    d.mgr = mgr
+    path.write_text(FORECAST_CONFIG.replace("{mode}", "act").format(tmp=tmp_path))
+    assert await d.reload()
+    assert mgr.overlay.get("w1", 0) > 20 and kernel_bp(k, mgr, "w1") > 2000
+    ev = [e for e in drain(events) if e["type"] == "forecast-adjust"]
+    assert len(ev) == 1 and ev[0]["container"] == "w1"
+    path.write_text(FORECAST_CONFIG.replace("{mode}", "off").format(tmp=tmp_path))
+    assert await d.reload()
+    assert mgr.overlay == {} and kernel_bp(k, mgr, "w1") == 2000
+
+
 def test_plan_compute_limits():
     P = F.Point
     pts = [P(0, 0.5, 0.6, 0.4, 0.7, 0.9, "week")]

@@ -369,8 +369,11 @@ class Daemon:
                 await self.mgr.apply_sched("reload")
             except trio.TooSlowError:
                 log.warning("reload: the scheduler setting timed out")
-            if self.mgr.forecaster is not None and self.mgr.overlay:
-                try:        # a profile whose forecast is now off: its values back at once
+            if self.mgr.forecaster is not None and (
+                    self.mgr.overlay or any(f.mode != "off" for f in new.forecasts.values())):
+                # at once, not at the next minute's round: a profile whose forecast is
+                # now off gets its values back, one now recommend or act is planned
+                try:
                     await self.mgr.forecaster.tick()
                 except Exception as e:
                     log.warning("reload: forecast adjustments: %s", e)
