@@ -333,10 +333,18 @@ def test_events_lines_and_json(fake, capsys):
     assert [json.loads(ln) for ln in out.splitlines()] == fake.events
 
 
+def _sigint_default():
+    """In the child: Ctrl-C as a terminal gives it.  A test run started in
+    the background by a shell without job control inherits SIGINT ignored,
+    and Python then installs no KeyboardInterrupt handler at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(fake, *argv):
     env = dict(os.environ, VGPU_SOCKET=fake.path, PYTHONPATH=REPO)
     return subprocess.Popen([sys.executable, "-m", "vgpu.cli.ctl", *argv], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
 
 
 def test_events_streams_and_ctrl_c_is_clean(fake):
@@ -413,7 +421,8 @@ def test_top_ctrl_c_in_a_real_process(fake):
                           "import sys, io; sys.stdout.isatty = lambda: True\n"
                           "from vgpu.cli import ctl; sys.exit(ctl.main(['top', '--interval', '50ms']))"],
                          cwd=REPO, env=dict(os.environ, VGPU_SOCKET=fake.path, PYTHONPATH=REPO),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=_sigint_default)
     try:
         time.sleep(1.0)
         p.send_signal(signal.SIGINT)
