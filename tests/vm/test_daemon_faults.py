@@ -157,6 +157,10 @@ def test_state_dir_full_then_read_only(tmp_path, kern, daemons):
     _sh("mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(sfs))
     cfg = e2e_config(tmp_path)
     cfg["paths"]["state_dir"] = str(sfs / "state")
+    # the usage history keeps its database open for writing, by default in
+    # the state directory: that alone makes `mount -o remount,ro` EBUSY
+    # (a filesystem the kernel turns read-only on an error goes anyway)
+    cfg["history"] = {"path": str(tmp_path / "history.db")}
     try:
         d = start(tmp_path, cfg)
         daemons.append(d)
