@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel
+from fake_vgpud import FakeVgpud
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
@@ -24,3 +25,13 @@ def env(tmp_path):
                        FakeInventory())
     mgr.load_state()
     return mgr, k, tmp_path
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A FakeVgpud on tmp_path/vgpud.sock, named by $VGPU_SOCKET for the
+    CLI under test (test_apiclient and test_hook keep their own, without
+    the variable: they test how the socket is found)."""
+    with FakeVgpud(tmp_path / "vgpud.sock") as f:
+        monkeypatch.setenv("VGPU_SOCKET", f.path)
+        yield f

@@ -369,14 +369,6 @@ async def test_kdump_feeds_the_meter(env, monkeypatch):
 
 
 # ------------------------------------------------------------ the CLI
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    from fake_vgpud import FakeVgpud
-    with FakeVgpud(tmp_path / "vgpud.sock") as f:
-        monkeypatch.setenv("VGPU_SOCKET", f.path)
-        yield f
-
-
 def _run(capsys, *argv):
     from vgpu.cli import ctl
     rc = ctl.main(list(argv))

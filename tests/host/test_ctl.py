@@ -12,17 +12,10 @@ import zlib
 
 import pytest
 
-from fake_vgpud import GIB, FakeVgpud
+from fake_vgpud import GIB
 from vgpu.cli import ctl
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    with FakeVgpud(tmp_path / "vgpud.sock") as f:
-        monkeypatch.setenv("VGPU_SOCKET", f.path)
-        yield f
 
 
 def run(capsys, *argv):

@@ -8,15 +8,8 @@ import time
 
 import pytest
 
-from fake_vgpud import FakeVgpud, make_history
+from fake_vgpud import make_history
 from vgpu.cli import ctl, histview
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    with FakeVgpud(tmp_path / "vgpud.sock") as f:
-        monkeypatch.setenv("VGPU_SOCKET", f.path)
-        yield f
 
 
 def run(capsys, *argv):
