@@ -651,6 +651,17 @@ class Checker:
                        problems=probs, extack=extack, dump=dump)
 
 
+def _child_result(pid: int, r: int) -> dict:
+    """What a forked child wrote on its pipe r (one JSON object; {} if
+    nothing), once it has exited and been reaped."""
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data or b"{}")
+
+
 def slices_of(msgs: list) -> list[dict]:
     """Slice messages -> {id, name, open_files, gpus: [{index, limit, used, allocs}]}."""
     out = []
@@ -1558,12 +1569,7 @@ class Fuzzer:
             os.write(w, json.dumps(res).encode())
             os._exit(0)
         os.close(w)
-        data = b""
-        while chunk := os.read(r, 65536):
-            data += chunk
-        os.close(r)
-        os.waitpid(pid, 0)
-        res = json.loads(data or b"{}")
+        res = _child_result(pid, r)
         self.sent += len(cases) + 1
         if res.get("error"):
             self.finding("perm", f"unprivileged child failed: {res['error']}")
@@ -1671,12 +1677,7 @@ class Fuzzer:
         for t in ths:
             t.join()
         for pid, r in pids:
-            data = b""
-            while chunk := os.read(r, 65536):
-                data += chunk
-            os.close(r)
-            os.waitpid(pid, 0)
-            res = json.loads(data or b"{}")
+            res = _child_result(pid, r)
             self.sent += res.get("sent", 0)
             self.errnos.update(res.get("errnos", {}))
             for f in res.get("f", []):
