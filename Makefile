@@ -192,6 +192,11 @@ NVFUZZ_CFLAGS := $(RUNTIME_CFLAGS) -pthread -Itools/fuzz/shim -Ikmod/include
 FUZZ_RUN = $(VPY) tools/fuzz/run.py --seed $(FUZZ_SEED) $(if $(FUZZ_CALLS),--calls $(FUZZ_CALLS)) \
 	$(if $(FUZZ_SECONDS),--seconds $(FUZZ_SECONDS)) $(FUZZ_ARGS)
 
+# nvlog.so: an LD_PRELOAD logger of a program's NVIDIA ioctls (tools/nvlog/nvlog.c)
+build/nvlog.so: tools/nvlog/nvlog.c
+	@mkdir -p build
+	$(CC) $(RUNTIME_CFLAGS) -fPIC -shared -o $@ $< -ldl -lpthread
+
 .PHONY: nvfuzz fuzz fuzz-debug
 nvfuzz: build/nvfuzz
 build/nvfuzz: tools/fuzz/nvfuzz.c kmod/include/nvabi.h kmod/include/nvrel.h \

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nvlog: an LD_PRELOAD shim that logs every ioctl a process makes on an
+ * NVIDIA device node (/dev/nvidia*, /dev/vgpu/.../nvidia*), one line each:
+ * the node, the escape (or UVM command), the RM class or control command,
+ * the ioctl's return and the NV_STATUS the driver wrote back.  It is how the
+ * first missing answers of nvsim for NVIDIA's own user space (libcuda,
+ * NVML) are found: run the program with
+ *
+ *     LD_PRELOAD=build/nvlog.so NVLOG=/tmp/calls.log nvidia-smi
+ *
+ * and read the last lines before its error.  NVLOG unset: stderr.
+ *
+ * It reads the parameters only after the call (the driver's answer), from
+ * the caller's own memory: a logger, not a record anything may rely on.
+ * Layouts: nvos.h (NVOS00/21/54/64 of every release 535-595 are the same).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int (*real_ioctl)(int, unsigned long, ...);
+static FILE *logf;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((constructor)) static void nvlog_init(void)
+{
+	const char *path = getenv("NVLOG");
+
+	real_ioctl = dlsym(RTLD_NEXT, "ioctl");
+	logf = path ? fopen(path, "a") : NULL;
+	if (!logf)
+		logf = stderr;
+	setvbuf(logf, NULL, _IOLBF, 0);
+}
+
+/* The node behind fd, or NULL if it is not an NVIDIA (or vgpu) node. */
+static const char *nvnode(int fd, char *buf, size_t len)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, buf, len - 1);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	if (!strstr(buf, "nvidia"))
+		return NULL;
+	return buf;
+}
+
+static uint32_t u32at(const void *p, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const char *)p + off, sizeof(v));
+	return v;
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	char node[256];
+	unsigned int nr = _IOC_NR(req), size = _IOC_SIZE(req);
+	va_list ap;
+	void *arg;
+	int ret, err;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	ret = real_ioctl(fd, req, arg);
+	err = errno;
+	if (!nvnode(fd, node, sizeof(node)))
+		goto out;
+
+	pthread_mutex_lock(&lock);
+	if (strstr(node, "nvidia-uvm")) {
+		/* UVM: the request is the command number itself; each command's
+		 * rmStatus sits at its own offset, so only errno is logged. */
+		fprintf(logf, "%ld %s uvm cmd=%lu ret=%d errno=%d\n",
+			(long)syscall(SYS_gettid), node, req, ret, ret ? err : 0);
+	} else if (_IOC_TYPE(req) != 'F' || !arg) {
+		fprintf(logf, "%ld %s req=%#lx ret=%d\n", (long)syscall(SYS_gettid), node, req, ret);
+	} else if (nr == 0x2a && size >= 32) {		/* NV_ESC_RM_CONTROL, NVOS54 */
+		fprintf(logf, "%ld %s control h=%#x/%#x cmd=%#x size=%u status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 24), u32at(arg, 28), ret);
+	} else if (nr == 0x2b && size >= 44) {		/* NV_ESC_RM_ALLOC, NVOS64 */
+		fprintf(logf, "%ld %s alloc h=%#x/%#x new=%#x class=%#x size=%u status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 12), u32at(arg, 32), u32at(arg, 40), ret);
+	} else if (nr == 0x2b && size >= 32) {		/* NV_ESC_RM_ALLOC, NVOS21 */
+		fprintf(logf, "%ld %s alloc h=%#x/%#x new=%#x class=%#x size=%u status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 12), u32at(arg, 24), u32at(arg, 28), ret);
+	} else if (nr == 0x29 && size >= 16) {		/* NV_ESC_RM_FREE, NVOS00 */
+		fprintf(logf, "%ld %s free h=%#x/%#x obj=%#x status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 12), ret);
+	} else {
+		fprintf(logf, "%ld %s esc=%#x size=%u ret=%d\n",
+			(long)syscall(SYS_gettid), node, nr, size, ret);
+	}
+	pthread_mutex_unlock(&lock);
+out:
+	errno = err;
+	return ret;
+}
