@@ -36,7 +36,9 @@
  *  - munmap, or a MAP_FIXED mapping over it, cannot be refused: it closes
  *    the VMA, and that marks the call broken.  A broken call may have read
  *    someone else's memory at that address; vgpu_call_nv/uvm report it and
- *    poison the file, and the caller undoes (vgpu_undo, mediate.c).
+ *    poison the file, and the caller undoes (vgpu_undo, mediate.c).  Calls
+ *    acting for one client owner run one at a time (vgpu_call_lock), so
+ *    only the first broken one reaches the driver.
  *
  * What a sibling can still do, and why it is harmless: read the page (the
  * parameters are its own process's); and write it *after* the driver's
@@ -500,7 +502,8 @@ void vgpu_call_drop_idle(void)
  * find missing meanwhile.  A new file per attempt would make that window
  * recur at will; quarantining the slice (every open and call refused, -EIO,
  * until it is deleted) bounds it to the calls in flight when the first one
- * broke, at most one per thread of the slice's processes.
+ * broke; vgpu_call_lock (below) to one per client owner.  Called with the
+ * owner's call lock held, so that the next call of that owner sees it.
  */
 static void vgpu_call_poison(struct vgpu_file *vf)
 {
@@ -516,6 +519,85 @@ static void vgpu_call_poison(struct vgpu_file *vf)
 	vgpu_event(s, VGPU_EVENT_SLICE_QUARANTINED, U32_MAX, 0);
 }
 
+/*
+ * One call at a time per client owner.
+ *
+ * What a broken call makes, vgpu.ko cannot know: the driver read someone
+ * else's parameters under the escape and size vgpu.ko chose.  A root
+ * client with a handle of the sibling's choice is not among the clients
+ * vgpu.ko tracks, so vgpu_undo cannot free it; it lives until the driver's
+ * release of the real file, which vgpu.ko does not control (a proxy a
+ * sibling dup()ed, a mapping whose vm_file it is, a GPU file registered to
+ * it: each holds the file).  Alone it is harmless: a client holds no
+ * memory.  What made it dangerous were further broken calls in flight at
+ * the same time, reading, after it was made, "a device under it on any
+ * GPU", then "64 MiB under that device": memory the driver keeps for as
+ * long as the real file lives, charged to nobody (issue 31, item 1; the
+ * window needs no debug delay on the driver, whose NV_KMALLOC before the
+ * copy_from_user of the parameters may sleep).
+ *
+ * The driver decides which clients a call may name by the file it is made
+ * on: RmIoctl (src/nvidia/arch/nvalloc/unix/src/escape.c) takes as
+ * secInfo.clientOSInfo the file's registered control file
+ * (nvfp->ctl_nvfp, NV_ESC_REGISTER_FD) or else the file itself, and a
+ * client made is owned by it: rmclientValidate (rmapi/client.c) answers
+ * NV_ERR_INVALID_CLIENT to a call naming a client another file owns, under
+ * PDB_PROP_SYS_VALIDATE_CLIENT_HANDLE_STRICT, on by default
+ * (g_system_nvoc.c; assumed: the RmClientDataValidation registry key can
+ * turn it off, and this bound with it).  So every call that can make
+ * anything under a client owned by file X runs on X or on a file
+ * registered to X, and holds X's call_lock here: calls on a file take its
+ * own lock, then (nested) that of the control file it is registered to.
+ * The first broken call of an owner poisons the file and quarantines the
+ * slice before its lock is dropped; every later one finds that under the
+ * lock and never reaches the driver (-EIO).  So at most one broken call per
+ * owner reaches the driver, and what it made can have nothing under it: a
+ * root client of its own (empty, until the real file's release), or one
+ * object under a client vgpu.ko tracks (freed with that client by
+ * vgpu_undo).
+ *
+ * The order is acyclic: the driver registers a file only to a control file
+ * that is not registered itself (escape.c, NV_ESC_REGISTER_FD), and
+ * vgpu.ko records a registration (ctl_filp) only from the driver's own
+ * return value, so registrations form chains ending in an unregistered
+ * file, and each call takes two locks along one edge.  ctl_filp is stable
+ * under the file's own call_lock: REGISTER_FD sets it holding that lock
+ * (mediate.c), the release drops it with no call in flight.
+ *
+ * The cost: calls on call pages of one control file (and the GPU files
+ * registered to it) no longer overlap in the driver; most take RM's API
+ * lock there anyway.  Direct escapes (the caller's own pointer, mediate.c)
+ * and UVM calls are not serialised: neither can make anything under a
+ * client a broken call made (that client has nothing to name).
+ *
+ * Return: 0 with the locks held (*owner is the registered control file,
+ * or NULL), or -EINTR on a fatal signal with none held.
+ */
+int vgpu_call_lock(struct vgpu_file *vf, struct vgpu_file **owner)
+{
+	struct vgpu_file *o = NULL;
+
+	if (mutex_lock_killable(&vf->call_lock))
+		return -EINTR;
+	if (vf->ctl_filp) {
+		o = vf->ctl_filp->private_data;
+		if (mutex_lock_killable_nested(&o->call_lock,
+					       SINGLE_DEPTH_NESTING)) {
+			mutex_unlock(&vf->call_lock);
+			return -EINTR;
+		}
+	}
+	*owner = o;
+	return 0;
+}
+
+void vgpu_call_unlock(struct vgpu_file *vf, struct vgpu_file *owner)
+{
+	if (owner)
+		mutex_unlock(&owner->call_lock);
+	mutex_unlock(&vf->call_lock);
+}
+
 static void *vgpu_buf_holder(void *params, const struct vgpu_buf *bufs, u32 in)
 {
 	return in ? bufs[in - 1].kbuf : params;
@@ -527,9 +609,9 @@ static void *vgpu_buf_holder(void *params, const struct vgpu_buf *bufs, u32 in)
  * file, and copy the results back into the kernel buffers (pointer fields
  * keep the caller's values).
  */
-static long vgpu_call_run(struct vgpu_file *vf, struct file *real,
-			  unsigned int nr, bool uvm, void *params, u32 size,
-			  const struct vgpu_buf *bufs, unsigned int nbufs)
+static long vgpu_call_page(struct vgpu_file *vf, struct file *real,
+			   unsigned int nr, bool uvm, void *params, u32 size,
+			   const struct vgpu_buf *bufs, unsigned int nbufs)
 {
 	size_t off[1 + VGPU_CALL_MAX_BUFS], at, len;
 	u64 saved[VGPU_CALL_MAX_BUFS];
@@ -541,6 +623,12 @@ static long vgpu_call_run(struct vgpu_file *vf, struct file *real,
 
 	if (nbufs > VGPU_CALL_MAX_BUFS || !real->f_op->unlocked_ioctl)
 		return -EINVAL;
+	/*
+	 * Under the owner's call lock (NV files): a call of the same owner
+	 * that broke meanwhile answers here, before anything is mapped.
+	 */
+	if (vgpu_file_refused(vf))
+		return -EIO;
 	at = xfer ? ALIGN(sizeof(nv_ioctl_xfer_t), 8) : 0;
 	off[0] = at;
 	len = at + ALIGN(size, 8);
@@ -601,6 +689,24 @@ out:
 	return ret;
 }
 
+/* Calls on NV files hold their owner's call lock (vgpu_call_lock). */
+static long vgpu_call_run(struct vgpu_file *vf, struct file *real,
+			  unsigned int nr, bool uvm, void *params, u32 size,
+			  const struct vgpu_buf *bufs, unsigned int nbufs)
+{
+	struct vgpu_file *owner;
+	long ret;
+
+	if (uvm)
+		return vgpu_call_page(vf, real, nr, true, params, size, bufs, nbufs);
+	ret = vgpu_call_lock(vf, &owner);
+	if (ret)
+		return ret;
+	ret = vgpu_call_page(vf, real, nr, false, params, size, bufs, nbufs);
+	vgpu_call_unlock(vf, owner);
+	return ret;
+}
+
 /**
  * vgpu_call_nv - an escape on a real control or GPU file, at the caller's
  * privilege, on a call page
@@ -621,6 +727,15 @@ long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
 		  unsigned int nbufs)
 {
 	return vgpu_call_run(vf, real, nr, false, params, size, bufs, nbufs);
+}
+
+/* The same, for a caller that holds vgpu_call_lock(vf) already. */
+long vgpu_call_nv_locked(struct vgpu_file *vf, struct file *real, u32 nr,
+			 void *params, u32 size, const struct vgpu_buf *bufs,
+			 unsigned int nbufs)
+{
+	lockdep_assert_held(&vf->call_lock);
+	return vgpu_call_page(vf, real, nr, false, params, size, bufs, nbufs);
 }
 
 /* The same for a UVM command (a plain integer, the size implied). */

@@ -51,6 +51,7 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 		goto err_put;
 	}
 	mutex_init(&vf->lock);
+	mutex_init(&vf->call_lock);
 	INIT_LIST_HEAD(&vf->clients);
 	INIT_LIST_HEAD(&vf->uvm_ext);
 	INIT_LIST_HEAD(&vf->uvm_held);

@@ -396,6 +396,7 @@ static int vgpu_esc_register_fd(struct vgpu_file *vf, void *kbuf, u32 size)
 {
 	nv_ioctl_register_fd_t *p = kbuf, q;
 	struct vgpu_tmpfd t = { .fd = -1 };
+	struct vgpu_file *owner;
 	int user_fd, ret;
 
 	/* the size first: kbuf holds size bytes (KASAN, make fuzz-debug) */
@@ -410,13 +411,23 @@ static int vgpu_esc_register_fd(struct vgpu_file *vf, void *kbuf, u32 size)
 		ret = -EINVAL;
 		goto out;
 	}
+	/*
+	 * From the driver's registration on, this file's calls act for the
+	 * control file's clients, so they must hold its call lock: ctl_filp
+	 * is set before this file's own call lock is dropped (call.c,
+	 * vgpu_call_lock).  Not registered yet, only that lock is taken.
+	 */
+	ret = vgpu_call_lock(vf, &owner);
+	if (ret)
+		goto out;
 	q = *p;
 	q.ctl_fd = t.fd;
-	ret = vgpu_call_nv(vf, vf->real, NV_ESC_REGISTER_FD, &q, sizeof(q),
-			   NULL, 0);
+	ret = vgpu_call_nv_locked(vf, vf->real, NV_ESC_REGISTER_FD, &q,
+				  sizeof(q), NULL, 0);
 	p->ctl_fd = user_fd;
 	if (!ret)
 		vf->ctl_filp = get_file(t.vfilp);
+	vgpu_call_unlock(vf, owner);
 out:
 	mutex_unlock(&vf->lock);
 	vgpu_fd_restore(&t);

@@ -176,6 +176,7 @@ struct vgpu_file {
 	struct file *real;              /* the real driver's file */
 	struct pid *tgid;               /* opener, for GET_PIDS */
 	struct mutex lock;              /* clients, ctl */
+	struct mutex call_lock;         /* call pages on real: one at a time (call.c) */
 	struct list_head clients;       /* vgpu_client.file_node (control files) */
 	struct file *ctl_filp;          /* REGISTER_FD target (a vgpu ctl file), ref held */
 	bool usermode_pending;          /* RM_MAP_MEMORY of a usermode object named this file */
@@ -464,6 +465,11 @@ void vgpu_call_exit(void);
 long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
 		  void *params, u32 size, const struct vgpu_buf *bufs,
 		  unsigned int nbufs);
+long vgpu_call_nv_locked(struct vgpu_file *vf, struct file *real, u32 nr,
+			 void *params, u32 size, const struct vgpu_buf *bufs,
+			 unsigned int nbufs);
+int vgpu_call_lock(struct vgpu_file *vf, struct vgpu_file **owner);
+void vgpu_call_unlock(struct vgpu_file *vf, struct vgpu_file *owner);
 long vgpu_call_uvm(struct vgpu_file *vf, unsigned int cmd, void *params,
 		   u32 size);
 NV_STATUS vgpu_call_status(long ret);

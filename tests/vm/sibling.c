@@ -13,6 +13,10 @@
  *                the forged parameters into them
  *   MODE_REPLACE the same: mmap(MAP_FIXED) over it, then write
  *   MODE_DUP     every new descriptor: dup() it and keep the copy
+ *   MODE_CHAIN   each call page that shows while a call uses it, in turn:
+ *                mmap(MAP_FIXED) over it and write the next of up to
+ *                MAX_CHAIN forged parameter blocks (sibling_start_chain);
+ *                once they are all used, nothing more is attacked
  *
  * A write that faults (SIGBUS/SIGSEGV) is caught on this thread only and
  * counted.  Built by the test with: gcc -shared -fPIC -pthread.
@@ -29,10 +33,11 @@
 #include <unistd.h>
 #include <dirent.h>
 
-enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3 };
+enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3, MODE_CHAIN = 4 };
 
 #define MAX_SEEN 4096
 #define MAX_TARGET (64 << 10)
+#define MAX_CHAIN 4
 
 struct result {
 	int attempts;           /* mappings or descriptors attacked */
@@ -47,6 +52,10 @@ static struct {
 	int mode;
 	const void *forged;
 	size_t forged_len;
+	const void *chain[MAX_CHAIN];   /* MODE_CHAIN: the blocks, in order */
+	size_t chain_len[MAX_CHAIN];
+	int nchain;
+	unsigned long chain_addr[MAX_CHAIN];    /* where each block went */
 	volatile int stop, ready;
 	pthread_t thread;
 	unsigned long seen[MAX_SEEN];   /* baseline mapping starts, or fds */
@@ -123,18 +132,33 @@ static int read_maps(unsigned long *start, unsigned long *len, char *named, int 
 
 static void attack_mapping(unsigned long a, unsigned long l)
 {
+	if (S.mode == MODE_CHAIN) {
+		int k = S.res.replaced;
+
+		if (k >= S.nchain)
+			return;
+		S.forged = S.chain[k];
+		S.forged_len = S.chain_len[k] < l ? S.chain_len[k] : l;
+	}
 	S.res.attempts++;
-	if (S.mode == MODE_REPLACE) {
+	if (S.mode == MODE_REPLACE || S.mode == MODE_CHAIN) {
 		void *m = mmap((void *)a, l, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		if (m == MAP_FAILED)
 			return;
-		S.res.replaced++;
+		/* Published after the write (below) in MODE_CHAIN: the test waits on it. */
+		if (S.mode == MODE_REPLACE)
+			S.res.replaced++;
 	}
 	in_attack = 1;
 	if (sigsetjmp(fault_jmp, 1) == 0) {
 		memcpy((void *)a, S.forged, S.forged_len);
 		S.res.writes++;
+		if (S.mode == MODE_CHAIN) {
+			S.chain_addr[S.res.replaced] = a;
+			__atomic_store_n(&S.res.replaced, S.res.replaced + 1,
+					 __ATOMIC_RELEASE);
+		}
 	} else {
 		S.res.faults++;
 	}
@@ -216,15 +240,16 @@ static void *attacker(void *arg)
 			 * the call (an allocator's arena, libffi's trampolines)
 			 * and are left alone.
 			 */
-			if (ln[i] <= MAX_TARGET && !S.res.attempts)
+			if (S.mode != MODE_CHAIN && ln[i] <= MAX_TARGET &&
+			    !S.res.attempts)
 				attack_mapping(st[i], ln[i]);
 		}
 	}
 	return NULL;
 }
 
-/* Start the thread and wait until it has taken its baseline. */
-int sibling_start(int mode, const void *forged, size_t forged_len)
+static int start(int mode, const void *forged, size_t forged_len,
+		 const void **blocks, const size_t *lens, int n)
 {
 	struct sigaction sa;
 	int ret;
@@ -233,6 +258,11 @@ int sibling_start(int mode, const void *forged, size_t forged_len)
 	S.mode = mode;
 	S.forged = forged;
 	S.forged_len = forged_len;
+	for (int i = 0; i < n; i++) {
+		S.chain[i] = blocks[i];
+		S.chain_len[i] = lens[i];
+	}
+	S.nchain = n;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
@@ -245,6 +275,41 @@ int sibling_start(int mode, const void *forged, size_t forged_len)
 	while (!__atomic_load_n(&S.ready, __ATOMIC_ACQUIRE))
 		usleep(1000);
 	return 0;
+}
+
+/* Start the thread and wait until it has taken its baseline. */
+int sibling_start(int mode, const void *forged, size_t forged_len)
+{
+	return start(mode, forged, forged_len, NULL, NULL, 0);
+}
+
+/*
+ * MODE_CHAIN: blocks[i] (lens[i] bytes) goes into the i-th call page that
+ * shows.  The caller starts the i-th call only after sibling_replaced()
+ * says the page of the one before was replaced, so the i-th page is its.
+ * Call pages idle before (in the baseline) are attacked too: unmap them
+ * first (closing any vgpu file of the process does).
+ */
+int sibling_start_chain(const void **blocks, const size_t *lens, int n)
+{
+	if (n < 1 || n > MAX_CHAIN)
+		return EINVAL;
+	return start(MODE_CHAIN, NULL, 0, blocks, lens, n);
+}
+
+/* How many call pages were replaced (and written) so far. */
+int sibling_replaced(void)
+{
+	return __atomic_load_n(&S.res.replaced, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Where the i-th block went: the sibling's page stays mapped there after
+ * the call (vgpu.ko unmaps only its own), with what the driver wrote back.
+ */
+unsigned long sibling_chain_addr(int i)
+{
+	return i >= 0 && i < MAX_CHAIN ? S.chain_addr[i] : 0;
 }
 
 /* Stop it, restore the signal handlers, hand back what it did. */

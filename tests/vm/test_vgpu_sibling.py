@@ -25,6 +25,7 @@ import errno
 import fcntl
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import pytest
 
 from vgpu.abi import uapi as U
 from vgpu_fixtures import MiB, nvsim_fb, read_vstate
+from polling import wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa: F401
 
@@ -57,6 +59,9 @@ def sibling(tmp_path_factory):
     lib = ctypes.CDLL(str(out))
     lib.sibling_start.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
     lib.sibling_stop.argtypes = [ctypes.POINTER(Result)]
+    lib.sibling_chain_addr.restype = ctypes.c_ulong
+    lib.sibling_start_chain.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
     return lib
 
 
@@ -279,3 +284,153 @@ def test_sibling_process_cannot_write_the_parameters(delay, sl):
     assert landed == 0 and refused >= 1, (attempts, landed, refused)
     assert out.status == 0 and out.hObjectNew != 0xbeef0001
     assert nvsim_fb(0) == fb0 and sl.used(0) == used0
+
+
+def _nvsim_counts() -> tuple[int, int]:
+    """nvsim's own count of the objects under clients user files own (the
+    clients themselves not included), and of clients: what the driver
+    holds, not what vgpu.ko tracks."""
+    user = clients = 0
+    for line in (NVSIM / "state").read_text().splitlines():
+        f = line.split()
+        if f and f[0] == "user_client_objects":
+            user = int(f[2]) + int(f[4]) + int(f[6])
+        elif f and f[0] == "clients":
+            clients = int(f[1])
+    return user, clients
+
+
+def _nvos21(h_root: int, parent: int, new: int, h_class: int, alloc=None) -> bytes:
+    p = A.NVOS21_PARAMETERS(hRoot=h_root, hObjectParent=parent, hObjectNew=new,
+                            hClass=h_class,
+                            pAllocParms=ctypes.addressof(alloc) if alloc is not None else 0,
+                            paramsSize=ctypes.sizeof(alloc) if alloc is not None else 0)
+    return bytes(p)
+
+
+def _dup_a_proxy_of(sibling, delay, ctl: int, gpu: int) -> list[int]:
+    """REGISTER_FD of gpu to ctl, while the sibling dup()s every new descriptor:
+    its copies of the proxy vgpu.ko installed for ctl's real file."""
+    delay(A.NV_ESC_REGISTER_FD)
+    assert sibling.sibling_start(MODE_DUP, None, 0) == 0
+    try:
+        p = A.nv_ioctl_register_fd_t(ctl_fd=ctl)
+        buf = bytearray(bytes(p))
+        fcntl.ioctl(gpu, A.nv_ioctl(A.NV_ESC_REGISTER_FD, len(buf)), buf, True)
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+        delay(0, 0)
+    dups = [res.dups[i] for i in range(res.ndups)]
+    keep = []
+    for fd in dups:
+        st = os.fstat(fd)
+        if os.major(st.st_rdev) == 195 and os.minor(st.st_rdev) == 255:
+            keep.append(fd)
+        else:
+            os.close(fd)
+    return keep
+
+
+def test_broken_calls_cannot_chain_memory_under_a_client_of_their_own(
+        sibling, delay, sl, kern, num_gpus):
+    """Issue 31, 1: three threads, each with its call page replaced while the
+    driver has not read it yet: a root client Z with a handle of the
+    sibling's choice, then a device under Z on a GPU outside the slice,
+    then 64 MiB of FB under that device.  vgpu.ko tracks none of them, so
+    its undo cannot free them; they belong to the real control file, which a
+    proxy the sibling dup()ed keeps alive after the vgpu file's close and the
+    slice's deletion: FB charged to nobody.  Calls on one real file are
+    serialised while they can break, so only the first reaches the driver:
+    what it made (at most the empty Z) holds no memory, and goes when the
+    last reference to the real file goes.  Counted in nvsim, not vgpu.ko."""
+    if num_gpus < 2:
+        pytest.skip("needs a second GPU (num_gpus=2)")
+    u0, c0 = _nvsim_counts()
+    fb1 = nvsim_fb(1)
+    ctl = sl.open("nvidiactl")
+    gpu = sl.open("nvidia0")
+    proxies = _dup_a_proxy_of(sibling, delay, ctl, gpu)
+    try:
+        assert proxies, "the sibling never dup()ed the proxy: the test proves nothing"
+        # No idle call page left (a vgpu file's close unmaps them): each
+        # page the sibling replaces is the next call's.
+        os.close(os.open(sl.path("nvidiactl"), os.O_RDWR))
+
+        Z, D, M = 0xbad0c001, 0xbad0c002, 0xbad0c003
+        dev = A.NV0080_ALLOC_PARAMETERS(deviceId=1)       # GPU 1: not the slice's
+        mem = A.NV_MEMORY_ALLOCATION_PARAMS(owner=0x5647, type=0, size=64 * MiB)
+        blocks = [_nvos21(Z, Z, Z, A.NV01_ROOT_CLIENT),
+                  _nvos21(Z, Z, D, A.NV01_DEVICE_0, dev),
+                  _nvos21(Z, D, M, A.NV01_MEMORY_LOCAL_USER, mem)]
+        bufs = [ctypes.create_string_buffer(b, len(b)) for b in blocks]
+        ptrs = (ctypes.c_void_p * 3)(*[ctypes.addressof(b) for b in bufs])
+        lens = (ctypes.c_size_t * 3)(*[len(b) for b in blocks])
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+        size = ctypes.sizeof(A.NVOS21_PARAMETERS)
+        req = A.nv_ioctl(A.NV_ESC_RM_ALLOC, size)
+        outs: list = [None] * 3
+
+        def call(i: int) -> None:
+            # A root client, as the caller asks for it; the ioctl runs
+            # without the GIL (ctypes), so the calls overlap in the driver.
+            p = A.NVOS21_PARAMETERS(hClass=A.NV01_ROOT_CLIENT)
+            r = libc.ioctl(ctl, req, ctypes.addressof(p))
+            outs[i] = (ctypes.get_errno() if r < 0 else 0, p.status)
+
+        # Long enough for all three pages to be mapped before the first
+        # call returns (that quarantines the slice: later calls are refused).
+        delay(A.NV_ESC_RM_ALLOC, 4000)
+        assert sibling.sibling_start_chain(ptrs, lens, 3) == 0
+        threads = []
+        try:
+            for i in range(3):
+                t = threading.Thread(target=call, args=(i,))
+                t.start()
+                threads.append(t)
+                # The next call only once this one's page was replaced, so
+                # the driver reads Z, then D, then M, in that order.
+                wait_until(lambda: sibling.sibling_replaced() > i or
+                           not threads[0].is_alive(), 20.0)
+                # ... and this one is in the driver's delay (it only had
+                # to fill the page and enter the driver).
+                time.sleep(0.5)
+            for t in threads:
+                t.join(30)
+        finally:
+            res = Result()
+            sibling.sibling_stop(ctypes.byref(res))
+            delay(0, 0)
+        # What the driver wrote back into the sibling's pages (vgpu.ko
+        # unmaps only its own): which of the forged calls it ran.
+        ran = []
+        for i in range(res.replaced):
+            o = A.NVOS21_PARAMETERS.from_buffer_copy(
+                ctypes.string_at(sibling.sibling_chain_addr(i), size))
+            ran.append((hex(o.hObjectNew), hex(o.status)))
+        assert res.replaced >= 1, "no call page was replaced: the test proves nothing"
+        for i, (err, st) in enumerate(outs):
+            assert err == errno.EIO or (err == 0 and st != 0), (i, outs)
+        assert sl.get().quarantined
+
+        # The vgpu files close; the dup()ed proxy still holds the real file.
+        sl.close_fd(gpu)
+        sl.close_fd(ctl)
+        state = (NVSIM / "state").read_text()
+        user, clients = _nvsim_counts()
+        why = f"forged calls the driver ran: {ran}; calls: {outs}\n{state}"
+        assert nvsim_fb(1) == fb1, f"FB left on GPU 1, charged to nobody: {why}"
+        # At most the first forged call's client, with nothing under it.
+        assert user == u0 and clients <= c0 + 1, f"objects the driver holds: {why}"
+        # Nor does the slice's deletion change that.
+        kern.slice_del(sl.id, force=True)
+        assert nvsim_fb(1) == fb1 and _nvsim_counts()[0] == u0, \
+            (NVSIM / "state").read_text()
+    finally:
+        for fd in proxies:
+            os.close(fd)
+    # The last reference to the real file goes: so does what it owns.
+    assert wait_until(lambda: _nvsim_counts() == (u0, c0) and nvsim_fb(1) == fb1, 5.0), \
+        (NVSIM / "state").read_text()
