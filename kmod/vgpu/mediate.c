@@ -23,7 +23,6 @@
 #include <linux/mman.h>
 #include <linux/mm.h>
 #include <linux/ioctl.h>
-#include <linux/random.h>
 
 #include "vgpu.h"
 
@@ -95,10 +94,14 @@ static bool vgpu_root_reserved(NvHandle h)
 }
 
 /*
- * The handle of the object that proves ownership, in the new client's own
+ * The handles of the objects that prove ownership, in the client's own
  * namespace (which holds nothing yet when the client is this call's).
+ * Each proof takes the next one of 2^28, so that two proofs in flight at
+ * once never share a handle: a racing caller's probe must never find the
+ * winner's proof object under the client they both asked for.
  */
-#define VGPU_PROOF_HANDLE_BASE  0xc1d0f000u
+#define VGPU_PROOF_HANDLE_BASE  0xd0000000u
+#define VGPU_PROOF_HANDLE_MASK  0x0fffffffu
 
 /*
  * Is root client h one the driver made on this file's real file?
@@ -128,13 +131,17 @@ static bool vgpu_root_reserved(NvHandle h)
  */
 static NV_STATUS vgpu_root_owned(struct vgpu_file *vf, NvHandle h, u32 size)
 {
+	static atomic_t seq = ATOMIC_INIT(0);
 	NVOS64_PARAMETERS q = {};
-	NvHandle proof = VGPU_PROOF_HANDLE_BASE | (get_random_u32() & 0xfff);
+	NvHandle proof;
 	NV_STATUS st;
 	long ret;
 
-	if (proof == h)
-		proof ^= 1;     /* never the client's own handle (clientValidateNewResourceHandle) */
+	/* Never the client's own handle (clientValidateNewResourceHandle). */
+	do {
+		proof = VGPU_PROOF_HANDLE_BASE |
+			((u32)atomic_inc_return(&seq) & VGPU_PROOF_HANDLE_MASK);
+	} while (proof == h);
 	/* NVOS21 and NVOS64 agree up to pAllocParms; the rest stays 0. */
 	q.hRoot = h;
 	q.hObjectParent = h;
