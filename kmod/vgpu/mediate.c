@@ -244,10 +244,17 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 				continue;       /* lost a race with the driver's generator */
 			return st == NV_OK ? NV_ERR_INVALID_STATE : st;
 		}
-		/* Existence is not ownership: another's client is never taken. */
+		/*
+		 * Existence is not ownership: another's client is never taken
+		 * (nor freed).  A pick someone else took in the window is
+		 * picked again.
+		 */
 		own = vgpu_root_owned(vf, h, size);
-		if (own != NV_OK)
+		if (own != NV_OK) {
+			if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want)
+				continue;
 			return st != NV_OK ? st : own;
+		}
 		if (vgpu_client_record(vf, h))
 			return st != NV_OK ? st : NV_ERR_INSERT_DUPLICATE_NAME;
 		p21->hObjectNew = h;
