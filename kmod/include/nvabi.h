@@ -135,6 +135,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV_MEMORY_MULTICAST_FABRIC       0x000000FD
 #define KEPLER_CHANNEL_GROUP_A           0x0000A06C
 #define GT200_DEBUGGER                   0x000083DE
+#define NV0020_GPU_MANAGEMENT            0x00000020
 #define KEPLER_CHANNEL_GPFIFO_A          0x0000A06F
 #define KEPLER_CHANNEL_GPFIFO_B          0x0000A16F
 #define MAXWELL_CHANNEL_GPFIFO_A         0x0000B06F

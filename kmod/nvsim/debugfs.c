@@ -24,7 +24,10 @@
  *   tsg <gpu> <tsg id> 0x<hClient> 0x<handle> tgid <n> busy_ns <n> items <n> enabled <0|1>
  *   pid <tgid> <gpu> busy_ns <n>
  *
- * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay.
+ * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay;
+ * delay_count (0600): delay only that many more calls (0: every one; -1
+ * once they are used up: none);
+ * delay_waiting (0400): calls asleep in the delay now.
  * fail_* (0600): fault injection, fault.c.
  * instance_rotate (0600): device instance = (minor + n) % GPUs (gpu.c); -EBUSY
  * while any object exists.
@@ -173,6 +176,10 @@ void nvsim_debugfs_init(void)
 	debugfs_create_u32("delay_nr", 0600, nvsim_debugfs_dir, &nvsim.delay_nr);
 	debugfs_create_u32("delay_uvm", 0600, nvsim_debugfs_dir, &nvsim.delay_uvm);
 	debugfs_create_u32("delay_ms", 0600, nvsim_debugfs_dir, &nvsim.delay_ms);
+	debugfs_create_atomic_t("delay_count", 0600, nvsim_debugfs_dir,
+				&nvsim.delay_count);
+	debugfs_create_atomic_t("delay_waiting", 0400, nvsim_debugfs_dir,
+				&nvsim.delay_waiting);
 	debugfs_create_file("instance_rotate", 0600, nvsim_debugfs_dir, NULL,
 			    &nvsim_rotate_fops);
 	nvsim_fault_debugfs_init(nvsim_debugfs_dir);
@@ -188,16 +195,29 @@ void nvsim_debugfs_init(void)
  * before the parameters are copied in: the window in which a hostile
  * sibling of the caller works (between vgpu.ko's decision and the driver's
  * read) becomes wide enough for a test to hit every time.  The real driver
- * has such a window too, only shorter.
+ * has such a window too, only shorter.  With delay_count set, only that
+ * many calls sleep (a race between two callers of the same escape: the
+ * first sleeps, the second overtakes it); delay_waiting tells a test that
+ * a call is asleep now, so it need not guess with a timer.
  */
 void nvsim_test_delay(u32 nr, bool uvm)
 {
 	u32 ms = READ_ONCE(nvsim.delay_ms);
 	u32 want = uvm ? READ_ONCE(nvsim.delay_uvm) : READ_ONCE(nvsim.delay_nr);
+	int c;
 
 	if (!ms || nr != want)
 		return;
+	/* delay_count: 0 every call; n > 0 n more; -1 (n used up) none. */
+	c = atomic_read(&nvsim.delay_count);
+	do {
+		if (c < 0)
+			return;
+	} while (c && !atomic_try_cmpxchg(&nvsim.delay_count, &c,
+					  c == 1 ? -1 : c - 1));
+	atomic_inc(&nvsim.delay_waiting);
 	msleep_interruptible(ms);
+	atomic_dec(&nvsim.delay_waiting);
 }
 
 void nvsim_debugfs_exit(void)

@@ -171,6 +171,8 @@ struct nvsim_state {
 	u32 last_control, last_class;
 	/* Test hook (debugfs delay_nr/delay_uvm/delay_ms): see nvsim_test_delay. */
 	u32 delay_nr, delay_uvm, delay_ms;
+	/* delay_count: how many more calls to delay (0: all); delay_waiting: asleep now. */
+	atomic_t delay_count, delay_waiting;
 	u32 instance_rotate;            /* debugfs, nvsim_instance_of */
 };
 
@@ -405,6 +407,7 @@ enum nvsim_obj_type {
 	NVSIM_OBJ_ENGINE,               /* compute/3D/2D/I2M/copy on a channel */
 	NVSIM_OBJ_EVENT,                /* NV01_EVENT_OS_EVENT */
 	NVSIM_OBJ_DEBUGGER,             /* GT200_DEBUGGER */
+	NVSIM_OBJ_GPU_MGMT,             /* NV0020_GPU_MANAGEMENT */
 };
 
 #define NVSIM_BIT(t)    (1u << (t))

@@ -848,6 +848,32 @@ static NV_STATUS nvsim_debugger_ctor(const struct nvsim_call *call,
 				NVSIM_OBJ_DEBUGGER, &obj);
 }
 
+/*
+ * NV0020_GPU_MANAGEMENT under a client (resource_list.h, 595.45.04 and
+ * 535: RS_OPTIONAL(NvHandle) params, RS_FLAGS_ALLOC_NON_PRIVILEGED, not
+ * multi-instance).  gpumgmtapiConstruct_IMPL (gpu_mgmt_api.c) does
+ * nothing; a second one under the same client is refused by
+ * RmAllocResource (alloc_free.c: "If single instance, ensure parent
+ * doesn't yet have a class of this type", NV_ERR_STATE_IN_USE).  The
+ * client's ownership was checked before (serverAllocResource,
+ * clientValidate), as for every class.  vgpu.ko makes one to prove that a
+ * root client belongs to the file it called through (mediate.c).
+ */
+static NV_STATUS nvsim_gpu_mgmt_ctor(const struct nvsim_call *call,
+				     const struct nvsim_class_desc *cls,
+				     struct nvsim_client *client,
+				     struct nvsim_object *parent,
+				     NvHandle *handle, u32 hclass, void *params)
+{
+	struct nvsim_object *obj;
+
+	list_for_each_entry(obj, &parent->children, sibling)
+		if (obj->hclass == hclass)
+			return NV_ERR_STATE_IN_USE;
+	return nvsim_object_new(call, client, parent, handle, hclass,
+				NVSIM_OBJ_GPU_MGMT, &obj);
+}
+
 #define GPU_PARENTS (NVSIM_BIT(NVSIM_OBJ_DEVICE) | NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))
 #define CHANNEL_CLASS(c) \
 	{ c, sizeof(NV_CHANNEL_ALLOC_PARAMS), false, \
@@ -921,6 +947,8 @@ static const struct nvsim_class_desc nvsim_classes[] = {
 	CE_CLASS(HOPPER_DMA_COPY_A),
 	{ GT200_DEBUGGER, sizeof(NV83DE_ALLOC_PARAMETERS), false,
 	  NVSIM_BIT(NVSIM_OBJ_DEVICE), nvsim_debugger_ctor },
+	{ NV0020_GPU_MANAGEMENT, sizeof(NvHandle), true,
+	  NVSIM_BIT(NVSIM_OBJ_CLIENT), nvsim_gpu_mgmt_ctor },
 };
 
 /*

@@ -80,10 +80,96 @@ void vgpu_undo(struct vgpu_file *vf)
 }
 
 /*
+ * vgpu.ko's own root handles: the picks below, 0xc1d80000 | n (the upper
+ * half of the driver's client range, away from its generator).  A caller
+ * asking for one is answered as for a taken handle, so that no tenant can
+ * squat the handles vgpu.ko is about to pick for another (issue 31, item 7).
+ */
+#define VGPU_ROOT_PICK_BASE     (VGPU_CLIENT_HANDLE_BASE | 0x80000)
+#define VGPU_ROOT_PICK_MASK     0x7ffffu
+
+static bool vgpu_root_reserved(NvHandle h)
+{
+	return (h & ~VGPU_ROOT_PICK_MASK) == VGPU_ROOT_PICK_BASE;
+}
+
+/*
+ * The handles of the objects that prove ownership, in the client's own
+ * namespace (which holds nothing yet when the client is this call's).
+ * Each proof takes the next one of 2^28, so that two proofs in flight at
+ * once never share a handle: a racing caller's probe must never find the
+ * winner's proof object under the client they both asked for.
+ */
+#define VGPU_PROOF_HANDLE_BASE  0xd0000000u
+#define VGPU_PROOF_HANDLE_MASK  0x0fffffffu
+
+/*
+ * Is root client h one the driver made on this file's real file?
+ *
+ * Existence is not ownership: between vgpu.ko's probe (absent) and the
+ * driver's read, another tenant or a host process (nvidia-smi, DCGM) can
+ * take the same handle; the call then fails with
+ * NV_ERR_INSERT_DUPLICATE_NAME while h exists, and the status on the call
+ * page is the sibling's to rewrite anyway.  So the driver's own ownership
+ * check decides: through the real file, at the caller's privilege, vgpu.ko
+ * allocates an NV0020_GPU_MANAGEMENT under h.  serverAllocResource
+ * (rs_server.c) validates the client before anything else (clientValidate,
+ * rmclientValidate_IMPL in client.c: with
+ * PDB_PROP_SYS_VALIDATE_CLIENT_HANDLE_STRICT, set on every RM build, the
+ * client's pOSInfo must be the calling file), so the object can exist only
+ * if h belongs to this real file.  Whether it exists, with that class, is
+ * asked through the kernel entry (kernel memory: nothing a sibling can
+ * write), and it is freed there at once.  The class is one the policy
+ * refuses to every slice, and its constructor does nothing
+ * (gpumgmtapiConstruct_IMPL, gpu_mgmt_api.c; not multi-instance, no
+ * parameters needed: resource_list.h, 535 to 595), so no tenant can make
+ * one in a client of another file to fool the check, and a client of this
+ * file is the only place one can appear.
+ *
+ * Return: NV_OK if h is this file's; otherwise a status for the caller
+ * (the proof's own, read back as a hint only, or NV_ERR_INVALID_CLIENT).
+ */
+static NV_STATUS vgpu_root_owned(struct vgpu_file *vf, NvHandle h, u32 size)
+{
+	static atomic_t seq = ATOMIC_INIT(0);
+	NVOS64_PARAMETERS q = {};
+	NvHandle proof;
+	NV_STATUS st;
+	long ret;
+
+	/* Never the client's own handle (clientValidateNewResourceHandle). */
+	do {
+		proof = VGPU_PROOF_HANDLE_BASE |
+			((u32)atomic_inc_return(&seq) & VGPU_PROOF_HANDLE_MASK);
+	} while (proof == h);
+	/* NVOS21 and NVOS64 agree up to pAllocParms; the rest stays 0. */
+	q.hRoot = h;
+	q.hObjectParent = h;
+	q.hObjectNew = proof;
+	q.hClass = NV0020_GPU_MANAGEMENT;
+	q.status = NV_ERR_GENERIC;
+	if (size != sizeof(NVOS64_PARAMETERS))
+		((NVOS21_PARAMETERS *)&q)->status = NV_ERR_GENERIC;
+	ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC, &q, size, NULL, 0);
+	if (ret)
+		return vgpu_call_status(ret);
+	st = size == sizeof(NVOS64_PARAMETERS) ? q.status :
+						 ((NVOS21_PARAMETERS *)&q)->status;
+	if (!vgpu_rm_is_class(h, proof, NV0020_GPU_MANAGEMENT))
+		return st != NV_OK ? st : NV_ERR_INVALID_CLIENT;
+	vgpu_rm_free(h, h, proof);
+	return NV_OK;
+}
+
+/*
  * A root client: made on the real file so that the driver binds it there.
  * vgpu.ko picks the handle when the caller lets the driver choose, and
- * records the client only if that handle was absent before and is a
- * client after.
+ * records the client only if that handle was absent before and the driver
+ * says after that the client is this file's (vgpu_root_owned).  Nothing is
+ * ever freed here: a client made by this call that cannot be recorded
+ * (another thread of the file recorded it first, or no memory) holds
+ * nothing and goes with the real file (the driver's own cleanup at its
+ * release); one that is not this file's is not vgpu.ko's to free.
  *
  * The driver takes the handle asked for from hRoot, not hObjectNew:
  * _rmAlloc passes hRoot as the client to serverAllocClient (rs_server.c),
@@ -111,12 +197,15 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 	NVOS64_PARAMETERS q;
 	int tries;
 	long ret;
-	NV_STATUS st;
+	NV_STATUS st, own;
 
 	BUILD_BUG_ON(offsetof(NVOS21_PARAMETERS, pAllocParms) !=
 		     offsetof(NVOS64_PARAMETERS, pAllocParms));
 	if (nvos64 && (p64->flags & NVOS64_FLAGS_FINN_SERIALIZED))
 		return NV_ERR_NOT_SUPPORTED;
+	/* vgpu.ko's own handles are never a caller's (taken, as it were). */
+	if (want && vgpu_root_reserved(want))
+		return NV_ERR_INSERT_DUPLICATE_NAME;
 	/* The client's parameters go in the call page too; a kernel pointer never. */
 	if (with && copy_from_user(&rp, u64_to_user_ptr(p21->pAllocParms),
 				   rsize))
@@ -125,8 +214,8 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 	for (tries = 0; tries < 4; tries++) {
 		h = want;
 		if (!h)
-			h = VGPU_CLIENT_HANDLE_BASE | 0x80000 |
-			    ((u32)atomic_inc_return(&next) & 0x7ffff);
+			h = VGPU_ROOT_PICK_BASE |
+			    ((u32)atomic_inc_return(&next) & VGPU_ROOT_PICK_MASK);
 		if (vgpu_rm_exists(h, h)) {
 			if (want)
 				return NV_ERR_INSERT_DUPLICATE_NAME;
@@ -146,18 +235,28 @@ static NV_STATUS vgpu_alloc_root(struct vgpu_file *vf, void *kbuf, u32 size)
 			return vgpu_call_status(ret);
 		/*
 		 * The status is read back from the call page, where a sibling
-		 * may have rewritten it: the driver's state decides.
+		 * may have rewritten it: the driver's state decides, and it
+		 * only picks the answer to a failure.
 		 */
 		st = nvos64 ? q.status : ((NVOS21_PARAMETERS *)&q)->status;
-		if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want &&
-		    !vgpu_rm_exists(h, h))
-			continue;       /* lost a race with the driver's generator */
-		if (!vgpu_rm_exists(h, h))
+		if (!vgpu_rm_exists(h, h)) {
+			if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want)
+				continue;       /* lost a race with the driver's generator */
 			return st == NV_OK ? NV_ERR_INVALID_STATE : st;
-		if (vgpu_client_record(vf, h)) {
-			vgpu_rm_free(h, h, h);
-			return NV_ERR_NO_MEMORY;
 		}
+		/*
+		 * Existence is not ownership: another's client is never taken
+		 * (nor freed).  A pick someone else took in the window is
+		 * picked again.
+		 */
+		own = vgpu_root_owned(vf, h, size);
+		if (own != NV_OK) {
+			if (st == NV_ERR_INSERT_DUPLICATE_NAME && !want)
+				continue;
+			return st != NV_OK ? st : own;
+		}
+		if (vgpu_client_record(vf, h))
+			return st != NV_OK ? st : NV_ERR_INSERT_DUPLICATE_NAME;
 		p21->hObjectNew = h;
 		/*
 		 * The driver's outputs in the client's parameters, best effort:

@@ -210,46 +210,73 @@ bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject)
 	}
 }
 
+/*
+ * Does hObject exist in hClient with class hclass?  The same control as
+ * the existence probe, index CLASSID (cliresCtrlCmdClientGetHandleInfo:
+ * the object's external class).  Asked through the kernel entry, so the
+ * answer is in kernel memory; any failure is "no" (the caller's safe side:
+ * nothing is adopted).
+ */
+bool vgpu_rm_is_class(NvHandle hClient, NvHandle hObject, u32 hclass)
+{
+	NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS p = {
+		.hObject = hObject,
+		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID,
+	};
+
+	return vgpu_rm_ctrl(hClient, hClient,
+			    NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+			    &p, sizeof(p)) == NV_OK &&
+	       p.data.iResult == hclass;
+}
+
 /**
  * vgpu_rm_device_instance - the driver's device instance of a GPU
  * @gpu_id: the driver's gpu_id
+ * @inst: the instance, on success
  *
  * What NV0080's deviceId names (gpumgr's device instance, which need not be
  * the /dev minor): NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 on a client of
  * vgpu.ko's own, made and freed through the kernel entry point -- vgpu.ko's
  * own question, at slice creation, on nobody's behalf.
  *
- * Return: the instance, or U32_MAX when the driver does not answer.
+ * The client's handle is the driver's pick (hRoot 0: serverAllocClient's
+ * generator), read back from the kernel entry's parameters, which are
+ * kernel memory: no handle of vgpu.ko's choosing that a tenant could hold
+ * beforehand (issue 31, item 7: a tenant holding root clients at every
+ * handle vgpu.ko used to pick here made every later slice fall back to the
+ * minor).
+ *
+ * Return: 0; -ENODEV when the driver answers that the GPU has no device
+ * instance (gpumgrGetGpuIdInfoV2, gpu_mgr.c: NV_ERR_INVALID_ARGUMENT for a
+ * GPU gpumgr has not attached, or none with that id); -EIO when the
+ * question could not be asked or got no answer.
  */
-u32 vgpu_rm_device_instance(u32 gpu_id)
+int vgpu_rm_device_instance(u32 gpu_id, u32 *inst)
 {
-	static atomic_t next = ATOMIC_INIT(0);
 	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS info = { .gpuId = gpu_id };
 	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
-	NvHandle h = 0;
-	int tries;
+	NvHandle h;
+	NV_STATUS st;
 
-	for (tries = 0; tries < 4 && !h; tries++) {
-		h = VGPU_CLIENT_HANDLE_BASE | 0x7f000 |
-		    ((u32)atomic_inc_return(&next) & 0xfff);
-		if (vgpu_rm_exists(h, h))
-			h = 0;
-	}
-	if (!h)
-		return U32_MAX;
-	/* The driver takes a root client's handle from hRoot (mediate.c). */
-	ops.params.alloc.hRoot = h;
-	ops.params.alloc.hObjectNew = h;
+	ops.params.alloc.hRoot = 0;
+	ops.params.alloc.hObjectNew = 0;
 	ops.params.alloc.hClass = NV01_ROOT;
 	*vgpu_rm_alloc_status(&ops) = NV_ERR_GENERIC;
 	vgpu_rm_op(&ops);
-	if (*vgpu_rm_alloc_status(&ops) != NV_OK)
-		return U32_MAX;
-	if (vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, &info,
-			 sizeof(info)) != NV_OK)
-		info.deviceInstance = U32_MAX;
+	/* hObjectNew: the same offset in NVOS21 and NVOS64 (mediate.c). */
+	h = ops.params.alloc.hObjectNew;
+	if (*vgpu_rm_alloc_status(&ops) != NV_OK || !h)
+		return -EIO;
+	st = vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, &info,
+			  sizeof(info));
 	vgpu_rm_free(h, h, h);
-	return info.deviceInstance;
+	if (st == NV_ERR_INVALID_ARGUMENT)
+		return -ENODEV;
+	if (st != NV_OK)
+		return -EIO;
+	*inst = info.deviceInstance;
+	return 0;
 }
 
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info)

@@ -179,15 +179,21 @@ struct vgpu_slice *vgpu_slice_new(const struct vgpu_slice_req *req,
 			g->gpu_id = info[r->real_minor].gpu_id;
 		/*
 		 * NV0080's deviceId names the driver's device instance, not the
-		 * minor; ask the driver.  Where it does not say, the minor
-		 * (they agree where the driver numbers instances in probe
-		 * order), logged.
+		 * minor; ask the driver.  Only where it answers that the GPU
+		 * has none (not attached yet: nothing opened it) the minor
+		 * stands in (they agree where the driver numbers instances in
+		 * probe order), logged.  Where the question cannot be asked,
+		 * no slice: a guess could put its devices on another GPU.
 		 */
-		g->dev_inst = vgpu_rm_device_instance(g->gpu_id);
-		if (g->dev_inst == U32_MAX) {
+		ret = vgpu_rm_device_instance(g->gpu_id, &g->dev_inst);
+		if (ret == -ENODEV) {
 			pr_warn("slice %u: GPU %u (gpu_id %#x): the driver gave no device instance; using its minor %u\n",
 				s->id, i, g->gpu_id, r->real_minor);
 			g->dev_inst = r->real_minor;
+		} else if (ret) {
+			NL_SET_ERR_MSG_ATTR(extack, r->nest,
+					    "the driver's device instance of this GPU could not be asked for");
+			goto err_paths;
 		}
 		/* Set before it joins the scheduler, which reads it from then on. */
 		g->policy = VGPU_COMPUTE_NONE;

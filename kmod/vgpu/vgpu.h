@@ -330,12 +330,13 @@ NV_STATUS vgpu_rm_free(NvHandle hClient, NvHandle hParent, NvHandle hObject);
 NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p);
 NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p);
 bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject);
+bool vgpu_rm_is_class(NvHandle hClient, NvHandle hObject, u32 hclass);
 NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p);
 NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p);
 NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,
 		       void *params, u32 size);
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info);
-u32 vgpu_rm_device_instance(u32 gpu_id);
+int vgpu_rm_device_instance(u32 gpu_id, u32 *inst);
 
 /* slice.c */
 struct nlattr;

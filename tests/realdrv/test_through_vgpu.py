@@ -147,12 +147,19 @@ def test_a_client_belongs_to_its_file_and_goes_with_it(rsl):
 def test_root_client_handles_through_a_slice(rsl):
     """A chosen handle (hRoot, as the driver takes it) is made as asked; a
     duplicate is refused with the driver's status; a handle the driver picks
-    (vgpu.ko picks it, above the driver's own range) exists in the driver."""
+    (vgpu.ko picks it, above the driver's own range) exists in the driver.
+    Each is recorded only after the driver's ownership check passed for it
+    (mediate.c, vgpu_root_owned: an NV0020_GPU_MANAGEMENT allocated under it
+    through the real file, found through the kernel entry); vgpu.ko's own
+    pick range is refused to callers (issue 31)."""
     c = RmClient(rsl.prefix, alloc_client=False)
     d = RmClient(rsl.prefix, alloc_client=False)
     try:
         assert c.alloc_client(handle=0x12347) == 0x12347
+        c.control(0x12347, A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, bytes(128), client=0x12347)
         assert status(lambda: d.alloc_client(handle=0x12347)) == A.NV_ERR_INSERT_DUPLICATE_NAME
+        assert status(lambda: d.alloc_client(handle=0xc1d80005)) == \
+            A.NV_ERR_INSERT_DUPLICATE_NAME
         h = d.alloc_client()
         d.control(h, A.NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, bytes(128), client=h)
     finally:

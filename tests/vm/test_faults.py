@@ -218,9 +218,8 @@ class Path_:
 # vgpu.ko's existence probe of a handle (rmapi.c, vgpu_rm_exists): a failed
 # probe is taken as "present" and another handle is tried.
 ABSORBED = ("RM_CONTROL 0xd02 kernel",)
-# SLICE_NEW's device-instance question (rmapi.c, vgpu_rm_device_instance):
-# unanswered, the minor stands in for the instance (logged).
-DEV_INSTANCE = ("RM_ALLOC 0x0 kernel", "RM_CONTROL 0x205 kernel")
+# (SLICE_NEW's device-instance question, rmapi.c vgpu_rm_device_instance,
+# absorbs nothing: unanswered, the slice is not made -- issue 31, item 7.)
 # compute.c: the USERD kernel map refused leaves the channel tracked by its
 # doorbell (by design); a TSG that cannot be taken off the runlist while its
 # slice is paused is tried again at the scheduler's next decision
@@ -336,10 +335,8 @@ def _slice_new(compute: bool):
 
 
 PATHS = [
-    Path_("slice-create", [("SLICE_NEW", _slice_new(False))], slice_kw=None,
-          absorbs=DEV_INSTANCE),
-    Path_("slice-create-compute", [("SLICE_NEW", _slice_new(True))], slice_kw=None,
-          absorbs=DEV_INSTANCE),
+    Path_("slice-create", [("SLICE_NEW", _slice_new(False))], slice_kw=None),
+    Path_("slice-create-compute", [("SLICE_NEW", _slice_new(True))], slice_kw=None),
     Path_("open", [("open nvidiactl", _open("nvidiactl")), ("open nvidia0", _open("nvidia0")),
                    ("open nvidia-uvm", _open("nvidia-uvm"))]),
     Path_("client", [("open+CARD_INFO", _ctl), ("CHECK_VERSION_STR", _version),
