@@ -24,7 +24,8 @@
  *   tsg <gpu> <tsg id> 0x<hClient> 0x<handle> tgid <n> busy_ns <n> items <n> enabled <0|1>
  *   pid <tgid> <gpu> busy_ns <n>
  *
- * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay.
+ * delay_nr, delay_uvm, delay_ms, delay_out (0600, written by tests):
+ * nvsim_test_delay.
  * fail_* (0600): fault injection, fault.c.
  * instance_rotate (0600): device instance = (minor + n) % GPUs (gpu.c); -EBUSY
  * while any object exists.
@@ -173,6 +174,7 @@ void nvsim_debugfs_init(void)
 	debugfs_create_u32("delay_nr", 0600, nvsim_debugfs_dir, &nvsim.delay_nr);
 	debugfs_create_u32("delay_uvm", 0600, nvsim_debugfs_dir, &nvsim.delay_uvm);
 	debugfs_create_u32("delay_ms", 0600, nvsim_debugfs_dir, &nvsim.delay_ms);
+	debugfs_create_u32("delay_out", 0600, nvsim_debugfs_dir, &nvsim.delay_out);
 	debugfs_create_file("instance_rotate", 0600, nvsim_debugfs_dir, NULL,
 			    &nvsim_rotate_fops);
 	nvsim_fault_debugfs_init(nvsim_debugfs_dir);
@@ -189,15 +191,30 @@ void nvsim_debugfs_init(void)
  * sibling of the caller works (between vgpu.ko's decision and the driver's
  * read) becomes wide enough for a test to hit every time.  The real driver
  * has such a window too, only shorter.
+ *
+ * With delay_out set, the sleep is taken after the results are copied out
+ * instead (nvsim_test_delay_out): the window between the driver's write of
+ * its results and the caller's read of them, in which a sibling can rewrite
+ * them once the copy-out made the page writable.
  */
-void nvsim_test_delay(u32 nr, bool uvm)
+static void nvsim_test_sleep(u32 nr, bool uvm, bool out)
 {
 	u32 ms = READ_ONCE(nvsim.delay_ms);
 	u32 want = uvm ? READ_ONCE(nvsim.delay_uvm) : READ_ONCE(nvsim.delay_nr);
 
-	if (!ms || nr != want)
+	if (!ms || nr != want || !READ_ONCE(nvsim.delay_out) != !out)
 		return;
 	msleep_interruptible(ms);
+}
+
+void nvsim_test_delay(u32 nr, bool uvm)
+{
+	nvsim_test_sleep(nr, uvm, false);
+}
+
+void nvsim_test_delay_out(u32 nr, bool uvm)
+{
+	nvsim_test_sleep(nr, uvm, true);
 }
 
 void nvsim_debugfs_exit(void)
