@@ -329,6 +329,7 @@ NV_STATUS vgpu_rm_free(NvHandle hClient, NvHandle hParent, NvHandle hObject);
 NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p);
 NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p);
 bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject);
+NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size);
 NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p);
 NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p);
 NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,

@@ -31,14 +31,14 @@ from pathlib import Path
 import pytest
 
 from vgpu.abi import uapi as U
-from vgpu_fixtures import MiB, nvsim_fb, read_vstate
+from vgpu_fixtures import MiB, RmError, nvsim_fb, read_vstate
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa: F401
 
 from vgpu.abi import nvabi as A
 
 NVSIM = Path("/sys/kernel/debug/nvsim")
-MODE_WRITE, MODE_REPLACE, MODE_DUP = 1, 2, 3
+MODE_WRITE, MODE_REPLACE, MODE_DUP, MODE_SWAP = 1, 2, 3, 4
 DELAY_MS = 400
 
 
@@ -62,13 +62,17 @@ def sibling(tmp_path_factory):
 
 @pytest.fixture
 def delay():
-    """delay(nr): nvsim sleeps DELAY_MS before reading escape nr's parameters."""
-    def _set(nr: int, ms: int = DELAY_MS) -> None:
-        (NVSIM / "delay_nr").write_text(str(nr))
+    """delay(nr): nvsim sleeps DELAY_MS before reading escape nr's parameters;
+    out=True: after writing its results instead (uvm=True: UVM command nr)."""
+    def _set(nr: int, ms: int = DELAY_MS, out: bool = False, uvm: bool = False) -> None:
+        (NVSIM / ("delay_uvm" if uvm else "delay_nr")).write_text(str(nr))
+        (NVSIM / "delay_out").write_text("1" if out else "0")
         (NVSIM / "delay_ms").write_text(str(ms))
     yield _set
     (NVSIM / "delay_ms").write_text("0")
+    (NVSIM / "delay_out").write_text("0")
     (NVSIM / "delay_nr").write_text("0")
+    (NVSIM / "delay_uvm").write_text("0")
 
 
 def _forged_fb_alloc(client, parent: int):
@@ -279,3 +283,56 @@ def test_sibling_process_cannot_write_the_parameters(delay, sl):
     assert landed == 0 and refused >= 1, (attempts, landed, refused)
     assert out.status == 0 and out.hObjectNew != 0xbeef0001
     assert nvsim_fb(0) == fb0 and sl.used(0) == used0
+
+
+# NVOS32 attr PAGE_SIZE (24:23) HUGE, attr2 PAGE_SIZE_HUGE (21:20) 2MB (nvos.h)
+ATTR_PAGE_SIZE_HUGE = 3 << 23
+ATTR2_PAGE_SIZE_HUGE_2MB = 1 << 20
+
+
+def swap(sibling, old: bytes, new: bytes):
+    """Start the sibling in MODE_SWAP: old -> new wherever the driver wrote it."""
+    assert len(old) == len(new)
+    buf = ctypes.create_string_buffer(old + new, 2 * len(old))
+    assert sibling.sibling_start(MODE_SWAP, ctypes.addressof(buf), 2 * len(old)) == 0
+    return buf
+
+
+@pytest.mark.parametrize("path,kw", [
+    ("rm-alloc", dict(attr=ATTR_PAGE_SIZE_HUGE, attr2=ATTR2_PAGE_SIZE_HUGE_2MB)),
+    ("vid-heap", dict(attr=ATTR_PAGE_SIZE_HUGE)),
+])
+def test_size_forged_after_the_copy_out_is_not_charged(sibling, delay, make_slice, path, kw):
+    """Issue 31 item 3a: RM rounds an allocation up to the page size it
+    chose (memmgrAllocDetermineAlignment_GM107) and writes the rounded size
+    back (vidmemConstruct): 4 KiB with a 2 MiB page attribute is 2 MiB.  The
+    copy-out made the call page writable, so a sibling rewrites that size
+    to 4 KiB before vgpu.ko reads it (nvsim holds the call open after its
+    copy-out: delay_out).  The charge is the driver's size, asked through
+    the kernel entry, not what the page says."""
+    import struct
+    sl = make_slice(gpus=[(0, 8 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    fb0 = nvsim_fb(0)
+    delay(A.NV_ESC_RM_VID_HEAP_CONTROL if path == "vid-heap" else A.NV_ESC_RM_ALLOC,
+          out=True)
+    keep = swap(sibling, struct.pack("<Q", 2 * MiB), struct.pack("<Q", 4096))
+    try:
+        h = g.alloc(4096, path, **kw)
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+    del keep
+    assert res.writes >= 1, f"the sibling never rewrote the size: the test proves nothing ({res.faults} faults)"
+    assert nvsim_fb(0) - fb0 == 2 * MiB
+    assert sl.used(0) == 2 * MiB, "charged the size the sibling wrote"
+    # The quota holds: three more such requests do not fit in 8 MiB.
+    hs = [g.alloc(4096, path, **kw) for _ in range(3)]
+    with pytest.raises(RmError) as e:
+        g.alloc(4096, path, **kw)
+    assert e.value.status == A.NV_ERR_NO_MEMORY
+    for x in hs + [h]:
+        g.free(x)
+    assert sl.used(0) == 0 and nvsim_fb(0) == fb0
+
