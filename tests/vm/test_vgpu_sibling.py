@@ -336,3 +336,48 @@ def test_size_forged_after_the_copy_out_is_not_charged(sibling, delay, make_slic
         g.free(x)
     assert sl.used(0) == 0 and nvsim_fb(0) == fb0
 
+
+def test_forged_uvm_free_status_does_not_return_a_mapping(sibling, delay, make_slice):
+    """Issue 31 item 3b: UVM_FREE's rmStatus came back on the call page and
+    decided whether a charge reference was dropped.  uvm_free fails for an
+    address that is not a range's start (uvm_va_range.c), so: map inside an
+    external range, UVM_FREE at the mapping's base (the driver answers
+    NV_ERR_INVALID_ADDRESS and keeps the mapping, with its dup of the FB),
+    the sibling rewrites that to NV_OK after the copy-out, the memory is
+    freed, repeat: FB the slice is not charged for.  vgpu.ko drops charges
+    by its own model of the driver's ranges, never on the status."""
+    import struct
+    BASE = 0x7E0000000000
+    sl = make_slice(gpus=[(0, 16 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    u = sl.uvm()
+    u.initialize()
+    p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+        flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+    c.control(g.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+    uuid = bytes(p.data[:16])
+    u.create_external_range(BASE, 64 * MiB)
+    for i in range(1, 3):
+        at = BASE + i * 8 * MiB
+        h = g.alloc(8 * MiB)
+        u.map_external(at, 8 * MiB, c.fd, c.hClient, h, gpus=[uuid])
+        delay(A.UVM_FREE, out=True, uvm=True)
+        keep = swap(sibling, struct.pack("<QI", at, A.NV_ERR_INVALID_ADDRESS),
+                    struct.pack("<QI", at, A.NV_OK))
+        try:
+            st = u.free(at, check=False)
+        finally:
+            res = Result()
+            sibling.sibling_stop(ctypes.byref(res))
+        del keep
+        assert res.writes >= 1, "the sibling never rewrote the status: the test proves nothing"
+        assert st == A.NV_OK                # the caller believes the forgery
+        c.free(h)
+        assert nvsim_fb(0) == i * 8 * MiB   # the driver still maps it
+        assert sl.used(0) == i * 8 * MiB, "a mapping the driver holds went uncharged"
+    with pytest.raises(RmError) as e:
+        g.alloc(8 * MiB)
+    assert e.value.status == A.NV_ERR_NO_MEMORY
+    u.free(BASE)
+    assert sl.used(0) == 0 == nvsim_fb(0)
