@@ -8,8 +8,10 @@
  * parameters (docs/mediator.md, "The double fetch"), under the client's
  * mutex, so that the table always matches the driver: a free cannot miss an
  * allocation on its way in.  A reservation is a cmpxchg on the GPU's used
- * counter before the call; after it, the size the driver wrote back is
- * charged (a larger one is reserved too, or the object freed again).
+ * counter before the call; after it, the object's size as the driver
+ * answers it through the kernel entry is charged, never the size written
+ * back to the call page (a larger one is reserved too, or the object freed
+ * again: vgpu_commit).
  */
 #include <linux/slab.h>
 #include <linux/rcupdate.h>
