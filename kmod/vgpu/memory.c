@@ -994,6 +994,13 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
 					 vgpu_status_of(ret, q.status));
 	}
+	/*
+	 * NV_OK is read back too: the object must exist, asked through the
+	 * kernel entry (an untracked one at this handle is this call's:
+	 * vgpu_handle_for), or a dup that failed would be tracked.
+	 */
+	if (st == NV_OK && !vgpu_rm_exists(p->hClient, p->hObject))
+		st = NV_ERR_INVALID_STATE;
 	if (st != NV_OK)
 		goto out;
 	if (vgpu_obj_add(c, parent, p->hObject, hclass, type, gpu, charge)) {

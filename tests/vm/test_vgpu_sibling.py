@@ -381,3 +381,43 @@ def test_forged_uvm_free_status_does_not_return_a_mapping(sibling, delay, make_s
     assert e.value.status == A.NV_ERR_NO_MEMORY
     u.free(BASE)
     assert sl.used(0) == 0 == nvsim_fb(0)
+
+
+def test_forged_dup_status_tracks_nothing(sibling, delay, make_slice):
+    """Issue 31 item 3: RM_DUP_OBJECT's NV_OK is read back from the call
+    page as well.  A dup the driver refused (nvsim's fault injection: the
+    driver's own answer when it fails at the call's entry), its status
+    rewritten to NV_OK after the copy-out, was tracked as an object sharing
+    the source's charge, which then outlived the memory in the driver.
+    vgpu.ko asks the driver (kernel entry) whether the object exists."""
+    import struct
+    nvdbg = NVSIM
+    sl = make_slice(gpus=[(0, 16 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    src = g.alloc(8 * MiB)
+    hnew = 0x5a5a0001
+    for k, v in (("fail_kind", "RM_DUP_OBJECT"), ("fail_times", "1"), ("fail_status", "0"),
+                 ("fail_caller", "1"), ("fail_pid", str(os.getpid())), ("fail_nth", "1")):
+        (nvdbg / k).write_text(v)
+    delay(A.NV_ESC_RM_DUP_OBJECT, out=True)
+    keep = swap(sibling,
+                struct.pack("<7I", c.hClient, g.hDevice, hnew, c.hClient, src, 0,
+                            A.NV_ERR_NO_MEMORY),
+                struct.pack("<7I", c.hClient, g.hDevice, hnew, c.hClient, src, 0, A.NV_OK))
+    try:
+        try:
+            c.dup(g.hDevice, c.hClient, src, handle=hnew)
+            err = None
+        except RmError as e:
+            err = e.status
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+        (nvdbg / "fail_nth").write_text("0")
+    del keep
+    assert res.writes >= 1, "the sibling never rewrote the status: the test proves nothing"
+    assert err is not None, "a dup the driver refused was taken as made"
+    g.free(src)
+    assert nvsim_fb(0) == 0
+    assert sl.used(0) == 0, "a dup that does not exist holds the charge"
