@@ -310,6 +310,21 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NVOS32_ATTR_LOCATION_VIDMEM              0
 #define NVOS32_ATTR_LOCATION_PCI                 1
 #define NVOS32_ATTR_LOCATION_ANY                 2
+/* nvos.h: NVOS32_ATTR_PAGE_SIZE 24:23, NVOS32_ATTR_COMPR 13:12, NVOS32_ATTR2_PAGE_SIZE_HUGE 21:20 */
+#define NVOS32_ATTR_PAGE_SIZE_SHIFT              23
+#define NVOS32_ATTR_PAGE_SIZE_MASK               0x3
+#define NVOS32_ATTR_PAGE_SIZE_DEFAULT            0
+#define NVOS32_ATTR_PAGE_SIZE_4KB                1
+#define NVOS32_ATTR_PAGE_SIZE_BIG                2
+#define NVOS32_ATTR_PAGE_SIZE_HUGE               3
+#define NVOS32_ATTR_COMPR_SHIFT                  12
+#define NVOS32_ATTR_COMPR_MASK                   0x3
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT        20
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK         0x3
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_DEFAULT      0
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB          1
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB        2
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_256GB        3
 
 /* NVOS02 (RM_ALLOC_MEMORY) flags: ALLOC 17:16, MAPPING 31:30.  The escape
  * creates an mmap context for system memory unless ALLOC is _NONE or MAPPING
@@ -338,6 +353,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define UVM_FREE                        34
 #define UVM_REGISTER_GPU                37
 #define UVM_MIGRATE                     51
+#define UVM_UNMAP_EXTERNAL              66
 #define UVM_ALLOC_SEMAPHORE_POOL        68
 #define UVM_CREATE_EXTERNAL_RANGE       73
 #define UVM_MM_INITIALIZE               75
@@ -354,6 +370,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
  * spells hi:lo are given here as _SHIFT/_MASK pairs.
  */
 #define NV_ERR_INVALID_ADDRESS             0x0000001E
+#define NV_ERR_UVM_ADDRESS_IN_USE          0x00000068
 #define NV_ERR_INVALID_FLAGS               0x00000029
 #define NV_ERR_INVALID_OBJECT              0x00000031
 #define NV_ERR_INVALID_OFFSET              0x00000037
@@ -1274,6 +1291,14 @@ typedef struct {
 typedef struct {
 	NvU64 base NV_ALIGN8;
 	NvU64 length NV_ALIGN8;
+	NvU8  gpuUuid[16];
+	NV_STATUS rmStatus;
+	NvU32 _pad0;
+} UVM_UNMAP_EXTERNAL_PARAMS;
+
+typedef struct {
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
 	NvU8  destinationUuid[16];
 	NvU32 flags;
 	NvU32 _pad0;
@@ -1790,6 +1815,9 @@ NVABI_OFF(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hMemory, 9256);
 NVABI_OFF(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, rmStatus, 9260);
 NVABI_SIZE(UVM_FREE_PARAMS, 16);
 NVABI_SIZE(UVM_CREATE_EXTERNAL_RANGE_PARAMS, 24);
+NVABI_SIZE(UVM_UNMAP_EXTERNAL_PARAMS, 40);
+NVABI_OFF(UVM_UNMAP_EXTERNAL_PARAMS, gpuUuid, 16);
+NVABI_OFF(UVM_UNMAP_EXTERNAL_PARAMS, rmStatus, 32);
 NVABI_OFF(UVM_CREATE_EXTERNAL_RANGE_PARAMS, rmStatus, 16);
 NVABI_OFF(UVM_FREE_PARAMS, base, 0);
 NVABI_OFF(UVM_FREE_PARAMS, rmStatus, 8);

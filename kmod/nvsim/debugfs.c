@@ -24,7 +24,8 @@
  *   tsg <gpu> <tsg id> 0x<hClient> 0x<handle> tgid <n> busy_ns <n> items <n> enabled <0|1>
  *   pid <tgid> <gpu> busy_ns <n>
  *
- * delay_nr, delay_uvm, delay_ms (0600, written by tests): nvsim_test_delay;
+ * delay_nr, delay_uvm, delay_ms, delay_out (0600, written by tests):
+ * nvsim_test_delay;
  * delay_count (0600): delay only that many more calls (0: every one; -1
  * once they are used up: none);
  * delay_waiting (0400): calls asleep in the delay now.
@@ -180,6 +181,7 @@ void nvsim_debugfs_init(void)
 				&nvsim.delay_count);
 	debugfs_create_atomic_t("delay_waiting", 0400, nvsim_debugfs_dir,
 				&nvsim.delay_waiting);
+	debugfs_create_u32("delay_out", 0600, nvsim_debugfs_dir, &nvsim.delay_out);
 	debugfs_create_file("instance_rotate", 0600, nvsim_debugfs_dir, NULL,
 			    &nvsim_rotate_fops);
 	nvsim_fault_debugfs_init(nvsim_debugfs_dir);
@@ -199,14 +201,19 @@ void nvsim_debugfs_init(void)
  * many calls sleep (a race between two callers of the same escape: the
  * first sleeps, the second overtakes it); delay_waiting tells a test that
  * a call is asleep now, so it need not guess with a timer.
+ *
+ * With delay_out set, the sleep is taken after the results are copied out
+ * instead (nvsim_test_delay_out): the window between the driver's write of
+ * its results and the caller's read of them, in which a sibling can rewrite
+ * them once the copy-out made the page writable.
  */
-void nvsim_test_delay(u32 nr, bool uvm)
+static void nvsim_test_sleep(u32 nr, bool uvm, bool out)
 {
 	u32 ms = READ_ONCE(nvsim.delay_ms);
 	u32 want = uvm ? READ_ONCE(nvsim.delay_uvm) : READ_ONCE(nvsim.delay_nr);
 	int c;
 
-	if (!ms || nr != want)
+	if (!ms || nr != want || !READ_ONCE(nvsim.delay_out) != !out)
 		return;
 	/* delay_count: 0 every call; n > 0 n more; -1 (n used up) none. */
 	c = atomic_read(&nvsim.delay_count);
@@ -218,6 +225,16 @@ void nvsim_test_delay(u32 nr, bool uvm)
 	atomic_inc(&nvsim.delay_waiting);
 	msleep_interruptible(ms);
 	atomic_dec(&nvsim.delay_waiting);
+}
+
+void nvsim_test_delay(u32 nr, bool uvm)
+{
+	nvsim_test_sleep(nr, uvm, false);
+}
+
+void nvsim_test_delay_out(u32 nr, bool uvm)
+{
+	nvsim_test_sleep(nr, uvm, true);
 }
 
 void nvsim_debugfs_exit(void)

@@ -41,6 +41,7 @@ struct nvsim_file *nvsim_file_alloc(struct file *filp,
 	INIT_LIST_HEAD(&nvfp->os_events);
 	INIT_LIST_HEAD(&nvfp->ctx_node);
 	INIT_LIST_HEAD(&nvfp->uvm_ext);
+	INIT_LIST_HEAD(&nvfp->uvm_xranges);
 	spin_lock_init(&nvfp->ctx_lock);
 	return nvfp;
 }

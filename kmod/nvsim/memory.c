@@ -5,7 +5,8 @@
  * FB is pure accounting: an allocation is a number charged to its GPU and to
  * the process that made it, never RAM.  (Pages appear only when something is
  * mmap()ed, see mmap.c.)  Sizes are counted to the byte, without page
- * rounding, so that a test can fill a GPU exactly.
+ * rounding, so that a test can fill a GPU exactly -- unless the request names
+ * a page size: then the size is rounded as RM rounds it (nvsim_rm_round).
  *
  * The paths: RM_ALLOC of a memory class (objects.c), RM_ALLOC_MEMORY
  * (NVOS02) and RM_VID_HEAP_CONTROL (NVOS32), all ending in
@@ -14,6 +15,8 @@
 #include <linux/slab.h>
 #include <linux/sched.h>
 #include <linux/mm.h>
+#include <linux/sizes.h>
+#include <linux/overflow.h>
 
 #include "nvsim.h"
 
@@ -136,6 +139,59 @@ void nvsim_mem_put(struct nvsim_mem *mem)
 		}
 	}
 	kfree(mem);
+}
+
+/**
+ * nvsim_rm_round - the size RM allocates for an FB request naming a page size
+ * @size: in: the size asked for; out: rounded up to the page size
+ * @attr: NVOS32 attr
+ * @attr2: NVOS32 attr2
+ *
+ * memmgrDeterminePageSize_IMPL (mem_mgr.c) picks the page size from attr's
+ * PAGE_SIZE (and attr2's PAGE_SIZE_HUGE for HUGE: DEFAULT and 2MB are 2 MiB,
+ * 512MB is 512 MiB: dmaNvos32ToPageSizeAttr, mem.c);
+ * memmgrAllocDetermineAlignment_GM107 (arch/maxwell/mem_mgr_gm107.c) then
+ * rounds the size up to it (hwAlignment + 1), and vidmemConstruct
+ * (video_mem.c, vidmemAllocResources) allocates and reports that size.  BIG
+ * is 64 KiB (kgmmuGetMaxBigPageSize_GM107 without per-VA-space big pages,
+ * which RM leaves off).  Simplified: a DEFAULT page size is not rounded
+ * (RM's _memmgrPickDefaultGpuPageSize would round it to 64 KiB, or 2 MiB
+ * from 2 MiB up), so that tests can fill a GPU to the byte; 256GB pages are
+ * refused (no simulated GPU has them: NV_ERR_INVALID_ARGUMENT, as
+ * memmgrAllocDetermineAlignment_GM107 without kgmmuIsPageSize256gbSupported);
+ * compression is not modelled.
+ */
+NV_STATUS nvsim_rm_round(u64 *size, u32 attr, u32 attr2)
+{
+	u64 page, rounded;
+
+	switch ((attr >> NVOS32_ATTR_PAGE_SIZE_SHIFT) & NVOS32_ATTR_PAGE_SIZE_MASK) {
+	case NVOS32_ATTR_PAGE_SIZE_4KB:
+		page = SZ_4K;
+		break;
+	case NVOS32_ATTR_PAGE_SIZE_BIG:
+		page = SZ_64K;
+		break;
+	case NVOS32_ATTR_PAGE_SIZE_HUGE:
+		switch ((attr2 >> NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT) &
+			NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK) {
+		case NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB:
+			page = SZ_512M;
+			break;
+		case NVOS32_ATTR2_PAGE_SIZE_HUGE_256GB:
+			return NV_ERR_INVALID_ARGUMENT;
+		default:
+			page = SZ_2M;
+			break;
+		}
+		break;
+	default:
+		return NV_OK;
+	}
+	if (check_add_overflow(*size, page - 1, &rounded))
+		return NV_ERR_INVALID_ARGUMENT;
+	*size = rounded & ~(page - 1);
+	return NV_OK;
 }
 
 /**
@@ -498,6 +554,14 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 		hclass = NV01_MEMORY_SYSTEM;
 	else
 		hclass = NV01_MEMORY_LOCAL_USER;
+	if (hclass == NV01_MEMORY_LOCAL_USER) {
+		/* attr2 is read for ALLOC_SIZE only; elsewhere HUGE is 2 MiB. */
+		status = nvsim_rm_round(&size, attr,
+					p->function == NVOS32_FUNCTION_ALLOC_SIZE ?
+					as->attr2 : 0);
+		if (status != NV_OK)
+			return status;
+	}
 
 	status = nvsim_alloc_memory_object(call, client, parent, &h, hclass,
 					   size, &obj);

@@ -170,7 +170,7 @@ struct nvsim_state {
 	/* The last control and class that reached nvsim (tests: forwarded?). */
 	u32 last_control, last_class;
 	/* Test hook (debugfs delay_nr/delay_uvm/delay_ms): see nvsim_test_delay. */
-	u32 delay_nr, delay_uvm, delay_ms;
+	u32 delay_nr, delay_uvm, delay_ms, delay_out;
 	/* delay_count: how many more calls to delay (0: all); delay_waiting: asleep now. */
 	atomic_t delay_count, delay_waiting;
 	u32 instance_rotate;            /* debugfs, nvsim_instance_of */
@@ -225,6 +225,7 @@ unsigned int nvsim_arch_classlist(u32 *out, unsigned int max, int eng,
 int nvsim_arch_class_engine(u32 hclass);
 bool nvsim_arch_engine_has_class(u32 hclass, int eng, unsigned int inst);
 void nvsim_test_delay(u32 nr, bool uvm);
+void nvsim_test_delay_out(u32 nr, bool uvm);
 
 enum nvsim_file_kind {
 	NVSIM_FILE_CTL,
@@ -285,6 +286,7 @@ struct nvsim_file {
 	bool uvm_initialized;
 	u64 uvm_flags;
 	struct list_head uvm_ext;       /* nvsim_uvm_ext */
+	struct list_head uvm_xranges;   /* nvsim_uvm_xrange */
 	/* UVM_REGISTER_GPU_VASPACE: the VA space registered per GPU */
 	struct {
 		NvHandle hClient, hVaSpace;
@@ -491,6 +493,15 @@ struct nvsim_pid_fb {
  * that GPU's mapping of [base, base + length) in the VA space the file
  * registered for it.
  */
+/*
+ * An external VA range (UVM_CREATE_EXTERNAL_RANGE), [start, end]: the
+ * external mappings lie in one, and go with it (uvm_va_range.c).
+ */
+struct nvsim_uvm_xrange {
+	struct list_head node;          /* nvsim_file.uvm_xranges */
+	u64 start, end;
+};
+
 struct nvsim_uvm_ext {
 	struct list_head node;          /* nvsim_file.uvm_ext */
 	struct list_head gpu_node;      /* gpu->va_maps, when gpu is set */
@@ -571,6 +582,7 @@ void nvsim_rm_alloc_os_desc(const struct nvsim_call *call,
 			    NVOS02_PARAMETERS *p);
 void nvsim_rm_alloc_os_desc_kernel(const struct nvsim_call *call,
 				   NVOS02_PARAMETERS *p);
+NV_STATUS nvsim_rm_round(u64 *size, u32 attr, u32 attr2);
 NV_STATUS nvsim_alloc_memory_object(const struct nvsim_call *call,
 				    struct nvsim_client *client,
 				    struct nvsim_object *parent,
@@ -615,6 +627,7 @@ int nvsim_esc_map_memory_dma(const struct nvsim_call *call, u32 nr, void *buf,
 int nvsim_uvm_init(void);
 void nvsim_uvm_exit(void);
 void nvsim_uvm_ext_free(struct nvsim_uvm_ext *ext);
+void nvsim_uvm_xranges_free(struct nvsim_file *nvfp);
 
 /* store.c */
 struct nvsim_store *nvsim_mem_store(struct nvsim_mem *mem);

@@ -559,6 +559,7 @@ long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 
 	if (copy_to_user(uptr, buf, size))
 		ret = -EFAULT;
+	nvsim_test_delay_out(_IOC_NR(cmd), false);
 out:
 	kfree(buf);
 	return ret;
@@ -587,5 +588,6 @@ void nvsim_file_release_rm(struct nvsim_file *nvfp)
 	nvsim_mapctx_clear(nvfp);
 	list_for_each_entry_safe(ext, etmp, &nvfp->uvm_ext, node)
 		nvsim_uvm_ext_free(ext);
+	nvsim_uvm_xranges_free(nvfp);
 	mutex_unlock(&nvsim.lock);
 }

@@ -217,6 +217,9 @@ static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 
 /* ------------------------------------------------------------- ioctls */
 
+/* nvstatuscodes.h; not in nvabi.h. */
+#define NVSIM_NV_ERR_INVALID_DEVICE     0x00000026
+
 static NV_STATUS nvsim_uvm_initialize(struct nvsim_file *nvfp, void *buf)
 {
 	UVM_INITIALIZE_PARAMS *p = buf;
@@ -358,6 +361,103 @@ static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
 	return NV_OK;
 }
 
+/* ------------------------------------------------- external VA ranges */
+
+/*
+ * Modelled on kernel-open/nvidia-uvm (595.45.04): an external mapping lies
+ * in an external VA range that UVM_CREATE_EXTERNAL_RANGE made
+ * (uvm_map_external.c: uvm_create_external_range; uvm_map_external_allocation
+ * finds it with uvm_va_range_external_find and refuses a mapping it does not
+ * contain, NV_ERR_INVALID_ADDRESS).  Ranges do not overlap (the range
+ * tree's insert: NV_ERR_UVM_ADDRESS_IN_USE).  Mappings are per GPU, and a
+ * new one first unmaps what it overlaps on that GPU, splitting mappings at
+ * its ends (uvm_unmap_external_in_range); UVM_UNMAP_EXTERNAL does the same
+ * for [base, base + length) on one GPU (uvm_unmap_external); UVM_FREE
+ * takes only a range's start and destroys the range with every mapping in
+ * it (uvm_va_range.c, uvm_free: NV_ERR_INVALID_ADDRESS for an address that
+ * is not the start of a range).  Simplified: other range kinds (managed,
+ * semaphore pools) are not in the collision check, and a split never fails
+ * (the real one can, when its point is not aligned to the mapping's page
+ * size).  Under nvsim.lock.
+ */
+static struct nvsim_uvm_xrange *nvsim_uvm_xrange_find(struct nvsim_file *nvfp,
+							u64 addr)
+{
+	struct nvsim_uvm_xrange *r;
+
+	list_for_each_entry(r, &nvfp->uvm_xranges, node)
+		if (addr >= r->start && addr <= r->end)
+			return r;
+	return NULL;
+}
+
+/* uvm_api_range_invalid_4k (uvm_api.h) */
+static bool nvsim_uvm_range_invalid_4k(u64 base, u64 length)
+{
+	return !IS_ALIGNED(base, SZ_4K) || !IS_ALIGNED(length, SZ_4K) ||
+	       !base || !length || base + length < base;
+}
+
+/* The part of @ext from @start on, as a mapping of its own (a split). */
+static NV_STATUS nvsim_uvm_ext_split(struct nvsim_uvm_ext *ext, u64 start)
+{
+	struct nvsim_uvm_ext *n;
+
+	n = kmemdup(ext, sizeof(*n), GFP_KERNEL_ACCOUNT);
+	if (!n)
+		return NV_ERR_NO_MEMORY;
+	n->base = start;
+	n->length = ext->base + ext->length - start;
+	n->offset = ext->offset + (start - ext->base);
+	ext->length = start - ext->base;
+	nvsim_mem_get(n->mem);
+	list_add(&n->node, &ext->node);
+	if (n->gpu)
+		list_add(&n->gpu_node, &ext->gpu_node);
+	return NV_OK;
+}
+
+/* uvm_unmap_external_in_range: [start, end] of @gpu's mappings (NULL: none's). */
+static NV_STATUS nvsim_uvm_unmap_in_range(struct nvsim_file *nvfp,
+					  struct nvsim_gpu *gpu, u64 start,
+					  u64 end)
+{
+	struct nvsim_uvm_ext *ext, *tmp;
+	NV_STATUS status;
+
+	list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node) {
+		u64 last = ext->base + ext->length - 1;
+
+		if (ext->gpu != gpu || last < start || ext->base > end)
+			continue;
+		if (ext->base < start) {
+			status = nvsim_uvm_ext_split(ext, start);
+			if (status != NV_OK)
+				return status;
+			/* the upper part is next in the list: handled as one */
+			continue;
+		}
+		if (last > end) {
+			status = nvsim_uvm_ext_split(ext, end + 1);
+			if (status != NV_OK)
+				return status;
+		}
+		nvsim_uvm_ext_free(ext);
+	}
+	return NV_OK;
+}
+
+void nvsim_uvm_xranges_free(struct nvsim_file *nvfp)
+{
+	struct nvsim_uvm_xrange *r, *tmp;
+
+	lockdep_assert_held(&nvsim.lock);
+	list_for_each_entry_safe(r, tmp, &nvfp->uvm_xranges, node) {
+		list_del(&r->node);
+		kfree(r);
+	}
+}
+
 /*
  * The real driver dups the memory handle, so the FB stays in use after the
  * application frees it, until UVM_FREE of the range or close of the file.
@@ -365,6 +465,7 @@ static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
 static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
 {
 	UVM_MAP_EXTERNAL_ALLOCATION_PARAMS *p = buf;
+	struct nvsim_uvm_xrange *xr;
 	struct nvsim_client *client;
 	struct nvsim_gpu *gpu;
 	bool mapped = false;
@@ -374,11 +475,19 @@ static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
 	NV_STATUS status;
 	u64 end;
 
+	if (nvsim_uvm_range_invalid_4k(p->base, p->length))
+		return NV_ERR_INVALID_ADDRESS;
 	status = nvsim_uvm_rm_client(p->rmCtrlFd, p->hClient, &filp, &client);
 	if (!filp)
 		return status;
 	if (status != NV_OK)
 		goto out;
+	/* uvm_map_external_allocation: inside one external range, or nothing. */
+	xr = nvsim_uvm_xrange_find(nvfp, p->base);
+	if (!xr || xr->end < p->base + p->length - 1) {
+		status = NV_ERR_INVALID_ADDRESS;
+		goto out;
+	}
 	obj = nvsim_object_find(client, p->hMemory);
 	if (!obj || obj->type != NVSIM_OBJ_MEMORY) {
 		status = NV_ERR_OBJECT_NOT_FOUND;
@@ -399,38 +508,80 @@ static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
 		gpu = nvsim_uvm_gpu_by_uuid(p->perGpuAttributes +
 					    i * NVSIM_UVM_MAP_ATTR_SIZE);
 		if (gpu) {
-			status = nvsim_uvm_ext_add(nvfp, p, obj->memory.mem, gpu);
+			/* uvm_map_external_allocation_on_gpu: the overlap goes first. */
+			status = nvsim_uvm_unmap_in_range(nvfp, gpu, p->base,
+							  p->base + p->length - 1);
+			if (status == NV_OK)
+				status = nvsim_uvm_ext_add(nvfp, p, obj->memory.mem, gpu);
 			mapped = true;
 		}
 	}
-	if (status == NV_OK && !mapped)
-		status = nvsim_uvm_ext_add(nvfp, p, obj->memory.mem, NULL);
+	if (status == NV_OK && !mapped) {
+		status = nvsim_uvm_unmap_in_range(nvfp, NULL, p->base,
+						  p->base + p->length - 1);
+		if (status == NV_OK)
+			status = nvsim_uvm_ext_add(nvfp, p, obj->memory.mem, NULL);
+	}
 out:
 	mutex_unlock(&nvsim.lock);
 	fput(filp);
 	return status;
 }
 
+/* uvm_api_free, uvm_free (uvm_va_range.c): a range by its start, with its mappings. */
 static NV_STATUS nvsim_uvm_free(struct nvsim_file *nvfp, void *buf)
 {
 	UVM_FREE_PARAMS *p = buf;
 	struct nvsim_uvm_ext *ext, *tmp;
+	struct nvsim_uvm_xrange *xr;
+	NV_STATUS status = NV_OK;
 
 	mutex_lock(&nvsim.lock);
+	xr = nvsim_uvm_xrange_find(nvfp, p->base);
+	if (!xr || xr->start != p->base) {
+		status = NV_ERR_INVALID_ADDRESS;
+		goto out;
+	}
 	list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node)
-		if (ext->base == p->base)
+		if (ext->base >= xr->start && ext->base <= xr->end)
 			nvsim_uvm_ext_free(ext);
+	list_del(&xr->node);
+	kfree(xr);
+out:
 	mutex_unlock(&nvsim.lock);
-	return NV_OK;
+	return status;
+}
+
+/*
+ * UVM_UNMAP_EXTERNAL: uvm_api_unmap_external, uvm_unmap_external
+ * (uvm_map_external.c): a 4K-aligned [base, base + length) inside one
+ * external range (NV_ERR_INVALID_ADDRESS), a GPU UVM knows
+ * (NV_ERR_INVALID_DEVICE; nvsim: one it simulates), then that GPU's
+ * mappings there go, split at the ends.
+ */
+static NV_STATUS nvsim_uvm_unmap_external(struct nvsim_file *nvfp, void *buf)
+{
+	UVM_UNMAP_EXTERNAL_PARAMS *p = buf;
+	struct nvsim_uvm_xrange *xr;
+	struct nvsim_gpu *gpu;
+
+	lockdep_assert_held(&nvsim.lock);
+	if (nvsim_uvm_range_invalid_4k(p->base, p->length))
+		return NV_ERR_INVALID_ADDRESS;
+	xr = nvsim_uvm_xrange_find(nvfp, p->base);
+	if (!xr || p->base + p->length - 1 > xr->end)
+		return NV_ERR_INVALID_ADDRESS;
+	gpu = nvsim_uvm_gpu_by_uuid(p->gpuUuid);
+	if (!gpu)
+		return NVSIM_NV_ERR_INVALID_DEVICE;
+	return nvsim_uvm_unmap_in_range(nvfp, gpu, p->base,
+					p->base + p->length - 1);
 }
 
 static NV_STATUS nvsim_uvm_ok(struct nvsim_file *nvfp, void *buf)
 {
 	return NV_OK;
 }
-
-/* nvstatuscodes.h; not in nvabi.h. */
-#define NVSIM_NV_ERR_INVALID_DEVICE     0x00000026
 
 /* uvm_ioctl.h (595.45.04); nvabi.h has the command numbers only. */
 #define NVSIM_UVM_CREATE_EXTERNAL_RANGE 73
@@ -445,20 +596,32 @@ typedef struct {
 /*
  * UVM_CREATE_EXTERNAL_RANGE: uvm_api_create_external_range,
  * uvm_create_external_range (kernel-open/nvidia-uvm/uvm_map_external.c): a range
- * not 4K-aligned, empty or wrapping is NV_ERR_INVALID_ADDRESS
- * (uvm_api_range_invalid_4k).  The range is not recorded: an overlap with
- * another range (NV_ERR_UVM_ADDRESS_IN_USE on the real driver) is not
- * found (simplified).
+ * not 4K-aligned, at 0, empty or wrapping is NV_ERR_INVALID_ADDRESS
+ * (uvm_api_range_invalid_4k); one that overlaps another external range is
+ * NV_ERR_UVM_ADDRESS_IN_USE (uvm_va_range_create_external, the range
+ * tree's insert).  Recorded: the mappings go in it.  Overlaps with other
+ * kinds of range are not found (simplified).
  */
 static NV_STATUS nvsim_uvm_create_external_range(struct nvsim_file *nvfp,
 						 void *buf)
 {
 	NVSIM_UVM_CREATE_EXTERNAL_RANGE_PARAMS *p = buf;
+	struct nvsim_uvm_xrange *r;
 	u64 end;
 
-	if (!p->length || !IS_ALIGNED(p->base | p->length, SZ_4K) ||
-	    check_add_overflow(p->base, p->length - 1, &end))
+	lockdep_assert_held(&nvsim.lock);
+	if (nvsim_uvm_range_invalid_4k(p->base, p->length))
 		return NV_ERR_INVALID_ADDRESS;
+	end = p->base + p->length - 1;
+	list_for_each_entry(r, &nvfp->uvm_xranges, node)
+		if (p->base <= r->end && end >= r->start)
+			return NV_ERR_UVM_ADDRESS_IN_USE;
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return NV_ERR_NO_MEMORY;
+	r->start = p->base;
+	r->end = end;
+	list_add_tail(&r->node, &nvfp->uvm_xranges);
 	return NV_OK;
 }
 
@@ -539,6 +702,8 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 		nvsim_uvm_create_external_range),
 	UVM_CMD(UVM_REGISTER_CHANNEL, UVM_REGISTER_CHANNEL_PARAMS, true,
 		true, nvsim_uvm_register_channel),
+	UVM_CMD(UVM_UNMAP_EXTERNAL, UVM_UNMAP_EXTERNAL_PARAMS, true, true,
+		nvsim_uvm_unmap_external),
 };
 
 static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
@@ -610,6 +775,7 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 	}
 	if (copy_to_user(uptr, rel, size))
 		ret = -EFAULT;
+	nvsim_test_delay_out(cmd, true);
 out:
 	kfree(rel);
 	kfree(buf);

@@ -55,6 +55,8 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&vf->clients);
 	INIT_LIST_HEAD(&vf->uvm_ext);
 	INIT_LIST_HEAD(&vf->uvm_held);
+	mutex_init(&vf->uvm_lock);
+	INIT_LIST_HEAD(&vf->uvm_ranges);
 	spin_lock_init(&vf->ranges_lock);
 	INIT_LIST_HEAD(&vf->ranges);
 	vf->slice = s;

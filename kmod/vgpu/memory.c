@@ -8,12 +8,15 @@
  * parameters (docs/mediator.md, "The double fetch"), under the client's
  * mutex, so that the table always matches the driver: a free cannot miss an
  * allocation on its way in.  A reservation is a cmpxchg on the GPU's used
- * counter before the call; after it, the size the driver wrote back is
- * charged (a larger one is reserved too, or the object freed again).
+ * counter before the call; after it, the object's size as the driver
+ * answers it through the kernel entry is charged, never the size written
+ * back to the call page (a larger one is reserved too, or the object freed
+ * again: vgpu_commit).
  */
 #include <linux/slab.h>
 #include <linux/rcupdate.h>
 #include <linux/jhash.h>
+#include <linux/sizes.h>
 
 #include "vgpu.h"
 
@@ -439,17 +442,78 @@ static bool vgpu_gpu_parent(struct vgpu_obj *o)
 }
 
 /*
- * After an FB allocation: charge what the driver says it allocated.  A
- * size larger than reserved is reserved too; if that fails the object is
- * freed again and the caller gets NV_ERR_NO_MEMORY.
+ * What RM allocates for an FB request that names its page size, from
+ * vgpu.ko's own copy of the request: memmgrDeterminePageSize_IMPL
+ * (mem_mgr.c; dmaNvos32ToPageSizeAttr, mem.c) takes attr's PAGE_SIZE (and
+ * attr2's PAGE_SIZE_HUGE: DEFAULT or 2MB is 2 MiB, 512MB 512 MiB, 256GB
+ * 256 GiB), memmgrAllocDetermineAlignment_GM107 (mem_mgr_gm107.c) rounds
+ * the size up to it, and vidmemConstruct allocates that.  BIG is taken as
+ * 64 KiB (kgmmuGetMaxBigPageSize_GM107 without per-VA-space big pages, off
+ * unless the host sets RMDisableBigPagePerAddressSpace).  A DEFAULT page
+ * size is RM's to pick (_memmgrPickDefaultGpuPageSize: 64 KiB, or 2 MiB from
+ * 2 MiB up), compression may round further (comprPageSize): neither is
+ * reserved here.  This is only what is reserved before the call, so that an
+ * explicit huge page cannot pass the quota even for the call's length;
+ * the charge is what the driver says through the kernel entry
+ * (vgpu_commit).  U64_MAX: wraps (the driver refuses it).
+ */
+static u64 vgpu_rm_rounded(u64 size, u32 attr, u32 attr2)
+{
+	u64 page;
+
+	switch ((attr >> NVOS32_ATTR_PAGE_SIZE_SHIFT) & NVOS32_ATTR_PAGE_SIZE_MASK) {
+	case NVOS32_ATTR_PAGE_SIZE_4KB:
+		page = SZ_4K;
+		break;
+	case NVOS32_ATTR_PAGE_SIZE_BIG:
+		page = SZ_64K;
+		break;
+	case NVOS32_ATTR_PAGE_SIZE_HUGE:
+		switch ((attr2 >> NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT) &
+			NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK) {
+		case NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB:
+			page = SZ_512M;
+			break;
+		case NVOS32_ATTR2_PAGE_SIZE_HUGE_256GB:
+			page = 256ULL << 30;
+			break;
+		default:
+			page = SZ_2M;
+			break;
+		}
+		break;
+	default:
+		return size;
+	}
+	if (size + page - 1 < size)
+		return U64_MAX;
+	return (size + page - 1) & ~(page - 1);
+}
+
+/*
+ * After an FB allocation: charge what the driver allocated, asked through
+ * the kernel entry (vgpu_rm_mem_size), never the size written back to the
+ * call page, which a sibling can rewrite after the driver's copy-out (a
+ * 4 KiB request with a huge page attribute is 2 MiB in the driver).  At
+ * least what was reserved.  A size larger than reserved is reserved too;
+ * if that fails, or the driver cannot say (the object is not there: the
+ * status read back was not the driver's), the object is freed again and the
+ * caller gets NV_ERR_NO_MEMORY.  Until then the slice may hold up to one
+ * page of RM's rounding more than its quota (docs/mediator.md).
  */
 static NV_STATUS vgpu_commit(struct vgpu_client *c, struct vgpu_obj *parent,
-			     NvHandle h, u32 hclass, u64 reserved, u64 actual)
+			     NvHandle h, u32 hclass, u64 reserved)
 {
 	struct vgpu_slice *s = c->slice;
 	struct vgpu_charge *ch;
 	u32 gpu = parent->gpu;
+	u64 actual;
 
+	if (vgpu_rm_mem_size(c->obj.key.client, h, &actual) != NV_OK) {
+		pr_warn_ratelimited("slice %u: size of memory 0x%x unknown to the driver; freed\n",
+				    s->id, h);
+		goto fail;
+	}
 	if (actual > reserved) {
 		if (!vgpu_reserve(s, gpu, actual - reserved)) {
 			vgpu_rm_free(c->obj.key.client, parent->key.object, h);
@@ -732,7 +796,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		mp->internalflags = 0;
 		if (p->hClass == NV01_MEMORY_LOCAL_USER) {
 			fb = true;
-			reserved = mp->size;
+			reserved = vgpu_rm_rounded(mp->size, mp->attr, mp->attr2);
 			if (!vgpu_reserve(s, parent->gpu, reserved)) {
 				vgpu_refused(s, parent->gpu, reserved);
 				st = NV_ERR_NO_MEMORY;
@@ -801,9 +865,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	if (st != NV_OK)
 		goto undo;
 	if (fb) {
-		mp = (void *)kparams;
-		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved,
-				 mp->size);
+		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved);
 	} else {
 		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, type, gpu);
 		if (st == NV_OK && type == VGPU_OBJ_CHANNEL)
@@ -932,6 +994,13 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
 					 vgpu_status_of(ret, q.status));
 	}
+	/*
+	 * NV_OK is read back too: the object must exist, asked through the
+	 * kernel entry (an untracked one at this handle is this call's:
+	 * vgpu_handle_for), or a dup that failed would be tracked.
+	 */
+	if (st == NV_OK && !vgpu_rm_exists(p->hClient, p->hObject))
+		st = NV_ERR_INVALID_STATE;
 	if (st != NV_OK)
 		goto out;
 	if (vgpu_obj_add(c, parent, p->hObject, hclass, type, gpu, charge)) {
@@ -1035,7 +1104,7 @@ NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 		pa.params.status = NV_ERR_GENERIC;
 		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC_MEMORY, &pa,
 				   sizeof(pa), NULL, 0);
-		/* Nothing read back decides: limit was taken before the call. */
+		/* Nothing read back decides: the size is asked after (vgpu_commit). */
 		st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent,
 					 p->hObjectNew,
 					 vgpu_status_of(ret, pa.params.status));
@@ -1044,8 +1113,7 @@ NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 		vgpu_unreserve(s, parent->gpu, size);
 		goto out;
 	}
-	st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, size,
-			 p->limit + 1);
+	st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, size);
 out:
 	mutex_unlock(&c->lock);
 	vgpu_client_put(c);
@@ -1078,7 +1146,7 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 	struct vgpu_slice *s = vf->slice;
 	struct vgpu_obj *parent, *o;
 	struct vgpu_client *c;
-	u32 flags, attr, hclass = 0;
+	u32 flags, attr, attr2 = 0, hclass = 0;
 	u64 *psize, size = 0;
 	bool fb = false;
 	NV_STATUS st;
@@ -1087,6 +1155,7 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 	case NVOS32_FUNCTION_ALLOC_SIZE:
 		flags = p->data.AllocSize.flags;
 		attr = p->data.AllocSize.attr;
+		attr2 = p->data.AllocSize.attr2;
 		psize = &p->data.AllocSize.size;
 		break;
 	case NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
@@ -1133,7 +1202,7 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 	}
 	if (psize) {
 		fb = vgpu_heap_is_fb(flags, attr, &hclass);
-		size = *psize;
+		size = fb ? vgpu_rm_rounded(*psize, attr, attr2) : *psize;
 		if (fb && !vgpu_reserve(s, parent->gpu, size)) {
 			vgpu_refused(s, parent->gpu, size);
 			st = NV_ERR_NO_MEMORY;
@@ -1160,8 +1229,9 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 						 h, vgpu_status_of(ret, q.status));
 			/*
 			 * The caller gets the driver's outputs (offset, size,
-			 * address...); what vgpu.ko decides with stays its own,
-			 * and the size charged is at least the one reserved
+			 * address...); what vgpu.ko decides with stays its own:
+			 * the size charged is the driver's, asked through the
+			 * kernel entry, and at least the one reserved
 			 * (vgpu_commit).
 			 */
 			if (st == NV_OK) {
@@ -1200,7 +1270,7 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 		NvHandle h = p->data.AllocSize.hMemory;
 
 		if (fb)
-			st = vgpu_commit(c, parent, h, hclass, size, *psize);
+			st = vgpu_commit(c, parent, h, hclass, size);
 		else
 			st = vgpu_track(c, parent, h, hclass, VGPU_OBJ_MEMORY,
 					parent->gpu);

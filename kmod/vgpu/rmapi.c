@@ -231,6 +231,40 @@ bool vgpu_rm_is_class(NvHandle hClient, NvHandle hObject, u32 hclass)
 }
 
 /**
+ * vgpu_rm_mem_size - the size the driver allocated for a memory object
+ * @hClient: the object's client
+ * @hMemory: the object, one vgpu.ko chose or the caller named
+ * @size: returns memdescGetSize of its memory descriptor
+ *
+ * NV0041_CTRL_CMD_GET_SURFACE_INFO, PHYS_SIZE_LO and _HI (mem_ctrl.c,
+ * memCtrlCmdGetSurfaceInfoLvm_IMPL: memdescGetSize, the size
+ * vidmemConstruct allocated after RM's rounding), asked through the
+ * kernel entry point: a read on the caller's own object that creates
+ * nothing, and whose answer (in vgpu.ko's own buffer) no sibling can
+ * rewrite, unlike the size a creation writes back to the call page.  The
+ * list is a kernel pointer, as every embedded pointer of a kernel call.
+ * An object that does not exist fails the control.
+ */
+NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size)
+{
+	NV0041_CTRL_SURFACE_INFO list[2] = {
+		{ .index = NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO },
+		{ .index = NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI },
+	};
+	NV0041_CTRL_GET_SURFACE_INFO_PARAMS p = {
+		.surfaceInfoListSize = ARRAY_SIZE(list),
+		.surfaceInfoList = (u64)(uintptr_t)list,
+	};
+	NV_STATUS st;
+
+	st = vgpu_rm_ctrl(hClient, hMemory, NV0041_CTRL_CMD_GET_SURFACE_INFO,
+			  &p, sizeof(p));
+	if (st == NV_OK)
+		*size = (u64)list[1].data << 32 | list[0].data;
+	return st;
+}
+
+/**
  * vgpu_rm_device_instance - the driver's device instance of a GPU
  * @gpu_id: the driver's gpu_id
  * @inst: the instance, on success

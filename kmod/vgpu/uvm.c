@@ -21,6 +21,7 @@
 #include <linux/slab.h>
 #include <linux/file.h>
 #include <linux/module.h>
+#include <linux/sizes.h>
 
 #include "vgpu.h"
 
@@ -74,58 +75,190 @@ static long vgpu_uvm_forward(struct vgpu_file *vf, unsigned int cmd,
 }
 
 /*
- * After MAP_EXTERNAL_ALLOCATION the driver holds the memory until UVM_FREE
- * of that base (or close): so does a reference on its charge, so that an
- * RM_FREE of the handle does not return the quota.  Taken from the
- * parameters vgpu.ko checked, and whatever status came back (it comes back
- * through the call page, where a sibling may rewrite it): a mapping that
- * failed keeps the charge until UVM_FREE of the base or the file's release.
+ * External mappings, modelled on the UVM driver's own rules
+ * (kernel-open/nvidia-uvm, 595.45.04 and 535.261.03), so that a charge
+ * goes back only when the driver has certainly let go of what it stands
+ * for, whatever status a sibling writes over the driver's on the call page
+ * (call.c):
+ *  - UVM_CREATE_EXTERNAL_RANGE is the only way to an external VA range
+ *    (uvm_map_external.c, uvm_create_external_range ->
+ *    uvm_va_range_create_external); ranges never overlap (the range tree
+ *    refuses it, NV_ERR_UVM_ADDRESS_IN_USE).
+ *  - UVM_MAP_EXTERNAL_ALLOCATION maps inside one such range only
+ *    (uvm_map_external_allocation: uvm_va_range_external_find, else
+ *    NV_ERR_INVALID_ADDRESS), per GPU, and dups the memory for each
+ *    mapping (nvUvmInterfaceDupMemory); it unmaps first what it overlaps
+ *    on that GPU (uvm_unmap_external_in_range, splitting at its ends).
+ *  - UVM_UNMAP_EXTERNAL unmaps [base, base + length) of one external range
+ *    on one GPU (uvm_unmap_external), splitting mappings its ends cut; a
+ *    split can fail (uvm_ext_gpu_map_split: alignment, memory), the rest
+ *    cannot (uvm_ext_gpu_map_destroy).
+ *  - UVM_FREE frees a range only by its start (uvm_va_range.c, uvm_free:
+ *    NV_ERR_INVALID_ADDRESS otherwise), and an external range's free
+ *    cannot fail: the range goes with every mapping in it.
+ *
+ * vgpu.ko records every range a CREATE asked for that the driver was
+ * called with, whatever came back (a record the driver refused is a range
+ * where nothing can be mapped: it only holds charges longer), and answers
+ * a CREATE that overlaps a record itself, as the driver would for a real
+ * range.  So every external range of the driver is recorded, and the
+ * records do not overlap.  A MAP_EXTERNAL takes a charge reference for
+ * what vgpu.ko gave the driver, within the record that holds it, whatever
+ * status comes back; outside every record the driver refuses it and
+ * nothing is taken.  A charge goes back only:
+ *  - at UVM_FREE of a record's start (the driver's range and all its
+ *    mappings are gone, or it never existed and held none);
+ *  - at UVM_UNMAP_EXTERNAL for a GPU, from the mappings of that GPU it
+ *    covers whole, when neither of its ends cuts one of that GPU's
+ *    mappings in the record (no split: the driver's unmap cannot fail
+ *    midway; a GPU the driver does not know has no mappings left);
+ *  - at the real file's release (the reaper).
+ * A mapping a later MAP overlapped, or an unmap cut, keeps its charge until
+ * one of these: the quota's side.  Never on a status read back.  Assumed:
+ * a call the driver ran (ioctl returned 0) was not short-circuited by
+ * UVM's global fatal error state (uvm_global_get_status), in which the
+ * driver does nothing and writes that status.
+ * Under vf->uvm_lock, held across the driver call: the model changes with
+ * the driver's state and with nothing else.
  */
-struct vgpu_uvm_ext_key {
-	u64 base;
-	NvHandle hClient, hMemory;
-};
+static bool vgpu_uvm_range_invalid_4k(u64 base, u64 length)
+{
+	/* uvm_api_range_invalid_4k (uvm_api.h) */
+	return !IS_ALIGNED(base, SZ_4K) || !IS_ALIGNED(length, SZ_4K) ||
+	       !base || !length || base + length < base;
+}
 
-static void vgpu_uvm_ext_add(struct vgpu_file *vf,
-			     const struct vgpu_uvm_ext_key *p)
+/* The record holding [start, end], or NULL; under vf->uvm_lock. */
+static struct vgpu_uvm_range *vgpu_uvm_range_find(struct vgpu_file *vf,
+						  u64 start, u64 end)
+{
+	struct vgpu_uvm_range *r;
+
+	lockdep_assert_held(&vf->uvm_lock);
+	list_for_each_entry(r, &vf->uvm_ranges, node)
+		if (start >= r->start && end <= r->end)
+			return r;
+	return NULL;
+}
+
+static bool vgpu_uvm_range_overlaps(struct vgpu_file *vf, u64 start, u64 end)
+{
+	struct vgpu_uvm_range *r;
+
+	lockdep_assert_held(&vf->uvm_lock);
+	list_for_each_entry(r, &vf->uvm_ranges, node)
+		if (start <= r->end && end >= r->start)
+			return true;
+	return false;
+}
+
+static void vgpu_uvm_ext_free(struct vgpu_uvm_ext *e)
+{
+	if (e->managed)
+		atomic64_sub(e->charge->bytes, &e->charge->slice->uvm_mapped);
+	vgpu_charge_put(e->charge);
+	kfree(e->uuids);
+	kfree(e);
+}
+
+/*
+ * After MAP_EXTERNAL_ALLOCATION: @e, allocated before the call with the
+ * GPUs vgpu.ko gave the driver, takes a reference on the memory's charge
+ * and joins @r.  An object without a charge (an OS descriptor: no FB)
+ * needs none.
+ */
+static void vgpu_uvm_ext_add(struct vgpu_file *vf, struct vgpu_uvm_ext *e,
+			     NvHandle hclient, NvHandle hmemory)
 {
 	struct vgpu_charge *charge = NULL;
-	struct vgpu_uvm_ext *e;
 	struct vgpu_obj *o;
 
-	e = kzalloc(sizeof(*e), GFP_KERNEL);
-	if (!e)
-		return;
 	rcu_read_lock();
-	o = vgpu_obj_find(p->hClient, p->hMemory);
+	o = vgpu_obj_find(hclient, hmemory);
 	if (o && o->charge && o->client->slice == vf->slice &&
 	    refcount_inc_not_zero(&o->charge->ref))
 		charge = o->charge;
 	rcu_read_unlock();
 	if (!charge) {
+		kfree(e->uuids);
 		kfree(e);
 		return;
 	}
-	e->base = p->base;
 	e->charge = charge;
 	mutex_lock(&vf->lock);
 	list_add_tail(&e->node, &vf->uvm_ext);
 	mutex_unlock(&vf->lock);
 }
 
-static void vgpu_uvm_ext_drop(struct vgpu_file *vf, u64 base)
+/* UVM_FREE of @r's start: the range and its mappings are gone. */
+static void vgpu_uvm_range_drop(struct vgpu_file *vf, struct vgpu_uvm_range *r)
 {
 	struct vgpu_uvm_ext *e, *tmp;
+	LIST_HEAD(gone);
 
+	lockdep_assert_held(&vf->uvm_lock);
 	mutex_lock(&vf->lock);
-	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node) {
-		if (e->base == base) {
-			list_del(&e->node);
-			vgpu_charge_put(e->charge);
-			kfree(e);
+	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node)
+		if (e->range == r)
+			list_move(&e->node, &gone);
+	list_del(&r->node);
+	mutex_unlock(&vf->lock);
+	kfree(r);
+	list_for_each_entry_safe(e, tmp, &gone, node)
+		vgpu_uvm_ext_free(e);
+}
+
+static bool vgpu_uvm_ext_on(const struct vgpu_uvm_ext *e, const u8 *uuid)
+{
+	u32 i;
+
+	for (i = 0; i < e->nr_gpus; i++)
+		if (!memcmp(e->uuids[i], uuid, 16))
+			return true;
+	return false;
+}
+
+/*
+ * After UVM_UNMAP_EXTERNAL of [start, end] on the GPU @uuid, which the
+ * driver ran: what it certainly unmapped gives up that GPU; a mapping on
+ * no GPU any more returns its charge reference.
+ */
+static void vgpu_uvm_unmapped(struct vgpu_file *vf, u64 start, u64 end,
+			      const u8 *uuid)
+{
+	struct vgpu_uvm_range *r = vgpu_uvm_range_find(vf, start, end);
+	struct vgpu_uvm_ext *e, *tmp;
+	LIST_HEAD(gone);
+	u32 i, n;
+
+	if (!r)
+		return;         /* the driver refused it: nothing was unmapped */
+	mutex_lock(&vf->lock);
+	/* An end inside a mapping of that GPU: a split, which can fail. */
+	list_for_each_entry(e, &vf->uvm_ext, node) {
+		if (e->range != r || !vgpu_uvm_ext_on(e, uuid))
+			continue;
+		if ((start > e->base && start <= e->end) ||
+		    (end >= e->base && end < e->end)) {
+			mutex_unlock(&vf->lock);
+			return;
 		}
 	}
+	list_for_each_entry_safe(e, tmp, &vf->uvm_ext, node) {
+		if (e->range != r || e->base < start || e->end > end)
+			continue;
+		for (i = n = 0; i < e->nr_gpus; i++)
+			if (memcmp(e->uuids[i], uuid, 16))
+				memcpy(e->uuids[n++], e->uuids[i], 16);
+		if (n == e->nr_gpus)
+			continue;
+		e->nr_gpus = n;
+		if (!n)
+			list_move(&e->node, &gone);
+	}
 	mutex_unlock(&vf->lock);
+	list_for_each_entry_safe(e, tmp, &gone, node)
+		vgpu_uvm_ext_free(e);
 }
 
 /* A released managed range's charge, kept until the real release (managed.c). */
@@ -145,11 +278,7 @@ static void vgpu_uvm_put_list(struct list_head *l)
 
 	list_for_each_entry_safe(e, tmp, l, node) {
 		list_del(&e->node);
-		if (e->managed)
-			atomic64_sub(e->charge->bytes,
-				     &e->charge->slice->uvm_mapped);
-		vgpu_charge_put(e->charge);
-		kfree(e);
+		vgpu_uvm_ext_free(e);
 	}
 }
 
@@ -200,9 +329,14 @@ static void vgpu_uvm_reap(struct work_struct *work)
  */
 bool vgpu_uvm_release(struct vgpu_file *vf)
 {
+	struct vgpu_uvm_range *r, *rtmp;
 	struct vgpu_uvm_reaper *rp;
 
-	/* No one else can reach vf now: no lock. */
+	/* No one else can reach vf now: no lock.  The charges keep no range. */
+	list_for_each_entry_safe(r, rtmp, &vf->uvm_ranges, node) {
+		list_del(&r->node);
+		kfree(r);
+	}
 	list_splice_init(&vf->uvm_held, &vf->uvm_ext);
 	if (list_empty(&vf->uvm_ext))
 		return false;
@@ -217,34 +351,134 @@ bool vgpu_uvm_release(struct vgpu_file *vf)
 	return true;
 }
 
-/* UVM_FREE on a call page: the base vgpu.ko drops is the one the driver read. */
-static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
-			  void __user *u, u32 size)
+/*
+ * UVM_FREE, UVM_CREATE_EXTERNAL_RANGE and UVM_UNMAP_EXTERNAL, on a call
+ * page: what vgpu.ko models is what the driver read.  Their parameters
+ * begin with base (and length) and end with rmStatus and 4 bytes of
+ * padding in every release (UVM_FREE had a length between them up to 580).
+ */
+static long vgpu_uvm_range_cmd(struct vgpu_file *vf, unsigned int cmd,
+			       void __user *u, u32 size)
 {
-	/* base first; rmStatus then 4 bytes of padding last, in every release. */
-	u8 k[32] __aligned(8) = {};
+	u8 k[48] __aligned(8) = {};
 	const u32 status_end = VGPU_UVM_END(UVM_FREE_PARAMS, rmStatus);
-	u64 base;
+	struct vgpu_uvm_range *r = NULL;
+	u64 base, length = 0;
+	u8 uuid[16] = {};
 	long ret;
 
-	if (size > sizeof(k) || size < status_end)
+	BUILD_BUG_ON(VGPU_UVM_END(UVM_CREATE_EXTERNAL_RANGE_PARAMS, rmStatus) != status_end);
+	BUILD_BUG_ON(VGPU_UVM_END(UVM_UNMAP_EXTERNAL_PARAMS, rmStatus) != status_end);
+	if (size > sizeof(k) || size < status_end + 8 ||
+	    (cmd == UVM_CREATE_EXTERNAL_RANGE && size < status_end + 16) ||
+	    (cmd == UVM_UNMAP_EXTERNAL && size < status_end + 32))
 		return -EPERM;
 	if (copy_from_user(k, u, size))
 		return -EFAULT;
 	base = *(u64 *)k;
+	if (cmd != UVM_FREE)
+		length = *(u64 *)(k + 8);
+	if (cmd == UVM_UNMAP_EXTERNAL)
+		memcpy(uuid, k + offsetof(UVM_UNMAP_EXTERNAL_PARAMS, gpuUuid), 16);
+	/* The record is made before the call: after it, it cannot fail. */
+	if (cmd == UVM_CREATE_EXTERNAL_RANGE &&
+	    !vgpu_uvm_range_invalid_4k(base, length)) {
+		r = kzalloc(sizeof(*r), GFP_KERNEL);
+		if (!r)
+			return -ENOMEM;
+		r->start = base;
+		r->end = base + length - 1;
+	}
+	mutex_lock(&vf->uvm_lock);
+	if (r && vgpu_uvm_range_overlaps(vf, r->start, r->end)) {
+		/* The driver's answer for a range that overlaps a real one. */
+		*(NV_STATUS *)(k + size - status_end) = NV_ERR_UVM_ADDRESS_IN_USE;
+		kfree(r);
+		ret = 0;
+		goto out;
+	}
 	ret = vgpu_call_uvm(vf, cmd, k, size);
+	if (r) {
+		/* Whatever came back (and even if the call broke). */
+		mutex_lock(&vf->lock);
+		list_add_tail(&r->node, &vf->uvm_ranges);
+		mutex_unlock(&vf->lock);
+	}
 	if (ret)
-		return ret;
-	/*
-	 * rmStatus comes back forgeable (call.c); UVM_FREE of a base that a
-	 * MAP_EXTERNAL mapped fails only when nothing is mapped there any
-	 * more, so dropping on a forged NV_OK loses nothing the driver holds.
-	 * (Assumption about the UVM driver: docs/mediator.md.)
-	 */
-	if (*(NV_STATUS *)(k + size - status_end) == NV_OK)
-		vgpu_uvm_ext_drop(vf, base);
-	if (copy_to_user(u, k, size))
-		return -EFAULT;
+		goto out;
+	if (cmd == UVM_FREE) {
+		r = vgpu_uvm_range_find(vf, base, base);
+		if (r && r->start == base)
+			vgpu_uvm_range_drop(vf, r);
+	} else if (cmd == UVM_UNMAP_EXTERNAL &&
+		   !vgpu_uvm_range_invalid_4k(base, length)) {
+		vgpu_uvm_unmapped(vf, base, base + length - 1, uuid);
+	}
+out:
+	mutex_unlock(&vf->uvm_lock);
+	if (!ret && copy_to_user(u, k, size))
+		ret = -EFAULT;
+	return ret;
+}
+
+/*
+ * Before MAP_EXTERNAL_ALLOCATION: the mapping the driver may make from
+ * vgpu.ko's copy @k -- [base, base + length) in the recorded range that
+ * holds it, on the GPUs of perGpuAttributes (UUID first in each 36-byte
+ * UvmGpuMappingAttributes, from offset 24; gpuAttributesCount at the end,
+ * bounded by the release's array) -- allocated now, so that nothing can
+ * fail once the driver has mapped.  *@e stays NULL where the driver maps
+ * nothing (no recorded range holds it).  Returns with vf->uvm_lock held,
+ * or an errno without.
+ */
+#define VGPU_UVM_MAP_ATTR_OFF   24
+#define VGPU_UVM_MAP_ATTR_SIZE  36
+
+static long vgpu_uvm_map_prepare(struct vgpu_file *vf, const u8 *k, u32 size,
+				 struct vgpu_uvm_ext **e)
+{
+	const s32 count_end = VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
+					   gpuAttributesCount);
+	u64 base, length, count, cap;
+	struct vgpu_uvm_range *r;
+	struct vgpu_uvm_ext *n;
+	u32 i;
+
+	BUILD_BUG_ON(offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, base));
+	BUILD_BUG_ON(offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, perGpuAttributes) !=
+		     VGPU_UVM_MAP_ATTR_OFF);
+	base = *(const u64 *)k;
+	length = *(const u64 *)(k + 8);
+	count = *(const u64 *)(k + size - count_end);
+	cap = (size - count_end - VGPU_UVM_MAP_ATTR_OFF) / VGPU_UVM_MAP_ATTR_SIZE;
+	count = min(count, cap);
+	*e = NULL;
+	n = kzalloc(sizeof(*n), GFP_KERNEL);
+	if (!n)
+		return -ENOMEM;
+	if (count) {
+		n->uuids = kcalloc(count, 16, GFP_KERNEL);
+		if (!n->uuids) {
+			kfree(n);
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < count; i++)
+		memcpy(n->uuids[i], k + VGPU_UVM_MAP_ATTR_OFF +
+		       i * VGPU_UVM_MAP_ATTR_SIZE, 16);
+	n->nr_gpus = count;
+	n->base = base;
+	n->end = base + length - 1;
+	mutex_lock(&vf->uvm_lock);
+	r = vgpu_uvm_range_invalid_4k(base, length) ? NULL :
+	    vgpu_uvm_range_find(vf, n->base, n->end);
+	if (!r) {
+		kfree(n->uuids);
+		kfree(n);
+		return 0;
+	}
+	n->range = r;
+	*e = n;
 	return 0;
 }
 
@@ -252,8 +486,10 @@ static long vgpu_uvm_free(struct vgpu_file *vf, unsigned int cmd,
 static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 			     void __user *u, u32 size)
 {
-	struct vgpu_uvm_ext_key chk = {};
 	struct vgpu_tmpfd t = { .fd = -1 };
+	struct vgpu_uvm_ext *e = NULL;
+	bool locked = false;
+	NvHandle hmemory = 0;
 	struct vgpu_client *cl;
 	NvHandle hclient;
 	int fd, *pfd;
@@ -307,25 +543,31 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	}
 	vgpu_client_put(cl);
 	if (c->cmd == UVM_MAP_EXTERNAL_ALLOCATION) {
-		/* What the driver reads: results come back forgeable. */
-		const s32 mem_end = VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
-						 hMemory);
-
-		BUILD_BUG_ON(offsetof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, base));
-		chk.base = *(u64 *)k;
-		chk.hClient = hclient;
-		chk.hMemory = *(NvHandle *)(k + size - mem_end);
+		ret = vgpu_uvm_map_prepare(vf, k, size, &e);
+		if (ret)
+			goto out_fd;
+		hmemory = *(NvHandle *)(k + size -
+			VGPU_UVM_END(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, hMemory));
+		locked = true;
 	}
 	*pfd = t.fd;
 	ret = vgpu_call_uvm(vf, c->cmd, k, size);
 	*pfd = fd;
 	if (ret)
 		goto out_fd;
-	if (c->cmd == UVM_MAP_EXTERNAL_ALLOCATION)
-		vgpu_uvm_ext_add(vf, &chk);
+	if (e) {
+		vgpu_uvm_ext_add(vf, e, hclient, hmemory);
+		e = NULL;
+	}
 	if (copy_to_user(u, k, size))
 		ret = -EFAULT;
 out_fd:
+	if (locked)
+		mutex_unlock(&vf->uvm_lock);
+	if (e) {
+		kfree(e->uuids);
+		kfree(e);
+	}
 	vgpu_fd_restore(&t);
 out:
 	kfree(k);
@@ -408,8 +650,9 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 				    "rewrite" : "embedded descriptor");
 		return -EPERM;
 	}
-	if (cmd == UVM_FREE)
-		ret = vgpu_uvm_free(vf, cmd, u, it->size);
+	if (cmd == UVM_FREE || cmd == UVM_CREATE_EXTERNAL_RANGE ||
+	    cmd == UVM_UNMAP_EXTERNAL)
+		ret = vgpu_uvm_range_cmd(vf, cmd, u, it->size);
 	else if (c && c->fd_end >= 0)
 		ret = vgpu_uvm_checked(vf, c, u, it->size);
 	else

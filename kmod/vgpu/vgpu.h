@@ -184,6 +184,8 @@ struct vgpu_file {
 	bool undo;                      /* poisoned by a broken call: free its clients */
 	struct list_head uvm_ext;       /* vgpu_uvm_ext, lock: UVM external mappings */
 	struct list_head uvm_held;      /* vgpu_uvm_ext, lock: charges kept until the real release */
+	struct mutex uvm_lock;          /* external ranges: model and driver call together */
+	struct list_head uvm_ranges;    /* vgpu_uvm_range, lock (and uvm_lock to change) */
 	spinlock_t ranges_lock;
 	struct list_head ranges;        /* vgpu_range.node, ranges_lock (managed.c) */
 };
@@ -207,10 +209,23 @@ static inline u32 vgpu_file_node(const struct vgpu_file *vf)
 	}
 }
 
-/* UVM_MAP_EXTERNAL_ALLOCATION keeps the FB until UVM_FREE: so does its charge. */
+/* An external VA range as vgpu.ko models the UVM driver's (uvm.c). */
+struct vgpu_uvm_range {
+	struct list_head node;
+	u64 start, end;                 /* [start, end] */
+};
+
+/*
+ * UVM_MAP_EXTERNAL_ALLOCATION keeps the FB until the driver unmaps it: so
+ * does its charge (uvm.c).
+ */
 struct vgpu_uvm_ext {
 	struct list_head node;
 	u64 base;
+	u64 end;                        /* external mapping: [base, end] ... */
+	struct vgpu_uvm_range *range;   /* ... in this range ... */
+	u32 nr_gpus;                    /* ... on these GPUs (UUIDs) */
+	u8 (*uuids)[16];
 	struct vgpu_charge *charge;
 	bool managed;                   /* a released managed range's (uvm_mapped) */
 };
@@ -331,6 +346,7 @@ NV_STATUS vgpu_rm_control(NVOS54_PARAMETERS *p);
 NV_STATUS vgpu_rm_vid_heap(NVOS32_PARAMETERS *p);
 bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject);
 bool vgpu_rm_is_class(NvHandle hClient, NvHandle hObject, u32 hclass);
+NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size);
 NV_STATUS vgpu_rm_map(NVOS33_PARAMETERS *p);
 NV_STATUS vgpu_rm_unmap(NVOS34_PARAMETERS *p);
 NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,

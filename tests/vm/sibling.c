@@ -17,6 +17,10 @@
  *                mmap(MAP_FIXED) over it and write the next of up to
  *                MAX_CHAIN forged parameter blocks (sibling_start_chain);
  *                once they are all used, nothing more is attacked
+ *   MODE_SWAP    vgpu.ko's call pages, over and over: where the first half
+ *                of the forged bytes occurs (at a 4-byte boundary), write
+ *                the second half over it -- a result the driver wrote,
+ *                rewritten once its copy-out made the page writable
  *
  * A write that faults (SIGBUS/SIGSEGV) is caught on this thread only and
  * counted.  Built by the test with: gcc -shared -fPIC -pthread.
@@ -33,7 +37,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
-enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3, MODE_CHAIN = 4 };
+enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3, MODE_CHAIN = 4, MODE_SWAP = 5 };
 
 #define MAX_SEEN 4096
 #define MAX_TARGET (64 << 10)
@@ -165,6 +169,33 @@ static void attack_mapping(unsigned long a, unsigned long l)
 	in_attack = 0;
 }
 
+/*
+ * MODE_SWAP: read the page (always allowed), and where the pattern lies,
+ * try the write; one that faults (the driver has not written yet) is
+ * counted and tried again on the next round.
+ */
+static void swap_mapping(unsigned long a, unsigned long l)
+{
+	size_t half = S.forged_len / 2;
+	const char *match = S.forged, *repl = match + half;
+	volatile unsigned long off = 0;
+
+	/* A fault (the write refused, or the page gone) ends this round. */
+	in_attack = 1;
+	if (sigsetjmp(fault_jmp, 1) == 0) {
+		for (off = 0; off + half <= l; off += 4) {
+			if (memcmp((void *)(a + off), match, half))
+				continue;
+			S.res.attempts++;
+			memcpy((void *)(a + off), repl, half);
+			S.res.writes++;
+		}
+	} else {
+		S.res.faults++;
+	}
+	in_attack = 0;
+}
+
 /* Everything that exists now (this thread's own stack included) is the baseline. */
 static void baseline(void)
 {
@@ -226,6 +257,12 @@ static void *attacker(void *arg)
 			 * uses it), or replaced whenever one shows (a replaced
 			 * one is anonymous, no longer named).
 			 */
+			if (named[i] && S.mode == MODE_SWAP) {
+				swap_mapping(st[i], ln[i]);
+				continue;
+			}
+			if (S.mode == MODE_SWAP)
+				continue;
 			if (named[i]) {
 				attack_mapping(st[i], ln[i]);
 				continue;

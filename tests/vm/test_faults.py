@@ -313,7 +313,9 @@ def _uvm_ext_range(ctx: Ctx) -> None:
 
 
 def _uvm_map_ext(ctx: Ctx) -> None:
-    ctx.u.map_external(UVM_BASE, 16 * MiB, ctx.c.fd, ctx.c.hClient, ctx.objs["mem"])
+    # in the range the step before made
+    ctx.u.map_external(UVM_BASE, 16 * MiB, ctx.c.fd, ctx.c.hClient, ctx.objs["mem"],
+                       create_range=False)
 
 
 def _uvm_managed(ctx: Ctx) -> None:

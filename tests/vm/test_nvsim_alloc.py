@@ -246,3 +246,34 @@ def test_alloc_struct_status_not_errno(client, gpu0):
     out = A.NVOS21_PARAMETERS.from_bytes(raw_ioctl(client.fd, A.NV_ESC_RM_ALLOC, p))
     assert out.status == A.NV_ERR_INVALID_CLASS
     assert ctypes.sizeof(p) == 32
+
+
+# NVOS32 attr PAGE_SIZE (24:23), attr2 PAGE_SIZE_HUGE (21:20): nvos.h
+_PS = 23
+_HUGE2 = 20
+
+
+@pytest.mark.parametrize("size,attr,attr2,rounded", [
+    (4097, 1 << _PS, 0, 8192),                          # 4KB
+    (4096, 2 << _PS, 0, 64 << 10),                      # BIG: 64 KiB
+    (4096, 3 << _PS, 0, 2 * MiB),                       # HUGE, attr2 DEFAULT: 2 MiB
+    (4096, 3 << _PS, 1 << _HUGE2, 2 * MiB),             # HUGE 2MB
+    (2 * MiB + 1, 3 << _PS, 2 << _HUGE2, 512 * MiB),    # HUGE 512MB (GH100)
+    (12345, 0, 0, 12345),                               # DEFAULT: to the byte (simplified)
+], ids=["4k", "big", "huge", "huge-2m", "huge-512m", "default"])
+def test_page_size_attribute_rounds_like_rm(client, gpu0, state, size, attr, attr2, rounded):
+    """Issue 31 item 3a: RM rounds the size up to the page size it picked
+    (memmgrDeterminePageSize, memmgrAllocDetermineAlignment_GM107) and
+    writes the rounded size back (vidmemConstruct); the surface's size is
+    the rounded one (GET_SURFACE_INFO PHYS_SIZE)."""
+    h, mp = client.alloc_vidmem(gpu0.hDevice, size, attr=attr, attr2=attr2)
+    assert mp.size == rounded
+    assert _fb(state) == rounded
+    assert client.surface_size(h) == rounded
+    client.free(h)
+    hv, p = client.vid_heap_alloc(gpu0.hDevice, size, attr=attr)
+    if attr2 != 2 << _HUGE2:                            # vid heap: attr2 not set here
+        assert p.data.AllocSize.size == rounded
+        assert _fb(state) == rounded
+    client.vid_heap_free(gpu0.hDevice, hv)
+    assert _fb(state) == 0

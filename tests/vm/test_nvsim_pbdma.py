@@ -117,6 +117,8 @@ class Bed:
         return mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
     def map_gpu(self, hmem: int, va: int, length: int) -> None:
+        # The external range the mapping goes in (uvm_map_external_allocation).
+        self.uvm.create_external_range(va, length)
         p = A.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=va, length=length, rmCtrlFd=self.c.fd,
                                                  hClient=self.c.hClient, hMemory=hmem,
                                                  gpuAttributesCount=1)

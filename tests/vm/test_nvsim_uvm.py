@@ -229,3 +229,45 @@ def test_managed_mmap_must_be_readable_and_writable(uvm):
         assert ei.value.errno == errno.EINVAL
     finally:
         munmap(base, 2 * MiB)
+
+
+def test_external_ranges_as_the_uvm_driver(uvm, client, gpu0, state):
+    """Issue 31: UVM's external ranges (uvm_map_external.c, uvm_va_range.c).
+    A mapping lies in a range CREATE_EXTERNAL_RANGE made; ranges do not
+    overlap; UVM_FREE takes only a range's start and takes its mappings with
+    it; UNMAP_EXTERNAL unmaps one GPU's mappings in [base, base + length),
+    splitting what its ends cut."""
+    base = 0x7E0000000000
+    uvm.initialize()
+    h, _ = client.alloc_vidmem(gpu0.hDevice, 8 * MiB)
+    p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+        flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+    client.control(gpu0.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+    uuid = bytes(p.data[:16])
+    assert uvm.map_external(base, 8 * MiB, client.fd, client.hClient, h, gpus=[uuid],
+                            create_range=False, check=False) == A.NV_ERR_INVALID_ADDRESS
+    uvm.create_external_range(base, 64 * MiB)
+    assert uvm.create_external_range(base + 32 * MiB, 64 * MiB, check=False) == \
+        A.NV_ERR_UVM_ADDRESS_IN_USE
+    assert uvm.create_external_range(base + 4096, 0, check=False) == A.NV_ERR_INVALID_ADDRESS
+    uvm.map_external(base + 8 * MiB, 8 * MiB, client.fd, client.hClient, h, gpus=[uuid])
+    uvm.map_external(base + 16 * MiB, 8 * MiB, client.fd, client.hClient, h, gpus=[uuid])
+    client.free(h)
+    assert state().fb_used(0) == 8 * MiB
+    # Not a range's start: refused, the mapping stays.
+    assert uvm.free(base + 8 * MiB, check=False) == A.NV_ERR_INVALID_ADDRESS
+    assert uvm.unmap_external(base + 8 * MiB, 8 * MiB, b"\xee" * 16, check=False) == \
+        0x26                                            # NV_ERR_INVALID_DEVICE
+    # A cut: half of the first mapping goes, the rest holds the memory.
+    uvm.unmap_external(base + 8 * MiB, 4 * MiB, uuid)
+    uvm.unmap_external(base + 16 * MiB, 8 * MiB, uuid)
+    assert state().fb_used(0) == 8 * MiB
+    uvm.unmap_external(base + 12 * MiB, 4 * MiB, uuid)
+    assert state().fb_used(0) == 0
+    h, _ = client.alloc_vidmem(gpu0.hDevice, 8 * MiB)
+    uvm.map_external(base, 8 * MiB, client.fd, client.hClient, h, gpus=[uuid])
+    client.free(h)
+    assert state().fb_used(0) == 8 * MiB
+    uvm.free(base)                                      # the range, with its mapping
+    assert state().fb_used(0) == 0
+    assert uvm.free(base, check=False) == A.NV_ERR_INVALID_ADDRESS

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from vgpu.abi import uapi as U
-from vgpu_fixtures import MiB, nvsim_fb, read_vstate
+from vgpu_fixtures import MiB, RmError, nvsim_fb, read_vstate
 from polling import wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa: F401
@@ -40,7 +40,7 @@ from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa:
 from vgpu.abi import nvabi as A
 
 NVSIM = Path("/sys/kernel/debug/nvsim")
-MODE_WRITE, MODE_REPLACE, MODE_DUP = 1, 2, 3
+MODE_WRITE, MODE_REPLACE, MODE_DUP, MODE_CHAIN, MODE_SWAP = 1, 2, 3, 4, 5
 DELAY_MS = 400
 
 
@@ -67,13 +67,17 @@ def sibling(tmp_path_factory):
 
 @pytest.fixture
 def delay():
-    """delay(nr): nvsim sleeps DELAY_MS before reading escape nr's parameters."""
-    def _set(nr: int, ms: int = DELAY_MS) -> None:
-        (NVSIM / "delay_nr").write_text(str(nr))
+    """delay(nr): nvsim sleeps DELAY_MS before reading escape nr's parameters;
+    out=True: after writing its results instead (uvm=True: UVM command nr)."""
+    def _set(nr: int, ms: int = DELAY_MS, out: bool = False, uvm: bool = False) -> None:
+        (NVSIM / ("delay_uvm" if uvm else "delay_nr")).write_text(str(nr))
+        (NVSIM / "delay_out").write_text("1" if out else "0")
         (NVSIM / "delay_ms").write_text(str(ms))
     yield _set
     (NVSIM / "delay_ms").write_text("0")
+    (NVSIM / "delay_out").write_text("0")
     (NVSIM / "delay_nr").write_text("0")
+    (NVSIM / "delay_uvm").write_text("0")
 
 
 def _forged_fb_alloc(client, parent: int):
@@ -434,3 +438,141 @@ def test_broken_calls_cannot_chain_memory_under_a_client_of_their_own(
     # The last reference to the real file goes: so does what it owns.
     assert wait_until(lambda: _nvsim_counts() == (u0, c0) and nvsim_fb(1) == fb1, 5.0), \
         (NVSIM / "state").read_text()
+
+
+# NVOS32 attr PAGE_SIZE (24:23) HUGE, attr2 PAGE_SIZE_HUGE (21:20) 2MB (nvos.h)
+ATTR_PAGE_SIZE_HUGE = 3 << 23
+ATTR2_PAGE_SIZE_HUGE_2MB = 1 << 20
+
+
+def swap(sibling, old: bytes, new: bytes):
+    """Start the sibling in MODE_SWAP: old -> new wherever the driver wrote it."""
+    assert len(old) == len(new)
+    buf = ctypes.create_string_buffer(old + new, 2 * len(old))
+    assert sibling.sibling_start(MODE_SWAP, ctypes.addressof(buf), 2 * len(old)) == 0
+    return buf
+
+
+@pytest.mark.parametrize("path,kw", [
+    ("rm-alloc", dict(attr=ATTR_PAGE_SIZE_HUGE, attr2=ATTR2_PAGE_SIZE_HUGE_2MB)),
+    ("vid-heap", dict(attr=ATTR_PAGE_SIZE_HUGE)),
+])
+def test_size_forged_after_the_copy_out_is_not_charged(sibling, delay, make_slice, path, kw):
+    """Issue 31 item 3a: RM rounds an allocation up to the page size it
+    chose (memmgrAllocDetermineAlignment_GM107) and writes the rounded size
+    back (vidmemConstruct): 4 KiB with a 2 MiB page attribute is 2 MiB.  The
+    copy-out made the call page writable, so a sibling rewrites that size
+    to 4 KiB before vgpu.ko reads it (nvsim holds the call open after its
+    copy-out: delay_out).  The charge is the driver's size, asked through
+    the kernel entry, not what the page says."""
+    import struct
+    sl = make_slice(gpus=[(0, 8 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    fb0 = nvsim_fb(0)
+    delay(A.NV_ESC_RM_VID_HEAP_CONTROL if path == "vid-heap" else A.NV_ESC_RM_ALLOC,
+          out=True)
+    keep = swap(sibling, struct.pack("<Q", 2 * MiB), struct.pack("<Q", 4096))
+    try:
+        h = g.alloc(4096, path, **kw)
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+    del keep
+    assert res.writes >= 1, f"the sibling never rewrote the size: the test proves nothing ({res.faults} faults)"
+    assert nvsim_fb(0) - fb0 == 2 * MiB
+    assert sl.used(0) == 2 * MiB, "charged the size the sibling wrote"
+    # The quota holds: three more such requests do not fit in 8 MiB.
+    hs = [g.alloc(4096, path, **kw) for _ in range(3)]
+    with pytest.raises(RmError) as e:
+        g.alloc(4096, path, **kw)
+    assert e.value.status == A.NV_ERR_NO_MEMORY
+    for x in hs + [h]:
+        g.free(x)
+    assert sl.used(0) == 0 and nvsim_fb(0) == fb0
+
+
+def test_forged_uvm_free_status_does_not_return_a_mapping(sibling, delay, make_slice):
+    """Issue 31 item 3b: UVM_FREE's rmStatus came back on the call page and
+    decided whether a charge reference was dropped.  uvm_free fails for an
+    address that is not a range's start (uvm_va_range.c), so: map inside an
+    external range, UVM_FREE at the mapping's base (the driver answers
+    NV_ERR_INVALID_ADDRESS and keeps the mapping, with its dup of the FB),
+    the sibling rewrites that to NV_OK after the copy-out, the memory is
+    freed, repeat: FB the slice is not charged for.  vgpu.ko drops charges
+    by its own model of the driver's ranges, never on the status."""
+    import struct
+    BASE = 0x7E0000000000
+    sl = make_slice(gpus=[(0, 16 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    u = sl.uvm()
+    u.initialize()
+    p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+        flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+    c.control(g.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+    uuid = bytes(p.data[:16])
+    u.create_external_range(BASE, 64 * MiB)
+    for i in range(1, 3):
+        at = BASE + i * 8 * MiB
+        h = g.alloc(8 * MiB)
+        u.map_external(at, 8 * MiB, c.fd, c.hClient, h, gpus=[uuid])
+        delay(A.UVM_FREE, out=True, uvm=True)
+        keep = swap(sibling, struct.pack("<QI", at, A.NV_ERR_INVALID_ADDRESS),
+                    struct.pack("<QI", at, A.NV_OK))
+        try:
+            st = u.free(at, check=False)
+        finally:
+            res = Result()
+            sibling.sibling_stop(ctypes.byref(res))
+        del keep
+        assert res.writes >= 1, "the sibling never rewrote the status: the test proves nothing"
+        assert st == A.NV_OK                # the caller believes the forgery
+        c.free(h)
+        assert nvsim_fb(0) == i * 8 * MiB   # the driver still maps it
+        assert sl.used(0) == i * 8 * MiB, "a mapping the driver holds went uncharged"
+    with pytest.raises(RmError) as e:
+        g.alloc(8 * MiB)
+    assert e.value.status == A.NV_ERR_NO_MEMORY
+    u.free(BASE)
+    assert sl.used(0) == 0 == nvsim_fb(0)
+
+
+def test_forged_dup_status_tracks_nothing(sibling, delay, make_slice):
+    """Issue 31 item 3: RM_DUP_OBJECT's NV_OK is read back from the call
+    page as well.  A dup the driver refused (nvsim's fault injection: the
+    driver's own answer when it fails at the call's entry), its status
+    rewritten to NV_OK after the copy-out, was tracked as an object sharing
+    the source's charge, which then outlived the memory in the driver.
+    vgpu.ko asks the driver (kernel entry) whether the object exists."""
+    import struct
+    nvdbg = NVSIM
+    sl = make_slice(gpus=[(0, 16 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    src = g.alloc(8 * MiB)
+    hnew = 0x5a5a0001
+    for k, v in (("fail_kind", "RM_DUP_OBJECT"), ("fail_times", "1"), ("fail_status", "0"),
+                 ("fail_caller", "1"), ("fail_pid", str(os.getpid())), ("fail_nth", "1")):
+        (nvdbg / k).write_text(v)
+    delay(A.NV_ESC_RM_DUP_OBJECT, out=True)
+    keep = swap(sibling,
+                struct.pack("<7I", c.hClient, g.hDevice, hnew, c.hClient, src, 0,
+                            A.NV_ERR_NO_MEMORY),
+                struct.pack("<7I", c.hClient, g.hDevice, hnew, c.hClient, src, 0, A.NV_OK))
+    try:
+        try:
+            c.dup(g.hDevice, c.hClient, src, handle=hnew)
+            err = None
+        except RmError as e:
+            err = e.status
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+        (nvdbg / "fail_nth").write_text("0")
+    del keep
+    assert res.writes >= 1, "the sibling never rewrote the status: the test proves nothing"
+    assert err is not None, "a dup the driver refused was taken as made"
+    g.free(src)
+    assert nvsim_fb(0) == 0
+    assert sl.used(0) == 0, "a dup that does not exist holds the charge"

@@ -207,3 +207,100 @@ def test_register_channel_only_for_the_named_files_client(make_slice):
     with pytest.raises(OSError) as ei:
         u.ioctl(A.UVM_REGISTER_CHANNEL, p)
     assert ei.value.errno == errno.EPERM
+
+
+# ------------------------------------------------ external ranges (issue 31)
+
+BASE = 0x7E0000000000
+
+
+def gpu_uuid(c, g) -> bytes:
+    """The GPU's UUID, as CUDA names it in perGpuAttributes (GET_GID_INFO)."""
+    p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+        flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+    c.control(g.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+    return bytes(p.data[:16])
+
+
+@pytest.fixture
+def ext(make_slice):
+    sl = make_slice(gpus=[(0, 64 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    u = sl.uvm()
+    u.initialize()
+    return sl, c, g, u, gpu_uuid(c, g)
+
+
+def test_cumemmap_sequence_returns_the_charge_without_closing(ext):
+    """Issue 31 item 4: CUDA's virtual memory management (cuMemAddressReserve,
+    cuMemMap at offsets, cuMemUnmap, cuMemAddressFree; PyTorch's expandable
+    segments) is CREATE_EXTERNAL_RANGE, MAP_EXTERNAL at offsets within it,
+    UNMAP_EXTERNAL, then UVM_FREE of the range's start.  The charges were
+    keyed by map base and dropped only by a FREE of that base: each mapping
+    but the first leaked until the UVM file closed."""
+    sl, c, g, u, uuid = ext
+    for _ in range(3):                          # no growth from round to round
+        u.create_external_range(BASE, 64 * MiB)
+        for i in range(4):
+            h = g.alloc(8 * MiB)
+            u.map_external(BASE + i * 8 * MiB, 8 * MiB, c.fd, c.hClient, h, gpus=[uuid])
+            c.free(h)                           # cuMemRelease: the mapping holds it
+        assert sl.used() == 32 * MiB == nvsim_fb(0)
+        u.unmap_external(BASE, 8 * MiB, uuid)   # one mapping
+        assert sl.used() == 24 * MiB == nvsim_fb(0)
+        u.unmap_external(BASE + 8 * MiB, 24 * MiB, uuid)     # three at once
+        assert nvsim_fb(0) == 0
+        assert sl.used() == 0, "unmapped FB still charged"
+        u.free(BASE)
+        assert sl.used() == 0
+
+
+def test_free_of_the_range_returns_every_mapping_in_it(ext):
+    """UVM_FREE of a range's start destroys the range with every mapping in
+    it (uvm_va_range.c, uvm_free): all their charges return."""
+    sl, c, g, u, uuid = ext
+    u.create_external_range(BASE, 32 * MiB)
+    for i in range(3):
+        h = g.alloc(4 * MiB)
+        u.map_external(BASE + i * 8 * MiB, 4 * MiB, c.fd, c.hClient, h, gpus=[uuid])
+        c.free(h)
+    assert sl.used() == 12 * MiB == nvsim_fb(0)
+    u.free(BASE)
+    assert sl.used() == 0 == nvsim_fb(0)
+
+
+def test_unmap_that_cuts_a_mapping_keeps_its_charge(ext):
+    """An unmap whose end falls inside a mapping makes the driver split it,
+    which can fail (uvm_ext_gpu_map_split): vgpu.ko cannot know what is
+    left, so the mapping stays charged until its range is freed."""
+    sl, c, g, u, uuid = ext
+    u.create_external_range(BASE, 16 * MiB)
+    h = g.alloc(8 * MiB)
+    u.map_external(BASE, 8 * MiB, c.fd, c.hClient, h, gpus=[uuid])
+    c.free(h)
+    u.unmap_external(BASE, 4 * MiB, uuid)
+    assert nvsim_fb(0) == 8 * MiB           # the upper half still maps it
+    assert sl.used() == 8 * MiB
+    u.unmap_external(BASE + 4 * MiB, 4 * MiB, uuid)
+    assert nvsim_fb(0) == 0
+    assert sl.used() == 8 * MiB, "returned on a cut vgpu.ko cannot see through"
+    u.free(BASE)
+    assert sl.used() == 0
+
+
+def test_map_outside_an_external_range_takes_nothing(ext):
+    """The driver maps only inside an external range
+    (uvm_map_external_allocation: NV_ERR_INVALID_ADDRESS), and a range may
+    not overlap another (NV_ERR_UVM_ADDRESS_IN_USE)."""
+    sl, c, g, u, uuid = ext
+    h = g.alloc(8 * MiB)
+    st = u.map_external(BASE, 8 * MiB, c.fd, c.hClient, h, gpus=[uuid],
+                        create_range=False, check=False)
+    assert st == A.NV_ERR_INVALID_ADDRESS
+    u.create_external_range(BASE, 16 * MiB)
+    assert u.create_external_range(BASE + 8 * MiB, 16 * MiB, check=False) == \
+        A.NV_ERR_UVM_ADDRESS_IN_USE
+    c.free(h)
+    assert sl.used() == 0 == nvsim_fb(0)
+    u.free(BASE)

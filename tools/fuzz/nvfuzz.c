@@ -1058,9 +1058,13 @@ static int exec_call(struct th *t, struct call *c, enum place tp, int force_fd,
 	 * vgpu.ko takes the memory's charge reference whatever status comes
 	 * back (docs/mediator.md, "The call page"), so the slice may be
 	 * charged more than the driver holds until UVM_FREE or the file's end.
+	 * So may one that succeeded over an older mapping, and an
+	 * UVM_UNMAP_EXTERNAL that cut a mapping (the old charges stay until
+	 * UVM_FREE of their range: uvm.c, issue 31).
 	 */
-	if (is_uvm && c->nr == UVM_MAP_EXTERNAL_ALLOCATION && saved_err != EPERM &&
-	    saved_err != EINVAL && !(ret == 0 && have_status && status == 0))
+	if (is_uvm && (c->nr == UVM_MAP_EXTERNAL_ALLOCATION ||
+		       c->nr == UVM_UNMAP_EXTERNAL) &&
+	    saved_err != EPERM && saved_err != EINVAL)
 		count(K_MAP_EXT_UNSURE);
 	fresh = outcome(node, c->nr, c->item, saved_err, have_status ? status : 0xffffffff);
 	if (res) {

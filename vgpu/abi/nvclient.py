@@ -1064,6 +1064,7 @@ class UvmFile:
         self.dev_prefix = dev_prefix
         self.fd = _open_node(self.path)
         self.ranges: list[tuple[int, int]] = []
+        self.ext_ranges: list[tuple[int, int]] = []     # external ranges made here
         self._release = release
 
     @property
@@ -1139,22 +1140,59 @@ class UvmFile:
         self.ioctl(A.UVM_REGISTER_GPU_VASPACE, p)
         _check(p.rmStatus, "UVM_REGISTER_GPU_VASPACE", p)
 
+    def create_external_range(self, base: int, length: int, check: bool = True) -> int:
+        """UVM_CREATE_EXTERNAL_RANGE: the VA range external mappings go in
+        (the driver maps nothing outside one).  Returns rmStatus."""
+        p = A.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=base, length=length)
+        self.ioctl(A.UVM_CREATE_EXTERNAL_RANGE, p)
+        if check:
+            _check(p.rmStatus, "UVM_CREATE_EXTERNAL_RANGE", p)
+            self.ext_ranges.append((base, length))
+        return p.rmStatus
+
     def map_external(self, base: int, length: int, rm_ctrl_fd: int, hclient: int,
-                     hmemory: int, offset: int = 0) -> None:
-        """UVM_MAP_EXTERNAL_ALLOCATION: map an RM memory object into a UVM
-        range (the driver dups the handle; FB stays in use until free())."""
+                     hmemory: int, offset: int = 0, gpus: Iterable[bytes] = (),
+                     create_range: bool = True, check: bool = True) -> int:
+        """UVM_MAP_EXTERNAL_ALLOCATION: map an RM memory object into an
+        external range (the driver dups the handle; FB stays in use until
+        unmapped or the range is freed).  gpus: the UUIDs of perGpuAttributes.
+        create_range: first make an external range of exactly this mapping
+        when none made here holds it (as CUDA does).  Returns rmStatus."""
+        if create_range and not any(b <= base and base + length <= b + n
+                                    for b, n in self.ext_ranges):
+            self.create_external_range(base, length)
         p = A.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=base, length=length, offset=offset,
                                                  rmCtrlFd=rm_ctrl_fd, hClient=hclient,
                                                  hMemory=hmemory)
+        gl = list(gpus)
+        for i, uuid in enumerate(gl):
+            ctypes.memmove(ctypes.addressof(p.perGpuAttributes) + 36 * i,
+                           bytes(uuid)[:16].ljust(16, b"\0"), 16)
+        p.gpuAttributesCount = len(gl)
         # base, length, offset ... gpuAttributesCount, rmCtrlFd, hClient, hMemory, rmStatus
         self._ioctl_tail(A.UVM_MAP_EXTERNAL_ALLOCATION, p, 24, 24)
-        _check(p.rmStatus, "UVM_MAP_EXTERNAL_ALLOCATION", p)
+        if check:
+            _check(p.rmStatus, "UVM_MAP_EXTERNAL_ALLOCATION", p)
+        return p.rmStatus
 
-    def free(self, base: int) -> None:
+    def unmap_external(self, base: int, length: int, uuid: bytes, check: bool = True) -> int:
+        """UVM_UNMAP_EXTERNAL of [base, base + length) on one GPU."""
+        p = A.UVM_UNMAP_EXTERNAL_PARAMS(base=base, length=length)
+        ctypes.memmove(p.gpuUuid, bytes(uuid)[:16].ljust(16, b"\0"), 16)
+        self.ioctl(A.UVM_UNMAP_EXTERNAL, p)
+        if check:
+            _check(p.rmStatus, "UVM_UNMAP_EXTERNAL", p)
+        return p.rmStatus
+
+    def free(self, base: int, check: bool = True) -> int:
+        """UVM_FREE: the range that starts at base, with its mappings."""
         p = A.UVM_FREE_PARAMS(base=base)
         # base ... rmStatus and its padding (up to 580 a length between them)
         self._ioctl_tail(A.UVM_FREE, p, 8, 8)
-        _check(p.rmStatus, "UVM_FREE", p)
+        if check:
+            _check(p.rmStatus, "UVM_FREE", p)
+            self.ext_ranges = [(b, n) for b, n in self.ext_ranges if b != base]
+        return p.rmStatus
 
     def managed_mmap(self, length: int, *, offset: int | None = None) -> int:
         """A managed range: reserve address space, then map the UVM fd over it
