@@ -117,6 +117,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV_ERR_NOT_SUPPORTED               0x00000056
 #define NV_ERR_OBJECT_NOT_FOUND            0x00000057
 #define NV_ERR_STATE_IN_USE                0x00000063
+#define NV_ERR_RESOURCE_LOST               0x0000006E  /* an invalidated dependant */
 #define NV_ERR_TIMEOUT                     0x00000065
 
 /* ------------------------------------------------------------- classes */

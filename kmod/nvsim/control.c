@@ -304,7 +304,8 @@ static NV_STATUS nvsim_ctrl_active_device_ids(struct nvsim_ctrl_ctx *ctx)
 static NV_STATUS nvsim_ctrl_handle_info(struct nvsim_ctrl_ctx *ctx)
 {
 	NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS *p = ctx->params;
-	struct nvsim_object *o = nvsim_object_find(ctx->obj->client, p->hObject);
+	/* The ref, an invalidated one too: serverutilGetResourceRef finds it. */
+	struct nvsim_object *o = nvsim_object_ref(ctx->obj->client, p->hObject);
 
 	if (!o)
 		return NV_ERR_OBJECT_NOT_FOUND;
@@ -1207,9 +1208,12 @@ static NV_STATUS nvsim_control_locked(const struct nvsim_ctrl *ctrl,
 	if (status != NV_OK)
 		return status;
 	/* serverControl: clientGetResourceRef's NV_ERR_OBJECT_NOT_FOUND. */
-	ctx->obj = nvsim_object_find(client, p->hObject);
+	ctx->obj = nvsim_object_ref(client, p->hObject);
 	if (!ctx->obj)
 		return NV_ERR_OBJECT_NOT_FOUND;
+	/* serverControl: an invalidated dependant is NV_ERR_RESOURCE_LOST. */
+	if (ctx->obj->invalidated)
+		return NV_ERR_RESOURCE_LOST;
 	if (!ctrl || !(ctrl->types & NVSIM_BIT(ctx->obj->type)))
 		return NV_ERR_NOT_SUPPORTED;
 	if (p->paramsSize != nvsim_rel_size(NVREL_CTL, p->cmd, ctrl->size))

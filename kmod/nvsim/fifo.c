@@ -313,6 +313,9 @@ void nvsim_channel_object_fini(struct nvsim_object *obj)
 	if (obj->channel.privileged)
 		atomic_dec(&nvsim.nr_privileged_channels);
 
+	/* Its kernel mappings go before the channel (nvsim_kmaps_drop_channel). */
+	if (ch)
+		nvsim_kmaps_drop_channel(ch);
 	/* The engine lets go of the channel before its pages can go. */
 	if (obj->channel.chid != U32_MAX) {
 		nvsim_engine_remove_channel(ch);
@@ -320,6 +323,8 @@ void nvsim_channel_object_fini(struct nvsim_object *obj)
 	}
 	if (ch)
 		nvsim_channel_free(ch);
+	obj->channel.ch = NULL;
+	obj->channel.tsg = NULL;
 	if (!tsg)
 		return;
 	tsg->nr_channels--;

@@ -560,10 +560,22 @@ void nvsim_kernel_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p)
 		status = NV_ERR_NO_MEMORY;
 		goto out;
 	}
+	/*
+	 * A mapping of its own (the driver's is an ioremap of the BAR), so
+	 * that it is really gone when the channel's free tears it down: a
+	 * caller that reads it afterwards faults, as on the real driver.
+	 */
+	km->va = vmap(&ctx.pages[0], 1, VM_MAP, PAGE_KERNEL);
+	if (!km->va) {
+		kfree(km);
+		status = NV_ERR_NO_MEMORY;
+		goto out;
+	}
 	km->page = ctx.pages[0];
 	get_page(km->page);
 	km->hClient = p->hClient;
-	km->addr = (u64)(uintptr_t)page_address(km->page) + p->offset;
+	km->ch = nvsim_object_find(client, p->hMemory)->channel.ch;
+	km->addr = (u64)(uintptr_t)km->va + p->offset;
 	list_add_tail(&km->node, &nvsim.kmaps);
 	atomic_inc(&nvsim.nr_mappings);
 	p->pLinearAddress = km->addr;
@@ -575,9 +587,25 @@ out:
 static void nvsim_kmap_free(struct nvsim_kmap *km)
 {
 	list_del(&km->node);
+	vunmap(km->va);
 	put_page(km->page);
 	kfree(km);
 	atomic_dec(&nvsim.nr_mappings);
+}
+
+/*
+ * The channel is freed (or invalidated as a dependant): its CPU mappings go
+ * first, the kernel's included (clientFreeResource, rs_client.c:
+ * clientUnmapResourceRefMappings before the resource is destructed).
+ */
+void nvsim_kmaps_drop_channel(struct nvsim_channel *ch)
+{
+	struct nvsim_kmap *km, *tmp;
+
+	lockdep_assert_held(&nvsim.lock);
+	list_for_each_entry_safe(km, tmp, &nvsim.kmaps, node)
+		if (km->ch == ch)
+			nvsim_kmap_free(km);
 }
 
 /**
@@ -585,8 +613,8 @@ static void nvsim_kmap_free(struct nvsim_kmap *km)
  * @call: the caller (kernel)
  * @p: the parameters; pLinearAddress as returned by the map
  *
- * Works after the channel (or its whole client) is gone: the page was
- * pinned by the map, and only the address and client handle are matched.
+ * Only the address and client handle are matched.  A mapping the
+ * channel's free tore down is not found: NV_ERR_INVALID_ARGUMENT.
  */
 void nvsim_kernel_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p)
 {

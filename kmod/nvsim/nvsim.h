@@ -322,7 +322,9 @@ struct nvsim_kmap {
 	struct list_head node;          /* nvsim.kmaps, nvsim.lock */
 	u64 addr;                       /* pLinearAddress */
 	NvHandle hClient;
-	struct page *page;              /* a reference until NV04_UNMAP_MEMORY */
+	struct page *page;              /* a reference until the unmap */
+	void *va;                       /* vmap of page: gone at the unmap */
+	struct nvsim_channel *ch;       /* whose USERD; its free unmaps */
 };
 
 struct nvsim_tsg {
@@ -426,6 +428,18 @@ struct nvsim_object {
 	struct list_head children;
 	struct list_head sibling;
 	struct nvsim_gpu *gpu;          /* NULL for the client itself */
+	/*
+	 * resserv's dependencies (refAddDependant, rs_resource.c): the
+	 * objects freed with this one though they are not below it
+	 * (dependants, nvsim_dep.dep_node), and those this one is freed
+	 * with (depends, nvsim_dep.dant_node).  An invalidated object is a
+	 * dependant freed with another: its class state is gone, its
+	 * handle stays until it is freed itself (clientFreeResource with
+	 * bInvalidateOnly, rs_client.c).
+	 */
+	struct list_head dependants;
+	struct list_head depends;
+	bool invalidated;
 	union {
 		struct {
 			u32 inst;
@@ -456,6 +470,13 @@ struct nvsim_object {
 			u32 engine_type;        /* NV2080_ENGINE_TYPE_* */
 		} channel;
 	};
+};
+
+/* One refAddDependant edge: dant is freed (invalidated) with dep. */
+struct nvsim_dep {
+	struct list_head dep_node;      /* dep->dependants */
+	struct list_head dant_node;     /* dant->depends */
+	struct nvsim_object *dep, *dant;
 };
 
 struct nvsim_client {
@@ -564,6 +585,8 @@ NV_STATUS nvsim_object_new(const struct nvsim_call *call,
 			   u32 hclass, enum nvsim_obj_type type,
 			   struct nvsim_object **out);
 void nvsim_object_destroy(struct nvsim_object *obj);
+struct nvsim_object *nvsim_object_ref(struct nvsim_client *client, NvHandle handle);
+NV_STATUS nvsim_object_depend(struct nvsim_object *dep, struct nvsim_object *dant);
 void nvsim_client_destroy(struct nvsim_client *client);
 void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p);
 void nvsim_rm_free(const struct nvsim_call *call, NVOS00_PARAMETERS *p);
@@ -611,6 +634,7 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma);
 void nvsim_kernel_map(const struct nvsim_call *call, NVOS33_PARAMETERS *p);
 void nvsim_kernel_unmap(const struct nvsim_call *call, NVOS34_PARAMETERS *p);
 void nvsim_kmaps_free(void);
+void nvsim_kmaps_drop_channel(struct nvsim_channel *ch);
 
 /* vaspace.c */
 NV_STATUS nvsim_vaspace_ctor(const struct nvsim_call *call,

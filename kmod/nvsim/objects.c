@@ -87,14 +87,94 @@ NV_STATUS nvsim_client_get(const struct nvsim_call *call, NvHandle hClient,
 	return NV_OK;
 }
 
-struct nvsim_object *nvsim_object_find(struct nvsim_client *client,
-				       NvHandle handle)
+/* The object behind a handle, an invalidated one included (its handle lives). */
+struct nvsim_object *nvsim_object_ref(struct nvsim_client *client,
+				      NvHandle handle)
 {
 	lockdep_assert_held(&nvsim.lock);
 
 	if (handle == client->handle)
 		return &client->obj;
 	return xa_load(&client->objects, handle);
+}
+
+/*
+ * A live object: an invalidated one has no resource behind its handle
+ * (pResource NULL), which every use of the object needs.
+ */
+struct nvsim_object *nvsim_object_find(struct nvsim_client *client,
+				       NvHandle handle)
+{
+	struct nvsim_object *obj = nvsim_object_ref(client, handle);
+
+	return obj && !obj->invalidated ? obj : NULL;
+}
+
+static bool nvsim_object_has_ancestor(struct nvsim_object *obj,
+				      struct nvsim_object *anc)
+{
+	for (obj = obj->parent; obj; obj = obj->parent)
+		if (obj == anc)
+			return true;
+	return false;
+}
+
+/**
+ * nvsim_object_depend - dant is freed with dep (refAddDependant, rs_resource.c)
+ * @dep: the dependency
+ * @dant: the dependant
+ *
+ * As refAddDependant: nothing to record when dep is an ancestor of dant
+ * (freeing dep frees dant anyway).
+ *
+ * Return: NV_OK or NV_ERR_NO_MEMORY.
+ */
+NV_STATUS nvsim_object_depend(struct nvsim_object *dep, struct nvsim_object *dant)
+{
+	struct nvsim_dep *d;
+
+	lockdep_assert_held(&nvsim.lock);
+	if (nvsim_object_has_ancestor(dant, dep))
+		return NV_OK;
+	d = kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
+	if (!d)
+		return NV_ERR_NO_MEMORY;
+	d->dep = dep;
+	d->dant = dant;
+	list_add_tail(&d->dep_node, &dep->dependants);
+	list_add_tail(&d->dant_node, &dant->depends);
+	return NV_OK;
+}
+
+static void nvsim_dep_del(struct nvsim_dep *d)
+{
+	list_del(&d->dep_node);
+	list_del(&d->dant_node);
+	kfree(d);
+}
+
+/*
+ * dant depends on the VA space hVASpace names, if it names one of the
+ * client's (a constructor that found none has refused the allocation, or
+ * takes the device's default, on which nothing depends).
+ */
+static NV_STATUS nvsim_depend_vaspace(struct nvsim_object *dant, NvHandle hVASpace)
+{
+	struct nvsim_object *vas = hVASpace ?
+		nvsim_object_find(dant->client, hVASpace) : NULL;
+
+	if (!vas || vas->type != NVSIM_OBJ_VASPACE)
+		return NV_OK;
+	return nvsim_object_depend(vas, dant);
+}
+
+/* _refRemoveAllDependencies (rs_client.c): obj no longer goes with others. */
+static void nvsim_object_undepend(struct nvsim_object *obj)
+{
+	struct nvsim_dep *d, *tmp;
+
+	list_for_each_entry_safe(d, tmp, &obj->depends, dant_node)
+		nvsim_dep_del(d);
 }
 
 /* RM's generator: a monotonic index in a fixed range, skipping live handles. */
@@ -167,6 +247,8 @@ NV_STATUS nvsim_object_new(const struct nvsim_call *call,
 	obj->parent = parent;
 	obj->gpu = parent->gpu;
 	INIT_LIST_HEAD(&obj->children);
+	INIT_LIST_HEAD(&obj->dependants);
+	INIT_LIST_HEAD(&obj->depends);
 	if (type == NVSIM_OBJ_CHANNEL)
 		obj->channel.chid = U32_MAX;
 
@@ -196,30 +278,27 @@ static void nvsim_destroy_children(struct nvsim_object *obj)
 		nvsim_object_destroy(child);
 }
 
-/**
- * nvsim_object_destroy - free an object, its descendants and what they hold
- * @obj: the object (not a client: see nvsim_client_destroy())
- */
-void nvsim_object_destroy(struct nvsim_object *obj)
+/* What the object's class holds in the simulated GPU; once. */
+static void nvsim_object_teardown(struct nvsim_object *obj)
 {
-	lockdep_assert_held(&nvsim.lock);
-
-	nvsim_destroy_children(obj);
 	if (!list_empty(&obj->client->dma_maps))
 		nvsim_dma_maps_drop(obj);
 
 	switch (obj->type) {
 	case NVSIM_OBJ_CTXSHARE:
 		/* The parent TSG outlives its children (freed first). */
-		obj->parent->tsg.tsg->subctx_used &= ~BIT_ULL(obj->ctxshare.subctx);
+		if (obj->parent->tsg.tsg)
+			obj->parent->tsg.tsg->subctx_used &= ~BIT_ULL(obj->ctxshare.subctx);
 		break;
 	case NVSIM_OBJ_MEMORY:
 		if (obj->memory.mem)
 			nvsim_mem_put(obj->memory.mem);
+		obj->memory.mem = NULL;
 		break;
 	case NVSIM_OBJ_TSG:
 		if (obj->tsg.tsg)
 			nvsim_tsg_free(obj->tsg.tsg);
+		obj->tsg.tsg = NULL;
 		break;
 	case NVSIM_OBJ_CHANNEL:
 		nvsim_channel_object_fini(obj);
@@ -233,6 +312,70 @@ void nvsim_object_destroy(struct nvsim_object *obj)
 	default:
 		break;
 	}
+}
+
+static void nvsim_object_invalidate(struct nvsim_object *obj);
+
+/*
+ * The dependants of obj go before it: clientUpdatePendingFreeList
+ * (rs_server.c) puts them, with their children and their own dependants,
+ * at the head of the client's pending free list, and serverFreeResourceTree
+ * frees them first.  One that is not below the object being freed is only
+ * invalidated (bInvalidateOnly: refHasAncestor against the free stack).
+ */
+static void nvsim_invalidate_dependants(struct nvsim_object *obj)
+{
+	struct nvsim_dep *d;
+
+	while ((d = list_first_entry_or_null(&obj->dependants, struct nvsim_dep,
+					     dep_node))) {
+		struct nvsim_object *dant = d->dant;
+
+		/* Its own edges go as it is invalidated; this one at least. */
+		nvsim_dep_del(d);
+		nvsim_object_invalidate(dant);
+	}
+}
+
+/*
+ * clientFreeResource (rs_client.c) with bInvalidateOnly: the resource is
+ * destructed (its CPU mappings unmapped first, clientUnmapResourceRefMappings,
+ * and its dependencies dropped, _refRemoveAllDependencies), the handle stays
+ * in the client, bInvalidated, until it is freed itself.  Its children and
+ * dependants were on the pending list before it: invalidated too.
+ */
+static void nvsim_object_invalidate(struct nvsim_object *obj)
+{
+	struct nvsim_object *child;
+
+	lockdep_assert_held(&nvsim.lock);
+	if (obj->invalidated)
+		return;
+	obj->invalidated = true;
+	nvsim_invalidate_dependants(obj);
+	list_for_each_entry_reverse(child, &obj->children, sibling)
+		nvsim_object_invalidate(child);
+	nvsim_object_undepend(obj);
+	nvsim_object_teardown(obj);
+}
+
+/**
+ * nvsim_object_destroy - free an object, its descendants and what they hold
+ * @obj: the object (not a client: see nvsim_client_destroy())
+ *
+ * Its dependants that are not below it are invalidated first, as
+ * serverFreeResourceTree does (rs_server.c).  An object invalidated before
+ * (freed as another's dependant) has nothing left but its handle.
+ */
+void nvsim_object_destroy(struct nvsim_object *obj)
+{
+	lockdep_assert_held(&nvsim.lock);
+
+	nvsim_invalidate_dependants(obj);
+	nvsim_destroy_children(obj);
+	nvsim_object_undepend(obj);
+	if (!obj->invalidated)
+		nvsim_object_teardown(obj);
 
 	list_del(&obj->sibling);
 	xa_erase(&obj->client->objects, obj->handle);
@@ -349,6 +492,8 @@ static NV_STATUS nvsim_client_alloc(const struct nvsim_call *call,
 	client->obj.client = client;
 	INIT_LIST_HEAD(&client->obj.children);
 	INIT_LIST_HEAD(&client->obj.sibling);
+	INIT_LIST_HEAD(&client->obj.dependants);
+	INIT_LIST_HEAD(&client->obj.depends);
 	INIT_LIST_HEAD(&client->dma_maps);
 
 	ret = xa_insert(&nvsim.clients, h, client, GFP_KERNEL_ACCOUNT);
@@ -571,6 +716,13 @@ static NV_STATUS nvsim_tsg_ctor(const struct nvsim_call *call,
 	if (status != NV_OK)
 		return status;
 	status = nvsim_tsg_object_init(obj, params);
+	/*
+	 * kchangrpapiConstruct_IMPL (kernel_channel_group_api.c): a TSG made
+	 * on a VA space is its dependant (refAddDependant).
+	 */
+	if (status == NV_OK && params)
+		status = nvsim_depend_vaspace(obj,
+			((const NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS *)params)->hVASpace);
 	if (status != NV_OK)
 		nvsim_object_destroy(obj);
 	return status;
@@ -612,6 +764,29 @@ static NV_STATUS nvsim_channel_ctor(const struct nvsim_call *call,
 		return status;
 	}
 	obj->channel.engine_type = engine;
+	/*
+	 * kchannelConstruct_IMPL (kernel_channel.c): the channel is a
+	 * dependant of the VA space it names (a channel without a TSG) and of
+	 * its context share (refAddDependant), so freeing either frees the
+	 * channel.  (Its hidden TSG, the TSG's legacy context shares and
+	 * graphics context are the driver's own objects here, without
+	 * handles; the real driver gives them generated handles.  A USERD in
+	 * OS-descriptor memory is a dependency too in 595.45.04,
+	 * kchannelCreateUserdMemDesc_GV100: not modelled.)
+	 */
+	status = nvsim_depend_vaspace(obj,
+		((const NV_CHANNEL_ALLOC_PARAMS *)params)->hVASpace);
+	if (status == NV_OK) {
+		NvHandle hcs = ((const NV_CHANNEL_ALLOC_PARAMS *)params)->hContextShare;
+		struct nvsim_object *cs = hcs ? nvsim_object_find(client, hcs) : NULL;
+
+		if (cs && cs->type == NVSIM_OBJ_CTXSHARE)
+			status = nvsim_object_depend(cs, obj);
+	}
+	if (status != NV_OK) {
+		nvsim_object_destroy(obj);
+		return status;
+	}
 	/*
 	 * kchannelConstruct (kernel_channel.c): a channel made at kernel
 	 * privilege, or by an administrator, is a privileged channel (the
@@ -714,6 +889,12 @@ static NV_STATUS nvsim_ctxshare_ctor(const struct nvsim_call *call,
 	tsg->subctx_used |= BIT_ULL(id);
 	obj->ctxshare.subctx = id;
 	obj->ctxshare.hvaspace = p->hVASpace;
+	/* kctxshareapiConstruct_IMPL: a dependant of its VA space. */
+	status = nvsim_depend_vaspace(obj, p->hVASpace);
+	if (status != NV_OK) {
+		nvsim_object_destroy(obj);
+		return status;
+	}
 	p->subctxId = id;
 	if (p->flags == NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC_PREFER_LOWER)
 		p->subctxId |= 1U << 31;        /* _ALLOCATION_SUCCESS */

@@ -6,7 +6,9 @@
  *
  * Tracking starts at allocation (memory.c makes every RM_ALLOC itself) and
  * ends on every free path: the object's, an ancestor's, the client's, the
- * last close (all of them end in vgpu_obj_remove -> vgpu_compute_drop).
+ * last close (all of them end in vgpu_obj_remove -> vgpu_compute_drop), and
+ * the free of an object the driver made it a dependant of (a VA space, a
+ * context share: vgpu_obj_invalidate -> vgpu_compute_drop).
  *
  * Each channel's USERD page is mapped into the kernel through the driver's
  * kernel entry point (NV04_MAP_MEMORY with hMemory = the channel), so the
@@ -224,13 +226,14 @@ int vgpu_compute_track(struct vgpu_client *c, struct vgpu_obj *o)
 	return 0;
 }
 
-/* Unmap o's and its descendants' USERD pages; before the RM free of o. */
-void vgpu_compute_unmap_subtree(struct vgpu_obj *o)
+/*
+ * Unmap a channel's USERD page; before the driver frees it (directly, with
+ * an ancestor, or as a dependant: vgpu_obj_unmap_closure), which tears the
+ * mapping down (clientUnmapResourceRefMappings).  ch->userd is cleared
+ * under tlock first, so the scheduler never reads a torn-down mapping.
+ */
+void vgpu_compute_unmap(struct vgpu_obj *o)
 {
-	struct vgpu_obj *child;
-
-	list_for_each_entry(child, &o->children, sibling)
-		vgpu_compute_unmap_subtree(child);
 	if (o->type == VGPU_OBJ_CHANNEL && o->compute) {
 		struct vgpu_chan *ch = o->compute;
 		struct vgpu_gpu *g = ch->tsg->g;

@@ -165,6 +165,10 @@ int vgpu_client_record(struct vgpu_file *vf, NvHandle h)
 	c->obj.client = c;
 	INIT_LIST_HEAD(&c->obj.children);
 	INIT_LIST_HEAD(&c->obj.sibling);
+	INIT_LIST_HEAD(&c->obj.dependants);
+	INIT_LIST_HEAD(&c->obj.depends);
+	INIT_LIST_HEAD(&c->obj.pins);
+	INIT_LIST_HEAD(&c->obj.pinned_by);
 
 	mutex_lock(&vf->lock);
 	ret = rhashtable_lookup_insert_fast(&vgpu_objs, &c->obj.node,
@@ -207,6 +211,10 @@ int vgpu_obj_add(struct vgpu_client *c, struct vgpu_obj *parent, NvHandle h,
 	o->gpu = gpu;
 	o->charge = charge;
 	INIT_LIST_HEAD(&o->children);
+	INIT_LIST_HEAD(&o->dependants);
+	INIT_LIST_HEAD(&o->depends);
+	INIT_LIST_HEAD(&o->pins);
+	INIT_LIST_HEAD(&o->pinned_by);
 	ret = rhashtable_lookup_insert_fast(&vgpu_objs, &o->node, vgpu_obj_params);
 	if (ret) {
 		kfree(o);
@@ -219,21 +227,236 @@ int vgpu_obj_add(struct vgpu_client *c, struct vgpu_obj *parent, NvHandle h,
 	return 0;
 }
 
-/* Remove o and its descendants (not a client's root); under the client lock. */
+/*
+ * ------------------------------------------------------------ dependencies
+ *
+ * The driver frees more than an object's subtree: every dependant of an
+ * object being freed goes first, with its own subtree and dependants
+ * (clientUpdatePendingFreeList, serverFreeResourceTree: rs_server.c), and
+ * one that is not below the object being freed is invalidated (destructed,
+ * its CPU mappings unmapped, its handle kept: clientFreeResource with
+ * bInvalidateOnly, rs_client.c).  kchannelConstruct_IMPL
+ * (kernel_channel.c) makes a channel a dependant of the VA space it names
+ * and of its context share; kctxshareapiConstruct_IMPL (kernel_ctxshare.c)
+ * a context share of its VA space; kchangrpapiConstruct_IMPL
+ * (kernel_channel_group_api.c) a TSG of its VA space (535.261.03 and
+ * 595.45.04 alike).  vgpu.ko records these edges from the parameters the
+ * driver was given (vgpu_obj_depend_params) and drops its state for every
+ * object the driver frees with another: channels (their USERD maps before
+ * the free, their place in the scheduler, the channel cap, the USERD
+ * charge they hold) and TSGs.  The driver's other dependencies either end
+ * at objects vgpu.ko keeps no state for (virtual memory on a VA space,
+ * context DMAs on memory, graphics objects on a graphics context) or start
+ * at objects the driver made itself with generated handles (a bare
+ * channel's hidden TSG, a TSG's legacy context shares and graphics
+ * context), which a container may not free (vgpu_rm_free_path).
+ */
+static bool vgpu_obj_has_ancestor(struct vgpu_obj *o, struct vgpu_obj *anc)
+{
+	for (o = o->parent; o; o = o->parent)
+		if (o == anc)
+			return true;
+	return false;
+}
+
+/* refAddDependant: nothing to record below the dependency itself. */
+static int vgpu_obj_depend(struct vgpu_obj *dep, struct vgpu_obj *dant)
+{
+	struct vgpu_dep *d;
+
+	lockdep_assert_held(&dant->client->lock);
+	if (dep == dant || vgpu_obj_has_ancestor(dant, dep))
+		return 0;
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return -ENOMEM;
+	d->dep = dep;
+	d->dant = dant;
+	list_add_tail(&d->dep_node, &dep->dependants);
+	list_add_tail(&d->dant_node, &dant->depends);
+	return 0;
+}
+
+static void vgpu_dep_del(struct vgpu_dep *d)
+{
+	list_del(&d->dep_node);
+	list_del(&d->dant_node);
+	kfree(d);
+}
+
+/*
+ * o goes with nothing any more (_refRemoveAllDependencies), and pins
+ * nothing (it is freed or invalidated: the driver let go of its memory) nor
+ * is pinned (it goes with its pinner, vgpu_obj_free_pinned).
+ */
+static void vgpu_obj_undepend(struct vgpu_obj *o)
+{
+	struct vgpu_dep *d, *tmp;
+
+	list_for_each_entry_safe(d, tmp, &o->depends, dant_node)
+		vgpu_dep_del(d);
+	list_for_each_entry_safe(d, tmp, &o->pins, dant_node)
+		vgpu_dep_del(d);
+	list_for_each_entry_safe(d, tmp, &o->pinned_by, dep_node)
+		vgpu_dep_del(d);
+}
+
+/* pinner (a channel or TSG) keeps using target's memory; c->lock. */
+static int vgpu_obj_pin(struct vgpu_obj *target, struct vgpu_obj *pinner)
+{
+	struct vgpu_dep *d = kzalloc(sizeof(*d), GFP_KERNEL);
+
+	if (!d)
+		return -ENOMEM;
+	d->dep = target;
+	d->dant = pinner;
+	list_add_tail(&d->dep_node, &target->pinned_by);
+	list_add_tail(&d->dant_node, &pinner->pins);
+	return 0;
+}
+
+static void vgpu_obj_mark_walk(struct vgpu_obj *o, u64 gen)
+{
+	struct vgpu_obj *child;
+	struct vgpu_dep *d;
+
+	if (o->walk == gen)
+		return;
+	o->walk = gen;
+	list_for_each_entry(d, &o->dependants, dep_node)
+		vgpu_obj_mark_walk(d->dant, gen);
+	list_for_each_entry(child, &o->children, sibling)
+		vgpu_obj_mark_walk(child, gen);
+}
+
+/* Is an object of the marked set (gen) pinned by one outside it? */
+static bool vgpu_obj_pinned_walk(struct vgpu_obj *o, u64 gen, u64 seen)
+{
+	struct vgpu_obj *child;
+	struct vgpu_dep *d;
+
+	if (o->walk == seen)
+		return false;
+	o->walk = seen;
+	list_for_each_entry(d, &o->pinned_by, dep_node)
+		if (d->dant->walk != gen && d->dant->walk != seen)
+			return true;
+	list_for_each_entry(d, &o->dependants, dep_node)
+		if (vgpu_obj_pinned_walk(d->dant, gen, seen))
+			return true;
+	list_for_each_entry(child, &o->children, sibling)
+		if (vgpu_obj_pinned_walk(child, gen, seen))
+			return true;
+	return false;
+}
+
+/*
+ * Would the driver's free of o free memory a live channel or TSG outside
+ * what goes with o still uses?  Then the free is refused
+ * (NV_ERR_STATE_IN_USE).  c->lock.
+ */
+static bool vgpu_obj_free_pinned(struct vgpu_obj *o)
+{
+	struct vgpu_client *c = o->client;
+	u64 gen;
+
+	lockdep_assert_held(&c->lock);
+	gen = ++c->walk_gen;
+	vgpu_obj_mark_walk(o, gen);
+	return vgpu_obj_pinned_walk(o, gen, ++c->walk_gen);
+}
+
+/*
+ * Every USERD map the driver's free of o tears down: o's subtree's and its
+ * dependants' (with theirs), unmapped before the free.  Each object once
+ * (the graph is a DAG, but may join).
+ */
+static void vgpu_obj_unmap_walk(struct vgpu_obj *o, u64 gen)
+{
+	struct vgpu_obj *child;
+	struct vgpu_dep *d;
+
+	if (o->walk == gen)
+		return;
+	o->walk = gen;
+	list_for_each_entry(d, &o->dependants, dep_node)
+		vgpu_obj_unmap_walk(d->dant, gen);
+	list_for_each_entry(child, &o->children, sibling)
+		vgpu_obj_unmap_walk(child, gen);
+	vgpu_compute_unmap(o);
+}
+
+/* Before the driver frees o (or o's client, o = &c->obj); c->lock. */
+void vgpu_obj_unmap_closure(struct vgpu_obj *o)
+{
+	struct vgpu_client *c = o->client;
+
+	lockdep_assert_held(&c->lock);
+	vgpu_obj_unmap_walk(o, ++c->walk_gen);
+}
+
+/* What o holds here (scheduler, channel cap, charge) goes back; once. */
+static void vgpu_obj_drop_state(struct vgpu_obj *o)
+{
+	if (o->dropped)
+		return;
+	o->dropped = true;
+	vgpu_compute_drop(o);
+	if (o->type == VGPU_OBJ_CHANNEL)
+		atomic_dec(&o->client->slice->gpus[o->gpu].chans_held);
+	vgpu_charge_put(o->charge);
+	WRITE_ONCE(o->charge, NULL);
+}
+
+static void vgpu_obj_invalidate(struct vgpu_obj *o);
+
+/* o's dependants went before it in the driver. */
+static void vgpu_obj_invalidate_dependants(struct vgpu_obj *o)
+{
+	struct vgpu_dep *d;
+
+	while ((d = list_first_entry_or_null(&o->dependants, struct vgpu_dep,
+					     dep_node))) {
+		struct vgpu_obj *dant = d->dant;
+
+		vgpu_dep_del(d);
+		vgpu_obj_invalidate(dant);
+	}
+}
+
+/* The driver invalidated o (a dependant): its state goes, the record stays. */
+static void vgpu_obj_invalidate(struct vgpu_obj *o)
+{
+	struct vgpu_obj *child;
+
+	if (o->lost)
+		return;
+	WRITE_ONCE(o->lost, true);
+	vgpu_obj_invalidate_dependants(o);
+	list_for_each_entry(child, &o->children, sibling)
+		vgpu_obj_invalidate(child);
+	vgpu_obj_undepend(o);
+	vgpu_obj_drop_state(o);
+}
+
+/*
+ * Remove o and its descendants (not a client's root), after the driver
+ * freed o; the dependants it took with it are invalidated.  Under the
+ * client lock.
+ */
 void vgpu_obj_remove(struct vgpu_obj *o)
 {
 	struct vgpu_obj *child, *tmp;
 
+	vgpu_obj_invalidate_dependants(o);
 	list_for_each_entry_safe(child, tmp, &o->children, sibling)
 		vgpu_obj_remove(child);
 	if (o->type == VGPU_OBJ_CLIENT)
 		return;
-	vgpu_compute_drop(o);
-	if (o->type == VGPU_OBJ_CHANNEL)
-		atomic_dec(&o->client->slice->gpus[o->gpu].chans_held);
+	vgpu_obj_undepend(o);
+	vgpu_obj_drop_state(o);
 	rhashtable_remove_fast(&vgpu_objs, &o->node, vgpu_obj_params);
 	list_del(&o->sibling);
-	vgpu_charge_put(o->charge);
 	atomic_dec(&vgpu_nr_objects);
 	call_rcu(&o->rcu, vgpu_obj_free_rcu);
 }
@@ -275,7 +498,7 @@ void vgpu_file_free_clients(struct vgpu_file *vf)
 		mutex_lock(&c->lock);
 		h = c->obj.key.client;
 		if (!c->dead) {
-			vgpu_compute_unmap_subtree(&c->obj);
+			vgpu_obj_unmap_closure(&c->obj);
 			vgpu_rm_free(h, h, h);
 			vgpu_client_remove(c);
 		}
@@ -671,6 +894,124 @@ static void vgpu_chan_hold_userd(NvHandle hclient, NvHandle hchan, NvHandle hmem
 	rcu_read_unlock();
 }
 
+/*
+ * The handles whose objects the driver makes a new object a dependant of
+ * (vgpu.ko's dependency section above), from the parameters it is given:
+ * NV_CHANNEL_ALLOC_PARAMS hContextShare @24 and hVASpace @28,
+ * NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS hVASpace @8,
+ * NV_CTXSHARE_ALLOCATION_PARAMETERS hVASpace @0 (the same offsets in
+ * 535.261.03 and 595.45.04; kparams is zeroed beyond the release's size).
+ */
+#define VGPU_DEPS_MAX 2
+#define VGPU_NV01_CONTEXT_DMA 0x00000002      /* cl0002.h */
+
+static void vgpu_dep_handles(enum vgpu_obj_type type, u32 hclass,
+			     const void *kparams, NvHandle deps[VGPU_DEPS_MAX])
+{
+	const NV_CHANNEL_ALLOC_PARAMS *cp = kparams;
+
+	if (type == VGPU_OBJ_CHANNEL) {
+		deps[0] = cp->hContextShare;
+		deps[1] = cp->hVASpace;
+	} else if (type == VGPU_OBJ_TSG) {
+		deps[0] = ((const NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS *)kparams)->hVASpace;
+	} else if (hclass == FERMI_CONTEXT_SHARE_A) {
+		deps[0] = ((const NV_CTXSHARE_ALLOCATION_PARAMETERS *)kparams)->hVASpace;
+	} else if (hclass == VGPU_NV01_CONTEXT_DMA) {
+		/* ctxdmaConstruct_IMPL (context_dma.c): a dependant of its memory. */
+		deps[0] = *(const NvHandle *)((const u8 *)kparams + 8);
+	}
+}
+
+/*
+ * A channel's error notifiers (hObjectError @0, hObjectEccError @140 of
+ * NV_CHANNEL_ALLOC_PARAMS; a TSG's @0 and @4, which its channels inherit)
+ * and its USERD memory (hUserdMemory[0] @32): the memory the driver keeps
+ * using while the channel lives without holding the object
+ * (docs/mediator.md, "A channel's error notifier"), read before the call.
+ */
+#define VGPU_PINS_MAX 3
+
+static void vgpu_pin_handles(enum vgpu_obj_type type, const void *kparams,
+			     NvHandle pins[VGPU_PINS_MAX])
+{
+	const NvHandle *h = kparams;
+
+	if (type == VGPU_OBJ_CHANNEL) {
+		pins[0] = h[0];
+		pins[1] = h[140 / 4];
+		pins[2] = h[VGPU_CHANNEL_HUSERD_OFF / 4];
+	} else if (type == VGPU_OBJ_TSG) {
+		pins[0] = h[0];
+		pins[1] = h[1];
+	}
+}
+
+/*
+ * Pin what the driver keeps a bare reference to: an error notifier that is
+ * memory or a context DMA (kchannelGetNotifierInfo keeps its memory
+ * descriptor unreferenced; on GSP its physical address), and a USERD in
+ * OS-descriptor memory (595.45.04 makes the channel its dependant,
+ * kchannelCreateUserdMemDesc_GV100, 535.261.03 does not: pinned on both).
+ * A USERD in other memory is held by its charge (vgpu_chan_hold_userd).
+ */
+static NV_STATUS vgpu_obj_pin_on(struct vgpu_client *c, NvHandle hparent,
+				 NvHandle h, const NvHandle pins[VGPU_PINS_MAX])
+{
+	NvHandle hc = c->obj.key.client;
+	struct vgpu_obj *o = vgpu_obj_find(hc, h), *t;
+	int i;
+
+	if (!o)
+		return NV_OK;
+	for (i = 0; i < VGPU_PINS_MAX; i++) {
+		t = pins[i] ? vgpu_obj_find(hc, pins[i]) : NULL;
+		if (!t || t->lost)
+			continue;
+		if (i == 2 ? t->hclass != NV01_MEMORY_SYSTEM_OS_DESCRIPTOR :
+			     t->type != VGPU_OBJ_MEMORY &&
+			     t->hclass != VGPU_NV01_CONTEXT_DMA)
+			continue;
+		if (vgpu_obj_pin(t, o)) {
+			vgpu_obj_unmap_closure(o);
+			vgpu_rm_free(hc, hparent, h);
+			vgpu_obj_remove(o);
+			return NV_ERR_NO_MEMORY;
+		}
+	}
+	return NV_OK;
+}
+
+/*
+ * Record the new object h's dependencies; the driver found each handle in
+ * the same client (clientGetResourceRef on the channel's own client) or
+ * refused the allocation.  One vgpu.ko does not track is the driver's own,
+ * which no container can free (vgpu_rm_free_path).  If the edge cannot be
+ * recorded the object must not exist: freed again.
+ */
+static NV_STATUS vgpu_obj_depend_on(struct vgpu_client *c, NvHandle hparent,
+				    NvHandle h, const NvHandle deps[VGPU_DEPS_MAX])
+{
+	NvHandle hc = c->obj.key.client;
+	struct vgpu_obj *o = vgpu_obj_find(hc, h), *dep;
+	int i;
+
+	if (!o)
+		return NV_OK;
+	for (i = 0; i < VGPU_DEPS_MAX; i++) {
+		dep = deps[i] ? vgpu_obj_find(hc, deps[i]) : NULL;
+		if (!dep || dep->lost || dep->type == VGPU_OBJ_CLIENT)
+			continue;
+		if (vgpu_obj_depend(dep, o)) {
+			vgpu_obj_unmap_closure(o);
+			vgpu_rm_free(hc, hparent, h);
+			vgpu_obj_remove(o);
+			return NV_ERR_NO_MEMORY;
+		}
+	}
+	return NV_OK;
+}
+
 /* The driver's status of a call on a call page, or why it had none. */
 static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
 {
@@ -696,7 +1037,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	u64 reserved = 0;
 	bool fb = false, chan = false;
 	u32 gpu = 0, psize;
-	NvHandle huserd = 0;
+	NvHandle huserd = 0, deps[VGPU_DEPS_MAX] = {}, pins[VGPU_PINS_MAX] = {};
 	void *kparams;
 	NV_STATUS st;
 
@@ -728,7 +1069,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		return NV_ERR_INVALID_CLIENT;
 	}
 	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
-	if (!parent) {
+	/* A parent the driver invalidated has nothing to hold a child. */
+	if (!parent || parent->lost) {
 		st = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
 	}
@@ -829,6 +1171,9 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	chan = type == VGPU_OBJ_CHANNEL;
 	if (chan)
 		huserd = *(NvHandle *)((u8 *)kparams + VGPU_CHANNEL_HUSERD_OFF);
+	/* What the driver will make the object depend on, read before the call. */
+	vgpu_dep_handles(type, p->hClass, kparams, deps);
+	vgpu_pin_handles(type, kparams, pins);
 	if (chan && !vgpu_chan_reserve(s, gpu)) {
 		pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
 				    s->id, READ_ONCE(s->max_channels), gpu);
@@ -868,6 +1213,12 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved);
 	} else {
 		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, type, gpu);
+		if (st == NV_OK)
+			st = vgpu_obj_depend_on(c, p->hObjectParent,
+						p->hObjectNew, deps);
+		if (st == NV_OK)
+			st = vgpu_obj_pin_on(c, p->hObjectParent,
+					     p->hObjectNew, pins);
 		if (st == NV_OK && type == VGPU_OBJ_CHANNEL)
 			vgpu_chan_hold_userd(p->hRoot, p->hObjectNew, huserd);
 	}
@@ -882,6 +1233,8 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		/* As the driver: parameters that cannot be written back undo. */
 		struct vgpu_obj *o = vgpu_obj_find(p->hRoot, p->hObjectNew);
 
+		if (o)
+			vgpu_obj_unmap_closure(o);
 		vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectNew);
 		if (o)
 			vgpu_obj_remove(o);
@@ -913,11 +1266,28 @@ NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p)
 	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
 		return NV_ERR_INVALID_CLIENT;
-	/* USERD maps go before their channels (the driver may tear them down). */
 	o = p->hObjectOld == p->hRoot ? &c->obj :
 	    vgpu_obj_find(p->hRoot, p->hObjectOld);
-	if (o)
-		vgpu_compute_unmap_subtree(o);
+	/*
+	 * Only what vgpu.ko tracks: every object a container made is (its
+	 * allocations are vgpu.ko's own calls), so an untracked handle of the
+	 * client is one the driver made itself, with a generated handle (a
+	 * bare channel's hidden TSG, a TSG's legacy context shares and
+	 * graphics context: kchannelConstruct_IMPL, kchangrpapiSetLegacyMode),
+	 * whose free would take tracked channels with it as dependants
+	 * unseen.  Nothing that does not exist is refused for existing.
+	 */
+	if (!o) {
+		st = vgpu_rm_exists(p->hRoot, p->hObjectOld) ?
+		     NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (o != &c->obj && vgpu_obj_free_pinned(o)) {
+		st = NV_ERR_STATE_IN_USE;
+		goto out;
+	}
+	/* USERD maps go before their channels (the driver tears them down). */
+	vgpu_obj_unmap_closure(o);
 	st = vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectOld);
 	if (st != NV_OK)
 		goto out;
@@ -954,7 +1324,7 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 	/* The source must be an object vgpu.ko tracks in this slice. */
 	rcu_read_lock();
 	src = vgpu_obj_find(p->hClientSrc, p->hObjectSrc);
-	if (!src || src->client->slice != vf->slice ||
+	if (!src || src->client->slice != vf->slice || READ_ONCE(src->lost) ||
 	    (src->type != VGPU_OBJ_MEMORY && src->type != VGPU_OBJ_USERMODE) ||
 	    (src->charge && !refcount_inc_not_zero(&src->charge->ref))) {
 		rcu_read_unlock();
@@ -1199,6 +1569,10 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 			st = NV_ERR_INSUFFICIENT_PERMISSIONS;
 			goto out;
 		}
+		if (vgpu_obj_free_pinned(o)) {
+			st = NV_ERR_STATE_IN_USE;
+			goto out;
+		}
 	}
 	if (psize) {
 		fb = vgpu_heap_is_fb(flags, attr, &hclass);
@@ -1211,6 +1585,7 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 	}
 	if (p->function == NVOS32_FUNCTION_FREE) {
 		/* Creates nothing; a tracked memory object of an owned client. */
+		vgpu_obj_unmap_closure(o);
 		st = vgpu_rm_vid_heap(p);
 	} else if (psize) {
 		/* hMemory is at the same offset in the three layouts. */

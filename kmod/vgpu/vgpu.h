@@ -268,7 +268,39 @@ struct vgpu_obj {
 	struct list_head sibling;
 	struct vgpu_charge *charge;     /* FB memory only */
 	void *compute;                  /* TSG: vgpu_tsg; channel: vgpu_chan */
+	/*
+	 * The driver's dependencies among the client's objects
+	 * (refAddDependant, resserv's rs_resource.c), as far as they reach a
+	 * TSG or channel: dependants are freed with this object though they
+	 * are not below it (vgpu_dep.dep_node); depends, the objects this
+	 * one is freed with (vgpu_dep.dant_node).  Under the client lock.
+	 */
+	struct list_head dependants;
+	struct list_head depends;
+	/*
+	 * Memory the driver keeps using, by a bare pointer or address, while
+	 * this channel or TSG lives (vgpu_obj_pin): pins (vgpu_dep.dant_node,
+	 * dant the pinner) and pinned_by (vgpu_dep.dep_node).  A pinned
+	 * object's free is refused while its pinner lives.
+	 */
+	struct list_head pins;
+	struct list_head pinned_by;
+	/*
+	 * Freed in the driver as a dependant of another object, the handle
+	 * kept (serverFreeResourceTree's bInvalidateOnly): its state here is
+	 * dropped, the record stays until the handle is freed.
+	 */
+	bool lost;
+	bool dropped;                   /* its state here is returned */
+	u64 walk;                       /* closure walks' mark (u64: never wraps) */
 	struct rcu_head rcu;
+};
+
+/* One dependency edge: dant goes with dep.  Under the client lock. */
+struct vgpu_dep {
+	struct list_head dep_node;      /* dep->dependants */
+	struct list_head dant_node;     /* dant->depends */
+	struct vgpu_obj *dep, *dant;
 };
 
 /*
@@ -305,6 +337,7 @@ struct vgpu_client {
 	struct vgpu_file *owner;        /* the control file */
 	struct vgpu_slice *slice;       /* a reference */
 	struct list_head file_node;     /* owner->lock */
+	u64 walk_gen;                   /* lock: closure walks */
 	struct rcu_head rcu;
 };
 
@@ -447,6 +480,7 @@ int vgpu_obj_add(struct vgpu_client *c, struct vgpu_obj *parent, NvHandle h,
 		 u32 hclass, enum vgpu_obj_type type, u32 gpu,
 		 struct vgpu_charge *charge);
 void vgpu_obj_remove(struct vgpu_obj *o);
+void vgpu_obj_unmap_closure(struct vgpu_obj *o);
 void vgpu_client_remove(struct vgpu_client *c);
 void vgpu_file_free_clients(struct vgpu_file *vf);
 NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p);
@@ -512,7 +546,7 @@ extern atomic_t vgpu_nr_tsgs;
 extern atomic_t vgpu_nr_userd_maps;
 void vgpu_compute_init_gpu(struct vgpu_gpu *g);
 int vgpu_compute_track(struct vgpu_client *c, struct vgpu_obj *o);
-void vgpu_compute_unmap_subtree(struct vgpu_obj *o);
+void vgpu_compute_unmap(struct vgpu_obj *o);
 void vgpu_compute_drop(struct vgpu_obj *o);
 NV_STATUS vgpu_compute_user_schedule(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
 bool vgpu_compute_wants(struct vgpu_gpu *g, u64 now, u64 period_ns);

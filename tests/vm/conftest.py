@@ -92,6 +92,7 @@ class NvsimState:
                     "gpu": int(f[1]), "id": int(f[2]), "client": int(f[4], 16),
                     "handle": int(f[6], 16), "enabled": int(f[8]),
                     "timeslice_us": int(f[10]), "interleave": int(f[12]),
+                    "channels": int(f[14]) if len(f) >= 15 else None,
                 })
             else:
                 self.extra[f[0]] = line

@@ -152,3 +152,81 @@ def test_child_exit_with_inherited_fd_keeps_parent_client(res, state):
         os._exit(0)
     os.waitpid(pid, 0)
     assert state().fb_used(0) == GiB and state().clients == 1
+
+
+# ------------------------------------------------------------ dependants
+# resserv frees an object's dependants with it though they are not below it
+# (refAddDependant, rs_resource.c; serverFreeResourceTree, rs_server.c): a
+# channel depends on its context share and on the VA space it names, a
+# context share and a TSG on their VA space (kchannelConstruct_IMPL,
+# kctxshareapiConstruct_IMPL, kchangrpapiConstruct_IMPL).  One that is not
+# below the freed object is invalidated: destructed, its handle kept until
+# it is freed itself (clientFreeResource, bInvalidateOnly).
+def _handle_exists(client, h) -> bool:
+    p = A.NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS(
+        hObject=h, index=A.NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT)
+    try:
+        client.control(client.hClient, A.NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO, p)
+    except RmError:
+        return False
+    return True
+
+
+def _ctxshare_channel(client, dev):
+    vas = client.alloc(dev, A.FERMI_VASPACE_A, A.NV_VASPACE_ALLOCATION_PARAMETERS())
+    tsg = client.alloc_tsg(dev)
+    cs = client.alloc(tsg, A.FERMI_CONTEXT_SHARE_A, A.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+        hVASpace=vas, flags=A.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+    p = A.NV_CHANNEL_ALLOC_PARAMS(engineType=A.NV2080_ENGINE_TYPE_GR0,
+                                  gpFifoEntries=A.NVSIM_GPFIFO_ENTRIES_DEFAULT,
+                                  hContextShare=cs)
+    ch = client.alloc(tsg, A.VOLTA_CHANNEL_GPFIFO_A, p)
+    return vas, tsg, cs, ch
+
+
+@pytest.mark.parametrize("what", ["vaspace", "ctxshare"])
+def test_freeing_a_dependency_invalidates_the_channel(client, gpu0, state, what):
+    objs = state().objects
+    vas, tsg, cs, ch = _ctxshare_channel(client, gpu0.hDevice)
+    assert state().tsg(client.hClient, tsg)["channels"] == 1
+    client.free(vas if what == "vaspace" else cs, parent=gpu0.hDevice)
+    # the channel is off its TSG, its handle stays, the resource is lost
+    assert state().tsg(client.hClient, tsg)["channels"] == 0
+    assert _handle_exists(client, ch)
+    with pytest.raises(RmError) as ei:
+        client.channel_schedule(ch, True)
+    assert ei.value.status == A.NV_ERR_RESOURCE_LOST
+    with pytest.raises(RmError) as ei:
+        client.alloc_channel(tsg, handle=ch)
+    assert ei.value.status == A.NV_ERR_INSERT_DUPLICATE_NAME
+    # the handles go when freed themselves
+    client.free(ch, parent=tsg)
+    assert not _handle_exists(client, ch)
+    client.free(tsg, parent=gpu0.hDevice)
+    if what == "ctxshare":
+        client.free(vas, parent=gpu0.hDevice)
+    assert state().objects == objs
+
+
+def test_freeing_a_bare_channels_vaspace_takes_its_hidden_tsg(client, gpu0, state):
+    objs, tsgs = state().objects, len(state().tsgs)
+    vas = client.alloc(gpu0.hDevice, A.FERMI_VASPACE_A, A.NV_VASPACE_ALLOCATION_PARAMETERS())
+    p = A.NV_CHANNEL_ALLOC_PARAMS(engineType=A.NV2080_ENGINE_TYPE_GR0,
+                                  gpFifoEntries=A.NVSIM_GPFIFO_ENTRIES_DEFAULT, hVASpace=vas)
+    ch = client.alloc(gpu0.hDevice, A.VOLTA_CHANNEL_GPFIFO_A, p)
+    assert len(state().tsgs) == tsgs + 1
+    client.free(vas, parent=gpu0.hDevice)
+    assert len(state().tsgs) == tsgs
+    assert _handle_exists(client, ch)
+    client.free(ch, parent=gpu0.hDevice)
+    assert state().objects == objs
+
+
+def test_freeing_the_device_frees_dependants_below_it(res, state):
+    """A dependant below the freed object is freed, not invalidated."""
+    c2 = res.client()
+    g = c2.open_gpus()[0]
+    objs = state().objects
+    _ctxshare_channel(c2, g.hDevice)
+    c2.free(g.hDevice)
+    assert state().objects == objs - 2             # device and subdevice too

@@ -470,3 +470,138 @@ def test_idle_high_holder_lets_the_thread_sleep(kern, make_slice):
           f"{s1.switches - s0.switches} switches")
     assert cpu < 0.05
     assert s1.switches == s0.switches
+
+
+# ------------------------------------------------------------ dependants
+# The driver frees a channel with the VA space or context share it depends
+# on, and a TSG with its VA space (refAddDependant in kchannelConstruct_IMPL,
+# kctxshareapiConstruct_IMPL, kchangrpapiConstruct_IMPL; nvsim models it):
+# the channel is invalidated, its USERD kernel map torn down
+# (clientUnmapResourceRefMappings), its handle kept.  vgpu.ko must drop it
+# as the driver does: no scheduler read of the torn-down map (nvsim's map
+# is a vmap the free unmaps: a read oopses), the channel cap, the TSG
+# counts and the USERD charge back.
+def _dep_channel(c, hdev, how, userd=0):
+    vas = c.alloc(hdev, A.FERMI_VASPACE_A, A.NV_VASPACE_ALLOCATION_PARAMETERS())
+    p = A.NV_CHANNEL_ALLOC_PARAMS(engineType=A.NV2080_ENGINE_TYPE_GR0,
+                                  gpFifoEntries=A.NVSIM_GPFIFO_ENTRIES_DEFAULT)
+    if how == "bare":
+        p.hVASpace = vas
+        return dict(vas=vas, ch=c.alloc(hdev, A.VOLTA_CHANNEL_GPFIFO_A, p))
+    if how == "tsg-vaspace":
+        tsg = c.alloc(hdev, A.KEPLER_CHANNEL_GROUP_A, A.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+            engineType=A.NV2080_ENGINE_TYPE_GR0, hVASpace=vas))
+        return dict(vas=vas, tsg=tsg, ch=c.alloc(tsg, A.VOLTA_CHANNEL_GPFIFO_A, p))
+    tsg = c.alloc_tsg(hdev)
+    cs = c.alloc(tsg, A.FERMI_CONTEXT_SHARE_A, A.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+        hVASpace=vas, flags=A.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+    p.hContextShare = cs
+    hclass = A.VOLTA_CHANNEL_GPFIFO_A
+    if userd:
+        import struct
+        p.gpFifoEntries = 64
+        struct.pack_into("<I", p._opaque0, 0, userd)          # hUserdMemory[0]
+        hclass = _pb_channel_class()
+    return dict(vas=vas, tsg=tsg, cs=cs, ch=c.alloc(tsg, hclass, p))
+
+
+def _pb_channel_class() -> int:
+    chip = [ln.split()[1] for ln in open("/sys/kernel/debug/nvsim/stats").read().splitlines()
+            if ln.startswith("chip ")]
+    return A.AMPERE_CHANNEL_GPFIFO_A if chip == ["GA102"] else A.HOPPER_CHANNEL_GPFIFO_A
+
+
+@needs_engine
+@pytest.mark.parametrize("how,free", [("ctxshare", "vas"), ("ctxshare", "cs"),
+                                      ("bare", "vas"), ("tsg-vaspace", "vas")])
+def test_channels_freed_as_dependants_are_dropped(kern, make_slice, workers, vstate, how, free):
+    sl = compute_slice(make_slice, kern, FIXED, 5000)
+    kern.slice_set(sl.id, max_channels=2)
+    # the slice busy while it goes on: the scheduler polls its USERDs
+    workers.start(sl.prefix, seconds=120.0)
+    workers.run()
+    c = sl.client()
+    g = c.open_gpus()[0]
+    base = sl.get().gpu(0)
+    maps = vstate().get("userd_maps")
+    # more rounds than the cap leaves room for: a stale channel would fill it
+    for _ in range(4):
+        o = _dep_channel(c, g.hDevice, how)
+        gi = sl.get().gpu(0)
+        assert (gi.tsgs, gi.channels) == (base.tsgs + 1, base.channels + 1)
+        assert vstate().get("userd_maps") == maps + 1
+        c.free(o[free], parent=o["tsg"] if free == "cs" else g.hDevice)
+        time.sleep(0.25)                        # decisions read every USERD
+        gi = sl.get().gpu(0)
+        left_tsg = 1 if how == "ctxshare" else 0
+        assert (gi.tsgs, gi.channels) == (base.tsgs + left_tsg, base.channels)
+        assert vstate().get("userd_maps") == maps
+        # the handles the driver invalidated are still its own until freed
+        for k in ("ch", "cs", "tsg", "vas"):
+            if k in o and k != free:
+                c.free(o[k], parent=o["tsg"] if k in ("ch", "cs") and "tsg" in o
+                       else g.hDevice)
+    assert sl.get().gpu(0).channels == base.channels     # the worker's, still busy
+    workers.kill()
+
+
+def test_userd_charge_returns_when_its_channel_goes_as_a_dependant(make_slice):
+    sl = make_slice(gpus=((0, 64 * MiB),))
+    c = sl.client()
+    g = c.gpu(0)
+    mem = g.alloc(40 * MiB)
+    o = _dep_channel(c, g.hDevice, "ctxshare", userd=mem)
+    c.free(mem)
+    assert sl.used(0) == 40 * MiB               # the channel holds it
+    c.free(o["vas"], parent=g.hDevice)          # the channel goes with it
+    assert sl.used(0) == 0
+    assert sl.get().gpu(0).channels == 0
+    g.alloc(40 * MiB)
+    c.free(o["ch"], parent=o["tsg"])
+    c.free(o["cs"], parent=o["tsg"])
+    c.free(o["tsg"], parent=g.hDevice)
+
+
+# ------------------------------------------------------- error notifiers
+def test_error_notifier_memory_is_kept_while_its_channel_lives(make_slice):
+    """kchannelGetNotifierInfo keeps the error notifier's memory descriptor
+    without a reference (on GSP, its physical address), and the driver
+    writes it later (GPFIFO_GET_WORK_SUBMIT_TOKEN through
+    kchannelUpdateNotifierMem; on GSP, RC notifications): freeing the memory
+    while the channel lives would let it write freed FB, uncharged.  The
+    free is refused (NV_ERR_STATE_IN_USE) while the channel, or the TSG
+    whose notifier its channels inherit, lives."""
+    import struct
+    sl = make_slice(gpus=((0, 64 * MiB),))
+    c = sl.client()
+    g = c.gpu(0)
+    note, ecc, tnote = g.alloc(MiB), g.alloc(MiB), g.alloc(MiB)
+    tsg = c.alloc(g.hDevice, A.KEPLER_CHANNEL_GROUP_A, A.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+        engineType=A.NV2080_ENGINE_TYPE_GR0, hObjectError=tnote))
+    p = A.NV_CHANNEL_ALLOC_PARAMS(engineType=A.NV2080_ENGINE_TYPE_GR0,
+                                  gpFifoEntries=A.NVSIM_GPFIFO_ENTRIES_DEFAULT, hObjectError=note)
+    struct.pack_into("<I", p._opaque1, 8, ecc)          # hObjectEccError @140
+    ch = c.alloc(tsg, A.VOLTA_CHANNEL_GPFIFO_A, p)
+    for h in (note, ecc, tnote):
+        with pytest.raises(RmError) as e:
+            c.free(h)
+        assert e.value.status == A.NV_ERR_STATE_IN_USE
+    with pytest.raises(RmError) as e:
+        c.vid_heap_free(g.hDevice, note)
+    assert e.value.status == A.NV_ERR_STATE_IN_USE
+    assert sl.used(0) == 3 * MiB
+    c.free(ch)
+    c.free(note)
+    c.free(ecc)
+    with pytest.raises(RmError):
+        c.free(tnote)                                   # the TSG still lives
+    c.free(tsg)
+    c.free(tnote)
+    assert sl.used(0) == 0
+    # an ancestor of both goes as one
+    note = g.alloc(MiB)
+    c.alloc(g.hDevice, A.VOLTA_CHANNEL_GPFIFO_A, A.NV_CHANNEL_ALLOC_PARAMS(
+        engineType=A.NV2080_ENGINE_TYPE_GR0, gpFifoEntries=A.NVSIM_GPFIFO_ENTRIES_DEFAULT,
+        hObjectError=note))
+    c.free(g.hDevice)
+    assert sl.used(0) == 0
