@@ -236,15 +236,20 @@ static const struct file_operations vgpu_call_fops = {
 #define VGPU_CALLFS_MAGIC       0x76677063      /* "vgpc" */
 static struct vfsmount *vgpu_call_mnt;
 
-/* /proc/<pid>/maps names the mapping "[vgpu-call]", as an anon inode's. */
+/*
+ * A file's path is its own name, as an anon inode's: /proc/<pid>/maps names
+ * a call page "[vgpu-call]"; /proc/<pid>/fd names a proxy "[vgpu-proxy]"
+ * (fdxlate.c), not the host's node.
+ */
 static char *vgpu_call_dname(struct dentry *dentry, char *buf, int buflen)
 {
-	static const char name[] = "[vgpu-call]";
+	const char *name = dentry->d_name.name;
+	int len = strlen(name) + 1;
 
-	if (buflen < (int)sizeof(name))
+	if (buflen < len)
 		return ERR_PTR(-ENAMETOOLONG);
-	buf += buflen - sizeof(name);
-	memcpy(buf, name, sizeof(name));
+	buf += buflen - len;
+	memcpy(buf, name, len);
 	return buf;
 }
 
@@ -295,6 +300,12 @@ err_inode:
 err_module:
 	module_put(THIS_MODULE);
 	return f;
+}
+
+/* The same filesystem holds the proxies' private inodes (fdxlate.c). */
+struct vfsmount *vgpu_pseudo_mnt(void)
+{
+	return vgpu_call_mnt;
 }
 
 int __init vgpu_call_init(void)

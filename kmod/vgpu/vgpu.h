@@ -461,6 +461,7 @@ struct vgpu_buf {
 extern atomic64_t vgpu_nr_calls_broken;
 int vgpu_call_init(void);
 void vgpu_call_exit(void);
+struct vfsmount *vgpu_pseudo_mnt(void);
 long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
 		  void *params, u32 size, const struct vgpu_buf *bufs,
 		  unsigned int nbufs);
