@@ -15,6 +15,7 @@
  * container's privilege (call.c).
  */
 #include <linux/module.h>
+#include <linux/slab.h>
 #include <linux/string.h>
 
 #include "vgpu.h"
@@ -210,21 +211,14 @@ bool vgpu_rm_exists(NvHandle hClient, NvHandle hObject)
 	}
 }
 
-/**
- * vgpu_rm_device_instance - the driver's device instance of a GPU
- * @gpu_id: the driver's gpu_id
- *
- * What NV0080's deviceId names (gpumgr's device instance, which need not be
- * the /dev minor): NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 on a client of
- * vgpu.ko's own, made and freed through the kernel entry point -- vgpu.ko's
- * own question, at slice creation, on nobody's behalf.
- *
- * Return: the instance, or U32_MAX when the driver does not answer.
+/*
+ * A root client of vgpu.ko's own, through the kernel entry point, for
+ * vgpu.ko's own questions at slice creation, on nobody's behalf.  Return:
+ * its handle (free it with vgpu_rm_free(h, h, h)), or 0.
  */
-u32 vgpu_rm_device_instance(u32 gpu_id)
+static NvHandle vgpu_rm_own_client(void)
 {
 	static atomic_t next = ATOMIC_INIT(0);
-	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS info = { .gpuId = gpu_id };
 	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
 	NvHandle h = 0;
 	int tries;
@@ -236,20 +230,75 @@ u32 vgpu_rm_device_instance(u32 gpu_id)
 			h = 0;
 	}
 	if (!h)
-		return U32_MAX;
+		return 0;
 	/* The driver takes a root client's handle from hRoot (mediate.c). */
 	ops.params.alloc.hRoot = h;
 	ops.params.alloc.hObjectNew = h;
 	ops.params.alloc.hClass = NV01_ROOT;
 	*vgpu_rm_alloc_status(&ops) = NV_ERR_GENERIC;
 	vgpu_rm_op(&ops);
-	if (*vgpu_rm_alloc_status(&ops) != NV_OK)
+	return *vgpu_rm_alloc_status(&ops) == NV_OK ? h : 0;
+}
+
+/**
+ * vgpu_rm_device_instance - the driver's device instance of a GPU
+ * @gpu_id: the driver's gpu_id
+ *
+ * What NV0080's deviceId names (gpumgr's device instance, which need not be
+ * the /dev minor): NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 on a client of
+ * vgpu.ko's own.
+ *
+ * Return: the instance, or U32_MAX when the driver does not answer.
+ */
+u32 vgpu_rm_device_instance(u32 gpu_id)
+{
+	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS info = { .gpuId = gpu_id };
+	NvHandle h = vgpu_rm_own_client();
+
+	if (!h)
 		return U32_MAX;
 	if (vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, &info,
 			 sizeof(info)) != NV_OK)
 		info.deviceInstance = U32_MAX;
 	vgpu_rm_free(h, h, h);
 	return info.deviceInstance;
+}
+
+/**
+ * vgpu_rm_gpu_uuid - a GPU's UUID, as the UVM driver names it
+ * @gpu_id: the driver's gpu_id
+ * @uuid: out: its 16 bytes
+ *
+ * NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID, SHA1 in binary
+ * (cliresCtrlCmdGpuGetUuidFromGpuId_IMPL, client_resource.c): the UUID
+ * nvUvmInterfaceRegisterGpu looks a GPU up by (nvidia_dev_get_uuid), on a
+ * client of vgpu.ko's own.
+ *
+ * Return: 0, or -ENODEV when the driver does not give 16 bytes.
+ */
+int vgpu_rm_gpu_uuid(u32 gpu_id, u8 *uuid)
+{
+	NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS *p;
+	NvHandle h;
+	int ret = -ENODEV;
+
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return -ENOMEM;
+	p->gpuId = gpu_id;
+	p->flags = NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_BINARY;
+	h = vgpu_rm_own_client();
+	if (h) {
+		if (vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID,
+				 p, sizeof(*p)) == NV_OK &&
+		    p->uuidStrLen == NV_UUID_LEN) {
+			memcpy(uuid, p->gpuUuid, NV_UUID_LEN);
+			ret = 0;
+		}
+		vgpu_rm_free(h, h, h);
+	}
+	kfree(p);
+	return ret;
 }
 
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info)

@@ -45,7 +45,7 @@ from vgpu.abi import uapi as U
 from vgpu.abi.nvclient import Channel, RmClient, RmError, UvmFile
 from vgpu.daemon.kernel import Compute, VgpuError
 from vgpu_fixtures import (FALLBACK_DIR, NODE_DIR, NVSIM_STATE, MiB, SliceEnv, _ids,
-                           read_vstate, wait_until)
+                           gpu_uuid, read_vstate, wait_until)
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 
@@ -219,8 +219,9 @@ class Path_:
 # probe is taken as "present" and another handle is tried.
 ABSORBED = ("RM_CONTROL 0xd02 kernel",)
 # SLICE_NEW's device-instance question (rmapi.c, vgpu_rm_device_instance):
-# unanswered, the minor stands in for the instance (logged).
-DEV_INSTANCE = ("RM_ALLOC 0x0 kernel", "RM_CONTROL 0x205 kernel")
+# unanswered, the minor stands in for the instance (logged); its UUID
+# question (vgpu_rm_gpu_uuid): unanswered, UVM registers no UUID for the GPU.
+DEV_INSTANCE = ("RM_ALLOC 0x0 kernel", "RM_CONTROL 0x205 kernel", "RM_CONTROL 0x275 kernel")
 # compute.c: the USERD kernel map refused leaves the channel tracked by its
 # doorbell (by design); a TSG that cannot be taken off the runlist while its
 # slice is paused is tried again at the scheduler's next decision
@@ -299,7 +300,7 @@ def _uvm_open(ctx: Ctx) -> None:
 
 
 def _uvm_register(ctx: Ctx) -> None:
-    ctx.u.register_gpu(b"\0" * 16, ctx.c.fd, ctx.c.hClient)
+    ctx.u.register_gpu(ctx.objs["uuid"], ctx.c.fd, ctx.c.hClient)
 
 
 def _uvm_vaspace(ctx: Ctx) -> None:
@@ -363,7 +364,8 @@ PATHS = [
                   ("managed mmap", _uvm_managed)],
           slice_kw={"gpus": [(0, 64 * MiB)], "uvm_policy": U.VGPU_UVM_COUNT},
           setup=lambda ctx: (_client_gpu(ctx),
-                             ctx.objs.__setitem__("mem", ctx.g.alloc(16 * MiB)))),
+                             ctx.objs.__setitem__("mem", ctx.g.alloc(16 * MiB)),
+                             ctx.objs.__setitem__("uuid", gpu_uuid(ctx.c, ctx.g)))),
     Path_("compute", [("TSG+channel+maps+schedule", _channel)],
           slice_kw={"gpus": [(0, 256 * MiB)],
                     "compute": {0: Compute(U.VGPU_COMPUTE_FIXED, 5000, U.VGPU_PRIORITY_LOW)}},
