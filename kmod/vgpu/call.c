@@ -74,7 +74,7 @@
 
 struct vgpu_call {
 	struct kref ref;        /* the caller's, and the VMA's while mapped */
-	void *kaddr;            /* vmalloc_user: zeroed, page aligned */
+	void *kaddr;            /* vmalloc'd: zeroed, page aligned, charged */
 	size_t len;             /* a multiple of PAGE_SIZE */
 	unsigned long uaddr;
 	struct address_space *mapping;  /* of its own inode: the zap's handle */
@@ -398,14 +398,22 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 			return c;
 		len = VGPU_CALL_POOL_LEN;
 	}
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	c = kzalloc(sizeof(*c), GFP_KERNEL_ACCOUNT);
 	if (!c)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&c->ref);
 	c->len = PAGE_ALIGN(len);
 	c->owner = current;
 	c->mm = current->mm;
-	c->kaddr = vmalloc_user(c->len);
+	/*
+	 * Charged to the caller's memory cgroup, as every copy vgpu.ko makes
+	 * for a call (parameters, lists): up to about 4 MiB a call, so a
+	 * container's threads in calls would otherwise hold gigabytes outside
+	 * its memory limit.  Not vmalloc_user(): it cannot be charged, and its
+	 * VM_USERMAP serves only remap_vmalloc_range, which vgpu.ko does not
+	 * use (the PTEs are inserted one by one, vgpu_call_insert).
+	 */
+	c->kaddr = __vmalloc(c->len, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!c->kaddr) {
 		kfree(c);
 		return ERR_PTR(-ENOMEM);

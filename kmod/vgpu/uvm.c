@@ -274,7 +274,7 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 
 	if (size < c->fd_end || size < c->client_end)
 		return -EPERM;
-	k = kzalloc(max(size, c->kstruct), GFP_KERNEL);
+	k = kzalloc(max(size, c->kstruct), GFP_KERNEL_ACCOUNT);
 	if (!k)
 		return -ENOMEM;
 	if (copy_from_user(k, u, size)) {
