@@ -98,6 +98,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 /* ------------------------------------------------------- status codes */
 #define NV_OK                              0x00000000
 #define NV_ERR_GENERIC                     0x0000FFFF
+#define NV_ERR_GPU_UUID_NOT_FOUND          0x00000012
 #define NV_ERR_ILLEGAL_ACTION              0x00000016
 #define NV_ERR_IN_USE                      0x00000017
 #define NV_ERR_INSERT_DUPLICATE_NAME       0x00000019  /* handle already in use */
@@ -1022,6 +1023,18 @@ typedef struct {
 	NvS32    numaId;
 } NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS;
 
+/* ctrl0000gpu.h: a GPU's UUID by gpuId (flags: FORMAT 1:0, TYPE 2:2). */
+#define NV0000_GPU_MAX_GID_LENGTH                               0x100
+#define NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_MASK   0x3
+#define NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_BINARY 0x2
+#define NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_TYPE_SHA256   0x4
+typedef struct {
+	NvU32    gpuId;
+	NvU32    flags;
+	NvU8     gpuUuid[NV0000_GPU_MAX_GID_LENGTH];
+	NvU32    uuidStrLen;
+} NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS;
+
 /* ctrl0000gpu.h, the first version: szName is unused by the driver. */
 typedef struct {
 	NvU32    gpuId;
@@ -1728,6 +1741,7 @@ NVABI_SIZE(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS, 14408);
 NVABI_OFF(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS, pidInfoList, 8);
 NVABI_SIZE(NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS, 68);
 NVABI_SIZE(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, 32);
+NVABI_SIZE(NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS, 268);
 NVABI_SIZE(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, 40);
 NVABI_OFF(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, deviceInstance, 8);
 NVABI_OFF(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, szName, 16);

@@ -210,6 +210,37 @@ static NV_STATUS nvsim_ctrl_gpu_id_info_v2(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/*
+ * NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID on a client:
+ * cliresCtrlCmdGpuGetUuidFromGpuId_IMPL (client_resource.c) through
+ * gpumgrGetGpuUuidInfo (gpu_mgr.c): TYPE must be SHA1 (SHA256:
+ * NV_ERR_INVALID_ARGUMENT); FORMAT BINARY gives the 16 bytes, anything else
+ * the string "GPU-..." (transformGidToUserFriendlyString, NV_UUID_STR_LEN
+ * bytes with its NUL); an unknown gpuId is NV_ERR_OBJECT_NOT_FOUND
+ * (gpumgrGetGpuFromId failing after the cache missed).  The UUID is the one
+ * gpu.c makes, which GID_INFO gives too.
+ */
+static NV_STATUS nvsim_ctrl_uuid_from_gpu_id(struct nvsim_ctrl_ctx *ctx)
+{
+	NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS *p = ctx->params;
+	struct nvsim_gpu *gpu;
+
+	if (p->flags & NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_TYPE_SHA256)
+		return NV_ERR_INVALID_ARGUMENT;
+	gpu = nvsim_gpu_by_id(p->gpuId);
+	if (!gpu)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if ((p->flags & NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_MASK) ==
+	    NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_BINARY) {
+		memcpy(p->gpuUuid, gpu->uuid, NV_UUID_LEN);
+		p->uuidStrLen = NV_UUID_LEN;
+	} else {
+		nvsim_uuid_string(gpu->uuid, (char *)p->gpuUuid);
+		p->uuidStrLen = NV_UUID_STR_LEN;
+	}
+	return NV_OK;
+}
+
 /* The first version: the same ids; szName is not touched (gpumgrGetGpuIdInfo). */
 static NV_STATUS nvsim_ctrl_gpu_id_info(struct nvsim_ctrl_ctx *ctx)
 {
@@ -1112,6 +1143,9 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO,
 	  sizeof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS),
 	  CLIENT, nvsim_ctrl_gpu_id_info, NULL },
+	{ NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID,
+	  sizeof(NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS),
+	  CLIENT, nvsim_ctrl_uuid_from_gpu_id, NULL },
 	{ NV0000_CTRL_CMD_GPU_ATTACH_IDS,
 	  sizeof(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS),
 	  CLIENT, nvsim_ctrl_attach_ids, NULL },

@@ -76,7 +76,7 @@
 
 struct vgpu_call {
 	struct kref ref;        /* the caller's, and the VMA's while mapped */
-	void *kaddr;            /* vmalloc_user: zeroed, page aligned */
+	void *kaddr;            /* vmalloc'd: zeroed, page aligned, charged */
 	size_t len;             /* a multiple of PAGE_SIZE */
 	unsigned long uaddr;
 	struct address_space *mapping;  /* of its own inode: the zap's handle */
@@ -238,15 +238,20 @@ static const struct file_operations vgpu_call_fops = {
 #define VGPU_CALLFS_MAGIC       0x76677063      /* "vgpc" */
 static struct vfsmount *vgpu_call_mnt;
 
-/* /proc/<pid>/maps names the mapping "[vgpu-call]", as an anon inode's. */
+/*
+ * A file's path is its own name, as an anon inode's: /proc/<pid>/maps names
+ * a call page "[vgpu-call]"; /proc/<pid>/fd names a proxy "[vgpu-proxy]"
+ * (fdxlate.c), not the host's node.
+ */
 static char *vgpu_call_dname(struct dentry *dentry, char *buf, int buflen)
 {
-	static const char name[] = "[vgpu-call]";
+	const char *name = dentry->d_name.name;
+	int len = strlen(name) + 1;
 
-	if (buflen < (int)sizeof(name))
+	if (buflen < len)
 		return ERR_PTR(-ENAMETOOLONG);
-	buf += buflen - sizeof(name);
-	memcpy(buf, name, sizeof(name));
+	buf += buflen - len;
+	memcpy(buf, name, len);
 	return buf;
 }
 
@@ -297,6 +302,12 @@ err_inode:
 err_module:
 	module_put(THIS_MODULE);
 	return f;
+}
+
+/* The same filesystem holds the proxies' private inodes (fdxlate.c). */
+struct vfsmount *vgpu_pseudo_mnt(void)
+{
+	return vgpu_call_mnt;
 }
 
 int __init vgpu_call_init(void)
@@ -389,14 +400,22 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 			return c;
 		len = VGPU_CALL_POOL_LEN;
 	}
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	c = kzalloc(sizeof(*c), GFP_KERNEL_ACCOUNT);
 	if (!c)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&c->ref);
 	c->len = PAGE_ALIGN(len);
 	c->owner = current;
 	c->mm = current->mm;
-	c->kaddr = vmalloc_user(c->len);
+	/*
+	 * Charged to the caller's memory cgroup, as every copy vgpu.ko makes
+	 * for a call (parameters, lists): up to about 4 MiB a call, so a
+	 * container's threads in calls would otherwise hold gigabytes outside
+	 * its memory limit.  Not vmalloc_user(): it cannot be charged, and its
+	 * VM_USERMAP serves only remap_vmalloc_range, which vgpu.ko does not
+	 * use (the PTEs are inserted one by one, vgpu_call_insert).
+	 */
+	c->kaddr = __vmalloc(c->len, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!c->kaddr) {
 		kfree(c);
 		return ERR_PTR(-ENOMEM);

@@ -12,64 +12,48 @@
  * the table, or a process allowed to pidfd_getfd() from it, would keep an
  * unmediated descriptor of the real node.
  *
- * What sits there for the length of the call is a proxy: a file opened on
- * the real node (so its inode has the driver's device number) whose
+ * What sits there for the length of the call is a proxy: a file whose
  * private_data is the real file's and whose file_operations are vgpu.ko's
  * and do nothing -- no ioctl (-ENOTTY), no mmap (-ENODEV), no read, no
  * write.  A thread that dup()s it holds a descriptor it can only close, or
  * name again inside parameters, where the driver takes it for the real file
  * of the same slice, exactly as it takes the vgpu file vgpu.ko translated.
  * The proxy holds a reference on the real file, so the private_data it
- * lends outlives every user of the proxy; the driver's own open of the proxy
- * gave it private state of its own, which its release hands back to the
- * driver's release.
+ * lends outlives every user of the proxy (REGISTER_FD keeps the proxy
+ * itself until the registering file's release: escape.c, ctl_nvfp_priv).
  *
- * The UVM driver identifies its files by f_op (uvm_file_is_nvidia_uvm,
- * kernel-open/nvidia-uvm/uvm.c): no proxy can stand for a UVM file, so
- * vgpu.ko refuses UVM_MM_INITIALIZE, the one command that names one
- * (docs/mediator.md).
+ * The proxy's inode is a private one, on vgpu.ko's own pseudo filesystem
+ * (call.c's), carrying the real node's device number and nothing else of
+ * it: a character device of mode 0, owned by root, whose setattr refuses
+ * everything.  Opened on the host's /dev/nvidia* node itself, the proxy
+ * handed that inode to the sibling that dup()s it: fchmod needs only
+ * ownership (a container's root without a user namespace owns the host
+ * node, capabilities or not), so chmod 0666 opened the unmediated driver to
+ * every host user and chmod 000 made every tenant's vgpu_open fail, as did
+ * fchown, futimens and ACLs.  Here fchmod, fchown and futimens fail with
+ * EPERM and change nothing (the inode is vgpu.ko's, the host node never
+ * reached); fsetxattr, and with it every ACL, fails for want of xattr
+ * handlers (EOPNOTSUPP).  Reopening it through /proc/<pid>/fd/N reaches its
+ * i_fop, whose open refuses (ENXIO): a chrdev_open there would open the
+ * real driver's file.  /proc/<pid>/fd names it "[vgpu-proxy]".  The driver
+ * never opens it: nothing of the driver's own is made for the proxy, and
+ * its release drops only the reference on the real file.
  */
 #include <linux/module.h>
 #include <linux/file.h>
 #include <linux/fdtable.h>
-#include <linux/hashtable.h>
-#include <linux/slab.h>
+#include <linux/fs.h>
+#include <linux/mount.h>
+#include <linux/pseudo_fs.h>
 
 #include "vgpu.h"
 
-struct vgpu_proxy {
-	struct hlist_node node;
-	struct file *proxy;
-	struct file *real;                      /* ref held */
-	void *own;                              /* the driver's state for the proxy */
-	const struct file_operations *real_fops;
-};
-
-static DEFINE_SPINLOCK(vgpu_proxies_lock);
-static DEFINE_HASHTABLE(vgpu_proxies, 6);
 atomic_t vgpu_nr_proxies = ATOMIC_INIT(0);
 
 static int vgpu_proxy_release(struct inode *inode, struct file *f)
 {
-	struct vgpu_proxy *p, *found = NULL;
-
-	spin_lock(&vgpu_proxies_lock);
-	hash_for_each_possible(vgpu_proxies, p, node, (unsigned long)f) {
-		if (p->proxy == f) {
-			hash_del(&p->node);
-			found = p;
-			break;
-		}
-	}
-	spin_unlock(&vgpu_proxies_lock);
-	if (WARN_ON_ONCE(!found))
-		return 0;
-	/* The driver's release of the state its open made for this file. */
-	f->private_data = found->own;
-	if (found->real_fops->release)
-		found->real_fops->release(inode, f);
-	fput(found->real);
-	kfree(found);
+	/* The real file, whose reference the proxy held (i_private). */
+	fput(inode->i_private);
 	atomic_dec(&vgpu_nr_proxies);
 	return 0;
 }
@@ -80,33 +64,67 @@ static const struct file_operations vgpu_proxy_fops = {
 	.llseek = no_llseek,
 };
 
+/*
+ * The inode's i_fop: what an open of the inode by path runs, which only
+ * /proc/<pid>/fd/N can reach.  As a character device's def_chr_fops it
+ * would open the real driver by device number: refused.
+ */
+static int vgpu_proxy_reopen(struct inode *inode, struct file *f)
+{
+	return -ENXIO;
+}
+
+static const struct file_operations vgpu_proxy_inode_fops = {
+	.owner = THIS_MODULE,
+	.open = vgpu_proxy_reopen,
+};
+
+/* chmod, chown, utimes and truncate of the proxy: nothing may change. */
+static int vgpu_proxy_setattr(struct user_namespace *mnt_userns,
+			      struct dentry *dentry, struct iattr *attr)
+{
+	return -EPERM;
+}
+
+static const struct inode_operations vgpu_proxy_iops = {
+	.setattr = vgpu_proxy_setattr,
+};
+
 /* A proxy of @real (a real control or GPU file); the caller owns the ref. */
 static struct file *vgpu_proxy_open(struct file *real)
 {
-	struct vgpu_proxy *p;
+	struct vfsmount *mnt = vgpu_pseudo_mnt();
+	struct inode *inode;
 	struct file *f;
 
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
-	if (!p)
-		return ERR_PTR(-ENOMEM);
-	f = dentry_open(&real->f_path, O_RDWR, current_cred());
+	inode = alloc_anon_inode(mnt->mnt_sb);
+	if (IS_ERR(inode))
+		return ERR_CAST(inode);
+	/*
+	 * What the driver reads (nv_get_file_private, kernel-open/nvidia/nv.c:
+	 * the inode's i_rdev, then private_data): the real node's device
+	 * number.  Not init_special_inode(): its i_fop would be def_chr_fops.
+	 */
+	inode->i_mode = S_IFCHR;
+	inode->i_rdev = file_inode(real)->i_rdev;
+	inode->i_uid = GLOBAL_ROOT_UID;
+	inode->i_gid = GLOBAL_ROOT_GID;
+	inode->i_op = &vgpu_proxy_iops;
+	inode->i_fop = &vgpu_proxy_inode_fops;
+	inode->i_private = get_file(real);
+	/* __fput drops the fops' module reference: we run from one of our files. */
+	__module_get(THIS_MODULE);
+	f = alloc_file_pseudo(inode, mnt, "[vgpu-proxy]", O_RDWR,
+			      &vgpu_proxy_fops);
 	if (IS_ERR(f)) {
-		kfree(p);
+		module_put(THIS_MODULE);
+		fput(real);
+		iput(inode);
 		return f;
 	}
-	p->proxy = f;
-	p->real = get_file(real);
-	p->real_fops = real->f_op;
-	p->own = f->private_data;
-	spin_lock(&vgpu_proxies_lock);
-	hash_add(vgpu_proxies, &p->node, (unsigned long)f);
-	spin_unlock(&vgpu_proxies_lock);
 	atomic_inc(&vgpu_nr_proxies);
 	/* From here on the driver sees the real file's state through it. */
 	f->private_data = real->private_data;
-	/* The proxy's f_op holds vgpu.ko (we run from one of its files). */
-	__module_get(THIS_MODULE);
-	replace_fops(f, &vgpu_proxy_fops);
 	return f;
 }
 

@@ -674,7 +674,7 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 		return vf->kind == VGPU_KIND_CTL ? vgpu_attach_gpus(vf, uptr, size) :
 						   -EINVAL;
 
-	kbuf = kmalloc(size, GFP_KERNEL);
+	kbuf = kmalloc(size, GFP_KERNEL_ACCOUNT);       /* the caller's memcg */
 	if (!kbuf)
 		return -ENOMEM;
 	if (copy_from_user(kbuf, uptr, size)) {

@@ -1052,7 +1052,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 	 * lie within every release's size).
 	 */
 	kparams = kzalloc(max_t(u32, psize, sizeof(NV_CHANNEL_ALLOC_PARAMS)),
-			  GFP_KERNEL);
+			  GFP_KERNEL_ACCOUNT);
 	if (!kparams)
 		return NV_ERR_NO_MEMORY;
 	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV_MEMORY_ALLOCATION_PARAMS));

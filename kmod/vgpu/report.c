@@ -736,7 +736,7 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 			goto out;
 		}
 		ulist = u64_to_user_ptr(fp->fbInfoList);
-		list = kmalloc_array(n, sizeof(*list), GFP_KERNEL);
+		list = kmalloc_array(n, sizeof(*list), GFP_KERNEL_ACCOUNT);
 		if (!list) {
 			st = NV_ERR_NO_MEMORY;
 			goto out;
@@ -945,7 +945,7 @@ static nv_ioctl_card_info_t *vgpu_real_cards(struct vgpu_file *vf)
 	nv_ioctl_card_info_t *real;
 	long ret;
 
-	real = kcalloc(NVIDIA_MAX_GPUS, sizeof(*real), GFP_KERNEL);
+	real = kcalloc(NVIDIA_MAX_GPUS, sizeof(*real), GFP_KERNEL_ACCOUNT);
 	if (!real)
 		return ERR_PTR(-ENOMEM);
 	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
@@ -967,7 +967,7 @@ int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size)
 
 	if (size == 0 || size % sizeof(*out))
 		return -EINVAL;
-	out = kzalloc(size, GFP_KERNEL);
+	out = kzalloc(size, GFP_KERNEL_ACCOUNT);
 	if (!out)
 		return -ENOMEM;
 	/* A forged answer deceives only the caller (filtered below). */

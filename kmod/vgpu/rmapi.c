@@ -15,6 +15,7 @@
  * container's privilege (call.c).
  */
 #include <linux/module.h>
+#include <linux/slab.h>
 #include <linux/string.h>
 
 #include "vgpu.h"
@@ -264,6 +265,31 @@ NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size)
 	return st;
 }
 
+/*
+ * A root client of vgpu.ko's own, through the kernel entry point, for
+ * vgpu.ko's own questions at slice creation, on nobody's behalf.  Its
+ * handle is the driver's pick (hRoot 0: serverAllocClient's generator),
+ * read back from the kernel entry's parameters, which are kernel memory:
+ * no handle of vgpu.ko's choosing that a tenant could hold beforehand
+ * (issue 31, item 7: a tenant holding root clients at every handle
+ * vgpu.ko used to pick here made every later slice fall back to the
+ * minor).  Return: its handle (free it with vgpu_rm_free(h, h, h)), or 0.
+ */
+static NvHandle vgpu_rm_own_client(void)
+{
+	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
+
+	ops.params.alloc.hRoot = 0;
+	ops.params.alloc.hObjectNew = 0;
+	ops.params.alloc.hClass = NV01_ROOT;
+	*vgpu_rm_alloc_status(&ops) = NV_ERR_GENERIC;
+	vgpu_rm_op(&ops);
+	/* hObjectNew: the same offset in NVOS21 and NVOS64 (mediate.c). */
+	if (*vgpu_rm_alloc_status(&ops) != NV_OK)
+		return 0;
+	return ops.params.alloc.hObjectNew;
+}
+
 /**
  * vgpu_rm_device_instance - the driver's device instance of a GPU
  * @gpu_id: the driver's gpu_id
@@ -271,15 +297,7 @@ NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size)
  *
  * What NV0080's deviceId names (gpumgr's device instance, which need not be
  * the /dev minor): NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 on a client of
- * vgpu.ko's own, made and freed through the kernel entry point -- vgpu.ko's
- * own question, at slice creation, on nobody's behalf.
- *
- * The client's handle is the driver's pick (hRoot 0: serverAllocClient's
- * generator), read back from the kernel entry's parameters, which are
- * kernel memory: no handle of vgpu.ko's choosing that a tenant could hold
- * beforehand (issue 31, item 7: a tenant holding root clients at every
- * handle vgpu.ko used to pick here made every later slice fall back to the
- * minor).
+ * vgpu.ko's own (vgpu_rm_own_client: the driver picks its handle).
  *
  * Return: 0; -ENODEV when the driver answers that the GPU has no device
  * instance (gpumgrGetGpuIdInfoV2, gpu_mgr.c: NV_ERR_INVALID_ARGUMENT for a
@@ -289,18 +307,11 @@ NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size)
 int vgpu_rm_device_instance(u32 gpu_id, u32 *inst)
 {
 	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS info = { .gpuId = gpu_id };
-	nvidia_kernel_rmapi_ops_t ops = { .op = NV04_ALLOC };
 	NvHandle h;
 	NV_STATUS st;
 
-	ops.params.alloc.hRoot = 0;
-	ops.params.alloc.hObjectNew = 0;
-	ops.params.alloc.hClass = NV01_ROOT;
-	*vgpu_rm_alloc_status(&ops) = NV_ERR_GENERIC;
-	vgpu_rm_op(&ops);
-	/* hObjectNew: the same offset in NVOS21 and NVOS64 (mediate.c). */
-	h = ops.params.alloc.hObjectNew;
-	if (*vgpu_rm_alloc_status(&ops) != NV_OK || !h)
+	h = vgpu_rm_own_client();
+	if (!h)
 		return -EIO;
 	st = vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, &info,
 			  sizeof(info));
@@ -311,6 +322,43 @@ int vgpu_rm_device_instance(u32 gpu_id, u32 *inst)
 		return -EIO;
 	*inst = info.deviceInstance;
 	return 0;
+}
+
+/**
+ * vgpu_rm_gpu_uuid - a GPU's UUID, as the UVM driver names it
+ * @gpu_id: the driver's gpu_id
+ * @uuid: out: its 16 bytes
+ *
+ * NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID, SHA1 in binary
+ * (cliresCtrlCmdGpuGetUuidFromGpuId_IMPL, client_resource.c): the UUID
+ * nvUvmInterfaceRegisterGpu looks a GPU up by (nvidia_dev_get_uuid), on a
+ * client of vgpu.ko's own.
+ *
+ * Return: 0, or -ENODEV when the driver does not give 16 bytes.
+ */
+int vgpu_rm_gpu_uuid(u32 gpu_id, u8 *uuid)
+{
+	NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS *p;
+	NvHandle h;
+	int ret = -ENODEV;
+
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return -ENOMEM;
+	p->gpuId = gpu_id;
+	p->flags = NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_BINARY;
+	h = vgpu_rm_own_client();
+	if (h) {
+		if (vgpu_rm_ctrl(h, h, NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID,
+				 p, sizeof(*p)) == NV_OK &&
+		    p->uuidStrLen == NV_UUID_LEN) {
+			memcpy(uuid, p->gpuUuid, NV_UUID_LEN);
+			ret = 0;
+		}
+		vgpu_rm_free(h, h, h);
+	}
+	kfree(p);
+	return ret;
 }
 
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info)

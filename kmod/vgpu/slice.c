@@ -195,6 +195,16 @@ struct vgpu_slice *vgpu_slice_new(const struct vgpu_slice_req *req,
 					    "the driver's device instance of this GPU could not be asked for");
 			goto err_paths;
 		}
+		/*
+		 * The UUID UVM_REGISTER_GPU must name (uvm.c).  Without it
+		 * the slice registers this GPU with UVM under no UUID
+		 * (fail-closed), logged: a driver without the GPU (the test
+		 * bed on NVIDIA's driver, tests/realdrv) still makes slices.
+		 */
+		g->has_uuid = !vgpu_rm_gpu_uuid(g->gpu_id, g->uuid);
+		if (!g->has_uuid)
+			pr_warn("slice %u: GPU %u (gpu_id %#x): the driver gave no UUID; UVM_REGISTER_GPU will be refused for it\n",
+				s->id, i, g->gpu_id);
 		/* Set before it joins the scheduler, which reads it from then on. */
 		g->policy = VGPU_COMPUTE_NONE;
 		g->bp = 0;

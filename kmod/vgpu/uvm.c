@@ -482,6 +482,18 @@ static long vgpu_uvm_map_prepare(struct vgpu_file *vf, const u8 *k, u32 size,
 	return 0;
 }
 
+/* Is @uuid (NV_UUID_LEN bytes) one of the slice's GPUs' (learnt at creation)? */
+static bool vgpu_slice_has_uuid(const struct vgpu_slice *s, const u8 *uuid)
+{
+	u32 i;
+
+	for (i = 0; i < s->nr_gpus; i++)
+		if (s->gpus[i].has_uuid &&
+		    !memcmp(s->gpus[i].uuid, uuid, NV_UUID_LEN))
+			return true;
+	return false;
+}
+
 /* A command with an rmCtrlFd and an hClient, checked, on a call page. */
 static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 			     void __user *u, u32 size)
@@ -498,7 +510,7 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 
 	if (size < c->fd_end || size < c->client_end)
 		return -EPERM;
-	k = kzalloc(max(size, c->kstruct), GFP_KERNEL);
+	k = kzalloc(max(size, c->kstruct), GFP_KERNEL_ACCOUNT);
 	if (!k)
 		return -ENOMEM;
 	if (copy_from_user(k, u, size)) {
@@ -508,6 +520,31 @@ static long vgpu_uvm_checked(struct vgpu_file *vf, const struct vgpu_uvm_cmd *c,
 	pfd = k + size - c->fd_end;
 	fd = *pfd;
 	hclient = *(NvHandle *)(k + size - c->client_end);
+	/*
+	 * REGISTER_GPU names a GPU by UUID, any GPU of the host
+	 * (uvm_gpu_retain_by_uuid), and a registered GPU is what every other
+	 * UVM command naming a GPU is confined to: they look it up among the
+	 * VA space's (uvm_va_space_get_gpu_by_uuid and _with_gpu_va_space:
+	 * SET_PREFERRED_LOCATION, SET/UNSET_ACCESSED_BY, MIGRATE,
+	 * REGISTER_GPU_VASPACE, REGISTER_CHANNEL, MAP_EXTERNAL_*, ...).  So one
+	 * of the slice's, checked on the copy the driver reads (the call page);
+	 * another is answered as the driver answers a UUID no GPU has
+	 * (nvUvmInterfaceRegisterGpu: NV_ERR_GPU_UUID_NOT_FOUND), so it tells
+	 * nothing about the host's GPUs.
+	 */
+	if (c->cmd == UVM_REGISTER_GPU && !vgpu_slice_has_uuid(vf->slice, k)) {
+		const s32 status_end = VGPU_UVM_END(UVM_REGISTER_GPU_PARAMS,
+						    rmStatus);
+
+		BUILD_BUG_ON(offsetof(UVM_REGISTER_GPU_PARAMS, gpu_uuid));
+		if (size < status_end) {
+			ret = -EPERM;
+			goto out;
+		}
+		*(NV_STATUS *)(k + size - status_end) = NV_ERR_GPU_UUID_NOT_FOUND;
+		ret = copy_to_user(u, k, size) ? -EFAULT : 0;
+		goto out;
+	}
 	/*
 	 * REGISTER_GPU: the UVM driver ignores rmCtrlFd (uvm_gpu.c,
 	 * uvm_api_register_gpu; only hClient and hSmcPartRef reach RM, by

@@ -96,6 +96,8 @@ struct vgpu_gpu {
 	u32 real_minor;
 	u32 gpu_id;             /* the driver's gpu_id (CARD_INFO, ATTACH) */
 	u32 dev_inst;           /* the driver's device instance (NV0080 deviceId) */
+	u8 uuid[NV_UUID_LEN];   /* the driver's, learnt at creation (UVM_REGISTER_GPU) */
+	bool has_uuid;          /* learnt; if not, no UUID names this GPU */
 	u64 limit;              /* READ_ONCE/WRITE_ONCE */
 	atomic64_t used;
 	atomic64_t peak;
@@ -386,6 +388,7 @@ NV_STATUS vgpu_rm_ctrl(NvHandle hClient, NvHandle hObject, u32 cmd,
 		       void *params, u32 size);
 u32 vgpu_rm_enumerate(nv_gpu_info_t *info);
 int vgpu_rm_device_instance(u32 gpu_id, u32 *inst);
+int vgpu_rm_gpu_uuid(u32 gpu_id, u8 *uuid);
 
 /* slice.c */
 struct nlattr;
@@ -513,6 +516,7 @@ struct vgpu_buf {
 extern atomic64_t vgpu_nr_calls_broken;
 int vgpu_call_init(void);
 void vgpu_call_exit(void);
+struct vfsmount *vgpu_pseudo_mnt(void);
 long vgpu_call_nv(struct vgpu_file *vf, struct file *real, u32 nr,
 		  void *params, u32 size, const struct vgpu_buf *bufs,
 		  unsigned int nbufs);

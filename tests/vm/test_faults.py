@@ -45,7 +45,7 @@ from vgpu.abi import uapi as U
 from vgpu.abi.nvclient import Channel, RmClient, RmError, UvmFile
 from vgpu.daemon.kernel import Compute, VgpuError
 from vgpu_fixtures import (FALLBACK_DIR, NODE_DIR, NVSIM_STATE, MiB, SliceEnv, _ids,
-                           read_vstate, wait_until)
+                           gpu_uuid, read_vstate, wait_until)
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 
@@ -220,6 +220,9 @@ class Path_:
 ABSORBED = ("RM_CONTROL 0xd02 kernel",)
 # (SLICE_NEW's device-instance question, rmapi.c vgpu_rm_device_instance,
 # absorbs nothing: unanswered, the slice is not made -- issue 31, item 7.)
+# Its UUID question (vgpu_rm_gpu_uuid, after it, on a client of its own):
+# unanswered, the slice is made and UVM registers no UUID for the GPU.
+GPU_UUID = ("RM_ALLOC 0x0 kernel", "RM_CONTROL 0x275 kernel")
 # compute.c: the USERD kernel map refused leaves the channel tracked by its
 # doorbell (by design); a TSG that cannot be taken off the runlist while its
 # slice is paused is tried again at the scheduler's next decision
@@ -298,7 +301,7 @@ def _uvm_open(ctx: Ctx) -> None:
 
 
 def _uvm_register(ctx: Ctx) -> None:
-    ctx.u.register_gpu(b"\0" * 16, ctx.c.fd, ctx.c.hClient)
+    ctx.u.register_gpu(ctx.objs["uuid"], ctx.c.fd, ctx.c.hClient)
 
 
 def _uvm_vaspace(ctx: Ctx) -> None:
@@ -337,8 +340,10 @@ def _slice_new(compute: bool):
 
 
 PATHS = [
-    Path_("slice-create", [("SLICE_NEW", _slice_new(False))], slice_kw=None),
-    Path_("slice-create-compute", [("SLICE_NEW", _slice_new(True))], slice_kw=None),
+    Path_("slice-create", [("SLICE_NEW", _slice_new(False))], slice_kw=None,
+          absorbs=GPU_UUID),
+    Path_("slice-create-compute", [("SLICE_NEW", _slice_new(True))], slice_kw=None,
+          absorbs=GPU_UUID),
     Path_("open", [("open nvidiactl", _open("nvidiactl")), ("open nvidia0", _open("nvidia0")),
                    ("open nvidia-uvm", _open("nvidia-uvm"))]),
     Path_("client", [("open+CARD_INFO", _ctl), ("CHECK_VERSION_STR", _version),
@@ -362,7 +367,8 @@ PATHS = [
                   ("managed mmap", _uvm_managed)],
           slice_kw={"gpus": [(0, 64 * MiB)], "uvm_policy": U.VGPU_UVM_COUNT},
           setup=lambda ctx: (_client_gpu(ctx),
-                             ctx.objs.__setitem__("mem", ctx.g.alloc(16 * MiB)))),
+                             ctx.objs.__setitem__("mem", ctx.g.alloc(16 * MiB)),
+                             ctx.objs.__setitem__("uuid", gpu_uuid(ctx.c, ctx.g)))),
     Path_("compute", [("TSG+channel+maps+schedule", _channel)],
           slice_kw={"gpus": [(0, 256 * MiB)],
                     "compute": {0: Compute(U.VGPU_COMPUTE_FIXED, 5000, U.VGPU_PRIORITY_LOW)}},

@@ -365,6 +365,28 @@ def test_gid_bad_flags(client, gpu0, flags, status):
     assert status_of(gid, client, gpu0.hSubdevice, flags) == status
 
 
+def test_uuid_from_gpu_id_is_the_gid(client, gpu0, gpu1):
+    """NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID (cliresCtrlCmdGpuGetUuidFromGpuId_IMPL,
+    gpumgrGetGpuUuidInfo): the GID's bytes or string by gpuId, SHA1 only; an
+    unknown gpuId is NV_ERR_OBJECT_NOT_FOUND.  vgpu.ko learns each slice
+    GPU's UUID through it (UVM_REGISTER_GPU's check)."""
+    def uuid(gpu_id: int, flags: int) -> bytes:
+        p = A.NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS(gpuId=gpu_id, flags=flags)
+        client.control(client.hClient, A.NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID, p)
+        return bytes(p.gpuUuid[:p.uuidStrLen])
+
+    binary = A.NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_FORMAT_BINARY
+    for g in (gpu0, gpu1):
+        b = uuid(g.card.gpu_id, binary)
+        assert b == gid(client, g.hSubdevice, A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+        s = uuid(g.card.gpu_id, 0)
+        assert len(s) == A.NV_UUID_STR_LEN and s[:-1].decode() == uuid_string(b)
+    assert status_of(uuid, 0xdead00, binary) == A.NV_ERR_OBJECT_NOT_FOUND
+    assert status_of(uuid, gpu0.card.gpu_id,
+                     binary | A.NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID_FLAGS_TYPE_SHA256) == \
+        A.NV_ERR_INVALID_ARGUMENT
+
+
 # ========================================================= build version
 def test_build_version_v2_is_the_release(client):
     p = A.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS()

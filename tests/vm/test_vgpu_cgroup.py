@@ -89,7 +89,7 @@ def open_all(prefix: str):
 
 def alloc(prefix: str):
     def fn():
-        from vgpu.abi.nvclient import RmClient
+        from vgpu.abi.nvclient import RmClient, RmError
         c = RmClient(prefix)
         try:
             g = c.open_gpus()[0]
@@ -214,3 +214,86 @@ def test_cgroup_removed_while_bound(kern, bound):
         cg.rmdir()
     assert sl.get().cgroup_id == ino
     assert open_all(sl.prefix)() == {n: "EPERM" for n in NODES}
+
+
+def _memory_cgroup(name: str) -> Path:
+    """A fresh cgroup with the memory controller (enabled at the root)."""
+    if "memory" not in (CG_ROOT / "cgroup.controllers").read_text().split():
+        pytest.skip("no memory controller in cgroup v2")
+    (CG_ROOT / "cgroup.subtree_control").write_text("+memory")
+    cg = CG_ROOT / name
+    cg.mkdir(exist_ok=True)
+    return cg
+
+
+def test_call_memory_is_charged_to_the_callers_memcg(kern, bound):
+    """Issue 31, item 9: what vgpu.ko allocates for a call in flight (its
+    copies of the parameters and their lists, and the call page laid out for
+    the driver) is charged to the caller's memory cgroup, or a container's
+    threads in calls would hold gigabytes outside its memory limit.
+    BUILD_VERSION with three 1 MiB string buffers: about 3 MiB of list
+    copies and a call page of 3 MiB more.  nvsim's delay holds the call
+    before the driver reads anything, while the cgroup's memory.current is
+    watched; before, only the list copies were charged."""
+    import ctypes
+    import time
+    from vgpu.abi import nvabi as A
+    from vgpu.abi.nvclient import RmClient, RmError
+
+    nvsim = Path("/sys/kernel/debug/nvsim")
+    n = 1 << 20                         # VGPU_MAX_CTRL_PARAMS, each
+    want = 3 * n + 3 * n * 3 // 4       # the lists and most of the call page
+    sl = bound(None)
+    cg = _memory_cgroup(f"vgpu-memcg-{os.getpid()}")
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(ready_r)
+            os.close(go_w)
+            (cg / "cgroup.procs").write_text(str(os.getpid()))
+            c = RmClient(sl.prefix)
+            bufs = [ctypes.create_string_buffer(n) for _ in range(3)]
+            p = A.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_PARAMS(
+                sizeOfStrings=n, pDriverVersionBuffer=ctypes.addressof(bufs[0]),
+                pVersionBuffer=ctypes.addressof(bufs[1]),
+                pTitleBuffer=ctypes.addressof(bufs[2]))
+            os.write(ready_w, b"r")
+            os.read(go_r, 1)
+            try:
+                c.control(c.hClient, A.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION, p)
+            except RmError:
+                pass                    # the driver's answer does not matter here
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(ready_w)
+    os.close(go_r)
+    rise = 0
+    try:
+        assert os.read(ready_r, 1) == b"r", "the child did not get ready"
+        # Held before the driver reads anything (nvsim_test_delay).
+        (nvsim / "delay_nr").write_text(str(A.NV_ESC_RM_CONTROL))
+        (nvsim / "delay_ms").write_text("5000")
+        base = int((cg / "memory.current").read_text())
+        os.write(go_w, b"g")
+        deadline = time.monotonic() + 5.0
+        while rise < want and time.monotonic() < deadline:
+            rise = max(rise, int((cg / "memory.current").read_text()) - base)
+            time.sleep(0.005)
+    finally:
+        (nvsim / "delay_ms").write_text("0")
+        (nvsim / "delay_nr").write_text("0")
+        os.close(go_w)
+        os.close(ready_r)
+        _, st = os.waitpid(pid, 0)
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(st) == 0, "the child's call failed"
+    assert rise >= want, f"memory.current rose by {rise} during the call, not {want}"

@@ -18,7 +18,7 @@ import pytest
 from vgpu.abi.nvclient import (RmClient, _ioctl_addr, raw_ioctl, raw_ioctl_ptr,
                            xfer_ioctl)
 from vgpu.abi import nvabi as A
-from vgpu_fixtures import MiB, RmError, nvsim_fb, read_vstate, real_cards, wait_until
+from vgpu_fixtures import MiB, RmError, gpu_uuid, nvsim_fb, read_vstate, real_cards, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
@@ -175,10 +175,10 @@ def test_register_fd_foreign_refused(make_slice, res, which):
 def test_uvm_register_gpu_with_virtual_ctl_fd(make_slice):
     sl = make_slice()
     c = sl.client()
-    c.open_gpus()
+    g = c.open_gpus()[0]
     u = sl.uvm()
     u.initialize()
-    u.register_gpu(b"\0" * 16, c.fd, c.hClient)
+    u.register_gpu(gpu_uuid(c, g), c.fd, c.hClient)
 
 
 def test_uvm_register_gpu_with_no_ctl_fd(make_slice):
@@ -187,18 +187,18 @@ def test_uvm_register_gpu_with_no_ctl_fd(make_slice):
     sl = make_slice()
     other = make_slice()
     c = sl.client()
-    c.open_gpus()
+    uuid = gpu_uuid(c, c.open_gpus()[0])
     oc = other.client()
     u = sl.uvm()
     u.initialize()
-    u.register_gpu(b"\0" * 16, -1, c.hClient)
+    u.register_gpu(uuid, -1, c.hClient)
     with pytest.raises(OSError) as ei:
-        u.register_gpu(b"\0" * 16, -1, oc.hClient)
+        u.register_gpu(uuid, -1, oc.hClient)
     assert ei.value.errno == errno.EPERM
     # No client at all (tinygrad): the driver reads one only under MIG.
     u2 = sl.uvm()
     u2.initialize()
-    u2.register_gpu(b"\0" * 16, -1, 0)
+    u2.register_gpu(uuid, -1, 0)
 
 
 @pytest.mark.parametrize("which", ["devnull", "real-ctl"])

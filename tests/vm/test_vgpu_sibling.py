@@ -210,6 +210,89 @@ def test_descriptor_a_sibling_dups_is_worthless(sibling, delay, sl):
             os.close(fd)
 
 
+def _dup_the_proxy(sibling, delay, sl) -> list[int]:
+    """REGISTER_FD with a sibling that dup()s every descriptor appearing
+    meanwhile: the proxy of the control file, caught (the copies)."""
+    gpu = sl.open("nvidia0")
+    ctl = sl.open("nvidiactl")
+    delay(A.NV_ESC_REGISTER_FD)
+    assert sibling.sibling_start(MODE_DUP, None, 0) == 0
+    try:
+        p = A.nv_ioctl_register_fd_t(ctl_fd=ctl)
+        buf = bytearray(bytes(p))
+        fcntl.ioctl(gpu, A.nv_ioctl(A.NV_ESC_REGISTER_FD, len(buf)), buf, True)
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+    dups = [res.dups[i] for i in range(res.ndups)]
+    assert dups, "the sibling never saw a descriptor appear: the test proves nothing"
+    return dups
+
+
+def test_proxy_reaches_no_host_inode(sibling, delay, sl):
+    """Issue 31, item 5: the proxy was a file opened on the host's
+    /dev/nvidiactl, so a sibling that dup()ed it held the host node's inode:
+    fchmod needs only ownership (root in a container without a user
+    namespace owns it), so chmod 0666 opened the unmediated driver to every
+    host user and chmod 000 made every tenant's open fail; fchown, futimens
+    and ACLs likewise.  The proxy's inode is now vgpu.ko's own: every
+    attribute change fails and the host node stays as it was; it does not
+    reopen through /proc/self/fd (which would open the real driver by its
+    device number) and does not name the host path there either."""
+    host = "/dev/nvidiactl"
+    st0 = os.stat(host)
+    dups = _dup_the_proxy(sibling, delay, sl)
+    # posix_acl_xattr: version 2, then {tag, perm, id}: u::rw- g::r-- o::rw-
+    acl = bytes.fromhex("02000000" "01000600ffffffff" "04000400ffffffff"
+                        "20000600ffffffff")
+    attempts = {
+        "fchmod 0666": lambda fd: os.fchmod(fd, 0o666),
+        "fchmod 000": lambda fd: os.fchmod(fd, 0),
+        "fchown": lambda fd: os.fchown(fd, 4321, 4321),
+        "futimens": lambda fd: os.utime(fd, ns=(10**9, 10**9)),
+        "futimens now": lambda fd: os.utime(fd),
+        "fsetxattr": lambda fd: os.setxattr(fd, "user.vgpu", b"1"),
+        "acl": lambda fd: os.setxattr(fd, "system.posix_acl_access", acl),
+    }
+    done, links, reopened = [], [], []
+    try:
+        for fd in dups:
+            st = os.fstat(fd)
+            assert os.major(st.st_rdev) == 195 and os.minor(st.st_rdev) == 255
+            for what, op in attempts.items():
+                try:
+                    op(fd)
+                    done.append(what)
+                except OSError as e:
+                    assert e.errno in (errno.EPERM, errno.EOPNOTSUPP), (what, e)
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+            try:
+                os.close(os.open(f"/proc/self/fd/{fd}", os.O_RDWR))
+                reopened.append(fd)
+            except OSError as e:
+                assert e.errno == errno.ENXIO, e
+        st1 = os.stat(host)
+        assert not done, f"changed through the proxy: {done}"
+        assert not reopened, "reopened through /proc/self/fd (the real driver, by device number)"
+        assert not any("nvidia" in link for link in links), links
+        assert (st1.st_mode, st1.st_uid, st1.st_gid, st1.st_mtime_ns, st1.st_ctime_ns) == \
+            (st0.st_mode, st0.st_uid, st0.st_gid, st0.st_mtime_ns, st0.st_ctime_ns)
+        # Tenants still open the slice (vgpu_open opens the host node).
+        os.close(os.open(sl.path("nvidiactl"), os.O_RDWR | os.O_CLOEXEC))
+    finally:
+        for fd in dups:
+            os.close(fd)
+        # Put the host node back, had anything got through.
+        os.chmod(host, st0.st_mode & 0o7777)
+        os.chown(host, st0.st_uid, st0.st_gid)
+        os.utime(host, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+        for name in ("user.vgpu", "system.posix_acl_access"):
+            try:
+                os.removexattr(host, name)
+            except OSError:
+                pass
+
+
 def _attack_from_process(parent: int, go_r: int, out_w: int, forged: bytes) -> None:
     """The child: until the parent says stop, write the forged parameters
     into the parent's call pages (or, where there are none, into the first

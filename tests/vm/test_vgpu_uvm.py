@@ -20,10 +20,10 @@ import pytest
 
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
-from vgpu_fixtures import MiB, in_child, nvsim_fb, read_vstate, wait_until
+from vgpu_fixtures import MiB, gpu_uuid, in_child, nvsim_fb, read_vstate, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, vgpu_leak_check, vstate  # noqa: F401
-from vgpu.abi.nvclient import UvmFile
+from vgpu.abi.nvclient import RmError, UvmFile
 from vmas import (MREMAP_FIXED, MREMAP_MAYMOVE, dofork, munmap, mremap, punch, reserve,
                   touch_in_child)
 
@@ -214,14 +214,6 @@ def test_register_channel_only_for_the_named_files_client(make_slice):
 BASE = 0x7E0000000000
 
 
-def gpu_uuid(c, g) -> bytes:
-    """The GPU's UUID, as CUDA names it in perGpuAttributes (GET_GID_INFO)."""
-    p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
-        flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
-    c.control(g.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
-    return bytes(p.data[:16])
-
-
 @pytest.fixture
 def ext(make_slice):
     sl = make_slice(gpus=[(0, 64 * MiB)])
@@ -304,3 +296,35 @@ def test_map_outside_an_external_range_takes_nothing(ext):
     c.free(h)
     assert sl.used() == 0 == nvsim_fb(0)
     u.free(BASE)
+
+
+def test_uvm_register_gpu_names_only_the_slices_gpus(make_slice):
+    """Issue 31, item 8: UVM_REGISTER_GPU names a GPU by UUID, any GPU of
+    the host (the UVM driver retains and initialises it, and every other UVM
+    command naming a GPU is confined to the registered ones).  A slice
+    registers only its own GPUs; any other UUID, a real GPU outside the
+    slice or none at all, gets the driver's answer for an unknown UUID, so
+    the answer tells nothing about the host's GPUs."""
+    s0 = make_slice(gpus=((0, 64 * MiB),))
+    s1 = make_slice(gpus=((1, 64 * MiB),))
+    c0, c1 = s0.client(), s1.client()
+    uuid0 = gpu_uuid(c0, c0.open_gpus()[0])
+    uuid1 = gpu_uuid(c1, c1.open_gpus()[0])
+    assert uuid0 != uuid1
+    u = s0.uvm()
+    u.initialize()
+    for other in (uuid1, b"\0" * 16, bytes(range(16))):
+        with pytest.raises(RmError) as e:
+            u.register_gpu(other, -1, c0.hClient)
+        assert e.value.status == A.NV_ERR_GPU_UUID_NOT_FOUND, other.hex()
+        with pytest.raises(RmError) as e:
+            u.register_gpu(other, c0.fd, c0.hClient)
+        assert e.value.status == A.NV_ERR_GPU_UUID_NOT_FOUND, other.hex()
+    u.register_gpu(uuid0, -1, c0.hClient)
+    # The slice's own GPUs, whichever: a slice of both registers either.
+    both = make_slice(gpus=((0, 64 * MiB), (1, 64 * MiB)))
+    cb = both.client()
+    ub = both.uvm()
+    ub.initialize()
+    ub.register_gpu(uuid1, -1, cb.hClient)
+    ub.register_gpu(uuid0, cb.fd, cb.hClient)

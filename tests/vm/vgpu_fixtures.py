@@ -123,6 +123,15 @@ def nvsim_fb(gpu: int = 0) -> int:
     raise KeyError(gpu)
 
 
+def gpu_uuid(client, gpu) -> bytes:
+    """The GPU's UUID (GID_INFO, SHA1, binary): what UVM_REGISTER_GPU names."""
+    from vgpu.abi import nvabi as A
+    p = A.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+        flags=A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
+    client.control(gpu.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+    return bytes(p.data[:16])
+
+
 # ------------------------------------------------------------------ slices
 class SliceEnv:
     """One slice made for a test: its netlink view, its device directory,
