@@ -2,7 +2,8 @@
 #
 #   make demo    the main job: boot the VM with the simulated GPU and run it
 #   make test    all tests: host tests, the VM tests against nvsim, then on NVIDIA's driver
-#   make deps    what demo and test install first: Debian packages, the Python venv (idempotent)
+#   make deps    what demo and test install first: Debian packages, the Python venv,
+#                NVIDIA's 535.261.03 user space unpacked into $(VGPU_CACHE) (idempotent)
 #   make test-debug  the VM tests on the debug kernel (KASAN, lockdep, kmemleak...)
 #   make test-vm-real  the first tests on NVIDIA's own driver (595.45.04, no GPU) in the VM
 #   make fuzz    fuzz the ioctl surface in the VM (FUZZ_SEED, FUZZ_CALLS, FUZZ_SECONDS; docs/fuzzing.md)
@@ -39,7 +40,7 @@ APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-st
 KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
 VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 
-.PHONY: all deps deps-apt deps-python modules test test-run demo-run test-host test-vm test-vm-oldest test-vm-releases test-vm-real demo bench-compute clean help \
+.PHONY: all deps deps-apt deps-python deps-nvidia modules test test-run demo-run test-host test-vm test-vm-oldest test-vm-releases test-vm-real demo bench-compute clean help \
 	install uninstall deps-debug debug-kernel test-debug
 
 all: modules runtime
@@ -47,7 +48,7 @@ all: modules runtime
 help:
 	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
 
-deps: deps-apt deps-python
+deps: deps-apt deps-python deps-nvidia
 
 deps-apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -62,6 +63,13 @@ deps-apt:
 	else echo "deps: Debian packages present"; fi
 
 deps-python: $(VENV)/.deps-stamp
+
+# NVIDIA's own user space (libcuda, NVML, nvidia-smi) of 535.261.03, from
+# Debian's non-free component, unpacked into $(VGPU_CACHE)/nvidia-userspace
+# and never installed into the system (tools/nvuser.py; a stamp: a second
+# run only checks).  The VM tests on NVIDIA's 535 driver run it.
+deps-nvidia: deps-apt
+	@VGPU_CACHE=$(VGPU_CACHE) $(PYTHON) -m tools.nvuser fetch
 
 $(VENV)/.deps-stamp: pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
