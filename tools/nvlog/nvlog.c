@@ -81,8 +81,17 @@ int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	ret = real_ioctl(fd, req, arg);
 	err = errno;
-	if (!nvnode(fd, node, sizeof(node)))
-		goto out;
+	if (!nvnode(fd, node, sizeof(node))) {
+		/*
+		 * An NVIDIA escape on a descriptor that is no file at all: the
+		 * kernel's EBADF, which no driver sees.  NVML 535 with no GPU
+		 * allocates its MIG sessions (0xc639, 0xc640) on fd -1 after
+		 * closing nvidiactl; logged as node "fd-1" so the attempt shows.
+		 */
+		if (fd >= 0 || _IOC_TYPE(req) != 'F')
+			goto out;
+		snprintf(node, sizeof(node), "fd%d", fd);
+	}
 
 	pthread_mutex_lock(&lock);
 	if (strstr(node, "nvidia-uvm")) {
