@@ -194,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"deps: {' '.join(map(str, e.cmd[:2]))} failed ({e.returncode})", file=sys.stderr)
         return 1
+    except PermissionError as e:
+        print(f"deps: {e}: run 'make deps' as root (or set VGPU_CACHE to a directory of yours)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
