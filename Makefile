@@ -2,9 +2,11 @@
 #
 #   make demo    the main job: boot the VM with the simulated GPU and run it
 #   make test    all tests: host tests, the VM tests against nvsim, then on NVIDIA's driver
-#   make deps    what demo and test install first: Debian packages, the Python venv (idempotent)
+#   make deps    what demo and test install first: Debian packages, the Python venv,
+#                NVIDIA's 535.261.03 user space unpacked into $(VGPU_CACHE) (idempotent)
 #   make test-debug  the VM tests on the debug kernel (KASAN, lockdep, kmemleak...)
 #   make test-vm-real  the first tests on NVIDIA's own driver (595.45.04, no GPU) in the VM
+#   make test-vm-real535  NVIDIA's 535.261.03 driver, libcuda and nvidia-smi, alone and through a slice
 #   make fuzz    fuzz the ioctl surface in the VM (FUZZ_SEED, FUZZ_CALLS, FUZZ_SECONDS; docs/fuzzing.md)
 #   make install on a real GPU node: vgpud/vgpuctl, unit, config, DKMS sources
 #
@@ -39,15 +41,15 @@ APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-st
 KMODS := nvsim $(if $(wildcard kmod/vgpu/Kbuild),vgpu)
 VM_LOAD := --load-nvsim $(if $(wildcard kmod/vgpu/Kbuild),--load-vgpu)
 
-.PHONY: all deps deps-apt deps-python modules test test-run demo-run test-host test-vm test-vm-oldest test-vm-releases test-vm-real demo bench-compute clean help \
+.PHONY: all deps deps-apt deps-python deps-nvidia modules test test-run demo-run test-host test-vm test-vm-oldest test-vm-releases test-vm-real test-vm-real535 demo bench-compute clean help \
 	install uninstall deps-debug debug-kernel test-debug
 
 all: modules runtime
 
 help:
-	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
 
-deps: deps-apt deps-python
+deps: deps-apt deps-python deps-nvidia
 
 deps-apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -62,6 +64,13 @@ deps-apt:
 	else echo "deps: Debian packages present"; fi
 
 deps-python: $(VENV)/.deps-stamp
+
+# NVIDIA's own user space (libcuda, NVML, nvidia-smi) of 535.261.03, from
+# Debian's non-free component, unpacked into $(VGPU_CACHE)/nvidia-userspace
+# and never installed into the system (tools/nvuser.py; a stamp: a second
+# run only checks).  The VM tests on NVIDIA's 535 driver run it.
+deps-nvidia: deps-apt
+	@VGPU_CACHE=$(VGPU_CACHE) $(PYTHON) -m tools.nvuser fetch
 
 $(VENV)/.deps-stamp: pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -91,7 +100,7 @@ modules:
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: deps-python modules runtime build/nvfuzz
+test-run: deps-python modules runtime build/nvfuzz build/nvlog.so
 	@rc=0; \
 	echo "==== host tests ===="; \
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host || rc=1; \
@@ -110,6 +119,7 @@ test-run: deps-python modules runtime build/nvfuzz
 		tests/vm/test_nvsim_startup.py tests/vm/test_nvsim_pbdma.py tests/vm/test_tinygrad.py \
 		tests/vm/test_tinygrad_slice.py tests/vm/test_trace_corpus.py || rc=1; \
 	$(REALDRV_RUN) || rc=1; \
+	$(REALDRV535_RUN) || rc=1; \
 	if [ $$rc = 0 ]; then echo "make test: all passed"; else echo "make test: FAILED"; fi; \
 	exit $$rc
 
@@ -142,6 +152,19 @@ REALDRV_RUN = { drv=$$(VGPU_CACHE=$(VGPU_CACHE) $(VPY) -m tools.realdrv.build \
 		-- $(VPY) -m pytest --color=no $(PYTEST_ARGS) tests/realdrv; }
 test-vm-real: deps-python
 	@$(REALDRV_RUN)
+
+# The same for 535.261.03, the release whose user space Debian ships (make
+# deps unpacks it, tools/nvuser.py): NVIDIA's libcuda and nvidia-smi on
+# NVIDIA's driver, alone and through a slice, logged by build/nvlog.so
+# (tests/realdrv535; cold build about 20 min on two cores, then cached).
+REALDRV535_VGPU := build/realdrv535
+REALDRV535_RUN = { drv=$$(VGPU_CACHE=$(VGPU_CACHE) $(VPY) -m tools.realdrv.build \
+		--release 535.261.03 --vgpu-out $(REALDRV535_VGPU)) && \
+	echo "==== VM tests on NVIDIA's 535 driver and user space ($$drv) ====" && \
+	$(VM) --load-nvidia "$$drv" --load-vgpu --vgpu-ko $(CURDIR)/$(REALDRV535_VGPU)/kmod/vgpu/vgpu.ko \
+		-- $(VPY) -m pytest --color=no $(PYTEST_ARGS) tests/realdrv535; }
+test-vm-real535: deps-python build/nvlog.so
+	@$(REALDRV535_RUN)
 
 # The debug kernel (README "The debug kernel"): Debian's linux-source-6.1
 # with KASAN, lockdep, kmemleak, UBSAN, DEBUG_LIST and fault injection, built

@@ -307,6 +307,14 @@ static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 		return -EINVAL;
 	if (vgpu_is_root_class(((NVOS21_PARAMETERS *)kbuf)->hClass)) {
 		st = vgpu_alloc_root(vf, kbuf, size);
+		/*
+		 * RmIoctl (escape.c, NV_ESC_RM_ALLOC) forces a user's root
+		 * client to NV01_ROOT_CLIENT in the params it copies back,
+		 * whatever the outcome: the caller reads 0x41 where it asked
+		 * NV01_ROOT (0), as libcuda 535 does.  hClass lies at the same
+		 * offset in NVOS21 and NVOS64.
+		 */
+		((NVOS21_PARAMETERS *)kbuf)->hClass = NV01_ROOT_CLIENT;
 		if (size == sizeof(NVOS64_PARAMETERS))
 			((NVOS64_PARAMETERS *)kbuf)->status = st;
 		else

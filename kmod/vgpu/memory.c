@@ -20,6 +20,9 @@
 
 #include "vgpu.h"
 
+/* NV_CONFIDENTIAL_COMPUTE (clcb33.h), the same number in 535-595. */
+#define VGPU_CONF_COMPUTE 0x0000CB33
+
 atomic_t vgpu_nr_objects = ATOMIC_INIT(0);
 atomic_t vgpu_nr_charges = ATOMIC_INIT(0);
 
@@ -1155,7 +1158,15 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 				goto out;
 			break;
 		}
-		if (parent->type == VGPU_OBJ_CLIENT) {
+		/*
+		 * NV_CONFIDENTIAL_COMPUTE is the one forwarded class whose
+		 * parent is the client (resource_list.h: RmClientResource,
+		 * RS_FLAGS_ALLOC_NON_PRIVILEGED): CUDA 535's cuInit makes one
+		 * and asks it SYSTEM_GET_CAPABILITIES, the machine's CC state
+		 * (the policy decides each of its controls).  Any other class
+		 * a client parents is not for a slice.
+		 */
+		if (parent->type == VGPU_OBJ_CLIENT && p->hClass != VGPU_CONF_COMPUTE) {
 			st = NV_ERR_INVALID_OBJECT_PARENT;
 			goto out;
 		}

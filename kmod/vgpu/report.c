@@ -111,6 +111,8 @@ static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO, VGPU_CTRL_NO_PEERS },
 	{ NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS, VGPU_CTRL_NO_PEERS },
 	{ NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS, VGPU_CTRL_NO_PEERS },
+	/* No boost group (gpuboostmgrQueryGroups with none: all zero). */
+	{ NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO, VGPU_CTRL_NO_PEERS },
 	{ NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY, VGPU_CTRL_SHARE_POLICY },
 	{ NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO, VGPU_CTRL_FB_REGIONS },
 };
@@ -477,24 +479,21 @@ static NV_STATUS vgpu_no_peers(struct vgpu_slice *s, u32 cmd, void *kp, u32 size
  * applies as CLIENT_SHARE_OBJECT on the client): the objects of this client
  * made later are shared as it says.  Type ALL, OS_SECURITY_TOKEN (every
  * process of the user, other slices' included), CLIENT, GPU and the rest
- * would reach other slices; a PID share names one process, translated from
- * the caller's namespace and refused if it is not the slice's; NONE shares
- * with nobody; a revoke only takes access away.
+ * would reach other slices; NONE shares with nobody; a revoke only takes
+ * access away.  A PID share gives access to the clients of the same
+ * process: RM compares the two clients' ProcID and never reads target
+ * (client_resource.c, cliresShareCallback_IMPL's RS_SHARE_TYPE_PID case;
+ * 535.261.03 and 595.45.04 alike), so it stays within the caller's own
+ * process and is forwarded as made.  CUDA 535's cuInit sets two, with
+ * target its own client handle (tests/realdrv535).
  */
 static NV_STATUS vgpu_share_policy_check(struct vgpu_slice *s, RS_SHARE_POLICY *sp)
 {
-	pid_t host;
-
 	if (sp->action & RS_SHARE_ACTION_FLAG_REVOKE)
 		return NV_OK;
 	switch (sp->type) {
 	case RS_SHARE_TYPE_NONE:
-		return NV_OK;
 	case RS_SHARE_TYPE_PID:
-		host = vgpu_slice_pid_in(s, sp->target);
-		if (host <= 0)
-			return NV_ERR_INVALID_ARGUMENT;
-		sp->target = host;
 		return NV_OK;
 	default:
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;

@@ -123,17 +123,15 @@ def measured():
         pytest.skip(f"vendor archive not here: {VENDOR / vendor.HEADERS_ARCHIVE}")
     with tempfile.TemporaryDirectory() as d:
         scratch = Path(d)
-        headers = scratch / "headers"
-        import tarfile
-        with tarfile.open(VENDOR / vendor.HEADERS_ARCHIVE, "r:xz") as tar:
-            tar.extractall(headers, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-        top = next(p for p in headers.iterdir() if p.is_dir())
+        # Every release's header root: the headers archive's, and for a
+        # release read from its own tree (535.261.03) that tree's.
+        v = vendor.unpack(VENDOR, scratch)
         items = [(t, m) for t, m, _ in pins()]
         res = {}
         for relname in kernel.releases():
             work = scratch / "w" / relname
             work.mkdir(parents=True)
-            res[relname] = measure(Release(relname, top / relname), items, work)
+            res[relname] = measure(Release(relname, v.releases[relname]), items, work)
         yield res
 
 
@@ -212,6 +210,8 @@ def measured_uvm():
             extra = []
             if relname == kernel.BASE:
                 extra = [v.tree / Path(f).parent for f in UVM_TYPES]
+            elif relname in (v.own or {}):          # its own tree's (vendor.RELEASE_TREES)
+                extra = [v.own[relname].root / Path(f).parent for f in UVM_TYPES]
             elif not (rel.uvm / "uvm_types.h").is_file():
                 if not git or not Path(git).is_dir():
                     missing.append(relname)

@@ -29,7 +29,7 @@ from tools.nvgen import embedded, gen, nvproxy, policy, tsv, vendor  # noqa: E40
 
 DOCS = ROOT / "docs" / "policy"
 OUT = ROOT / "tools" / "nvgen" / "out"
-RELEASES = ("535.288.01", "550.163.01", "570.211.01", "575.64.05",
+RELEASES = ("535.261.03", "535.288.01", "550.163.01", "570.211.01", "575.64.05",
             "580.142", "590.48.01", "595.45.04")
 FLAGS = policy.FLAGS_RELEASE
 
@@ -62,7 +62,8 @@ def test_committed_policy_is_what_the_code_makes(tmp_path):
 
 def test_embedded_tables_regenerate_from_the_vendor_archives(tmp_path):
     d = gen.DEFAULT_VENDOR
-    if not all((d / a).is_file() for a in (vendor.HEADERS_ARCHIVE, vendor.TREE_ARCHIVE)):
+    if not all((d / a).is_file() for a in (vendor.HEADERS_ARCHIVE, vendor.TREE_ARCHIVE,
+                                           *map(vendor.tree_archive, vendor.RELEASE_TREES))):
         pytest.skip(f"vendor archives not found in {d} (set NVGEN_VENDOR)")
     embedded.generate(d, tmp_path)
     _same_files(embedded.DEFAULT_OUT, tmp_path, "*.tsv", "rerun python3 -m tools.nvgen.embedded")

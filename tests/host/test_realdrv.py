@@ -67,3 +67,40 @@ def test_the_cache_key_follows_the_patch(tmp_path, monkeypatch):
     patch.write_text(build.PATCH.read_text() + "\n")
     monkeypatch.setattr(build, "PATCH", patch)
     assert build.key(archive) != k1
+
+
+def test_535s_patches_are_the_zero_gpu_one_and_where_needed_the_resize_one(tmp_path):
+    """535.261.03: its own zero-GPU patch (the same three lines as 595's),
+    and nv-pci.c's pci_resize_resource given a fourth argument only where
+    the kernel's pci.h has exclude_bars (Debian's 6.1 by backport)."""
+    zero, resize = build.ZERO_GPU["535.261.03"], build.KERNEL_PATCHES["535.261.03"][0][0]
+    code = [ln[1:] for ln in zero.read_text().splitlines()
+            if ln.startswith("+") and not ln.startswith("+++")
+            and ln[1:].strip() and not ln[1:].strip().startswith(("/*", "*"))]
+    assert code == ["static int vgpu_test_no_gpu = 0;",
+                    "module_param(vgpu_test_no_gpu, int, 0444);",
+                    "    const NvBool is_nvswitch_present = os_is_nvswitch_present() || vgpu_test_no_gpu;"]
+    assert re.findall(r"^\+\+\+ b/(\S+)", resize.read_text(), re.M) == ["kernel-open/nvidia/nv-pci.c"]
+    kvers = [p.name for p in Path("/lib/modules").iterdir()] if Path("/lib/modules").is_dir() else []
+    for kver in kvers:
+        try:
+            src, _ = build.header_dirs(kver)
+        except SystemExit:
+            continue
+        has = "exclude_bars" in (src / "include/linux/pci.h").read_text(errors="replace")
+        assert build.patches("535.261.03", kver) == [zero] + ([resize] if has else [])
+        assert build.patches("595.45.04", kver) == [build.PATCH]
+
+
+def test_535s_patches_apply_to_its_vendored_tree(tmp_path):
+    archive = VENDOR / build.archive_name("535.261.03")
+    if not archive.is_file():
+        pytest.skip(f"vendor archive not here: {archive}")
+    want = ["kernel-open/nvidia/nv.c", "kernel-open/nvidia/nv-pci.c"]
+    with tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(tmp_path, members=[tar.getmember(m) for m in want],
+                       **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    for patch in (build.ZERO_GPU["535.261.03"], build.KERNEL_PATCHES["535.261.03"][0][0]):
+        r = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "-i", str(patch)],
+                           cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr

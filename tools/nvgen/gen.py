@@ -92,7 +92,7 @@ def _own_uvm_types(nvidia_git: Path, releases: dict[str, Path], tree: TreeFacts,
     own = {}
     for release, root in releases.items():
         want = uvm.lacking(root)
-        if release == tree.release or not want:
+        if release == tree.release or release in vendor.RELEASE_TREES or not want:
             continue
         got = vendor.from_git(nvidia_git, release, want, scratch / "uvm-git" / release)
         if got is None:
@@ -115,6 +115,7 @@ def generate(vendor_dir: Path, out: Path, jobs: int, nvidia_git: Path | None = N
         v = vendor.unpack(vendor_dir, scratch)
         tree = TreeFacts.read(vendor.TREE_RELEASE, v.tree, scratch)
         own = _own_uvm_types(nvidia_git, v.releases, tree, scratch) if nvidia_git else {}
+        own.update(v.own or {})      # a release read from its own tree: its own UVM headers
         sources = {r: uvm.source(r, root, tree, own.get(r)) for r, root in v.releases.items()}
         work = [(r, root, tree, scratch / "probe" / r, own.get(r)) for r, root in v.releases.items()]
         with ProcessPoolExecutor(max_workers=jobs) as pool:

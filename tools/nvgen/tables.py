@@ -93,7 +93,8 @@ def build(release: str, root: Path, tree: TreeFacts, workdir: Path,
               f"headers archive for this release" for t in borrowed}
     context = f" ({tree.release}'s {lacking} standing in)" if stand_ins else ""
     if own and own.taken:
-        context = f" ({'/'.join(Path(f).name for f in own.taken)} from git tag {own.tag})"
+        whence = f"git tag {own.tag}" if own.origin == "git" else f"the {own.tag} tree"
+        context = f" ({'/'.join(Path(f).name for f in own.taken)} from {whence})"
 
     gone_rm, gone_uvm = _undefined(rm), _undefined(uvm_result)
     esc = {k: v for k, v in esc.items() if k not in gone_rm}

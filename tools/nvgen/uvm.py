@@ -66,12 +66,13 @@ def stand_ins(rel: Release, tree: TreeFacts, own: GitFiles | None = None) -> lis
 
 def source(release: str, root: Path, tree: TreeFacts, own: GitFiles | None = None) -> str:
     """Where the UVM_TYPES files the archive lacks come from: "archive" (it
-    lacks none), "tree" (595.45.04's own), "git:<tag>" or "stand-in:<tree>"."""
+    lacks none), "tree" (595.45.04's own), "git:<tag>", "tree:<release>" (a
+    release read from its own tree) or "stand-in:<tree>"."""
     if not lacking(root):
         return "archive"
     if release == tree.release:
         return "tree"
-    return f"git:{own.tag}" if own is not None else f"stand-in:{tree.release}"
+    return f"{own.origin}:{own.tag}" if own is not None else f"stand-in:{tree.release}"
 
 
 def headerset(rel: Release, tree: TreeFacts, own: GitFiles | None = None) -> HeaderSet:

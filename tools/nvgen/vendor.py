@@ -24,6 +24,23 @@ from pathlib import Path
 HEADERS_ARCHIVE = "nvidia-abi-headers-535-595.tar.xz"
 TREE_ARCHIVE = "open-gpu-kernel-modules-595.45.04.tar.xz"
 TREE_RELEASE = "595.45.04"
+# Releases the headers archive lacks, each read from its own whole tree
+# (open-gpu-kernel-modules-<release>.tar.xz): 535.261.03, the release whose
+# user space Debian ships.  Of such a tree only what the headers archive
+# carries for a release is unpacked as its header root (RELEASE_HEADER_DIRS,
+# RELEASE_HEADER_FILES: the same 556 files the archive has for 535.288.01),
+# and its UVM type headers apart, as a tag of --nvidia-git would give them.
+RELEASE_TREES = ("535.261.03",)
+RELEASE_HEADER_DIRS = ("src/common/sdk/nvidia/inc/", "src/nvidia/arch/nvalloc/unix/include/",
+                       "kernel-open/common/inc/")
+RELEASE_HEADER_FILES = ("kernel-open/nvidia-uvm/uvm_ioctl.h",
+                        "kernel-open/nvidia-uvm/uvm_linux_ioctl.h")
+RELEASE_UVM_TYPES = ("kernel-open/nvidia-uvm/uvm_types.h",
+                     "kernel-open/common/inc/nv_uvm_user_types.h")
+
+
+def tree_archive(release: str) -> str:
+    return f"open-gpu-kernel-modules-{release}.tar.xz"
 
 # Files of the source tree that nvgen parses (see rmsrc.py for what each gives).
 TREE_FILES = (
@@ -45,9 +62,11 @@ _SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 @dataclass(frozen=True)
 class Vendor:
-    """Where the unpacked inputs lie: one header root per release, the tree."""
+    """Where the unpacked inputs lie: one header root per release, the tree;
+    own, for a release read from its own tree, its UVM type headers."""
     releases: dict[str, Path]
     tree: Path
+    own: dict[str, "GitFiles"] | None = None
 
 
 def _release_key(name: str) -> tuple[int, ...]:
@@ -61,10 +80,37 @@ def _wanted_from_tree(name: str) -> bool:
     return name.startswith(head) and name.endswith(tail) and "/" not in name[len(head):]
 
 
+def _unpack_release_tree(archive: Path, release: str, scratch: Path) -> tuple[Path, "GitFiles"]:
+    """A release's header root from its whole tree, and its UVM type headers
+    (a GitFiles whose tag is the release, origin "tree")."""
+    root = scratch / "release-trees" / release
+    uvm_root = scratch / "release-uvm" / release
+    taken = []
+    with tarfile.open(archive, "r|xz") as tar:
+        for member in tar:
+            name = member.name.removeprefix("./")
+            if not member.isfile():
+                continue
+            if name in RELEASE_UVM_TYPES:
+                member.name = name
+                tar.extract(member, uvm_root, **_SAFE)
+                taken.append(name)
+            elif (name.endswith(".h") and name.startswith(RELEASE_HEADER_DIRS)) \
+                    or name in RELEASE_HEADER_FILES:
+                member.name = name
+                tar.extract(member, root, **_SAFE)
+    missing = [f for f in RELEASE_HEADER_FILES if not (root / f).is_file()]
+    if missing:
+        raise ValueError(f"{archive.name}: missing {', '.join(missing)}")
+    absent = tuple(f for f in RELEASE_UVM_TYPES if f not in taken)
+    return root, GitFiles(release, uvm_root, tuple(sorted(taken)), absent, origin="tree")
+
+
 def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
-    """Unpack both archives under scratch; raise FileNotFoundError if absent."""
+    """Unpack the archives under scratch; raise FileNotFoundError if absent."""
     headers, tree = vendor_dir / HEADERS_ARCHIVE, vendor_dir / TREE_ARCHIVE
-    for archive in (headers, tree):
+    extra = {r: vendor_dir / tree_archive(r) for r in RELEASE_TREES}
+    for archive in (headers, tree, *extra.values()):
         if not archive.is_file():
             raise FileNotFoundError(f"vendor archive missing: {archive}")
 
@@ -73,7 +119,13 @@ def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
     roots = [p for p in (scratch / "headers").iterdir() if p.is_dir()]
     if len(roots) != 1:
         raise ValueError(f"{headers.name}: expected one top directory, found {len(roots)}")
-    releases = {p.name: p for p in sorted(roots[0].iterdir(), key=lambda p: _release_key(p.name))}
+    found = {p.name: p for p in roots[0].iterdir()}
+    own = {}
+    for release, archive in extra.items():
+        if release in found:
+            raise ValueError(f"{release} is both in {headers.name} and {archive.name}")
+        found[release], own[release] = _unpack_release_tree(archive, release, scratch)
+    releases = {r: found[r] for r in sorted(found, key=_release_key)}
 
     tree_root = scratch / "tree"
     with tarfile.open(tree, "r|xz") as tar:
@@ -83,7 +135,7 @@ def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
     missing = [f for f in TREE_FILES if not (tree_root / f).is_file()]
     if missing:
         raise ValueError(f"{tree.name}: missing {', '.join(missing)}")
-    return Vendor(releases=releases, tree=tree_root)
+    return Vendor(releases=releases, tree=tree_root, own=own)
 
 
 # ----------------------------------------------------------- --nvidia-git
@@ -95,6 +147,7 @@ class GitFiles:
     root: Path
     taken: tuple[str, ...]     # the files the tag has
     absent: tuple[str, ...]    # the files the tag does not have: the release has none
+    origin: str = "git"        # "tree": from the release's own vendored tree
 
 
 def _git(git_dir: Path, *args: str) -> subprocess.CompletedProcess:

@@ -30,14 +30,28 @@
 #include <unistd.h>
 
 static int (*real_ioctl)(int, unsigned long, ...);
+static int (*real_openat)(int, const char *, int, ...);
 static FILE *logf;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * NVLOG_NODES=DIR (tests only): opens of /dev/nvidiactl, /dev/nvidia-uvm and
+ * /dev/nvidiaN go to DIR/nvidiactl, DIR/nvidia-uvm, DIR/nvidiaN (a slice's
+ * /dev/vgpu/<id>).  NVIDIA's libcuda and NVML stat /dev/nvidiactl and refuse
+ * a node whose major is not the driver's 195, which a slice's node (vgpu's
+ * own major) never is; with the real node's stat and the slice's file,
+ * every ioctl they make goes through vgpu.ko.
+ */
+static const char *nodes_dir;
+static int dump;		/* NVLOG_DUMP set: controls' params too */
 
 __attribute__((constructor)) static void nvlog_init(void)
 {
 	const char *path = getenv("NVLOG");
 
 	real_ioctl = dlsym(RTLD_NEXT, "ioctl");
+	real_openat = dlsym(RTLD_NEXT, "openat");
+	nodes_dir = getenv("NVLOG_NODES");
+	dump = getenv("NVLOG_DUMP") != NULL;
 	logf = path ? fopen(path, "a") : NULL;
 	if (!logf)
 		logf = stderr;
@@ -81,8 +95,17 @@ int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	ret = real_ioctl(fd, req, arg);
 	err = errno;
-	if (!nvnode(fd, node, sizeof(node)))
-		goto out;
+	if (!nvnode(fd, node, sizeof(node))) {
+		/*
+		 * An NVIDIA escape on a descriptor that is no file at all: the
+		 * kernel's EBADF, which no driver sees.  NVML 535 with no GPU
+		 * allocates its MIG sessions (0xc639, 0xc640) on fd -1 after
+		 * closing nvidiactl; logged as node "fd-1" so the attempt shows.
+		 */
+		if (fd >= 0 || _IOC_TYPE(req) != 'F')
+			goto out;
+		snprintf(node, sizeof(node), "fd%d", fd);
+	}
 
 	pthread_mutex_lock(&lock);
 	if (strstr(node, "nvidia-uvm")) {
@@ -96,6 +119,16 @@ int ioctl(int fd, unsigned long req, ...)
 		fprintf(logf, "%ld %s control h=%#x/%#x cmd=%#x size=%u status=%#x ret=%d\n",
 			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
 			u32at(arg, 8), u32at(arg, 24), u32at(arg, 28), ret);
+		if (dump) {		/* NVLOG_DUMP: the params after the call, hex */
+			const unsigned char *q;
+			uint32_t i, n = u32at(arg, 24);
+
+			memcpy(&q, (const char *)arg + 16, sizeof(q));
+			fprintf(logf, "  params");
+			for (i = 0; q && i < n && i < 64; i++)
+				fprintf(logf, " %02x", q[i]);
+			fprintf(logf, "\n");
+		}
 	} else if (nr == 0x2b && size >= 44) {		/* NV_ESC_RM_ALLOC, NVOS64 */
 		fprintf(logf, "%ld %s alloc h=%#x/%#x new=%#x class=%#x size=%u status=%#x ret=%d\n",
 			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
@@ -117,3 +150,60 @@ out:
 	errno = err;
 	return ret;
 }
+
+/* The slice's node for path, in buf, or path itself (NVLOG_NODES). */
+static const char *redirected(const char *path, char *buf, size_t len)
+{
+	const char *n;
+
+	if (!nodes_dir || !path || strncmp(path, "/dev/nvidia", 11))
+		return path;
+	n = path + 11;
+	if (strcmp(n, "ctl") && strcmp(n, "-uvm") && !(*n >= '0' && *n <= '9' &&
+						      strspn(n, "0123456789") == strlen(n)))
+		return path;
+	snprintf(buf, len, "%s/%s", nodes_dir, path + 5);
+	return buf;
+}
+
+static int open_common(int dirfd, const char *path, int flags, va_list ap)
+{
+	char buf[256];
+	mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
+
+	if (!real_openat)		/* an open before the constructor ran */
+		real_openat = dlsym(RTLD_NEXT, "openat");
+	return real_openat(dirfd, redirected(path, buf, sizeof(buf)), flags, mode);
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, flags);
+	ret = open_common(dirfd, path, flags, ap);
+	va_end(ap);
+	return ret;
+}
+
+int open(const char *path, int flags, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, flags);
+	ret = open_common(AT_FDCWD, path, flags, ap);
+	va_end(ap);
+	return ret;
+}
+
+int open64(const char *path, int flags, ...) __attribute__((alias("open")));
+int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
+
+int __open_2(const char *path, int flags)
+{
+	return open(path, flags);
+}
+
+int __open64_2(const char *path, int flags) __attribute__((alias("__open_2")));

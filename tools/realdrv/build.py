@@ -1,12 +1,18 @@
 """NVIDIA's own open kernel modules for the VM test bed, built from the vendor
 archive and cached outside the checkout.
 
-    python3 -m tools.realdrv.build [--kernel KVER] [--cache DIR] [--jobs N]
+    python3 -m tools.realdrv.build [--release R] [--kernel KVER] [--cache DIR] [--jobs N]
 
 prints the directory that holds nvidia.ko, nvidia-uvm.ko and their
-Module.symvers.  The build applies one test-only patch (zero-gpu.patch: a
+Module.symvers.  R is 595.45.04 (the default) or 535.261.03, the release
+whose user space (libcuda, NVML, nvidia-smi) Debian ships; each is built from
+its whole vendored tree (open-gpu-kernel-modules-R.tar.xz).  The build
+applies one test-only patch (zero-gpu.patch, zero-gpu-535.261.03.patch: a
 module parameter that lets nvidia.ko load with no GPU, as it does when an
-NVSwitch is present) and nothing else.  On Debian the driver's configuration
+NVSwitch is present) and, for 535.261.03 only where the kernel needs it,
+pci-resize-exclude-bars-535.261.03.patch (Debian's 6.1 has
+pci_resize_resource's fourth argument by backport; 535's nv-pci.c predates
+it and has no conftest for it, 595's has), and nothing else.  On Debian the driver's configuration
 tests need SYSSRC to be the -common headers and SYSOUT the arch ones;
 otherwise they misdetect the kernel without saying so.
 
@@ -41,9 +47,39 @@ from tools.nvgen import vendor  # noqa: E402
 
 RELEASE = vendor.TREE_RELEASE
 PATCH = HERE / "zero-gpu.patch"
+# The releases this builds, each its zero-GPU patch (the default's is PATCH).
+ZERO_GPU = {RELEASE: None, "535.261.03": HERE / "zero-gpu-535.261.03.patch"}
+# Patches applied only where the kernel's headers need them: (patch, the
+# header, the text it holds when it does).
+KERNEL_PATCHES = {
+    "535.261.03": [(HERE / "pci-resize-exclude-bars-535.261.03.patch", "include/linux/pci.h",
+                    "exclude_bars")],
+}
 MODULES = ("nvidia", "nvidia-uvm")
 # Bump when the steps below change what they produce.
 BUILD_RECIPE = "1"
+
+
+def archive_name(release: str) -> str:
+    return f"open-gpu-kernel-modules-{release}.tar.xz"
+
+
+def patches(release: str, kver: str | None = None) -> list[Path]:
+    """The patches the build of release for kver applies, in order."""
+    if release not in ZERO_GPU:
+        sys.exit(f"realdrv: no recipe for release {release} (have: {', '.join(ZERO_GPU)})")
+    out = [ZERO_GPU[release] or PATCH]
+    for patch, header, needs in KERNEL_PATCHES.get(release, ()):
+        if kver is None:
+            continue
+        try:
+            syssrc, _ = header_dirs(kver)
+        except SystemExit:
+            continue
+        h = syssrc / header
+        if h.is_file() and needs in h.read_text(errors="replace"):
+            out.append(patch)
+    return out
 
 
 def cache_root() -> Path:
@@ -70,12 +106,13 @@ def header_dirs(kver: str) -> tuple[Path, Path]:
     return (common if common.is_dir() else out), out
 
 
-def key(archive: Path) -> str:
+def key(archive: Path, applied: list[Path] | None = None) -> str:
     h = hashlib.sha256()
     with archive.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    h.update(PATCH.read_bytes())
+    for p in applied or [PATCH]:
+        h.update(p.read_bytes())
     h.update(BUILD_RECIPE.encode())
     return h.hexdigest()[:12]
 
@@ -92,13 +129,15 @@ def run(cmd: list[str], cwd: Path, log) -> None:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({r.returncode}): see {last}")
 
 
-def build(kver: str, cache: Path, jobs: int, quiet: bool = False) -> Path:
+def build(kver: str, cache: Path, jobs: int, quiet: bool = False,
+          release: str = RELEASE) -> Path:
     # The same vendor directory the generator reads (NVGEN_VENDOR overrides).
     vdir = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))
-    archive = vdir / vendor.TREE_ARCHIVE
+    archive = vdir / archive_name(release)
     if not archive.is_file():
         sys.exit(f"realdrv: vendor archive missing: {archive}")
-    out = cache / f"{RELEASE}-{kver}-{key(archive)}"
+    applied = patches(release, kver)
+    out = cache / f"{release}-{kver}-{key(archive, applied)}"
     if all((out / f"{m}.ko").is_file() for m in MODULES) and (out / "Module.symvers").is_file():
         return out
     syssrc, sysout = header_dirs(kver)
@@ -109,13 +148,14 @@ def build(kver: str, cache: Path, jobs: int, quiet: bool = False) -> Path:
         logpath = work / "build.log"
         with logpath.open("w") as log:
             if not quiet:
-                print(f"realdrv: building {RELEASE} for {kver} in {work} (log: build.log)",
+                print(f"realdrv: building {release} for {kver} in {work} (log: build.log)",
                       file=sys.stderr)
             # The archive's members are the tree's top level (no directory).
             src = work / "src"
             with tarfile.open(archive, "r:xz") as tar:
                 tar.extractall(src, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-            run(["patch", "-p1", "--forward", "-i", str(PATCH)], src, log)
+            for p in applied:
+                run(["patch", "-p1", "--forward", "-i", str(p)], src, log)
             # The RM core (kernel-independent), then only the two modules
             # (nvidia-modeset's core is not needed).
             run(["make", f"-j{jobs}", "kernel-open/nvidia/nv-kernel.o_binary"], src, log)
@@ -164,7 +204,8 @@ def build_vgpu(drv: Path, kver: str, out: Path) -> Path:
     return out / "kmod" / "vgpu" / "vgpu.ko"
 
 
-def cached(kver: str | None = None, cache: Path | None = None) -> Path | None:
+def cached(kver: str | None = None, cache: Path | None = None,
+           release: str = RELEASE) -> Path | None:
     """The cached build for kver (default: the newest kernel with headers)
     if there is one, without building: the one of the vendor archive's key
     where the archive is here, else the newest of this release."""
@@ -174,11 +215,11 @@ def cached(kver: str | None = None, cache: Path | None = None) -> Path | None:
         return None
     cache = cache or cache_root()
     vdir = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))
-    archive = vdir / vendor.TREE_ARCHIVE
+    archive = vdir / archive_name(release)
     if archive.is_file():
-        dirs = [cache / f"{RELEASE}-{kver}-{key(archive)}"]
+        dirs = [cache / f"{release}-{kver}-{key(archive, patches(release, kver))}"]
     else:
-        dirs = sorted(cache.glob(f"{RELEASE}-{kver}-*"), key=lambda p: p.stat().st_mtime,
+        dirs = sorted(cache.glob(f"{release}-{kver}-*"), key=lambda p: p.stat().st_mtime,
                       reverse=True) if cache.is_dir() else []
     for d in dirs:
         if all((d / f"{m}.ko").is_file() for m in MODULES) and (d / "Module.symvers").is_file():
@@ -189,6 +230,8 @@ def cached(kver: str | None = None, cache: Path | None = None) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m tools.realdrv.build", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--release", default=RELEASE, choices=sorted(ZERO_GPU),
+                    help=f"the driver release to build (default {RELEASE})")
     ap.add_argument("--kernel", help="kernel version to build for (default: newest with headers)")
     ap.add_argument("--cache", type=Path, help="cache directory (default: $VGPU_CACHE/realdrv, "
                     "VGPU_CACHE defaulting to /var/cache/vgpu)")
@@ -201,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("realdrv: the VM test bed is x86_64 only")
     kver = a.kernel or default_kernel()
     try:
-        out = build(kver, a.cache or cache_root(), a.jobs, a.quiet)
+        out = build(kver, a.cache or cache_root(), a.jobs, a.quiet, a.release)
         if a.vgpu_out:
             print(build_vgpu(out, kver, a.vgpu_out.resolve()), file=sys.stderr)
     except RuntimeError as e:
