@@ -195,11 +195,15 @@ PYNVML = textwrap.dedent("""
             util = N.nvmlDeviceGetUtilizationRates(h).gpu
         except N.NVMLError as e:
             util = str(e)
+        try:
+            procs = [[p.pid, p.usedGpuMemory]
+                     for p in N.nvmlDeviceGetComputeRunningProcesses(h)]
+        except N.NVMLError as e:
+            procs = str(e)
         out["gpus"].append({
             "name": N.nvmlDeviceGetName(h), "uuid": N.nvmlDeviceGetUUID(h),
             "total": m.total, "used": m.used, "free": m.free, "util": util,
-            "procs": [[p.pid, p.usedGpuMemory]
-                      for p in N.nvmlDeviceGetComputeRunningProcesses(h)]})
+            "procs": procs})
     N.nvmlShutdown()
     print(json.dumps(out))
 """)
