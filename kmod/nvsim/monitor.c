@@ -310,7 +310,27 @@ static NV_STATUS nvsim_ctrl_classlist_v2(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/* ctrl2080gpu.h: NV2080_CTRL_GPU_QUERY_COMPUTE_MODE_RULES_PARAMS */
+#define NVSIM_CTRL_QUERY_COMPUTE_MODE_RULES 0x20800131
+#define NVSIM_COMPUTE_MODE_RULES_NONE 0
+
+/*
+ * subdevice_ctrl_gpu_kernel.c, subdeviceCtrlCmdGpuQueryComputeModeRules:
+ * pGpu->computeModeRules, NONE unless the RmComputeModeRules registry key
+ * says otherwise (gpu_registry.c) or SET_COMPUTE_MODE_RULES (privileged,
+ * not answered by nvsim) changes it: NONE, NVML's "Default".
+ */
+static NV_STATUS nvsim_ctrl_compute_mode_rules(struct nvsim_ctrl_ctx *ctx)
+{
+	u32 *rules = ctx->params;
+
+	*rules = NVSIM_COMPUTE_MODE_RULES_NONE;
+	return NV_OK;
+}
+
 static const struct nvsim_ctrl nvsim_monitor[] = {
+	{ NVSIM_CTRL_QUERY_COMPUTE_MODE_RULES, sizeof(u32),
+	  SUBDEVICE, nvsim_ctrl_compute_mode_rules, NULL },
 	{ NVSIM_CTRL_GET_CLASSLIST_V2, sizeof(struct nvsim_classlist_v2),
 	  DEVICE, nvsim_ctrl_classlist_v2, NULL },
 	{ NVSIM_CTRL_BUS_GET_PCI_INFO, sizeof(struct nvsim_bus_pci_info),

@@ -181,7 +181,8 @@ def test_smi_q(holder, fb_size):
                    r"Used\s+: (\d+) MiB\s+Free\s+: (\d+) MiB", out)
     assert fb, out
     assert int(fb[1]) == fb_size // MiB and int(fb[3]) == HOLD // MiB
-    assert re.search(r"GPU Current Temp\s+: N/A", out) or "GPU Current Temp" in out
+    assert re.search(r"Compute Mode\s+: Default", out)
+    assert re.search(r"Persistence Mode\s+: Disabled", out)
 
 
 PYNVML = textwrap.dedent("""
