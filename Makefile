@@ -220,6 +220,11 @@ build/nvlog.so: tools/nvlog/nvlog.c
 	@mkdir -p build
 	$(CC) $(RUNTIME_CFLAGS) -fPIC -shared -o $@ $< -ldl -lpthread
 
+# nvdevno.so: a slice's nodes stat as 195:x, which NVML checks (tools/nvdevno/nvdevno.c)
+build/nvdevno.so: tools/nvdevno/nvdevno.c
+	@mkdir -p build
+	$(CC) $(RUNTIME_CFLAGS) -fPIC -shared -o $@ $< -ldl
+
 .PHONY: nvfuzz fuzz fuzz-debug
 nvfuzz: build/nvfuzz
 build/nvfuzz: tools/fuzz/nvfuzz.c kmod/include/nvabi.h kmod/include/nvrel.h \

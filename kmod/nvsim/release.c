@@ -14,6 +14,7 @@
 
 #include "nvsim.h"
 #include "nvrel_tables.h"
+#include "nvrel_alias.h"
 
 const struct nvrel_release *nvsim_rel;
 bool nvsim_rmapi_nvos21;
@@ -26,6 +27,8 @@ int nvsim_release_init(const char *version)
 	for (i = 0; i < ARRAY_SIZE(nvrel_releases); i++)
 		if (!strcmp(nvrel_releases[i].name, version))
 			nvsim_rel = &nvrel_releases[i];
+	if (!nvsim_rel)
+		nvsim_rel = nvrel_alias(version);
 	if (!nvsim_rel) {
 		pr_err("driver_version=%s: not a release nvsim has tables for:",
 		       version);

@@ -1,0 +1,107 @@
+"""NVIDIA's nvidia-smi and libnvidia-ml 535.261.03 through a vgpu slice
+(docs/nvml.md, "Through a slice"): a 4 GiB slice of a 16 GiB nvsim GPU.
+
+    tools/vm/vm.py run --load-nvsim --load-vgpu \\
+        --nvsim-params "num_gpus=2 fb_size=17179869184 driver_version=535.261.03" \\
+        -- .venv/bin/python -m pytest -q tests/vm/test_vgpu_nvidia_smi.py
+
+"Inside" is a private mount namespace with the slice's nodes bind-mounted
+over /dev/nvidiactl, /dev/nvidia0 and /dev/nvidia-uvm, as the OCI hook
+mounts them into a container.  NVML refuses nodes whose device numbers are
+not the NVIDIA driver's (test_nvml_refuses_the_slices_device_numbers), so
+the other inside tests run NVIDIA's binaries with build/nvdevno.so
+(tools/nvdevno), which makes only stat() report 195:255 and 195:N.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_nvidia_smi import (HOLD, MiB, PY, RELEASE, Holder, csv, mib,  # noqa: F401
+                             nvidia_userspace, pynvml_query, smi)
+from test_nvidia_smi import pytestmark as _release_mark
+from vgpu_fixtures import GiB, kern, make_slice, vgpu_leak_check  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+NVDEVNO = ROOT / "build" / "nvdevno.so"
+LIMIT = 4 * GiB
+
+pytestmark = [_release_mark,
+              pytest.mark.skipif(not NVDEVNO.exists(), reason="make build/nvdevno.so")]
+
+
+def inside(prefix: str, shim: bool = True) -> list[str]:
+    """The command prefix that runs a program with the slice's nodes as
+    /dev/nvidia* (a private mount namespace)."""
+    binds = "".join(f"mount --bind {prefix}/{n} /dev/{n}; " for n in sorted(os.listdir(prefix)))
+    pre = f"export LD_PRELOAD={NVDEVNO}; " if shim else ""
+    return ["unshare", "-m", "sh", "-c", binds + pre + 'exec "$@"', "sh"]
+
+
+@pytest.fixture
+def slice4(make_slice):
+    sl = make_slice(gpus=[(0, LIMIT)])
+    h = Holder(sl.prefix, 0, HOLD)
+    out = Holder("/dev", 0, 64 * MiB)       # a process outside the slice, same GPU
+    yield sl, h, out
+    h.close()
+    out.close()
+
+
+def test_nvml_refuses_the_slices_device_numbers(slice4):
+    """Without the shim: NVML stats /dev/nvidiactl, finds vgpu.ko's device
+    numbers, and stops before any ioctl (a finding, docs/nvml.md)."""
+    sl, _, _ = slice4
+    exe, lib = nvidia_userspace()
+    r = subprocess.run([*inside(sl.prefix, shim=False), str(exe), "-L"], capture_output=True,
+                       text=True, env=dict(os.environ, LD_LIBRARY_PATH=str(lib)), timeout=300)
+    assert r.returncode != 0
+    assert "GPU access blocked by the operating system" in r.stdout + r.stderr
+
+
+def test_slice_smi_shows_one_gpu_of_the_slices_size(slice4):
+    sl, _, _ = slice4
+    out = smi(wrap=inside(sl.prefix)).stdout
+    assert out.count("NVIDIA nvsim H100") == 1
+    assert f"{sl.used(0) // MiB}MiB / {LIMIT // MiB}MiB" in out.replace("/  ", "/ "), out
+    assert sl.used(0) == HOLD
+
+
+def test_slice_query_gpu(slice4):
+    sl, _, _ = slice4
+    rows = csv(smi("--query-gpu=name,memory.total,memory.used", "--format=csv",
+                   wrap=inside(sl.prefix)).stdout)
+    assert rows == [["NVIDIA nvsim H100", mib(LIMIT), mib(sl.used(0))]]
+
+
+def test_slice_pynvml_memory(slice4):
+    sl, _, _ = slice4
+    q = pynvml_query(wrap=inside(sl.prefix))
+    assert q["driver"] == RELEASE
+    assert len(q["gpus"]) == 1
+    g = q["gpus"][0]
+    assert (g["total"], g["used"], g["free"]) == (LIMIT, sl.used(0), LIMIT - sl.used(0))
+    # nvmlDeviceGetComputeRunningProcesses: see test_slice_compute_apps_are_the_slices
+    assert g["procs"] == "Not Supported"
+
+
+@pytest.mark.xfail(strict=True, reason="NVML lists processes only after the closed control "
+                   "0x20808161, which vgpu.ko refuses (NV_ERR_INSUFFICIENT_PERMISSIONS) where the "
+                   "driver without it answers NV_ERR_NOT_SUPPORTED: docs/nvml.md")
+def test_slice_compute_apps_are_the_slices(slice4):
+    sl, h, _ = slice4
+    rows = csv(smi("--query-compute-apps=pid,used_memory", "--format=csv",
+                   wrap=inside(sl.prefix)).stdout)
+    assert rows == [[str(h.pid), mib(HOLD)]]
+
+
+def test_host_shows_each_slice_process_memory(slice4):
+    """On the host (nvsim's own nodes) the slice's process is listed with
+    its memory, beside the process outside the slice."""
+    _, h, out = slice4
+    rows = csv(smi("--query-compute-apps=pid,used_memory", "--format=csv").stdout)
+    assert sorted(rows) == sorted([[str(h.pid), mib(HOLD)], [str(out.pid), mib(64 * MiB)]])
