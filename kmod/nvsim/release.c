@@ -14,7 +14,6 @@
 
 #include "nvsim.h"
 #include "nvrel_tables.h"
-#include "nvrel_alias.h"
 
 const struct nvrel_release *nvsim_rel;
 bool nvsim_rmapi_nvos21;
@@ -27,8 +26,6 @@ int nvsim_release_init(const char *version)
 	for (i = 0; i < ARRAY_SIZE(nvrel_releases); i++)
 		if (!strcmp(nvrel_releases[i].name, version))
 			nvsim_rel = &nvrel_releases[i];
-	if (!nvsim_rel)
-		nvsim_rel = nvrel_alias(version);
 	if (!nvsim_rel) {
 		pr_err("driver_version=%s: not a release nvsim has tables for:",
 		       version);
@@ -99,8 +96,7 @@ bool nvsim_rel_lacks(enum nvrel_kind k, u32 value)
 u32 nvsim_rel_gr_info_max(void)
 {
 	static const struct { const char *rel; u32 max; } t[] = {
-		{ "535.261.03", 0x35 }, { "535.288.01", 0x35 },
-		{ "550.163.01", 0x38 },
+		{ "535.288.01", 0x35 }, { "550.163.01", 0x38 },
 		{ "570.211.01", 0x3a }, { "575.64.05", 0x3a },
 		{ "580.142", 0x3a }, { "590.48.01", 0x3b },
 		{ "595.45.04", 0x3b },

@@ -15,7 +15,6 @@
 
 #include "vgpu.h"
 #include "nvrel_tables.h"
-#include "nvrel_alias.h"
 
 static char *vgpu_nvidia_release = "";
 module_param_named(nvidia_release, vgpu_nvidia_release, charp, 0444);
@@ -32,7 +31,7 @@ static const struct nvrel_release *vgpu_rel_by_name(const char *name)
 	for (i = 0; i < ARRAY_SIZE(nvrel_releases); i++)
 		if (!strcmp(nvrel_releases[i].name, name))
 			return &nvrel_releases[i];
-	return nvrel_alias(name);
+	return NULL;
 }
 
 /* The major of a release name ("575.64.05" -> 575), 0 if it has none. */
