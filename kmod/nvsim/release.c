@@ -96,7 +96,8 @@ bool nvsim_rel_lacks(enum nvrel_kind k, u32 value)
 u32 nvsim_rel_gr_info_max(void)
 {
 	static const struct { const char *rel; u32 max; } t[] = {
-		{ "535.288.01", 0x35 }, { "550.163.01", 0x38 },
+		{ "535.261.03", 0x35 }, { "535.288.01", 0x35 },
+		{ "550.163.01", 0x38 },
 		{ "570.211.01", 0x3a }, { "575.64.05", 0x3a },
 		{ "580.142", 0x3a }, { "590.48.01", 0x3b },
 		{ "595.45.04", 0x3b },
