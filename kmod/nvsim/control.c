@@ -16,40 +16,10 @@
 #include <linux/string.h>
 
 #include "nvsim.h"
+#include "ctrl.h"
 
 /* Bounds on the embedded lists. */
 #define NVSIM_SURFACE_INFO_MAX_LIST 256
-
-struct nvsim_ctrl_ctx {
-	const struct nvsim_call *call;
-	struct nvsim_object *obj;       /* valid under nvsim.lock only */
-	void *params;
-	u32 psize;                      /* the caller's paramsSize */
-	u8 uuid[NV_UUID_LEN];           /* GID_INFO: the GPU's, under the lock */
-	/* Snapshot for the unlocked step. */
-	u64 fb_total;
-	u64 fb_free;
-	u64 phys_size;
-	/* PREEMPT bWait: the TSG, pinned, and the request to wait for. */
-	struct nvsim_tsg *tsg;
-	u64 preempt_seq;
-};
-
-/**
- * struct nvsim_ctrl - one control
- * @cmd: the control command
- * @size: its parameter struct's size; paramsSize must match exactly
- * @types: NVSIM_BIT() mask of the object types it applies to
- * @locked: runs under nvsim.lock
- * @unlocked: optional, runs after the lock is dropped, for embedded pointers
- */
-struct nvsim_ctrl {
-	u32 cmd;
-	u32 size;
-	u32 types;
-	NV_STATUS (*locked)(struct nvsim_ctrl_ctx *ctx);
-	NV_STATUS (*unlocked)(struct nvsim_ctrl_ctx *ctx);
-};
 
 /* ------------------------------------------------------------ FB info */
 
@@ -661,8 +631,7 @@ static NV_STATUS nvsim_gpu_info_value(u32 index, u32 *data)
 		*data = 1;      /* ENABLED: always, on bare metal */
 		return NV_OK;
 	default:
-		*data = 0;
-		return NV_ERR_INVALID_ARGUMENT;
+		return nvsim_cuda_gpu_info_value(index, data);
 	}
 }
 
@@ -1193,7 +1162,7 @@ static const struct nvsim_ctrl *nvsim_ctrl_find(u32 cmd)
 	for (i = 0; i < ARRAY_SIZE(nvsim_ctrls); i++)
 		if (nvsim_ctrls[i].cmd == cmd)
 			return &nvsim_ctrls[i];
-	return NULL;
+	return nvsim_cuda_ctrl_find(cmd);
 }
 
 static NV_STATUS nvsim_control_locked(const struct nvsim_ctrl *ctrl,
