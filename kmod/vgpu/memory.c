@@ -749,7 +749,15 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 				goto out;
 			break;
 		}
-		if (parent->type == VGPU_OBJ_CLIENT) {
+		/*
+		 * NV_CONFIDENTIAL_COMPUTE's parent is the client
+		 * (resource_list.h: RmClientResource; CUDA makes one at
+		 * cuInit): it reads the system's CC capabilities, and its
+		 * controls name GPUs by subdevice handles of the caller's own
+		 * client.  Its optional parameters are left to the driver.
+		 */
+		if (parent->type == VGPU_OBJ_CLIENT &&
+		    p->hClass != NV_CONFIDENTIAL_COMPUTE) {
 			st = NV_ERR_INVALID_OBJECT_PARENT;
 			goto out;
 		}

@@ -461,8 +461,9 @@ RULES: list[Rule] = [
     Rule("refuse", "reports GPU-wide utilisation, every slice's work together; nvidia-smi asks "
          "(nvproxy forwards it), but the slice's share needs per-slice GPU-time accounting "
          "vgpu.ko does not keep yet", names(*REFUSE_UTILISATION), ("control",)),
-    Rule("refuse", "isolation: GPU boost groups span several GPUs, other slices' included",
-         names("NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO"), ("control",)),
+    Rule("virtualise", "isolation: GPU boost groups span several GPUs, other slices' included; "
+         "CUDA asks at cuInit, so the mediator answers for GPUs in no group (groupCount 0, "
+         "gpuboostmgrQueryGroups)", names("NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO"), ("control",)),
     Rule("virtualise", "isolation: reports peer GPUs, NVLink or fabric; CUDA asks at start-up "
          "(nvproxy forwards it), so the mediator answers for a GPU with no peer and no fabric",
          names(*VIRTUAL_NO_PEERS), ("control",)),
@@ -475,7 +476,8 @@ RULES: list[Rule] = [
          names(*VIRTUAL_GPU_WIDE), ("control",)),
     Rule("virtualise", "isolation: an inherited share policy of type ALL would expose the client's "
          "objects to other slices; CUDA sets one at start-up: forwarded for a revoke, type NONE, or "
-         "a PID share naming one of the slice's processes (translated to its host PID), else refused",
+         "a PID share (RM shares it within the client's own process only and ignores its target), "
+         "else refused",
          names("NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY"), ("control",)),
     Rule("refuse", "driver: kernel callbacks are refused to user clients (event_api.c: "
          "NV_ERR_ILLEGAL_ACTION below RS_PRIV_LEVEL_KERNEL)",
