@@ -666,7 +666,9 @@ static NV_STATUS nvsim_gpu_info_value(u32 index, u32 *data)
 		*data = 1;      /* ENABLED: always, on bare metal */
 		return NV_OK;
 	default:
-		return nvsim_gpu_info_more(index, data);        /* monitor.c */
+		if (nvsim_gpu_info_more(index, data) == NV_OK)  /* monitor.c */
+			return NV_OK;
+		return nvsim_cuda_gpu_info_value(index, data);  /* cuda.c */
 	}
 }
 
@@ -782,10 +784,10 @@ static NV_STATUS nvsim_ctrl_gid_info(struct nvsim_ctrl_ctx *ctx)
 static void nvsim_build_strings(char *version, char *bld, char *branch,
 				char *title, size_t len)
 {
-	snprintf(version, len, "%s", nvsim_rel->name);
-	snprintf(bld, len, "nvsim-%s", nvsim_rel->name);
+	snprintf(version, len, "%s", nvsim_driver_version);
+	snprintf(bld, len, "nvsim-%s", nvsim_driver_version);
 	snprintf(branch, len, "nvsim");
-	snprintf(title, len, "nvsim simulated driver %s", nvsim_rel->name);
+	snprintf(title, len, "nvsim simulated driver %s", nvsim_driver_version);
 }
 
 /*
@@ -1192,12 +1194,14 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 
 static const struct nvsim_ctrl *nvsim_ctrl_find(u32 cmd)
 {
+	const struct nvsim_ctrl *c;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(nvsim_ctrls); i++)
 		if (nvsim_ctrls[i].cmd == cmd)
 			return &nvsim_ctrls[i];
-	return nvsim_ctrl_find_more(cmd);
+	c = nvsim_ctrl_find_more(cmd);                  /* gpumgr.c, monitor.c */
+	return c ? c : nvsim_cuda_ctrl_find(cmd);       /* cuda.c */
 }
 
 static NV_STATUS nvsim_control_locked(const struct nvsim_ctrl *ctrl,

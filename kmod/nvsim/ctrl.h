@@ -2,8 +2,9 @@
 /*
  * ctrl.h - the control table's types, shared by control.c and the files
  * that answer one RM concern's controls each (gpumgr.c: NV0000's GPU
- * manager; monitor.c: the NV2080 figures NVML reads).  control.c looks a
- * command up in its own table first, then in theirs (nvsim_ctrl_find_more).
+ * manager; monitor.c: the NV2080 figures NVML reads; cuda.c: what CUDA's
+ * start-up asks beyond them).  control.c looks a command up in its own
+ * table first, then in theirs (nvsim_ctrl_find_more, nvsim_cuda_ctrl_find).
  */
 #ifndef NVSIM_CTRL_H
 #define NVSIM_CTRL_H
@@ -72,5 +73,8 @@ static inline const struct nvsim_ctrl *nvsim_ctrl_find_more(u32 cmd)
 				return &t[i]->ctrls[j];
 	return NULL;
 }
+/* cuda.c: the controls CUDA's start-up asks beyond control.c's. */
+const struct nvsim_ctrl *nvsim_cuda_ctrl_find(u32 cmd);
+NV_STATUS nvsim_cuda_gpu_info_value(u32 index, u32 *data);
 
 #endif /* NVSIM_CTRL_H */

@@ -291,6 +291,9 @@ struct nvsim_file {
 	struct {
 		NvHandle hClient, hVaSpace;
 	} uvm_vas[NVSIM_MAX_GPUS];
+	/* UVM range groups (cuda.c): their ids, the last one given */
+	struct xarray uvm_range_groups;
+	u64 uvm_range_group_id;
 };
 
 /* A reference-counted FB (or sysmem) allocation, shared by dups. */
@@ -412,6 +415,7 @@ enum nvsim_obj_type {
 	NVSIM_OBJ_EVENT,                /* NV01_EVENT_OS_EVENT */
 	NVSIM_OBJ_DEBUGGER,             /* GT200_DEBUGGER */
 	NVSIM_OBJ_GPU_MGMT,             /* NV0020_GPU_MANAGEMENT */
+	NVSIM_OBJ_CONF_COMPUTE,         /* NV_CONFIDENTIAL_COMPUTE (cuda.c) */
 };
 
 #define NVSIM_BIT(t)    (1u << (t))
@@ -652,6 +656,30 @@ int nvsim_uvm_init(void);
 void nvsim_uvm_exit(void);
 void nvsim_uvm_ext_free(struct nvsim_uvm_ext *ext);
 void nvsim_uvm_xranges_free(struct nvsim_file *nvfp);
+
+/* cuda.c: UVM commands CUDA asks (uvm.c's table dispatches them). */
+#define NVSIM_UVM_PAGEABLE_MEM_ACCESS   39
+typedef struct {
+	NvBool pageableMemAccess;
+	NV_STATUS rmStatus;
+} NVSIM_UVM_PAGEABLE_MEM_ACCESS_PARAMS;
+NV_STATUS nvsim_uvm_pageable_mem_access(struct nvsim_file *nvfp, void *buf);
+#define NVSIM_UVM_CREATE_RANGE_GROUP    23
+#define NVSIM_UVM_DESTROY_RANGE_GROUP   24
+#define NVSIM_UVM_UNREGISTER_GPU        38
+typedef struct {
+	NvU64 rangeGroupId NV_ALIGN8;
+	NV_STATUS rmStatus;
+} NVSIM_UVM_RANGE_GROUP_PARAMS;         /* CREATE_ and DESTROY_RANGE_GROUP */
+typedef struct {
+	u8 gpu_uuid[NV_UUID_LEN];
+	NV_STATUS rmStatus;
+} NVSIM_UVM_UNREGISTER_GPU_PARAMS;
+NV_STATUS nvsim_uvm_create_range_group(struct nvsim_file *nvfp, void *buf);
+NV_STATUS nvsim_uvm_destroy_range_group(struct nvsim_file *nvfp, void *buf);
+NV_STATUS nvsim_uvm_unregister_gpu(struct nvsim_file *nvfp, void *buf);
+void nvsim_cuda_uvm_file_init(struct nvsim_file *nvfp);
+void nvsim_cuda_uvm_file_fini(struct nvsim_file *nvfp);
 
 /* store.c */
 struct nvsim_store *nvsim_mem_store(struct nvsim_mem *mem);

@@ -18,6 +18,7 @@
 #include <linux/string.h>
 
 #include "nvsim.h"
+#include "classes.h"
 
 /**
  * nvsim_copy_in - read parameters the caller points to
@@ -515,31 +516,6 @@ static NV_STATUS nvsim_client_alloc(const struct nvsim_call *call,
 }
 
 /* ------------------------------------------------------------- classes */
-
-struct nvsim_class_desc;
-
-typedef NV_STATUS (*nvsim_ctor_t)(const struct nvsim_call *call,
-				  const struct nvsim_class_desc *cls,
-				  struct nvsim_client *client,
-				  struct nvsim_object *parent, NvHandle *handle,
-				  u32 hclass, void *params);
-
-/**
- * struct nvsim_class_desc - what RM_ALLOC needs to know about a class
- * @hclass: the class number
- * @params_size: the size of the class's parameter struct; the driver copies
- *	this many bytes whatever paramsSize says
- * @params_optional: a NULL pAllocParms is allowed (the class has defaults)
- * @parents: NVSIM_BIT() mask of the object types the parent may be
- * @ctor: makes the object
- */
-struct nvsim_class_desc {
-	u32 hclass;
-	u32 params_size;
-	bool params_optional;
-	u32 parents;
-	nvsim_ctor_t ctor;
-};
 
 static NV_STATUS nvsim_device_ctor(const struct nvsim_call *call,
 				   const struct nvsim_class_desc *cls,
@@ -1207,7 +1183,7 @@ static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
 	for (i = 0; i < ARRAY_SIZE(nvsim_event_classes); i++)
 		if (nvsim_event_classes[i].hclass == hclass)
 			return &nvsim_event_classes[i];
-	return NULL;
+	return nvsim_cuda_class_find(hclass);
 }
 
 static bool nvsim_is_root_class(u32 hclass)

@@ -704,6 +704,14 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 		true, nvsim_uvm_register_channel),
 	UVM_CMD(UVM_UNMAP_EXTERNAL, UVM_UNMAP_EXTERNAL_PARAMS, true, true,
 		nvsim_uvm_unmap_external),
+	UVM_CMD(NVSIM_UVM_PAGEABLE_MEM_ACCESS, NVSIM_UVM_PAGEABLE_MEM_ACCESS_PARAMS,
+		true, false, nvsim_uvm_pageable_mem_access),
+	UVM_CMD(NVSIM_UVM_CREATE_RANGE_GROUP, NVSIM_UVM_RANGE_GROUP_PARAMS,
+		true, true, nvsim_uvm_create_range_group),
+	UVM_CMD(NVSIM_UVM_DESTROY_RANGE_GROUP, NVSIM_UVM_RANGE_GROUP_PARAMS,
+		true, true, nvsim_uvm_destroy_range_group),
+	UVM_CMD(NVSIM_UVM_UNREGISTER_GPU, NVSIM_UVM_UNREGISTER_GPU_PARAMS,
+		true, true, nvsim_uvm_unregister_gpu),
 };
 
 static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
@@ -793,6 +801,7 @@ static int nvsim_uvm_open(struct inode *inode, struct file *filp)
 	nvfp = nvsim_file_alloc(filp, NVSIM_FILE_UVM);
 	if (!nvfp)
 		return -ENOMEM;
+	nvsim_cuda_uvm_file_init(nvfp);
 	filp->private_data = nvfp;
 	return 0;
 }
@@ -802,6 +811,7 @@ static int nvsim_uvm_release(struct inode *inode, struct file *filp)
 	struct nvsim_file *nvfp = filp->private_data;
 
 	nvsim_file_release_rm(nvfp);
+	nvsim_cuda_uvm_file_fini(nvfp);
 	nvsim_file_free(nvfp);
 	return 0;
 }

@@ -42,7 +42,7 @@ enum vgpu_ctrl_kind {
 	VGPU_CTRL_DEVICE_IDS,   /* a bit per attached slice GPU, container numbering */
 	VGPU_CTRL_ACTIVE_DEVICES, /* only the slice's GPUs are listed */
 	VGPU_CTRL_NO_PEERS,     /* virtualised: no peer, no NVLink, no fabric */
-	VGPU_CTRL_SHARE_POLICY, /* inherited share: PID (translated), NONE, revoke */
+	VGPU_CTRL_SHARE_POLICY, /* inherited share: PID, NONE, revoke */
 	VGPU_CTRL_FB_REGIONS,   /* the regions cut to the slice's quota */
 };
 
@@ -444,7 +444,9 @@ static NV_STATUS vgpu_p2p_caps(struct vgpu_slice *s, u32 cmd, void *kp, u32 size
  * - NVLINK_GET_NVLINK_CAPS / _STATUS: no link discovered or enabled, NV_OK
  *   (nvlinkCtrlCmdBusGetNvlinkCaps and subdeviceCtrlCmdBusGetNvlinkStatus
  *   when the GPU has no KernelNvlink).
- * Every output is written; the rest of the struct is zeroed.
+ * - SYNC_GPU_BOOST_GROUP_INFO: no group (below).
+ * Every output is written; the rest of the struct is zeroed (the boost
+ * groups' array excepted: the driver leaves it as passed).
  */
 static NV_STATUS vgpu_no_peers(struct vgpu_slice *s, u32 cmd, void *kp, u32 size)
 {
@@ -467,6 +469,18 @@ static NV_STATUS vgpu_no_peers(struct vgpu_slice *s, u32 cmd, void *kp, u32 size
 	case NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS:
 		((NV0000_CTRL_SYSTEM_GET_FABRIC_STATUS_PARAMS *)kp)->fabricStatus =
 			NV0000_CTRL_GET_SYSTEM_FABRIC_STATUS_SKIP;
+		return NV_OK;
+	case NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO:
+		/*
+		 * The slice's GPUs are in no boost group: groupCount 0 and the
+		 * rest as the caller passed it, which is what
+		 * gpuboostmgrQueryGroups_IMPL (src/kernel/power/gpu_boost_mgr.c,
+		 * called by cliresCtrlCmdSyncGpuBoostGroupInfo_IMPL) writes when
+		 * no group exists (groups are made only by the root-only
+		 * BOOST_GROUP_CREATE, which the policy refuses).  The driver's
+		 * own answer would list groups spanning other slices' GPUs.
+		 */
+		*(u32 *)kp = 0;         /* groupCount, the struct's first member */
 		return NV_OK;
 	default:
 		memset(kp, 0, size);
@@ -586,6 +600,53 @@ static NV_STATUS vgpu_control_passthrough(struct vgpu_file *vf,
  * NV_ERR_INVALID_PARAM_STRUCT for a wrong paramsSize; NV_ERR_INVALID_ARGUMENT
  * for unreadable parameters.  Everything else is the driver's.
  */
+/*
+ * A legacy GSS control (cmd & 0x8000: RM_GSS_LEGACY_MASK,
+ * interface/deprecated/rmapi_deprecated.h) no RM class exports and no
+ * header of any release names, so no policy table lists it: the
+ * deprecated-control layer hands it to RmGssLegacyRpcCmd
+ * (rmapi_gss_legacy_control.c), which forwards it unread to GSP, whose
+ * handling is closed.  libcuda 535.261.03 asks this one at cuInit (a list
+ * of {id, data} queries, 332 bytes; it reads two flags from the data) and
+ * fails unless it is NV_OK.  vgpu.ko answers it for the slice: NV_OK with
+ * the parameters as they came (both flags 0: the features they stand for
+ * off), after the checks the driver makes first (client and object); the
+ * driver never sees it.  Unknown semantics are never forwarded.
+ */
+#define VGPU_GSS_LEGACY_CUINIT_QUERY            0x20808159U
+#define VGPU_GSS_LEGACY_CUINIT_QUERY_SIZE       332
+
+static NV_STATUS vgpu_gss_legacy_query(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
+{
+	struct vgpu_client *c;
+	NV_STATUS st;
+
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	rcu_read_lock();
+	st = vgpu_obj_find(p->hClient, p->hObject) ? NV_OK : NV_ERR_OBJECT_NOT_FOUND;
+	rcu_read_unlock();
+	if (st == NV_OK && (p->paramsSize != VGPU_GSS_LEGACY_CUINIT_QUERY_SIZE || !p->params))
+		st = NV_ERR_INVALID_ARGUMENT;
+	vgpu_client_put(c);
+	return st;
+}
+
+/*
+ * A control CUDA asks that no class of any release exports (in no header,
+ * no table, no g_*_nvoc.c export list of 535.261.03 or 595.45.04): the
+ * driver's answer is NV_ERR_NOT_SUPPORTED before it reads anything
+ * (resControlLookup, rs_resource.c), and libcuda 535.261.03 goes on after
+ * that answer but gives up cuInit after the policy's refusal
+ * (NV_ERR_INSUFFICIENT_PERMISSIONS).  Answering the driver's own status
+ * tells the caller nothing the driver would not.
+ */
+static bool vgpu_ctrl_nonexistent(u32 cmd)
+{
+	return cmd == 0x0080028bU;      /* NV0080, GPU category, message 0x8b */
+}
+
 NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 {
 	struct vgpu_slice *s = vf->slice;
@@ -607,6 +668,10 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		return NV_ERR_NOT_SUPPORTED;
 	if ((p->cmd & RM_CTRL_PRIVILEGED_MASK) == RM_CTRL_PRIVILEGED_MASK)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (p->cmd == VGPU_GSS_LEGACY_CUINIT_QUERY)
+		return vgpu_gss_legacy_query(vf, p);
+	if (vgpu_ctrl_nonexistent(p->cmd))
+		return NV_ERR_NOT_SUPPORTED;
 	item = vgpu_verdict(NVREL_CTL, p->cmd);
 	if (!item) {
 		if (!vgpu_passthrough_unknown &&

@@ -1,0 +1,59 @@
+"""Where NVIDIA's user-space libraries of a release are unpacked, and a
+ctypes driver-API program that runs in a child process.
+
+The one place tests find them (make deps unpacks Debian's libcuda1 and
+libnvidia-ml1 under $VGPU_CACHE, default /var/cache/vgpu; the VM sees the
+host's filesystem read-only): swap nvidia_lib() for the shared helper when
+there is one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+RELEASE = "535.261.03"
+
+
+def nvidia_lib(name: str, release: str = RELEASE) -> Path:
+    """The unpacked library `name` (e.g. libcuda.so.1) of `release`."""
+    cache = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu"))
+    return (cache / "nvidia-userspace" / release / "usr/lib/x86_64-linux-gnu/nvidia/current"
+            / name)
+
+
+def libcuda_missing() -> str | None:
+    lib = nvidia_lib("libcuda.so.1")
+    return None if lib.exists() else f"{lib} not unpacked (make deps)"
+
+
+# Shared by every child: libcuda loaded by path, CUresult checked by name.
+PRELUDE = textwrap.dedent("""
+    import ctypes, json, os, sys
+    cu = ctypes.CDLL(sys.argv[1])
+    out = {}
+
+    def call(name, *args):
+        r = getattr(cu, name)(*args)
+        out.setdefault('calls', []).append([name, r])
+        return r
+
+    def check(name, *args):
+        r = call(name, *args)
+        if r != 0:
+            print(json.dumps(out)); print(f'{name} -> {r}', file=sys.stderr)
+            sys.exit(1)
+""")
+
+
+def run_cuda(body: str, env: dict | None = None, timeout: float = 300,
+             argv_prefix: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run PRELUDE + body in a child python with libcuda's path as argv[1];
+    the body prints its results (json) on stdout."""
+    code = PRELUDE + textwrap.dedent(body)
+    cmd = [*(argv_prefix or []), sys.executable, "-c", code, str(nvidia_lib("libcuda.so.1"))]
+    return subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout)
