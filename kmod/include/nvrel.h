@@ -103,17 +103,6 @@ nvrel_lookup(const struct nvrel_release *r, enum nvrel_kind k, u32 value)
 		       sizeof(struct nvrel_item), nvrel_cmp);
 }
 
-/*
- * TEMPORARY alias (drop when tools/nvgen has 535.261.03's own tables):
- * 535.261.03, the release of Debian's libcuda1/libnvidia-ml1, uses
- * 535.288.01's tables.  Both are 535 branch releases with the same
- * escapes and parameter layouts for what the modules read.
- */
-static inline const char *nvrel_alias(const char *name)
-{
-	return strcmp(name, "535.261.03") ? name : "535.288.01";
-}
-
 /* Does size match one of the item's accepted sizes? */
 static inline bool nvrel_size_ok(const struct nvrel_item *it, u32 size)
 {

@@ -784,10 +784,10 @@ static NV_STATUS nvsim_ctrl_gid_info(struct nvsim_ctrl_ctx *ctx)
 static void nvsim_build_strings(char *version, char *bld, char *branch,
 				char *title, size_t len)
 {
-	snprintf(version, len, "%s", nvsim_driver_version);
-	snprintf(bld, len, "nvsim-%s", nvsim_driver_version);
+	snprintf(version, len, "%s", nvsim_rel->name);
+	snprintf(bld, len, "nvsim-%s", nvsim_rel->name);
 	snprintf(branch, len, "nvsim");
-	snprintf(title, len, "nvsim simulated driver %s", nvsim_driver_version);
+	snprintf(title, len, "nvsim simulated driver %s", nvsim_rel->name);
 }
 
 /*

@@ -24,7 +24,7 @@ int nvsim_release_init(const char *version)
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(nvrel_releases); i++)
-		if (!strcmp(nvrel_releases[i].name, nvrel_alias(version)))
+		if (!strcmp(nvrel_releases[i].name, version))
 			nvsim_rel = &nvrel_releases[i];
 	if (!nvsim_rel) {
 		pr_err("driver_version=%s: not a release nvsim has tables for:",

@@ -29,7 +29,7 @@ static const struct nvrel_release *vgpu_rel_by_name(const char *name)
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(nvrel_releases); i++)
-		if (!strcmp(nvrel_releases[i].name, nvrel_alias(name)))
+		if (!strcmp(nvrel_releases[i].name, name))
 			return &nvrel_releases[i];
 	return NULL;
 }
