@@ -31,7 +31,7 @@ OLDEST_RELEASE := $(firstword $(RELEASES))
 MIDDLE_RELEASES := $(filter-out $(OLDEST_RELEASE) $(lastword $(RELEASES)),$(RELEASES))
 NVSIM_AS = --nvsim-params "num_gpus=2 fb_size=17179869184 driver_version=$(1)"
 NVSIM_OLDEST := $(call NVSIM_AS,$(OLDEST_RELEASE) numa_node=0)
-VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py)
+VM_TESTS_OLDEST ?= $(wildcard tests/vm/test_vgpu_*.py) tests/vm/test_nvidia_smi.py
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
@@ -100,7 +100,7 @@ modules:
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: deps-python modules runtime build/nvfuzz build/nvlog.so
+test-run: deps-python modules runtime build/nvfuzz build/nvlog.so build/nvdevno.so
 	@rc=0; \
 	echo "==== host tests ===="; \
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host || rc=1; \
@@ -114,10 +114,11 @@ test-run: deps-python modules runtime build/nvfuzz build/nvlog.so
 		$(VM) $(VM_LOAD) $(call NVSIM_AS,$$r) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
 			tests/vm/test_vgpu_policy.py || rc=1; \
 	done; \
-	echo "==== VM tests that reload nvsim (start without vgpu.ko): start-up, client-memory channels, tinygrad on nvsim and through a slice in a containerd container, the trace corpus replayed ===="; \
+	echo "==== VM tests that reload nvsim (start without vgpu.ko): start-up, client-memory channels, tinygrad on nvsim and through a slice in a containerd container, the trace corpus replayed, NVIDIA's libcuda on nvsim and through a slice ===="; \
 	$(VM) --load-nvsim -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
 		tests/vm/test_nvsim_startup.py tests/vm/test_nvsim_pbdma.py tests/vm/test_tinygrad.py \
-		tests/vm/test_tinygrad_slice.py tests/vm/test_trace_corpus.py || rc=1; \
+		tests/vm/test_tinygrad_slice.py tests/vm/test_trace_corpus.py \
+		tests/vm/test_cuda.py tests/vm/test_cuda_slice.py || rc=1; \
 	$(REALDRV_RUN) || rc=1; \
 	$(REALDRV535_RUN) || rc=1; \
 	if [ $$rc = 0 ]; then echo "make test: all passed"; else echo "make test: FAILED"; fi; \
