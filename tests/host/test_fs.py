@@ -78,6 +78,81 @@ def read(p):
         return f.read()
 
 
+def nvidia_modprobe_reads(text: str) -> dict:
+    """What nvidia-modprobe-utils' init_device_file_parameters takes from a
+    params file (fscanf(fp, "%31[^:]: %u\\n", name, &value) == 2 in a loop:
+    it stops at the first line that does not parse; later keys win)."""
+    got = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if not sep or not name or len(name) > 31 or not value.strip().isdigit():
+            break
+        got[name] = int(value)
+    return got
+
+
+# /proc/driver/nvidia/params as 535.261.03's nv_procfs_read_params prints it
+# (nv-procfs.c: nv_parms[] as "%s: %u", then the string keys), defaults
+# except the two device-file keys an administrator set
+HOST_PARAMS = """ResmanDebugLevel: 4294967295
+RmLogonRC: 1
+ModifyDeviceFiles: 1
+DeviceFileUID: 0
+DeviceFileGID: 44
+DeviceFileMode: 432
+InitializeSystemMemoryAllocations: 1
+UsePageAttributeTable: 4294967295
+EnableMSI: 1
+RegistryDwords: ""
+RegistryDwordsPerDevice: ""
+RmMsg: ""
+GpuBlacklist: ""
+TemporaryFilePath: ""
+ExcludedGpus: ""
+"""
+
+
+def test_params_text_says_modify_device_files_0():
+    """A slice's params file: the host's, with ModifyDeviceFiles 0 (so
+    NVIDIA's user space uses the slice's nodes, whose major is vgpu.ko's, as
+    they are) and the owner and mode vgpufs reports for the nodes
+    (root:root 0666), in the driver's order and format."""
+    out = F.params_text(HOST_PARAMS).decode()
+    want = HOST_PARAMS.replace("ModifyDeviceFiles: 1", "ModifyDeviceFiles: 0") \
+        .replace("DeviceFileGID: 44", "DeviceFileGID: 0") \
+        .replace("DeviceFileMode: 432", "DeviceFileMode: 438")
+    assert out == want
+    got = nvidia_modprobe_reads(out)
+    assert (got["ModifyDeviceFiles"], got["DeviceFileUID"], got["DeviceFileGID"],
+            got["DeviceFileMode"]) == (0, 0, 0, 0o666)
+    # the host's own file says 1: what NVIDIA's user space would obey
+    assert nvidia_modprobe_reads(HOST_PARAMS)["ModifyDeviceFiles"] == 1
+    # no host file (nvsim): the device-file keys alone, in the driver's format
+    assert F.params_text("").decode() == \
+        "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\nDeviceFileMode: 438\n"
+    # a host whose numeric block lacks the keys: they go before the first
+    # string key (the reader stops there), not after it
+    short = "ResmanDebugLevel: 4294967295\nRmMsg: \"\"\n"
+    out = F.params_text(short).decode()
+    assert out.splitlines()[-1] == 'RmMsg: ""'
+    assert nvidia_modprobe_reads(out)["ModifyDeviceFiles"] == 0
+    # a key repeated after the string keys is left as it is (never read)
+    assert F.params_text(HOST_PARAMS + "ModifyDeviceFiles: 1\n").decode() == want + \
+        "ModifyDeviceFiles: 1\n"
+
+
+def test_inventory_reads_the_driver_params(tmp_path):
+    from vgpu.daemon import inventory as I
+    p = tmp_path / "params"
+    p.write_text(HOST_PARAMS)
+    assert I.read_params(str(p)) == HOST_PARAMS
+    assert I.read_params(str(tmp_path / "none")) == ""
+    inv = I.Inventory(dev_prefix=str(tmp_path), use_nvml=False)
+    inv.params_path = str(p)
+    inv.poll()                                   # no nodes: no GPUs, params read
+    assert inv.driver_params == HOST_PARAMS
+
+
 @needs_fuse
 def test_tree_nodes_and_files(tmp_path):
     src = FakeSource()
@@ -95,7 +170,10 @@ def test_tree_nodes_and_files(tmp_path):
             assert stat.S_IMODE(st.st_mode) == 0o666
             assert (os.major(st.st_rdev), os.minor(st.st_rdev)) == (MAJOR, minor), n
         nv = f"{m}/c1/proc/driver/nvidia"
-        assert sorted(os.listdir(nv)) == ["gpus", "version"]
+        assert sorted(os.listdir(nv)) == ["gpus", "params", "version"]
+        # no host params (the fake source has none): the device-file keys alone
+        assert read(f"{nv}/params") == F.params_text("").decode()
+        assert nvidia_modprobe_reads(read(f"{nv}/params"))["ModifyDeviceFiles"] == 0
         v = read(f"{nv}/version")
         assert v.startswith("NVRM version: NVIDIA UNIX ")
         assert "Kernel Module  595.45.04  " in v
@@ -274,6 +352,15 @@ def test_manager_source_adapts_records(tmp_path):
     node = F.resolve(("c1", "dev", "nvidia0"), src.slices(), "595.45.04")
     assert node == ("chr", os.makedev(240, 114))
     assert src.driver_version() == ""
+    assert src.driver_params() == ""
+    mgr.inventory = type("Inv", (), {"driver_version": "535.261.03",
+                                     "driver_params": HOST_PARAMS})()
+    assert src.driver_params() == HOST_PARAMS
+    assert F.resolve(("c1", "proc", "driver", "nvidia", "params"), src.slices(), "",
+                     src.driver_params()) == ("file", F.params_text(HOST_PARAMS))
+    assert F.VgpuFs(src, str(tmp_path / "m0"))._node(
+        ("c1", "proc", "driver", "nvidia", "params")) == ("file", F.params_text(HOST_PARAMS))
+    mgr.inventory = None
     # one container's view alone (what lookups below it use) is the same
     assert src.slice("c1") == src.slices()["c1"] and src.slice("nope") is None
     # and the FS uses it: a lookup below c1 does not build every slice's view
@@ -534,9 +621,13 @@ def test_hook_mounts_from_the_private_mount_and_containers_use_it(tmp_path):
             nobody = ["nsenter", "-t", str(ctr.pid), "-m", "setpriv", "--reuid", "65534",
                       "--regid", "65534", "--clear-groups", "sh", "-c"]
             out = subprocess.run(nobody + [
-                f"cat {rootfs}/proc/driver/nvidia/version; stat -c '%A' {rootfs}/dev/nvidiactl;"
+                f"cat {rootfs}/proc/driver/nvidia/version {rootfs}/proc/driver/nvidia/params;"
+                f" stat -c '%A' {rootfs}/dev/nvidiactl;"
                 f" ls {m} 2>&1 || true"], capture_output=True, text=True, timeout=30).stdout
             assert "vgpu slice 1 (container c1)" in out
+            # the params file NVIDIA's user space reads in the container
+            # (vgpu.daemon.fs.params_text): it comes with the view's directory
+            assert "ModifyDeviceFiles: 0\n" in out
             assert "crw-rw-rw-" in out and "Permission denied" in out, out
         finally:
             ctr.kill()

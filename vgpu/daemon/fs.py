@@ -12,6 +12,7 @@ For each slice:
     <container>/dev/nvidia-uvm                 c major:base+VGPU_MINOR_UVM   0666
     <container>/dev/nvidia<i>                  c major:base+VGPU_MINOR_GPU0+i
     <container>/proc/driver/nvidia/version                 0444 (dirs 0555)
+    <container>/proc/driver/nvidia/params                  (ModifyDeviceFiles: 0)
     <container>/proc/driver/nvidia/gpus/<pci bus id>/information
 
 Who gets in.  Containers get bind mounts of their nodes and their view
@@ -85,6 +86,7 @@ import errno
 import logging
 import os
 import platform
+import re
 import stat
 import subprocess
 import time
@@ -153,6 +155,12 @@ class ManagerSource:
         inv = getattr(self.mgr, "inventory", None)
         return getattr(inv, "driver_version", "") or ""
 
+    def driver_params(self) -> str:
+        """The host's /proc/driver/nvidia/params as the inventory last read
+        it ("" when there is none, e.g. on nvsim)."""
+        inv = getattr(self.mgr, "inventory", None)
+        return getattr(inv, "driver_params", "") or ""
+
     def slices(self) -> dict[str, FsSlice]:
         """Every slice (the root directory's listing)."""
         hw = {g.index: g for g in self.mgr.gpus}
@@ -219,6 +227,55 @@ def information_text(g: FsGpu) -> bytes:
             f"GPU Excluded:\t No\n").encode()
 
 
+#: The numeric keys of /proc/driver/nvidia/params that say what may be done
+#: to the device files, with the values a slice's view gives them.  The
+#: driver prints its nv_parms[] table as "Name: %u" lines, then its string
+#: keys as 'Name: "..."' (535.261.03 kernel-open/nvidia/nv-procfs.c,
+#: nv_procfs_read_params; the keys and defaults: nv-reg.h, nv_parms[]).
+#: NVIDIA's user space (libcuda, NVML: nvidia-modprobe-utils' mknod_helper,
+#: compiled in) reads these before it looks at /dev/nvidiactl and
+#: /dev/nvidia<N>; with ModifyDeviceFiles 1 (the default) a node whose rdev
+#: is not (195, minor) is removed and re-made, or, where that fails (a
+#: container), refused: cuInit answers CUDA_ERROR_NO_DEVICE and NVML "GPU
+#: access blocked by the operating system".  A slice's nodes have vgpu.ko's
+#: major, so the view says ModifyDeviceFiles 0: "nothing to do", the node
+#: is used as it is (NVIDIA's container toolkit, libnvidia-container, gives
+#: its containers a params file with ModifyDeviceFiles 0 for the same
+#: reason).  UID, GID and mode say what vgpufs reports for the nodes
+#: (root:root 0666, VgpuFs._attr); the driver prints the mode in decimal.
+PARAMS_DEVICE_FILES = (("ModifyDeviceFiles", 0), ("DeviceFileUID", 0),
+                       ("DeviceFileGID", 0), ("DeviceFileMode", 0o666))
+_PARAM_NUMERIC = re.compile(r"^([^:]{1,31}): ([0-9]+)$")
+
+
+def params_text(host: str = "") -> bytes:
+    """A slice's /proc/driver/nvidia/params: the host's (``host``, the
+    driver's own file as read at inventory time) with the device-file keys
+    of PARAMS_DEVICE_FILES set, or those keys alone, in the driver's order
+    and format, where the host has no such file (nvsim).  nvidia-modprobe-
+    utils reads the file with fscanf("%31[^:]: %u\\n") and stops at the
+    first line that is not a number, so a key the host lacks goes before
+    its first string key, where the driver prints the numeric ones."""
+    vals = dict(PARAMS_DEVICE_FILES)
+    missing = dict(vals)
+    lines = host.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):               # the numeric block (nv_parms[])
+        m = _PARAM_NUMERIC.match(lines[i])
+        if not m:
+            break
+        if m[1] in vals:
+            out.append(f"{m[1]}: {vals[m[1]]}")
+            missing.pop(m[1], None)
+        else:
+            out.append(lines[i])
+        i += 1
+    out += [f"{k}: {v}" for k, v in missing.items()]
+    out += lines[i:]                    # the string keys, as the host has them
+    return ("\n".join(out) + "\n").encode()
+
+
 def _valid_name(n: str) -> bool:
     """Whether ``n`` can be a container's (a slice's) name: vgpu.values.parse_container."""
     try:
@@ -240,7 +297,7 @@ def host_only(path: tuple) -> bool:
 NV = ("proc", "driver", "nvidia")
 
 
-def resolve(path: tuple, slices: dict, version: str):
+def resolve(path: tuple, slices: dict, version: str, params: str = ""):
     if not path:
         return ("dir", sorted(c for c in slices if _valid_name(c)))
     s = slices.get(path[0]) if _valid_name(path[0]) else None
@@ -265,12 +322,14 @@ def resolve(path: tuple, slices: dict, version: str):
         return None
     for i, part in enumerate(NV):
         if len(rest) == i + 1:
-            return ("dir", [NV[i + 1]] if i + 1 < len(NV) else ["gpus", "version"])
+            return ("dir", [NV[i + 1]] if i + 1 < len(NV) else ["gpus", "params", "version"])
         if rest[i] != part:
             return None
     rest = rest[len(NV):]
     if rest == ("version",):
         return ("file", version_text(version, s))
+    if rest == ("params",):
+        return ("file", params_text(params))
     if rest[0] != "gpus":
         return None
     byp = {g.pci_bus_id.lower(): g for g in s.gpus}
@@ -424,9 +483,10 @@ def _make_ops_class():
 
 
 class VgpuFs:
-    """The file system.  ``source`` has ``slices() -> {container: FsSlice}``
-    and ``driver_version() -> str``; both are called on every request and
-    must not block."""
+    """The file system.  ``source`` has ``slices() -> {container: FsSlice}``,
+    ``driver_version() -> str`` and optionally ``driver_params() -> str``
+    (the host's /proc/driver/nvidia/params); all are called on every
+    request and must not block."""
 
     def __init__(self, source, mountpoint: str, options=MOUNT_OPTIONS):
         self.source = source
@@ -476,7 +536,8 @@ class VgpuFs:
             slices = {} if one is None else {path[0]: one}
         else:
             slices = src.slices()
-        return resolve(path, slices, src.driver_version())
+        params = src.driver_params() if hasattr(src, "driver_params") else ""
+        return resolve(path, slices, src.driver_version(), params)
 
     def _allowed(self, ctx, *paths) -> None:
         """Host-only directories (host_only) answer their owner alone: a

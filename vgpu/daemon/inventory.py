@@ -68,6 +68,18 @@ class GpuInfo:
         return d
 
 
+PARAMS_PATH = "/proc/driver/nvidia/params"
+
+
+def read_params(path: str = PARAMS_PATH) -> str:
+    """The driver's params file ("" where it has none: nvsim, no driver)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read(65536)
+    except OSError:
+        return ""
+
+
 class Inventory:
     """``poll()`` -> list[GpuInfo] (blocking).  ``dev_prefix`` is where the
     real device nodes are (default /dev)."""
@@ -76,6 +88,10 @@ class Inventory:
         self.dev_prefix = dev_prefix
         self.source = None
         self.driver_version = ""         # the NVIDIA driver's version, from the last poll
+        #: the driver's /proc/driver/nvidia/params, from the last poll ("" if
+        #: none): vgpufs serves each slice a copy (vgpu.daemon.fs.params_text)
+        self.driver_params = ""
+        self.params_path = PARAMS_PATH
         self._nvml = None
         if use_nvml and pynvml is None:
             log.debug("NVML unavailable (no pynvml); using the RM ABI")
@@ -98,6 +114,7 @@ class Inventory:
             self._nvml = None
 
     def poll(self, proc_memory: bool = True) -> list[GpuInfo]:
+        self.driver_params = read_params(self.params_path)
         if self._nvml is not None:
             return self._poll_nvml(proc_memory)
         return self._poll_rm(proc_memory)
