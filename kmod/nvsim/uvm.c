@@ -724,7 +724,7 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 	bool initialized;
 	size_t i;
 	void *buf = NULL, *rel = NULL;
-	u32 size;
+	u32 size, mid;
 	long ret = 0;
 
 	if (cmd == UVM_DEINITIALIZE)
@@ -750,10 +750,17 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 		ret = -EFAULT;
 		goto out;
 	}
+	/*
+	 * Another release's size: the head and the tail are where they are in
+	 * 595.45.04's struct, and what lies between (MAP_EXTERNAL's
+	 * perGpuAttributes, an array that grew with UVM_MAX_GPUS) starts at
+	 * the head in both: as much of it as both have.
+	 */
+	mid = min(size, c->size) - c->head - c->tail;
 	if (size == c->size) {
 		memcpy(buf, rel, size);
 	} else {
-		memcpy(buf, rel, c->head);
+		memcpy(buf, rel, c->head + mid);
 		memcpy(buf + c->size - c->tail, rel + size - c->tail, c->tail);
 	}
 
@@ -778,7 +785,7 @@ static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
 	if (size == c->size) {
 		memcpy(rel, buf, size);
 	} else {
-		memcpy(rel, buf, c->head);
+		memcpy(rel, buf, c->head + mid);
 		memcpy(rel + size - c->tail, buf + c->size - c->tail, c->tail);
 	}
 	if (copy_to_user(uptr, rel, size))

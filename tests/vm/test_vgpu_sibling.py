@@ -596,13 +596,17 @@ def test_forged_uvm_free_status_does_not_return_a_mapping(sibling, delay, make_s
     c.control(g.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
     uuid = bytes(p.data[:16])
     u.create_external_range(BASE, 64 * MiB)
+    # Between base and rmStatus, releases before 580 have a length (0 here).
+    from vgpu.abi import nvrel
+    full = ctypes.sizeof(A.UVM_FREE_PARAMS)
+    gap = bytes(nvrel.size(u.release, "uvm", A.UVM_FREE, full) - full)
     for i in range(1, 3):
         at = BASE + i * 8 * MiB
         h = g.alloc(8 * MiB)
         u.map_external(at, 8 * MiB, c.fd, c.hClient, h, gpus=[uuid])
         delay(A.UVM_FREE, out=True, uvm=True)
-        keep = swap(sibling, struct.pack("<QI", at, A.NV_ERR_INVALID_ADDRESS),
-                    struct.pack("<QI", at, A.NV_OK))
+        keep = swap(sibling, struct.pack("<Q", at) + gap + struct.pack("<I", A.NV_ERR_INVALID_ADDRESS),
+                    struct.pack("<Q", at) + gap + struct.pack("<I", A.NV_OK))
         try:
             st = u.free(at, check=False)
         finally:

@@ -1094,12 +1094,15 @@ class UvmFile:
             self.ioctl(cmd, p)
             return
         raw = bytes(p)
+        # What lies between starts at head in both layouts (MAP_EXTERNAL's
+        # perGpuAttributes): as much of it as both have goes along.
+        mid = head + max(0, min(size, full) - head - tail)
         buf = ctypes.create_string_buffer(max(size, 8))
-        buf[:head] = raw[:head]
+        buf[:mid] = raw[:mid]
         buf[size - tail:size] = raw[full - tail:]
         _ioctl_addr(self.fd, cmd, ctypes.addressof(buf))
         out = bytearray(raw)
-        out[:head] = buf.raw[:head]
+        out[:mid] = buf.raw[:mid]
         out[full - tail:] = buf.raw[size - tail:size]
         ctypes.memmove(ctypes.addressof(p), bytes(out), full)
 
