@@ -23,6 +23,8 @@ Standard library only: it runs in the test VM and on nodes being brought up.
 
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import ctypes
 import errno
@@ -158,6 +160,9 @@ class State:
     gone: dict[int, str] = field(default_factory=dict)    # recorded file -> why not open
     linear: dict[int, int] = field(default_factory=dict)  # recorded pLinearAddress -> replayed
     maps: list[tuple[int, int]] = field(default_factory=list)   # [start, end) of trace mmaps
+    #: recorded root-client handle -> the replay's, where the replay could
+    #: not ask for the recorded one (vgpu.ko's own picks, below)
+    clients: dict[int, int] = field(default_factory=dict)
 
     def fd_of(self, file: int) -> int | str:
         """The replay's fd for a recorded file, or why there is none."""
@@ -226,6 +231,30 @@ def _plan_mmap(rec: T.Record, st: State) -> Step:
     prot, share = _mmap_prot(rec.prot)
     return Mmap(rec.addr, rec.length, prot, share | MAP_FIXED_NOREPLACE, fd, offset,
                 tuple(overlaps(st.maps, rec.addr, end)))
+
+
+# vgpu.ko's picks of root-client handles (kmod/vgpu: VGPU_CLIENT_HANDLE_BASE
+# and the range above it), which it refuses to callers (issue 31, item 7):
+# a trace recorded through a slice holds them; the replay lets the driver
+# pick again and translates the recorded handle in later calls.
+VGPU_PICKS = (0xC1D80000, 0xC1E00000)
+
+
+def _vgpu_pick(h: int) -> bool:
+    return VGPU_PICKS[0] <= h < VGPU_PICKS[1]
+
+
+def _translate(b: bytes | None, clients: dict[int, int]) -> bytes | None:
+    """b with every 4-byte-aligned recorded client handle replaced by the
+    replay's."""
+    if not b or not clients:
+        return b
+    out = bytearray(b)
+    for i in range(0, len(out) - 3, 4):
+        h = _get(out, i, 4)
+        if h in clients:
+            _put(out, i, 4, clients[h])
+    return bytes(out)
 
 
 def _choose_handle(args: bytearray, out: bytes | None, at: int, made: int | None = None) -> None:
@@ -330,8 +359,11 @@ def _plan_ioctl(rec: T.Record, st: State) -> Step:
         st_ = A.NVOS64_PARAMETERS if size == _SIZEOF(A.NVOS64_PARAMETERS) else A.NVOS21_PARAMETERS
         new = st_.hObjectNew.offset
         # a root client's handle is asked for in hRoot and made in hObjectNew
-        at = st_.hRoot.offset if _get(args, st_.hClass.offset, 4) in ROOT_CLASSES else new
-        _choose_handle(args, out, at, new)
+        root = _get(args, st_.hClass.offset, 4) in ROOT_CLASSES
+        at = st_.hRoot.offset if root else new
+        made = _get(out, new, 4) if out is not None and len(out) >= new + 4 else 0
+        if not (root and _vgpu_pick(made)):
+            _choose_handle(args, out, at, new)
         p = _plan_params(rec, args, st_.pAllocParms.offset, st_.paramsSize.offset)
     elif nr == A.NV_ESC_RM_CONTROL and size == _SIZEOF(A.NVOS54_PARAMETERS):
         p = _plan_params(rec, args, A.NVOS54_PARAMETERS.params.offset,
@@ -525,6 +557,9 @@ class Replayer:
 
     def replay(self, rec: T.Record) -> Call:
         st = self.state
+        if st.clients and rec.op == "ioctl":
+            rec = dataclasses.replace(rec, args_in=_translate(rec.args_in, st.clients),
+                                      params_in=_translate(rec.params_in, st.clients))
         step = plan(rec, st, self.nodes)
         if isinstance(step, Skip):
             return Call(rec, "not replayed", reason=step.reason)
@@ -554,6 +589,7 @@ class Replayer:
                                           f"{step.premap.addr:#x}: {_ret_text(ret)}")
         ret, out = self.ex.ioctl(step)
         status = T.status_of(rec.nr, step.uvm, rec.size, out)
+        self._note_client(rec, step, ret, out)
         if rec.nr == A.NV_ESC_RM_MAP_MEMORY and not step.uvm and rec.args_out is not None:
             at = _OS33.pLinearAddress.offset
             if len(rec.args_out) >= at + 8 and len(out) >= at + 8:
@@ -561,6 +597,22 @@ class Replayer:
                 if was and now:
                     st.linear[was] = now
         return self._compare(rec, ret, status)
+
+    def _note_client(self, rec: T.Record, step: Ioctl, ret: int, out: bytes) -> None:
+        """A root client the recording got from vgpu.ko's picks, made again
+        under the handle the replay got: later calls name the new one."""
+        if step.uvm or rec.nr != A.NV_ESC_RM_ALLOC or ret or rec.args_out is None:
+            return
+        if rec.size not in (_SIZEOF(A.NVOS21_PARAMETERS), _SIZEOF(A.NVOS64_PARAMETERS)):
+            return
+        st_ = A.NVOS64_PARAMETERS if rec.size == _SIZEOF(A.NVOS64_PARAMETERS) else A.NVOS21_PARAMETERS
+        new = st_.hObjectNew.offset
+        if len(out) < new + 4 or len(rec.args_out) < new + 4 or \
+                _get(out, st_.hClass.offset, 4) not in ROOT_CLASSES:
+            return
+        was, now = _get(rec.args_out, new, 4), _get(out, new, 4)
+        if _vgpu_pick(was) and now and now != was:
+            self.state.clients[was] = now
 
     def _mmap(self, m: Mmap) -> tuple[int, str]:
         """Make m and keep its range; (ret, why it could not be tried)."""
