@@ -173,36 +173,8 @@ typedef struct {
 	NvU32 classList[NVSIM_NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE];
 } NVSIM_NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS;
 
-/*
- * NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2: deviceCtrlCmdGpuGetClasslistV2_IMPL
- * (src/kernel/gpu/device_ctrl.c): gpuGetClassList into the fixed array
- * of NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE, numClasses the count.  The list is
- * nvsim's (arch.c: the chip's classes nvsim implements).
- */
-static NV_STATUS nvsim_ctrl_classlist_v2(struct nvsim_ctrl_ctx *ctx)
-{
-	NVSIM_NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS *p = ctx->params;
-
-	p->numClasses = nvsim_arch_classlist(p->classList,
-					     NVSIM_NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE,
-					     NVSIM_ENG_ANY, 0);
-	return NV_OK;
-}
-
 /* ctrl/ctrl0080/ctrl0080gpu.h */
 #define NVSIM_NV0080_CTRL_CMD_GPU_GET_VIRTUALIZATION_MODE       0x800289U
-
-/*
- * NV0080_CTRL_CMD_GPU_GET_VIRTUALIZATION_MODE:
- * deviceCtrlCmdGpuGetVirtualizationMode_IMPL (src/kernel/gpu/device_ctrl.c):
- * a bare-metal GPU, neither a vGPU guest, passthrough nor a vGPU host:
- * NV0080_CTRL_GPU_VIRTUALIZATION_MODE_NONE (0).
- */
-static NV_STATUS nvsim_ctrl_virt_mode(struct nvsim_ctrl_ctx *ctx)
-{
-	*(u32 *)ctx->params = 0;
-	return NV_OK;
-}
 
 /* ------------------------------------------------------------- GPU info */
 
@@ -267,24 +239,6 @@ typedef struct {
 	NvU32 revision;
 	NvU8 subRevision;
 } NVSIM_NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS;
-
-/*
- * NV2080_CTRL_CMD_MC_GET_ARCH_INFO: subdeviceCtrlCmdMcGetArchInfo_IMPL
- * (src/kernel/gpu/mc/kernel_mc.c): PMC_BOOT_0's architecture (0x180 GH100,
- * 0x170 GA10x: ctrl2080mc.h) and implementation (arch.c's chip_id), its
- * revision major << 4 | minor (nvsim: A1, 0xa1, the production stepping
- * of both chips; a guess at a given board) and no sub-revision.
- */
-static NV_STATUS nvsim_ctrl_arch_info(struct nvsim_ctrl_ctx *ctx)
-{
-	NVSIM_NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS *p = ctx->params;
-
-	p->architecture = nvsim_arch->chip_id & ~0xfU;
-	p->implementation = nvsim_arch->chip_id & 0xfU;
-	p->revision = 0xa1;
-	p->subRevision = 0;
-	return NV_OK;
-}
 
 /* ------------------------------------------------------------- bus info */
 
@@ -438,26 +392,6 @@ typedef struct {
 	NvU32 pciRevisionId;
 	NvU32 pciExtDeviceId;
 } NVSIM_NV2080_CTRL_BUS_GET_PCI_INFO_PARAMS;
-
-/*
- * NV2080_CTRL_CMD_BUS_GET_PCI_INFO: subdeviceCtrlCmdBusGetPciInfo_IMPL
- * (src/kernel/gpu/bus/kern_bus_ctrl.c): the PCI IDs (device << 16 |
- * vendor), subsystem and revision from the GPU's config space, and the
- * extended device ID (NV_CONFIG_PCI_NV_0_DEVICE_ID, bits 31:16 of the
- * first).  nvsim's board: the chip's device ID (arch.c), subsystem
- * 0x10de:<device ID> and revision 0xa1 (guesses; a real board's come from
- * its config space: README).
- */
-static NV_STATUS nvsim_ctrl_pci_info(struct nvsim_ctrl_ctx *ctx)
-{
-	NVSIM_NV2080_CTRL_BUS_GET_PCI_INFO_PARAMS *p = ctx->params;
-
-	p->pciDeviceId = (u32)nvsim_pci_device_id << 16 | NVSIM_PCI_VENDOR_ID;
-	p->pciSubSystemId = (u32)nvsim_pci_device_id << 16 | NVSIM_PCI_VENDOR_ID;
-	p->pciRevisionId = 0xa1;
-	p->pciExtDeviceId = nvsim_pci_device_id;
-	return NV_OK;
-}
 
 /* ctrl/ctrl2080/ctrl2080bus.h */
 #define NVSIM_NV2080_CTRL_CMD_BUS_GET_PCI_BAR_INFO      0x20801803U
@@ -833,19 +767,6 @@ static NV_STATUS nvsim_ctrl_short_name(struct nvsim_ctrl_ctx *ctx)
 
 #define NVSIM_NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES      0x20800131U
 
-/*
- * NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES: subdeviceCtrlCmdGpuQuery
- * ComputeModeRules_IMPL (subdevice_ctrl_gpu_kernel.c) returns
- * pGpu->computeModeRules, NV2080_CTRL_GPU_COMPUTE_MODE_RULES_NONE (0,
- * the "Default" compute mode) unless SET_COMPUTE_MODE_RULES changed it,
- * which nvsim does not answer.
- */
-static NV_STATUS nvsim_ctrl_compute_mode_rules(struct nvsim_ctrl_ctx *ctx)
-{
-	*(u32 *)ctx->params = 0;
-	return NV_OK;
-}
-
 #define CLIENT      NVSIM_BIT(NVSIM_OBJ_CLIENT)
 #define DEVICE      NVSIM_BIT(NVSIM_OBJ_DEVICE)
 #define SUBDEVICE   NVSIM_BIT(NVSIM_OBJ_SUBDEVICE)
@@ -854,8 +775,6 @@ static NV_STATUS nvsim_ctrl_compute_mode_rules(struct nvsim_ctrl_ctx *ctx)
 static const struct nvsim_ctrl nvsim_cuda_ctrls[] = {
 	{ NVSIM_GSS_LEGACY_CUINIT_QUERY, NVSIM_GSS_LEGACY_CUINIT_QUERY_SIZE,
 	  SUBDEVICE, nvsim_ctrl_gss_legacy, NULL },
-	{ NVSIM_NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES, sizeof(u32),
-	  SUBDEVICE, nvsim_ctrl_compute_mode_rules, NULL },
 	{ NVSIM_NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING,
 	  NVSIM_NV2080_GPU_MAX_NAME_STRING_LENGTH,
 	  SUBDEVICE, nvsim_ctrl_short_name, NULL },
@@ -883,23 +802,12 @@ static const struct nvsim_ctrl nvsim_cuda_ctrls[] = {
 	{ NVSIM_NV2080_CTRL_CMD_BUS_GET_PCI_BAR_INFO,
 	  sizeof(NVSIM_NV2080_CTRL_BUS_GET_PCI_BAR_INFO_PARAMS),
 	  SUBDEVICE, nvsim_ctrl_pci_bar_info, NULL },
-	{ NVSIM_NV2080_CTRL_CMD_BUS_GET_PCI_INFO,
-	  sizeof(NVSIM_NV2080_CTRL_BUS_GET_PCI_INFO_PARAMS),
-	  SUBDEVICE, nvsim_ctrl_pci_info, NULL },
 	{ NVSIM_NV2080_CTRL_CMD_GPU_GET_ENGINES_V2,
 	  sizeof(NVSIM_NV2080_CTRL_GPU_GET_ENGINES_V2_PARAMS),
 	  SUBDEVICE, nvsim_ctrl_engines_v2, NULL },
 	{ NVSIM_NV2080_CTRL_CMD_BUS_GET_INFO_V2,
 	  sizeof(NVSIM_NV2080_CTRL_BUS_GET_INFO_V2_PARAMS),
 	  SUBDEVICE, nvsim_ctrl_bus_info_v2, NULL },
-	{ NVSIM_NV2080_CTRL_CMD_MC_GET_ARCH_INFO,
-	  sizeof(NVSIM_NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS),
-	  SUBDEVICE, nvsim_ctrl_arch_info, NULL },
-	{ NVSIM_NV0080_CTRL_CMD_GPU_GET_VIRTUALIZATION_MODE, sizeof(u32),
-	  DEVICE, nvsim_ctrl_virt_mode, NULL },
-	{ NVSIM_NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2,
-	  sizeof(NVSIM_NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS),
-	  DEVICE, nvsim_ctrl_classlist_v2, NULL },
 	{ NVSIM_NV0080_CTRL_CMD_HOST_GET_CAPS_V2,
 	  NVSIM_NV0080_CTRL_HOST_CAPS_TBL_SIZE,
 	  DEVICE, nvsim_ctrl_host_caps_v2, NULL },
