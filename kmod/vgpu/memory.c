@@ -318,7 +318,13 @@ static int vgpu_obj_pin(struct vgpu_obj *target, struct vgpu_obj *pinner)
 	return 0;
 }
 
-static void vgpu_obj_mark_walk(struct vgpu_obj *o, u64 gen)
+/*
+ * Mark with gen what the driver's free of o takes with it: o's subtree and
+ * its dependants (with theirs), each once (the graph is a DAG, but may
+ * join); visit (may be NULL) each after what goes with it.
+ */
+static void vgpu_obj_mark_walk(struct vgpu_obj *o, u64 gen,
+			       void (*visit)(struct vgpu_obj *))
 {
 	struct vgpu_obj *child;
 	struct vgpu_dep *d;
@@ -327,9 +333,11 @@ static void vgpu_obj_mark_walk(struct vgpu_obj *o, u64 gen)
 		return;
 	o->walk = gen;
 	list_for_each_entry(d, &o->dependants, dep_node)
-		vgpu_obj_mark_walk(d->dant, gen);
+		vgpu_obj_mark_walk(d->dant, gen, visit);
 	list_for_each_entry(child, &o->children, sibling)
-		vgpu_obj_mark_walk(child, gen);
+		vgpu_obj_mark_walk(child, gen, visit);
+	if (visit)
+		visit(o);
 }
 
 /* Is an object of the marked set (gen) pinned by one outside it? */
@@ -365,37 +373,20 @@ static bool vgpu_obj_free_pinned(struct vgpu_obj *o)
 
 	lockdep_assert_held(&c->lock);
 	gen = ++c->walk_gen;
-	vgpu_obj_mark_walk(o, gen);
+	vgpu_obj_mark_walk(o, gen, NULL);
 	return vgpu_obj_pinned_walk(o, gen, ++c->walk_gen);
 }
 
 /*
- * Every USERD map the driver's free of o tears down: o's subtree's and its
- * dependants' (with theirs), unmapped before the free.  Each object once
- * (the graph is a DAG, but may join).
+ * Before the driver frees o (or o's client, o = &c->obj): every USERD map
+ * its free tears down (what goes with o) is unmapped first.  c->lock.
  */
-static void vgpu_obj_unmap_walk(struct vgpu_obj *o, u64 gen)
-{
-	struct vgpu_obj *child;
-	struct vgpu_dep *d;
-
-	if (o->walk == gen)
-		return;
-	o->walk = gen;
-	list_for_each_entry(d, &o->dependants, dep_node)
-		vgpu_obj_unmap_walk(d->dant, gen);
-	list_for_each_entry(child, &o->children, sibling)
-		vgpu_obj_unmap_walk(child, gen);
-	vgpu_compute_unmap(o);
-}
-
-/* Before the driver frees o (or o's client, o = &c->obj); c->lock. */
 void vgpu_obj_unmap_closure(struct vgpu_obj *o)
 {
 	struct vgpu_client *c = o->client;
 
 	lockdep_assert_held(&c->lock);
-	vgpu_obj_unmap_walk(o, ++c->walk_gen);
+	vgpu_obj_mark_walk(o, ++c->walk_gen, vgpu_compute_unmap);
 }
 
 /* What o holds here (scheduler, channel cap, charge) goes back; once. */
