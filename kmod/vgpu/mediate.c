@@ -135,13 +135,25 @@ static NV_STATUS vgpu_root_owned(struct vgpu_file *vf, NvHandle h, u32 size)
 	NVOS64_PARAMETERS q = {};
 	NvHandle proof;
 	NV_STATUS st;
+	int tries;
 	long ret;
 
-	/* Never the client's own handle (clientValidateNewResourceHandle). */
-	do {
+	/*
+	 * Never the client's own handle (clientValidateNewResourceHandle), nor
+	 * one that already names an object in h: a client of another file
+	 * (a host process's, which may make any class) that happened to hold
+	 * an NV0020 at the pick would pass the check below without the
+	 * driver's ownership check ever running.
+	 */
+	for (tries = 0;; tries++) {
+		/* A probe that fails says "present": bounded, nothing adopted. */
+		if (tries == 4)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
 		proof = VGPU_PROOF_HANDLE_BASE |
 			((u32)atomic_inc_return(&seq) & VGPU_PROOF_HANDLE_MASK);
-	} while (proof == h);
+		if (proof != h && !vgpu_rm_exists(h, proof))
+			break;
+	}
 	/* NVOS21 and NVOS64 agree up to pAllocParms; the rest stays 0. */
 	q.hRoot = h;
 	q.hObjectParent = h;
