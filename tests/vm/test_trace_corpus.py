@@ -1,8 +1,8 @@
 """The trace corpus (tests/data/traces, docs/trace.md) replayed.
 
 Each trace was recorded through a slice on nvsim (tools/trace/record.py
---corpus: the project's own clients and tinygrad's initialisation and
-copy).  Replayed through a slice made as the recorded one was, on nvsim
+--corpus: the project's own clients, tinygrad's initialisation and
+copy, and NVIDIA's libcuda start-up and nvidia-smi of 535.261.03).  Replayed through a slice made as the recorded one was, on nvsim
 loaded as the header says, every call must come out as recorded: this
 holds nvsim, vgpu.ko and the replay's translations (files, handles,
 parameters, mmaps, OS-descriptor memory) to what they did when the trace
@@ -56,7 +56,8 @@ def slice_nodes(sid: int) -> str:
 
 def test_the_corpus_is_there():
     names = {p.name.split(".")[0] for p in CORPUS}
-    assert {"nvclient-info", "nvclient-probe", "nvclient-work", "tinygrad-init-copy"} <= names
+    assert {"nvclient-info", "nvclient-probe", "nvclient-work", "tinygrad-init-copy",
+            "libcuda-535-init", "nvidia-smi-535"} <= names
     for p in CORPUS:
         t = T.load(str(p))
         assert t.records and t.lost() == 0 and t.trailer and t.trailer["lost"] == 0

@@ -1,7 +1,7 @@
 """Record a trace of one command's calls through a slice, straight from
 vgpu.ko's trace group (no vgpud), and the project's first trace corpus.
 
-    record.py --output FILE [--limit 64MiB] [--bind] -- CMD ARGS...
+    record.py --output FILE [--limit 64MiB] [--bind | --nvidia] -- CMD ARGS...
     record.py --corpus tests/data/traces
 
 Runs as root where vgpu.ko is loaded (the VM: tools/vm/vm.py run
@@ -10,7 +10,13 @@ made on GPU 0 with the given limit and traced; CMD runs with "{dev}" in its
 arguments replaced by the slice's node directory, or, with --bind, in a
 private mount namespace where the slice's nodes are bound over
 /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia0 (for runtimes that open
-fixed paths).  The file is what `vgpuctl trace` writes (docs/trace.md);
+fixed paths).  --nvidia adds what NVIDIA's own user space (libcuda,
+nvidia-smi) needs of that namespace besides the nodes, as a container
+slice has it: /proc/driver/nvidia/params with "ModifyDeviceFiles: 0",
+/dev/char/195:255 and /dev/char/195:0 naming the nodes, and
+build/nvdevno.so preloaded so that NVML's stat of a node reports
+NVIDIA's device numbers (docs/nvml.md; a test device, not the product's
+answer).  The file is what `vgpuctl trace` writes (docs/trace.md);
 the header also names the workload and nvsim's parameters, so that a
 replay can load nvsim the same way.
 
@@ -52,7 +58,30 @@ TINYGRAD = (
     "assert Tensor(data, device='NV').realize().tolist() == data\n"
     "print('tinygrad: init and copy ok', flush=True)\n")
 
-#: name -> (nvsim parameters, slice limit, command, bind over /dev)
+#: Debian's 535.261.03 user space, unpacked by make deps (tools/nvuser.py)
+NVUSER = (Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace"
+          / "535.261.03")
+NVLIB = NVUSER / "usr/lib/x86_64-linux-gnu/nvidia/current"
+NVDEVNO = ROOT / "build" / "nvdevno.so"
+
+#: libcuda's start-up and device queries, through ctypes (no CUDA toolkit)
+LIBCUDA = (
+    "import ctypes, sys\n"
+    "cu = ctypes.CDLL(sys.argv[1])\n"
+    "def ck(r, what):\n"
+    "    assert r == 0, f'{what} -> {r}'\n"
+    "ck(cu.cuInit(0), 'cuInit')\n"
+    "n, dev, tm = ctypes.c_int(), ctypes.c_int(), ctypes.c_size_t()\n"
+    "ck(cu.cuDeviceGetCount(ctypes.byref(n)), 'cuDeviceGetCount')\n"
+    "ck(cu.cuDeviceGet(ctypes.byref(dev), 0), 'cuDeviceGet')\n"
+    "ck(cu.cuDeviceTotalMem_v2(ctypes.byref(tm), dev), 'cuDeviceTotalMem')\n"
+    "print(f'libcuda: {n.value} device(s), {tm.value} bytes', flush=True)\n")
+
+GH100_535 = {"num_gpus": "1", "fb_size": str(16 << 30), "driver_version": "535.261.03",
+             "gpu_name": "NVIDIA nvsim H100", "fb_backing": "1"}
+
+#: name -> (nvsim parameters, slice limit, command, bind over /dev:
+#: False, "nodes" or "nvidia")
 CORPUS = {
     "nvclient-info": ({}, "256MiB", [PY, "-m", "vgpu.abi.nvclient", "--dev-prefix", "{dev}", "info"],
                       False),
@@ -61,7 +90,10 @@ CORPUS = {
     "nvclient-work": ({}, "256MiB", [PY, "-m", "vgpu.abi.nvclient", "--dev-prefix", "{dev}",
                                      "work", "--item-us", "100", "--items", "8"], False),
     "tinygrad-init-copy": ({"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090",
-                            "fb_backing": "1"}, "64MiB", [PY, "-c", TINYGRAD], True),
+                            "fb_backing": "1"}, "64MiB", [PY, "-c", TINYGRAD], "nodes"),
+    "libcuda-535-init": (GH100_535, "4GiB", [PY, "-c", LIBCUDA, str(NVLIB / "libcuda.so.1")],
+                         "nvidia"),
+    "nvidia-smi-535": (GH100_535, "4GiB", [str(NVUSER / "usr/lib/nvidia/current/nvidia-smi")], "nvidia"),
 }
 
 
@@ -80,15 +112,21 @@ def slice_dir(sid: int) -> str:
     raise SystemExit(f"record: {d}/nvidiactl did not appear")
 
 
-def bound(cmd: list[str], dev: str) -> list[str]:
-    """cmd in a private mount namespace with the slice's nodes over /dev's."""
-    binds = " && ".join(f"mount --bind {dev}/{n} /dev/{n}"
-                        for n in ("nvidiactl", "nvidia-uvm", "nvidia0"))
+def bound(cmd: list[str], dev: str, nvidia: bool = False) -> list[str]:
+    """cmd in a private mount namespace with the slice's nodes over /dev's
+    (and, with nvidia, what NVIDIA's user space needs besides: see --nvidia)."""
+    steps = [f"mount --bind {dev}/{n} /dev/{n}" for n in ("nvidiactl", "nvidia-uvm", "nvidia0")]
+    if nvidia:
+        steps += ["mount -t tmpfs none /proc/driver", "mkdir /proc/driver/nvidia",
+                  "printf 'ModifyDeviceFiles: 0\\n' > /proc/driver/nvidia/params",
+                  "mkdir -p /dev/char", "ln -sf /dev/nvidiactl /dev/char/195:255",
+                  "ln -sf /dev/nvidia0 /dev/char/195:0",
+                  f"export LD_PRELOAD={NVDEVNO} LD_LIBRARY_PATH={NVLIB}"]
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            f'{binds} && exec "$@"', "sh", *cmd]
+            " && ".join(steps) + ' && exec "$@"', "sh", *cmd]
 
 
-def record(output: str, cmd: list[str], limit: int, bind: bool, name: str) -> int:
+def record(output: str, cmd: list[str], limit: int, bind: bool | str, name: str) -> int:
     """Run cmd in a new traced slice; write the trace; the command's status."""
     k = VgpuKernel(timeout=20)
     sid = 900 + os.getpid() % 1000
@@ -100,7 +138,7 @@ def record(output: str, cmd: list[str], limit: int, bind: bool, name: str) -> in
         dev = slice_dir(sid)
         argv = [a.replace("{dev}", dev) for a in cmd]
         if bind:
-            argv = bound(argv, dev)
+            argv = bound(argv, dev, nvidia=bind == "nvidia")
         t0 = time.monotonic()
         child = subprocess.Popen(argv)
         while child.poll() is None:
@@ -122,7 +160,7 @@ def record(output: str, cmd: list[str], limit: int, bind: bool, name: str) -> in
                            host=socket.gethostname())
     header["workload"] = " ".join(cmd).replace(PY, "python")
     header["nvsim"] = {k_: v for k_, v in nvsim_params().items()
-                       if k_ in ("num_gpus", "gpu_name", "fb_backing", "fb_size")}
+                       if k_ in ("num_gpus", "gpu_name", "fb_backing", "fb_size", "driver_version")}
     seqs = [r.seq for r in recs]
     lost = sum(b - a - 1 for a, b in zip(seqs, seqs[1:]))
     opener = gzip.open if output.endswith(".gz") else open
@@ -172,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", default="256MiB", help="the slice's memory limit on GPU 0")
     ap.add_argument("--bind", action="store_true",
                     help="bind the slice's nodes over /dev's in a private mount namespace")
+    ap.add_argument("--nvidia", action="store_true",
+                    help="--bind, and what NVIDIA's libcuda and nvidia-smi need besides the nodes")
     ap.add_argument("--name", default="trace", help="the slice's (container's) name")
     ap.add_argument("--corpus", metavar="DIR", help="record every workload of CORPUS into DIR")
     ap.add_argument("--only", action="append", default=[], help="with --corpus: this workload")
@@ -181,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         return corpus(Path(a.corpus), a.only)
     if not a.output or not a.cmd:
         ap.error("--output FILE and a command are needed (or --corpus DIR)")
-    return record(a.output, a.cmd, parse_size(a.limit), a.bind, a.name)
+    bind = "nvidia" if a.nvidia else "nodes" if a.bind else False
+    return record(a.output, a.cmd, parse_size(a.limit), bind, a.name)
 
 
 if __name__ == "__main__":
