@@ -593,7 +593,8 @@ RULES: list[Rule] = [
     Rule("forward", "engine object on the caller's own channel (compute, copy, 3D, video, channels, "
          "usermode); CUDA needs those of its GPU", pattern(ENGINE_CLASS), ("class",)),
     Rule("refuse", "driver: exported by no class of the release's RM (it answers NV_ERR_NOT_SUPPORTED: "
-         "resControlLookup, rs_resource.c)",
+         "resControlLookup, rs_resource.c); where the release's own export tables are known vgpu.ko "
+         "answers the same, without forwarding",
          lambda i: i.privilege == "", ("control",), flags=True),
     Rule("refuse", "driver: not in 595.45.04's resource_list.h (it answers NV_ERR_INVALID_CLASS)",
          lambda i: i.privilege == "", ("class",), flags=True),
