@@ -334,6 +334,29 @@ def test_nothing_the_release_rm_restricts_is_forwarded(release):
                 == set(), r
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_kernel_tables_list_what_the_release_rm_answers(release):
+    """nvrel_tables.h's answered list (vgpu.ko answers a control outside it
+    NV_ERR_NOT_SUPPORTED): what the release's own export tables export, and
+    the deprecated V1 commands; none for a release with headers only."""
+    from tools.nvgen import kernel
+    got = kernel.answered(release)
+    header = (ROOT / "kmod/include/nvrel_tables.h").read_text()
+    ident = f"nvrel_{release.replace('.', '_')}_answered"
+    if release not in OWN_TREE:
+        assert got is None and ident not in header
+        return
+    assert f"{ident}, ARRAY_SIZE({ident}) }}," in header
+    assert got == sorted(got) and {0x20800145, 0x20800146} <= set(got)
+    assert 0x20808161 not in got                # NVML's closed legacy GSS query
+    names = {r["name"]: int(r["cmd"], 16) for r in tsv.read(OUT / release / "controls.tsv") if r["name"]}
+    assert names["NV2080_CTRL_CMD_GPU_GET_INFO"] in got      # answered through GET_INFO_V2
+    assert names["NV2080_CTRL_CMD_GPU_GET_PIDS"] in got
+    exported = {int(r["cmd"], 16) for r in tsv.read(OUT / release / "controls.tsv")
+                if r["rm_privilege"] not in ("", "-")}
+    assert exported <= set(got) and len(set(got) - exported) <= len(policy.DEPRECATED_V1)
+
+
 # ------------------------------------------------------------ the rule set itself
 def test_every_name_the_rules_list_exists_in_some_release():
     """A misspelt name in a list would silently match nothing."""

@@ -16,10 +16,15 @@ in the release's nvrel_ptr array from index ptr0, one nvrel_ptr per list
 member's offset and size (NVREL_NO_COUNT: a constant extent) and the bytes
 per count unit (or the constant total).  Aliases must agree on them too.
 
+For a release whose controls table carries its own export tables
+(535.261.03, 595.45.04), nvrel_<release>_answered lists every control its
+RM answers at all (answered()); vgpu.ko answers one outside it
+NV_ERR_NOT_SUPPORTED, as that driver does (nvrel.h, nvrel_ctl_unexported).
+
     python3 -m tools.nvgen.kernel            # rewrites kmod/include/nvrel_tables.h
     python3 -m tools.nvgen.kernel --check    # exit 1 if it would change
 
-Made from the committed TSVs only (docs/policy and tools/nvgen/out/*/lists.tsv),
+Made from the committed TSVs only (docs/policy, tools/nvgen/out/*/lists.tsv and controls.tsv),
 so `--check` (tests/host/test_kmod_abi.py) holds everywhere, without the
 vendor archives.
 """
