@@ -84,6 +84,14 @@ struct nvrel_release {
 	const char *name;       /* NV_VERSION_STRING, e.g. "595.45.04" */
 	struct nvrel_table t[NVREL_NR_KINDS];
 	const struct nvrel_ptr *ptrs;   /* indexed by nvrel_item.ptr0; NULL: none */
+	/*
+	 * Sorted: every control the release's RM answers at all, exported by
+	 * a class of its own export tables (g_*_nvoc.c) or answered by its
+	 * deprecated-control layer through a V2 command.  NULL where only the
+	 * release's headers are known (tools/nvgen/README.md).
+	 */
+	const u32 *answered;
+	size_t nanswered;
 };
 
 static inline int nvrel_cmp(const void *key, const void *elt)
@@ -101,6 +109,31 @@ nvrel_lookup(const struct nvrel_release *r, enum nvrel_kind k, u32 value)
 		return NULL;
 	return bsearch(&value, r->t[k].items, r->t[k].n,
 		       sizeof(struct nvrel_item), nvrel_cmp);
+}
+
+static inline int nvrel_u32_cmp(const void *key, const void *elt)
+{
+	u32 v = *(const u32 *)key, e = *(const u32 *)elt;
+
+	return v < e ? -1 : v > e;
+}
+
+/*
+ * Is control cmd one the release's RM exports from no class and answers
+ * through no deprecated handler?  Such a command is answered
+ * NV_ERR_NOT_SUPPORTED by the driver after its client and object lookups
+ * (resControlLookup_IMPL, rs_resource.c).  False where the release's
+ * export tables are not known, and for a NULL command (category and index
+ * 0: NV_OK before any lookup, _rmapiRmControl).  On a GSP client the
+ * deprecated layer hands a legacy GSS command (cmd & 0x8000) to GSP
+ * firmware instead (RmGssLegacyRpcCmd), whose answer is closed: true for
+ * those too, so that a mediator answers them as the driver without GSP.
+ */
+static inline bool nvrel_ctl_unexported(const struct nvrel_release *r, u32 cmd)
+{
+	if (!r || !r->answered || !(cmd & 0xffff))
+		return false;
+	return !bsearch(&cmd, r->answered, r->nanswered, sizeof(u32), nvrel_u32_cmp);
 }
 
 /* Does size match one of the item's accepted sizes? */

@@ -87,6 +87,12 @@ const struct nvrel_item *vgpu_verdict(enum nvrel_kind k, u32 value)
 	return nvrel_lookup(vgpu_rel, k, value);
 }
 
+/* Does the release's RM export control cmd from no class?  (nvrel.h) */
+bool vgpu_ctl_unexported(u32 cmd)
+{
+	return nvrel_ctl_unexported(vgpu_rel, cmd);
+}
+
 /* The parameter size of an item the release forwards, or 0 if it has none. */
 u32 vgpu_rel_size(enum nvrel_kind k, u32 value)
 {

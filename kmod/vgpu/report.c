@@ -595,7 +595,8 @@ static NV_STATUS vgpu_control_passthrough(struct vgpu_file *vf,
  * docs/mediator.md)
  *
  * Statuses: NV_ERR_NOT_SUPPORTED for serialized (FINN) parameters;
- * NV_ERR_INSUFFICIENT_PERMISSIONS for a privileged or unlisted control;
+ * NV_ERR_INSUFFICIENT_PERMISSIONS for a privileged or unlisted control
+ * (NV_ERR_NOT_SUPPORTED for one the release's RM does not export);
  * NV_ERR_INVALID_CLIENT for a client the file does not own;
  * NV_ERR_INVALID_PARAM_STRUCT for a wrong paramsSize; NV_ERR_INVALID_ARGUMENT
  * for unreadable parameters.  Everything else is the driver's.
@@ -647,6 +648,39 @@ static bool vgpu_ctrl_nonexistent(u32 cmd)
 	return cmd == 0x0080028bU;      /* NV0080, GPU category, message 0x8b */
 }
 
+/*
+ * A control the policy refuses and the release's RM exports from no class
+ * (nvrel_ctl_unexported: its own export tables, for the releases whose
+ * tree nvgen read): the driver's answer, NV_ERR_NOT_SUPPORTED, after the
+ * checks it makes first, in its order: the client (_rmapiRmControl:
+ * NV_ERR_INVALID_CLIENT; here the file's own), params and paramsSize
+ * agreeing (NV_ERR_INVALID_ARGUMENT), the object (serverControl,
+ * clientGetResourceRef: NV_ERR_OBJECT_NOT_FOUND), then
+ * resControlLookup_IMPL (rs_resource.c) finding no export entry.  Nothing
+ * is forwarded: NVML goes on after NOT_SUPPORTED where it stops at the
+ * policy's refusal (0x20808161 before GPU_GET_PIDS: docs/nvml.md), and a
+ * legacy GSS command is never handed to GSP's closed handling.
+ */
+static NV_STATUS vgpu_ctrl_unexported(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
+{
+	struct vgpu_client *c;
+	NV_STATUS st = NV_ERR_NOT_SUPPORTED;
+
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	if (!p->params != !p->paramsSize) {
+		st = NV_ERR_INVALID_ARGUMENT;
+	} else {
+		rcu_read_lock();
+		if (!vgpu_obj_find(p->hClient, p->hObject))
+			st = NV_ERR_OBJECT_NOT_FOUND;
+		rcu_read_unlock();
+	}
+	vgpu_client_put(c);
+	return st;
+}
+
 NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 {
 	struct vgpu_slice *s = vf->slice;
@@ -674,9 +708,15 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		return NV_ERR_NOT_SUPPORTED;
 	item = vgpu_verdict(NVREL_CTL, p->cmd);
 	if (!item) {
+		/*
+		 * Refused; the operator's passthrough_unknown, audit mode or
+		 * allow-list still forward it as made (their purpose).
+		 */
 		if (!vgpu_passthrough_unknown &&
 		    !vgpu_audit_lets(s, NVREL_CTL, p->cmd, VGPU_AUDIT_REFUSE))
-			return NV_ERR_INSUFFICIENT_PERMISSIONS;
+			return vgpu_ctl_unexported(p->cmd) ?
+			       vgpu_ctrl_unexported(vf, p) :
+			       NV_ERR_INSUFFICIENT_PERMISSIONS;
 		return vgpu_control_passthrough(vf, p);
 	}
 	vgpu_audit_use(s, NVREL_CTL, p->cmd, item);

@@ -369,6 +369,7 @@ extern bool vgpu_rmapi_nvos21;
 int vgpu_policy_select(const char *driver);
 const struct nvrel_item *vgpu_verdict(enum nvrel_kind k, u32 value);
 u32 vgpu_rel_size(enum nvrel_kind k, u32 value);
+bool vgpu_ctl_unexported(u32 cmd);
 NV_STATUS vgpu_list_extent(const struct nvrel_item *item, u32 i, const void *kp,
 			   u32 size, u32 *ptr_off, u64 *uptr, u64 *bytes);
 const char *vgpu_release_name(void);

@@ -268,6 +268,95 @@ def test_embedded_descriptors_and_pointers_are_marked(release):
     assert got[("control", "NV2080_CTRL_CMD_FB_GET_INFO_V2")]["embedded"] == "-"
 
 
+# ------------------------------------------------------------ the release's own exports
+# Releases whose whole tree is vendored: their controls table carries their
+# own export tables (tools/nvgen/controls.py), the others have "-".
+OWN_TREE = ("535.261.03", "595.45.04")
+# What each one's RM exports that no SDK header of it names (g_*_nvoc.c).
+UNNAMED_EXPORTS = {
+    "535.261.03": {0x20800145, 0x20800146, 0x20800194, 0x2080a083},
+    "595.45.04": {0x00800290, 0x20800145, 0x20800146, 0x20800194, 0x20800a3e},
+}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_release_tree_gives_its_own_export_tables(release):
+    ctl = tsv.read(OUT / release / "controls.tsv")
+    own = {r["rm_privilege"] != "-" for r in ctl}
+    assert own == {release in OWN_TREE}
+    assert policy.own_control_flags(release) == (release in OWN_TREE)
+    unnamed = {int(r["cmd"], 16) for r in ctl if not r["name"]}
+    assert unnamed == UNNAMED_EXPORTS.get(release, set())
+
+
+@pytest.mark.parametrize("release", OWN_TREE)
+def test_compute_mode_reservation_is_virtualised_where_the_rm_exports_it(release):
+    """libcuda's cuCtxCreate acquires it (535.261.03): no header names it,
+    the subdevice exports it without params (subdeviceCtrlCmdGpu{Acquire,
+    Release}ComputeModeReservation), and the policy answers it NV_OK."""
+    ctl = {int(r["cmd"], 16): r for r in tsv.read(OUT / release / "controls.tsv") if not r["name"]}
+    pol = {int(r["value"], 16): r for r in rows(release) if r["kind"] == "control" and not r["name"]}
+    for cmd in (0x20800145, 0x20800146):
+        assert (ctl[cmd]["rm_class"], ctl[cmd]["rm_params"], ctl[cmd]["rm_privilege"]) == \
+            ("Subdevice", "", "non-privileged")
+        assert (pol[cmd]["verdict"], pol[cmd]["size"]) == ("virtualise", "-"), pol[cmd]
+    header = (ROOT / "kmod/include/nvrel_tables.h").read_text()
+    table = header.split(f"nvrel_{release.replace('.', '_')}_ctl[] = {{")[1].split("};")[0]
+    assert "{ 0x20800145, 0, 0, NVREL_VIRTUALISE," in table
+    assert "{ 0x20800146, 0, 0, NVREL_VIRTUALISE," in table
+
+
+@pytest.mark.parametrize("release", OWN_TREE)
+def test_what_the_release_rm_does_not_export_is_not_forwarded(release):
+    """A control no class of the release's own RM exports is answered
+    NV_ERR_NOT_SUPPORTED by its driver: the policy neither forwards nor
+    rewrites it (the NULL commands, answered before any lookup, and the
+    deprecated V1 commands, answered through their V2, aside).  The TSG's
+    and channel's GET_INTERLEAVE_LEVEL are virtualised (the slice's
+    scheduler's): vgpu.ko reads them on the driver, which says
+    NV_ERR_NOT_SUPPORTED."""
+    ctl = {r["name"]: r for r in tsv.read(OUT / release / "controls.tsv") if r["name"]}
+    for r in rows(release):
+        if r["kind"] != "control" or not r["name"] or r["name"] in policy.DEPRECATED_V1:
+            continue
+        if int(r["value"], 16) & 0xffff and not ctl[r["name"]]["rm_privilege"]:
+            assert r["verdict"] in ("refuse", "virtualise"), r
+
+
+@pytest.mark.parametrize("release", OWN_TREE)
+def test_nothing_the_release_rm_restricts_is_forwarded(release):
+    """Named controls take 595.45.04's privilege by name; where the
+    release's own export tables are stricter, another rule refuses them."""
+    ctl = {r["name"]: r for r in tsv.read(OUT / release / "controls.tsv") if r["name"]}
+    for r in rows(release):
+        if r["kind"] == "control" and r["name"] and r["verdict"] != "refuse":
+            assert set(ctl[r["name"]]["rm_privilege"].split("|")) & {"privileged", "kernel", "internal"} \
+                == set(), r
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_kernel_tables_list_what_the_release_rm_answers(release):
+    """nvrel_tables.h's answered list (vgpu.ko answers a control outside it
+    NV_ERR_NOT_SUPPORTED): what the release's own export tables export, and
+    the deprecated V1 commands; none for a release with headers only."""
+    from tools.nvgen import kernel
+    got = kernel.answered(release)
+    header = (ROOT / "kmod/include/nvrel_tables.h").read_text()
+    ident = f"nvrel_{release.replace('.', '_')}_answered"
+    if release not in OWN_TREE:
+        assert got is None and ident not in header
+        return
+    assert f"{ident}, ARRAY_SIZE({ident}) }}," in header
+    assert got == sorted(got) and {0x20800145, 0x20800146} <= set(got)
+    assert 0x20808161 not in got                # NVML's closed legacy GSS query
+    names = {r["name"]: int(r["cmd"], 16) for r in tsv.read(OUT / release / "controls.tsv") if r["name"]}
+    assert names["NV2080_CTRL_CMD_GPU_GET_INFO"] in got      # answered through GET_INFO_V2
+    assert names["NV2080_CTRL_CMD_GPU_GET_PIDS"] in got
+    exported = {int(r["cmd"], 16) for r in tsv.read(OUT / release / "controls.tsv")
+                if r["rm_privilege"] not in ("", "-")}
+    assert exported <= set(got) and len(set(got) - exported) <= len(policy.DEPRECATED_V1)
+
+
 # ------------------------------------------------------------ the rule set itself
 def test_every_name_the_rules_list_exists_in_some_release():
     """A misspelt name in a list would silently match nothing."""

@@ -9,8 +9,10 @@ on the subdevice: vgpu.ko decides by the number, before any object lookup,
 and nvsim records the last control it saw before its own):
 
 - refused: the caller gets NV_ERR_INSUFFICIENT_PERMISSIONS (an escape or UVM
-  command: EPERM), nothing reaches nvsim, and the slice's audit record
-  counts the refusal;
+  command: EPERM), or, for a control the release's RM exports from no class
+  (tools/nvgen/kernel.py answered(): the releases whose own export tables
+  nvgen read), the driver's NV_ERR_NOT_SUPPORTED; nothing reaches nvsim,
+  and the slice's audit record counts the refusal;
 - forwarded with no embedded pointer: it reaches nvsim (nvsim records the
   last control and class it saw), whatever nvsim then answers;
 - any other verdict: never INSUFFICIENT_PERMISSIONS; it reaches nvsim or
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from tools.nvgen import kernel as nvgen_kernel
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
 from vgpu.abi.nvclient import RmError, raw_ioctl
@@ -69,6 +72,13 @@ def rows(kind: str) -> dict[int, dict]:
         out.setdefault(int(value, 16), dict(name=name, size=size, verdict=verdict,
                                             embedded=not embedded.startswith("-")))
     return out
+
+
+def unexported(cmd: int) -> bool:
+    """Whether the release's RM exports control cmd from no class (and no
+    deprecated handler answers it); False where its tables are unknown."""
+    answered = nvgen_kernel.answered(release())
+    return answered is not None and cmd & 0xffff != 0 and cmd not in answered
 
 
 def size_of(row) -> int | None:
@@ -117,8 +127,13 @@ def test_every_control(sl, kern):
         if v == "refuse":
             seen["refused"] += 1
             refused_cmds.append(cmd)
-            if st != NV_ERR_INSUFFICIENT_PERMISSIONS or reached:
-                wrong.append(f"{cmd:#x} {row['name']}: refuse, got status {st:#x}, reached {reached}")
+            want = NV_ERR_INSUFFICIENT_PERMISSIONS
+            if unexported(cmd):
+                seen["refused: not exported, NOT_SUPPORTED"] += 1
+                want = NV_ERR_NOT_SUPPORTED
+            if st != want or reached:
+                wrong.append(f"{cmd:#x} {row['name']}: refuse, got status {st:#x} (want {want:#x}), "
+                             f"reached {reached}")
         elif v == "forward" and not row["embedded"]:
             seen["forwarded"] += 1
             if not reached:
@@ -144,6 +159,55 @@ def test_every_control(sl, kern):
                   if (e := rec.get((U.VGPU_AUDIT_CONTROL, cmd))) is None
                   or e.verdict != U.VGPU_AUDIT_REFUSE or e.refused != 1]
     assert not unrecorded, unrecorded
+
+
+def test_compute_mode_reservation_is_answered_by_vgpu(sl):
+    """ACQUIRE/RELEASE_COMPUTE_MODE_RESERVATION (0x20800145/6, no params;
+    no header names them, the release's RM exports them: libcuda's
+    cuCtxCreate acquires one): vgpu.ko answers NV_OK itself (the driver's
+    answer to a lone client in compute mode NONE); the driver never sees
+    them, since its reservation is one per GPU (subdeviceCtrlCmdGpu{Acquire,
+    Release}ComputeModeReservation_IMPL: pGpu->hComputeModeReservation)."""
+    c = sl.client()
+    g = c.gpu(0)
+    for cmd in (0x20800145, 0x20800146, 0x20800146, 0x20800145):
+        status_of(lambda: c.control(c.hClient, 0))
+        assert status_of(lambda: c.control(g.hSubdevice, cmd)) == 0, hex(cmd)
+        assert nvsim_stats()["last_control"] == "0x0"
+    # the driver's checks first: the object must exist
+    assert status_of(lambda: c.control(0xbad0bad, 0x20800145)) != 0
+
+
+def test_a_control_no_class_exports_is_not_supported(sl, kern):
+    """A control the release's RM exports from no class -- 0x20808161 (a
+    legacy GSS command NVML asks before GPU_GET_PIDS, in no header) and a
+    named one -- is answered NV_ERR_NOT_SUPPORTED, as the driver answers it
+    (resControlLookup_IMPL), after the client and object checks, without
+    reaching the driver; the audit record counts it refused."""
+    answered = nvgen_kernel.answered(release())
+    if answered is None:
+        pytest.skip(f"{release()}: no export tables (headers only)")
+    c = sl.client()
+    g = c.gpu(0)
+    named = next(cmd for cmd, row in sorted(rows("control").items())
+                 if row["verdict"] == "refuse" and row["name"].startswith("NV2080_") and unexported(cmd)
+                 and size_of(row) is not None)
+    for cmd, params in ((0x20808161, bytes(64)), (named, bytes(size_of(rows("control")[named])) or None)):
+        assert unexported(cmd)
+        status_of(lambda: c.control(c.hClient, 0))
+        assert status_of(lambda: c.control(g.hSubdevice, cmd, params)) == NV_ERR_NOT_SUPPORTED, hex(cmd)
+        assert status_of(lambda: c.control(0xbad0bad, cmd, params)) == 0x57, hex(cmd)  # OBJECT_NOT_FOUND
+        assert nvsim_stats()["last_control"] == "0x0"
+    # what the release's RM does export and the policy refuses stays refused
+    exported = next(cmd for cmd, row in sorted(rows("control").items())
+                    if row["verdict"] == "refuse" and cmd >> 16 == 0x2080 and cmd in answered
+                    and size_of(row) is not None)
+    size = size_of(rows("control")[exported])
+    assert status_of(lambda: c.control(g.hSubdevice, exported, bytes(size) if size else None)) == \
+        NV_ERR_INSUFFICIENT_PERMISSIONS
+    rec = {(e.kind, e.number): e for e in kern.audit_get(sl.id).entries}
+    e = rec[(U.VGPU_AUDIT_CONTROL, 0x20808161)]
+    assert e.verdict == U.VGPU_AUDIT_REFUSE and e.refused == 2
 
 
 def test_every_class_under_a_device(sl):

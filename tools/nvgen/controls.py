@@ -1,8 +1,15 @@
 """The controls table: every RM control command, its params struct (FINN's
-pairing, else 595.45.04's export table, else NVIDIA's naming convention) and,
-for 595.45.04, what its export table entry says: the params type the driver
-checks, who may call (rm_privilege), all flags and required access rights.
-rm_privilege is empty when the driver exports no such command."""
+pairing, else the release's own export table where its tree is vendored,
+595.45.04's otherwise, else NVIDIA's naming convention) and, for each release
+whose whole tree is vendored (535.261.03, 595.45.04), what its own export
+table entry says: the params type the driver checks, who may call
+(rm_privilege), all flags, required access rights and the exporting NVOC
+classes.  rm_privilege is empty when the release's driver exports no such
+command (it answers NV_ERR_NOT_SUPPORTED: resControlLookup, rs_resource.c);
+the commands its driver exports that no header names are rows without a
+name.
+
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from .probe import Result
 from .release import NOT_HERE, UNKNOWN, Release, TreeFacts, hex_, pick, size
 
 COLUMNS = ("cmd", "name", "header", "params", "sizeof", "params_from",
-           "rm_params", "rm_privilege", "rm_flags", "rm_access")
+           "rm_params", "rm_privilege", "rm_flags", "rm_access", "rm_class")
 
 
 def defines(rel: Release) -> dict[str, cdefs.Define]:
@@ -27,22 +34,36 @@ def defines(rel: Release) -> dict[str, cdefs.Define]:
     return out
 
 
-def _candidates(tree: TreeFacts, d: cdefs.Define) -> list[tuple[str | None, str]]:
+def _candidates(src, d: cdefs.Define) -> list[tuple[str | None, str]]:
+    """src: the release's own export tables if its tree is vendored, else
+    the 595.45.04 tree's (applied by name)."""
     cands = [(d.finn_struct(), "finn")]
-    cands += [(e.params, "rm-export") for e in tree.exports.get(d.literal(), []) if e.params]
+    cands += [(e.params, "rm-export") for e in src.exports.get(d.literal(), []) if e.params]
     cands.append((d.name.replace("_CTRL_CMD_", "_CTRL_", 1) + "_PARAMS", "name"))
     cands.append((d.name + "_PARAMS", "name"))
     return cands
 
 
-def sizes(rel: Release, tree: TreeFacts, defs: dict) -> set[str]:
-    out = {t for d in defs.values() for t, _ in _candidates(tree, d)}
+def own_exports(rel: Release, tree: TreeFacts,
+                own: rmsrc.ExportTables | None) -> rmsrc.ExportTables | None:
+    """The release's own export tables: own (read from its vendored tree),
+    the 595.45.04 tree's for that release, else None (headers only)."""
+    if own is not None:
+        return own
     if rel.name == tree.release:
-        out |= {e.params for entries in tree.exports.values() for e in entries}
+        return rmsrc.ExportTables(tree.release, tree.exports, tree.flag_names)
+    return None
+
+
+def sizes(rel: Release, tree: TreeFacts, defs: dict, own: rmsrc.ExportTables | None = None) -> set[str]:
+    own = own_exports(rel, tree, own)
+    out = {t for d in defs.values() for t, _ in _candidates(own or tree, d)}
+    if own is not None:
+        out |= {e.params for entries in own.exports.values() for e in entries}
     return out
 
 
-def _export_columns(tree: TreeFacts, entries, access_names: dict[int, str]) -> dict:
+def _export_columns(tree, entries, access_names: dict[int, str]) -> dict:
     """One value per distinct export entry (a command several NVOC classes
     export, such as NV0090's on channels, groups and contexts, agrees)."""
     def joined(values):
@@ -51,32 +72,36 @@ def _export_columns(tree: TreeFacts, entries, access_names: dict[int, str]) -> d
         rm_params=joined(e.params for e in entries),
         rm_privilege=joined(rmsrc.control_privilege(e.flags, tree.flag_names) for e in entries),
         rm_flags=joined(rmsrc.bit_names(e.flags, tree.flag_names) for e in entries),
-        rm_access=joined(rmsrc.bit_names(e.access, access_names) for e in entries))
+        rm_access=joined(rmsrc.bit_names(e.access, access_names) for e in entries),
+        rm_class=joined(e.cls for e in entries))
 
 
-def rows(rel: Release, tree: TreeFacts, defs: dict, result: Result) -> list[dict]:
-    own_tree = rel.name == tree.release
-    access_names = rmsrc.access_right_names(rel.sdk / "rs_access.h") if own_tree else {}
+def rows(rel: Release, tree: TreeFacts, defs: dict, result: Result,
+         own: rmsrc.ExportTables | None = None) -> list[dict]:
+    """own: the release's export tables read from its own vendored tree
+    (None: 595.45.04's own, or none for a release with headers only)."""
+    own = own_exports(rel, tree, own)
+    access_names = rmsrc.access_right_names(rel.sdk / "rs_access.h") if own else {}
     out, seen = [], set()
     for name, d in defs.items():
-        params, sizeof, src = pick(rel, result, _candidates(tree, d))
+        params, sizeof, src = pick(rel, result, _candidates(own or tree, d))
         cmd = result.values.get(name)
         row = dict(cmd=hex_(cmd, 8), name=name, header=d.header,
                    params=params, sizeof=sizeof, params_from=src)
-        if own_tree:
-            row.update(_export_columns(tree, tree.exports.get(cmd, []), access_names))
+        if own:
+            row.update(_export_columns(own, own.exports.get(cmd, []), access_names))
         else:
             row.update({k: NOT_HERE for k in COLUMNS[6:]})
         seen.add(cmd)
         out.append(row)
-    if own_tree:
+    if own:
         # Commands the driver exports but no header macro names: no name.
-        for cmd, entries in tree.exports.items():
+        for cmd, entries in own.exports.items():
             if cmd not in seen:
                 typ = entries[0].params
                 row = dict(cmd=hex_(cmd, 8), name="", header="", params=typ,
                            sizeof=size(result, typ), params_from="rm-export" if typ else "")
-                row.update(_export_columns(tree, entries, access_names))
+                row.update(_export_columns(own, entries, access_names))
                 out.append(row)
     return sorted(out, key=lambda r: (r["cmd"], r["name"]))
 

@@ -31,7 +31,7 @@ if __package__ in (None, ""):   # run as a script: make "tools.nvgen" importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     __package__ = "tools.nvgen"
 
-from . import classes, controls, escapes, lists, tables, tsv, uvm, vendor  # noqa: E402
+from . import classes, controls, escapes, lists, rmsrc, tables, tsv, uvm, vendor  # noqa: E402
 from .release import UNKNOWN, TreeFacts  # noqa: E402
 
 #: The project's vendor directory sits beside the checkout (../shared/vendor).
@@ -47,8 +47,8 @@ SUMMARY_COLUMNS = ("release", "escapes", "escapes_without_params", "classes",
 
 
 def _build_one(args) -> tuple[str, tables.Tables, tuple[list[dict], list[dict]]]:
-    release, root, tree, workdir, own = args
-    t = tables.build(release, root, tree, workdir, own)
+    release, root, tree, workdir, own, rm_own = args
+    t = tables.build(release, root, tree, workdir, own, rm_own)
     made = {"escapes": t.escapes, "classes": t.classes, "controls": t.controls}
     return release, t, lists.build(release, root, lists.policy_rows(release), made, workdir / "lists")
 
@@ -117,7 +117,12 @@ def generate(vendor_dir: Path, out: Path, jobs: int, nvidia_git: Path | None = N
         own = _own_uvm_types(nvidia_git, v.releases, tree, scratch) if nvidia_git else {}
         own.update(v.own or {})      # a release read from its own tree: its own UVM headers
         sources = {r: uvm.source(r, root, tree, own.get(r)) for r, root in v.releases.items()}
-        work = [(r, root, tree, scratch / "probe" / r, own.get(r)) for r, root in v.releases.items()]
+        # The control export tables of each release whose own tree is
+        # vendored, besides the 595.45.04 tree's (TreeFacts).
+        rm_own = {r: rmsrc.ExportTables.read(r, src) for r, src in (v.rm or {}).items()
+                  if r != tree.release}
+        work = [(r, root, tree, scratch / "probe" / r, own.get(r), rm_own.get(r))
+                for r, root in v.releases.items()]
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             built = {r: (t, ls) for r, t, ls in pool.map(_build_one, work)}
     out.mkdir(parents=True, exist_ok=True)

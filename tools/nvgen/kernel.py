@@ -16,10 +16,15 @@ in the release's nvrel_ptr array from index ptr0, one nvrel_ptr per list
 member's offset and size (NVREL_NO_COUNT: a constant extent) and the bytes
 per count unit (or the constant total).  Aliases must agree on them too.
 
+For a release whose controls table carries its own export tables
+(535.261.03, 595.45.04), nvrel_<release>_answered lists every control its
+RM answers at all (answered()); vgpu.ko answers one outside it
+NV_ERR_NOT_SUPPORTED, as that driver does (nvrel.h, nvrel_ctl_unexported).
+
     python3 -m tools.nvgen.kernel            # rewrites kmod/include/nvrel_tables.h
     python3 -m tools.nvgen.kernel --check    # exit 1 if it would change
 
-Made from the committed TSVs only (docs/policy and tools/nvgen/out/*/lists.tsv),
+Made from the committed TSVs only (docs/policy, tools/nvgen/out/*/lists.tsv and controls.tsv),
 so `--check` (tests/host/test_kmod_abi.py) holds everywhere, without the
 vendor archives.
 """
@@ -140,6 +145,21 @@ def _entry(rows: list[dict], measured: dict | None = None) -> tuple[int, int, in
     return int(rows[0]["value"], 16), a, b, VERDICTS[verdict], flags, ptrs or ()
 
 
+def answered(release: str, tables_dir: Path = TABLES) -> list[int] | None:
+    """The controls the release's RM answers at all: exported by a class of
+    its own export tables (a non-empty rm_privilege in its controls.tsv),
+    or a deprecated V1 command its deprecated-control layer answers through
+    the V2 one (policy.DEPRECATED_V1, 595.45.04's list; 535.261.03's is a
+    subset, the rest exported outright there).  None for a release with
+    headers only ('-' in the rm_* columns)."""
+    from .policy import DEPRECATED_V1
+    rows = tsv.read(tables_dir / release / "controls.tsv")
+    if not any(r["rm_privilege"] != "-" for r in rows):
+        return None
+    return sorted({int(r["cmd"], 16) for r in rows if r["cmd"] not in ("", "?")
+                   and (r["rm_privilege"] not in ("", "-") or r["name"] in DEPRECATED_V1)})
+
+
 def _ident(release: str) -> str:
     return "nvrel_" + release.replace(".", "_")
 
@@ -181,11 +201,16 @@ def render(policy_dir: Path = POLICY, tables_dir: Path = TABLES) -> str:
         " * of them are lists the driver copies, described by the nptrs",
         " * entries of the release's ptrs array from ptr0 (pointer offset,",
         " * count offset and size, bytes per count unit).",
+        " *",
+        " * For a release whose own RM export tables nvgen read (535.261.03,",
+        " * 595.45.04): the sorted numbers of every control its RM answers at",
+        " * all (exported by a class, or a deprecated V1 command); a control",
+        " * not among them is answered NV_ERR_NOT_SUPPORTED by that driver.",
         " */",
         "",
     ]
     kind_c = {"escape": "esc", "class": "cls", "control": "ctl", "uvm": "uvm"}
-    has_ptrs = {}
+    has_ptrs, has_answered = {}, {}
     for rel, per_kind in t.items():
         ptrs: list[str] = []
         for kind in KINDS:
@@ -202,6 +227,13 @@ def render(policy_dir: Path = POLICY, tables_dir: Path = TABLES) -> str:
         if len(ptrs) >= 1 << 16:
             raise PolicyError(f"{rel}: {len(ptrs)} lists do not fit a u16 index")
         has_ptrs[rel] = bool(ptrs)
+        ans = answered(rel, tables_dir)
+        has_answered[rel] = ans is not None
+        if ans is not None:
+            lines.append(f"static const u32 {_ident(rel)}_answered[] = {{")
+            lines += ["\t" + " ".join(f"{v:#010x}," for v in ans[i:i + 6]) for i in range(0, len(ans), 6)]
+            lines.append("};")
+            lines.append("")
         if ptrs:
             lines.append(f"static const struct nvrel_ptr {_ident(rel)}_ptrs[] = {{")
             lines += ptrs
@@ -212,7 +244,8 @@ def render(policy_dir: Path = POLICY, tables_dir: Path = TABLES) -> str:
         i = _ident(rel)
         lines.append(f'\t{{ "{rel}", {{')
         lines += [f"\t\t{{ {i}_{kind_c[k]}, ARRAY_SIZE({i}_{kind_c[k]}) }}," for k in KINDS]
-        lines.append(f"\t}}, {i + '_ptrs' if has_ptrs[rel] else 'NULL'} }},")
+        ans = f"{i}_answered, ARRAY_SIZE({i}_answered)" if has_answered[rel] else "NULL, 0"
+        lines.append(f"\t}}, {i + '_ptrs' if has_ptrs[rel] else 'NULL'}, {ans} }},")
     lines.append("};")
     return "\n".join(lines) + "\n"
 

@@ -74,6 +74,7 @@ class Item:
     privilege: str             # 595.45.04's rm_privilege for it ("" if none)
     in_flags_release: bool     # the flags release has this name (or is this release)
     embedded: str
+    own_flags: bool = False    # privilege from the release's own export tables (its tree is vendored)
 
     @property
     def interface(self) -> int | None:
@@ -85,7 +86,7 @@ class Item:
     @property
     def borrowed(self) -> bool:
         """Whether this item's privilege comes from another release's source."""
-        return self.release != FLAGS_RELEASE
+        return self.release != FLAGS_RELEASE and not self.own_flags
 
 
 # ------------------------------------------------------------------- rules
@@ -591,7 +592,9 @@ RULES: list[Rule] = [
     #    own channels, for every GPU generation the headers name.
     Rule("forward", "engine object on the caller's own channel (compute, copy, 3D, video, channels, "
          "usermode); CUDA needs those of its GPU", pattern(ENGINE_CLASS), ("class",)),
-    Rule("refuse", "driver: not exported by 595.45.04's RM (it answers NV_ERR_NOT_SUPPORTED)",
+    Rule("refuse", "driver: exported by no class of the release's RM (it answers NV_ERR_NOT_SUPPORTED: "
+         "resControlLookup, rs_resource.c); where the release's own export tables are known vgpu.ko "
+         "answers the same, without forwarding",
          lambda i: i.privilege == "", ("control",), flags=True),
     Rule("refuse", "driver: not in 595.45.04's resource_list.h (it answers NV_ERR_INVALID_CLASS)",
          lambda i: i.privilege == "", ("class",), flags=True),
@@ -620,16 +623,25 @@ def _size(cells: list[str]) -> str:
     return "|".join(seen)
 
 
-def _flags_source(tables: Path) -> tuple[dict[str, dict[str, str]], dict[str, set[str]]]:
+def own_control_flags(release: str, tables: Path = TABLES) -> bool:
+    """Whether the release's controls table carries its own export-table
+    columns (its whole tree is vendored: 535.261.03, 595.45.04), rather
+    than '-' (headers only: 595.45.04's flags are taken by name)."""
+    return any(r["rm_privilege"] != "-" for r in tsv.read(tables / release / "controls.tsv"))
+
+
+def _flags_source(tables: Path, release: str = FLAGS_RELEASE
+                  ) -> tuple[dict[str, dict[str, str]], dict[str, set[str]]]:
     """From the flags release, by kind and name: the rm_privilege (the
     deprecated V1 controls carrying their V2 command's), and the names the
     driver copies no params for (a class with `rm_alloc none`, a control
-    whose export entry has paramSize 0)."""
+    whose export entry has paramSize 0).  With release, the controls are
+    that release's own (own_control_flags)."""
     priv: dict[str, dict[str, str]] = {}
     none: dict[str, set[str]] = {}
     for kind in ("class", "control"):
         f, _ = KINDS[kind]
-        rows = tsv.read(tables / FLAGS_RELEASE / f"{f}.tsv")
+        rows = tsv.read(tables / (release if kind == "control" else FLAGS_RELEASE) / f"{f}.tsv")
         p = {r["name"]: r["rm_privilege"] for r in rows if r["name"]}
         if kind == "control":
             for old, new in DEPRECATED_V1.items():
@@ -671,8 +683,16 @@ def params_structs(rows: list[dict]) -> list[str]:
 
 
 def items(release: str, tables: Path = TABLES, embedded: Path = EMBEDDED) -> list[Item]:
-    """Every item of a release's tables, one per (kind, value, name)."""
+    """Every item of a release's tables, one per (kind, value, name).
+    Privilege is 595.45.04's, by name for other releases; a release whose
+    own export tables are in its controls table (own_control_flags) takes
+    from them whether a command is exported at all and the privilege of the
+    commands no header names."""
+    own = release != FLAGS_RELEASE and own_control_flags(release, tables)
     flags, none = _flags_source(tables)
+    if own:
+        own_flags_priv, own_none = _flags_source(tables, release)
+        none["control"] = own_none["control"]
     known = {r["struct"]: r["embedded"] for r in tsv.read(embedded / f"{release}.tsv")}
     out = []
     for kind, (fname, numcol) in KINDS.items():
@@ -682,18 +702,29 @@ def items(release: str, tables: Path = TABLES, embedded: Path = EMBEDDED) -> lis
         for (num, name), rows in grouped.items():
             value = _hex(kind, num)
             structs = params_structs(rows)
+            own_item = False
             if kind in flags:
                 in_flags = release == FLAGS_RELEASE or name in flags[kind]
                 if release == FLAGS_RELEASE and name not in DEPRECATED_V1:
                     priv = rows[0]["rm_privilege"]
                 else:
                     priv = flags[kind].get(name, "")
+                if own and kind == "control":
+                    # The release's own export tables decide whether its
+                    # driver has the command at all, and give the privilege
+                    # of a command no header names; a named command keeps
+                    # 595.45.04's reviewed privilege and its "undecided"
+                    # when 595.45.04 lacks it (none of the 36 whose own
+                    # privilege differs is forwarded: test_nvgen_policy).
+                    own_priv = own_flags_priv[kind].get(name, "") if name else rows[0]["rm_privilege"]
+                    if not name or not own_priv:
+                        priv, in_flags, own_item = own_priv, in_flags or not name, True
             else:
                 priv, in_flags = "", True
             takes_none = (kind == "control" and value is not None and value & 0xffff == 0) or \
                 name in none.get(kind, ())
             out.append(Item(release, kind, value, name, _size([r["sizeof"] for r in rows]), priv, in_flags,
-                            _embedded_cell(structs, known, takes_none)))
+                            _embedded_cell(structs, known, takes_none), own_item))
     return out
 
 

@@ -135,7 +135,7 @@ _EXPORT = re.compile(
     r"/\*accessRight=\*/\s*(0x[0-9a-fA-F]+)u,\s*"
     r"/\*methodId=\*/\s*(0x[0-9a-fA-F]+)u,\s*"
     r"/\*paramSize=\*/\s*(?:sizeof\((\w+)\)|0\b[^,]*),\s*"
-    r"/\*pClassInfo=\*/")
+    r"/\*pClassInfo=\*/\s*&\(__nvoc_class_def_(\w+)\.classInfo\)")
 _BIT_DEFINE = re.compile(r"^#define\s+(RMCTRL_FLAGS_\w+)\s+(0x[0-9a-fA-F]+)\s*(?://.*)?$", re.M)
 _ACCESS_DEFINE = re.compile(r"^#define\s+RS_ACCESS_(\w+)\s+(\d+)U?\s*$", re.M)
 
@@ -146,15 +146,30 @@ class Export:
     flags: int
     access: int
     params: str      # "" when the table says paramSize 0 (no params)
+    cls: str = ""    # the NVOC class that exports it (Subdevice, RmClientResource, ...)
 
 
 def exports(tree: Path) -> dict[int, list[Export]]:
     """Control command -> its export entries (one per NVOC class exporting it)."""
     out: dict[int, list[Export]] = {}
     for path in sorted((tree / "src/nvidia/generated").glob("g_*_nvoc.c")):
-        for flags, access, method, params in _EXPORT.findall(path.read_text(errors="replace")):
-            out.setdefault(int(method, 16), []).append(Export(int(flags, 16), int(access, 16), params))
+        for flags, access, method, params, cls in _EXPORT.findall(path.read_text(errors="replace")):
+            out.setdefault(int(method, 16), []).append(
+                Export(int(flags, 16), int(access, 16), params, cls))
     return out
+
+
+@dataclass(frozen=True)
+class ExportTables:
+    """One release's control export tables, read from its own tree: every
+    command some NVOC class exports, and the names of its flag bits."""
+    release: str
+    exports: dict[int, list[Export]]
+    flag_names: dict[int, str]
+
+    @classmethod
+    def read(cls, release: str, tree: Path) -> "ExportTables":
+        return cls(release, exports(tree), control_flag_names(tree))
 
 
 def control_flag_names(tree: Path) -> dict[int, str]:

@@ -12,10 +12,12 @@ params structs from FINN's comments, NVIDIA's naming convention and the
   rm-resource-list    the driver's resource_list.h
   rm-export           the driver's generated control export tables
 
-The rm-* pairings are read from the one source tree nvgen has (595.45.04)
-and applied to older releases where the struct exists; the sizes are always
-measured against the release's own headers.  Columns that only that tree's
-release can answer (rm_privilege, rm_flags, ...) are "-" for the others.
+The rm-* pairings are read from the 595.45.04 source tree and applied to
+older releases where the struct exists; the sizes are always measured
+against the release's own headers.  A release whose own whole tree is
+vendored (535.261.03) takes its controls' pairings and export columns from
+its own export tables.  Columns that only a release's own tree can answer
+(rm_privilege, rm_flags, ...) are "-" for the others.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import classes, controls, escapes, uvm
+from . import classes, controls, escapes, rmsrc, uvm
 from .probe import HeaderSet, Result, measure
 from .release import ABSENT, DEFINES, UNKNOWN, Release, TreeFacts
 from .vendor import GitFiles
@@ -70,15 +72,16 @@ def _left_out(table: str, names: set[str], result: Result) -> list[dict]:
 
 
 def build(release: str, root: Path, tree: TreeFacts, workdir: Path,
-          own: GitFiles | None = None) -> Tables:
+          own: GitFiles | None = None, rm_own: rmsrc.ExportTables | None = None) -> Tables:
     """All tables of one release; workdir takes the probe programs; own, the
-    UVM type headers its git tag gave (--nvidia-git), if any."""
+    UVM type headers its git tag gave (--nvidia-git), if any; rm_own, the
+    control export tables of its own vendored tree (not 595.45.04's), if any."""
     rel = Release(release, root)
     esc, cls, ctl, uvc = (escapes.defines(rel), classes.defines(rel, tree),
                           controls.defines(rel), uvm.defines(rel))
     anchors = [root, tree.uvm_dir] + ([own.root] if own else [])
 
-    wanted = escapes.sizes(tree, esc) | classes.sizes(tree, cls) | controls.sizes(rel, tree, ctl)
+    wanted = escapes.sizes(tree, esc) | classes.sizes(tree, cls) | controls.sizes(rel, tree, ctl, rm_own)
     rm_set = HeaderSet([p.name for p in rel.ioctl_headers()] + rel.sdk_headers(),
                        [rel.sdk, rel.unix], [rel.kcommon], DEFINES)
     rm = measure(rm_set, {t for t in wanted if rel.exists(t)}, set(esc) | set(cls) | set(ctl),
@@ -104,7 +107,7 @@ def build(release: str, root: Path, tree: TreeFacts, workdir: Path,
 
     t = Tables(escapes=escapes.rows(rel, tree, esc, rm),
                classes=classes.rows(rel, tree, cls, rm),
-               controls=controls.rows(rel, tree, ctl, rm),
+               controls=controls.rows(rel, tree, ctl, rm, rm_own),
                uvm=uvm.rows(rel, uvc, borrowed, uvm_result),
                failures=[])
     t.failures = (_failures("escapes", t.escapes, "nr", rm)
@@ -112,6 +115,6 @@ def build(release: str, root: Path, tree: TreeFacts, workdir: Path,
                   + _failures("controls", t.controls, "cmd", rm)
                   + _failures("uvm", t.uvm, "cmd", uvm_result, why, context)
                   + _left_out("rm", gone_rm, rm) + _left_out("uvm", gone_uvm, uvm_result))
-    if release == tree.release:
+    if release == tree.release or rm_own is not None:
         t.failures += controls.mismatches(t.controls, rm)
     return t

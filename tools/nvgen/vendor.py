@@ -29,7 +29,9 @@ TREE_RELEASE = "595.45.04"
 # user space Debian ships.  Of such a tree only what the headers archive
 # carries for a release is unpacked as its header root (RELEASE_HEADER_DIRS,
 # RELEASE_HEADER_FILES: the same 556 files the archive has for 535.288.01),
-# and its UVM type headers apart, as a tag of --nvidia-git would give them.
+# its UVM type headers apart, as a tag of --nvidia-git would give them, and
+# the RM files whose facts are the release's own (its control export tables
+# and control.h, TREE_GENERATED and RELEASE_RM_FILES) apart again.
 RELEASE_TREES = ("535.261.03",)
 RELEASE_HEADER_DIRS = ("src/common/sdk/nvidia/inc/", "src/nvidia/arch/nvalloc/unix/include/",
                        "kernel-open/common/inc/")
@@ -37,6 +39,7 @@ RELEASE_HEADER_FILES = ("kernel-open/nvidia-uvm/uvm_ioctl.h",
                         "kernel-open/nvidia-uvm/uvm_linux_ioctl.h")
 RELEASE_UVM_TYPES = ("kernel-open/nvidia-uvm/uvm_types.h",
                      "kernel-open/common/inc/nv_uvm_user_types.h")
+RELEASE_RM_FILES = ("src/nvidia/inc/kernel/rmapi/control.h",)
 
 
 def tree_archive(release: str) -> str:
@@ -63,10 +66,13 @@ _SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 @dataclass(frozen=True)
 class Vendor:
     """Where the unpacked inputs lie: one header root per release, the tree;
-    own, for a release read from its own tree, its UVM type headers."""
+    own, for a release read from its own tree, its UVM type headers; rm, for
+    every release whose whole tree is vendored (the tree's included), the
+    root holding its generated export tables and control.h."""
     releases: dict[str, Path]
     tree: Path
     own: dict[str, "GitFiles"] | None = None
+    rm: dict[str, Path] | None = None
 
 
 def _release_key(name: str) -> tuple[int, ...]:
@@ -80,11 +86,20 @@ def _wanted_from_tree(name: str) -> bool:
     return name.startswith(head) and name.endswith(tail) and "/" not in name[len(head):]
 
 
-def _unpack_release_tree(archive: Path, release: str, scratch: Path) -> tuple[Path, "GitFiles"]:
-    """A release's header root from its whole tree, and its UVM type headers
-    (a GitFiles whose tag is the release, origin "tree")."""
+def _wanted_rm_file(name: str) -> bool:
+    head, tail = TREE_GENERATED
+    return name in RELEASE_RM_FILES or (
+        name.startswith(head) and name.endswith(tail) and "/" not in name[len(head):])
+
+
+def _unpack_release_tree(archive: Path, release: str,
+                         scratch: Path) -> tuple[Path, "GitFiles", Path]:
+    """A release's header root from its whole tree, its UVM type headers
+    (a GitFiles whose tag is the release, origin "tree"), and the root of
+    its RM files (the control export tables, control.h)."""
     root = scratch / "release-trees" / release
     uvm_root = scratch / "release-uvm" / release
+    rm_root = scratch / "release-rm" / release
     taken = []
     with tarfile.open(archive, "r|xz") as tar:
         for member in tar:
@@ -95,15 +110,19 @@ def _unpack_release_tree(archive: Path, release: str, scratch: Path) -> tuple[Pa
                 member.name = name
                 tar.extract(member, uvm_root, **_SAFE)
                 taken.append(name)
+            elif _wanted_rm_file(name):
+                member.name = name
+                tar.extract(member, rm_root, **_SAFE)
             elif (name.endswith(".h") and name.startswith(RELEASE_HEADER_DIRS)) \
                     or name in RELEASE_HEADER_FILES:
                 member.name = name
                 tar.extract(member, root, **_SAFE)
-    missing = [f for f in RELEASE_HEADER_FILES if not (root / f).is_file()]
-    if missing:
-        raise ValueError(f"{archive.name}: missing {', '.join(missing)}")
+    missing = [f for f in RELEASE_HEADER_FILES + RELEASE_RM_FILES
+               if not (root / f).is_file() and not (rm_root / f).is_file()]
+    if missing or not any((rm_root / TREE_GENERATED[0]).parent.glob("g_*_nvoc.c")):
+        raise ValueError(f"{archive.name}: missing {', '.join(missing) or 'the g_*_nvoc.c export tables'}")
     absent = tuple(f for f in RELEASE_UVM_TYPES if f not in taken)
-    return root, GitFiles(release, uvm_root, tuple(sorted(taken)), absent, origin="tree")
+    return root, GitFiles(release, uvm_root, tuple(sorted(taken)), absent, origin="tree"), rm_root
 
 
 def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
@@ -120,11 +139,11 @@ def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
     if len(roots) != 1:
         raise ValueError(f"{headers.name}: expected one top directory, found {len(roots)}")
     found = {p.name: p for p in roots[0].iterdir()}
-    own = {}
+    own, rm = {}, {}
     for release, archive in extra.items():
         if release in found:
             raise ValueError(f"{release} is both in {headers.name} and {archive.name}")
-        found[release], own[release] = _unpack_release_tree(archive, release, scratch)
+        found[release], own[release], rm[release] = _unpack_release_tree(archive, release, scratch)
     releases = {r: found[r] for r in sorted(found, key=_release_key)}
 
     tree_root = scratch / "tree"
@@ -135,7 +154,8 @@ def unpack(vendor_dir: Path, scratch: Path) -> Vendor:
     missing = [f for f in TREE_FILES if not (tree_root / f).is_file()]
     if missing:
         raise ValueError(f"{tree.name}: missing {', '.join(missing)}")
-    return Vendor(releases=releases, tree=tree_root, own=own)
+    rm[TREE_RELEASE] = tree_root
+    return Vendor(releases=releases, tree=tree_root, own=own, rm=rm)
 
 
 # ----------------------------------------------------------- --nvidia-git
