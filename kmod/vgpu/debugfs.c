@@ -65,6 +65,7 @@ static int vgpu_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "proxies %d\n", atomic_read(&vgpu_nr_proxies));
 	seq_printf(m, "ranges %d\n", atomic_read(&vgpu_nr_ranges));
 	seq_printf(m, "reapers %d\n", atomic_read(&vgpu_nr_reapers));
+	seq_printf(m, "exports %d\n", atomic_read(&vgpu_nr_exports));
 	seq_printf(m, "calls_broken %lld\n", atomic64_read(&vgpu_nr_calls_broken));
 	vgpu_slice_for_each_from(0, vgpu_state_slice, m);
 	return 0;
