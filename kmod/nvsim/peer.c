@@ -260,6 +260,35 @@ typedef struct {
 	NvU8 metadata[64];
 } NVSIM_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS;
 
+#define NVSIM_OS_UNIX_EXPORT_OBJECTS_TO_FD    0x00003d0bU
+#define NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD  0x00003d0cU
+#define NVSIM_EXPORT_MAX_OBJECTS              512
+#define NVSIM_IMPORT_MAX_OBJECTS              128
+#define NVSIM_IMPORT_OBJECT_TYPE_NONE         0
+#define NVSIM_IMPORT_OBJECT_TYPE_VIDMEM       1
+#define NVSIM_IMPORT_OBJECT_TYPE_SYSMEM       2
+
+typedef struct {
+	NvS32 fd;
+	NvHandle hDevice;
+	NvU16 maxObjects;
+	NvU8 metadata[64];
+	NvHandle objects[NVSIM_EXPORT_MAX_OBJECTS];
+	NvU16 numObjects;
+	NvU16 index;
+} NVSIM_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS;
+
+typedef struct {
+	NvS32 fd;
+	NvHandle hParent;
+	NvHandle objects[NVSIM_IMPORT_MAX_OBJECTS];
+	NvU8 objectTypes[NVSIM_IMPORT_MAX_OBJECTS];
+	NvU16 numObjects;
+	NvU16 index;
+} NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS;
+
+static_assert(sizeof(NVSIM_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS) == 2128, "0x3d0b");
+static_assert(sizeof(NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS) == 652, "0x3d0c");
 static_assert(sizeof(NVSIM_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS) == 24, "0x3d05");
 static_assert(sizeof(NVSIM_OS_UNIX_IMPORT_OBJECT_FROM_FD_PARAMS) == 20, "0x3d06");
 static_assert(sizeof(NVSIM_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS) == 80, "0x3d08");
@@ -432,6 +461,144 @@ out:
 }
 
 /*
+ * cliresCtrlCmdOsUnixExportObjectsToFd_IMPL (os.c): the file set up on its
+ * first export (maxObjects 0: NV_ERR_INVALID_PARAMETER; undone if this call
+ * fails), numObjects at most 512 (NV_ERR_INVALID_PARAMETER) and index +
+ * numObjects within the file (NV_ERR_OUT_OF_RANGE); every non-zero handle
+ * exported (RmExportObject) and of the file's device instance
+ * (NV_ERR_INVALID_PARAMETER), all or none; then each slot index + i freed
+ * if it held an export and given the new one (0 empties it).
+ */
+static NV_STATUS nvsim_ctrl_export_objects(struct nvsim_ctrl_ctx *ctx)
+{
+	NVSIM_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS *p = ctx->params;
+	struct nvsim_client *client = ctx->obj->client;
+	struct nvsim_export *fresh = NULL;
+	bool setup = false;
+	struct nvsim_file *f;
+	struct file *filp;
+	NV_STATUS status = NV_OK;
+	u32 i;
+
+	filp = nvsim_export_file(p->fd, &f);
+	if (!filp)
+		return NV_ERR_INVALID_PARAMETER;
+	if (!f->exports) {
+		if (!p->maxObjects) {
+			status = NV_ERR_INVALID_PARAMETER;
+			goto out;
+		}
+		status = nvsim_export_fd_init(f, client, p->hDevice, p->maxObjects);
+		if (status != NV_OK)
+			goto out;
+		setup = true;
+	}
+	if (p->numObjects > NVSIM_EXPORT_MAX_OBJECTS) {
+		status = NV_ERR_INVALID_PARAMETER;
+		goto undo;
+	}
+	if ((u32)p->numObjects + p->index > f->max_exports) {
+		status = NV_ERR_OUT_OF_RANGE;
+		goto undo;
+	}
+	fresh = kcalloc(max_t(u32, p->numObjects, 1), sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	if (!fresh) {
+		status = NV_ERR_NO_MEMORY;
+		goto undo;
+	}
+	for (i = 0; i < p->numObjects; i++) {
+		if (!p->objects[i])
+			continue;
+		status = nvsim_export_object(client, p->objects[i], &fresh[i]);
+		if (status == NV_OK && fresh[i].inst != f->export_inst)
+			status = NV_ERR_INVALID_PARAMETER;
+		if (status != NV_OK)
+			break;
+	}
+	if (status != NV_OK) {
+		for (i = 0; i < p->numObjects; i++)
+			nvsim_export_free(&fresh[i]);
+		goto undo;
+	}
+	for (i = 0; i < p->numObjects; i++) {
+		nvsim_export_free(&f->exports[p->index + i]);
+		f->exports[p->index + i] = fresh[i];
+	}
+	goto out;
+undo:
+	if (setup) {
+		kfree(f->exports);
+		f->exports = NULL;
+		f->max_exports = 0;
+	}
+out:
+	kfree(fresh);
+	fput(filp);
+	return status;
+}
+
+/*
+ * cliresCtrlCmdOsUnixImportObjectsFromFd_IMPL (os.c): a set-up file
+ * (NV_ERR_INVALID_PARAMETER), numObjects at most 128, within the file
+ * (NV_ERR_OUT_OF_RANGE); an empty slot is type NONE and skipped; each
+ * other one imported as the single form does (its type VIDMEM or SYSMEM,
+ * RmImportObject's GET_ADDR_SPACE_TYPE), stopping at the first failure
+ * with what was imported before it left in place.
+ */
+static NV_STATUS nvsim_ctrl_import_objects(struct nvsim_ctrl_ctx *ctx)
+{
+	NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS *p = ctx->params;
+	struct nvsim_client *client = ctx->obj->client;
+	struct nvsim_object *parent, *obj;
+	struct nvsim_export *e;
+	struct nvsim_file *f;
+	struct file *filp;
+	NV_STATUS status = NV_OK;
+	u32 i;
+
+	filp = nvsim_export_file(p->fd, &f);
+	if (!filp)
+		return NV_ERR_INVALID_PARAMETER;
+	if (!f->exports || p->numObjects > NVSIM_IMPORT_MAX_OBJECTS) {
+		status = NV_ERR_INVALID_PARAMETER;
+		goto out;
+	}
+	if ((u32)p->numObjects + p->index > f->max_exports) {
+		status = NV_ERR_OUT_OF_RANGE;
+		goto out;
+	}
+	for (i = 0; i < p->numObjects; i++) {
+		NvHandle h = p->objects[i];
+
+		e = &f->exports[p->index + i];
+		if (!e->mem) {
+			p->objectTypes[i] = NVSIM_IMPORT_OBJECT_TYPE_NONE;
+			continue;
+		}
+		p->objectTypes[i] = e->mem->fb ? NVSIM_IMPORT_OBJECT_TYPE_VIDMEM :
+						 NVSIM_IMPORT_OBJECT_TYPE_SYSMEM;
+		parent = nvsim_object_find(client, p->hParent);
+		if (!parent || parent->invalidated ||
+		    !(NVSIM_BIT(parent->type) & (NVSIM_BIT(NVSIM_OBJ_DEVICE) |
+						 NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))) ||
+		    parent->gpu != e->mem->gpu) {
+			status = NV_ERR_INVALID_OBJECT_PARENT;
+			goto out;
+		}
+		status = nvsim_object_new(ctx->call, client, parent, &h, e->hclass,
+					  NVSIM_OBJ_MEMORY, &obj);
+		if (status != NV_OK)
+			goto out;
+		nvsim_mem_get(e->mem);
+		obj->memory.mem = e->mem;
+		p->objects[i] = h;
+	}
+out:
+	fput(filp);
+	return status;
+}
+
+/*
  * cliresCtrlCmdOsUnixGetExportObjectInfo_IMPL (os.c): the file's device
  * instance and size; a file without exports is NV_ERR_INVALID_PARAMETER.
  */
@@ -484,6 +651,12 @@ static const struct nvsim_ctrl nvsim_peer_ctrl_list[] = {
 	{ NVSIM_OS_UNIX_GET_EXPORT_OBJECT_INFO,
 	  sizeof(NVSIM_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS), CLIENT,
 	  nvsim_ctrl_export_info },
+	{ NVSIM_OS_UNIX_EXPORT_OBJECTS_TO_FD,
+	  sizeof(NVSIM_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS), CLIENT,
+	  nvsim_ctrl_export_objects },
+	{ NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD,
+	  sizeof(NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS), CLIENT,
+	  nvsim_ctrl_import_objects },
 };
 
 const struct nvsim_ctrl_table nvsim_peer_ctrls = {
