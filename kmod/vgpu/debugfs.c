@@ -13,7 +13,9 @@
  * every descriptor is closed) and calls_broken <n> (call.c: calls whose
  * parameter page was unmapped under the driver, since load).  UVM:
  * ranges <n> (managed.c: managed ranges watched) and reapers <n> (uvm.c:
- * UVM files waiting for their real file's last reference).
+ * UVM files waiting for their real file's last reference; ipc.c: control
+ * files with exports, the same).  CUDA IPC: exports <n> (ipc.c: export
+ * slots holding a charge).
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>

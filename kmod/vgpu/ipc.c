@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * ipc.c - CUDA IPC between the processes of one slice: an RM object
- * exported to a control file (NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD)
- * and imported from it by another client (..._IMPORT_OBJECT_FROM_FD), and
- * the export's description (..._GET_EXPORT_OBJECT_INFO).
+ * exported to a control file (NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD,
+ * or several at indexes: ..._EXPORT_OBJECTS_TO_FD) and imported from it by
+ * another client (..._IMPORT_OBJECT_FROM_FD, ..._IMPORT_OBJECTS_FROM_FD),
+ * and the export's description (..._GET_EXPORT_OBJECT_INFO).
  *
  * What the driver does (535.261.03 and 595.45.04, arch/nvalloc/unix/src/os.c
  * and rmobjexportimport.c): the export dups the object into RM's own client
@@ -36,7 +37,8 @@
  * copy of the parameters, and that copy is what the driver reads (a call
  * page).  Serialised by vgpu_ipc_lock, held across the driver call, so the
  * model and the driver's state change together (taken before any call
- * lock, never inside one).
+ * lock, never inside one), then the caller's client's lock, as a kernel-path
+ * allocation takes it.
  */
 #include <linux/file.h>
 #include <linux/slab.h>
@@ -66,6 +68,31 @@ struct vgpu_import_from_fd {
 	struct vgpu_unix_object object;
 };
 
+/* The several-object forms: the same layout in every release (2128, 652). */
+#define VGPU_EXPORT_MAX_OBJECTS 512
+#define VGPU_IMPORT_MAX_OBJECTS 128
+
+struct vgpu_export_objects {
+	s32 fd;
+	NvHandle hDevice;
+	u16 maxObjects;
+	u8 metadata[64];
+	NvHandle objects[VGPU_EXPORT_MAX_OBJECTS];
+	u16 numObjects;
+	u16 index;
+};
+static_assert(sizeof(struct vgpu_export_objects) == 2128, "EXPORT_OBJECTS_TO_FD");
+
+struct vgpu_import_objects {
+	s32 fd;
+	NvHandle hParent;
+	NvHandle objects[VGPU_IMPORT_MAX_OBJECTS];
+	u8 objectTypes[VGPU_IMPORT_MAX_OBJECTS];
+	u16 numObjects;
+	u16 index;
+};
+static_assert(sizeof(struct vgpu_import_objects) == 652, "IMPORT_OBJECTS_FROM_FD");
+
 /*
  * GET_EXPORT_OBJECT_INFO's head: fd and deviceInstance lie at 0 and 4 in
  * every release (595.45.04 adds gpuInstanceId after them: 80 bytes, 76
@@ -84,7 +111,36 @@ bool vgpu_ipc_cmd(u32 cmd)
 {
 	return cmd == NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD ||
 	       cmd == NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD ||
-	       cmd == NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO;
+	       cmd == NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO ||
+	       cmd == NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD ||
+	       cmd == NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD;
+}
+
+/*
+ * What an export of h takes from the caller's client: memory vgpu.ko
+ * tracks there, live, and a reference on its charge (none for memory
+ * without one).  The driver's answer for a handle it does not find, or
+ * INSUFFICIENT_PERMISSIONS for an object that is not memory.
+ */
+static NV_STATUS vgpu_ipc_source(NvHandle hClient, NvHandle h,
+				 struct vgpu_export_slot *slot)
+{
+	struct vgpu_obj *src;
+
+	rcu_read_lock();
+	src = vgpu_obj_find(hClient, h);
+	if (!src || READ_ONCE(src->lost) || src->type != VGPU_OBJ_MEMORY ||
+	    (src->charge && !refcount_inc_not_zero(&src->charge->ref))) {
+		rcu_read_unlock();
+		return src ? NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
+	}
+	slot->charge = src->charge;
+	slot->hclass = src->hclass;
+	slot->gpu = src->gpu;
+	slot->used = true;
+	rcu_read_unlock();
+	atomic_inc(&vgpu_nr_exports);
+	return NV_OK;
 }
 
 static void vgpu_export_slot_put(struct vgpu_export_slot *e)
@@ -128,32 +184,40 @@ static NV_STATUS vgpu_ipc_export(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
 				 struct vgpu_export_to_fd *e, u32 size)
 {
 	struct vgpu_tmpfd t = { .fd = -1 };
-	struct vgpu_charge *charge = NULL;
 	struct vgpu_export_slot *slot;
+	struct vgpu_client *c;
 	struct vgpu_file *ef;
-	struct vgpu_obj *src;
-	u32 hclass, gpu;
 	NV_STATUS st;
 
 	/* The driver's own refusals (cliresCtrlCmdOsUnixExportObjectToFd_IMPL). */
 	if ((e->flags & 1) || e->object.type != VGPU_OS_UNIX_EXPORT_OBJECT_TYPE_RM ||
 	    e->fd == -1)
 		return NV_ERR_INVALID_PARAMETER;
-
-	/* Memory vgpu.ko tracks in the caller's client: its charge goes along. */
-	rcu_read_lock();
-	src = vgpu_obj_find(p->hClient, e->object.hObject);
-	if (!src || READ_ONCE(src->lost) || src->type != VGPU_OBJ_MEMORY ||
-	    (src->charge && !refcount_inc_not_zero(&src->charge->ref))) {
-		rcu_read_unlock();
-		return src ? NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	slot = kzalloc(sizeof(*slot), GFP_KERNEL_ACCOUNT);
+	if (!slot) {
+		vgpu_client_put(c);
+		return NV_ERR_NO_MEMORY;
 	}
-	charge = src->charge;
-	hclass = src->hclass;
-	gpu = src->gpu;
-	rcu_read_unlock();
 
 	mutex_lock(&vgpu_ipc_lock);
+	/*
+	 * The client's lock from the check to the driver's export: the object
+	 * at that handle cannot be freed and made again in between (every
+	 * creation and free in the client holds it), so the charge taken is
+	 * that of the object the driver exports.
+	 */
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	/* Memory vgpu.ko tracks in the caller's client: its charge goes along. */
+	st = vgpu_ipc_source(p->hClient, e->object.hObject, slot);
+	if (st != NV_OK)
+		goto out;
 	st = vgpu_ipc_file(vf, e->fd, &t, &ef);
 	if (st != NV_OK)
 		goto out;
@@ -162,32 +226,126 @@ static NV_STATUS vgpu_ipc_export(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
 		st = NV_ERR_STATE_IN_USE;
 		goto out;
 	}
-	slot = kzalloc(sizeof(*slot), GFP_KERNEL_ACCOUNT);
-	if (!slot) {
-		st = NV_ERR_NO_MEMORY;
-		goto out;
-	}
 	/*
 	 * Before the call, and kept whatever status comes back: an export the
 	 * driver made holds the FB until the file's release; one it refused
 	 * only holds the charge as long (and the file takes no other export,
 	 * as the driver's would not after a success).
 	 */
-	slot->charge = charge;
-	slot->hclass = hclass;
-	slot->gpu = gpu;
-	slot->used = true;
-	charge = NULL;
-	atomic_inc(&vgpu_nr_exports);
 	mutex_lock(&ef->lock);
 	ef->exports = slot;
 	ef->max_exports = 1;
 	mutex_unlock(&ef->lock);
+	slot = NULL;
 	st = vgpu_ipc_call(vf, p, e, size, &e->fd, t.fd);
 out:
 	vgpu_fd_restore(&t);
+	mutex_unlock(&c->lock);
 	mutex_unlock(&vgpu_ipc_lock);
-	vgpu_charge_put(charge);
+	if (slot) {
+		vgpu_export_slot_put(slot);
+		kfree(slot);
+	}
+	vgpu_client_put(c);
+	return st;
+}
+
+/*
+ * EXPORT_OBJECTS_TO_FD (cliresCtrlCmdOsUnixExportObjectsToFd_IMPL): the
+ * file is set up on its first export with maxObjects slots (0 refused),
+ * numObjects (at most 512) handles go to slots index.., each exported
+ * (0: the slot is emptied), every one or none; a slot the driver holds is
+ * freed and replaced.  vgpu.ko's model is one slot per index, filled
+ * before the call and kept whatever comes back (as the single form's), and
+ * never replaced: an export into a slot the model holds is refused
+ * (NV_ERR_STATE_IN_USE; CUDA exports into a new file).  So a slot the
+ * driver holds is always the one vgpu.ko recorded at that index (the only
+ * way to fill it is a call vgpu.ko recorded first, and no later call
+ * reaches it), and an import finds the charge of what it imports.  A slot
+ * the driver refused to fill holds its charge until the file's release.
+ */
+static NV_STATUS vgpu_ipc_export_many(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
+				      struct vgpu_export_objects *x, u32 size)
+{
+	struct vgpu_export_slot *fresh = NULL, *taken = NULL, *slots;
+	struct vgpu_tmpfd t = { .fd = -1 };
+	u32 n = x->numObjects, idx = x->index, max, i;
+	struct vgpu_client *c;
+	struct vgpu_file *ef;
+	NV_STATUS st = NV_OK;
+
+	if (n > VGPU_EXPORT_MAX_OBJECTS)
+		return NV_ERR_INVALID_PARAMETER;
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	taken = kcalloc(max_t(u32, n, 1), sizeof(*taken), GFP_KERNEL_ACCOUNT);
+	if (!taken) {
+		vgpu_client_put(c);
+		return NV_ERR_NO_MEMORY;
+	}
+
+	mutex_lock(&vgpu_ipc_lock);
+	mutex_lock(&c->lock);           /* as vgpu_ipc_export's, to the call */
+	if (c->dead)
+		st = NV_ERR_INVALID_CLIENT;
+	for (i = 0; st == NV_OK && i < n; i++)
+		if (x->objects[i])
+			st = vgpu_ipc_source(p->hClient, x->objects[i], &taken[i]);
+	if (st != NV_OK)
+		goto out;
+	st = vgpu_ipc_file(vf, x->fd, &t, &ef);
+	if (st != NV_OK)
+		goto out;
+	mutex_lock(&ef->lock);
+	slots = ef->exports;
+	max = ef->max_exports;
+	mutex_unlock(&ef->lock);
+	if (!slots) {
+		/* _initializeExportObjectFd, with the file's size. */
+		if (!x->maxObjects) {
+			st = NV_ERR_INVALID_PARAMETER;
+			goto out;
+		}
+		max = x->maxObjects;
+		fresh = kcalloc(max, sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+		if (!fresh) {
+			st = NV_ERR_NO_MEMORY;
+			goto out;
+		}
+		slots = fresh;
+	}
+	if (idx + n > max) {
+		st = NV_ERR_OUT_OF_RANGE;
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		if (slots[idx + i].used) {
+			st = NV_ERR_STATE_IN_USE;
+			goto out;
+		}
+	/* Recorded before the call, and kept. */
+	mutex_lock(&ef->lock);
+	if (fresh) {
+		ef->exports = fresh;
+		ef->max_exports = max;
+		fresh = NULL;
+	}
+	for (i = 0; i < n; i++) {
+		ef->exports[idx + i] = taken[i];
+		taken[i].used = false;
+	}
+	mutex_unlock(&ef->lock);
+	st = vgpu_ipc_call(vf, p, x, size, &x->fd, t.fd);
+out:
+	vgpu_fd_restore(&t);
+	mutex_unlock(&c->lock);
+	mutex_unlock(&vgpu_ipc_lock);
+	kfree(fresh);
+	for (i = 0; i < n; i++)
+		vgpu_export_slot_put(&taken[i]);
+	kfree(taken);
+	vgpu_client_put(c);
 	return st;
 }
 
@@ -271,6 +429,119 @@ out_ipc:
 }
 
 /*
+ * IMPORT_OBJECTS_FROM_FD (cliresCtrlCmdOsUnixImportObjectsFromFd_IMPL):
+ * numObjects (at most 128) slots from index, each one the file holds
+ * imported under hParent at objects[i] (0: RM picks), an empty one skipped
+ * (objectTypes NONE), stopping at the first failure without undoing the
+ * ones before.  The model says which slots hold what (an empty slot of the
+ * model is empty in the driver); each handle to be made is picked or
+ * checked absent before the call, under the client's lock, and what
+ * exists after it is tracked with its slot's charge, whatever the status.
+ */
+static NV_STATUS vgpu_ipc_import_many(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
+				      struct vgpu_import_objects *m, u32 size)
+{
+	struct vgpu_export_slot *want = NULL;
+	struct vgpu_tmpfd t = { .fd = -1 };
+	u32 n = m->numObjects, idx = m->index, i, j;
+	struct vgpu_obj *parent;
+	struct vgpu_client *c;
+	struct vgpu_file *ef;
+	NV_STATUS st, called;
+
+	if (n > VGPU_IMPORT_MAX_OBJECTS)
+		return NV_ERR_INVALID_PARAMETER;
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	want = kcalloc(max_t(u32, n, 1), sizeof(*want), GFP_KERNEL_ACCOUNT);
+	if (!want) {
+		vgpu_client_put(c);
+		return NV_ERR_NO_MEMORY;
+	}
+
+	mutex_lock(&vgpu_ipc_lock);
+	st = vgpu_ipc_file(vf, m->fd, &t, &ef);
+	if (st != NV_OK)
+		goto out_ipc;
+	mutex_lock(&ef->lock);
+	if (!ef->exports)
+		st = NV_ERR_INVALID_PARAMETER;
+	else if (idx + n > ef->max_exports)
+		st = NV_ERR_OUT_OF_RANGE;
+	for (i = 0; st == NV_OK && i < n; i++) {
+		struct vgpu_export_slot *e = &ef->exports[idx + i];
+
+		if (!e->used)
+			continue;
+		if (e->charge && !refcount_inc_not_zero(&e->charge->ref))
+			continue;       /* cannot be: the slot holds one */
+		want[i] = *e;
+	}
+	mutex_unlock(&ef->lock);
+	if (st != NV_OK)
+		goto out_ipc;
+
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	parent = vgpu_obj_find(p->hClient, m->hParent);
+	if (!parent || parent->lost ||
+	    (parent->type != VGPU_OBJ_DEVICE && parent->type != VGPU_OBJ_SUBDEVICE)) {
+		st = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (!want[i].used)
+			continue;
+		if (want[i].gpu != parent->gpu) {
+			st = NV_ERR_INVALID_OBJECT_PARENT;
+			goto out;
+		}
+		if (m->objects[i]) {
+			/* A handle the client has, or one asked twice: refused. */
+			for (j = 0; j < i; j++)
+				if (want[j].used && m->objects[j] == m->objects[i])
+					st = NV_ERR_INSERT_DUPLICATE_NAME;
+			if (st == NV_OK && (vgpu_obj_find(p->hClient, m->objects[i]) ||
+					    vgpu_rm_exists(p->hClient, m->objects[i])))
+				st = NV_ERR_INSERT_DUPLICATE_NAME;
+		} else {
+			st = vgpu_handle_for(p->hClient, &m->objects[i]);
+		}
+		if (st != NV_OK)
+			goto out;
+	}
+	called = vgpu_ipc_call(vf, p, m, size, &m->fd, t.fd);
+	/* What the driver made, whatever it says: tracked with its charge. */
+	for (i = 0; i < n; i++) {
+		if (!want[i].used || !vgpu_rm_exists(p->hClient, m->objects[i]))
+			continue;
+		if (vgpu_obj_add(c, parent, m->objects[i], want[i].hclass,
+				 VGPU_OBJ_MEMORY, want[i].gpu, want[i].charge)) {
+			vgpu_rm_free(p->hClient, m->hParent, m->objects[i]);
+			called = NV_ERR_NO_MEMORY;
+			continue;
+		}
+		want[i].used = false;   /* the charge is the object's now */
+	}
+	st = called;
+out:
+	mutex_unlock(&c->lock);
+out_ipc:
+	vgpu_fd_restore(&t);
+	mutex_unlock(&vgpu_ipc_lock);
+	for (i = 0; i < n; i++)
+		if (want[i].used)
+			vgpu_charge_put(want[i].charge);
+	kfree(want);
+	vgpu_client_put(c);
+	return st;
+}
+
+/*
  * The export's device instance is the driver's numbering of the host's
  * GPUs: given back as the slice's number (NV0080's deviceId, memory.c).
  */
@@ -324,9 +595,9 @@ NV_STATUS vgpu_ipc_control(struct vgpu_file *vf, NVOS54_PARAMETERS *p, u32 size)
 	/* NV0000 controls: the object is the client itself. */
 	if (p->hObject != p->hClient)
 		return NV_ERR_NOT_SUPPORTED;
-	if (size > VGPU_EXPORT_INFO_MAX)
+	if (size > sizeof(struct vgpu_export_objects))
 		return NV_ERR_INVALID_PARAM_STRUCT;
-	kp = kzalloc(VGPU_EXPORT_INFO_MAX, GFP_KERNEL_ACCOUNT);
+	kp = kzalloc(max_t(u32, size, VGPU_EXPORT_INFO_MAX), GFP_KERNEL_ACCOUNT);
 	if (!kp)
 		return NV_ERR_NO_MEMORY;
 	if (copy_from_user(kp, uparams, size)) {
@@ -342,8 +613,16 @@ NV_STATUS vgpu_ipc_control(struct vgpu_file *vf, NVOS54_PARAMETERS *p, u32 size)
 		st = size == sizeof(struct vgpu_import_from_fd) ?
 		     vgpu_ipc_import(vf, p, kp, size) : NV_ERR_INVALID_PARAM_STRUCT;
 		break;
+	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD:
+		st = size == sizeof(struct vgpu_export_objects) ?
+		     vgpu_ipc_export_many(vf, p, kp, size) : NV_ERR_INVALID_PARAM_STRUCT;
+		break;
+	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD:
+		st = size == sizeof(struct vgpu_import_objects) ?
+		     vgpu_ipc_import_many(vf, p, kp, size) : NV_ERR_INVALID_PARAM_STRUCT;
+		break;
 	default:
-		st = size >= sizeof(struct vgpu_export_info) ?
+		st = size >= sizeof(struct vgpu_export_info) && size <= VGPU_EXPORT_INFO_MAX ?
 		     vgpu_ipc_info(vf, p, kp, size) : NV_ERR_INVALID_PARAM_STRUCT;
 		break;
 	}

@@ -610,18 +610,18 @@ RULES: list[Rule] = [
 
     Rule("rewrite", "CUDA IPC within the slice (vgpu.ko, ipc.c): the fd must be a control file of the "
          "caller's slice (translated to its real file); only memory vgpu.ko tracks in the caller's client "
-         "is exported, and the export file holds its FB charge until the driver's release of that file "
-         "frees RM's own dup (rmobjexportimport.c); an import is tracked with that charge; the export's "
-         "device instance is given back as the slice's GPU number (docs/mediator.md, Open item 8)",
+         "is exported, and the export file holds its FB charge per slot until the driver's release of that "
+         "file frees RM's own dup (rmobjexportimport.c); an import is tracked with that charge; a slot is "
+         "never exported over; the export's device instance is given back as the slice's GPU number "
+         "(docs/mediator.md, Open item 8)",
          names("NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD",
-               "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO"),
-         ("control",)),
-    Rule("refuse", "CUDA IPC of several objects per file (nvproxy forwards them): per-index export slots "
-         "are not mediated yet (docs/mediator.md, Open item 8: the single-object controls are); the "
-         "deprecated CREATE_EXPORT_OBJECT_FD sets a file up without an object",
-         names("NV0000_CTRL_CMD_OS_UNIX_CREATE_EXPORT_OBJECT_FD",
+               "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO",
                "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD"),
          ("control",)),
+    Rule("refuse", "CUDA IPC: deprecated (\"will be deleted soon\", os.c); it sets a file up for exports "
+         "without exporting, outside the slots vgpu.ko keeps for the file (ipc.c); CUDA uses "
+         "EXPORT_OBJECTS_TO_FD, which sets the file up itself",
+         names("NV0000_CTRL_CMD_OS_UNIX_CREATE_EXPORT_OBJECT_FD"), ("control",)),
     Rule("forward", "through NV_ESC_RM_ALLOC_MEMORY: the caller's own pages, pinned by the driver "
          "from the calling process (RmAllocOsDescriptor), tracked without an FB charge; the driver's "
          "fallback to VM_IO/VM_PFNMAP mappings (os_lookup_user_io_memory) cannot take vgpu.ko's call "
