@@ -35,5 +35,7 @@ struct nvsim_class_desc {
 
 /* cuda.c: the classes CUDA's start-up makes beyond objects.c's. */
 const struct nvsim_class_desc *nvsim_cuda_class_find(u32 hclass);
+/* peer.c: NV50_P2P. */
+const struct nvsim_class_desc *nvsim_peer_class_find(u32 hclass);
 
 #endif /* NVSIM_CLASSES_H */

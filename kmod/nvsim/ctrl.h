@@ -58,12 +58,13 @@ NV_STATUS nvsim_get_pids_of_class(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
 
 extern const struct nvsim_ctrl_table nvsim_gpumgr_ctrls;
 extern const struct nvsim_ctrl_table nvsim_monitor_ctrls;
+extern const struct nvsim_ctrl_table nvsim_peer_ctrls;         /* peer.c */
 
 /* A control of the per-concern tables, or NULL. */
 static inline const struct nvsim_ctrl *nvsim_ctrl_find_more(u32 cmd)
 {
 	const struct nvsim_ctrl_table *t[] = {
-		&nvsim_gpumgr_ctrls, &nvsim_monitor_ctrls,
+		&nvsim_gpumgr_ctrls, &nvsim_monitor_ctrls, &nvsim_peer_ctrls,
 	};
 	size_t i, j;
 

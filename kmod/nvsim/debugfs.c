@@ -65,6 +65,10 @@ static int nvsim_state_show(struct seq_file *m, void *v)
 		   atomic_read(&nvsim.nr_privileged_channels));
 	seq_printf(m, "vas_global %d\n", atomic_read(&nvsim.nr_vas_global));
 	seq_printf(m, "vas_foreign %d\n", atomic_read(&nvsim.nr_vas_foreign));
+	seq_printf(m, "p2p %d\n", atomic_read(&nvsim.nr_p2p));
+	seq_printf(m, "p2p_chosen_ids %d\n", atomic_read(&nvsim.nr_p2p_chosen_ids));
+	seq_printf(m, "uvm_peers %d\n", atomic_read(&nvsim.nr_uvm_peers));
+	seq_printf(m, "exports %d\n", atomic_read(&nvsim.nr_exports));
 	for (i = 0; i < nvsim.num_gpus; i++)
 		seq_printf(m, "gpu %u fb_total %llu fb_used %llu\n", i,
 			   nvsim.gpus[i].fb_total, nvsim.gpus[i].fb_used);

@@ -165,6 +165,10 @@ struct nvsim_state {
 	atomic_t nr_privileged_channels;
 	atomic_t nr_vas_global;         /* devices on the GPU's global VA space */
 	atomic_t nr_vas_foreign;        /* devices on another client's VA space */
+	atomic_t nr_p2p;                /* live NV50_P2P objects (peer.c) */
+	atomic_t nr_p2p_chosen_ids;     /* ... of them with caller-chosen peer ids */
+	atomic_t nr_uvm_peers;          /* GPU pairs with UVM peer access on */
+	atomic_t nr_exports;            /* objects exported to files (peer.c) */
 	atomic64_t uvm_pages;
 	atomic64_t nr_ioctls;
 	/* The last control and class that reached nvsim (tests: forwarded?). */
@@ -291,6 +295,20 @@ struct nvsim_file {
 	struct {
 		NvHandle hClient, hVaSpace;
 	} uvm_vas[NVSIM_MAX_GPUS];
+	/*
+	 * NV0000 OS_UNIX exports into this (control) file, nvfp->handles of
+	 * the driver (peer.c), nvsim.lock: max_exports slots, each the
+	 * exported memory (NULL: empty), its class and device instance.
+	 */
+	struct nvsim_export {
+		struct nvsim_mem *mem;
+		u32 hclass, inst;
+	} *exports;
+	u16 max_exports;
+	u32 export_inst;
+	/* UVM_REGISTER_GPU's GPUs, and the pairs with peer access (peer.c) */
+	u32 uvm_gpus;
+	u32 uvm_peers[NVSIM_MAX_GPUS];
 	/* UVM range groups (cuda.c): their ids, the last one given */
 	struct xarray uvm_range_groups;
 	u64 uvm_range_group_id;
@@ -416,6 +434,7 @@ enum nvsim_obj_type {
 	NVSIM_OBJ_DEBUGGER,             /* GT200_DEBUGGER */
 	NVSIM_OBJ_GPU_MGMT,             /* NV0020_GPU_MANAGEMENT */
 	NVSIM_OBJ_CONF_COMPUTE,         /* NV_CONFIDENTIAL_COMPUTE (cuda.c) */
+	NVSIM_OBJ_P2P,                  /* NV50_P2P (peer.c) */
 };
 
 #define NVSIM_BIT(t)    (1u << (t))
@@ -453,6 +472,11 @@ struct nvsim_object {
 			u32 va_mode;    /* NV0080_ALLOC_PARAMETERS.vaMode */
 		} device;
 		struct { u32 inst; } subdevice;
+		/* NV50_P2P: its two GPUs (the same one for a loopback) */
+		struct {
+			struct nvsim_gpu *local, *peer;
+			bool chosen_ids;        /* peer id masks given */
+		} p2p;
 		struct {
 			struct nvsim_mem *mem;
 			/* virtual classes: the VA range they stand for,
@@ -650,6 +674,21 @@ NV_STATUS nvsim_virtual_va_assign(struct nvsim_object *obj, bool fixed,
 void nvsim_dma_maps_drop(struct nvsim_object *obj);
 int nvsim_esc_map_memory_dma(const struct nvsim_call *call, u32 nr, void *buf,
 			     u32 size);
+
+/* peer.c */
+typedef struct {
+	u8 gpuUuidA[NV_UUID_LEN];
+	u8 gpuUuidB[NV_UUID_LEN];
+	NV_STATUS rmStatus;
+} NVSIM_UVM_PEER_ACCESS_PARAMS;        /* UVM_{ENABLE,DISABLE}_PEER_ACCESS_PARAMS */
+#define NVSIM_UVM_ENABLE_PEER_ACCESS  29        /* uvm_ioctl.h, UVM_IOCTL_BASE(29) */
+#define NVSIM_UVM_DISABLE_PEER_ACCESS 30
+void nvsim_p2p_teardown(struct nvsim_object *obj);
+void nvsim_uvm_peer_register(struct nvsim_file *nvfp, const u8 *uuid);
+NV_STATUS nvsim_uvm_enable_peer_access(struct nvsim_file *nvfp, void *buf);
+NV_STATUS nvsim_uvm_disable_peer_access(struct nvsim_file *nvfp, void *buf);
+void nvsim_uvm_peers_fini(struct nvsim_file *nvfp);
+void nvsim_exports_fini(struct nvsim_file *nvfp);
 
 /* uvm.c */
 int nvsim_uvm_init(void);

@@ -310,6 +310,9 @@ static void nvsim_object_teardown(struct nvsim_object *obj)
 		else if (obj->device.vas_client != obj->client->handle)
 			atomic_dec(&nvsim.nr_vas_foreign);
 		break;
+	case NVSIM_OBJ_P2P:
+		nvsim_p2p_teardown(obj);
+		break;
 	default:
 		break;
 	}
@@ -1183,7 +1186,7 @@ static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
 	for (i = 0; i < ARRAY_SIZE(nvsim_event_classes); i++)
 		if (nvsim_event_classes[i].hclass == hclass)
 			return &nvsim_event_classes[i];
-	return nvsim_cuda_class_find(hclass);
+	return nvsim_cuda_class_find(hclass) ?: nvsim_peer_class_find(hclass);
 }
 
 static bool nvsim_is_root_class(u32 hclass)

@@ -578,6 +578,7 @@ void nvsim_file_release_rm(struct nvsim_file *nvfp)
 	struct nvsim_uvm_ext *ext, *etmp;
 
 	mutex_lock(&nvsim.lock);
+	nvsim_exports_fini(nvfp);       /* rm_cleanup_file_private: exports first */
 	nvsim_free_file_clients(nvfp);
 	list_for_each_entry_safe(ev, tmp, &nvfp->os_events, node) {
 		list_del(&ev->node);

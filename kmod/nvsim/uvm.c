@@ -274,6 +274,8 @@ static NV_STATUS nvsim_uvm_rm_client(int fd, NvHandle hClient,
  */
 static NV_STATUS nvsim_uvm_register_gpu(struct nvsim_file *nvfp, void *buf)
 {
+	/* Remembered for UVM_ENABLE_PEER_ACCESS (peer.c). */
+	nvsim_uvm_peer_register(nvfp, ((UVM_REGISTER_GPU_PARAMS *)buf)->gpu_uuid);
 	return NV_OK;
 }
 
@@ -687,7 +689,7 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 		nvsim_uvm_initialize),
 	UVM_CMD(UVM_MM_INITIALIZE, UVM_MM_INITIALIZE_PARAMS, false, false,
 		nvsim_uvm_mm_initialize),
-	UVM_CMD(UVM_REGISTER_GPU, UVM_REGISTER_GPU_PARAMS, true, false,
+	UVM_CMD(UVM_REGISTER_GPU, UVM_REGISTER_GPU_PARAMS, true, true,
 		nvsim_uvm_register_gpu),
 	UVM_CMD(UVM_REGISTER_GPU_VASPACE, UVM_REGISTER_GPU_VASPACE_PARAMS, true,
 		false, nvsim_uvm_register_vaspace),
@@ -712,6 +714,10 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 		true, true, nvsim_uvm_destroy_range_group),
 	UVM_CMD(NVSIM_UVM_UNREGISTER_GPU, NVSIM_UVM_UNREGISTER_GPU_PARAMS,
 		true, true, nvsim_uvm_unregister_gpu),
+	UVM_CMD(NVSIM_UVM_ENABLE_PEER_ACCESS, NVSIM_UVM_PEER_ACCESS_PARAMS,
+		true, true, nvsim_uvm_enable_peer_access),
+	UVM_CMD(NVSIM_UVM_DISABLE_PEER_ACCESS, NVSIM_UVM_PEER_ACCESS_PARAMS,
+		true, true, nvsim_uvm_disable_peer_access),
 };
 
 static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,
@@ -819,6 +825,7 @@ static int nvsim_uvm_release(struct inode *inode, struct file *filp)
 
 	nvsim_file_release_rm(nvfp);
 	nvsim_cuda_uvm_file_fini(nvfp);
+	nvsim_uvm_peers_fini(nvfp);
 	nvsim_file_free(nvfp);
 	return 0;
 }

@@ -13,7 +13,9 @@
  * every descriptor is closed) and calls_broken <n> (call.c: calls whose
  * parameter page was unmapped under the driver, since load).  UVM:
  * ranges <n> (managed.c: managed ranges watched) and reapers <n> (uvm.c:
- * UVM files waiting for their real file's last reference).
+ * UVM files waiting for their real file's last reference; ipc.c: control
+ * files with exports, the same).  CUDA IPC: exports <n> (ipc.c: export
+ * slots holding a charge).
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
@@ -65,6 +67,7 @@ static int vgpu_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "proxies %d\n", atomic_read(&vgpu_nr_proxies));
 	seq_printf(m, "ranges %d\n", atomic_read(&vgpu_nr_ranges));
 	seq_printf(m, "reapers %d\n", atomic_read(&vgpu_nr_reapers));
+	seq_printf(m, "exports %d\n", atomic_read(&vgpu_nr_exports));
 	seq_printf(m, "calls_broken %lld\n", atomic64_read(&vgpu_nr_calls_broken));
 	vgpu_slice_for_each_from(0, vgpu_state_slice, m);
 	return 0;

@@ -143,7 +143,8 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 		vgpu_trace_file_op(vf, VGPU_TRACE_CLOSE, 0);
 	if (vf->kind == VGPU_KIND_CTL)
 		vgpu_file_free_clients(vf);
-	if (vf->kind != VGPU_KIND_UVM || !vgpu_uvm_release(vf))
+	if (vf->kind == VGPU_KIND_UVM ? !vgpu_uvm_release(vf) :
+	    vf->kind != VGPU_KIND_CTL || !vgpu_ipc_release(vf))
 		fput(vf->real);
 	if (vf->ctl_filp)
 		fput(vf->ctl_filp);

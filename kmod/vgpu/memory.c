@@ -541,6 +541,8 @@ static const struct vgpu_class vgpu_classes[] = {
 	{ NV01_EVENT_OS_EVENT, VGPU_OBJ_OTHER },
 	/* hAppClient checked (vgpu_debugger_check). */
 	{ GT200_DEBUGGER, VGPU_OBJ_OTHER },
+	/* Both subdevices checked (vgpu_p2p_check). */
+	{ NV50_P2P, VGPU_OBJ_OTHER },
 };
 
 /*
@@ -581,6 +583,53 @@ static NV_STATUS vgpu_debugger_check(NvHandle hRoot, const NV83DE_ALLOC_PARAMETE
 {
 	return !dp->hAppClient || dp->hAppClient == hRoot ? NV_OK :
 	       NV_ERR_INSUFFICIENT_PERMISSIONS;
+}
+
+/*
+ * NV50_P2P (cl503b.h; 535.261.03 and 595.45.04 agree on the members read
+ * here): the P2P mapping between the GPUs of two subdevices.
+ * p2papiConstruct_IMPL (p2p_api.c) looks both up in the allocating client
+ * alone (subdeviceGetByHandle on pCallContext->pClient), so a container
+ * can only ever name subdevices of its own client, and vgpu.ko lets a
+ * slice's client make devices on the slice's GPUs only: the peer is one of
+ * the slice's.  Checked here all the same, on the copy the driver reads
+ * (the call page), on what ownership is proved by rather than by what
+ * exists: both handles must be subdevices vgpu.ko tracks in the allocating
+ * client, live.  What the parameters set beyond the pair is GPU-wide state
+ * shared with the other slices of those GPUs: the peer ids
+ * (kbusCreateP2PMapping reuses a pair's ids for every client, and a mask
+ * names one) and the PCIe mailbox area in BAR1
+ * (kbusSetP2PMailboxBar1Area_HAL, where a client allocates it): those must
+ * be left to RM (zero), as CUDA leaves them.
+ */
+typedef struct {
+	NvHandle hSubDevice;
+	NvHandle hPeerSubDevice;
+	NvU32 subDevicePeerIdMask;
+	NvU32 peerSubDevicePeerIdMask;
+	NvU64 mailboxBar1Addr;
+	NvU32 mailboxTotalSize;
+	NvU32 flags;
+	NvU32 subDeviceEgmPeerIdMask;
+	NvU32 peerSubDeviceEgmPeerIdMask;
+} vgpu_nv503b_head;            /* NV503B_ALLOC_PARAMETERS' first 40 bytes */
+
+static NV_STATUS vgpu_p2p_check(NvHandle hRoot, const vgpu_nv503b_head *pp,
+				u32 *gpu)
+{
+	struct vgpu_obj *a = vgpu_obj_find(hRoot, pp->hSubDevice);
+	struct vgpu_obj *b = vgpu_obj_find(hRoot, pp->hPeerSubDevice);
+
+	/* The driver's answer for a subdevice it does not find. */
+	if (!a || !b || a->type != VGPU_OBJ_SUBDEVICE ||
+	    b->type != VGPU_OBJ_SUBDEVICE || a->lost || b->lost)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (pp->subDevicePeerIdMask || pp->peerSubDevicePeerIdMask ||
+	    pp->subDeviceEgmPeerIdMask || pp->peerSubDeviceEgmPeerIdMask ||
+	    pp->mailboxBar1Addr || pp->mailboxTotalSize)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	*gpu = a->gpu;
+	return NV_OK;
 }
 
 static bool vgpu_is_event(u32 hclass)
@@ -911,6 +960,12 @@ static void vgpu_dep_handles(enum vgpu_obj_type type, u32 hclass,
 		deps[0] = ((const NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS *)kparams)->hVASpace;
 	} else if (hclass == FERMI_CONTEXT_SHARE_A) {
 		deps[0] = ((const NV_CTXSHARE_ALLOCATION_PARAMETERS *)kparams)->hVASpace;
+	} else if (hclass == NV50_P2P) {
+		/* p2papiConstruct_IMPL: a dependant of both subdevices. */
+		deps[0] = ((const vgpu_nv503b_head *)kparams)->hSubDevice;
+		deps[1] = ((const vgpu_nv503b_head *)kparams)->hPeerSubDevice;
+		if (deps[1] == deps[0])         /* a loopback: one edge */
+			deps[1] = 0;
 	} else if (hclass == VGPU_NV01_CONTEXT_DMA) {
 		/* ctxdmaConstruct_IMPL (context_dma.c): a dependant of its memory. */
 		deps[0] = *(const NvHandle *)((const u8 *)kparams + 8);
@@ -1157,6 +1212,16 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		 * (the policy decides each of its controls).  Any other class
 		 * a client parents is not for a slice.
 		 */
+		if (p->hClass == NV50_P2P) {
+			/* Its parent is the client (resource_list.h). */
+			st = parent->type != VGPU_OBJ_CLIENT ?
+			     NV_ERR_INVALID_OBJECT_PARENT :
+			     !p->pAllocParms ? NV_ERR_INVALID_ARGUMENT :
+			     vgpu_p2p_check(p->hRoot, kparams, &gpu);
+			if (st != NV_OK)
+				goto out;
+			break;
+		}
 		if (parent->type == VGPU_OBJ_CLIENT && p->hClass != VGPU_CONF_COMPUTE) {
 			st = NV_ERR_INVALID_OBJECT_PARENT;
 			goto out;

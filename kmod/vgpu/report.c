@@ -83,6 +83,8 @@ static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
 	{ NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS, VGPU_CTRL_ANSWER_OK },
 	{ NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
+	/* GPU-wide, as the watchdog: accepted, not applied (issue 30 item 4). */
+	{ NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL, VGPU_CTRL_ANSWER_OK },
 	{ NV2080_CTRL_CMD_FB_GET_INFO, VGPU_CTRL_FB_INFO },
 	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, VGPU_CTRL_FB_INFO_V2 },
 	{ NV2080_CTRL_CMD_GPU_GET_PIDS, VGPU_CTRL_GET_PIDS },
@@ -720,6 +722,8 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		return vgpu_control_passthrough(vf, p);
 	}
 	vgpu_audit_use(s, NVREL_CTL, p->cmd, item);
+	if (vgpu_ipc_cmd(p->cmd))               /* CUDA IPC (ipc.c) */
+		return vgpu_ipc_control(vf, p, item->size);
 	if (p->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE ||
 	    p->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE)
 		return vgpu_compute_user_schedule(vf, p);

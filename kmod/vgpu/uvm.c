@@ -25,6 +25,11 @@
 
 #include "vgpu.h"
 
+/* uvm_ioctl.h: UVM_IOCTL_BASE(29) and (30), in every release. */
+#define VGPU_UVM_ENABLE_PEER_ACCESS  29
+#define VGPU_UVM_DISABLE_PEER_ACCESS 30
+#define VGPU_NV_ERR_INVALID_DEVICE   0x00000026   /* nvstatuscodes.h */
+
 /*
  * The commands vgpu.ko does more with than forward.  Their sizes are the
  * release's (policy.c).  Members are named by their distance from the end
@@ -626,6 +631,48 @@ s32 vgpu_uvm_fd_offset(u32 cmd, u32 size)
 	return -1;
 }
 
+/*
+ * UVM_ENABLE_PEER_ACCESS / UVM_DISABLE_PEER_ACCESS (uvm_ioctl.h: two
+ * UUIDs and rmStatus, the same in every release).  The UVM driver finds
+ * both GPUs among those the VA space registered
+ * (uvm_va_space.c, retain_pcie_peers_from_uuids and
+ * uvm_api_disable_peer_access: uvm_va_space_get_gpu_by_uuid), and vgpu.ko
+ * lets a slice register only its own GPUs (vgpu_uvm_checked): a peer
+ * outside the slice is refused by the driver already.  vgpu.ko checks both
+ * on its own copy all the same, against the slice's GPUs (what the slice
+ * proves it owns, not what the VA space happens to hold), and that copy is
+ * what the driver reads (a call page: a sibling cannot swap a UUID in
+ * after the check).  A UUID not of the slice is answered as the driver
+ * answers a GPU the VA space has not registered (NV_ERR_INVALID_DEVICE):
+ * it tells nothing about the host's GPUs.
+ */
+struct vgpu_uvm_peer_params {
+	u8 gpuUuidA[NV_UUID_LEN];
+	u8 gpuUuidB[NV_UUID_LEN];
+	NV_STATUS rmStatus;
+};
+
+static long vgpu_uvm_peer_access(struct vgpu_file *vf, unsigned int cmd,
+				 void __user *u, u32 size)
+{
+	struct vgpu_uvm_peer_params k;
+	long ret;
+
+	if (size != sizeof(k))
+		return -EPERM;
+	if (copy_from_user(&k, u, sizeof(k)))
+		return -EFAULT;
+	if (!vgpu_slice_has_uuid(vf->slice, k.gpuUuidA) ||
+	    !vgpu_slice_has_uuid(vf->slice, k.gpuUuidB)) {
+		k.rmStatus = VGPU_NV_ERR_INVALID_DEVICE;
+		return copy_to_user(u, &k, sizeof(k)) ? -EFAULT : 0;
+	}
+	ret = vgpu_call_uvm(vf, cmd, &k, sizeof(k));
+	if (!ret && copy_to_user(u, &k, sizeof(k)))
+		ret = -EFAULT;
+	return ret;
+}
+
 static long vgpu_uvm_mm_initialize(struct vgpu_file *vf, void __user *u)
 {
 	const struct nvrel_item *it = vgpu_verdict(NVREL_UVM, UVM_MM_INITIALIZE);
@@ -678,7 +725,9 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	 * caller, as it would without vgpu.ko.  One whose parameters do, but
 	 * that vgpu.ko does not translate yet, is refused.
 	 */
-	if (!c && (it->verdict != NVREL_FORWARD || (it->flags & NVREL_F_EMBEDDED))) {
+	if (!c && cmd != VGPU_UVM_ENABLE_PEER_ACCESS &&
+	    cmd != VGPU_UVM_DISABLE_PEER_ACCESS &&
+	    (it->verdict != NVREL_FORWARD || (it->flags & NVREL_F_EMBEDDED))) {
 		if (vgpu_audit_lets(vf->slice, NVREL_UVM, cmd,
 				    VGPU_AUDIT_NOT_IMPLEMENTED))
 			return vgpu_uvm_forward(vf, cmd, arg);
@@ -687,7 +736,9 @@ long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 				    "rewrite" : "embedded descriptor");
 		return -EPERM;
 	}
-	if (cmd == UVM_FREE || cmd == UVM_CREATE_EXTERNAL_RANGE ||
+	if (cmd == VGPU_UVM_ENABLE_PEER_ACCESS || cmd == VGPU_UVM_DISABLE_PEER_ACCESS)
+		ret = vgpu_uvm_peer_access(vf, cmd, u, it->size);
+	else if (cmd == UVM_FREE || cmd == UVM_CREATE_EXTERNAL_RANGE ||
 	    cmd == UVM_UNMAP_EXTERNAL)
 		ret = vgpu_uvm_range_cmd(vf, cmd, u, it->size);
 	else if (c && c->fd_end >= 0)

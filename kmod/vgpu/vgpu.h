@@ -190,6 +190,21 @@ struct vgpu_file {
 	struct list_head uvm_ranges;    /* vgpu_uvm_range, lock (and uvm_lock to change) */
 	spinlock_t ranges_lock;
 	struct list_head ranges;        /* vgpu_range.node, ranges_lock (managed.c) */
+	/*
+	 * Control files: what the driver's OS_UNIX exports into this file
+	 * hold (ipc.c), max_exports slots; set under lock and ipc.c's lock,
+	 * kept until the real file's release.
+	 */
+	struct vgpu_export_slot *exports;
+	u16 max_exports;
+};
+
+/* An object exported into a control file: its charge, kept (ipc.c). */
+struct vgpu_export_slot {
+	struct vgpu_charge *charge;     /* a reference; NULL: no FB charge */
+	u32 hclass;
+	u32 gpu;                        /* slice GPU index */
+	bool used;
 };
 
 /* A file vgpu.ko answers nothing more for: -EIO. */
@@ -590,6 +605,12 @@ void vgpu_range_cancel(struct vgpu_range *r);
 
 /* uvm.c */
 extern atomic_t vgpu_nr_reapers;
+
+/* ipc.c: CUDA IPC (OS_UNIX export and import) within a slice */
+extern atomic_t vgpu_nr_exports;
+bool vgpu_ipc_cmd(u32 cmd);
+NV_STATUS vgpu_ipc_control(struct vgpu_file *vf, NVOS54_PARAMETERS *p, u32 size);
+bool vgpu_ipc_release(struct vgpu_file *vf);
 long vgpu_uvm_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
 void vgpu_uvm_hold(struct vgpu_file *vf, struct vgpu_uvm_ext *e,
 		   struct vgpu_charge *charge);

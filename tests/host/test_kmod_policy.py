@@ -93,6 +93,10 @@ def kmod_items() -> dict[tuple[str, str], str]:
     for fn in ("static int vgpu_escape_kbuf", "static bool vgpu_escape_direct"):
         for name in re.findall(r"case (NV_ESC_\w+):", _body(med, fn)):
             items[("escape", name)] = OWN_ESCAPES.get(name, "forward")
+    # CUDA IPC (ipc.c): the fd translated, the export's charge held.
+    ipc = (KMOD / "ipc.c").read_text()
+    for name in re.findall(r"cmd == (NV\w+_CTRL_CMD_\w+)", _body(ipc, "bool vgpu_ipc_cmd")):
+        items[("control", name)] = "rewrite"
     uvm = (KMOD / "uvm.c").read_text()
     for name in re.findall(r"\{ (UVM_\w+), ", _body(uvm, "vgpu_uvm_cmds[] = {")):
         items[("uvm", name)] = "forward"

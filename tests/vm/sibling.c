@@ -21,6 +21,10 @@
  *                of the forged bytes occurs (at a 4-byte boundary), write
  *                the second half over it -- a result the driver wrote,
  *                rewritten once its copy-out made the page writable
+ *   MODE_USER    the caller's own parameters (sibling_set_target), once,
+ *                as soon as nvsim's delay holds a call asleep
+ *                (delay_waiting): after vgpu.ko's check, before the
+ *                driver's read
  *
  * A write that faults (SIGBUS/SIGSEGV) is caught on this thread only and
  * counted.  Built by the test with: gcc -shared -fPIC -pthread.
@@ -37,7 +41,8 @@
 #include <unistd.h>
 #include <dirent.h>
 
-enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3, MODE_CHAIN = 4, MODE_SWAP = 5 };
+enum { MODE_WRITE = 1, MODE_REPLACE = 2, MODE_DUP = 3, MODE_CHAIN = 4, MODE_SWAP = 5,
+       MODE_USER = 6 };
 
 #define MAX_SEEN 4096
 #define MAX_TARGET (64 << 10)
@@ -61,11 +66,15 @@ static struct {
 	int nchain;
 	unsigned long chain_addr[MAX_CHAIN];    /* where each block went */
 	volatile int stop, ready;
+	void *target;                   /* MODE_USER: the caller's parameters */
 	pthread_t thread;
 	unsigned long seen[MAX_SEEN];   /* baseline mapping starts, or fds */
 	int nseen;
 	struct result res;
 } S;
+
+/* MODE_USER: where the forged bytes go (sibling_set_target, before the start). */
+static void *user_target;
 
 static __thread sigjmp_buf fault_jmp;
 static __thread int in_attack;
@@ -196,6 +205,20 @@ static void swap_mapping(unsigned long a, unsigned long l)
 	in_attack = 0;
 }
 
+/* nvsim's delay_waiting: calls asleep in the test delay now (0 if unreadable). */
+static int delay_waiting(void)
+{
+	char b[32] = "";
+	int fd = open("/sys/kernel/debug/nvsim/delay_waiting", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	return n > 0 ? atoi(b) : 0;
+}
+
 /* Everything that exists now (this thread's own stack included) is the baseline. */
 static void baseline(void)
 {
@@ -222,6 +245,14 @@ static void *attacker(void *arg)
 	baseline();
 	__atomic_store_n(&S.ready, 1, __ATOMIC_RELEASE);
 	while (!S.stop) {
+		if (S.mode == MODE_USER) {
+			if (!S.res.writes && delay_waiting() > 0) {
+				S.res.attempts++;
+				memcpy(S.target, S.forged, S.forged_len);
+				S.res.writes++;
+			}
+			continue;
+		}
 		if (S.mode == MODE_DUP) {
 			DIR *d = opendir("/proc/self/fd");
 			struct dirent *e;
@@ -293,6 +324,7 @@ static int start(int mode, const void *forged, size_t forged_len,
 
 	memset(&S, 0, sizeof(S));
 	S.mode = mode;
+	S.target = user_target;
 	S.forged = forged;
 	S.forged_len = forged_len;
 	for (int i = 0; i < n; i++) {
@@ -312,6 +344,11 @@ static int start(int mode, const void *forged, size_t forged_len,
 	while (!__atomic_load_n(&S.ready, __ATOMIC_ACQUIRE))
 		usleep(1000);
 	return 0;
+}
+
+void sibling_set_target(void *addr)
+{
+	user_target = addr;
 }
 
 /* Start the thread and wait until it has taken its baseline. */

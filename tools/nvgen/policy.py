@@ -249,9 +249,12 @@ UVM: dict[str, tuple[str, str]] = {
     "UVM_ALLOC_SEMAPHORE_POOL": ("forward", "the caller's own VA range; pool memory is not charged "
                                             "(docs/mediator.md, open item 2)"),
     "UVM_CLEAN_UP_ZOMBIE_RESOURCES": ("forward", "the caller's own VA space"),
-    "UVM_ENABLE_PEER_ACCESS": ("refuse", "isolation: P2P between two GPUs reaches memory of a GPU other "
-                                         "slices share"),
-    "UVM_DISABLE_PEER_ACCESS": ("refuse", "isolation: P2P (pairs with UVM_ENABLE_PEER_ACCESS)"),
+    "UVM_ENABLE_PEER_ACCESS": ("forward", "peer access between two of the slice's own GPUs: vgpu.ko checks both "
+                                          "UUIDs against the slice on the copy the driver reads (a GPU outside "
+                                          "it is answered NV_ERR_INVALID_DEVICE, the driver's answer for a GPU "
+                                          "the VA space has not registered, and the VA space can register only "
+                                          "the slice's: uvm_va_space.c, retain_pcie_peers_from_uuids)"),
+    "UVM_DISABLE_PEER_ACCESS": ("forward", "pairs with UVM_ENABLE_PEER_ACCESS: both UUIDs checked the same way"),
     "UVM_ALLOC_DEVICE_P2P": ("refuse", "isolation: P2P mapping of device memory for another device"),
     "UVM_CLEAR_ALL_ACCESS_COUNTERS": ("refuse", "isolation: clears the GPU's access counters, every "
                                                 "process's (uvm_api_clear_all_access_counters)"),
@@ -370,7 +373,16 @@ VIRTUAL_SCHEDULING = (
 VIRTUAL_GPU_WIDE = (
     "NV2080_CTRL_CMD_RC_DISABLE_WATCHDOG", "NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG",
     "NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG", "NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS",
-    "NV2080_CTRL_CMD_TIMER_SET_GR_TICK_FREQ",
+    "NV2080_CTRL_CMD_TIMER_SET_GR_TICK_FREQ", "NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL",
+)
+# Controls of an SM debugger session (GT200_DEBUGGER, which vgpu.ko binds to
+# the caller's own compute object) that read or set the debugged context's
+# own state, or read the caller's own memory: forwarded (issue 30 item 4).
+DEBUGGER_OWN = (
+    "NV83DE_CTRL_CMD_DEBUG_SET_MODE_MMU_DEBUG", "NV83DE_CTRL_CMD_DEBUG_GET_MODE_MMU_DEBUG",
+    "NV83DE_CTRL_CMD_DEBUG_SET_MODE_ERRBAR_DEBUG", "NV83DE_CTRL_CMD_DEBUG_GET_MODE_ERRBAR_DEBUG",
+    "NV83DE_CTRL_CMD_DEBUG_SET_EXCEPTION_MASK",
+    "NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES", "NV83DE_CTRL_CMD_DEBUG_CLEAR_ALL_SM_ERROR_STATES",
 )
 # Non-privileged controls that change state of the whole GPU or driver.
 GPU_WIDE_SETTERS = (
@@ -473,8 +485,8 @@ RULES: list[Rule] = [
          "(docs/compute.md); a change is answered NV_OK and not applied (GPFIFO_SCHEDULE: an "
          "enable while the slice holds the GPU), a GET reads the caller's own TSG or channel",
          names(*VIRTUAL_SCHEDULING), ("control",)),
-    Rule("virtualise", "isolation: a GPU-wide switch (RC watchdog, GR tick frequency) CUDA sets at "
-         "start-up (nvproxy forwards it): answered NV_OK, not applied to the GPU",
+    Rule("virtualise", "isolation: a GPU-wide switch (RC watchdog, GR tick frequency, the CUDA performance "
+         "limit) CUDA sets (nvproxy forwards it): answered NV_OK, not applied to the GPU",
          names(*VIRTUAL_GPU_WIDE), ("control",)),
     Rule("virtualise", "isolation: an inherited share policy of type ALL would expose the client's "
          "objects to other slices; CUDA sets one at start-up: forwarded for a revoke, type NONE, or "
@@ -490,6 +502,18 @@ RULES: list[Rule] = [
     Rule("rewrite", "deviceId is the container's GPU number, translated to the driver's device "
          "instance; hClientShare/hTargetClient/hTargetDevice refused (docs/mediator.md)",
          names("NV01_DEVICE_0"), ("class",)),
+
+    Rule("forward", "P2P between two GPUs of the slice: p2papiConstruct_IMPL finds both subdevices in the "
+         "allocating client alone, and vgpu.ko checks both are subdevices it tracks there (so on the "
+         "slice's GPUs), on the copy the driver reads; the peer ids and the BAR1 mailbox, GPU-wide, must "
+         "be left to RM (zero)",
+         names("NV50_P2P"), ("class",)),
+
+    Rule("refuse", "isolation: third-party P2P (GPUDirect RDMA) registers memory for a kernel consumer that "
+         "finds it by token, not by ownership (nvidia_p2p_get_pages; the token is CLI_ENCODEP2PTOKEN(gpuId, "
+         "hClient), third_party_p2p.c): a consumer acting for another slice (gdrdrv takes tokens from user "
+         "space) could pin this slice's FB",
+         lambda i: i.interface == 0x503c),
 
     # -- isolation: named systematically by NVIDIA, refused.
     Rule("refuse", "isolation: P2P reaches memory of another GPU (and of the slices on it)",
@@ -507,6 +531,19 @@ RULES: list[Rule] = [
          "own client (0 means it), so the driver finds hClass3dObject there and nowhere else "
          "(ksmdbgssnConstruct_IMPL); the session's controls stay refused",
          names("GT200_DEBUGGER"), ("class",)),
+    Rule("forward", "debugger: a control of an SM debugger session, which vgpu.ko binds to the caller's own "
+         "compute object (GT200_DEBUGGER above): it reads or sets that context's own debug modes, exception "
+         "mask and SM error states, nothing of another context",
+         names(*DEBUGGER_OWN), ("control",)),
+    Rule("refuse", "debugger: reads the caller's own memory (hMemory in the session's client, "
+         "_nv83deCtrlCmdDebugAccessMemory) into a buffer its parameters point to, a list vgpu.ko does not "
+         "carry yet (not measured in tools/nvgen/out/*/lists.tsv): the driver would write through the "
+         "caller's pointer outside the call page",
+         names("NV83DE_CTRL_CMD_DEBUG_READ_MEMORY"), ("control",)),
+    Rule("refuse", "debugger: SUSPEND_CONTEXT disables the debugged context's channels and RESUME_CONTEXT "
+         "enables them again (ctrl83dedebug.h), behind the slice's scheduler, which alone enables a slice's "
+         "channels (docs/compute.md): a resumed context would run outside its timeslices",
+         names("NV83DE_CTRL_CMD_DEBUG_SUSPEND_CONTEXT", "NV83DE_CTRL_CMD_DEBUG_RESUME_CONTEXT"), ("control",)),
     Rule("refuse", "debugger: attaches to contexts, reads and writes GPU memory and SM state",
          lambda i: "DEBUG" in i.name or i.interface in (0x83de, 0x00db)),
     Rule("refuse", "profiler: performance monitors, counters and traces see every slice's work",
@@ -538,6 +575,10 @@ RULES: list[Rule] = [
          or i.interface in (0x0073, 0x5070, 0x9072, 0x30f1, 0x90ec, 0x0092, 0x9010, 0xc370, 0xc372)),
     Rule("refuse", "isolation: platform power and ACPI calls act for the whole machine",
          pattern(r"_GPS_|PFM_REQ_HNDLR|ACPI|NVPCF")),
+    Rule("forward", "the diagnostic subdevice object, and the one control of it that only reads: the "
+         "InfoROM image's verification (NVML's nvmlDeviceValidateInforom); every other control of the class "
+         "stays refused (next rule)",
+         names("NV20_SUBDEVICE_DIAG", "NV208F_CTRL_CMD_GPU_VERIFY_INFOROM")),
     Rule("refuse", "isolation: board hardware access (I2C, BIF, diagnostics, error injection, "
          "InfoROM writes)",
          lambda i: bool(re.search(r"_I2C_|_BIF_|INJECT", i.name)) or i.interface in (0x402c, 0x208f)),
@@ -568,14 +609,20 @@ RULES: list[Rule] = [
          "memory per slice GPU; no CUDA use known (nvproxy 590.48.01 does not forward it)",
          names("NV01_MEMORY_DEVICELESS"), ("class",)),
 
-    Rule("refuse", "CUDA IPC (nvproxy forwards it): the export fd would need translating and, "
-         "above all, an exported object outlives its owner's free in RM's own client, so its FB "
-         "charge must be held until the export goes; vgpu.ko does not do that yet (docs/mediator.md, "
-         "Open item 8): refused until it does",
+    Rule("rewrite", "CUDA IPC within the slice (vgpu.ko, ipc.c): the fd must be a control file of the "
+         "caller's slice (translated to its real file); only memory vgpu.ko tracks in the caller's client "
+         "is exported, and the export file holds its FB charge per slot until the driver's release of that "
+         "file frees RM's own dup (rmobjexportimport.c); an import is tracked with that charge; a slot is "
+         "never exported over; the export's device instance is given back as the slice's GPU number "
+         "(docs/mediator.md, Open item 8)",
          names("NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD",
-               "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO", "NV0000_CTRL_CMD_OS_UNIX_CREATE_EXPORT_OBJECT_FD",
+               "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO",
                "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD", "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD"),
          ("control",)),
+    Rule("refuse", "CUDA IPC: deprecated (\"will be deleted soon\", os.c); it sets a file up for exports "
+         "without exporting, outside the slots vgpu.ko keeps for the file (ipc.c); CUDA uses "
+         "EXPORT_OBJECTS_TO_FD, which sets the file up itself",
+         names("NV0000_CTRL_CMD_OS_UNIX_CREATE_EXPORT_OBJECT_FD"), ("control",)),
     Rule("forward", "through NV_ESC_RM_ALLOC_MEMORY: the caller's own pages, pinned by the driver "
          "from the calling process (RmAllocOsDescriptor), tracked without an FB charge; the driver's "
          "fallback to VM_IO/VM_PFNMAP mappings (os_lookup_user_io_memory) cannot take vgpu.ko's call "

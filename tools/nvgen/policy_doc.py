@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable
 
-from . import policy, tsv
+from . import coverage, policy, tsv
 
 # Decisions taken on reading rather than on a driver fact; each needs a
 # real-GPU or real-workload check (docs/mediator.md, "Assumptions").
@@ -317,6 +317,13 @@ def render(every: dict[str, list[dict]], nvproxy_dir: Path) -> str:
         v, nv = _nvproxy_rows(nvproxy_dir, release)
         stricter, wider = differences(rows, nv)
         a(f"| {release} | {v} | {len(stricter)} | {len(wider)} |")
+    a("")
+    a("Of what nvproxy forwards with its default capabilities (compute, utility: what CUDA and nvidia-smi "
+      "need), this policy forwards or handles (forward, rewrite or virtualise), per release "
+      "(`python3 -m tools.nvgen.coverage --release R --refused` lists the rest with their reasons):")
+    a("")
+    for release, rows in every.items():
+        a("- " + coverage.coverage(release, nvproxy_dir=nvproxy_dir, rows=rows).line())
     a("")
     v, nv = _nvproxy_rows(nvproxy_dir, fr)
     stricter, wider = differences(every[fr], nv)
