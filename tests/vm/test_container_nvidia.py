@@ -157,13 +157,6 @@ def _script() -> str:
 RUN: dict = {}
 
 
-def _venv() -> tuple[str, ...]:
-    """The venv's own directory when .venv is a link out of the checkout
-    (a worktree's): the container binds the checkout only."""
-    real = os.path.realpath(ROOT / ".venv")
-    return () if real.startswith(str(ROOT) + os.sep) else (real,)
-
-
 def _out() -> dict:
     if not RUN:
         pytest.skip("the container did not run (test_libcuda_and_nvidia_smi_in_a_container)")
@@ -188,7 +181,7 @@ def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
     cache = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace" / RELEASE
     r = containerd.run("nv-a", _script(), {"vgpu.io/memory": f"{QUOTA // MiB}MiB",
                                           "vgpu.io/gpus": str(HOST_GPU)},
-                       detach=False, timeout=900, binds=(str(cache), *_venv()))
+                       detach=False, timeout=900, binds=(str(cache),))
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"{out[-6000:]}\n{daemon.log()}"
     RUN.update(text=out, probe=_json(out, "PROBE-JSON"), cuda=_json(out, "CUDA-JSON"))

@@ -398,7 +398,10 @@ class Containerd:
         self.ids.append(cid)
         b = self.runc.bundle(cid, "true")           # only for its rootfs directory
         mounts = []
-        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *binds):
+        # a worktree's .venv is a link out of the checkout: its target too
+        venv = os.path.realpath(ROOT / ".venv")
+        venv = () if venv.startswith(str(ROOT) + os.sep) else (venv,)
+        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *venv, *binds):
             if os.path.isdir(src):
                 mounts += ["--mount", f"type=bind,src={src},dst={src},options=rbind:ro"]
         mounts += ["--mount", f"type=bind,src={self.runc.shared},dst=/shared,options=rbind:rw",
