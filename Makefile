@@ -100,7 +100,7 @@ modules:
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: deps-python modules runtime build/nvfuzz build/nvlog.so build/nvdevno.so
+test-run: deps-python modules runtime build/nvfuzz build/nvlog.so
 	@rc=0; \
 	echo "==== host tests ===="; \
 	$(VPY) -m pytest $(PYTEST_ARGS) tests/host || rc=1; \
@@ -220,11 +220,6 @@ FUZZ_RUN = $(VPY) tools/fuzz/run.py --seed $(FUZZ_SEED) $(if $(FUZZ_CALLS),--cal
 build/nvlog.so: tools/nvlog/nvlog.c
 	@mkdir -p build
 	$(CC) $(RUNTIME_CFLAGS) -fPIC -shared -o $@ $< -ldl -lpthread
-
-# nvdevno.so: a slice's nodes stat as 195:x, which NVML checks (tools/nvdevno/nvdevno.c)
-build/nvdevno.so: tools/nvdevno/nvdevno.c
-	@mkdir -p build
-	$(CC) $(RUNTIME_CFLAGS) -fPIC -shared -o $@ $< -ldl
 
 .PHONY: nvfuzz fuzz fuzz-debug
 nvfuzz: build/nvfuzz

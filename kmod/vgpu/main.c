@@ -42,13 +42,19 @@ static int __init vgpu_init(void)
 	ret = vgpu_device_init();
 	if (ret)
 		goto err_mem;
-	ret = vgpu_netlink_init();
+	/* after the nodes' major exists, before slices can be made */
+	ret = vgpu_devfs_init();
 	if (ret)
 		goto err_dev;
+	ret = vgpu_netlink_init();
+	if (ret)
+		goto err_devfs;
 	vgpu_debugfs_init();
 	pr_info("loaded, major %u\n", vgpu_major);
 	return 0;
 
+err_devfs:
+	vgpu_devfs_exit();
 err_dev:
 	vgpu_device_exit();
 err_mem:
@@ -68,6 +74,7 @@ static void __exit vgpu_exit(void)
 	vgpu_netlink_exit();
 	vgpu_slices_exit();
 	vgpu_sched_exit();
+	vgpu_devfs_exit();
 	vgpu_device_exit();
 	vgpu_memory_exit();
 	vgpu_rm_exit();

@@ -477,6 +477,10 @@ void vgpu_device_del_nodes(struct vgpu_slice *s);
 bool vgpu_is_vgpu_file(struct file *f);
 extern unsigned int vgpu_major;
 
+/* devfs.c */
+int vgpu_devfs_init(void);
+void vgpu_devfs_exit(void);
+
 /* mediate.c */
 long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg);
 long vgpu_real_ioctl(struct vgpu_file *vf, u32 nr, u32 size, void __user *uptr);

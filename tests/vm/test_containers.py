@@ -390,13 +390,18 @@ class Containerd:
         return subprocess.run(["ctr", "--address", self.addr, *args], capture_output=True,
                               text=True, timeout=timeout)
 
-    def run(self, cid: str, script: str, annotations: dict, *, detach: bool, timeout=300):
+    def run(self, cid: str, script: str, annotations: dict, *, detach: bool, timeout=300,
+            binds: tuple[str, ...] = ()):
         """ctr run of /bin/sh -c script; in the foreground (returns when
-        the task exited, its output in stdout) or detached."""
+        the task exited, its output in stdout) or detached; ``binds``: more
+        host directories bound read-only at the same path."""
         self.ids.append(cid)
         b = self.runc.bundle(cid, "true")           # only for its rootfs directory
         mounts = []
-        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT)):
+        # a worktree's .venv is a link out of the checkout: its target too
+        venv = os.path.realpath(ROOT / ".venv")
+        venv = () if venv.startswith(str(ROOT) + os.sep) else (venv,)
+        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *venv, *binds):
             if os.path.isdir(src):
                 mounts += ["--mount", f"type=bind,src={src},dst={src},options=rbind:ro"]
         mounts += ["--mount", f"type=bind,src={self.runc.shared},dst=/shared,options=rbind:rw",

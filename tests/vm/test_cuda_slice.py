@@ -9,23 +9,19 @@ starts without vgpu.ko:
 
 libcuda opens /dev/nvidiactl, /dev/nvidia0 and /dev/nvidia-uvm by path,
 so the child runs in a private mount namespace (unshare -m) with the
-slice's nodes bound over them, as a container gets them.  Two more things
-of that environment libcuda needs, because the slice's nodes have
-vgpu.ko's major, not NVIDIA's 195: /proc/driver/nvidia/params saying
-"ModifyDeviceFiles: 0" (the driver's NVreg_ModifyDeviceFiles: device
-files are managed outside the driver, so libcuda does not check or
-remake them), and /dev/char/195:255 and /dev/char/195:0 naming the
-control and GPU nodes (where libcuda looks a node up by NVIDIA's
-numbers).  Without the first libcuda never opens the nodes
-(CUDA_ERROR_NO_DEVICE), without the second cuInit fails with
-CUDA_ERROR_OPERATING_SYSTEM; vgpufs and the OCI hook do not provide
-either yet (docs/cuda.md).
+slice's nodes bound over them, as the OCI hook binds them into a container:
+from a vgpu.ko "vgpudev" mount of the slice, whose nodes open as vgpu.ko's
+minors and stat as NVIDIA's (195, 255) and (195, 0), which libcuda checks
+(docs/containers.md, "NVIDIA's device numbers"; with the nodes' own vgpu.ko
+numbers cuInit fails, CUDA_ERROR_OPERATING_SYSTEM).  /proc/driver/nvidia/params
+says "ModifyDeviceFiles: 0", as vgpufs's view does in a container.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 
 import pytest
 
@@ -57,27 +53,31 @@ def slice_dir():
         r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         k = VgpuKernel(timeout=20)
+        d = Path(tempfile.mkdtemp(prefix="vgpudev-"))
         try:
             k.slice_new(SLICE, gpus=[(0, QUOTA)])
-            d = Path(f"/dev/vgpu/{SLICE}")
-            assert wait_until((d / "nvidiactl").exists, 5.0)
-            yield d
+            assert wait_until(Path(f"/dev/vgpu/{SLICE}/nvidiactl").exists, 5.0)
+            subprocess.run(["mount", "-t", "vgpudev", "-o", f"slice={SLICE}", "none", str(d)],
+                           check=True)
+            try:
+                yield d
+            finally:
+                subprocess.run(["umount", str(d)], check=True)
             k.slice_del(SLICE, force=True)
         finally:
+            d.rmdir()
             k.close()
             subprocess.run(["rmmod", "vgpu"], check=True)
 
 
 def in_slice(d) -> list[str]:
-    """The argv prefix that runs a command with the slice's nodes as /dev/nvidia*."""
+    """The argv prefix that runs a command with the slice's vgpudev nodes as /dev/nvidia*."""
     script = (
         f"mount --bind {d}/nvidiactl /dev/nvidiactl && "
         f"mount --bind {d}/nvidia0 /dev/nvidia0 && "
         f"mount --bind {d}/nvidia-uvm /dev/nvidia-uvm && "
         "mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && "
-        "printf 'ModifyDeviceFiles: 0\\n' > /proc/driver/nvidia/params && "
-        "mkdir -p /dev/char && ln -sf /dev/nvidiactl /dev/char/195:255 && "
-        "ln -sf /dev/nvidia0 /dev/char/195:0 && exec \"$@\"")
+        "printf 'ModifyDeviceFiles: 0\\n' > /proc/driver/nvidia/params && exec \"$@\"")
     return ["unshare", "-m", "sh", "-c", script, "sh"]
 
 

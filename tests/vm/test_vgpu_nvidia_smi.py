@@ -7,17 +7,17 @@
 
 "Inside" is a private mount namespace with the slice's nodes bind-mounted
 over /dev/nvidiactl, /dev/nvidia0 and /dev/nvidia-uvm, as the OCI hook
-mounts them into a container.  NVML refuses nodes whose device numbers are
-not the NVIDIA driver's (test_nvml_refuses_the_slices_device_numbers), so
-the other inside tests run NVIDIA's binaries with build/nvdevno.so
-(tools/nvdevno), which makes only stat() report 195:255 and 195:N.
+mounts them into a container: from a vgpu.ko "vgpudev" mount of the slice,
+whose nodes open as vgpu.ko's minors and stat as NVIDIA's 195:255 and
+195:N, which NVML requires (docs/containers.md, "NVIDIA's device numbers").
+test_nvml_refuses_the_slices_device_numbers binds the slice's devtmpfs
+nodes instead (vgpu.ko's own numbers), which NVML refuses.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -26,38 +26,50 @@ from test_nvidia_smi import (HOLD, MiB, PY, RELEASE, Holder, csv, mib,  # noqa: 
 from test_nvidia_smi import pytestmark as _release_mark
 from vgpu_fixtures import GiB, kern, make_slice, vgpu_leak_check  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
-NVDEVNO = ROOT / "build" / "nvdevno.so"
 LIMIT = 4 * GiB
 
-pytestmark = [_release_mark,
-              pytest.mark.skipif(not NVDEVNO.exists(), reason="make build/nvdevno.so")]
+pytestmark = _release_mark
 
 
-def inside(prefix: str, shim: bool = True) -> list[str]:
-    """The command prefix that runs a program with the slice's nodes as
-    /dev/nvidia* (a private mount namespace)."""
+def inside(prefix: str) -> list[str]:
+    """The command prefix that runs a program with the nodes in ``prefix``
+    as /dev/nvidia* (a private mount namespace)."""
     binds = "".join(f"mount --bind {prefix}/{n} /dev/{n}; " for n in sorted(os.listdir(prefix)))
-    pre = f"export LD_PRELOAD={NVDEVNO}; " if shim else ""
-    return ["unshare", "-m", "sh", "-c", binds + pre + 'exec "$@"', "sh"]
+    return ["unshare", "-m", "sh", "-c", binds + 'exec "$@"', "sh"]
+
+
+class DevSlice:
+    """The slice with ``prefix`` its vgpudev mount (what the hook binds)."""
+
+    def __init__(self, sl, prefix: str):
+        self.sl, self.prefix = sl, prefix
+
+    def used(self, index: int = 0) -> int:
+        return self.sl.used(index)
 
 
 @pytest.fixture
-def slice4(make_slice):
+def slice4(make_slice, tmp_path):
     sl = make_slice(gpus=[(0, LIMIT)])
+    d = tmp_path / "vgpudev"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "vgpudev", "-o", f"slice={sl.id}", "none", str(d)],
+                   check=True)
     h = Holder(sl.prefix, 0, HOLD)
     out = Holder("/dev", 0, 64 * MiB)       # a process outside the slice, same GPU
-    yield sl, h, out
+    yield DevSlice(sl, str(d)), h, out
     h.close()
     out.close()
+    subprocess.run(["umount", str(d)], check=True)
 
 
 def test_nvml_refuses_the_slices_device_numbers(slice4):
-    """Without the shim: NVML stats /dev/nvidiactl, finds vgpu.ko's device
-    numbers, and stops before any ioctl (a finding, docs/nvml.md)."""
-    sl, _, _ = slice4
+    """The slice's devtmpfs nodes (vgpu.ko's device numbers) instead of
+    vgpudev's: NVML stats /dev/nvidiactl, finds vgpu.ko's numbers, and
+    stops before any ioctl (docs/nvml.md)."""
+    ds, _, _ = slice4
     exe, lib = nvidia_userspace()
-    r = subprocess.run([*inside(sl.prefix, shim=False), str(exe), "-L"], capture_output=True,
+    r = subprocess.run([*inside(ds.sl.prefix), str(exe), "-L"], capture_output=True,
                        text=True, env=dict(os.environ, LD_LIBRARY_PATH=str(lib)), timeout=300)
     assert r.returncode != 0
     assert "GPU access blocked by the operating system" in r.stdout + r.stderr

@@ -94,6 +94,10 @@ from vgpu.values import (BadValue, parse_compute, parse_container, parse_duratio
 
 PROG = "vgpu-oci-hook"
 DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (docs/vgpufs.md)
+#: vgpu.ko's filesystem of a slice's nodes with NVIDIA's numbers (kmod/vgpu/devfs.c)
+VGPU_DEVFS = "vgpudev"
+VGPU_DEVFS_MAGIC = 0x76677064
+NV_MAJOR = 195
 MAX_STATE = 1 << 20
 STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
           "poststart", "poststop")
@@ -414,7 +418,7 @@ class Mounter:
     SYS_OPENAT2, SYS_MOUNT_SETATTR = 437, 442
     OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, 0o2000000
     MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
-    AT_FDCWD, AT_EMPTY_PATH, MNT_DETACH = -100, 0x1000, 2
+    AT_FDCWD, AT_EMPTY_PATH, MNT_DETACH, AT_SYMLINK_NOFOLLOW = -100, 0x1000, 2, 0x100
     RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_IN_ROOT = 0x02, 0x04, 0x10
     MOUNT_ATTR_RDONLY = 0x1
     FSOPEN_CLOEXEC = FSMOUNT_CLOEXEC = 1
@@ -584,6 +588,30 @@ class Mounter:
             raise
         return mnt
 
+    def devfs(self, slice_id: int) -> int:
+        """A detached mount of vgpu.ko's "vgpudev" for the slice ``slice_id``
+        (its nodes stat as NVIDIA's, open as vgpu.ko's: docs/containers.md,
+        "NVIDIA's device numbers"); ENODEV from a vgpu.ko without it."""
+        fs = self._sys(self.SYS_FSOPEN, VGPU_DEVFS.encode(), self.FSOPEN_CLOEXEC,
+                       what=f"fsopen {VGPU_DEVFS}")
+        try:
+            self._sys(self.SYS_FSCONFIG, fs, self.FSCONFIG_SET_STRING, b"slice",
+                      str(int(slice_id)).encode(), 0, what=f"{VGPU_DEVFS} slice={slice_id}")
+            self._sys(self.SYS_FSCONFIG, fs, self.FSCONFIG_CMD_CREATE, None, None, 0,
+                      what=f"{VGPU_DEVFS} slice={slice_id}")
+            return self._sys(self.SYS_FSMOUNT, fs, self.FSMOUNT_CLOEXEC, 0,
+                             what=f"fsmount {VGPU_DEVFS}")
+        finally:
+            os.close(fs)
+
+    def clone_at(self, dirfd: int, name: str) -> int:
+        """A detached bind mount of ``name`` (one component) under the
+        attached mount ``dirfd`` (open_tree refuses a detached source on
+        Linux 6.1: __do_loopback's check_mnt)."""
+        return self._sys(self.SYS_OPEN_TREE, dirfd, name.encode(),
+                         self.OPEN_TREE_CLONE | self.OPEN_TREE_CLOEXEC | self.AT_SYMLINK_NOFOLLOW,
+                         what=f"open_tree {name}")
+
     def umount(self, fd: int, what: str) -> None:
         """Detach the mount whose root ``fd`` is.  umount2 takes only a path:
         the path is ``fd``'s own magic link in our fd table, looked up from
@@ -601,24 +629,41 @@ class Mounter:
 
 
 def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
-                name: str | None = None) -> list[str]:
-    """Bind-mount the vgpufs nodes and proc view of the slice ``name``
-    (default: the container's own, ``cid``) into the rootfs (in the current
-    mount namespace).  Idempotent: a target that already is the slice's
-    node is left alone.  Returns what it mounted.
+                name: str | None = None, slice_id: int | None = None) -> list[str]:
+    """Bind-mount the slice's nodes and the vgpufs proc view of the slice
+    ``name`` (default: the container's own, ``cid``) into the rootfs (in the
+    current mount namespace).  Idempotent: a target that already is the
+    slice's node is left alone.  Returns what it mounted.
+
+    The nodes: with ``slice_id``, those of a vgpu.ko "vgpudev" mount of the
+    slice (they open as vgpu.ko's minors and stat as NVIDIA's 195:N, which
+    NVIDIA's libcuda and NVML require), plus /dev/char/195:<minor> links to
+    them, as udev makes on a host; without it, or from a vgpu.ko without
+    vgpudev, vgpufs's ``dev/`` (vgpu.ko's numbers: the node opens the same,
+    NVIDIA's libraries refuse it).
 
     Every target is resolved inside the rootfs by fd and a symlink anywhere
     on its path is refused (see Mounter); on any failure what this call
     mounted is unmounted again."""
     src_dev = os.path.join(fuse, name or cid, "dev")
     src_proc = os.path.join(fuse, name or cid, "proc", "driver", "nvidia")
-    try:
-        names = sorted(os.listdir(src_dev))
-    except OSError as e:
-        raise HookError(f"container {cid}: vgpufs has no nodes for it at {src_dev} "
-                        f"({e.strerror or e}; is vgpud's filesystem mounted?)") from None
+    devfs = None
+    if slice_id is not None:
+        try:
+            devfs = m.devfs(slice_id)
+        except OSError as e:
+            if e.errno != errno.ENODEV:
+                raise HookError(f"container {cid}: {e.strerror or e}") from None
+            debug(f"vgpu.ko has no {VGPU_DEVFS}: the slice's vgpufs nodes (vgpu.ko's numbers)")
+    names: list[str] = []
+    if devfs is None:
+        try:
+            names = sorted(os.listdir(src_dev))
+        except OSError as e:
+            raise HookError(f"container {cid}: vgpufs has no nodes for it at {src_dev} "
+                            f"({e.strerror or e}; is vgpud's filesystem mounted?)") from None
     rootfs = os.path.realpath(rootfs)     # the runtime's path (trusted); inside it: fds only
-    fds: list[int] = []                   # closed at the end
+    fds: list[int] = [] if devfs is None else [devfs]   # closed at the end
     mounted: list[tuple[int, str]] = []   # (mount fd, where), undone on a failure
 
     def at(dirfd: int, rel: str, shown: str, flags: int = 0, optional: bool = False):
@@ -637,6 +682,14 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
         fds.append(fd)
         return fd
 
+    def node_target(dev: int, node: str) -> tuple[int, str]:
+        shown = f"/dev/{node}"
+        target = at(dev, node, shown, optional=True)
+        if target is None:
+            m.make(dev, node, 0o666)
+            target = at(dev, node, shown)
+        return target, shown
+
     done = []
     ok = False
     try:
@@ -646,16 +699,14 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
         if dev is None:
             m.make(root, "dev", 0o755, directory=True)
             dev = at(root, "dev", "/dev", os.O_DIRECTORY)
+        if devfs is not None:
+            devfs_nodes(cid, m, devfs, dev, at, node_target, mounted, done)
         for name in names:
             src = os.path.join(src_dev, name)
             st = os.stat(src)
             if not stat.S_ISCHR(st.st_mode):
                 continue
-            shown = f"/dev/{name}"
-            target = at(dev, name, shown, optional=True)
-            if target is None:
-                m.make(dev, name, 0o666)
-                target = at(dev, name, shown)
+            target, shown = node_target(dev, name)
             tst = os.fstat(target)
             if stat.S_ISCHR(tst.st_mode) and tst.st_rdev == st.st_rdev:
                 continue                  # already there (a second hook call)
@@ -695,6 +746,82 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
             os.close(fd)
     debug(f"mounted {' '.join(done) or 'nothing (already there)'} in {rootfs}")
     return done
+
+
+def devfs_nodes(cid: str, m: Mounter, devfs: int, dev: int, at, node_target,
+                mounted: list, done: list) -> None:
+    """Bind each node of the detached vgpudev mount ``devfs`` onto the
+    rootfs' /dev/<node> (``dev``: its fd) and link /dev/char/195:<minor>
+    to the nodes NVIDIA numbers so.  open_tree() clones only from a mount
+    of the current namespace (Linux 6.1), so the vgpudev mount is attached
+    for the while on a fresh directory of the container's /dev and
+    detached again (with the directory) before returning; the binds stay.
+    A node already bound from a vgpudev mount of the same slice (same
+    filesystem type, inode number, which is 2 + vgpu.ko's minor, and device
+    number) is left alone."""
+    stage = None
+    for i in range(16):
+        cand = f".vgpu-{os.getpid()}-{i}"
+        try:
+            os.mkdir(cand, 0o700, dir_fd=dev)
+        except FileExistsError:
+            continue
+        stage = cand
+        break
+    if stage is None:
+        raise HookError(f"container {cid}: no staging directory could be made in /dev")
+    links: list[tuple[str, str]] = []
+    attached = False
+    try:
+        sfd = at(dev, stage, f"/dev/{stage}", os.O_DIRECTORY)
+        m.attach(devfs, sfd, f"/dev/{stage}")
+        attached = True
+        dfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=devfs)
+        try:
+            names = sorted(os.listdir(dfd))
+        finally:
+            os.close(dfd)
+        for node in names:
+            st = os.stat(node, dir_fd=devfs, follow_symlinks=False)
+            if not stat.S_ISCHR(st.st_mode):
+                continue
+            if os.major(st.st_rdev) == NV_MAJOR:
+                links.append((f"{NV_MAJOR}:{os.minor(st.st_rdev)}", f"../{node}"))
+            target, shown = node_target(dev, node)
+            tst = os.fstat(target)
+            if m.fs_type(target) == VGPU_DEVFS_MAGIC and \
+                    (tst.st_ino, tst.st_rdev) == (st.st_ino, st.st_rdev):
+                continue                  # already there (a second hook call)
+            clone = m.clone_at(devfs, node)
+            try:
+                m.attach(clone, target, shown)
+            except BaseException:
+                os.close(clone)
+                raise
+            mounted.append((clone, shown))
+            done.append(shown)
+    finally:
+        if attached:
+            m.umount(devfs, f"/dev/{stage}")
+        os.rmdir(stage, dir_fd=dev)
+    if not links:
+        return
+    char = at(dev, "char", "/dev/char", os.O_DIRECTORY, optional=True)
+    if char is None:
+        m.make(dev, "char", 0o755, directory=True)
+        char = at(dev, "char", "/dev/char", os.O_DIRECTORY)
+    for link, to in links:
+        try:
+            os.symlink(to, link, dir_fd=char)
+            done.append(f"/dev/char/{link}")
+        except FileExistsError:
+            try:
+                cur = os.readlink(link, dir_fd=char)
+            except OSError:
+                cur = None
+            if cur != to:
+                raise HookError(f"container {cid}: /dev/char/{link} exists and is not a link "
+                                f"to {to}; refused") from None
 
 
 def config_allows(config: dict, major: int) -> bool:
@@ -873,7 +1000,9 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
         m = Mounter()
         allow_devices(cid, config, v1dev, slice_, debug)
         m.setns_mnt(pid)
-        mount_views(cid, rootfs, fuse, m, debug, name)
+        sid = slice_.get("slice_id")
+        mount_views(cid, rootfs, fuse, m, debug, name,
+                    sid if isinstance(sid, int) and not isinstance(sid, bool) else None)
         ok = True
         return 0
     except ac.ClientError as e:
@@ -936,7 +1065,7 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     cg = own_cgroup(cid, pid, cgroup_of(pid)[0])
     client = ac.ApiClient(o.socket, o.timeout)
     try:
-        client.request("attach", container=name, cgroup=cg)
+        res = client.request("attach", container=name, cgroup=cg)
         debug(f"slice {name} attached to {cg}")
     except ac.ClientError as e:
         raise HookError(f"container {cid}: slice {name}: vgpud: {e}") from None
@@ -945,7 +1074,9 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     try:
         m = Mounter()
         m.setns_mnt(pid)
-        mount_views(name, rootfs, fuse, m, debug)
+        sid = (res.get("slice") or {}).get("slice_id") if isinstance(res, dict) else None
+        mount_views(name, rootfs, fuse, m, debug,
+                    slice_id=sid if isinstance(sid, int) and not isinstance(sid, bool) else None)
     except OSError as e:
         raise HookError(f"container {cid}: slice {name}: {e.strerror or e}") from None
     return 0

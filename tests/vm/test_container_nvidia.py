@@ -1,0 +1,238 @@
+"""NVIDIA's own libcuda and nvidia-smi (535.261.03) inside a containerd
+container with a vgpu slice, started through vgpu-runtime and the OCI hook
+as on a node (docs/containers.md, "NVIDIA's device numbers").
+
+nvsim is reloaded as two 16 GiB GH100s presenting 535.261.03 (test_cuda.py),
+vgpu.ko loaded over it, for this module; so it runs in the VM group that
+starts without vgpu.ko:
+
+    tools/vm/vm.py run --load-nvsim -- .venv/bin/python -m pytest -q tests/vm/test_container_nvidia.py
+
+The container asks for 4 GiB of host GPU 1.  The hook binds the slice's
+nodes from a vgpu.ko "vgpudev" mount (they open as vgpu.ko's minors and
+stat as NVIDIA's 195:N) and makes /dev/char/195:<minor>; vgpufs's view
+gives /proc/driver/nvidia.  No LD_PRELOAD shim, no /dev/char links of the
+test's.  The test binds NVIDIA's unpacked user space (libcuda, libnvidia-ml,
+nvidia-smi from $VGPU_CACHE) into the container itself: injecting the
+driver's libraries (CDI / the container toolkit's job) is a later issue's.
+
+One container run (slow under TCG) writes everything the tests check; the
+first test starts it, the others read its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import nvsim_reload
+from cuda_lib import RELEASE, libcuda_missing, nvidia_lib
+from test_containers import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
+                             video_memory)
+from test_cuda import GH100
+from test_nvidia_smi import nvidia_userspace
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = str(ROOT / ".venv" / "bin" / "python")
+MiB = 1 << 20
+GiB = 1 << 30
+QUOTA = 4 * GiB
+HOST_GPU = 1                       # the container's GPU 0 is the host's GPU 1
+
+
+def _reason() -> str | None:
+    if nvsim_reload.skip_reason():
+        return nvsim_reload.skip_reason()
+    if libcuda_missing():
+        return libcuda_missing()
+    if nvidia_userspace() is None:
+        return f"NVIDIA's {RELEASE} nvidia-smi is not unpacked under $VGPU_CACHE"
+    if not HAVE_CONTAINERD:
+        return "needs containerd and ctr"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_gh100_with_vgpu():
+    """nvsim as two 16 GiB GH100s of 535.261.03, vgpu.ko over it; both back after."""
+    with nvsim_reload.reloaded({**GH100, "num_gpus": "2"}):
+        ko = nvsim_reload.ko_path("VGPU_VGPU_KO", "kmod/vgpu/vgpu.ko")
+        r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        yield
+        subprocess.run(["rmmod", "vgpu"], check=True)
+
+
+# The container's driver-API program: what a CUDA application asks first.
+# cuCtxCreate and what follows it (cuMemGetInfo, cuMemAlloc until the
+# quota's NO_MEMORY) are tried and recorded: on nvsim cuCtxCreate does not
+# succeed yet (docs/cuda.md), test_context_memory_is_the_slices says so.
+CUDA = textwrap.dedent("""
+    import ctypes, json, sys
+    from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p
+    cu = ctypes.CDLL(sys.argv[1])
+    out = {}
+    def done():
+        print('CUDA-JSON', json.dumps(out), flush=True)
+        sys.exit(0)
+    out['init'] = cu.cuInit(0)
+    if out['init']:
+        done()
+    n = c_int()
+    out['countResult'] = cu.cuDeviceGetCount(byref(n)); out['count'] = n.value
+    dev = c_int()
+    out['get'] = cu.cuDeviceGet(byref(dev), 0)
+    name = ctypes.create_string_buffer(256)
+    cu.cuDeviceGetName(name, 256, dev); out['name'] = name.value.decode()
+    tm = c_size_t()
+    out['totalResult'] = cu.cuDeviceTotalMem_v2(byref(tm), dev); out['total'] = tm.value
+    ctx = c_void_p()
+    out['ctx'] = cu.cuCtxCreate_v2(byref(ctx), 0, dev)
+    if out['ctx'] == 0:
+        free, total = c_size_t(), c_size_t()
+        out['memInfo'] = cu.cuMemGetInfo_v2(byref(free), byref(total))
+        out['free'], out['memTotal'] = free.value, total.value
+        p, got, chunk = c_uint64(), 0, 256 << 20
+        while got <= 2 * tm.value:
+            r = cu.cuMemAlloc_v2(byref(p), chunk)
+            if r:
+                out['allocStop'] = r
+                break
+            got += chunk
+        out['allocated'] = got
+    done()
+""")
+
+PROBE = textwrap.dedent("""
+    import errno, json, os, stat
+    def rdev(p):
+        st = os.stat(p)
+        return [os.major(st.st_rdev), os.minor(st.st_rdev)] if stat.S_ISCHR(st.st_mode) else None
+    out = {'nodes': {n: rdev('/dev/' + n) for n in sorted(os.listdir('/dev'))
+                     if n.startswith('nvidia')},
+           'char': {n: os.readlink('/dev/char/' + n) for n in sorted(os.listdir('/dev/char'))}
+                   if os.path.isdir('/dev/char') else None,
+           'preload': os.environ.get('LD_PRELOAD')}
+    # fstat of an open node says what stat says (NVML and libcuda look at both)
+    fd = os.open('/dev/nvidiactl', os.O_RDWR)
+    st = os.fstat(fd)
+    out['fstat_ctl'] = [os.major(st.st_rdev), os.minor(st.st_rdev)]
+    os.close(fd)
+    # a node of NVIDIA's own numbers made inside (CAP_MKNOD): the device
+    # cgroup allows vgpu.ko's minors only, never 195
+    try:
+        os.mknod('/dev/real195', stat.S_IFCHR | 0o666, os.makedev(195, %(gpu)d))
+        out['mknod'] = 'ok'
+    except OSError as e:
+        out['mknod'] = errno.errorcode[e.errno]
+    if out['mknod'] == 'ok':
+        try:
+            os.close(os.open('/dev/real195', os.O_RDWR))
+            out['open195'] = 'ok'
+        except OSError as e:
+            out['open195'] = errno.errorcode[e.errno]
+    print('PROBE-JSON', json.dumps(out), flush=True)
+""") % {"gpu": HOST_GPU}
+
+
+def _script() -> str:
+    smi, lib = nvidia_userspace()
+    return (f"{SHOW}"
+            f"{PY} /shared/probe.py; "
+            f"{PY} /shared/cuda.py {nvidia_lib('libcuda.so.1')}; "
+            f"echo SMI-L; LD_LIBRARY_PATH={lib} {smi} -L; echo SMI-L-rc $?; "
+            f"echo SMI-Q; LD_LIBRARY_PATH={lib} {smi} "
+            "--query-gpu=name,memory.total,memory.used --format=csv,noheader,nounits; "
+            "echo SMI-Q-rc $?")
+
+
+RUN: dict = {}
+
+
+def _out() -> dict:
+    if not RUN:
+        pytest.skip("the container did not run (test_libcuda_and_nvidia_smi_in_a_container)")
+    return RUN
+
+
+def _json(text: str, tag: str) -> dict:
+    line = next((ln for ln in text.splitlines() if ln.startswith(tag + " ")), None)
+    assert line, text
+    return json.loads(line[len(tag) + 1:])
+
+
+def _after(text: str, tag: str) -> list[str]:
+    lines = text.splitlines()
+    i = lines.index(tag)
+    return [ln for ln in lines[i + 1:] if not ln.startswith(tag + "-rc")][:8]
+
+
+def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
+    (runc.shared / "cuda.py").write_text(CUDA)
+    (runc.shared / "probe.py").write_text(PROBE)
+    cache = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace" / RELEASE
+    r = containerd.run("nv-a", _script(), {"vgpu.io/memory": f"{QUOTA // MiB}MiB",
+                                          "vgpu.io/gpus": str(HOST_GPU)},
+                       detach=False, timeout=900, binds=(str(cache),))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"{out[-6000:]}\n{daemon.log()}"
+    RUN.update(text=out, probe=_json(out, "PROBE-JSON"), cuda=_json(out, "CUDA-JSON"))
+    print(out)
+    # the container's view: its one GPU of 4 GiB
+    assert video_memory(out) == [f"{QUOTA // MiB} MB"], out
+    cu = RUN["cuda"]
+    assert cu["init"] == 0, out
+    assert (cu["countResult"], cu["count"]) == (0, 1), cu
+    assert cu["name"] == "NVIDIA nvsim H100", cu
+    assert (cu["totalResult"], cu["total"]) == (0, QUOTA), cu
+    assert "SMI-L-rc 0" in out and "SMI-Q-rc 0" in out, out
+    assert [ln for ln in _after(out, "SMI-L") if ln.startswith("GPU ")] == \
+        [ln for ln in _after(out, "SMI-L") if ln.startswith("GPU 0: NVIDIA nvsim H100")], out
+    assert len([ln for ln in _after(out, "SMI-L") if ln.startswith("GPU ")]) == 1, out
+    rows = [[f.strip() for f in ln.split(",")] for ln in _after(out, "SMI-Q") if "," in ln]
+    assert [row[:2] for row in rows] == [["NVIDIA nvsim H100", str(QUOTA // MiB)]], out
+    # the container exited: its slice went with it
+    assert not daemon.slices()
+
+
+def test_nodes_stat_as_nvidias_and_no_shim():
+    """What NVIDIA's libraries check: (195, 255) and (195, i), stat and
+    fstat alike; /dev/char links made by the hook; no LD_PRELOAD."""
+    p = _out()["probe"]
+    nodes = p["nodes"]
+    assert sorted(nodes) == ["nvidia-uvm", "nvidia0", "nvidiactl"], p   # no other GPU
+    assert nodes["nvidiactl"] == [195, 255] and nodes["nvidia0"] == [195, 0], p
+    assert p["fstat_ctl"] == [195, 255], p
+    assert p["char"] is not None and {"195:255", "195:0"} <= set(p["char"]), p
+    assert p["char"]["195:255"] == "../nvidiactl" and p["char"]["195:0"] == "../nvidia0", p
+    assert p["preload"] is None, p
+
+
+def test_a_made_195_node_does_not_open():
+    """CAP_MKNOD may make a (195, N) node inside; the device cgroup refuses
+    to open it (containerd's rules allow no mknod: then it is not even made)."""
+    p = _out()["probe"]
+    assert p["mknod"] in ("ok", "EPERM"), p
+    if p["mknod"] == "ok":
+        assert p["open195"] == "EPERM", p
+
+
+@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails on nvsim: NV2080 0x20800145 "
+                   "(ACQUIRE_COMPUTE_MODE_RESERVATION) is not answered (docs/cuda.md); "
+                   "carried by wt-cuda")
+def test_context_memory_is_the_slices():
+    """Once a context exists: cuMemGetInfo's total is the slice's 4 GiB and
+    cuMemAlloc stops with CUDA_ERROR_OUT_OF_MEMORY (2) within it."""
+    cu = _out()["cuda"]
+    assert cu["ctx"] == 0, cu
+    assert (cu["memInfo"], cu["memTotal"]) == (0, QUOTA), cu
+    assert cu["free"] <= QUOTA, cu
+    assert cu["allocStop"] == 2 and cu["allocated"] <= QUOTA, cu
