@@ -12,7 +12,7 @@ Each workload is the project's client (`vgpu-nvclient work`) in its own
 process, opening a slice's virtual nodes /dev/vgpu/<id>/ and keeping DEPTH
 work items of ITEM us queued on a channel (saturating unless DEPTH is too
 small for the process to keep up).  Slices are made through vgpu.ko's
-netlink API directly (vgpu.daemon.kernel), so the figures are the kernel
+netlink API directly (vgpu.vgpuko.client), so the figures are the kernel
 mechanism's; the daemon maps its config and `vgpuctl set-quota` to exactly
 these calls.  Achieved share = the process's busy time in
 /sys/kernel/debug/nvsim/busy over the window / the window's length.
@@ -42,7 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from vgpu.abi import uapi as U  # noqa: E402
-from vgpu.daemon.kernel import Compute, VgpuKernel     # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel     # noqa: E402
+from vgpu.vgpuko.messages import Compute     # noqa: E402
 
 PY = sys.executable
 BUSY = Path("/sys/kernel/debug/nvsim/busy")

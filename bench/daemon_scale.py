@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tools.vgpud_launcher import Api, Vgpud, config  # noqa: E402
-from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
 from vgpu.abi.nvclient import RmClient  # noqa: E402
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vgpu.abi import nvabi as A  # noqa: E402
-from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
 from vgpu.abi.nvclient import RmClient, _libc  # noqa: E402
 
 MiB = 1 << 20

@@ -218,7 +218,7 @@ async def test_kernel_refusal_and_unavailable(env, tmp_path):
     assert r["error"]["code"] == "kernel" and "EBUSY" in r["error"]["message"]
     assert (await call(mgr, "delete", container="c", force=True))["ok"]
 
-    from vgpu.daemon.kernel import VgpuNotLoaded
+    from vgpu.vgpuko.netlink import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()

@@ -18,7 +18,8 @@ from vgpu.abi import uapi as U
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.api import ApiError, handle_line, parse_request
 from vgpu.daemon.config import parse_config
-from vgpu.daemon.kernel import AuditEntry, VgpuError
+from vgpu.vgpuko.messages import AuditEntry
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
@@ -184,7 +185,7 @@ async def test_audit_op_errors(aenv, monkeypatch):
     r = await call(mgr, "set-audit", container="c1", audit=True)
     assert r["error"]["code"] == "kernel" and "Unknown attribute type" in r["error"]["message"]
     assert mgr.records["c1"].audit is None
-    from vgpu.daemon.kernel import VgpuNotLoaded
+    from vgpu.vgpuko.netlink import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()

@@ -19,7 +19,8 @@ from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
 from vgpu.daemon import compute as C
 from vgpu.abi import uapi as U
 from vgpu.daemon.config import ConfigError, SliceSpec, parse_config
-from vgpu.daemon.kernel import Compute, VgpuError
+from vgpu.vgpuko.messages import Compute
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore

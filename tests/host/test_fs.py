@@ -331,7 +331,7 @@ def test_manager_source_adapts_records(tmp_path):
     inventory (no mount)."""
     from vgpu.daemon.config import SliceSpec, parse_config
     from vgpu.daemon.inventory import GpuInfo
-    from vgpu.daemon.kernel import GpuUsage, Slice
+    from vgpu.vgpuko.messages import GpuUsage, Slice
     from vgpu.daemon.records import GpuSlot, SliceRecord
     from vgpu.daemon.slices import SliceManager
     cfg = parse_config('[defaults]\nmemory = "4GiB"\n', "t.toml")

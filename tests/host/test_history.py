@@ -17,7 +17,7 @@ import trio
 
 from vgpu.daemon import history as H
 from vgpu.daemon.history import HistoryStore, HistoryWriter, Sample
-from vgpu.daemon.kernel import GpuUsage, Slice
+from vgpu.vgpuko.messages import GpuUsage, Slice
 from vgpu.daemon.records import GpuSlot, SliceRecord
 
 T0 = 1_800_000_000.0            # a multiple of 300 (5-minute buckets start here)

@@ -20,7 +20,8 @@ from daemon_support import until as _until
 from vgpu.daemon import main as D
 from vgpu.abi import uapi as U
 from vgpu.daemon.config import parse_config
-from vgpu.daemon.kernel import Event, VgpuError, VgpuNotLoaded
+from vgpu.vgpuko.messages import Event
+from vgpu.vgpuko.netlink import VgpuError, VgpuNotLoaded
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
@@ -28,7 +29,7 @@ from vgpu.daemon.state import StateStore
 
 
 class FakeEventStream:
-    """vgpu.daemon.kernel.EventStream's interface over a socketpair."""
+    """vgpu.vgpuko.streams.EventStream's interface over a socketpair."""
 
     def __init__(self):
         self.r, self.w = socket.socketpair()

@@ -18,8 +18,11 @@ PKG = pathlib.Path(vgpu.__file__).parent
 
 def loaded_after(stmt: str) -> set[str]:
     code = f"import sys, json; {stmt}; print(json.dumps(sorted(sys.modules)))"
-    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                       timeout=60)
+    # -E -s, not -I: isolated from the environment, but with the checkout on
+    # sys.path ('' first, cwd the repository root), so the package imported is
+    # this tree's, not whatever the venv's editable install points at
+    r = subprocess.run([sys.executable, "-E", "-s", "-c", code], capture_output=True, text=True,
+                       timeout=60, cwd=PKG.parent)
     assert r.returncode == 0, r.stderr
     return set(json.loads(r.stdout))
 

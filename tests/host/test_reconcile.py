@@ -14,7 +14,7 @@ import subprocess
 from vgpu.daemon import slices as S
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.inventory import GpuInfo, over_quota
-from vgpu.daemon.kernel import GpuUsage, Slice
+from vgpu.vgpuko.messages import GpuUsage, Slice
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon import liveness as L
 from vgpu.daemon.slices import SliceManager

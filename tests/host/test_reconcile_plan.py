@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from vgpu.abi import uapi as U
 from vgpu.daemon.config import SliceSpec
-from vgpu.daemon.kernel import Compute, GpuUsage, Slice
+from vgpu.vgpuko.messages import Compute, GpuUsage, Slice
 from vgpu.daemon.reconcile import Adopt, Correct, Recreate, plan
 from vgpu.daemon.records import Effective, GpuSlot, SliceRecord
 

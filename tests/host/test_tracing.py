@@ -27,7 +27,7 @@ from daemon_support import FakeInventory, GiB, call, connect, rpc, until
 
 
 def _rec(sid, seq, op=U.VGPU_TRACE_IOCTL, **kw):
-    from vgpu.daemon.kernel import TraceRecord
+    from vgpu.vgpuko.messages import TraceRecord
     if op == U.VGPU_TRACE_IOCTL:
         kw = {"node": U.VGPU_MINOR_CTL, "nr": 0x2B, "size": 48, "item_kind": U.VGPU_AUDIT_CLASS,
               "item": 0x41, "verdict": U.VGPU_AUDIT_FORWARD, "args_in": bytes(48),
@@ -200,7 +200,7 @@ async def test_trace_refusals(env, tmp_path):
         srv.stop()
         await srv.drain(1)
     # vgpu.ko not loaded: the error every op gives
-    from vgpu.daemon.kernel import VgpuNotLoaded
+    from vgpu.vgpuko.netlink import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()

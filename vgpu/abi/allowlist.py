@@ -55,7 +55,7 @@ class AllowItem:
 
     @property
     def pair(self) -> tuple[int, int]:
-        """(kind, number) as vgpu.daemon.kernel's slice_new/slice_set take it."""
+        """(kind, number) as vgpu.vgpuko.client's slice_new/slice_set take it."""
         return self.kind_value, self.number
 
     @classmethod

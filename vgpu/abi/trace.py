@@ -2,7 +2,7 @@
 
 One JSON object per line: a header, then one record per open, close, ioctl
 and mmap, then optionally a trailer.  This module owns the format: it turns
-the kernel's records (``vgpu.daemon.kernel.TraceRecord``, or anything with the same
+the kernel's records (``vgpu.vgpuko.messages.TraceRecord``, or anything with the same
 attributes) into JSON objects, adds NVIDIA's names and the NV_STATUS the
 parameters carry back, and reads a file back with every field checked (a
 trace may come from another machine: it is input like any other).

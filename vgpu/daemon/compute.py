@@ -3,7 +3,7 @@
 Owned here:
 - the mapping of a slice's effective settings (vgpu.daemon.config: compute percent,
   policy share|fixed|burst, priority high|low) to what vgpu.ko enforces per
-  GPU (``vgpu.daemon.kernel.Compute``: policy, basis points, priority), and back to
+  GPU (``vgpu.vgpuko.messages.Compute``: policy, basis points, priority), and back to
   names for display (``kernel_view``);
 - the scheduler's layer names of ``[scheduler] layers`` ("tsg", "doorbell")
   and their VGPU_SCHED_L_* flags;
@@ -18,7 +18,7 @@ so priorities still order it).
 
 What it may call: vgpu.abi.uapi (constants), vgpu.values (the names of
 policies, priorities and layers, and their parsers) and
-vgpu.daemon.kernel.Compute (a dataclass).
+vgpu.vgpuko.messages.Compute (a dataclass).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections import deque
 from typing import Any, Iterable
 
 from vgpu.abi import uapi as U
-from vgpu.daemon.kernel import Compute
+from vgpu.vgpuko.messages import Compute
 from vgpu.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
 
 __all__ = [
@@ -60,7 +60,7 @@ def percent_to_bp(percent: float | None) -> int:
 
 def kernel_compute(eff):
     """Effective settings (a config.SliceSpec: compute pct|None, policy
-    name|None, priority name|None) -> vgpu.daemon.kernel.Compute(policy, bp,
+    name|None, priority name|None) -> vgpu.vgpuko.messages.Compute(policy, bp,
     priority).
 
     policy share/fixed/burst -> VGPU_COMPUTE_SHARE/FIXED/BURST; compute unset

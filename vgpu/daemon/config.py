@@ -253,7 +253,7 @@ class AuditSpec:
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
-        """The allow-list as vgpu.daemon.kernel takes it: [(kind, number), ...]."""
+        """The allow-list as vgpu.vgpuko.client takes it: [(kind, number), ...]."""
         return [it.pair for it in self.allow]
 
     def describe(self) -> str:

@@ -75,7 +75,7 @@ from vgpu.daemon.api import Server
 from vgpu.daemon.config import ConfigError, describe_changes, load_config
 from vgpu.daemon.fs import ManagerSource, VgpuFs
 from vgpu.daemon.inventory import Inventory
-from vgpu.daemon.kernel import VgpuError
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.liveness import cgroup_path, live_pids
 from vgpu.daemon.metrics import MetricsServer
