@@ -5,7 +5,7 @@ part 5): offline, standard library only, a few seconds.
         [--markdown bench/backtest-report.md]
 
 Each trace (bench/traces.py) is replayed day by day from day 8: the models
-(vgpu.forecast.Model, one per label and kind) have seen every sample before
+(vgpu.common.forecast.Model, one per label and kind) have seen every sample before
 the day, forecast its 24 hours, and three ways of setting the slices are
 simulated on the day's 5-minute steps:
 
@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import traces as T  # noqa: E402  (bench/ is not a package)
-from vgpu.forecast import Model  # noqa: E402
+from vgpu.common.forecast import Model  # noqa: E402
 
 HIGH, LOW = 1, 0
 GPU_GIB = 80.0

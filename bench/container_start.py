@@ -196,7 +196,7 @@ def start_times(e: Env, n: int) -> dict[str, tuple[list[float], list[float]]]:
 
 
 def fuse_latency(e: Env, n: int, slices: int) -> None:
-    from vgpu.cli.apiclient import ApiClient
+    from vgpu.common.apiclient import ApiClient
     names = [f"fz-{i}" for i in range(slices)]
     with ApiClient(e.sock, 60) as c:
         for name in names:

@@ -1,4 +1,4 @@
-"""vgpu.cli.apiclient against the CLI tests' fake API server (fake_vgpud.py)
+"""vgpu.common.apiclient against the CLI tests' fake API server (fake_vgpud.py)
 and against sockets that misbehave on purpose."""
 import errno
 import json
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fake_vgpud import GIB, FakeVgpud
-from vgpu.cli import apiclient as ac
+from vgpu.common import apiclient as ac
 
 
 @pytest.fixture

@@ -266,7 +266,7 @@ def test_permission_reply_exit_4(fake, capsys):
 
 
 def test_eacces_exit_4(tmp_path, capsys, monkeypatch):
-    from vgpu.cli import apiclient
+    from vgpu.common import apiclient
 
     class Refusing:
         def settimeout(self, t):
@@ -396,7 +396,7 @@ def test_top_live_redraws_and_quits_on_ctrl_c(fake, monkeypatch):
         if len(sleeps) == 3:
             raise KeyboardInterrupt
     monkeypatch.setattr(time, "sleep", sleep)
-    from vgpu.cli import apiclient
+    from vgpu.common import apiclient
     with apiclient.ApiClient(fake.path) as c:
         rc = ctl.run_top(c, {"json": False, "interval": 1.0}, out)
     text = out.getvalue()

@@ -28,7 +28,7 @@ from grpc_tools import protoc
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB
 from kubelet_sim import PROTO_DIR, KubeletSim
 from vgpu import __version__
-from vgpu.cli.apiclient import ApiClient
+from vgpu.common.apiclient import ApiClient
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.kport import KernelPort
@@ -36,7 +36,7 @@ from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 from vgpu.k8s import deviceplugin as dp
-from vgpu.k8s.supervisor import plugin_argv, supervise
+from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
-from vgpu import forecast as F
+from vgpu.common import forecast as F
 from vgpu.daemon import history as H
 from vgpu.daemon import usage as U
 from vgpu.daemon.config import parse_config

@@ -15,7 +15,7 @@ import pytest
 from vgpu.cli import histview as HV
 from vgpu.cli.histview import SPARKS
 from vgpu.daemon import history as H
-from vgpu.values import BadValue
+from vgpu.common.values import BadValue
 
 UTC = datetime.timezone.utc
 CET = datetime.timezone(datetime.timedelta(hours=1))

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from vgpu.cli import ctl, hook, request, runtime
+from vgpu.cli import ctl, hook, runtime
+from vgpu.common import request
 
 from fake_vgpud import FakeVgpud
 from test_hook_runc import add_fake_nodes
@@ -684,12 +685,12 @@ def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
                                         f"class X(Warning): pass\n")
     env = dict(os.environ, PYTHONPATH=str(evil), PYTHONWARNINGS="ignore::evil.X",
                PYTHONSTARTUP=str(evil / "evil.py"))
-    r = subprocess.run(runtime.hook_argv("--help"), cwd=evil, env=env, capture_output=True,
+    r = subprocess.run(request.hook_argv("--help"), cwd=evil, env=env, capture_output=True,
                        text=True)
     assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
     assert not marker.exists()
     old = [sys.executable, "-S", "-m", "vgpu.cli.hook", "--help"]
-    subprocess.run(old, cwd=evil, env=dict(env, PYTHONPATH=f"{evil}:{runtime.PKG_PARENT}"),
+    subprocess.run(old, cwd=evil, env=dict(env, PYTHONPATH=f"{evil}:{request.PKG_PARENT}"),
                    capture_output=True)
     assert marker.exists()                 # what the test guards against
 

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs root, runc and busybox")
 
 sys.path.insert(0, REPO)
-from vgpu.cli import ctl, hook, request, runtime  # noqa: E402
+from vgpu.cli import ctl, hook, runtime
+from vgpu.common import request  # noqa: E402
 
 MODULES = ("sitecustomize", "usercustomize", "re", "json", "evil")
 

@@ -1,4 +1,4 @@
-"""The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.values
+"""The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.common.values
 import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
 every module's imports are at its top (issue 14)."""
@@ -35,7 +35,7 @@ def modules(sub: str) -> list[str]:
     return sorted(f"vgpu.{sub}.{p.stem}" for p in (PKG / sub).glob("*.py"))
 
 
-LIGHT = [*modules("cli"), *modules("abi"), "vgpu.values", "vgpu.forecast"]
+LIGHT = [*modules("cli"), *modules("abi"), "vgpu.common.values", "vgpu.common.forecast"]
 
 
 def test_every_light_module_is_listed():
@@ -58,7 +58,8 @@ def test_light_module_loads_only_the_standard_library(module):
 #: load: vgpud's API client and the value parsers (with what they load),
 #: never the daemon
 K8S = modules("k8s")
-K8S_MAY_USE = {m for m in loaded_after("import vgpu.cli.apiclient, vgpu.values")
+K8S_MAY_USE = {m for m in loaded_after("import vgpu.common.apiclient, vgpu.common.values, "
+                                        "vgpu.common.request")
                if m.split(".")[0] == "vgpu"}
 
 
@@ -71,9 +72,10 @@ def test_k8s_module_loads_no_daemon(module):
 
 
 def test_vgpuds_supervisor_of_the_plugin_loads_no_grpc():
-    # vgpud imports vgpu.k8s.supervisor: its start must not pay for gRPC
-    loaded = loaded_after("import vgpu.k8s.supervisor") - BASELINE
+    # vgpud imports vgpu.daemon.plugin_supervisor: its start must not pay for gRPC
+    loaded = loaded_after("import vgpu.daemon.plugin_supervisor") - BASELINE
     assert not sorted(m for m in loaded if m.split(".")[0] in ("grpc", "grpc_tools", "google"))
+    assert not sorted(m for m in loaded if m.startswith("vgpu.k8s"))
 
 
 # ------------------------------------------------------------ imports at the top

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 import vgpu
 from vgpu.daemon import metrics as M
-from vgpu.cli.request import LABELS as K8S_LABELS
+from vgpu.common.request import LABELS as K8S_LABELS
 
 from daemon_support import call
 

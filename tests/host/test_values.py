@@ -1,4 +1,4 @@
-"""vgpu.values: one parser per value (sizes, percentages, durations, clock
+"""vgpu.common.values: one parser per value (sizes, percentages, durations, clock
 times, policies, priorities, container names, GPUs, pids, profile names,
 labels, booleans), its error text built once (BadValue), and the same core
 message from vgpuctl, the API, the config file and the hook."""
@@ -13,7 +13,7 @@ from vgpu.abi import uapi as U
 from vgpu.cli import ctl, hook
 from vgpu.daemon.api import ApiError, parse_request
 from vgpu.daemon.config import ConfigError, parse_config
-from vgpu.values import (CONTAINER_MAX, LAYER_FLAGS, POLICIES, POLICY_CODES, PRIORITIES,
+from vgpu.common.values import (CONTAINER_MAX, LAYER_FLAGS, POLICIES, POLICY_CODES, PRIORITIES,
                          PRIORITY_CODES, BadValue, format_duration, format_percent, format_size,
                          parse_bool, parse_clock, parse_compute, parse_container,
                          parse_duration, parse_gpu, parse_gpus, parse_label, parse_labels,
@@ -549,11 +549,11 @@ def test_labels_cli_and_api():
 
 # ------------------------------------------------------------ cost
 def test_values_imports_only_cheap_modules():
-    """vgpuctl and the hook import vgpu.values on every start: no re, no
+    """vgpuctl and the hook import vgpu.common.values on every start: no re, no
     third-party module; vgpu.abi.uapi for the kernel's names."""
-    code = ("import sys; before = set(sys.modules); import vgpu.values; "
+    code = ("import sys; before = set(sys.modules); import vgpu.common.values; "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert set(out) <= {"vgpu", "vgpu.values", "vgpu.abi", "vgpu.abi.uapi", "math", "datetime",
-                        "_datetime", "__future__"}, out
+    assert set(out) <= {"vgpu", "vgpu.common", "vgpu.common.values", "vgpu.abi", "vgpu.abi.uapi",
+                        "math", "datetime", "_datetime", "__future__"}, out

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from vgpu.abi import trace as T  # noqa: E402
 from vgpu.abi import uapi as U  # noqa: E402
 from vgpu.vgpuko.client import VgpuKernel    # noqa: E402
-from vgpu.values import parse_size     # noqa: E402
+from vgpu.common.values import parse_size     # noqa: E402
 
 NVSIM_PARAMS = Path("/sys/module/nvsim/parameters")
 PY = str(ROOT / ".venv" / "bin" / "python")

@@ -37,8 +37,8 @@ import time
 from collections.abc import Iterable
 
 from vgpu import __version__
-from vgpu.values import BadValue
-from vgpu.values import parse_size as values_parse_size
+from vgpu.common.values import BadValue
+from vgpu.common.values import parse_size as values_parse_size
 from vgpu.abi import nvabi as A
 from vgpu.abi import nvrel
 from vgpu.abi.nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
@@ -179,10 +179,10 @@ def _escape(fd: int, nr: int, params: ctypes.Structure, *, xfer: bool = False) -
 
 # ------------------------------------------------------------------ sizes
 def parse_size(text: str) -> int:
-    """A size above 0 as vgpu reads sizes everywhere (vgpu.values.parse_size:
+    """A size above 0 as vgpu reads sizes everywhere (vgpu.common.values.parse_size:
     Kubernetes quantities, "256Mi", "4G" = 4x10^9, "1.5GiB"), or a hex number
     of bytes ("0x1000"), which an ABI tool is given often.  ValueError
-    (vgpu.values.BadValue) quoting the text."""
+    (vgpu.common.values.BadValue) quoting the text."""
     s = str(text).strip()
     if s[:2].lower() == "0x":
         try:

@@ -5,9 +5,9 @@ options (with the converter that validates each value locally, before
 anything is sent), its one-line summary and its function.  The parser and
 the usage texts are generated from it, as in ``wg``.
 
-Every value is checked by vgpu.values, the parsers the daemon's API and
+Every value is checked by vgpu.common.values, the parsers the daemon's API and
 config file use too, before anything is sent; a bad one is a usage error
-quoting it.  Standard library only (and vgpu.values, vgpu.abi, vgpu.cli).
+quoting it.  Standard library only (and vgpu.common.values, vgpu.abi, vgpu.cli).
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ import time
 from vgpu import __version__
 from vgpu.abi import allowlist
 from vgpu.abi import trace as T
-from vgpu.cli import apiclient as ac
 from vgpu.cli import histview, report, rtconfig
-from vgpu.cli.request import HOOK_ENV
-from vgpu.cli.request import LABELS as K8S_LABELS
-from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
+from vgpu.common import apiclient as ac
+from vgpu.common.files import atomic_write
+from vgpu.common.request import HOOK_ENV
+from vgpu.common.request import LABELS as K8S_LABELS
+from vgpu.common.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
                          format_size, parse_compute, parse_container, parse_duration, parse_gpus,
                          parse_label, parse_pid, parse_policy, parse_priority, parse_profile,
                          parse_size, quote)
@@ -60,9 +61,9 @@ class UsageError(Exception):
 
 # ------------------------------------------------------------ converters
 # Each takes the option's text and returns the value sent on the wire, or
-# raises vgpu.values.BadValue (the value and a reason: "is not a size
+# raises vgpu.common.values.BadValue (the value and a reason: "is not a size
 # (...)"); parse_args() turns it into one usage error (invalid()).  The
-# values the daemon also takes are parsed by vgpu.values' own parsers.
+# values the daemon also takes are parsed by vgpu.common.values' own parsers.
 
 c_size = parse_size
 c_percent = parse_compute
@@ -135,7 +136,7 @@ def c_step(text: str) -> float:
 
 def invalid(label: str, text: str, e: BadValue) -> UsageError:
     """The usage error for a value a converter refused: the value quoted,
-    then the parser's reason (vgpu.values' core text, less its "is ")."""
+    then the parser's reason (vgpu.common.values' core text, less its "is ")."""
     reason = e.reason.removeprefix("is ") if e.value == text and not e.at else str(e)
     return UsageError(f"invalid {label} {quote(text)}: {reason}")
 
@@ -665,13 +666,9 @@ def cmd_cdi(client, o):
     if not out or out == "-":
         sys.stdout.write(text)
         return EXIT_OK
-    d = os.path.dirname(os.path.abspath(out))
-    tmp = os.path.join(d, f".{os.path.basename(out)}.tmp{os.getpid()}")
     try:
-        os.makedirs(d, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, out)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        atomic_write(out, text)
     except OSError as e:
         err(f"cdi generate: cannot write {out}: {e.strerror or e}")
         return EXIT_ERROR
@@ -739,14 +736,9 @@ def cmd_report(client, o):
     if path == "-":
         sys.stdout.write(page)
         return EXIT_OK
-    tmp = f"{path}.tmp.{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp, path)
+        atomic_write(path, page)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         err(f"report: cannot write {path}: {e.strerror or e}")
         return EXIT_ERROR
     if o["json"]:

@@ -16,7 +16,7 @@ Compute left unset is a share of weight 10000 (a full weight: alone, the
 slice gets the whole GPU; with others, it is scheduled like any share slice,
 so priorities still order it).
 
-What it may call: vgpu.abi.uapi (constants), vgpu.values (the names of
+What it may call: vgpu.abi.uapi (constants), vgpu.common.values (the names of
 policies, priorities and layers, and their parsers) and
 vgpu.vgpuko.messages.Compute (a dataclass).
 """
@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 from vgpu.abi import uapi as U
 from vgpu.vgpuko.messages import Compute
-from vgpu.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
+from vgpu.common.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
 
 __all__ = [
     "POLICY_CODES", "POLICY_NAMES", "PRIORITY_CODES", "PRIORITY_NAMES", "LAYER_FLAGS",
@@ -39,7 +39,7 @@ __all__ = [
 
 # The names by number, for display: the kernel's own tables (vgpu.abi.uapi);
 # POLICY_CODES, PRIORITY_CODES and LAYER_FLAGS (names -> numbers) are
-# vgpu.values', whose parsers check the names.
+# vgpu.common.values', whose parsers check the names.
 POLICY_NAMES = U.COMPUTE_POLICY_NAMES          # VGPU_COMPUTE_NONE included: "none"
 PRIORITY_NAMES = U.PRIORITY_NAMES
 
@@ -66,7 +66,7 @@ def kernel_compute(eff):
     policy share/fixed/burst -> VGPU_COMPUTE_SHARE/FIXED/BURST; compute unset
     -> SHARE with 10000 whatever the policy (there is no cap or floor to hold
     without a percentage); priority high/low -> VGPU_PRIORITY_HIGH/LOW (unset:
-    low).  Raises vgpu.values.BadValue (a ValueError) quoting an unknown
+    low).  Raises vgpu.common.values.BadValue (a ValueError) quoting an unknown
     policy or priority."""
     pct = eff.compute
     pol = parse_policy(eff.policy or "share")

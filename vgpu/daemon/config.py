@@ -11,7 +11,7 @@ Errors are collected, not raised one by one: ConfigError lists every problem
 in the file, each as ``<file>: <dotted.key>: <quoted bad value> <reason>``
 (TOML syntax errors as ``<file>:<line>: <reason>``).  The values vgpuctl,
 the API and the hook also take (sizes, percentages, durations, policies,
-priorities, profile names, GPUs) are parsed by vgpu.values: the text after
+priorities, profile names, GPUs) are parsed by vgpu.common.values: the text after
 the key is theirs.
 """
 
@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 from vgpu.abi import allowlist
 from vgpu.daemon.policy import PLACEMENTS
-from vgpu.values import (LAYER_FLAGS, POLICIES, PRIORITIES, BadValue, format_duration,
+from vgpu.common.values import (LAYER_FLAGS, POLICIES, PRIORITIES, BadValue, format_duration,
                          format_percent, format_size, parse_bool, parse_clock, parse_duration,
                          parse_gpu, parse_percent, parse_policy, parse_priority, parse_profile,
                          parse_size, quote, read_utf8)
@@ -55,11 +55,11 @@ __all__ = [
 
 DEFAULT_CONFIG_PATH = "/etc/vgpu/vgpud.toml"
 
-# PRIORITIES and POLICIES are vgpu.values' (the kernel's names), PLACEMENTS
+# PRIORITIES and POLICIES are vgpu.common.values' (the kernel's names), PLACEMENTS
 # vgpu.daemon.policy's (what place() does)
 UVM_MODES = ("count", "refuse")
 OVER_QUOTA_ACTIONS = ("log", "event", "kill")
-SCHED_LAYERS = tuple(LAYER_FLAGS)      # [scheduler] layers (vgpu.values.LAYER_FLAGS)
+SCHED_LAYERS = tuple(LAYER_FLAGS)      # [scheduler] layers (vgpu.common.values.LAYER_FLAGS)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -547,7 +547,7 @@ def _parse_spec(table: Mapping[str, Any], err: Callable[[str, str], None],
     return SliceSpec(**out)
 
 
-#: SliceSpec's four keys and their parsers (vgpu.values')
+#: SliceSpec's four keys and their parsers (vgpu.common.values')
 _SPEC_PARSERS = {"memory": parse_size, "compute": parse_percent, "priority": parse_priority,
                  "policy": parse_policy}
 

@@ -100,7 +100,7 @@ except ImportError:     # pragma: no cover
     pyfuse3 = None
 
 from vgpu.abi import uapi as U
-from vgpu.values import BadValue, parse_container
+from vgpu.common.values import BadValue, parse_container
 
 log = logging.getLogger("vgpud.fs")
 
@@ -277,7 +277,7 @@ def params_text(host: str = "") -> bytes:
 
 
 def _valid_name(n: str) -> bool:
-    """Whether ``n`` can be a container's (a slice's) name: vgpu.values.parse_container."""
+    """Whether ``n`` can be a container's (a slice's) name: vgpu.common.values.parse_container."""
     try:
         parse_container(n)
     except BadValue:

@@ -28,7 +28,7 @@ from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
 from vgpu.daemon.records import GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
-from vgpu.values import format_size, quote
+from vgpu.common.values import format_size, quote
 
 log = logging.getLogger("vgpud.ops")
 

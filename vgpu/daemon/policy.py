@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpu.abi import uapi as U
-from vgpu.values import format_percent, format_size
+from vgpu.common.values import format_percent, format_size
 
 __all__ = [
     "GpuView",

@@ -54,7 +54,7 @@ from vgpu.daemon.kport import KernelPort, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
 from vgpu.daemon.records import Effective, SliceRecord, State, from_doc
 from vgpu.daemon.tracing import Tracing
-from vgpu.values import format_size
+from vgpu.common.values import format_size
 
 log = logging.getLogger("vgpud.slices")
 

@@ -14,7 +14,7 @@ that acts on a profile's forecasts.
   restart even when they have climbed past their old values.
 - ``HistoryService.query`` / ``forecast``: read through a separate
   read-only ``HistoryStore`` in a worker thread (``trio.to_thread``);
-  forecast models (vgpu.forecast.Model, one for memory and one for GPU time
+  forecast models (vgpu.common.forecast.Model, one for memory and one for GPU time
   per label) are cached and rebuilt every ``MODEL_TTL`` seconds.
 - ``Forecaster``: every ``TICK`` seconds, for each profile whose
   ``forecast`` is "recommend" or "act" (config.ForecastSpec), the compute of
@@ -30,8 +30,8 @@ that acts on a profile's forecasts.
   logged and published (``forecast-adjust``; ``forecast-recommend`` in
   recommend mode, which changes nothing).
 
-What it may call: the slice manager, vgpu.daemon.history, vgpu.forecast,
-vgpu.cli.histview (the document's shape).
+What it may call: the slice manager, vgpu.daemon.history, vgpu.common.forecast,
+vgpu.common.histdoc (the document's shape).
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ from typing import Callable
 
 import trio
 
-from vgpu import forecast as F
-from vgpu.cli import histview
+from vgpu.common import forecast as F
+from vgpu.common import histdoc
 from vgpu.daemon import history as H
 from vgpu.daemon import policy as P
 from vgpu.daemon.api import ApiError
-from vgpu.values import format_percent, quote
+from vgpu.common.values import format_percent, quote
 
 log = logging.getLogger("vgpud.history")
 
@@ -147,7 +147,7 @@ class HistoryService:
             raise ApiError("unavailable", f"history: {self.path}: {e}") from None
 
     async def query(self, args: dict) -> dict:
-        """The ``history`` op: the histview document."""
+        """The ``history`` op: the history document (vgpu.common.histdoc)."""
         now = self.clock()
         until = args.get("until", now)
         since = args.get("since", until - 86400.0)
@@ -156,7 +156,7 @@ class HistoryService:
                                           f"args.since ({quote(since)})")
         step = args.get("step")
         if step is None:
-            step = histview.auto_step(since, until, AUTO_COLUMNS, least=self.cfg.interval)
+            step = histdoc.auto_step(since, until, AUTO_COLUMNS, least=self.cfg.interval)
         elif (until - since) / step > MAX_POINTS:
             raise ApiError("bad-request", f"args.step: {quote(step)} makes over {MAX_POINTS} "
                                           f"points of {until - since:g} s (give a larger step)")
@@ -167,8 +167,8 @@ class HistoryService:
         if len(rows) > MAX_POINTS:
             raise ApiError("bad-request", f"the query matches {len(rows)} points (at most "
                                           f"{MAX_POINTS}): narrow it or give a larger step")
-        windows = histview.expand_windows(self.mgr.cfg.schedule, since, until)
-        return histview.doc_from_rows(rows, windows, since=since, until=until, step=step)
+        windows = histdoc.expand_windows(self.mgr.cfg.schedule, since, until)
+        return histdoc.doc_from_rows(rows, windows, since=since, until=until, step=step)
 
     # ------------------------------------------------------------ forecasts
     async def models_for(self, label: str) -> dict:
