@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # tools/ is this script's directory, hence on sys.path
-from vgpud_launcher import Vgpud, VgpudError, example_config
+from testbed.vgpud_launcher import Vgpud, VgpudError, example_config
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv" / "bin"

@@ -5,7 +5,7 @@ The plugin runs as its own process, as vgpud starts it.  Its vgpud is the
 daemon's API server (vgpu.daemon.api.Server over vgpu.daemon.ops.Ops) in a
 thread of the test, over daemon_support's FakeKernel and FakeInventory, so
 that the GPUs can be changed and the daemon stopped at will; the supervision
-test runs a real vgpud (tools/vgpud_launcher.py), which on the host has no
+test runs a real vgpud (tools/testbed/vgpud_launcher.py), which on the host has no
 GPU.  No gRPC is mocked: every call crosses a Unix socket.
 """
 
@@ -39,9 +39,7 @@ from vgpu.k8s import deviceplugin as dp
 from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from tools.vgpud_launcher import config as vgpud_config, running  # noqa: E402
+from tools.testbed.vgpud_launcher import config as vgpud_config, running
 
 MEM, PCT = dp.MEMORY, dp.COMPUTE
 

@@ -1,5 +1,5 @@
 """vgpu-oci-hook, vgpu-runtime and `vgpuctl cdi generate` on the host,
-against tests/host/fake_vgpud.py (no kernel module, no vgpufs: a directory of
+against tools/testbed/fake_vgpud.py (no kernel module, no vgpufs: a directory of
 mknod'ed nodes stands in for vgpufs)."""
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import pytest
 from vgpu.cli import ctl, hook, runtime
 from vgpu.common import request
 
-from fake_vgpud import FakeVgpud
-from test_hook_runc import add_fake_nodes
+from tools.testbed.fake_vgpud import FakeVgpud
+from runc_support import add_fake_nodes
 
 GIB = 1 << 30
 ROOT = os.geteuid() == 0

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import errno
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from vgpu.vgpuko import client, messages, netlink  # noqa: E402
-from vgpu.abi import uapi as U  # noqa: E402
+from vgpu.vgpuko import client, messages, netlink
+from vgpu.abi import uapi as U
 
 
 def _encode(attrs, cmd=U.VGPU_CMD_SLICE_GET) -> bytes:

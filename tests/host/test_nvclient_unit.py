@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from vgpu.abi import nvabi as A  # noqa: E402
-from vgpu.abi import nvclient as N  # noqa: E402
+from vgpu.abi import nvabi as A
+from vgpu.abi import nvclient as N
 
 
 @pytest.mark.parametrize("text,value", [

@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import names as N  # noqa: E402
+from tools.nvgen import names as N
 
 HEADER = "kind\tvalue\tname\tsize\tverdict\treason\tembedded\n"
 

@@ -19,10 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from vgpu.abi import uapi  # noqa: E402
+from vgpu.abi import uapi
 
 HEADER = ROOT / "kmod" / "include" / "uapi" / "vgpu.h"
 HEADER_GUARD = "_UAPI_VGPU_H"

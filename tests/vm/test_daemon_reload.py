@@ -23,7 +23,7 @@ import pytest
 
 import nvsim_reload
 from daemon_fixtures import e2e_config, fill, start
-from tools.vgpud_launcher import Api, Vgpud
+from tools.testbed.vgpud_launcher import Api, Vgpud
 from vgpu_fixtures import SliceEnv, run_rmmod, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
