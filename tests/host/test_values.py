@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.cli import ctl, hook
 from vgpu.daemon.api import ApiError, parse_request
 from vgpu.daemon.config import ConfigError, parse_config
@@ -248,12 +248,12 @@ def test_parse_clock_bad(v, message):
 def test_names_are_the_kernels():
     """The names come from vgpu.abi.uapi's tables; the numbers are the kernel's."""
     assert POLICIES == ("share", "fixed", "burst") and PRIORITIES == ("high", "low")
-    assert POLICY_CODES == {"share": U.VGPU_COMPUTE_SHARE, "fixed": U.VGPU_COMPUTE_FIXED,
-                            "burst": U.VGPU_COMPUTE_BURST}
-    assert PRIORITY_CODES == {"high": U.VGPU_PRIORITY_HIGH, "low": U.VGPU_PRIORITY_LOW}
-    assert all(U.COMPUTE_POLICY_NAMES[c] == n for n, c in POLICY_CODES.items())
-    assert all(U.PRIORITY_NAMES[c] == n for n, c in PRIORITY_CODES.items())
-    assert LAYER_FLAGS == {"tsg": U.VGPU_SCHED_L_TSG, "doorbell": U.VGPU_SCHED_L_DOORBELL}
+    assert POLICY_CODES == {"share": uapi.VGPU_COMPUTE_SHARE, "fixed": uapi.VGPU_COMPUTE_FIXED,
+                            "burst": uapi.VGPU_COMPUTE_BURST}
+    assert PRIORITY_CODES == {"high": uapi.VGPU_PRIORITY_HIGH, "low": uapi.VGPU_PRIORITY_LOW}
+    assert all(uapi.COMPUTE_POLICY_NAMES[c] == n for n, c in POLICY_CODES.items())
+    assert all(uapi.PRIORITY_NAMES[c] == n for n, c in PRIORITY_CODES.items())
+    assert LAYER_FLAGS == {"tsg": uapi.VGPU_SCHED_L_TSG, "doorbell": uapi.VGPU_SCHED_L_DOORBELL}
 
 
 @pytest.mark.parametrize("v", POLICIES)
@@ -316,7 +316,7 @@ def test_parse_container_bad(v, message):
 
 
 def test_container_max_is_the_kernels():
-    assert CONTAINER_MAX == U.VGPU_SLICE_NAME_MAX - 1 == 127
+    assert CONTAINER_MAX == uapi.VGPU_SLICE_NAME_MAX - 1 == 127
 
 
 # ------------------------------------------------------------ GPUs

@@ -12,22 +12,20 @@ quoting it.  Standard library only (and vgpu.common.values, vgpu.abi, vgpu.cli).
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 
 from vgpu import __version__
 from vgpu.abi import allowlist
-from vgpu.abi import trace as T
+from vgpu.abi import trace
 from vgpu.cli import histview, report, rtconfig
+from vgpu.cli.cdi import CDI_HOOK, cdi_spec
+from vgpu.cli.tracefile import SeqGaps, StopSignals, copy_records, emit_line, open_output
 from vgpu.common import apiclient as ac
 from vgpu.common.files import atomic_write
-from vgpu.common.request import HOOK_ENV
 from vgpu.common.request import LABELS as K8S_LABELS
 from vgpu.common.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
                          format_size, parse_compute, parse_container, parse_duration, parse_gpus,
@@ -453,10 +451,10 @@ def cmd_trace(client, o):
         err(f"trace: {quote(path)} exists (--force overwrites it)")
         return EXIT_ERROR
     header, records = client.trace(o["container"])
-    seqs = _SeqGaps()
+    seqs = SeqGaps()
     with records:
         try:
-            out = _trace_output(path, bool(o.get("force")))
+            out = open_output(path, bool(o.get("force")))
         except OSError as e:
             err(f"trace: cannot write {quote(path)}: {e.strerror or e}")
             return EXIT_ERROR
@@ -464,11 +462,11 @@ def cmd_trace(client, o):
             # A stop signal is taken only while waiting for vgpud, so that
             # no line is half written before the trailer; not on stdout,
             # whose reader may stop reading while Ctrl-C must still work
-            with _StopSignals(guard=out is not sys.stdout) as sig:
-                _emit(out, T.dumps(header))
-                reason, failure = _trace_records(records, out, seqs, o, sig)
+            with StopSignals(guard=out is not sys.stdout) as sig:
+                emit_line(out, trace.dumps(header))
+                reason, failure = copy_records(records, out, seqs, o, sig)
                 records.close()                     # vgpud stops tracing now
-                _emit(out, T.dumps({"end": True, "records": seqs.records,
+                emit_line(out, trace.dumps({"end": True, "records": seqs.records,
                                     "lost": seqs.lost()}))
                 if out is not sys.stdout:
                     out.close()
@@ -489,169 +487,6 @@ def cmd_trace(client, o):
     if failure is not None:
         raise failure
     return EXIT_OK
-
-
-def _trace_records(records, out, seqs, o, sig) -> tuple[str | None, Exception | None]:
-    """Copy records to out until --count, --seconds, a stop signal, the
-    stream's end or a failure of the stream -> (vgpud's reason for ending
-    it, or None; the failure, or None)."""
-    end = None if o.get("seconds") is None else time.monotonic() + o["seconds"]
-    try:
-        while o.get("count") is None or seqs.records < o["count"]:
-            try:
-                with sig.open():
-                    item = records.read(end)
-            except ac.ApiTimeout:
-                if end is None:
-                    raise
-                return None, None                   # --seconds elapsed
-            if item is None or item.get("end") is True:
-                return (item or {}).get("reason"), None
-            _emit(out, T.dumps(item))
-            seqs.add(item.get("seq"))
-    except KeyboardInterrupt:
-        pass                                        # Ctrl-C or SIGTERM: a normal stop
-    except ac.ClientError as e:
-        return None, e                              # the trailer still goes first
-    return None, None
-
-
-def _trace_output(path: str, force: bool):
-    """FILE, created (never replaced unless force), gzip-compressed when it
-    ends in .gz; "-" is stdout."""
-    if path == "-":
-        return sys.stdout
-    mode = "w" if force else "x"      # "x": a file made since our check is not clobbered
-    if path.endswith(".gz"):
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
-
-
-def _emit(out, line: str) -> None:
-    out.write(line + "\n")
-    out.flush()         # gzip: a sync flush, the file so far is readable after a crash
-
-
-class _SeqGaps:
-    """Records written and the ones lost by their sequence numbers (as
-    vgpu.abi.trace.Trace.lost counts them: every number missing between the
-    lowest and the highest)."""
-
-    def __init__(self):
-        self.records = 0
-        self.lo = self.hi = None
-
-    def add(self, seq) -> None:
-        self.records += 1
-        if isinstance(seq, int) and not isinstance(seq, bool):
-            self.lo = seq if self.lo is None else min(self.lo, seq)
-            self.hi = seq if self.hi is None else max(self.hi, seq)
-
-    def lost(self) -> int:
-        if self.lo is None:
-            return 0
-        return max(0, self.hi - self.lo + 1 - self.records)
-
-
-class _StopSignals:
-    """SIGINT and SIGTERM raise KeyboardInterrupt; with ``guard`` they are
-    held (blocked) except inside ``open()``, and one that comes while they
-    are held after the last ``open()`` is dropped: the stop is under way."""
-
-    def __init__(self, guard: bool):
-        self.signal = signal
-        self.sigs = {signal.SIGINT, signal.SIGTERM}
-        self.guard = guard and hasattr(signal, "pthread_sigmask")
-        self.old: dict = {}
-
-    def __enter__(self) -> "_StopSignals":
-        signal = self.signal
-        try:
-            self.old[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.default_int_handler)
-        except ValueError:              # not the main thread: nothing to take over
-            self.guard = False
-            return self
-        if self.guard:
-            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.sigs)
-        return self
-
-    def open(self):
-        @contextlib.contextmanager
-        def opened():
-            if not self.guard:
-                yield
-                return
-            try:
-                # a signal held until now is raised here, by the unblocking
-                self.signal.pthread_sigmask(self.signal.SIG_UNBLOCK, self.sigs)
-                yield
-            finally:
-                self.signal.pthread_sigmask(self.signal.SIG_BLOCK, self.sigs)
-        return opened()
-
-    def __exit__(self, *exc) -> None:
-        signal = self.signal
-        if self.guard:
-            # what is still held goes to a handler that ignores it
-            held = {s: signal.signal(s, lambda *a: None) for s in self.sigs}
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
-            for s, h in held.items():
-                signal.signal(s, h)
-        for s, h in self.old.items():
-            signal.signal(s, h)
-
-
-#: the hook `vgpuctl cdi generate` wires in by default (make install's link)
-CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
-
-
-def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
-             socket: str | None = None) -> dict:
-    """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
-    slice, named by its container, whose nodes are the slice's vgpufs nodes
-    (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
-    the slice's proc view on /proc/driver/nvidia: runc refuses a config.json
-    mount there ("inside /proc"), so the view cannot be a CDI mount.  The
-    hook also attaches the slice to the container's cgroup through vgpud
-    (``socket``, when not the default): vgpu.ko opens an unbound slice for
-    host administrators only.  The hook entry's env is explicit (runc would
-    otherwise choose it)."""
-    devices = []
-    for s in slices:
-        cid = str(s.get("container", ""))
-        if not cid:
-            continue
-        base = os.path.join(fuse_mount, cid)
-        dev = s.get("devices") if isinstance(s.get("devices"), dict) else {}
-        major = dev.get("major")
-        nodes = []
-
-        def node(name, minor):
-            n = {"path": f"/dev/{name}", "hostPath": os.path.join(base, "dev", name),
-                 "type": "c", "permissions": "rw"}
-            if isinstance(major, int) and isinstance(minor, int):
-                n["major"], n["minor"] = major, minor
-            nodes.append(n)
-        node("nvidiactl", dev.get("ctl_minor"))
-        minors = dev.get("gpu_minors") if isinstance(dev.get("gpu_minors"), list) else []
-        if not minors:
-            minors = [None] * len(s.get("gpus") or [])
-        for i, m in enumerate(minors):
-            node(f"nvidia{i}", m)
-        node("nvidia-uvm", dev.get("uvm_minor"))
-        devices.append({
-            "name": cid,
-            "annotations": {"vgpu.io/slice-id": str(s.get("slice_id", ""))},
-            "containerEdits": {
-                "deviceNodes": nodes,
-                "hooks": [{"hookName": "createRuntime", "path": hook,
-                           "args": ["vgpu-oci-hook", "--fuse-mount", fuse_mount,
-                                    *(["--socket", socket] if socket else []),
-                                    "--mount-slice", cid, "createRuntime"],
-                           "env": list(HOOK_ENV), "timeout": 15}],
-            },
-        })
-    return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
 
 
 def cmd_cdi(client, o):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime
 import math
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 
 __all__ = [
     "BadValue",
@@ -359,17 +359,17 @@ def parse_clock(v: str) -> datetime.time:
 # ------------------------------------------------------------ names
 #: the compute policies a slice may ask for, by the kernel's number
 #: (enum vgpu_compute_policy; VGPU_COMPUTE_NONE is no setting, not a choice)
-POLICY_CODES = {U.COMPUTE_POLICY_NAMES[c]: c
-                for c in (U.VGPU_COMPUTE_SHARE, U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_BURST)}
+POLICY_CODES = {uapi.COMPUTE_POLICY_NAMES[c]: c
+                for c in (uapi.VGPU_COMPUTE_SHARE, uapi.VGPU_COMPUTE_FIXED, uapi.VGPU_COMPUTE_BURST)}
 POLICIES = tuple(POLICY_CODES)                  # ("share", "fixed", "burst")
 #: the priorities, by the kernel's number (enum vgpu_priority), highest first
-PRIORITY_CODES = {U.PRIORITY_NAMES[c]: c for c in (U.VGPU_PRIORITY_HIGH, U.VGPU_PRIORITY_LOW)}
+PRIORITY_CODES = {uapi.PRIORITY_NAMES[c]: c for c in (uapi.VGPU_PRIORITY_HIGH, uapi.VGPU_PRIORITY_LOW)}
 PRIORITIES = tuple(PRIORITY_CODES)              # ("high", "low")
 
 
 #: the layers of the per-GPU scheduler ([scheduler] layers), by the
 #: kernel's VGPU_SCHED_L_* flag, in the order they are shown
-LAYER_FLAGS = {"tsg": U.VGPU_SCHED_L_TSG, "doorbell": U.VGPU_SCHED_L_DOORBELL}
+LAYER_FLAGS = {"tsg": uapi.VGPU_SCHED_L_TSG, "doorbell": uapi.VGPU_SCHED_L_DOORBELL}
 
 
 def parse_policy(v: object) -> str:
@@ -388,7 +388,7 @@ def parse_priority(v: object) -> str:
 
 #: a container's name is its slice's name in vgpu.ko: at most
 #: VGPU_SLICE_NAME_MAX bytes with the terminating NUL
-CONTAINER_MAX = U.VGPU_SLICE_NAME_MAX - 1
+CONTAINER_MAX = uapi.VGPU_SLICE_NAME_MAX - 1
 
 
 def parse_container(v: object) -> str:
@@ -416,7 +416,7 @@ def parse_container(v: object) -> str:
 GPU_INDEX_MAX = 1023
 GPU_UUID_MAX = 128
 #: GPUs a slice may have (the kernel's VGPU_MAX_SLICE_GPUS)
-SLICE_GPUS_MAX = U.VGPU_MAX_SLICE_GPUS
+SLICE_GPUS_MAX = uapi.VGPU_MAX_SLICE_GPUS
 _NOT_GPU_LIST = "is not a GPU list (e.g. 0, 0,1 or GPU-...)"
 
 

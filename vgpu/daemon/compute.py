@@ -27,7 +27,7 @@ import time
 from collections import deque
 from typing import Any, Iterable
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.vgpuko.messages import Compute
 from vgpu.common.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
 
@@ -40,10 +40,10 @@ __all__ = [
 # The names by number, for display: the kernel's own tables (vgpu.abi.uapi);
 # POLICY_CODES, PRIORITY_CODES and LAYER_FLAGS (names -> numbers) are
 # vgpu.common.values', whose parsers check the names.
-POLICY_NAMES = U.COMPUTE_POLICY_NAMES          # VGPU_COMPUTE_NONE included: "none"
-PRIORITY_NAMES = U.PRIORITY_NAMES
+POLICY_NAMES = uapi.COMPUTE_POLICY_NAMES          # VGPU_COMPUTE_NONE included: "none"
+PRIORITY_NAMES = uapi.PRIORITY_NAMES
 
-BP_MAX = U.VGPU_COMPUTE_BP_MAX
+BP_MAX = uapi.VGPU_COMPUTE_BP_MAX
 #: seconds of wall time the achieved share is measured over
 DEFAULT_WINDOW = 5.0
 
@@ -72,7 +72,7 @@ def kernel_compute(eff):
     pol = parse_policy(eff.policy or "share")
     pri = parse_priority(eff.priority or "low")
     if pct is None:
-        return Compute(U.VGPU_COMPUTE_SHARE, BP_MAX, PRIORITY_CODES[pri])
+        return Compute(uapi.VGPU_COMPUTE_SHARE, BP_MAX, PRIORITY_CODES[pri])
     return Compute(POLICY_CODES[pol], percent_to_bp(pct), PRIORITY_CODES[pri])
 
 
@@ -103,7 +103,7 @@ def layers_flags(names: Iterable[str] | None) -> int | None:
 def layers_names(flags: int) -> list[str]:
     """VGPU_SCHED_L_* flags -> names (unknown bits as "0x.."), for display."""
     out = [n for n, f in LAYER_FLAGS.items() if flags & f]
-    rest = flags & ~U.VGPU_SCHED_L_ALL
+    rest = flags & ~uapi.VGPU_SCHED_L_ALL
     if rest:
         out.append(hex(rest))
     return out
@@ -115,7 +115,7 @@ def kernel_view(gpu, achieved: float | None) -> dict:
     pol = POLICY_NAMES.get(gpu.compute_policy, f"policy-{gpu.compute_policy}")
     return {
         "policy": pol,
-        "percent": None if gpu.compute_policy == U.VGPU_COMPUTE_NONE else gpu.compute_bp / 100,
+        "percent": None if gpu.compute_policy == uapi.VGPU_COMPUTE_NONE else gpu.compute_bp / 100,
         "priority": PRIORITY_NAMES.get(gpu.priority, f"priority-{gpu.priority}"),
         "gpu_time_s": gpu.gpu_time_ns / 1e9,
         "achieved_percent": None if achieved is None else round(100 * achieved, 2),

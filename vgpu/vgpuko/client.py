@@ -36,7 +36,7 @@ from typing import Iterator
 
 from pyroute2.netlink import ctrlmsg
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.vgpuko.messages import (AuditRecord, Compute, Event, SchedInfo, Slice, _audit_attrs,
                                   _decode, audit_from_msgs,
                                   sched_from_msg, slice_from_msg, vgpumsg)
@@ -86,7 +86,7 @@ class VgpuKernel:
         self._lock = threading.Lock()
         self._gs = GenlSocket(timeout)
         try:
-            self.family_id, self.mcast_groups = _resolve_family(self._gs, U.VGPU_GENL_NAME)
+            self.family_id, self.mcast_groups = _resolve_family(self._gs, uapi.VGPU_GENL_NAME)
         except BaseException:
             self._gs.close()
             raise
@@ -107,7 +107,7 @@ class VgpuKernel:
         genl allocates ids cyclically, so a reload gets another one)."""
         with self._lock:
             try:
-                fid, _ = _resolve_family(self._gs, U.VGPU_GENL_NAME)
+                fid, _ = _resolve_family(self._gs, uapi.VGPU_GENL_NAME)
             except VgpuNotLoaded:
                 return False
             except socket.timeout:
@@ -117,7 +117,7 @@ class VgpuKernel:
 
     # -------------------------------------------------------- plumbing
     def _transact(self, cmd: int, payload_attrs: bytes, flags: int, *, op: str,
-                  version: int = U.VGPU_GENL_VERSION, raw_payload: bytes | None = None,
+                  version: int = uapi.VGPU_GENL_VERSION, raw_payload: bytes | None = None,
                   mtype: int | None = None) -> list:
         """Send one request and collect replies until the ACK / DONE / error."""
         payload = raw_payload if raw_payload is not None else \
@@ -154,16 +154,16 @@ class VgpuKernel:
     def _request(self, cmd: int, attrs: list, *, dump: bool = False) -> list:
         msg = vgpumsg()
         msg["cmd"] = cmd
-        msg["version"] = U.VGPU_GENL_VERSION
+        msg["version"] = uapi.VGPU_GENL_VERSION
         msg["attrs"] = attrs
         msg["header"]["type"] = self.family_id
         msg.encode()
         payload = bytes(msg.data[NLHDR.size + GENLHDR.size:])
         flags = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
-        return self._transact(cmd, payload, flags, op=U.CMD_NAMES.get(cmd, str(cmd))[5:])
+        return self._transact(cmd, payload, flags, op=uapi.CMD_NAMES.get(cmd, str(cmd))[5:])
 
     def raw_request(self, cmd: int, attrs=(), *, flags: int | None = None,
-                    version: int = U.VGPU_GENL_VERSION, payload: bytes | None = None,
+                    version: int = uapi.VGPU_GENL_VERSION, payload: bytes | None = None,
                     dump: bool = False, mtype: int | None = None) -> list:
         """Send cmd with arbitrary attributes (Nla objects or (type, value)
         pairs, see encode_attrs), or an arbitrary genl payload (header
@@ -214,7 +214,7 @@ class VgpuKernel:
         if max_channels is not None:
             attrs.append(["VGPU_A_SLICE_MAX_CHANNELS", int(max_channels)])
         attrs += tail
-        replies = self._request(U.VGPU_CMD_SLICE_NEW, attrs)
+        replies = self._request(uapi.VGPU_CMD_SLICE_NEW, attrs)
         for r in replies:
             return slice_from_msg(r)
         return self.slice_get(id)
@@ -253,31 +253,31 @@ class VgpuKernel:
         if max_channels is not None:
             attrs.append(["VGPU_A_SLICE_MAX_CHANNELS", int(max_channels)])
         attrs += tail
-        replies = self._request(U.VGPU_CMD_SLICE_SET, attrs)
+        replies = self._request(uapi.VGPU_CMD_SLICE_SET, attrs)
         return slice_from_msg(replies[0]) if replies else None
 
     def slice_del(self, id: int, force: bool = False) -> None:
         attrs = [["VGPU_A_SLICE_ID", int(id)]]
         if force:
-            attrs.append(["VGPU_A_SLICE_FLAGS", U.VGPU_SLICE_F_FORCE])
-        self._request(U.VGPU_CMD_SLICE_DEL, attrs)
+            attrs.append(["VGPU_A_SLICE_FLAGS", uapi.VGPU_SLICE_F_FORCE])
+        self._request(uapi.VGPU_CMD_SLICE_DEL, attrs)
 
     def slice_get(self, id: int) -> Slice:
-        replies = self._request(U.VGPU_CMD_SLICE_GET, [["VGPU_A_SLICE_ID", int(id)]])
+        replies = self._request(uapi.VGPU_CMD_SLICE_GET, [["VGPU_A_SLICE_ID", int(id)]])
         if not replies:
             raise VgpuError(_errno.EPROTO, "SLICE_GET answered without a slice", op="SLICE_GET")
         return slice_from_msg(replies[0])
 
     def slices(self) -> list[Slice]:
         """Every slice, with its usage (a dump)."""
-        return [slice_from_msg(m) for m in self._request(U.VGPU_CMD_SLICE_GET, [], dump=True)]
+        return [slice_from_msg(m) for m in self._request(uapi.VGPU_CMD_SLICE_GET, [], dump=True)]
 
     # ----------------------------------------------------------- audit
     def audit_get(self, slice_id: int) -> AuditRecord:
         """A slice's audit record (VGPU_CMD_AUDIT_GET, a dump of one slice:
         the kernel snapshots the record and sends its items over as many
         messages as they need).  ENOENT: no such slice."""
-        msgs = self._request(U.VGPU_CMD_AUDIT_GET, [["VGPU_A_SLICE_ID", int(slice_id)]],
+        msgs = self._request(uapi.VGPU_CMD_AUDIT_GET, [["VGPU_A_SLICE_ID", int(slice_id)]],
                              dump=True)
         return audit_from_msgs(msgs, int(slice_id))
 
@@ -291,11 +291,11 @@ class VgpuKernel:
             attrs.append(["VGPU_A_SCHED_PERIOD_US", int(period_us)])
         if layers is not None:
             attrs.append(["VGPU_A_SCHED_LAYERS", int(layers)])
-        replies = self._request(U.VGPU_CMD_SCHED_SET, attrs)
+        replies = self._request(uapi.VGPU_CMD_SCHED_SET, attrs)
         return sched_from_msg(replies[0]) if replies else self.sched_get(real_minor)
 
     def sched_get(self, real_minor: int) -> SchedInfo:
-        replies = self._request(U.VGPU_CMD_SCHED_GET,
+        replies = self._request(uapi.VGPU_CMD_SCHED_GET,
                                 [["VGPU_A_SCHED_REAL_MINOR", int(real_minor)]])
         if not replies:
             raise VgpuError(_errno.EPROTO, "SCHED_GET answered without a scheduler",
@@ -304,26 +304,26 @@ class VgpuKernel:
 
     def scheds(self) -> list[SchedInfo]:
         """Every real GPU's scheduler (a dump)."""
-        return [sched_from_msg(m) for m in self._request(U.VGPU_CMD_SCHED_GET, [], dump=True)]
+        return [sched_from_msg(m) for m in self._request(uapi.VGPU_CMD_SCHED_GET, [], dump=True)]
 
     # ---------------------------------------------------------- events
     def subscribe(self, timeout: float | None = None) -> "EventStream":
         """A new socket joined to the events group (join before acting, so
         nothing is missed)."""
-        gid = self.mcast_groups.get(U.VGPU_GENL_MCGRP_EVENTS)
+        gid = self.mcast_groups.get(uapi.VGPU_GENL_MCGRP_EVENTS)
         if gid is None:
-            raise VgpuError(_errno.ENOENT, f"family '{U.VGPU_GENL_NAME}' has no multicast group "
-                            f"'{U.VGPU_GENL_MCGRP_EVENTS}'", op="subscribe")
+            raise VgpuError(_errno.ENOENT, f"family '{uapi.VGPU_GENL_NAME}' has no multicast group "
+                            f"'{uapi.VGPU_GENL_MCGRP_EVENTS}'", op="subscribe")
         return EventStream(self.family_id, gid, timeout)
 
     def trace_stream(self, timeout: float | None = None,
                      rcvbuf: int = TRACE_RCVBUF) -> "TraceStream":
         """A new socket joined to the "trace" group: the calls of every
         slice whose VGPU_A_SLICE_TRACE is on (join before turning it on)."""
-        gid = self.mcast_groups.get(U.VGPU_GENL_MCGRP_TRACE)
+        gid = self.mcast_groups.get(uapi.VGPU_GENL_MCGRP_TRACE)
         if gid is None:
-            raise VgpuError(_errno.ENOENT, f"family '{U.VGPU_GENL_NAME}' has no multicast group "
-                            f"'{U.VGPU_GENL_MCGRP_TRACE}' (vgpu.ko older than tracing)",
+            raise VgpuError(_errno.ENOENT, f"family '{uapi.VGPU_GENL_NAME}' has no multicast group "
+                            f"'{uapi.VGPU_GENL_MCGRP_TRACE}' (vgpu.ko older than tracing)",
                             op="trace")
         return TraceStream(self.family_id, gid, timeout, rcvbuf)
 

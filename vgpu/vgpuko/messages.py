@@ -12,7 +12,7 @@ from typing import Any
 
 from pyroute2.netlink import genlmsg, nla
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.vgpuko.netlink import NLA_F_NESTED, VgpuError
 
 # --------------------------------------------------------------- messages
@@ -147,37 +147,37 @@ class vgpumsg(genlmsg):
     """A message of the vgpu family (command in 'cmd', attributes VGPU_A_*)."""
 
     prefix = "VGPU_A_"
-    nla_map = _nla_map(U.SLICE_ATTRS, SLICE_ATTR_TYPES)
+    nla_map = _nla_map(uapi.SLICE_ATTRS, SLICE_ATTR_TYPES)
 
     class slice_list(nla):
         """VGPU_A_SLICE_GPUS / _PIDS / _ALLOW and VGPU_A_AUDIT: a nest of
         list entries (enum vgpu_list_attr)."""
         prefix = "VGPU_A_"
         nla_flags = NLA_F_NESTED
-        nla_map = _nla_map(U.LIST_ATTRS, LIST_ATTR_TYPES)
+        nla_map = _nla_map(uapi.LIST_ATTRS, LIST_ATTR_TYPES)
 
         class gpu(nla):
             prefix = "VGPU_GPU_A_"
             nla_flags = NLA_F_NESTED
-            nla_map = _nla_map(U.GPU_ATTRS, GPU_ATTR_TYPES)
+            nla_map = _nla_map(uapi.GPU_ATTRS, GPU_ATTR_TYPES)
 
         class audit_entry(nla):
             """One item of an audit record (VGPU_AUDIT_A_*)."""
             prefix = "VGPU_AUDIT_A_"
             nla_flags = NLA_F_NESTED
-            nla_map = _nla_map(U.AUDIT_ATTRS, AUDIT_ATTR_TYPES)
+            nla_map = _nla_map(uapi.AUDIT_ATTRS, AUDIT_ATTR_TYPES)
 
     class trace(nla):
         """VGPU_A_TRACE: one traced call (VGPU_TRACE_A_*)."""
         prefix = "VGPU_TRACE_A_"
         nla_flags = NLA_F_NESTED
-        nla_map = _nla_map(U.TRACE_ATTRS, TRACE_ATTR_TYPES)
+        nla_map = _nla_map(uapi.TRACE_ATTRS, TRACE_ATTR_TYPES)
 
         class trace_list(nla):
             """VGPU_TRACE_A_LIST: one embedded list (VGPU_TRACE_LIST_A_*)."""
             prefix = "VGPU_TRACE_LIST_A_"
             nla_flags = NLA_F_NESTED
-            nla_map = _nla_map(U.TRACE_LIST_ATTRS, TRACE_LIST_ATTR_TYPES)
+            nla_map = _nla_map(uapi.TRACE_LIST_ATTRS, TRACE_LIST_ATTR_TYPES)
 
 
 # ------------------------------------------------------------- data types
@@ -269,14 +269,14 @@ class Slice:
 
     @property
     def ctl_devno(self) -> int:
-        return self.devno(U.VGPU_MINOR_CTL)
+        return self.devno(uapi.VGPU_MINOR_CTL)
 
     @property
     def uvm_devno(self) -> int:
-        return self.devno(U.VGPU_MINOR_UVM)
+        return self.devno(uapi.VGPU_MINOR_UVM)
 
     def gpu_devno(self, index: int) -> int:
-        return self.devno(U.VGPU_MINOR_GPU0 + index)
+        return self.devno(uapi.VGPU_MINOR_GPU0 + index)
 
     def gpu(self, index: int) -> GpuUsage:
         for g in self.gpus:
@@ -302,11 +302,11 @@ class AuditEntry:
 
     @property
     def kind_name(self) -> str:
-        return U.AUDIT_KIND_NAMES.get(self.kind, f"kind-{self.kind}")
+        return uapi.AUDIT_KIND_NAMES.get(self.kind, f"kind-{self.kind}")
 
     @property
     def verdict_name(self) -> str:
-        return U.AUDIT_VERDICT_NAMES.get(self.verdict, f"verdict-{self.verdict}")
+        return uapi.AUDIT_VERDICT_NAMES.get(self.verdict, f"verdict-{self.verdict}")
 
 
 @dataclass
@@ -331,7 +331,7 @@ class Event:
 
     @property
     def name(self) -> str:
-        return U.EVENT_NAMES.get(self.type, f"VGPU_EVENT_{self.type}")
+        return uapi.EVENT_NAMES.get(self.type, f"VGPU_EVENT_{self.type}")
 
 
 def _attrs_dict(msg) -> dict[str, Any]:
@@ -458,16 +458,16 @@ def allow_keys(allow) -> list[int]:
         except (TypeError, ValueError):
             raise ValueError(f"allow[{i}]: {item!r} is not a (kind, number) pair") from None
         if isinstance(kind, bool) or not isinstance(kind, int) or \
-                not 0 <= kind < U.__VGPU_AUDIT_KIND_MAX:
+                not 0 <= kind < uapi.__VGPU_AUDIT_KIND_MAX:
             raise ValueError(f"allow[{i}]: kind {kind!r} is not an enum vgpu_audit_kind "
-                             f"(0..{U.__VGPU_AUDIT_KIND_MAX - 1})")
+                             f"(0..{uapi.__VGPU_AUDIT_KIND_MAX - 1})")
         if isinstance(number, bool) or not isinstance(number, int) or \
                 not 0 <= number <= 0xFFFFFFFF:
             raise ValueError(f"allow[{i}]: number {number!r} is not a u32")
         keys.add((kind << 32) | number)
-    if len(keys) > U.VGPU_MAX_ALLOW:
+    if len(keys) > uapi.VGPU_MAX_ALLOW:
         raise ValueError(f"allow: {len(keys)} items, more than VGPU_MAX_ALLOW "
-                         f"({U.VGPU_MAX_ALLOW})")
+                         f"({uapi.VGPU_MAX_ALLOW})")
     return sorted(keys)
 
 

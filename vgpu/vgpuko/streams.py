@@ -9,7 +9,7 @@ import socket
 import time
 from typing import Iterator
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.vgpuko.messages import Event, TraceRecord, _decode, event_from_msg, trace_from_msg
 from vgpu.vgpuko.netlink import (NETLINK_ADD_MEMBERSHIP, SO_RCVBUFFORCE, SOL_NETLINK,
                                  TRACE_RCVBUF, GenlSocket, VgpuError)
@@ -114,7 +114,7 @@ class EventStream(_GroupStream):
     raises VgpuError(ENOBUFS): events were lost, and a listener that keeps
     state from them must read the slices again."""
 
-    CMD = U.VGPU_CMD_EVENT
+    CMD = uapi.VGPU_CMD_EVENT
 
     def _item(self, msg) -> Event:
         return event_from_msg(msg)
@@ -143,7 +143,7 @@ class TraceStream(_GroupStream):
     this socket, which sees ENOBUFS once; ``overruns`` counts those, and the
     records' sequence numbers show how many were lost."""
 
-    CMD = U.VGPU_CMD_TRACE
+    CMD = uapi.VGPU_CMD_TRACE
 
     def __init__(self, family_id: int, group: int, timeout: float | None = None,
                  rcvbuf: int = TRACE_RCVBUF):
