@@ -422,11 +422,11 @@ def test_cli_show_top_gpus_status(fake, capsys):
 
 def test_render_top_without_compute_fields():
     """An older vgpud's list (no per-GPU compute): the slice's percent, '-'."""
-    from vgpu.cli import ctl
+    from vgpu.cli import ctlrender
     frame = {"status": {}, "gpus": [], "slices": [{
         "container": "old", "gpus": [{"index": 0, "memory_limit": GiB, "memory_used": 0}],
         "compute": {"percent": 20, "policy": "share", "priority": "low"}}]}
-    row = next(ln for ln in ctl.render_top(frame) if ln.startswith("old"))
+    row = next(ln for ln in ctlrender.render_top(frame) if ln.startswith("old"))
     assert row.split()[6:8] == ["20%", "-"]
 
 
