@@ -570,8 +570,8 @@ def test_set_audit(fake, capsys):
 def _trace_file(path):
     """(header, records, trailer) of a file vgpuctl trace wrote, read back
     by vgpu.abi.trace (the reader vgpu-replay uses)."""
-    from vgpu.abi import trace as T
-    t = T.load(str(path))
+    from vgpu.abi import trace
+    t = trace.load(str(path))
     return t.header, [r.raw for r in t.records], t.trailer
 
 

@@ -7,7 +7,7 @@ import textwrap
 
 import trio
 
-from vgpu.daemon import fs as F
+from vgpu.daemon import fs as vgpufs
 
 MAJOR = 237
 GiB = 1 << 30
@@ -15,7 +15,7 @@ GiB = 1 << 30
 
 class FakeSource:
     def __init__(self):
-        self.s: dict[str, F.FsSlice] = {}
+        self.s: dict[str, vgpufs.FsSlice] = {}
         self.version = "595.45.04"
         self.calls = 0
 
@@ -28,9 +28,9 @@ class FakeSource:
 
 
 def two_gpu_slice(name="c1", sid=1, base=16, mem=4 * GiB):
-    return F.FsSlice(name, sid, MAJOR, base, [
-        F.FsGpu(0, "NVIDIA H100 80GB HBM3", "GPU-0000aaaa", "0000:01:00.0", mem),
-        F.FsGpu(1, "NVIDIA H100 80GB HBM3", "GPU-0000bbbb", "0000:02:00.0", mem),
+    return vgpufs.FsSlice(name, sid, MAJOR, base, [
+        vgpufs.FsGpu(0, "NVIDIA H100 80GB HBM3", "GPU-0000aaaa", "0000:01:00.0", mem),
+        vgpufs.FsGpu(1, "NVIDIA H100 80GB HBM3", "GPU-0000bbbb", "0000:02:00.0", mem),
     ])
 
 
@@ -39,7 +39,7 @@ def serve(mnt, src, body):
     result = {}
 
     async def main():
-        fs = F.VgpuFs(src, str(mnt))
+        fs = vgpufs.VgpuFs(src, str(mnt))
         async with trio.open_nursery() as n:
             await n.start(fs.run)
             try:
