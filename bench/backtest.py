@@ -5,7 +5,7 @@ part 5): offline, standard library only, a few seconds.
         [--markdown bench/backtest-report.md]
 
 Each trace (bench/traces.py) is replayed day by day from day 8: the models
-(vgpu.forecast.Model, one per label and kind) have seen every sample before
+(vgpu.common.forecast.Model, one per label and kind) have seen every sample before
 the day, forecast its 24 hours, and three ways of setting the slices are
 simulated on the day's 5-minute steps:
 
@@ -53,8 +53,8 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import traces as T  # noqa: E402  (bench/ is not a package)
-from vgpu.forecast import Model  # noqa: E402
+import traces  # noqa: E402  (bench/ is not a package)
+from vgpu.common.forecast import Model  # noqa: E402
 
 HIGH, LOW = 1, 0
 GPU_GIB = 80.0
@@ -68,7 +68,7 @@ HI_MARGIN = 0.05
 #: never below: inference's and training's compute guarantees (burst floors)
 GUARANTEE = {"inference": 0.2, "training": 0.2}
 #: never below: memory quotas, GiB (training: two workers)
-MEM_FLOOR = {"inference": 8.0, "training": 2 * T.WORKER_GIB}
+MEM_FLOOR = {"inference": 8.0, "training": 2 * traces.WORKER_GIB}
 WINDOW = (8, 20)            # the static day window, local hours, Monday-Friday
 TRAIN_DAYS = 7
 
@@ -130,8 +130,8 @@ def inference_bounds() -> tuple[tuple[float, float], tuple[float, float]]:
 
 
 def in_window(t: float) -> bool:
-    day = int((t - T.START) // T.DAY_S)
-    hour = ((t - T.START) % T.DAY_S) / 3600
+    day = int((t - traces.START) // traces.DAY_S)
+    hour = ((t - traces.START) % traces.DAY_S) / 3600
     return day % 7 < 5 and WINDOW[0] <= hour < WINDOW[1]
 
 
@@ -140,7 +140,7 @@ def quantile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
 
 
-def static_profiles(tr: T.Trace) -> dict[bool, tuple[float, float]]:
+def static_profiles(tr: traces.Trace) -> dict[bool, tuple[float, float]]:
     """{in window: (inference floor, inference memory)} sized on the first week."""
     (clo, chi), (mlo, mhi) = inference_bounds()
     n = TRAIN_DAYS * tr.steps_per_day
@@ -187,13 +187,13 @@ class Tally:
             self.changes += 1
         self.last = (floor_h, mem_h)
         mem_l = GPU_GIB - mem_h
-        fit = math.floor(mem_l / T.WORKER_GIB + 1e-9)
-        workers = min(fit, math.ceil(d_l / T.WORKER_GPU - 1e-9))
+        fit = math.floor(mem_l / traces.WORKER_GIB + 1e-9)
+        workers = min(fit, math.ceil(d_l / traces.WORKER_GPU - 1e-9))
         # a worker that starts spends its first step loading (WARMUP)
         warm = min(workers, self.workers)
         self.worker_starts += max(0, workers - self.workers)
         self.workers = workers
-        usable_l = min(d_l, warm * T.WORKER_GPU)
+        usable_l = min(d_l, warm * traces.WORKER_GPU)
         mem_short = m_h > mem_h + 1e-9
         # inference that does not fit in its memory quota runs at the quota's share
         usable_h = d_h * (min(1.0, mem_h / m_h) if mem_short else 1.0)
@@ -229,7 +229,7 @@ def new_model(kind: str) -> Model:
 MODES = ("static", "forecast", "oracle")
 
 
-def run_trace(tr: T.Trace) -> dict:
+def run_trace(tr: traces.Trace) -> dict:
     """Replay one trace: the tallies of each mode (static, forecast, and the
     oracle that knows each step's demand: the best any setting can do) and
     the forecast errors."""
@@ -310,8 +310,8 @@ def report(runs: dict[int, list[dict]], cmd: str) -> str:
         f"p95), {HI_MARGIN:.0%} over the forecast's spike envelope; lead {LEAD_H} h, lag {LAG_H} h; "
         f"guarantees: inference {GUARANTEE['inference']:.0%} / training "
         f"{GUARANTEE['training']:.0%} of the GPU, {MEM_FLOOR['inference']:.0f} / "
-        f"{MEM_FLOOR['training']:.0f} GiB; training workers {T.WORKER_GIB:.0f} GiB / "
-        f"{T.WORKER_GPU:.3f} GPU, one step to start.",
+        f"{MEM_FLOOR['training']:.0f} GiB; training workers {traces.WORKER_GIB:.0f} GiB / "
+        f"{traces.WORKER_GPU:.3f} GPU, one step to start.",
         "",
         f"## Forecast error (seed {seeds[0]}; inference, hourly means, the p50 forecast a day ahead)",
         "",
@@ -378,7 +378,7 @@ def report(runs: dict[int, list[dict]], cmd: str) -> str:
     for r in results:
         tr = r["trace"]
         st = r["static_profiles"]
-        odd = [str(d - T.START // T.DAY_S + 1) for d in r["anomalies"]["gpu"]]
+        odd = [str(d - traces.START // traces.DAY_S + 1) for d in r["anomalies"]["gpu"]]
         lines.append(f"- `{tr.name}`: {tr.about}.  Static profiles (sized on week 1): window "
                      f"{st[True][0]:.0%} / {st[True][1]:.0f} GiB, otherwise {st[False][0]:.0%} / "
                      f"{st[False][1]:.0f} GiB.  Days the GPU model judged odd (day 1 = the first "
@@ -386,9 +386,9 @@ def report(runs: dict[int, list[dict]], cmd: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(days: int = 35, seeds: tuple[int, ...] = (1,), names: tuple[str, ...] = tuple(T.TRACES)
+def run(days: int = 35, seeds: tuple[int, ...] = (1,), names: tuple[str, ...] = tuple(traces.TRACES)
         ) -> dict[int, list[dict]]:
-    return {s: [run_trace(T.make(n, days=days, seed=s, **T.TRACES[n])) for n in names]
+    return {s: [run_trace(traces.make(n, days=days, seed=s, **traces.TRACES[n])) for n in names]
             for s in seeds}
 
 
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--days", type=int, default=35)
     ap.add_argument("--seeds", default="1", help="comma-separated; the first one's figures in full")
-    ap.add_argument("--traces", default=",".join(T.TRACES))
+    ap.add_argument("--traces", default=",".join(traces.TRACES))
     ap.add_argument("--markdown", help="also write the report to this file")
     a = ap.parse_args(argv)
     t0 = time.monotonic()

@@ -12,7 +12,7 @@ Each workload is the project's client (`vgpu-nvclient work`) in its own
 process, opening a slice's virtual nodes /dev/vgpu/<id>/ and keeping DEPTH
 work items of ITEM us queued on a channel (saturating unless DEPTH is too
 small for the process to keep up).  Slices are made through vgpu.ko's
-netlink API directly (vgpu.daemon.kernel), so the figures are the kernel
+netlink API directly (vgpu.vgpuko.client), so the figures are the kernel
 mechanism's; the daemon maps its config and `vgpuctl set-quota` to exactly
 these calls.  Achieved share = the process's busy time in
 /sys/kernel/debug/nvsim/busy over the window / the window's length.
@@ -41,18 +41,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from vgpu.abi import uapi as U  # noqa: E402
-from vgpu.daemon.kernel import Compute, VgpuKernel     # noqa: E402
+from vgpu.abi import uapi  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel     # noqa: E402
+from vgpu.vgpuko.messages import Compute     # noqa: E402
 
 PY = sys.executable
 BUSY = Path("/sys/kernel/debug/nvsim/busy")
 GPU = 0                 # the real GPU every case runs on
 MiB = 1 << 20
-POLICY = {"none": U.VGPU_COMPUTE_NONE, "share": U.VGPU_COMPUTE_SHARE,
-          "fixed": U.VGPU_COMPUTE_FIXED, "burst": U.VGPU_COMPUTE_BURST}
-LAYERS = {"both": U.VGPU_SCHED_L_ALL, "tsg": U.VGPU_SCHED_L_TSG,
-          "doorbell": U.VGPU_SCHED_L_DOORBELL}
-PRIO = {"low": U.VGPU_PRIORITY_LOW, "high": U.VGPU_PRIORITY_HIGH}
+POLICY = {"none": uapi.VGPU_COMPUTE_NONE, "share": uapi.VGPU_COMPUTE_SHARE,
+          "fixed": uapi.VGPU_COMPUTE_FIXED, "burst": uapi.VGPU_COMPUTE_BURST}
+LAYERS = {"both": uapi.VGPU_SCHED_L_ALL, "tsg": uapi.VGPU_SCHED_L_TSG,
+          "doorbell": uapi.VGPU_SCHED_L_DOORBELL}
+PRIO = {"low": uapi.VGPU_PRIORITY_LOW, "high": uapi.VGPU_PRIORITY_HIGH}
 
 
 # ------------------------------------------------------------------ measuring
@@ -270,7 +271,7 @@ def case_change(b: Bench) -> None:
     p = b.work(s, 8)
     b.warm([p])
     before = shares([p.pid], b.window / 2)[0]
-    b.k.slice_set(s, compute={0: Compute(U.VGPU_COMPUTE_FIXED, 6000)})
+    b.k.slice_set(s, compute={0: Compute(uapi.VGPU_COMPUTE_FIXED, 6000)})
     per = b.period_us / 1e6
     got = [shares([p.pid], per)[0] for _ in range(4)]
     after = shares([p.pid], b.window / 2)[0]
@@ -366,7 +367,7 @@ def case_many(b: Bench, period_us: int | None = None, layer: str = "both") -> No
         f"RM calls included" + native)
     b.stop()
     b.period_us = saved
-    b.layers(U.VGPU_SCHED_L_ALL)
+    b.layers(uapi.VGPU_SCHED_L_ALL)
 
 
 CASES = ("caps", "alone", "share", "priority", "change", "ring", "layers", "many")
@@ -389,7 +390,7 @@ def main() -> int:
     window = 2.0 if a.quick else a.window
     with VgpuKernel() as k:
         b = Bench(k, window, int(a.period_ms * 1000))
-        b.layers(U.VGPU_SCHED_L_ALL)
+        b.layers(uapi.VGPU_SCHED_L_ALL)
         if "many" in set(a.case or CASES):
             b.factors = tcg_factors(a.host_figures)
         print(f"compute accuracy: nvsim GPU {GPU}, period {a.period_ms:g} ms, {window:g} s "
@@ -415,20 +416,20 @@ def main() -> int:
             if "ring" in want:
                 case_ring(b)
             if "layers" in want:
-                for name, layers in (("tsg", U.VGPU_SCHED_L_TSG),
-                                     ("doorbell", U.VGPU_SCHED_L_DOORBELL)):
+                for name, layers in (("tsg", uapi.VGPU_SCHED_L_TSG),
+                                     ("doorbell", uapi.VGPU_SCHED_L_DOORBELL)):
                     b.layers(layers)
                     case_caps(b, (30, 70), 8, name)
                     case_caps(b, (30, 70), 1, name)
                     case_alone(b, name)
-                b.layers(U.VGPU_SCHED_L_ALL)
+                b.layers(uapi.VGPU_SCHED_L_ALL)
             if "many" in want:
                 case_many(b)
                 case_many(b, 500_000)
                 case_many(b, layer="tsg")
         finally:
             b.stop()
-            b.layers(U.VGPU_SCHED_L_ALL)
+            b.layers(uapi.VGPU_SCHED_L_ALL)
     lines = ["| case | layers | configured | achieved | note |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in ROWS]
     if a.markdown == "-":

@@ -1,11 +1,11 @@
 """What the OCI hook adds to a container start, and vgpufs's latency.
 
     # in the VM, against vgpud + vgpufs + vgpu.ko + nvsim (the real path;
-    # vgpud started by tools/vgpud_launcher.py):
+    # vgpud started by tools/testbed/vgpud_launcher.py):
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         .venv/bin/python bench/container_start.py
     # on the host (no kernel module there): the hook against
-    # tests/host/fake_vgpud.py and a directory of mknod'ed nodes
+    # tools/testbed/fake_vgpud.py and a directory of mknod'ed nodes
     .venv/bin/python bench/container_start.py
 
 Start: `runc create` + `runc start` of a busybox container running `true`,
@@ -45,7 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tools.vgpud_launcher import Vgpud, VgpudError, config  # noqa: E402
+from tools.testbed.fake_vgpud import FakeVgpud  # noqa: E402
+from tools.testbed.vgpud_launcher import Vgpud, VgpudError, config  # noqa: E402
 
 PY = sys.executable
 RUNC = shutil.which("runc") or "/usr/sbin/runc"
@@ -85,8 +86,6 @@ class Env:
             except VgpudError as e:
                 sys.exit(f"bench: {e}")
         else:
-            sys.path.insert(0, str(REPO / "tests" / "host"))
-            from fake_vgpud import FakeVgpud
             os.mkdir(self.fs)
             self.fake = FakeVgpud(self.sock)
             self.fake.__enter__()
@@ -196,7 +195,7 @@ def start_times(e: Env, n: int) -> dict[str, tuple[list[float], list[float]]]:
 
 
 def fuse_latency(e: Env, n: int, slices: int) -> None:
-    from vgpu.cli.apiclient import ApiClient
+    from vgpu.common.apiclient import ApiClient
     names = [f"fz-{i}" for i in range(slices)]
     with ApiClient(e.sock, 60) as c:
         for name in names:

@@ -6,7 +6,7 @@ Run in the VM with vgpu.ko and several simulated GPUs:
         --load-vgpu -- /work/main/.venv/bin/python bench/daemon_scale.py --slices 1000
 
 Creates N slices directly through netlink (spread over the GPUs, 64 MiB
-each), starts vgpud on a temporary config (tools/vgpud_launcher.py; it
+each), starts vgpud on a temporary config (tools/testbed/vgpud_launcher.py; it
 adopts them at reconciliation, as it would after a restart), lets it settle, then samples its RSS and the
 CPU it uses over --idle seconds of idleness, and the latency of one `list`
 (a full kernel dump) and one `set-quota`.  Stops vgpud (SIGTERM) and deletes
@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.vgpud_launcher import Api, Vgpud, config  # noqa: E402
-from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from tools.testbed.vgpud_launcher import Api, Vgpud, config  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
 from vgpu.abi.nvclient import RmClient  # noqa: E402
 
 

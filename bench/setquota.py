@@ -1,7 +1,7 @@
 """`vgpuctl set-quota` end to end: from the CLI's start to its exit, which
 comes after vgpud's reply, which vgpud sends once vgpu.ko has applied the
 quota.  Against a running vgpud (--socket, or $VGPU_SOCKET), or one of its
-own (--start-vgpud: tools/vgpud_launcher.py, on the example config with its
+own (--start-vgpud: tools/testbed/vgpud_launcher.py, on the example config with its
 state under a temporary directory, stopped at the end); compared with the bare interpreter start (`python -c
 pass`) of the same interpreter, so that the difference is what vgpuctl and
 the set-quota path add.
@@ -59,7 +59,7 @@ def main() -> int:
     where = ap.add_mutually_exclusive_group()
     where.add_argument("--socket", help="vgpud's socket (default: $VGPU_SOCKET or /run/vgpu/vgpud.sock)")
     where.add_argument("--start-vgpud", action="store_true",
-                       help="start a vgpud of its own for the run (tools/vgpud_launcher.py, "
+                       help="start a vgpud of its own for the run (tools/testbed/vgpud_launcher.py, "
                             "the example config)")
     ap.add_argument("--container", help="an existing slice to change (default: create one)")
     ap.add_argument("--vgpuctl", help="the command to run (default: the venv's vgpuctl)")
@@ -73,7 +73,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         if a.start_vgpud:
             sys.path.insert(0, REPO)
-            from tools.vgpud_launcher import example_config, running
+            from tools.testbed.vgpud_launcher import example_config, running
             tmp = tempfile.mkdtemp(prefix="vgpud-setquota-")
             d = stack.enter_context(running(tmp, example_config(tmp), wait_kernel=True))
             env["VGPU_SOCKET"] = d.sock

@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vgpu.abi import nvabi as A  # noqa: E402
-from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from vgpu.abi import nvabi  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
 from vgpu.abi.nvclient import RmClient, _libc  # noqa: E402
 
 MiB = 1 << 20
@@ -63,15 +63,15 @@ def main() -> int:
     try:
         c = RmClient(slice_dir(sid))
         g = c.open_gpus()[0]
-        ver = A.nv_ioctl_rm_api_version_t(cmd=A.NV_RM_API_VERSION_CMD_QUERY)
-        ver_cmd = A.nv_ioctl(A.NV_ESC_CHECK_VERSION_STR, ctypes.sizeof(ver))
-        fb = A.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=8)
+        ver = nvabi.nv_ioctl_rm_api_version_t(cmd=nvabi.NV_RM_API_VERSION_CMD_QUERY)
+        ver_cmd = nvabi.nv_ioctl(nvabi.NV_ESC_CHECK_VERSION_STR, ctypes.sizeof(ver))
+        fb = nvabi.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=8)
         for i in range(8):
             fb.fbInfoList[i].index = i
-        ctl = A.NVOS54_PARAMETERS(hClient=c.hClient, hObject=g.hSubdevice,
-                                  cmd=A.NV2080_CTRL_CMD_FB_GET_INFO_V2,
+        ctl = nvabi.NVOS54_PARAMETERS(hClient=c.hClient, hObject=g.hSubdevice,
+                                  cmd=nvabi.NV2080_CTRL_CMD_FB_GET_INFO_V2,
                                   params=ctypes.addressof(fb), paramsSize=ctypes.sizeof(fb))
-        ctl_cmd = A.nv_ioctl(A.NV_ESC_RM_CONTROL, ctypes.sizeof(ctl))
+        ctl_cmd = nvabi.nv_ioctl(nvabi.NV_ESC_RM_CONTROL, ctypes.sizeof(ctl))
         calls = {"version": (ver_cmd, ver), "fb-info-v2": (ctl_cmd, ctl)}
 
         def timed(cmd, obj) -> list[int]:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vgpu.abi import nvabi as A  # noqa: E402
-from vgpu.daemon.kernel import VgpuKernel  # noqa: E402
+from vgpu.abi import nvabi  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
 from vgpu.abi.nvclient import RmClient, _libc  # noqa: E402
 
 MiB = 1 << 20
@@ -48,25 +48,25 @@ class Side:
         self.g = self.c.open_gpus()[0]
         c, g = self.c, self.g
         self.fd = c.fd
-        self.ver = A.nv_ioctl_rm_api_version_t(cmd=A.NV_RM_API_VERSION_CMD_QUERY)
-        self.ver_cmd = A.nv_ioctl(A.NV_ESC_CHECK_VERSION_STR, ctypes.sizeof(self.ver))
-        self.mp = A.NV_MEMORY_ALLOCATION_PARAMS(owner=0x5647, size=4096)
-        self.alloc = A.NVOS64_PARAMETERS(hRoot=c.hClient, hObjectParent=g.hDevice,
-                                         hObjectNew=0x5D000000, hClass=A.NV01_MEMORY_LOCAL_USER,
+        self.ver = nvabi.nv_ioctl_rm_api_version_t(cmd=nvabi.NV_RM_API_VERSION_CMD_QUERY)
+        self.ver_cmd = nvabi.nv_ioctl(nvabi.NV_ESC_CHECK_VERSION_STR, ctypes.sizeof(self.ver))
+        self.mp = nvabi.NV_MEMORY_ALLOCATION_PARAMS(owner=0x5647, size=4096)
+        self.alloc = nvabi.NVOS64_PARAMETERS(hRoot=c.hClient, hObjectParent=g.hDevice,
+                                         hObjectNew=0x5D000000, hClass=nvabi.NV01_MEMORY_LOCAL_USER,
                                          pAllocParms=ctypes.addressof(self.mp),
                                          paramsSize=ctypes.sizeof(self.mp))
-        self.alloc_cmd = A.nv_ioctl(A.NV_ESC_RM_ALLOC, ctypes.sizeof(self.alloc))
-        self.free = A.NVOS00_PARAMETERS(hRoot=c.hClient, hObjectParent=g.hDevice,
+        self.alloc_cmd = nvabi.nv_ioctl(nvabi.NV_ESC_RM_ALLOC, ctypes.sizeof(self.alloc))
+        self.free = nvabi.NVOS00_PARAMETERS(hRoot=c.hClient, hObjectParent=g.hDevice,
                                         hObjectOld=0x5D000000)
-        self.free_cmd = A.nv_ioctl(A.NV_ESC_RM_FREE, ctypes.sizeof(self.free))
-        self.fbi = A.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=8)
+        self.free_cmd = nvabi.nv_ioctl(nvabi.NV_ESC_RM_FREE, ctypes.sizeof(self.free))
+        self.fbi = nvabi.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=8)
         for i, ix in enumerate([7, 8, 9, 0x0A, 0x16, 0x20, 0x12, 0x05]):
             self.fbi.fbInfoList[i].index = ix
-        self.ctl = A.NVOS54_PARAMETERS(hClient=c.hClient, hObject=g.hSubdevice,
-                                       cmd=A.NV2080_CTRL_CMD_FB_GET_INFO_V2,
+        self.ctl = nvabi.NVOS54_PARAMETERS(hClient=c.hClient, hObject=g.hSubdevice,
+                                       cmd=nvabi.NV2080_CTRL_CMD_FB_GET_INFO_V2,
                                        params=ctypes.addressof(self.fbi),
                                        paramsSize=ctypes.sizeof(self.fbi))
-        self.ctl_cmd = A.nv_ioctl(A.NV_ESC_RM_CONTROL, ctypes.sizeof(self.ctl))
+        self.ctl_cmd = nvabi.nv_ioctl(nvabi.NV_ESC_RM_CONTROL, ctypes.sizeof(self.ctl))
         self.ver_addr = ctypes.addressof(self.ver)
         self.alloc_addr = ctypes.addressof(self.alloc)
         self.free_addr = ctypes.addressof(self.free)
@@ -92,7 +92,7 @@ class Side:
         r2 = ioctl(fd, fc, fa)
         t1 = time.perf_counter_ns()
         assert r1 == 0 and r2 == 0 and self.alloc.status == 0 and self.free.status == 0, \
-            (A.status_name(self.alloc.status), A.status_name(self.free.status))
+            (nvabi.status_name(self.alloc.status), nvabi.status_name(self.free.status))
         return t1 - t0
 
     def fb_info(self) -> int:
@@ -100,7 +100,7 @@ class Side:
         t0 = time.perf_counter_ns()
         r = ioctl(fd, cmd, addr)
         t1 = time.perf_counter_ns()
-        assert r == 0 and self.ctl.status == 0, A.status_name(self.ctl.status)
+        assert r == 0 and self.ctl.status == 0, nvabi.status_name(self.ctl.status)
         return t1 - t0
 
 
@@ -128,11 +128,11 @@ def fill_handles(prefix: str, count: int) -> RmClient:
     """Another client of the slice holding count live 4 KiB FB objects."""
     c = RmClient(prefix)
     g = c.open_gpus()[0]
-    mp = A.NV_MEMORY_ALLOCATION_PARAMS(owner=0x5647, size=4096)
-    p = A.NVOS64_PARAMETERS(hRoot=c.hClient, hObjectParent=g.hDevice,
-                            hClass=A.NV01_MEMORY_LOCAL_USER, pAllocParms=ctypes.addressof(mp),
+    mp = nvabi.NV_MEMORY_ALLOCATION_PARAMS(owner=0x5647, size=4096)
+    p = nvabi.NVOS64_PARAMETERS(hRoot=c.hClient, hObjectParent=g.hDevice,
+                            hClass=nvabi.NV01_MEMORY_LOCAL_USER, pAllocParms=ctypes.addressof(mp),
                             paramsSize=ctypes.sizeof(mp))
-    cmd = A.nv_ioctl(A.NV_ESC_RM_ALLOC, ctypes.sizeof(p))
+    cmd = nvabi.nv_ioctl(nvabi.NV_ESC_RM_ALLOC, ctypes.sizeof(p))
     addr = ctypes.addressof(p)
     h = 0x5E000000
     for i in range(count):
@@ -140,7 +140,7 @@ def fill_handles(prefix: str, count: int) -> RmClient:
         mp.size = 4096
         if _libc.ioctl(c.fd, cmd, addr) != 0 or p.status != 0:
             raise SystemExit(f"filling handles: allocation {i} failed: "
-                             f"{A.status_name(p.status)} / errno {ctypes.get_errno()}")
+                             f"{nvabi.status_name(p.status)} / errno {ctypes.get_errno()}")
     return c
 
 

@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # tools/ is this script's directory, hence on sys.path
-from vgpud_launcher import Vgpud, VgpudError, example_config
+from testbed.vgpud_launcher import Vgpud, VgpudError, example_config
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv" / "bin"
@@ -353,7 +353,7 @@ def seed_history(path: Path, now: float) -> None:
     day from the next hour on (its "morning" comes in under an hour), 0.05
     otherwise, a sample every 5 minutes."""
     sys.path.insert(0, str(REPO))
-    from vgpu.daemon import history as H
+    from vgpu.daemon import history
     import datetime
     hour0 = (datetime.datetime.fromtimestamp(now).hour + 1) % 24
     t = now - HISTORY_DAYS * 86400
@@ -362,11 +362,11 @@ def seed_history(path: Path, now: float) -> None:
         busy = (datetime.datetime.fromtimestamp(t).hour - hour0) % 24 < 12
         share = 0.6 if busy else 0.05
         gt += int(share * 300e9)
-        batch.append(H.Sample(t=t, slice_id=1000, container="inference-earlier", gpu=0,
+        batch.append(history.Sample(t=t, slice_id=1000, container="inference-earlier", gpu=0,
                               mem_used=GiB, mem_peak=GiB, mem_limit=2 * GiB, gpu_time_ns=gt,
                               compute_bp=2000, labels={NS: "inference"}))
         t += 300
-    st = H.HistoryStore(path)
+    st = history.HistoryStore(path)
     st.add(batch)
     st.compact(now)         # as vgpud keeps it: raw samples of the last day, aggregates before
     st.close()

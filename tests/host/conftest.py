@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel
-from fake_vgpud import FakeVgpud
+from tools.testbed.fake_vgpud import FakeVgpud
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager

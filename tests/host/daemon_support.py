@@ -1,5 +1,5 @@
 """What the host tests of vgpud share: ``FakeKernel``, an in-memory
-stand-in for vgpu.daemon.kernel.VgpuKernel with the same method names and
+stand-in for vgpu.vgpuko.client.VgpuKernel with the same method names and
 Slice objects (with ``FakeTraceStream``, its trace group), ``FakeInventory``
 (two 16 GiB GPUs), ``CONFIG`` (a config template: ``{tmp}`` is the test's
 directory), ``call`` (one request through vgpu.daemon.api.handle_line) and a
@@ -26,8 +26,8 @@ import trio
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.api import handle_line
 from vgpu.daemon.inventory import GpuInfo, synth_uuid
-from vgpu.daemon.kernel import (AuditEntry, AuditRecord, Compute, GpuUsage, SchedInfo, Slice,
-                                VgpuError, allow_keys)
+from vgpu.vgpuko.messages import AuditEntry, AuditRecord, Compute, GpuUsage, SchedInfo, Slice, allow_keys
+from vgpu.vgpuko.netlink import VgpuError
 
 GiB, MiB = 1 << 30, 1 << 20
 
@@ -171,7 +171,7 @@ class FakeKernel:
 
 
 class FakeTraceStream:
-    """vgpu.daemon.kernel.TraceStream's interface over a socketpair: ``push``
+    """vgpu.vgpuko.streams.TraceStream's interface over a socketpair: ``push``
     queues records and makes the fd readable; ``ready()`` takes them."""
 
     def __init__(self):

@@ -15,16 +15,13 @@ import ctypes
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from vgpu.abi import nvabi  # noqa: E402
+from vgpu.abi import nvabi
 
 HEADER = ROOT / "kmod" / "include" / "nvabi.h"
 DATA_595 = ROOT / "tests" / "data" / "nvidia-595-abi-offsets.txt"

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from vgpu.abi import allowlist as A
-from vgpu.abi import uapi as U
+from vgpu.abi import allowlist
+from vgpu.abi import uapi
 
 GOOD = """\
 # vgpuctl audit c1 on node 7, 2024-05-01
@@ -22,15 +22,15 @@ control\t0X2080014A\tNV2080_CTRL_CMD_X
 
 
 def errors(text, path="t.allow"):
-    with pytest.raises(A.AllowListError) as ei:
-        A.parse(text, path)
+    with pytest.raises(allowlist.AllowListError) as ei:
+        allowlist.parse(text, path)
     assert str(ei.value) == "\n".join(ei.value.errors)
     assert isinstance(ei.value, ValueError)
     return ei.value.errors
 
 
 def test_parse_good_file_sorted_by_kind_then_number():
-    items = A.parse(GOOD, "t.allow")
+    items = allowlist.parse(GOOD, "t.allow")
     assert [(i.kind, i.number, i.name) for i in items] == [
         ("escape", 0x5C, "NV_ESC_RM_EXPORT_OBJECT_TO_FD"),
         ("class", 0xC86F, "HOPPER_CHANNEL_GPFIFO_A"),
@@ -39,16 +39,16 @@ def test_parse_good_file_sorted_by_kind_then_number():
         ("uvm", 0x49, ""),
     ]
     # the kernel's pairs: (enum vgpu_audit_kind, number)
-    assert items[0].pair == (U.VGPU_AUDIT_ESCAPE, 0x5C)
-    assert items[-1].pair == (U.VGPU_AUDIT_UVM, 0x49)
-    assert A.KINDS == ("escape", "class", "control", "uvm")
-    assert [A.KINDS.index(k) for k in A.KINDS] == [U.VGPU_AUDIT_ESCAPE, U.VGPU_AUDIT_CLASS,
-                                                    U.VGPU_AUDIT_CONTROL, U.VGPU_AUDIT_UVM]
+    assert items[0].pair == (uapi.VGPU_AUDIT_ESCAPE, 0x5C)
+    assert items[-1].pair == (uapi.VGPU_AUDIT_UVM, 0x49)
+    assert allowlist.KINDS == ("escape", "class", "control", "uvm")
+    assert [allowlist.KINDS.index(k) for k in allowlist.KINDS] == [uapi.VGPU_AUDIT_ESCAPE, uapi.VGPU_AUDIT_CLASS,
+                                                    uapi.VGPU_AUDIT_CONTROL, uapi.VGPU_AUDIT_UVM]
 
 
 def test_header_only_is_an_empty_list():
-    assert A.parse("kind\tnumber\tname\n") == []
-    assert A.parse("# nothing yet\n\nkind\tnumber\tname") == []
+    assert allowlist.parse("kind\tnumber\tname\n") == []
+    assert allowlist.parse("# nothing yet\n\nkind\tnumber\tname") == []
 
 
 @pytest.mark.parametrize("text,line,words", [
@@ -83,38 +83,38 @@ def test_errors_name_file_line_and_value(text, line, words):
 def test_every_problem_is_reported_and_capped():
     text = "kind\tnumber\tname\n" + "".join(f"kind{i}\t0x1\n" for i in range(30))
     errs = errors(text)
-    assert len(errs) == A.MAX_ERRORS + 1
+    assert len(errs) == allowlist.MAX_ERRORS + 1
     assert errs[0].startswith("t.allow:2: ") and errs[1].startswith("t.allow:3: ")
-    assert errs[-1] == f"... and {30 - A.MAX_ERRORS} more problems"
+    assert errs[-1] == f"... and {30 - allowlist.MAX_ERRORS} more problems"
 
 
 def test_more_than_vgpu_max_allow_items():
-    assert A.MAX_ITEMS == U.VGPU_MAX_ALLOW == 4096
-    rows = "".join(f"control\t0x{i:08x}\n" for i in range(A.MAX_ITEMS))
-    assert len(A.parse("kind\tnumber\tname\n" + rows)) == A.MAX_ITEMS
+    assert allowlist.MAX_ITEMS == uapi.VGPU_MAX_ALLOW == 4096
+    rows = "".join(f"control\t0x{i:08x}\n" for i in range(allowlist.MAX_ITEMS))
+    assert len(allowlist.parse("kind\tnumber\tname\n" + rows)) == allowlist.MAX_ITEMS
     errs = errors("kind\tnumber\tname\n" + rows + "uvm\t0x00000001\n")
-    assert errs == [f"t.allow:{A.MAX_ITEMS + 2}: uvm 0x00000001: more than 4096 items "
+    assert errs == [f"t.allow:{allowlist.MAX_ITEMS + 2}: uvm 0x00000001: more than 4096 items "
                     f"(VGPU_MAX_ALLOW, vgpu.ko's limit per slice)"]
 
 
 def test_load_unreadable_and_not_utf8(tmp_path):
     missing = tmp_path / "nope.allow"
-    with pytest.raises(A.AllowListError) as ei:
-        A.load(missing)
+    with pytest.raises(allowlist.AllowListError) as ei:
+        allowlist.load(missing)
     assert str(ei.value) == f"{missing}: cannot read: No such file or directory"
-    with pytest.raises(A.AllowListError) as ei:
-        A.load(tmp_path)
+    with pytest.raises(allowlist.AllowListError) as ei:
+        allowlist.load(tmp_path)
     assert str(ei.value).startswith(f"{tmp_path}: cannot read: ")
     bad = tmp_path / "bad.allow"
     bad.write_bytes(b"kind\tnumber\tname\nclass\t0x1\t\xff\n")
-    with pytest.raises(A.AllowListError) as ei:
-        A.load(bad)
+    with pytest.raises(allowlist.AllowListError) as ei:
+        allowlist.load(bad)
     assert str(ei.value) == f"{bad}:2: not UTF-8 text (byte 0xff)"
 
 
 def test_render_format_and_round_trip(tmp_path):
-    items = A.parse(GOOD)
-    text = A.render(items + items[:1])              # a repeat is written once
+    items = allowlist.parse(GOOD)
+    text = allowlist.render(items + items[:1])              # a repeat is written once
     assert text.splitlines() == [
         "kind\tnumber\tname",
         "escape\t0x5c\tNV_ESC_RM_EXPORT_OBJECT_TO_FD",
@@ -123,13 +123,13 @@ def test_render_format_and_round_trip(tmp_path):
         "control\t0x20800a3e\t",
         "uvm\t0x00000049\t",
     ]
-    assert A.parse(text) == items
-    assert [i.name for i in A.parse(text)] == [i.name for i in items]
+    assert allowlist.parse(text) == items
+    assert [i.name for i in allowlist.parse(text)] == [i.name for i in items]
     # a name that would break the line is left out
-    odd = A.AllowItem.of("class", 1, "A\tB")
-    assert A.render([odd]).splitlines()[1] == "class\t0x00000001\t"
-    assert A.format_number("escape", 5) == "0x05"
-    assert A.format_number("uvm", 5) == "0x00000005"
+    odd = allowlist.AllowItem.of("class", 1, "A\tB")
+    assert allowlist.render([odd]).splitlines()[1] == "class\t0x00000001\t"
+    assert allowlist.format_number("escape", 5) == "0x05"
+    assert allowlist.format_number("uvm", 5) == "0x00000005"
 
 
 def test_write_is_atomic_and_counts(tmp_path):
@@ -145,14 +145,14 @@ def test_write_is_atomic_and_counts(tmp_path):
         return real_replace(src, dst)
     os.replace = spy
     try:
-        n = A.write(path, A.parse(GOOD))
+        n = allowlist.write(path, allowlist.parse(GOOD))
     finally:
         os.replace = real_replace
     assert n == 5
-    assert seen == [(True, A.render(A.parse(GOOD)), "old contents\n")]
-    assert path.read_text() == A.render(A.parse(GOOD))
+    assert seen == [(True, allowlist.render(allowlist.parse(GOOD)), "old contents\n")]
+    assert path.read_text() == allowlist.render(allowlist.parse(GOOD))
     assert sorted(os.listdir(tmp_path)) == ["trial.allow"]       # no temporary left
-    assert A.write(tmp_path / "empty.allow", []) == 0
+    assert allowlist.write(tmp_path / "empty.allow", []) == 0
     assert (tmp_path / "empty.allow").read_text() == "kind\tnumber\tname\n"
 
 
@@ -162,5 +162,5 @@ def test_write_failure_leaves_no_temporary(tmp_path):
     target = d / "x.allow"
     target.mkdir()                                   # rename over a directory fails
     with pytest.raises(OSError):
-        A.write(target, A.parse(GOOD))
+        allowlist.write(target, allowlist.parse(GOOD))
     assert sorted(os.listdir(d)) == ["x.allow"]

@@ -17,11 +17,11 @@ import os
 
 import pytest
 
-from vgpu.daemon import slices as S
+from vgpu.daemon import slices
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.api import ApiError, handle_line, parse_request
 from vgpu.daemon.kport import KernelPort
-from vgpu.daemon import liveness as L
+from vgpu.daemon import liveness
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 
@@ -218,7 +218,7 @@ async def test_kernel_refusal_and_unavailable(env, tmp_path):
     assert r["error"]["code"] == "kernel" and "EBUSY" in r["error"]["message"]
     assert (await call(mgr, "delete", container="c", force=True))["ok"]
 
-    from vgpu.daemon.kernel import VgpuNotLoaded
+    from vgpu.vgpuko.netlink import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()
@@ -244,7 +244,7 @@ async def test_create_binds_cgroup(env, tmp_path, monkeypatch):
     directory, relative to the cgroup root unless absolute under it); the fd
     is closed again; a missing or non-directory cgroup is a bad request."""
     mgr, k, _ = env
-    monkeypatch.setattr(L, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp_path))
     (tmp_path / "pod" / "c1").mkdir(parents=True)
     (tmp_path / "file").write_text("")
     nfds = len(os.listdir("/proc/self/fd"))
@@ -275,7 +275,7 @@ async def test_attach_binds_an_operators_slice_to_one_container_at_a_time(env, t
     nothing; the attachment survives a reconcile and is not a reason to
     collect the operator's slice."""
     mgr, k, _ = env
-    monkeypatch.setattr(L, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp_path))
     for d in ("a", "b", "own"):
         (tmp_path / d).mkdir()
     (tmp_path / "a" / "cgroup.procs").write_text("101\n")   # a plain dir stands for a cgroup

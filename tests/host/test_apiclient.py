@@ -1,4 +1,4 @@
-"""vgpu.cli.apiclient against the CLI tests' fake API server (fake_vgpud.py)
+"""vgpu.common.apiclient against the CLI tests' fake API server (fake_vgpud.py)
 and against sockets that misbehave on purpose."""
 import errno
 import json
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from fake_vgpud import GIB, FakeVgpud
-from vgpu.cli import apiclient as ac
+from tools.testbed.fake_vgpud import GIB, FakeVgpud
+from vgpu.common import apiclient as ac
 
 
 @pytest.fixture
@@ -251,7 +251,7 @@ def _with_slice(fake, name="c1"):
 
 
 def test_trace_stream(fake):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     _with_slice(fake)
     fake.trace_records = [make_trace_record(1, "open"), make_trace_record(2)]
     fake.trace_end = {"end": True, "reason": "slice deleted"}
@@ -266,7 +266,7 @@ def test_trace_stream(fake):
 
 
 def test_trace_errors(fake):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with pytest.raises(ac.ApiError) as ei:
         ac.ApiClient(fake.path).trace("ghost")
     assert ei.value.code == "not-found"

@@ -14,11 +14,12 @@ import json
 import pytest
 
 from vgpu.abi import nvnames
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.api import ApiError, handle_line, parse_request
 from vgpu.daemon.config import parse_config
-from vgpu.daemon.kernel import AuditEntry, VgpuError
+from vgpu.vgpuko.messages import AuditEntry
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
@@ -133,12 +134,12 @@ async def test_audit_op_result(aenv):
     assert r["ok"] and r["result"] == {"container": "t1", "slice_id": sid, "audit": True,
                                        "dropped": 0, "allow_count": 2, "entries": []}
     k.audit_[sid] = [
-        AuditEntry(U.VGPU_AUDIT_UVM, 0x1, U.VGPU_AUDIT_NOT_IMPLEMENTED, 3, 0, 3),
-        AuditEntry(U.VGPU_AUDIT_CONTROL, 0x20801301, U.VGPU_AUDIT_REWRITE, 4, 0, 0),
-        AuditEntry(U.VGPU_AUDIT_ESCAPE, 0x5C, U.VGPU_AUDIT_REFUSE, 2, 0, 2),
-        AuditEntry(U.VGPU_AUDIT_CLASS, 0x80, U.VGPU_AUDIT_FORWARD, 1, 0, 0),
-        AuditEntry(U.VGPU_AUDIT_CONTROL, 0xFFFFFFF0, U.VGPU_AUDIT_REFUSE, 5, 5, 0),
-        AuditEntry(U.VGPU_AUDIT_CONTROL, 0x20800145, U.VGPU_AUDIT_VIRTUALISE, 1, 0, 0),
+        AuditEntry(uapi.VGPU_AUDIT_UVM, 0x1, uapi.VGPU_AUDIT_NOT_IMPLEMENTED, 3, 0, 3),
+        AuditEntry(uapi.VGPU_AUDIT_CONTROL, 0x20801301, uapi.VGPU_AUDIT_REWRITE, 4, 0, 0),
+        AuditEntry(uapi.VGPU_AUDIT_ESCAPE, 0x5C, uapi.VGPU_AUDIT_REFUSE, 2, 0, 2),
+        AuditEntry(uapi.VGPU_AUDIT_CLASS, 0x80, uapi.VGPU_AUDIT_FORWARD, 1, 0, 0),
+        AuditEntry(uapi.VGPU_AUDIT_CONTROL, 0xFFFFFFF0, uapi.VGPU_AUDIT_REFUSE, 5, 5, 0),
+        AuditEntry(uapi.VGPU_AUDIT_CONTROL, 0x20800145, uapi.VGPU_AUDIT_VIRTUALISE, 1, 0, 0),
     ]
     res = (await call(mgr, "audit", container="t1"))["result"]
     assert (res["audit"], res["dropped"], res["allow_count"]) == (True, 3, 2)
@@ -184,7 +185,7 @@ async def test_audit_op_errors(aenv, monkeypatch):
     r = await call(mgr, "set-audit", container="c1", audit=True)
     assert r["error"]["code"] == "kernel" and "Unknown attribute type" in r["error"]["message"]
     assert mgr.records["c1"].audit is None
-    from vgpu.daemon.kernel import VgpuNotLoaded
+    from vgpu.vgpuko.netlink import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()

@@ -16,16 +16,17 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
-from vgpu.daemon import compute as C
-from vgpu.abi import uapi as U
+from vgpu.daemon import compute
+from vgpu.abi import uapi
 from vgpu.daemon.config import ConfigError, SliceSpec, parse_config
-from vgpu.daemon.kernel import Compute, VgpuError
+from vgpu.vgpuko.messages import Compute
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 
-FIXED, SHARE, BURST = U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE, U.VGPU_COMPUTE_BURST
-HIGH, LOW = U.VGPU_PRIORITY_HIGH, U.VGPU_PRIORITY_LOW
+FIXED, SHARE, BURST = uapi.VGPU_COMPUTE_FIXED, uapi.VGPU_COMPUTE_SHARE, uapi.VGPU_COMPUTE_BURST
+HIGH, LOW = uapi.VGPU_PRIORITY_HIGH, uapi.VGPU_PRIORITY_LOW
 
 
 def _mgr(tmp_path, text=CONFIG, kernel=None):
@@ -62,31 +63,31 @@ def kc(k, sid, i=0):
     ({"compute": 25}, (SHARE, 2500, LOW)),
 ])
 def test_kernel_compute_mapping(eff, want):
-    c = C.kernel_compute(SliceSpec(**eff))
+    c = compute.kernel_compute(SliceSpec(**eff))
     assert (c.policy, c.bp, c.priority) == want
-    assert C.slice_compute(2, SliceSpec(**eff)) == {0: c, 1: c}
+    assert compute.slice_compute(2, SliceSpec(**eff)) == {0: c, 1: c}
 
 
 def test_percent_to_bp_and_bad_names():
-    assert [C.percent_to_bp(x) for x in (None, 0, 0.01, 33.333, 99.999, 100, 250)] == \
+    assert [compute.percent_to_bp(x) for x in (None, 0, 0.01, 33.333, 99.999, 100, 250)] == \
         [10000, 1, 1, 3333, 10000, 10000, 10000]
     with pytest.raises(ValueError, match=r'"lots" is not a policy \(share, fixed or burst\)'):
-        C.kernel_compute(SliceSpec(compute=5, policy="lots"))
+        compute.kernel_compute(SliceSpec(compute=5, policy="lots"))
     with pytest.raises(ValueError, match=r'"urgent" is not a priority \(high or low\)'):
-        C.kernel_compute(SliceSpec(compute=5, priority="urgent"))
+        compute.kernel_compute(SliceSpec(compute=5, priority="urgent"))
 
 
 def test_layers_names_and_flags():
-    assert C.layers_flags(None) is None
-    assert C.layers_flags(["tsg"]) == U.VGPU_SCHED_L_TSG
-    assert C.layers_flags(("tsg", "doorbell")) == U.VGPU_SCHED_L_ALL
-    assert C.layers_names(U.VGPU_SCHED_L_ALL) == ["tsg", "doorbell"]
-    assert C.layers_names(U.VGPU_SCHED_L_DOORBELL | 0x10) == ["doorbell", "0x10"]
+    assert compute.layers_flags(None) is None
+    assert compute.layers_flags(["tsg"]) == uapi.VGPU_SCHED_L_TSG
+    assert compute.layers_flags(("tsg", "doorbell")) == uapi.VGPU_SCHED_L_ALL
+    assert compute.layers_names(uapi.VGPU_SCHED_L_ALL) == ["tsg", "doorbell"]
+    assert compute.layers_names(uapi.VGPU_SCHED_L_DOORBELL | 0x10) == ["doorbell", "0x10"]
 
 
 # ------------------------------------------------------------ achieved share
 def test_share_meter_arithmetic():
-    m = C.ShareMeter(window=5.0)
+    m = compute.ShareMeter(window=5.0)
     assert m.share("a") is None
     m.add("a", 0, now=100.0)
     assert m.share("a") is None                        # one sample
@@ -115,7 +116,7 @@ def test_share_meter_arithmetic():
 
 
 def test_share_meter_keeps_bounded_history():
-    m = C.ShareMeter(window=5.0)
+    m = compute.ShareMeter(window=5.0)
     for t in range(1000):
         m.add("k", t * 10**8, now=float(t))
     assert len(m._s["k"]) <= 7
@@ -184,7 +185,7 @@ async def test_reconcile_corrects_compute(env, tmp_path):
     sid = (await call(mgr, "create", container="r", memory="1GiB", compute="30%",
                       policy="fixed"))["result"]["slice"]["slice_id"]
     g = k.slices_[sid].gpu(0)
-    g.compute_policy, g.compute_bp = U.VGPU_COMPUTE_NONE, 0         # drifted (e.g. reloaded module)
+    g.compute_policy, g.compute_bp = uapi.VGPU_COMPUTE_NONE, 0         # drifted (e.g. reloaded module)
     m2 = SliceManager(mgr.cfg, "x", KernelPort(factory=lambda: k), StateStore(tmp / "state"),
                       FakeInventory())
     m2.load_state()
@@ -227,12 +228,12 @@ async def test_sched_period_at_start_and_reload(tmp_path):
     d.mgr = mgr
     k.sched_calls.clear()
     assert await d.reload()
-    assert k.sched_calls == [(0, 20_000, U.VGPU_SCHED_L_TSG), (1, 20_000, U.VGPU_SCHED_L_TSG)]
+    assert k.sched_calls == [(0, 20_000, uapi.VGPU_SCHED_L_TSG), (1, 20_000, uapi.VGPU_SCHED_L_TSG)]
     # the key removed: back to the kernel's default, both layers
     path.write_text((CONFIG + SCHED.format(period="20ms")).format(tmp=tmp_path))
     k.sched_calls.clear()
     assert await d.reload()
-    assert k.sched_calls == [(0, 20_000, U.VGPU_SCHED_L_ALL), (1, 20_000, U.VGPU_SCHED_L_ALL)]
+    assert k.sched_calls == [(0, 20_000, uapi.VGPU_SCHED_L_ALL), (1, 20_000, uapi.VGPU_SCHED_L_ALL)]
     # status and gpus show it
     st = (await call(mgr, "status"))["result"]["scheduler"]
     assert st == {"supported": True, "period_s": 0.02, "layers": None}
@@ -421,11 +422,11 @@ def test_cli_show_top_gpus_status(fake, capsys):
 
 def test_render_top_without_compute_fields():
     """An older vgpud's list (no per-GPU compute): the slice's percent, '-'."""
-    from vgpu.cli import ctl
+    from vgpu.cli import ctlrender
     frame = {"status": {}, "gpus": [], "slices": [{
         "container": "old", "gpus": [{"index": 0, "memory_limit": GiB, "memory_used": 0}],
         "compute": {"percent": 20, "policy": "share", "priority": "low"}}]}
-    row = next(ln for ln in ctl.render_top(frame) if ln.startswith("old"))
+    row = next(ln for ln in ctlrender.render_top(frame) if ln.startswith("old"))
     assert row.split()[6:8] == ["20%", "-"]
 
 

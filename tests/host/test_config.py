@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.abi.allowlist import AllowItem
 from vgpu.daemon.config import (DEFAULT_CONFIG_PATH, AuditSpec, Config, ConfigError, Node, SliceSpec,
                          Window, describe_changes, load_config, parse_config)
@@ -752,7 +752,7 @@ def test_audit_keys_parse(tmp_path):
     assert a.audit is True and a.allow_list == str(tmp_path / "trial.allow")
     assert a.allow == (AllowItem.of("escape", 0x5C, "NV_ESC_RM_EXPORT_OBJECT_TO_FD"),
                        AllowItem.of("control", 0x20800A3E))
-    assert a.pairs == [(U.VGPU_AUDIT_ESCAPE, 0x5C), (U.VGPU_AUDIT_CONTROL, 0x20800A3E)]
+    assert a.pairs == [(uapi.VGPU_AUDIT_ESCAPE, 0x5C), (uapi.VGPU_AUDIT_CONTROL, 0x20800A3E)]
     assert a.describe() == f'audit mode, allow_list "{tmp_path}/trial.allow" (2 items)'
     # the audit keys are not slice settings nor limits
     assert c.profiles["trial"] == SliceSpec() and "trial" not in c.limits
@@ -790,8 +790,8 @@ def test_example_allow_list_parses_when_uncommented(tmp_path):
     ('allow_list = "{f}"', "control\t0x1\n",
      'profiles.trial.allow_list: {f}:1: "control\\t0x1" is not the header'),
     ('allow_list = "{f}"', "kind\tnumber\tname\n" +
-     "".join(f"control\t0x{i:08x}\n" for i in range(U.VGPU_MAX_ALLOW + 1)),
-     f"profiles.trial.allow_list: {{f}}:{U.VGPU_MAX_ALLOW + 2}: control 0x00001000: more than "
+     "".join(f"control\t0x{i:08x}\n" for i in range(uapi.VGPU_MAX_ALLOW + 1)),
+     f"profiles.trial.allow_list: {{f}}:{uapi.VGPU_MAX_ALLOW + 2}: control 0x00001000: more than "
      f"4096 items (VGPU_MAX_ALLOW"),
 ])
 def test_audit_errors_name_file_line_and_value(tmp_path, body, allow, words):

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from fake_vgpud import GIB
+from tools.testbed.fake_vgpud import GIB
 from vgpu.cli import ctl
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -266,7 +266,7 @@ def test_permission_reply_exit_4(fake, capsys):
 
 
 def test_eacces_exit_4(tmp_path, capsys, monkeypatch):
-    from vgpu.cli import apiclient
+    from vgpu.common import apiclient
 
     class Refusing:
         def settimeout(self, t):
@@ -396,7 +396,7 @@ def test_top_live_redraws_and_quits_on_ctrl_c(fake, monkeypatch):
         if len(sleeps) == 3:
             raise KeyboardInterrupt
     monkeypatch.setattr(time, "sleep", sleep)
-    from vgpu.cli import apiclient
+    from vgpu.common import apiclient
     with apiclient.ApiClient(fake.path) as c:
         rc = ctl.run_top(c, {"json": False, "interval": 1.0}, out)
     text = out.getvalue()
@@ -478,7 +478,7 @@ def test_audit_table_sorted_with_summary(fake, capsys):
 
 def test_audit_summary_audit_mode_dropped_and_empty(fake, capsys):
     with_slice(fake)
-    from fake_vgpud import make_audit
+    from tools.testbed.fake_vgpud import make_audit
     rec = make_audit(fake.slices["c1"])
     rec.update(audit=True, dropped=12, allow_count=1, entries=rec["entries"][:1])
     fake.audits["c1"] = rec
@@ -528,7 +528,7 @@ def test_audit_allow_list_write_error_and_odd_entries(fake, capsys, tmp_path):
     rc, out, err = run(capsys, "audit", "c1", "--allow-list", str(bad))
     assert rc == 1 and err == f"vgpuctl: audit: cannot write {bad}: No such file or directory\n"
     # entries of a kind this vgpuctl does not know are left out, and said so
-    from fake_vgpud import make_audit
+    from tools.testbed.fake_vgpud import make_audit
     rec = make_audit(fake.slices["c1"])
     rec["entries"].append({"kind": "kind-9", "number": 1, "name": "", "verdict": "refuse",
                            "calls": 1, "refused": 1, "let_through": 0})
@@ -570,13 +570,13 @@ def test_set_audit(fake, capsys):
 def _trace_file(path):
     """(header, records, trailer) of a file vgpuctl trace wrote, read back
     by vgpu.abi.trace (the reader vgpu-replay uses)."""
-    from vgpu.abi import trace as T
-    t = T.load(str(path))
+    from vgpu.abi import trace
+    t = trace.load(str(path))
     return t.header, [r.raw for r in t.records], t.trailer
 
 
 def test_trace_writes_header_records_and_trailer(fake, capsys, tmp_path):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     fake.trace_records = [make_trace_record(1, "open"), make_trace_record(2),
                           make_trace_record(3, "close")]
@@ -598,7 +598,7 @@ def test_trace_writes_header_records_and_trailer(fake, capsys, tmp_path):
 
 
 def test_trace_counts_seq_gaps_as_lost(fake, capsys, tmp_path):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     # a tracer that joins late starts mid-way: only gaps between records count
     fake.trace_records = [make_trace_record(s) for s in (40, 41, 44, 45, 47)]
@@ -610,7 +610,7 @@ def test_trace_counts_seq_gaps_as_lost(fake, capsys, tmp_path):
 
 
 def test_trace_count_stops_and_closes_the_stream(fake, capsys, tmp_path):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     fake.trace_records = [make_trace_record(s) for s in range(1, 11)]
     fake.hold_trace = True
@@ -628,7 +628,7 @@ def test_trace_count_stops_and_closes_the_stream(fake, capsys, tmp_path):
 
 
 def test_trace_seconds_stops_a_quiet_stream(fake, capsys, tmp_path):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     fake.trace_records = [make_trace_record(1), make_trace_record(2)]
     fake.hold_trace = True
@@ -644,7 +644,7 @@ def test_trace_seconds_stops_a_quiet_stream(fake, capsys, tmp_path):
 
 
 def test_trace_refuses_to_overwrite_unless_forced(fake, capsys, tmp_path):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     capsys.readouterr()
     out = tmp_path / "old.trace"
@@ -663,7 +663,7 @@ def test_trace_refuses_to_overwrite_unless_forced(fake, capsys, tmp_path):
 
 def test_trace_gz_output(fake, capsys, tmp_path):
     import gzip
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     fake.trace_records = [make_trace_record(s) for s in range(1, 6)]
     fake.trace_end = {"end": True, "reason": "slice deleted"}
@@ -679,7 +679,7 @@ def test_trace_gz_output(fake, capsys, tmp_path):
 
 
 def test_trace_to_stdout(fake, capsys):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     fake.trace_records = [make_trace_record(1), make_trace_record(2)]
     fake.trace_end = {"end": True, "reason": "slice deleted"}
@@ -693,7 +693,7 @@ def test_trace_to_stdout(fake, capsys):
 
 
 def test_trace_errors(fake, capsys, tmp_path):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     out = tmp_path / "t"
     rc, _, err = run(capsys, "trace", "ghost", "--output", str(out))
     assert rc == 5 and "no slice for container" in err and not out.exists()
@@ -721,7 +721,7 @@ def test_trace_errors(fake, capsys, tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_trace_stops_cleanly_on_a_signal(fake, tmp_path, sig):
-    from fake_vgpud import make_trace_record
+    from tools.testbed.fake_vgpud import make_trace_record
     with_slice(fake)
     fake.trace_records = [make_trace_record(s) for s in range(1, 4)]
     fake.hold_trace = True

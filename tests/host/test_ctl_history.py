@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fake_vgpud import make_history
+from tools.testbed.fake_vgpud import make_history
 from vgpu.cli import ctl, histview
 
 

@@ -5,7 +5,7 @@ The plugin runs as its own process, as vgpud starts it.  Its vgpud is the
 daemon's API server (vgpu.daemon.api.Server over vgpu.daemon.ops.Ops) in a
 thread of the test, over daemon_support's FakeKernel and FakeInventory, so
 that the GPUs can be changed and the daemon stopped at will; the supervision
-test runs a real vgpud (tools/vgpud_launcher.py), which on the host has no
+test runs a real vgpud (tools/testbed/vgpud_launcher.py), which on the host has no
 GPU.  No gRPC is mocked: every call crosses a Unix socket.
 """
 
@@ -28,7 +28,7 @@ from grpc_tools import protoc
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB
 from kubelet_sim import PROTO_DIR, KubeletSim
 from vgpu import __version__
-from vgpu.cli.apiclient import ApiClient
+from vgpu.common.apiclient import ApiClient
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.kport import KernelPort
@@ -36,12 +36,10 @@ from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 from vgpu.k8s import deviceplugin as dp
-from vgpu.k8s.supervisor import plugin_argv, supervise
+from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from tools.vgpud_launcher import config as vgpud_config, running  # noqa: E402
+from tools.testbed.vgpud_launcher import config as vgpud_config, running
 
 MEM, PCT = dp.MEMORY, dp.COMPUTE
 

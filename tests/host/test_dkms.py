@@ -15,16 +15,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.realdrv import build as realdrv  # noqa: E402
+from tools.realdrv import build as realdrv
 
 SCRIPT = ROOT / "kmod" / "nvidia-symvers.sh"
 NVSIM = ROOT / "kmod" / "nvsim"

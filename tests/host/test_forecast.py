@@ -1,4 +1,4 @@
-"""vgpu.forecast (issue 17, part 3): traces whose answers are known."""
+"""vgpu.common.forecast (issue 17, part 3): traces whose answers are known."""
 from __future__ import annotations
 
 import calendar
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from vgpu.forecast import Histogram, Model, Point, recommend
+from vgpu.common.forecast import Histogram, Model, Point, recommend
 
 #: Monday 2026-01-05 00:00 UTC
 MON = calendar.timegm((2026, 1, 5, 0, 0, 0))

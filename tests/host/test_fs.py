@@ -23,51 +23,11 @@ import pytest
 import trio
 
 from vgpu.daemon import fs as F
+from vgpufs_support import MAJOR, STALE_CHILD, FakeSource, GiB, serve, two_gpu_slice
 
 needs_fuse = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or os.geteuid() != 0,
     reason="needs /dev/fuse and root")
-
-MAJOR = 237
-GiB = 1 << 30
-
-
-class FakeSource:
-    def __init__(self):
-        self.s: dict[str, F.FsSlice] = {}
-        self.version = "595.45.04"
-        self.calls = 0
-
-    def slices(self):
-        self.calls += 1
-        return self.s
-
-    def driver_version(self):
-        return self.version
-
-
-def two_gpu_slice(name="c1", sid=1, base=16, mem=4 * GiB):
-    return F.FsSlice(name, sid, MAJOR, base, [
-        F.FsGpu(0, "NVIDIA H100 80GB HBM3", "GPU-0000aaaa", "0000:01:00.0", mem),
-        F.FsGpu(1, "NVIDIA H100 80GB HBM3", "GPU-0000bbbb", "0000:02:00.0", mem),
-    ])
-
-
-def serve(mnt, src, body):
-    """Mount vgpufs at mnt, run body(mnt) in a thread, unmount."""
-    result = {}
-
-    async def main():
-        fs = F.VgpuFs(src, str(mnt))
-        async with trio.open_nursery() as n:
-            await n.start(fs.run)
-            try:
-                result["v"] = await trio.to_thread.run_sync(body, str(mnt))
-            finally:
-                n.cancel_scope.cancel()
-    trio.run(main)
-    return result.get("v")
-
 
 def mounted(mnt) -> bool:
     return bool(F.fuse_mounts_at(F.canonical(str(mnt))))
@@ -279,25 +239,6 @@ def test_many_concurrent_reads_and_loop_stays_responsive(tmp_path):
     assert dt < 60
 
 
-# A vgpufs with one slice (argv[2], default "x") mounted at argv[1].
-STALE_CHILD = textwrap.dedent("""
-    import sys, os, trio
-    from vgpu.daemon import fs as F
-    NAME = sys.argv[2] if len(sys.argv) > 2 else "x"
-    class S:
-        def slices(self):
-            return {NAME: F.FsSlice(NAME, 1, 237, 16, [])}
-        def driver_version(self):
-            return "1.0"
-    async def main():
-        fs = F.VgpuFs(S(), sys.argv[1])
-        async with trio.open_nursery() as n:
-            await n.start(fs.run)
-            print("mounted", flush=True)
-    trio.run(main)
-""")
-
-
 @needs_fuse
 def test_stale_mount_is_recovered(tmp_path):
     mnt = tmp_path / "fs"
@@ -331,7 +272,7 @@ def test_manager_source_adapts_records(tmp_path):
     inventory (no mount)."""
     from vgpu.daemon.config import SliceSpec, parse_config
     from vgpu.daemon.inventory import GpuInfo
-    from vgpu.daemon.kernel import GpuUsage, Slice
+    from vgpu.vgpuko.messages import GpuUsage, Slice
     from vgpu.daemon.records import GpuSlot, SliceRecord
     from vgpu.daemon.slices import SliceManager
     cfg = parse_config('[defaults]\nmemory = "4GiB"\n', "t.toml")

@@ -15,9 +15,9 @@ import time
 import pytest
 import trio
 
-from vgpu.daemon import history as H
+from vgpu.daemon import history
 from vgpu.daemon.history import HistoryStore, HistoryWriter, Sample
-from vgpu.daemon.kernel import GpuUsage, Slice
+from vgpu.vgpuko.messages import GpuUsage, Slice
 from vgpu.daemon.records import GpuSlot, SliceRecord
 
 T0 = 1_800_000_000.0            # a multiple of 300 (5-minute buckets start here)
@@ -43,12 +43,12 @@ def fields(rows, *names):
 # ---------------------------------------------------------------- schema, restart
 def test_new_file_schema_and_restart(db):
     with HistoryStore(db) as st:
-        assert st.schema_version() == H.SCHEMA_VERSION
+        assert st.schema_version() == history.SCHEMA_VERSION
         st.add([smp(T0, gt=0), smp(T0 + 10, gt=2 * 10**9, used=2 * GIB)])
     assert oct(db.parent.stat().st_mode & 0o777) == "0o700"
     # reopened: the data, and the counters' base, are still there
     with HistoryStore(db) as st:
-        assert st.conn.execute("PRAGMA application_id").fetchone()[0] == H.APPLICATION_ID
+        assert st.conn.execute("PRAGMA application_id").fetchone()[0] == history.APPLICATION_ID
         assert st.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         st.add([smp(T0 + 20, gt=3 * 10**9)])
         rows = st.series()
@@ -68,7 +68,7 @@ def test_a_newer_schema_is_refused_and_left_alone(db):
         st.add([smp(T0)])
         st.conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     before = db.read_bytes()
-    with pytest.raises(H.HistorySchemaError, match=r"version 99 is newer than this vgpud's \(1\)"):
+    with pytest.raises(history.HistorySchemaError, match=r"version 99 is newer than this vgpud's \(1\)"):
         HistoryStore(db)
     assert db.read_bytes() == before
     # the writer turns itself off, the file untouched, the caller unharmed
@@ -90,14 +90,14 @@ def test_an_older_schema_is_migrated(db, monkeypatch):
         seen.append(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
                     .fetchone()[0])
         conn.execute("ALTER TABLE raw ADD COLUMN extra INTEGER")
-    monkeypatch.setattr(H, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(H, "MIGRATIONS", {1: to_2})
+    monkeypatch.setattr(history, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(history, "MIGRATIONS", {1: to_2})
     with HistoryStore(db) as st:
         assert st.schema_version() == 2 and seen == ["1"]
     with HistoryStore(db) as st:                      # once
         assert seen == ["1"]
-    monkeypatch.setattr(H, "SCHEMA_VERSION", 3)
-    with pytest.raises(H.HistorySchemaError, match="no migration from schema version 2"):
+    monkeypatch.setattr(history, "SCHEMA_VERSION", 3)
+    with pytest.raises(history.HistorySchemaError, match="no migration from schema version 2"):
         HistoryStore(db)
 
 
@@ -107,7 +107,7 @@ def test_a_foreign_database_is_not_taken(db):
     c.execute("CREATE TABLE t (x)")
     c.commit()
     c.close()
-    with pytest.raises(H.HistoryCorrupt, match="not a vgpud history database"):
+    with pytest.raises(history.HistoryCorrupt, match="not a vgpud history database"):
         HistoryStore(db)
 
 
@@ -153,12 +153,12 @@ def test_from_kernel():
         GpuUsage(index=1, mem_limit=GIB, gpu_time_ns=5)])
     rec = SliceRecord(container="web", slice_id=7, labels={"team": "ml"},
                       gpus=[GpuSlot(gpu=2, uuid="GPU-2"), GpuSlot(gpu=3, uuid="GPU-3")])
-    a, b = H.from_kernel(ks, rec, T0, epoch="e")
+    a, b = history.from_kernel(ks, rec, T0, epoch="e")
     assert a == Sample(t=T0, slice_id=7, container="web", gpu=2, gpu_uuid="GPU-2",
                        mem_used=GIB, mem_peak=2 * GIB, mem_limit=4 * GIB, gpu_time_ns=123,
                        compute_bp=2500, refusals=3, labels={"team": "ml"}, epoch="e")
     assert (b.gpu, b.gpu_uuid, b.compute_bp, b.gpu_time_ns) == (3, "GPU-3", None, 5)
-    (c, _) = H.from_kernel(ks, None, T0)
+    (c, _) = history.from_kernel(ks, None, T0)
     assert (c.container, c.gpu, c.labels) == ("web", -1, {})
 
 
@@ -392,13 +392,13 @@ def test_a_file_that_cannot_be_opened(db, monkeypatch, caplog):
 
     def refuse(*a, **kw):
         raise sqlite3.OperationalError("unable to open database file")
-    monkeypatch.setattr(H.sqlite3, "connect", refuse)
+    monkeypatch.setattr(history.sqlite3, "connect", refuse)
     w = HistoryWriter(db, reopen_delays=(0.02, 0.05)).start()
     with caplog.at_level(logging.WARNING, logger="vgpud.history"):
         assert w.submit([smp(T0)])
         assert w.flush(5)
         assert w.stats()["state"] == "failing" and "unable to open" in caplog.text
-        monkeypatch.setattr(H.sqlite3, "connect", real)
+        monkeypatch.setattr(history.sqlite3, "connect", real)
         deadline = time.monotonic() + 5
         while w.stats()["written"] < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -428,9 +428,9 @@ def test_a_damaged_page_is_found_at_open(db):
     for off in range(3 * 4096, len(data), 4096):
         data[off:off + 64] = b"\xa5" * 64
     db.write_bytes(bytes(data))
-    with pytest.raises(H.HistoryCorrupt):
+    with pytest.raises(history.HistoryCorrupt):
         HistoryStore(db)
-    assert H.quarantine(db).name.startswith("history.db.corrupt-") and not db.exists()
+    assert history.quarantine(db).name.startswith("history.db.corrupt-") and not db.exists()
 
 
 # ---------------------------------------------------------------- trio
@@ -454,7 +454,7 @@ async def test_run_sampler_samples_at_its_interval(autojump_clock):
         return [smp(now)]
 
     async with trio.open_nursery() as nursery:
-        await nursery.start(H.run_sampler, collect, rec, 10.0)
+        await nursery.start(history.run_sampler, collect, rec, 10.0)
         await trio.sleep(35)
         nursery.cancel_scope.cancel()
     assert len(calls) == 4 and len(rec.got) == 3
@@ -480,7 +480,7 @@ async def test_run_sampler_takes_an_async_collector(autojump_clock):
         return []
 
     async with trio.open_nursery() as nursery:
-        await nursery.start(H.run_sampler, collect, rec, 5.0)
+        await nursery.start(history.run_sampler, collect, rec, 5.0)
         await trio.sleep(12)
         nursery.cancel_scope.cancel()
     assert rec.got == []

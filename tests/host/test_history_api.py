@@ -11,9 +11,9 @@ import pytest
 import trio
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
-from vgpu import forecast as F
-from vgpu.daemon import history as H
-from vgpu.daemon import usage as U
+from vgpu.common import forecast
+from vgpu.daemon import history
+from vgpu.daemon import usage
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
@@ -50,7 +50,7 @@ async def test_history_samples_and_query(tmp_path):
     r = await call(mgr, "create", container="web", memory="2GiB", labels={"team": "web"})
     assert r["ok"], r
     sid = r["result"]["slice"]["slice_id"]
-    mgr.history = svc = U.HistoryService(mgr)
+    mgr.history = svc = usage.HistoryService(mgr)
     assert svc.path == tmp_path / "state" / "history.db"
     svc.writer.start()
     t0 = float(int(time.time()) // 10 * 10 - 100)    # raw samples: the writer's clock is real
@@ -94,7 +94,7 @@ from = "08:00"
 to = "20:00"
 """
     mgr, k = make_env(tmp_path, text)
-    mgr.history = U.HistoryService(mgr, clock=lambda: 1_764_662_400.0)
+    mgr.history = usage.HistoryService(mgr, clock=lambda: 1_764_662_400.0)
     r = await call(mgr, "history")               # no file yet: an empty document
     assert r["ok"], r
     doc = r["result"]
@@ -116,7 +116,7 @@ to = "20:00"
 ])
 async def test_history_bad_args(tmp_path, args, words):
     mgr, k = make_env(tmp_path)
-    mgr.history = U.HistoryService(mgr)
+    mgr.history = usage.HistoryService(mgr)
     r = await call(mgr, "history", **args)
     assert not r["ok"] and r["error"]["code"] == "bad-request", r
     assert words in r["error"]["message"], r
@@ -125,7 +125,7 @@ async def test_history_bad_args(tmp_path, args, words):
 async def test_history_disabled_and_absent(tmp_path):
     mgr, k = make_env(tmp_path, CONFIG + "[history]\nenabled = false\n")
     assert (await call(mgr, "history"))["error"]["code"] == "unavailable"   # no service
-    mgr.history = svc = U.HistoryService(mgr)
+    mgr.history = svc = usage.HistoryService(mgr)
     assert svc.writer is None and svc.stats() == {"enabled": False, "path": str(svc.path)}
     async with trio.open_nursery() as n:
         await n.start(svc.run)          # returns at once: nothing sampled
@@ -138,7 +138,7 @@ async def test_sampler_service_in_a_nursery(tmp_path):
     mgr, k = make_env(tmp_path, CONFIG + '[history]\ninterval = "1s"\n')
     r = await call(mgr, "create", container="c1", memory="1GiB")
     assert r["ok"]
-    mgr.history = svc = U.HistoryService(mgr)
+    mgr.history = svc = usage.HistoryService(mgr)
     async with trio.open_nursery() as n:
         await n.start(svc.run)
         with trio.fail_after(10):
@@ -155,7 +155,7 @@ def fill_week(path, label_value="web", days=8, busy=(9, 17), t_end=None):
     """A label's history: one slice busy (0.6 of a GPU, 6 GiB) during busy
     hours, idle (0.05, 1 GiB) otherwise, every 5 minutes, UTC."""
     t_end = t_end or 1_764_576_000.0            # Tuesday 2025-12-01 08:00 UTC
-    st = H.HistoryStore(path)
+    st = history.HistoryStore(path)
     t = t_end - days * 86400
     gt = 0
     batch = []
@@ -164,7 +164,7 @@ def fill_week(path, label_value="web", days=8, busy=(9, 17), t_end=None):
         busy_now = busy[0] <= hour < busy[1]
         share = 0.6 if busy_now else 0.05
         gt += int(share * 300 * 1e9)
-        batch.append(H.Sample(t=t, slice_id=1, container="w1", gpu=0, gpu_uuid="",
+        batch.append(history.Sample(t=t, slice_id=1, container="w1", gpu=0, gpu_uuid="",
                               mem_used=(6 if busy_now else 1) * GiB, mem_peak=6 * GiB,
                               mem_limit=8 * GiB, gpu_time_ns=gt, compute_bp=2000, refusals=0,
                               labels={"team": label_value}))
@@ -175,10 +175,10 @@ def fill_week(path, label_value="web", days=8, busy=(9, 17), t_end=None):
 
 
 async def test_forecast_op(tmp_path, monkeypatch):
-    monkeypatch.setattr(U, "utc_offset", lambda: 0)
+    monkeypatch.setattr(usage, "utc_offset", lambda: 0)
     mgr, k = make_env(tmp_path)
     t_end = fill_week(tmp_path / "state" / "history.db")
-    mgr.history = U.HistoryService(mgr, clock=lambda: t_end)
+    mgr.history = usage.HistoryService(mgr, clock=lambda: t_end)
     r = await call(mgr, "forecast", label="team=web", hours=12)
     assert r["ok"], r
     res = r["result"]
@@ -215,7 +215,7 @@ class Clock:
 
 def busy_model(busy=(9, 17), level=0.6, idle=0.05, days=14, t_end=1_764_576_000.0):
     """A GPU-time model of a label busy at ``level`` during the busy hours (UTC)."""
-    m = F.Model(U.BUCKET_S, first=1e-3)
+    m = forecast.Model(usage.BUCKET_S, first=1e-3)
     t = t_end - days * 86400
     while t < t_end:
         h = int(t % 86400 // 3600)
@@ -234,10 +234,10 @@ async def forecaster_env(tmp_path, mode="act", clock_t=None, model=None):
 
     async def models(label):
         assert label == "team=web"
-        return {"gpu": m, "memory": F.Model(U.BUCKET_S), "samples": 1, "first": 0, "last": 0}
+        return {"gpu": m, "memory": forecast.Model(usage.BUCKET_S), "samples": 1, "first": 0, "last": 0}
     # 03:00 UTC on the Wednesday after the model's history (which ends Tuesday 08:00)
     clock = Clock(clock_t if clock_t is not None else 1_764_576_000.0 + 19 * 3600)
-    fc = U.Forecaster(mgr, models, clock=clock)
+    fc = usage.Forecaster(mgr, models, clock=clock)
     mgr.forecaster = fc
     events = mgr.subscribe()
     return mgr, k, fc, clock, events
@@ -323,7 +323,7 @@ async def test_forecast_never_below_configured_and_within_admission(tmp_path):
 
 def fc_models(m):
     async def models(label):
-        return {"gpu": m, "memory": F.Model(U.BUCKET_S), "samples": 1, "first": 0, "last": 0}
+        return {"gpu": m, "memory": forecast.Model(usage.BUCKET_S), "samples": 1, "first": 0, "last": 0}
     return models
 
 
@@ -351,7 +351,7 @@ async def test_forecast_reset_and_mode_off_restore(tmp_path):
     clock.t += 6 * 3600
     await fc.tick()
     assert "w1" in mgr.overlay
-    mgr.history = U.HistoryService(mgr)
+    mgr.history = usage.HistoryService(mgr)
     r = await call(mgr, "forecast", label="team=web", reset=True)
     assert r["ok"] and r["result"]["restored"] == ["w1"], r
     assert mgr.overlay == {} and kernel_bp(k, mgr, "w1") == 2000
@@ -388,16 +388,16 @@ async def test_reload_turning_act_on_plans_at_once(tmp_path):
 
 
 def test_plan_compute_limits():
-    P = F.Point
+    P = forecast.Point
     pts = [P(0, 0.5, 0.6, 0.4, 0.7, 0.9, "week")]
-    assert U.plan_compute(pts, 1, 20, 100) == pytest.approx(69)
-    assert U.plan_compute(pts, 2, 20, 100) == pytest.approx(34.5)
-    assert U.plan_compute(pts, 1, 20, 30) == 30
-    assert U.plan_compute(pts, 1, 80, 100) is None             # never below configured
-    assert U.plan_compute(pts, 1, 20, 10) is None              # ceiling under configured
+    assert usage.plan_compute(pts, 1, 20, 100) == pytest.approx(69)
+    assert usage.plan_compute(pts, 2, 20, 100) == pytest.approx(34.5)
+    assert usage.plan_compute(pts, 1, 20, 30) == 30
+    assert usage.plan_compute(pts, 1, 80, 100) is None             # never below configured
+    assert usage.plan_compute(pts, 1, 20, 10) is None              # ceiling under configured
     low = [P(0, 0.5, 0.6, 0.4, 0.7, 0.1, "all")]
-    assert U.plan_compute(low, 1, 20, 100) is None             # not confident
-    assert U.plan_compute([], 1, 20, 100) is None
+    assert usage.plan_compute(low, 1, 20, 100) is None             # not confident
+    assert usage.plan_compute([], 1, 20, 100) is None
 
 
 async def test_broken_disk_is_a_warning(tmp_path, caplog):
@@ -407,7 +407,7 @@ async def test_broken_disk_is_a_warning(tmp_path, caplog):
     blocker.write_text("not a directory")
     mgr, k = make_env(tmp_path, CONFIG + f'[history]\ninterval = "1s"\npath = "{blocker}/h.db"\n')
     assert (await call(mgr, "create", container="c1", memory="1GiB"))["ok"]
-    mgr.history = svc = U.HistoryService(mgr)
+    mgr.history = svc = usage.HistoryService(mgr)
     async with trio.open_nursery() as n:
         await n.start(svc.run)
         with trio.fail_after(10):

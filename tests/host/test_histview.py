@@ -12,10 +12,10 @@ from collections import namedtuple
 
 import pytest
 
-from vgpu.cli import histview as HV
+from vgpu.cli import histview
 from vgpu.cli.histview import SPARKS
-from vgpu.daemon import history as H
-from vgpu.values import BadValue
+from vgpu.daemon import history
+from vgpu.common.values import BadValue
 
 UTC = datetime.timezone.utc
 CET = datetime.timezone(datetime.timedelta(hours=1))
@@ -47,38 +47,38 @@ def series(name="web", rows=(), labels=None, gpu=0, sid=3):
 def test_row_fields_are_history_rows_fields():
     # the document's names are HistoryStore.series()'s Row fields, split into
     # the series' identity and a row's own
-    names = [f.name for f in dataclasses.fields(H.Row)]
-    assert names == [*HV.IDENTITY, *HV.ROW_FIELDS]
+    names = [f.name for f in dataclasses.fields(history.Row)]
+    assert names == [*histview.IDENTITY, *histview.ROW_FIELDS]
 
 
 def test_doc_from_store_rows(tmp_path):
-    with H.HistoryStore(tmp_path / "h.db") as st:
+    with history.HistoryStore(tmp_path / "h.db") as st:
         for k in range(13):
-            st.add([H.Sample(t=T0 + 60 * k, slice_id=3, container="web", gpu=0,
+            st.add([history.Sample(t=T0 + 60 * k, slice_id=3, container="web", gpu=0,
                              gpu_uuid="GPU-1", mem_used=(k + 1) * GIB, mem_limit=16 * GIB,
                              gpu_time_ns=k * 15 * 10**9, compute_bp=3000,
                              labels={"vgpu.io/class": "inference"}),
-                    H.Sample(t=T0 + 60 * k, slice_id=4, container="trainer", gpu=1,
+                    history.Sample(t=T0 + 60 * k, slice_id=4, container="trainer", gpu=1,
                              mem_used=2 * GIB, mem_limit=4 * GIB, gpu_time_ns=k * 30 * 10**9)])
         rows = st.series(step=300.0)
-    d = HV.doc_from_rows(rows, since=T0, until=T0 + 900, step=300.0)
+    d = histview.doc_from_rows(rows, since=T0, until=T0 + 900, step=300.0)
     assert [(s["container"], s["gpu"], len(s["rows"])) for s in d["series"]] == [
         ("trainer", 1, 3), ("web", 0, 3)]
     web = d["series"][1]
     assert web["labels"] == {"vgpu.io/class": "inference"}
     assert web["rows"][1]["share"] == pytest.approx(0.25)
     assert web["rows"][0]["mem_used_max"] == 5 * GIB
-    assert set(web["rows"][0]) == set(HV.ROW_FIELDS)
-    text = HV.render_terminal(d, width=100, tz=UTC)
+    assert set(web["rows"][0]) == set(histview.ROW_FIELDS)
+    text = histview.render_terminal(d, width=100, tz=UTC)
     assert "web  slice 3  GPU 0  vgpu.io/class=inference" in text
     assert "target 30%" in text and "limit 16 GiB" in text
-    out = list(csv.DictReader(io.StringIO(HV.render_csv(d))))
+    out = list(csv.DictReader(io.StringIO(histview.render_csv(d))))
     assert len(out) == 6 and out[3]["container"] == "web" and out[3]["time"] == \
         "2026-12-01T00:00:00Z"
 
 
 def test_normalize_drops_what_is_not_a_number():
-    d = HV.normalize({"series": [{"container": 7, "labels": {"a": 1}, "rows": [
+    d = histview.normalize({"series": [{"container": 7, "labels": {"a": 1}, "rows": [
         {"t": T0 + 60, "mem_used": "lots", "share": float("nan"), "compute_bp": True},
         {"t": "soon"}, "junk", {"t": T0, "mem_limit": 5}]}, "junk"],
         "windows": [{"profile": "p", "start": 10, "end": 5}, {"profile": "q", "start": 1,
@@ -90,23 +90,23 @@ def test_normalize_drops_what_is_not_a_number():
     assert s["rows"][1]["compute_bp"] is None
     assert [w["profile"] for w in d["windows"]] == ["q"]
     with pytest.raises(ValueError, match="not a history document"):
-        HV.normalize([1, 2])
+        histview.normalize([1, 2])
 
 
 # ------------------------------------------------------------ sparklines
 def test_sparkline_scaling():
-    assert HV.sparkline(list(range(8))) == SPARKS
-    assert HV.sparkline([0, 7, 14], 0, 7) == "▁██"           # clipped at hi
-    assert HV.sparkline([5, 10], 0, 20) == "▃▅"
-    assert HV.sparkline([2, None, 4]) == "▅ █"               # None: a gap
-    assert HV.sparkline([0, 0, 0]) == "▁▁▁"                  # hi == lo
-    assert HV.sparkline([]) == ""
-    assert HV.sparkline([None, None]) == "  "
+    assert histview.sparkline(list(range(8))) == SPARKS
+    assert histview.sparkline([0, 7, 14], 0, 7) == "▁██"           # clipped at hi
+    assert histview.sparkline([5, 10], 0, 20) == "▃▅"
+    assert histview.sparkline([2, None, 4]) == "▅ █"               # None: a gap
+    assert histview.sparkline([0, 0, 0]) == "▁▁▁"                  # hi == lo
+    assert histview.sparkline([]) == ""
+    assert histview.sparkline([None, None]) == "  "
 
 
 def test_terminal_memory_and_limit_share_one_scale():
     rows = [row(T0 + 300 * k, used=(k + 1) * GIB, limit=8 * GIB) for k in range(8)]
-    text = HV.render_terminal(doc(series(rows=rows)), width=44, tz=UTC)
+    text = histview.render_terminal(doc(series(rows=rows)), width=44, tz=UTC)
     lines = text.splitlines()
     mem = next(ln for ln in lines if ln.startswith("  memory"))
     lim = next(ln for ln in lines if ln.startswith("  limit"))
@@ -120,12 +120,12 @@ def test_terminal_memory_and_limit_share_one_scale():
 def test_terminal_few_points_fill_the_width_and_gaps_show():
     # three raw samples a minute apart: no holes between them ...
     rows = [row(T0 + 60 * k, step=0.0) for k in range(3)]
-    text = HV.render_terminal(doc(series(rows=rows), step=None), width=80, tz=UTC)
+    text = histview.render_terminal(doc(series(rows=rows), step=None), width=80, tz=UTC)
     mem = next(ln for ln in text.splitlines() if ln.startswith("  memory"))
     assert " " not in mem[12:].split("  ")[0]
     # ... but an hour without data in a 3-hour range is a blank stretch
     rows = [row(T0 + 300 * k) for k in range(36) if not 12 <= k < 24]
-    text = HV.render_terminal(doc(series(rows=rows), since=T0, until=T0 + 3 * 3600),
+    text = histview.render_terminal(doc(series(rows=rows), since=T0, until=T0 + 3 * 3600),
                               width=80, tz=UTC)
     mem = next(ln for ln in text.splitlines() if ln.startswith("  memory"))
     spark = mem[12:12 + 40]
@@ -141,9 +141,9 @@ def test_terminal_width_units_and_windows():
     d = doc(series(rows=rows, labels={"vgpu.io/class": "training"}), windows=[win, other],
             since=T0, until=T0 + 4 * 3600)
     for width in (60, 80, 132):
-        text = HV.render_terminal(d, width=width, tz=UTC)
+        text = histview.render_terminal(d, width=width, tz=UTC)
         assert max(len(ln) for ln in text.splitlines()) <= width, text
-    text = HV.render_terminal(d, width=80, tz=UTC)
+    text = histview.render_terminal(d, width=80, tz=UTC)
     assert "used 2.5 GiB / 2.5 GiB / 2.5 GiB" in text
     assert "got 50% / 50% / 50%" in text and "target 60%" in text
     assert "24 refused allocations in 24 buckets" in text
@@ -154,22 +154,22 @@ def test_terminal_width_units_and_windows():
     assert cells[:half].strip("·") == "" and set(cells[-half + 1:]) == {"━"}
     assert "2026-12-01 00:00 to 2026-12-01 04:00 (4h, 5m steps)" in text
     assert "\x1b[" not in text
-    assert "\x1b[32m" in HV.render_terminal(d, width=80, color=True, tz=UTC)
+    assert "\x1b[32m" in histview.render_terminal(d, width=80, color=True, tz=UTC)
 
 
 def test_terminal_empty_things():
-    assert HV.render_terminal(doc()) == "no history for this selection\n"
-    assert "between 2026-12-01 00:00 and now" in HV.render_terminal(
+    assert histview.render_terminal(doc()) == "no history for this selection\n"
+    assert "between 2026-12-01 00:00 and now" in histview.render_terminal(
         doc(since=T0), tz=UTC)
-    text = HV.render_terminal(doc(series(name="idle"), series(rows=[row(T0)])), tz=UTC)
+    text = histview.render_terminal(doc(series(name="idle"), series(rows=[row(T0)])), tz=UTC)
     assert "idle  slice 3  GPU 0\n  no samples in this range" in text
     # unknown GPU time and no target: no crash, dashes
-    text = HV.render_terminal(doc(series(rows=[row(T0, share=None, bp=None)])), tz=UTC)
+    text = histview.render_terminal(doc(series(rows=[row(T0, share=None, bp=None)])), tz=UTC)
     assert "got - / - / -" in text and "target none" in text
 
 
 def test_terminal_neutralises_control_characters():
-    text = HV.render_terminal(doc(series(name="evil\x1b[2J\x07", rows=[row(T0)],
+    text = histview.render_terminal(doc(series(name="evil\x1b[2J\x07", rows=[row(T0)],
                                          labels={"k": "v\x1b]0;x"})), tz=UTC)
     assert "\x1b" not in text and "\x07" not in text
     assert "evil\\x1b[2J\\x07" in text
@@ -179,9 +179,9 @@ def test_terminal_neutralises_control_characters():
 def test_csv_header_quoting_and_unknowns():
     s = series(name='we"b,1', labels={"b": "x,y", "a": "1"},
                rows=[row(T0, share=None, bp=None), row(T0 + 300.5)])
-    text = HV.render_csv(doc(s))
+    text = histview.render_csv(doc(s))
     lines = text.split("\n")
-    assert lines[0] == ",".join(HV.CSV_HEADER)
+    assert lines[0] == ",".join(histview.CSV_HEADER)
     assert lines[0].startswith("container,slice_id,gpu,gpu_uuid,labels,time,t,step,n,mem_used,")
     assert lines[1].startswith('"we""b,1",3,0,GPU-1,"a=1,b=x,y",2026-12-01T00:00:00Z,')
     assert text.endswith("\n") and "\r" not in text
@@ -193,7 +193,7 @@ def test_csv_header_quoting_and_unknowns():
 
 
 def test_csv_empty():
-    assert HV.render_csv(doc()) == ",".join(HV.CSV_HEADER) + "\n"
+    assert histview.render_csv(doc()) == ",".join(histview.CSV_HEADER) + "\n"
 
 
 # ------------------------------------------------------------ --since, --until
@@ -221,14 +221,14 @@ NOW = datetime.datetime(2026, 12, 4, 15, 30, tzinfo=UTC).timestamp()
     ("@1764576000", 1764576000.0),
 ])
 def test_parse_time(text, want):
-    assert HV.parse_time(text, now=NOW, tz=UTC) == pytest.approx(want)
+    assert histview.parse_time(text, now=NOW, tz=UTC) == pytest.approx(want)
 
 
 def test_parse_time_local_zone():
     # a time without a zone is the tz's wall clock
-    assert HV.parse_time("2026-12-01T08:00", now=NOW, tz=CET) == \
+    assert histview.parse_time("2026-12-01T08:00", now=NOW, tz=CET) == \
         datetime.datetime(2026, 12, 1, 7, tzinfo=UTC).timestamp()
-    assert HV.parse_time("yesterday", now=NOW, tz=CET) == \
+    assert histview.parse_time("yesterday", now=NOW, tz=CET) == \
         datetime.datetime(2026, 12, 2, 23, tzinfo=UTC).timestamp()
 
 
@@ -247,26 +247,26 @@ def test_parse_time_local_zone():
 ])
 def test_parse_time_errors_quote_the_value(text, msg):
     with pytest.raises(BadValue) as e:
-        HV.parse_time(text, now=NOW, tz=UTC)
+        histview.parse_time(text, now=NOW, tz=UTC)
     assert str(e.value).startswith(msg), str(e.value)
     assert e.value.value == text
 
 
 def test_check_range():
-    HV.check_range(NOW - 10, NOW)
+    histview.check_range(NOW - 10, NOW)
     with pytest.raises(BadValue, match=r'^"-48h" is not after --since \(2026-12-02 15:30:00 is '
                                        r'not after 2026-12-03 15:30:00\)'):
-        HV.check_range(NOW - 86400, NOW - 2 * 86400, "-24h", "-48h", tz=UTC)
+        histview.check_range(NOW - 86400, NOW - 2 * 86400, "-24h", "-48h", tz=UTC)
     with pytest.raises(BadValue, match=r'^"tomorrow" is not in the past'):
-        HV.check_range(NOW + 3600, NOW, "tomorrow", tz=UTC)
+        histview.check_range(NOW + 3600, NOW, "tomorrow", tz=UTC)
 
 
 def test_auto_step():
-    assert HV.auto_step(0, 86400, 288) == 300
-    assert HV.auto_step(0, 86400, 100) == 900
-    assert HV.auto_step(0, 600, 120) == 10
-    assert HV.auto_step(0, 600, 120, least=300) == 300
-    assert HV.auto_step(0, 365 * 86400, 100) == 4 * 86400
+    assert histview.auto_step(0, 86400, 288) == 300
+    assert histview.auto_step(0, 86400, 100) == 900
+    assert histview.auto_step(0, 600, 120) == 10
+    assert histview.auto_step(0, 600, 120, least=300) == 300
+    assert histview.auto_step(0, 365 * 86400, 100) == 4 * 86400
 
 
 # ------------------------------------------------------------ windows
@@ -275,41 +275,41 @@ def test_expand_windows_wraps_and_days():
               "days": ["fri"]},
              {"label": "c=i", "profile": "day", "from": "08:00", "to": "20:00"}]
     fri = datetime.datetime(2026, 12, 4, tzinfo=UTC).timestamp()      # a Friday
-    got = HV.expand_windows(sched, fri, fri + 2 * 86400, tz=UTC)
+    got = histview.expand_windows(sched, fri, fri + 2 * 86400, tz=UTC)
     assert [(w["profile"], (w["start"] - fri) / 3600, (w["end"] - fri) / 3600) for w in got] == [
         ("day", 8, 20), ("night", 20, 32), ("day", 32, 44)]
     # a window of the day before, still open at the start, is cut to it
-    got = HV.expand_windows(sched, fri + 86400, fri + 86400 + 3600, tz=UTC)
+    got = histview.expand_windows(sched, fri + 86400, fri + 86400 + 3600, tz=UTC)
     assert [(w["profile"], w["start"] - fri, w["end"] - fri) for w in got] == [
         ("night", 86400, 86400 + 3600)]
     # vgpu.daemon.config.Window's attributes do too
     Win = namedtuple("Win", "label profile start end days")
     w = Win("c=i", "day", datetime.time(8), datetime.time(9), frozenset({4}))
-    assert len(HV.expand_windows([w], fri, fri + 7 * 86400, tz=UTC)) == 1
+    assert len(histview.expand_windows([w], fri, fri + 7 * 86400, tz=UTC)) == 1
     with pytest.raises(BadValue, match='"8 pm" is not a clock time'):
-        HV.expand_windows([{"profile": "x", "from": "8 pm", "to": "09:00"}], fri, fri + 1)
+        histview.expand_windows([{"profile": "x", "from": "8 pm", "to": "09:00"}], fri, fri + 1)
 
 
 def test_windows_for_labels():
     ws = [{"profile": "a", "label": "k=v"}, {"profile": "b", "label": ""},
           {"profile": "c", "label": "k=w"}, {"profile": "d", "label": "k="}]
-    assert [w["profile"] for w in HV.windows_for({"labels": {"k": "v"}}, ws)] == ["a", "b"]
-    assert [w["profile"] for w in HV.windows_for({"labels": {"k": ""}}, ws)] == ["b", "d"]
+    assert [w["profile"] for w in histview.windows_for({"labels": {"k": "v"}}, ws)] == ["a", "b"]
+    assert [w["profile"] for w in histview.windows_for({"labels": {"k": ""}}, ws)] == ["b", "d"]
 
 
 def test_time_ticks_are_round_local_times():
-    ticks = HV.time_ticks(T0 + 600, T0 + 86400 + 600, 8, tz=UTC)
+    ticks = histview.time_ticks(T0 + 600, T0 + 86400 + 600, 8, tz=UTC)
     assert [lab for _, lab in ticks] == ["03:00", "06:00", "09:00", "12:00", "15:00", "18:00",
                                          "21:00", "Wed 02 Dec"]
-    ticks = HV.time_ticks(T0, T0 + 86400, 8, tz=CET)
+    ticks = histview.time_ticks(T0, T0 + 86400, 8, tz=CET)
     assert ticks[0] == (T0 + 2 * 3600, "03:00")             # 03:00 CET, not UTC
 
 
 def test_human_figures():
-    assert HV.fmt_bytes(8 * GIB) == "8 GiB"
-    assert HV.fmt_bytes(int(9.853 * GIB)) == "9.85 GiB"
-    assert HV.fmt_bytes(int(22.74 * GIB)) == "22.7 GiB"
-    assert HV.fmt_bytes(123.4 * (1 << 20)) == "123 MiB"
-    assert HV.fmt_bytes(512) == "512 B" and HV.fmt_bytes(None) == "-"
-    assert HV.fmt_share(0.314) == "31%" and HV.fmt_share(0.004) == "0.4%"
-    assert HV.fmt_share(0) == "0%" and HV.fmt_share(None) == "-"
+    assert histview.fmt_bytes(8 * GIB) == "8 GiB"
+    assert histview.fmt_bytes(int(9.853 * GIB)) == "9.85 GiB"
+    assert histview.fmt_bytes(int(22.74 * GIB)) == "22.7 GiB"
+    assert histview.fmt_bytes(123.4 * (1 << 20)) == "123 MiB"
+    assert histview.fmt_bytes(512) == "512 B" and histview.fmt_bytes(None) == "-"
+    assert histview.fmt_share(0.314) == "31%" and histview.fmt_share(0.004) == "0.4%"
+    assert histview.fmt_share(0) == "0%" and histview.fmt_share(None) == "-"

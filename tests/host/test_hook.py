@@ -1,5 +1,5 @@
 """vgpu-oci-hook, vgpu-runtime and `vgpuctl cdi generate` on the host,
-against tests/host/fake_vgpud.py (no kernel module, no vgpufs: a directory of
+against tools/testbed/fake_vgpud.py (no kernel module, no vgpufs: a directory of
 mknod'ed nodes stands in for vgpufs)."""
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import time
 
 import pytest
 
-from vgpu.cli import ctl, hook, request, runtime
+from vgpu.cli import ctl, hook, runtime
+from vgpu.common import request
 
-from fake_vgpud import FakeVgpud
-from test_hook_runc import add_fake_nodes
+from tools.testbed.fake_vgpud import FakeVgpud
+from runc_support import add_fake_nodes
 
 GIB = 1 << 30
 ROOT = os.geteuid() == 0
@@ -684,12 +685,12 @@ def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
                                         f"class X(Warning): pass\n")
     env = dict(os.environ, PYTHONPATH=str(evil), PYTHONWARNINGS="ignore::evil.X",
                PYTHONSTARTUP=str(evil / "evil.py"))
-    r = subprocess.run(runtime.hook_argv("--help"), cwd=evil, env=env, capture_output=True,
+    r = subprocess.run(request.hook_argv("--help"), cwd=evil, env=env, capture_output=True,
                        text=True)
     assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
     assert not marker.exists()
     old = [sys.executable, "-S", "-m", "vgpu.cli.hook", "--help"]
-    subprocess.run(old, cwd=evil, env=dict(env, PYTHONPATH=f"{evil}:{runtime.PKG_PARENT}"),
+    subprocess.run(old, cwd=evil, env=dict(env, PYTHONPATH=f"{evil}:{request.PKG_PARENT}"),
                    capture_output=True)
     assert marker.exists()                 # what the test guards against
 

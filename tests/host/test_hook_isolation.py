@@ -1,5 +1,5 @@
 """Issue 18 (1), (3), (7) under the REAL runc on the host, with
-tests/host/fake_vgpud.py as the daemon and mknod'ed nodes standing in for
+tools/testbed/fake_vgpud.py as the daemon and mknod'ed nodes standing in for
 vgpufs (the helpers of test_hook_runc.py):
 
 - an image whose environment tries to run its code in the hook
@@ -22,15 +22,15 @@ import sys
 
 import pytest
 
-from test_hook_runc import (BUSYBOX, LIST, REPO, RUNC, add_fake_nodes, env,  # noqa: F401
+from runc_support import (BUSYBOX, LIST, REPO, RUNC, add_fake_nodes, env,  # noqa: F401
                             make_bundle)
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.access(RUNC, os.X_OK) or not os.access(BUSYBOX, os.X_OK),
     reason="needs root, runc and busybox")
 
-sys.path.insert(0, REPO)
-from vgpu.cli import ctl, hook, request, runtime  # noqa: E402
+from vgpu.cli import ctl, hook, runtime
+from vgpu.common import request  # noqa: E402
 
 MODULES = ("sitecustomize", "usercustomize", "re", "json", "evil")
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from test_hook_runc import add_fake_nodes
+from runc_support import add_fake_nodes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -292,7 +292,6 @@ def test_rebind_refuses_a_pid_that_is_not_the_containers(container):
     (["--pid-start"], "--pid-start needs a value"),
 ])
 def test_rebind_identity_arguments_are_checked(args, words, capsys):
-    sys.path.insert(0, REPO)
     from vgpu.cli import hook
     assert hook.main([*args, "--rebind", "12", "c1"] if len(args) > 1 else args) == 2
     assert words in capsys.readouterr().err
@@ -306,7 +305,6 @@ def test_rebind_without_an_identity_is_refused(container):
 
 
 def test_rebind_refuses_a_process_outside_the_containers_cgroup(container, tmp_path):
-    sys.path.insert(0, REPO)
     from vgpu.cli.hook import cgroup2_mount
     v2 = cgroup2_mount()
     if not v2:
@@ -347,8 +345,8 @@ def test_rebind_refuses_a_symlinked_view_in_the_container(container, tmp_path):
 
 
 # ------------------------------------------------------------ real runc
-from test_hook_runc import BUSYBOX, RUNC, add_fake_nodes, env, runc_run  # noqa: E402,F401
-from test_hook_runc import make_bundle as runc_bundle  # noqa: E402
+from runc_support import BUSYBOX, RUNC, add_fake_nodes, env, runc_run  # noqa: E402,F401
+from runc_support import make_bundle as runc_bundle  # noqa: E402
 
 needs_runc = pytest.mark.skipif(not os.access(RUNC, os.X_OK) or not os.access(BUSYBOX, os.X_OK),
                                 reason="needs runc and busybox")
@@ -398,7 +396,7 @@ def test_runc_image_with_dev_symlinked_to_a_host_dir_is_refused(tmp_path, env):
 
 
 # ------------------------------------------------------------ a dead vgpufs
-from test_fs import STALE_CHILD as ONE_SLICE_VGPUFS  # noqa: E402  (one slice, named by argv[2])
+from vgpufs_support import STALE_CHILD as ONE_SLICE_VGPUFS  # noqa: E402  (one slice, named by argv[2])
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
@@ -407,7 +405,7 @@ def test_rebind_replaces_a_dead_vgpufs_view(tmp_path, container):
     is a bind of a vgpufs whose daemon was killed (ENOTCONN); --rebind,
     fd-based and pid-checked, detaches it and binds the new mount's view."""
     import errno
-    from test_fs import FakeSource, serve, two_gpu_slice
+    from vgpufs_support import FakeSource, serve, two_gpu_slice
     from vgpu.daemon import fs as F
     pid, root, _ = container
     mnt = tmp_path / "vgpufs"

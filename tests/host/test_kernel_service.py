@@ -17,10 +17,11 @@ import trio
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB, call
 from daemon_support import until as _until
-from vgpu.daemon import main as D
-from vgpu.abi import uapi as U
+from vgpu.daemon import main
+from vgpu.abi import uapi
 from vgpu.daemon.config import parse_config
-from vgpu.daemon.kernel import Event, VgpuError, VgpuNotLoaded
+from vgpu.vgpuko.messages import Event
+from vgpu.vgpuko.netlink import VgpuError, VgpuNotLoaded
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
@@ -28,7 +29,7 @@ from vgpu.daemon.state import StateStore
 
 
 class FakeEventStream:
-    """vgpu.daemon.kernel.EventStream's interface over a socketpair."""
+    """vgpu.vgpuko.streams.EventStream's interface over a socketpair."""
 
     def __init__(self):
         self.r, self.w = socket.socketpair()
@@ -97,7 +98,7 @@ class FakeClient:
         self.mod = mod
         self.family_id = mod.family_id
         self.kernel = mod.kernel
-        self.mcast_groups = {U.VGPU_GENL_MCGRP_EVENTS: 5, U.VGPU_GENL_MCGRP_TRACE: 6}
+        self.mcast_groups = {uapi.VGPU_GENL_MCGRP_EVENTS: 5, uapi.VGPU_GENL_MCGRP_TRACE: 6}
         self.closed = False
 
     def is_current(self) -> bool:
@@ -128,14 +129,14 @@ class FakeClient:
 
 @pytest.fixture
 def fast(monkeypatch):
-    monkeypatch.setattr(D, "KERNEL_RETRY_MIN", 0.01)
-    monkeypatch.setattr(D, "KERNEL_RETRY_MAX", 0.05)
-    monkeypatch.setattr(D, "KERNEL_CHECK", 0.05)
+    monkeypatch.setattr(main, "KERNEL_RETRY_MIN", 0.01)
+    monkeypatch.setattr(main, "KERNEL_RETRY_MAX", 0.05)
+    monkeypatch.setattr(main, "KERNEL_CHECK", 0.05)
 
 
-def daemon(tmp_path, mod: FakeModule) -> D.Daemon:
+def daemon(tmp_path, mod: FakeModule) -> main.Daemon:
     cfg = parse_config(CONFIG.format(tmp=tmp_path), "test.toml")
-    d = D.Daemon(cfg, "test.toml")
+    d = main.Daemon(cfg, "test.toml")
     d.mgr = SliceManager(cfg, "test.toml", KernelPort(factory=mod.client),
                          StateStore(tmp_path / "state"), FakeInventory())
     d.mgr.load_state()
@@ -161,7 +162,7 @@ async def test_the_module_goes_and_comes_back(tmp_path, fast, caplog):
         sid = r["result"]["slice"]["slice_id"]
         await call(mgr, "create", container="c2")
         subs = mgr.subscribe()
-        mod.event(Event(U.VGPU_EVENT_ALLOC_REFUSED, slice_id=sid, gpu=0, size=GiB))
+        mod.event(Event(uapi.VGPU_EVENT_ALLOC_REFUSED, slice_id=sid, gpu=0, size=GiB))
         ev = await next_event(subs, "alloc-refused")
         assert ev["container"] == "c1" and ev["size"] == GiB
         # a tracer of c1, on the old module's trace group
@@ -201,7 +202,7 @@ async def test_the_module_goes_and_comes_back(tmp_path, fast, caplog):
         assert k.sched_calls, "the scheduler was set on the new module"
         assert "vgpu.ko reconnected: 2 slice(s) re-created" in caplog.text
         # events flow again, from the new module's group
-        mod.event(Event(U.VGPU_EVENT_SLICE_EMPTIED, slice_id=sid))
+        mod.event(Event(uapi.VGPU_EVENT_SLICE_EMPTIED, slice_id=sid))
         ev = await next_event(subs, "slice-emptied")
         assert ev["container"] == "c1"
         # the API works on the new module
@@ -214,7 +215,7 @@ async def test_the_module_goes_and_comes_back(tmp_path, fast, caplog):
 async def test_a_reload_between_two_checks_is_seen(tmp_path, fast, caplog, monkeypatch):
     """rmmod and insmod before the daemon looks: the family id differs."""
     caplog.set_level(logging.INFO)
-    monkeypatch.setattr(D, "KERNEL_CHECK", 0.5)
+    monkeypatch.setattr(main, "KERNEL_CHECK", 0.5)
     mod = FakeModule()
     d = daemon(tmp_path, mod)
     mgr = d.mgr
@@ -233,7 +234,7 @@ async def test_a_reload_between_two_checks_is_seen(tmp_path, fast, caplog, monke
 
 
 async def test_a_failed_call_makes_the_service_look_at_once(tmp_path, fast, monkeypatch):
-    monkeypatch.setattr(D, "KERNEL_CHECK", 60)
+    monkeypatch.setattr(main, "KERNEL_CHECK", 60)
     mod = FakeModule()
     d = daemon(tmp_path, mod)
     mgr = d.mgr
@@ -273,8 +274,8 @@ async def test_an_api_call_that_connects_first_still_gets_a_reconcile(tmp_path, 
                                                                       monkeypatch):
     """The API connects on its own when vgpu.ko is back before the service
     retries: the service must still reconcile that module."""
-    monkeypatch.setattr(D, "KERNEL_RETRY_MIN", 30)
-    monkeypatch.setattr(D, "KERNEL_RETRY_MAX", 30)
+    monkeypatch.setattr(main, "KERNEL_RETRY_MIN", 30)
+    monkeypatch.setattr(main, "KERNEL_RETRY_MAX", 30)
     mod = FakeModule()
     d = daemon(tmp_path, mod)
     mgr = d.mgr
@@ -308,6 +309,6 @@ async def test_a_broken_event_socket_restarts_the_connection(tmp_path, fast, cap
         await _until(lambda: len(mod.streams) == 2 and d.kernel_ready.is_set())
         assert es.closed and "its event socket failed" in caplog.text
         subs = mgr.subscribe()
-        mod.event(Event(U.VGPU_EVENT_DEVICE_OPENED, slice_id=1))
+        mod.event(Event(uapi.VGPU_EVENT_DEVICE_OPENED, slice_id=1))
         await next_event(subs, "device-opened")
         n.cancel_scope.cancel()

@@ -24,12 +24,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import kernel, vendor  # noqa: E402
-from tools.nvgen.probe import HeaderSet  # noqa: E402
-from tools.nvgen.release import DEFINES, UVM_TYPES, Release  # noqa: E402
+from tools.nvgen import kernel, vendor
+from tools.nvgen.probe import HeaderSet
+from tools.nvgen.release import DEFINES, UVM_TYPES, Release
 
 NVABI = ROOT / "kmod/include/nvabi.h"
 VENDOR = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))

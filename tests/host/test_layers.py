@@ -1,4 +1,4 @@
-"""The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.values
+"""The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.common.values
 import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
 every module's imports are at its top (issue 14)."""
@@ -6,6 +6,7 @@ import ast
 import fnmatch
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import tomllib
@@ -18,8 +19,11 @@ PKG = pathlib.Path(vgpu.__file__).parent
 
 def loaded_after(stmt: str) -> set[str]:
     code = f"import sys, json; {stmt}; print(json.dumps(sorted(sys.modules)))"
-    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                       timeout=60)
+    # -E -s, not -I: isolated from the environment, but with the checkout on
+    # sys.path ('' first, cwd the repository root), so the package imported is
+    # this tree's, not whatever the venv's editable install points at
+    r = subprocess.run([sys.executable, "-E", "-s", "-c", code], capture_output=True, text=True,
+                       timeout=60, cwd=PKG.parent)
     assert r.returncode == 0, r.stderr
     return set(json.loads(r.stdout))
 
@@ -32,7 +36,7 @@ def modules(sub: str) -> list[str]:
     return sorted(f"vgpu.{sub}.{p.stem}" for p in (PKG / sub).glob("*.py"))
 
 
-LIGHT = [*modules("cli"), *modules("abi"), "vgpu.values", "vgpu.forecast"]
+LIGHT = [*modules("cli"), *modules("abi"), "vgpu.common.values", "vgpu.common.forecast"]
 
 
 def test_every_light_module_is_listed():
@@ -55,7 +59,8 @@ def test_light_module_loads_only_the_standard_library(module):
 #: load: vgpud's API client and the value parsers (with what they load),
 #: never the daemon
 K8S = modules("k8s")
-K8S_MAY_USE = {m for m in loaded_after("import vgpu.cli.apiclient, vgpu.values")
+K8S_MAY_USE = {m for m in loaded_after("import vgpu.common.apiclient, vgpu.common.values, "
+                                        "vgpu.common.request")
                if m.split(".")[0] == "vgpu"}
 
 
@@ -68,9 +73,10 @@ def test_k8s_module_loads_no_daemon(module):
 
 
 def test_vgpuds_supervisor_of_the_plugin_loads_no_grpc():
-    # vgpud imports vgpu.k8s.supervisor: its start must not pay for gRPC
-    loaded = loaded_after("import vgpu.k8s.supervisor") - BASELINE
+    # vgpud imports vgpu.daemon.plugin_supervisor: its start must not pay for gRPC
+    loaded = loaded_after("import vgpu.daemon.plugin_supervisor") - BASELINE
     assert not sorted(m for m in loaded if m.split(".")[0] in ("grpc", "grpc_tools", "google"))
+    assert not sorted(m for m in loaded if m.startswith("vgpu.k8s"))
 
 
 # ------------------------------------------------------------ imports at the top
@@ -161,3 +167,123 @@ def test_every_data_file_of_the_package_is_installed():
         assert pkg in conf["packages"], f
         assert any(fnmatch.fnmatch(f.name, pat) for pat in data.get(pkg, ())), \
             f"{f.relative_to(root)} is not package data in pyproject.toml"
+
+
+# ------------------------------------------------------------ who imports whom
+ROOT = PKG.parent
+
+
+def imported_modules(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, module) of every import statement of a file, wherever it stands
+    (``from a import b`` gives a and a.b; a relative import its dots)."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name) for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            mod = "." * n.level + (n.module or "")
+            out.append((n.lineno, mod))
+            out += [(n.lineno, f"{mod}.{a.name}") for a in n.names]
+    return out
+
+
+def offenders(paths, bad) -> list[str]:
+    return [f"{p.relative_to(ROOT)}:{line}: {mod}" for p in sorted(paths)
+            for line, mod in imported_modules(p) if bad(mod)]
+
+
+def under(mod: str, *pkgs: str) -> bool:
+    return any(mod == p or mod.startswith(p + ".") for p in pkgs)
+
+
+def test_imported_modules_are_found():
+    p = ROOT / "tests" / "host" / "test_layers.py"
+    mods = {m for _l, m in imported_modules(p)}
+    assert {"ast", "vgpu", "pytest"} <= mods
+
+
+def test_the_daemon_imports_neither_the_cli_nor_the_kubernetes_side():
+    """vgpud's rules shared with the CLI live in vgpu.common, its supervisor
+    of the device plugin in vgpu.daemon; gRPC and the CLI's code never load
+    into the daemon."""
+    bad = offenders((PKG / "daemon").glob("*.py"), lambda m: under(m, "vgpu.cli", "vgpu.k8s"))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("sub,forbidden", [
+    ("common", ("vgpu.cli", "vgpu.daemon", "vgpu.k8s", "vgpu.vgpuko")),
+    ("abi", ("vgpu.cli", "vgpu.daemon", "vgpu.k8s", "vgpu.vgpuko")),
+    ("vgpuko", ("vgpu.cli", "vgpu.daemon", "vgpu.k8s")),
+    ("k8s", ("vgpu.cli", "vgpu.daemon", "vgpu.vgpuko")),
+    ("cli", ("vgpu.daemon", "vgpu.k8s", "vgpu.vgpuko")),
+])
+def test_a_layer_imports_only_the_layers_below(sub, forbidden):
+    bad = offenders((PKG / sub).glob("*.py"), lambda m: under(m, *forbidden))
+    assert not bad, "\n".join(bad)
+
+
+#: the modules of tests/ (helpers included), by the names they are imported as
+TEST_MODULES = {p.stem for p in (ROOT / "tests").rglob("*.py")} - {"__init__"}
+
+
+def test_tools_and_bench_import_nothing_of_tests():
+    """Test support that tools/ or bench/ need lives in tools/testbed/."""
+    files = [*(ROOT / "tools").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]
+    bad = offenders(files, lambda m: under(m, "tests") or m.split(".")[0] in TEST_MODULES)
+    bad += [f"{p.relative_to(ROOT)}: names tests/ on sys.path" for p in files
+            if re.search(r"sys\.path\.(insert|append)\([^)\n]*[\"']tests[\"']",
+                         p.read_text(encoding="utf-8"))]
+    assert not bad, "\n".join(bad)
+
+
+#: test files that still import another test file, with why (each is a
+#: helper module to make; tests/vm is being changed by other work)
+TEST_IMPORTS_ALLOWED = {
+    "tests/vm/test_unit.py": "test_containers's runc and PY helpers",
+    "tests/vm/test_pods.py": "test_containers's Daemon, Runc, poll",
+    "tests/vm/test_tinygrad_slice.py": "test_containers's fixtures, test_tinygrad's GA102",
+    "tests/vm/test_cuda_slice.py": "test_cuda's device queries",
+    "tests/vm/test_vgpu_nvidia_smi.py": "test_nvidia_smi's holder and release mark",
+    "tests/realdrv/test_uvm_through_vgpu.py": "tests/vm/test_vgpu_uvm's tests, run again",
+}
+
+
+def test_no_test_file_imports_another():
+    """Shared helpers are helper modules (tests/host/daemon_support.py,
+    runc_support.py, vgpufs_support.py; tests/vm/vgpu_fixtures.py...) or
+    test support in tools/testbed/, never another test file."""
+    for rel in TEST_IMPORTS_ALLOWED:
+        assert (ROOT / rel).is_file(), f"{rel} is listed but gone: drop it from the list"
+    files = [p for p in (ROOT / "tests").rglob("test_*.py")
+             if p.relative_to(ROOT).as_posix() not in TEST_IMPORTS_ALLOWED]
+    bad = offenders(files, lambda m: m.split(".")[-1].startswith("test_")
+                    or m.split(".")[0].startswith("test_"))
+    assert not bad, "\n".join(bad)
+    still = [rel for rel in TEST_IMPORTS_ALLOWED
+             if not offenders([ROOT / rel], lambda m: m.split(".")[0].startswith("test_"))]
+    assert not still, f"{still} no longer import a test file: drop them from the list"
+
+
+#: host test modules that put a directory on sys.path themselves, with why
+SYS_PATH_ALLOWED = {
+    "tests/host/kubelet_sim.py": "the kubelet API's generated gRPC modules import each other "
+                                 "by top-level name",
+    "tests/host/test_backtest.py": "bench/ is scripts, not a package",
+}
+
+
+def test_host_tests_have_one_import_path():
+    """pytest's pythonpath (pyproject.toml) puts the repository root on
+    sys.path, rootdir conftest the test directory: no host test inserts a
+    path of its own (a string of code for a child process may)."""
+    bad = []
+    for p in sorted((ROOT / "tests" / "host").glob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if rel in SYS_PATH_ALLOWED:
+            continue
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    n.func.attr in ("insert", "append") and \
+                    ast.unparse(n.func.value) == "sys.path":
+                bad.append(f"{rel}:{n.lineno}: {ast.unparse(n)}")
+    assert not bad, "\n".join(bad)

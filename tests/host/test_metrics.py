@@ -11,8 +11,8 @@ from prometheus_client.openmetrics.parser import \
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 import vgpu
-from vgpu.daemon import metrics as M
-from vgpu.cli.request import LABELS as K8S_LABELS
+from vgpu.daemon import metrics
+from vgpu.common.request import LABELS as K8S_LABELS
 
 from daemon_support import call
 
@@ -31,7 +31,7 @@ async def test_metrics_render(env):
     mgr, _, _ = env
     await call(mgr, "create", container="m1", memory="1GiB")
     await mgr.kdump()
-    got = samples(M.render(mgr))
+    got = samples(metrics.render(mgr))
     (lim,) = got["vgpu_slice_memory_limit_bytes"]
     assert lim.labels["container"] == "m1" and lim.value == GiB
     assert lim.labels["pod"] == lim.labels["namespace"] == lim.labels["container_name"] == ""
@@ -52,7 +52,7 @@ async def test_kubernetes_names_are_labels(env):
     r = await call(mgr, "create", container="c" * 64, memory="2Gi", labels=labels)
     assert "error" not in r, r
     await mgr.kdump()
-    (s,) = samples(M.render(mgr))["vgpu_slice_memory_limit_bytes"]
+    (s,) = samples(metrics.render(mgr))["vgpu_slice_memory_limit_bytes"]
     assert (s.labels["pod"], s.labels["namespace"], s.labels["container_name"]) == \
         ("trainer-0", "ml", "main")
     assert "team" not in s.labels          # other labels are not series labels
@@ -60,12 +60,12 @@ async def test_kubernetes_names_are_labels(env):
 
 async def test_every_family_has_help_and_type_and_build_info(env):
     mgr, _, _ = env
-    text = M.render(mgr)
+    text = metrics.render(mgr)
     helped = {ln.split()[2] for ln in text.splitlines() if ln.startswith("# HELP ")}
     typed = {ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE ")}
     # the text format names a counter's family with its _total
-    assert helped == typed == {name if kind is M.G else name + "_total"
-                               for name, kind, _, _ in M.METRICS}
+    assert helped == typed == {name if kind is metrics.G else name + "_total"
+                               for name, kind, _, _ in metrics.METRICS}
     for fam in parse_text(text):
         assert fam.documentation, fam.name
     assert f'vgpud_build_info{{version="{vgpu.__version__}"}} 1.0' in text
@@ -78,7 +78,7 @@ async def test_openmetrics_when_asked(env):
     mgr, _, _ = env
     await call(mgr, "create", container="m1", memory="1GiB")
     await mgr.kdump()
-    text = M.render(mgr, accept="application/openmetrics-text; version=1.0.0")
+    text = metrics.render(mgr, accept="application/openmetrics-text; version=1.0.0")
     assert text.endswith("# EOF\n")
     got = samples(text, parse_openmetrics)
     assert got["vgpu_slice_memory_limit_bytes"][0].value == GiB
@@ -96,7 +96,7 @@ async def http_get(port: int, head: str) -> bytes:
 
 async def test_http_endpoint(env, nursery):
     mgr, _, _ = env
-    srv = M.MetricsServer(mgr, "127.0.0.1:0")
+    srv = metrics.MetricsServer(mgr, "127.0.0.1:0")
     port = await nursery.start(srv.run)
     with trio.fail_after(10):
         plain = await http_get(port, "GET /metrics HTTP/1.0\r\n\r\n")

@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from vgpu.abi import nvabi as A  # noqa: E402
-from vgpu.abi import nvclient as N  # noqa: E402
+from vgpu.abi import nvabi
+from vgpu.abi import nvclient
 
 
 @pytest.mark.parametrize("text,value", [
@@ -26,24 +24,24 @@ from vgpu.abi import nvclient as N  # noqa: E402
     ("16gib", 16 << 30),
 ])
 def test_parse_size(text, value):
-    assert N.parse_size(text) == value
+    assert nvclient.parse_size(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "x", "1x", "-1", "0", "1 GiBs", "GiB", "1GB", "64k8",
                                   "0xZ", "0x0"])
 def test_parse_size_rejects(text):
     with pytest.raises(ValueError):
-        N.parse_size(text)
+        nvclient.parse_size(text)
 
 
 def test_fmt_size():
-    assert N.fmt_size(16 << 30) == "16 GiB"
-    assert N.fmt_size(1536 << 20) == "1.50 GiB"
-    assert N.fmt_size(10) == "10 B"
+    assert nvclient.fmt_size(16 << 30) == "16 GiB"
+    assert nvclient.fmt_size(1536 << 20) == "1.50 GiB"
+    assert nvclient.fmt_size(10) == "10 B"
 
 
 def test_rm_error_carries_status_and_name():
-    e = N.RmError(A.NV_ERR_NO_MEMORY, "RM_ALLOC")
+    e = nvclient.RmError(nvabi.NV_ERR_NO_MEMORY, "RM_ALLOC")
     assert e.status == 0x51 and e.name == "NV_ERR_NO_MEMORY"
     assert "NV_ERR_NO_MEMORY" in str(e) and "RM_ALLOC" in str(e)
 
@@ -52,10 +50,10 @@ def test_raw_ioctl_errno_is_oserror():
     fd = os.open("/dev/null", os.O_RDWR)
     try:
         with pytest.raises(OSError) as ei:
-            N.raw_ioctl(fd, A.NV_ESC_RM_ALLOC, bytes(48))
+            nvclient.raw_ioctl(fd, nvabi.NV_ESC_RM_ALLOC, bytes(48))
         assert ei.value.errno == errno.ENOTTY
         with pytest.raises(OSError) as ei:
-            N.xfer_ioctl(fd, A.NV_ESC_RM_ALLOC, bytes(48))
+            nvclient.xfer_ioctl(fd, nvabi.NV_ESC_RM_ALLOC, bytes(48))
         assert ei.value.errno == errno.ENOTTY
     finally:
         os.close(fd)
@@ -65,25 +63,25 @@ def test_raw_ioctl_pads_to_size_and_accepts_structs():
     fd = os.open("/dev/null", os.O_RDWR)
     try:
         with pytest.raises(OSError):
-            N.raw_ioctl(fd, A.NV_ESC_RM_FREE, A.NVOS00_PARAMETERS(hRoot=1), size=64)
+            nvclient.raw_ioctl(fd, nvabi.NV_ESC_RM_FREE, nvabi.NVOS00_PARAMETERS(hRoot=1), size=64)
         with pytest.raises(OSError):
-            N.raw_ioctl(fd, A.NV_ESC_RM_FREE, b"", size=0)
+            nvclient.raw_ioctl(fd, nvabi.NV_ESC_RM_FREE, b"", size=0)
     finally:
         os.close(fd)
 
 
 def test_no_device_error(tmp_path):
-    with pytest.raises(N.NoDeviceError) as ei:
-        N.RmClient(str(tmp_path))
+    with pytest.raises(nvclient.NoDeviceError) as ei:
+        nvclient.RmClient(str(tmp_path))
     assert str(tmp_path / "nvidiactl") in ei.value.strerror
     assert ei.value.strerror.startswith("no NVIDIA device:")
 
 
 def test_struct_helpers_roundtrip():
-    p = A.NVOS21_PARAMETERS(hRoot=1, hObjectParent=2, hObjectNew=3, hClass=0x40, status=0x51)
-    q = A.NVOS21_PARAMETERS.from_bytes(p.to_bytes())
+    p = nvabi.NVOS21_PARAMETERS(hRoot=1, hObjectParent=2, hObjectNew=3, hClass=0x40, status=0x51)
+    q = nvabi.NVOS21_PARAMETERS.from_bytes(p.to_bytes())
     assert (q.hRoot, q.hObjectNew, q.status) == (1, 3, 0x51)
-    assert A.NVOS21_PARAMETERS.from_bytes(b"\x07").hRoot == 7   # short input zero-filled
+    assert nvabi.NVOS21_PARAMETERS.from_bytes(b"\x07").hRoot == 7   # short input zero-filled
     assert ctypes.addressof(p) == p.addr()
 
 
@@ -114,8 +112,8 @@ def test_cli_help_lists_subcommands():
 
 
 def test_main_is_importable_entry_point():
-    assert callable(N.main)
-    assert N.build_parser().parse_args(["probe", "--gpu", "1", "--path", "vid-heap"]).gpu == 1
+    assert callable(nvclient.main)
+    assert nvclient.build_parser().parse_args(["probe", "--gpu", "1", "--path", "vid-heap"]).gpu == 1
 
 
 def test_import_is_standard_library_only():
@@ -128,11 +126,11 @@ def test_import_is_standard_library_only():
 
 
 def test_cli_work_arguments(tmp_path):
-    a = N.build_parser().parse_args(["work", "--item-us", "1000", "--depth", "8", "--seconds", "5",
+    a = nvclient.build_parser().parse_args(["work", "--item-us", "1000", "--depth", "8", "--seconds", "5",
                                      "--json", "--dev-prefix", "/x", "--gpu", "1"])
     assert (a.item_us, a.depth, a.seconds, a.items, a.json, a.dev_prefix, a.gpu) == \
         (1000, 8, 5.0, None, True, "/x", 1)
-    a = N.build_parser().parse_args(["work", "--item-us", "10", "--items", "3"])
+    a = nvclient.build_parser().parse_args(["work", "--item-us", "10", "--items", "3"])
     assert (a.items, a.seconds, a.depth) == (3, None, 8)
     r = _cli("work", "--item-us", "10")                  # neither --seconds nor --items
     assert r.returncode == 2
@@ -144,6 +142,6 @@ def test_cli_work_arguments(tmp_path):
 
 def test_channel_layout_constants():
     # USERD's GP_GET/GP_PUT (clc36f.h) and nvsim's records fit in the USERD page.
-    assert (A.NVC36F_GPGET_OFFSET, A.NVC36F_GPPUT_OFFSET) == (0x88, 0x8C)
-    assert A.NVSIM_USERD_COMPLETIONS_OFFSET + 16 * A.NVSIM_USERD_COMPLETIONS <= N.PAGE_SIZE
-    assert A.NVSIM_GPFIFO_ENTRIES_MAX * 8 <= N.PAGE_SIZE
+    assert (nvabi.NVC36F_GPGET_OFFSET, nvabi.NVC36F_GPPUT_OFFSET) == (0x88, 0x8C)
+    assert nvabi.NVSIM_USERD_COMPLETIONS_OFFSET + 16 * nvabi.NVSIM_USERD_COMPLETIONS <= nvclient.PAGE_SIZE
+    assert nvabi.NVSIM_GPFIFO_ENTRIES_MAX * 8 <= nvclient.PAGE_SIZE

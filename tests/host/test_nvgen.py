@@ -18,18 +18,15 @@ import difflib
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import gen, tables, tsv, uvm, vendor  # noqa: E402
-from tools.nvgen.release import UVM_TYPES, Release, TreeFacts  # noqa: E402
-from vgpu.abi import nvabi  # noqa: E402
+from tools.nvgen import gen, tables, tsv, uvm, vendor
+from tools.nvgen.release import UVM_TYPES, Release, TreeFacts
+from vgpu.abi import nvabi
 
 OUT = ROOT / "tools" / "nvgen" / "out"
 RELEASES = ("535.261.03", "535.288.01", "550.163.01", "570.211.01", "575.64.05",

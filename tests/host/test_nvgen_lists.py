@@ -24,11 +24,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import gen, kernel, lists, tsv, vendor  # noqa: E402
-from tools.nvgen.probe import HeaderSet, measure  # noqa: E402
+from tools.nvgen import gen, kernel, lists, tsv, vendor
+from tools.nvgen.probe import HeaderSet, measure
 
 OUT = ROOT / "tools" / "nvgen" / "out"
 DOCS = ROOT / "docs" / "policy"

@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import names as N  # noqa: E402
+from tools.nvgen import names
 
 HEADER = "kind\tvalue\tname\tsize\tverdict\treason\tembedded\n"
 
@@ -38,7 +36,7 @@ def test_nvnames_answers_by_kind_and_number():
     assert set(nvnames.BY_KIND) == {"escape", "class", "control", "uvm"}
     # the kinds in enum vgpu_audit_kind's order
     from vgpu.abi import uapi as U
-    assert tuple(k for k, _ in N.KINDS) == U.AUDIT_KINDS
+    assert tuple(k for k, _ in names.KINDS) == U.AUDIT_KINDS
 
 
 def test_rules_newest_release_first(tmp_path):
@@ -52,11 +50,11 @@ def test_rules_newest_release_first(tmp_path):
                                               ("uvm", "0x00000003", "UVM_X")))
     # 580.10 is newer than 535.1 though it sorts before it as text
     (tmp_path / "580.9.tsv").write_text(_tsv(("control", "0x00000001", "MIDDLE_NAME")))
-    assert N.releases(tmp_path) == ["580.10", "580.9", "535.1"]
-    t = N.names(tmp_path)
+    assert names.releases(tmp_path) == ["580.10", "580.9", "535.1"]
+    t = names.names(tmp_path)
     assert t == {"escape": {0x2A: "NV_ESC_OLD"}, "class": {},
                  "control": {1: "NEW_NAME", 2: "ONLY_IN_OLD"}, "uvm": {3: "UVM_X"}}
-    text = N.render(tmp_path)
+    text = names.render(tmp_path)
     ns: dict = {}
     exec(compile(text, "nvnames.py", "exec"), ns)
     assert ns["CONTROLS"] == {1: "NEW_NAME", 2: "ONLY_IN_OLD"}
@@ -70,11 +68,11 @@ def test_check_and_write(tmp_path):
     pol.mkdir()
     (pol / "595.45.04.tsv").write_text(_tsv(("escape", "0x2a", "NV_ESC_RM_CONTROL")))
     out = tmp_path / "nvnames.py"
-    assert N.main(["--policy", str(pol), "--out", str(out), "--check"]) == 1
-    assert N.main(["--policy", str(pol), "--out", str(out)]) == 0
-    assert N.main(["--policy", str(pol), "--out", str(out), "--check"]) == 0
+    assert names.main(["--policy", str(pol), "--out", str(out), "--check"]) == 1
+    assert names.main(["--policy", str(pol), "--out", str(out)]) == 0
+    assert names.main(["--policy", str(pol), "--out", str(out), "--check"]) == 0
     (pol / "595.45.04.tsv").write_text(_tsv(("escape", "0x2a", "NV_ESC_RENAMED")))
-    assert N.main(["--policy", str(pol), "--out", str(out), "--check"]) == 1
+    assert names.main(["--policy", str(pol), "--out", str(out), "--check"]) == 1
 
 
 @pytest.mark.parametrize("rows,words", [
@@ -83,8 +81,8 @@ def test_check_and_write(tmp_path):
 ])
 def test_bad_policy_rows(tmp_path, rows, words, capsys):
     (tmp_path / "595.45.04.tsv").write_text(_tsv(*rows))
-    with pytest.raises(N.NamesError) as ei:
-        N.names(tmp_path)
+    with pytest.raises(names.NamesError) as ei:
+        names.names(tmp_path)
     assert "595.45.04.tsv:2: " in str(ei.value) and words in str(ei.value)
-    assert N.main(["--policy", str(tmp_path), "--out", str(tmp_path / "o.py")]) == 2
+    assert names.main(["--policy", str(tmp_path), "--out", str(tmp_path / "o.py")]) == 2
     assert words in capsys.readouterr().err

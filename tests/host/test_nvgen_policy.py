@@ -16,16 +16,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import embedded, gen, nvproxy, policy, tsv, vendor  # noqa: E402
+from tools.nvgen import embedded, gen, nvproxy, policy, tsv, vendor
 
 DOCS = ROOT / "docs" / "policy"
 OUT = ROOT / "tools" / "nvgen" / "out"

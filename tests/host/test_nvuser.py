@@ -4,16 +4,13 @@ that a second run only checks, and the error a test gets without it."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools import nvuser  # noqa: E402
+from tools import nvuser
 
 
 def fake_tree(cache: Path, stamp: bool = True) -> Path:

@@ -6,18 +6,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.nvgen import vendor  # noqa: E402
-from tools.realdrv import build  # noqa: E402
+from tools.nvgen import vendor
+from tools.realdrv import build
 
 VENDOR = Path(os.environ.get("NVGEN_VENDOR", ROOT.parent / "shared" / "vendor"))
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import subprocess
 
-from vgpu.daemon import slices as S
+from vgpu.daemon import slices
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.inventory import GpuInfo, over_quota
-from vgpu.daemon.kernel import GpuUsage, Slice
+from vgpu.vgpuko.messages import GpuUsage, Slice
 from vgpu.daemon.kport import KernelPort
-from vgpu.daemon import liveness as L
+from vgpu.daemon import liveness
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
 
@@ -83,7 +83,7 @@ async def test_max_channels_sent_on_create_and_recreate(env):
 
 async def test_gc_dead_pid_and_missing_cgroup(env, tmp_path, monkeypatch):
     mgr, k, _ = env
-    monkeypatch.setattr(L, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp_path))
     (tmp_path / "cg").mkdir()
     p = subprocess.Popen(["sleep", "30"])
     try:

@@ -2,14 +2,14 @@
 actions out; no kernel, no clock, no files."""
 from types import SimpleNamespace
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.daemon.config import SliceSpec
-from vgpu.daemon.kernel import Compute, GpuUsage, Slice
+from vgpu.vgpuko.messages import Compute, GpuUsage, Slice
 from vgpu.daemon.reconcile import Adopt, Correct, Recreate, plan
 from vgpu.daemon.records import Effective, GpuSlot, SliceRecord
 
 GiB = 1 << 30
-SHARE = Compute(U.VGPU_COMPUTE_SHARE, 10000, U.VGPU_PRIORITY_LOW)
+SHARE = Compute(uapi.VGPU_COMPUTE_SHARE, 10000, uapi.VGPU_PRIORITY_LOW)
 
 
 def rec(c, sid, mem=GiB, **kw):
@@ -17,7 +17,7 @@ def rec(c, sid, mem=GiB, **kw):
                        explicit=SliceSpec(memory=mem), **kw)
 
 
-def kslice(sid, name, mem=GiB, policy=U.VGPU_COMPUTE_SHARE, bp=10000, **kw):
+def kslice(sid, name, mem=GiB, policy=uapi.VGPU_COMPUTE_SHARE, bp=10000, **kw):
     return Slice(sid, name, gpus=[GpuUsage(0, mem_limit=mem, real_minor=0, gpu_id=256,
                                            compute_policy=policy, compute_bp=bp)], **kw)
 
@@ -49,9 +49,9 @@ def test_an_attachment_binds_only_while_its_cgroup_runs():
 
 
 def test_wrong_limits_and_compute_are_corrected_only_where_they_differ():
-    p = run([rec("a", 1)], {1: kslice(1, "a", mem=3 * GiB, policy=U.VGPU_COMPUTE_FIXED, bp=500)})
+    p = run([rec("a", 1)], {1: kslice(1, "a", mem=3 * GiB, policy=uapi.VGPU_COMPUTE_FIXED, bp=500)})
     assert p.correct == [Correct("a", 1, {0: GiB}, {0: SHARE}, {0: 3 * GiB},
-                                 {0: (U.VGPU_COMPUTE_FIXED, 500, 0)})]
+                                 {0: (uapi.VGPU_COMPUTE_FIXED, 500, 0)})]
     p = run([rec("a", 1)], {1: kslice(1, "a", mem=3 * GiB)})
     assert p.correct[0].limits == {0: GiB} and p.correct[0].compute is None
 
@@ -64,7 +64,7 @@ def test_an_id_taken_by_another_name_moves_and_the_other_is_adopted():
 
 
 def test_unwanted_slice_is_adopted_with_its_limits_and_compute():
-    ks = kslice(4, "stranger", mem=2 * GiB, policy=U.VGPU_COMPUTE_FIXED, bp=2000, audit=True)
+    ks = kslice(4, "stranger", mem=2 * GiB, policy=uapi.VGPU_COMPUTE_FIXED, bp=2000, audit=True)
     p = run([], {4: ks})
     (a,) = p.adopt
     r = a.record
@@ -98,5 +98,5 @@ def test_untrace_at_startup_only_and_only_untraced_by_us():
 
 
 def test_without_compute_nothing_about_compute_is_planned():
-    p = run([rec("a", 1)], {1: kslice(1, "a", policy=U.VGPU_COMPUTE_FIXED, bp=5)}, compute=False)
+    p = run([rec("a", 1)], {1: kslice(1, "a", policy=uapi.VGPU_COMPUTE_FIXED, bp=5)}, compute=False)
     assert p.kept == ["a"]

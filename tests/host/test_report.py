@@ -15,8 +15,8 @@ import zlib
 
 import pytest
 
-from vgpu.cli import histview as HV
-from vgpu.cli import report as R
+from vgpu.cli import histview
+from vgpu.cli import report
 
 CET = datetime.timezone(datetime.timedelta(hours=1))
 GIB = 1 << 30
@@ -25,7 +25,7 @@ HOSTILE = "<script>alert(1)</script>"
 
 
 def sample(**kw):
-    return R.sample_doc(DAY0, tz=CET, **kw)
+    return report.sample_doc(DAY0, tz=CET, **kw)
 
 
 class Tags(html.parser.HTMLParser):
@@ -60,7 +60,7 @@ ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h
 
 
 def test_page_is_self_contained():
-    page = R.render_html(sample(), tz=CET)
+    page = report.render_html(sample(), tz=CET)
     low = page.lower()
     for bad in ("http:", "https:", "//", "url(", "@import", "src=", "href=", "<script", "<link",
                 "<img", "<iframe", "<object", "<embed", "javascript:", "xlink"):
@@ -79,7 +79,7 @@ def test_hostile_strings_are_escaped():
     d["series"][1]["labels"] = {"vgpu.io/class": "training", "x": "</style><script>3</script>"}
     d["series"][0]["gpu_uuid"] = "GPU-<b>&amp;"
     d["windows"][0]["profile"] = "<svg onload=alert(4)>"
-    page = R.render_html(d, title="<i>t</i>", tz=CET)
+    page = report.render_html(d, title="<i>t</i>", tz=CET)
     tags = parse(page)
     assert set(tags.tags) <= ALLOWED_TAGS, set(tags.tags) - ALLOWED_TAGS
     assert "i" not in tags.tags and "b" not in tags.tags
@@ -96,7 +96,7 @@ def test_hostile_strings_are_escaped():
 
 def test_charts_per_series_and_windows_where_they_belong():
     d = sample()
-    page = R.render_html(d, tz=CET)
+    page = report.render_html(d, tz=CET)
     assert page.count("<svg ") == 4                       # memory and GPU time, two slices
     web, trainer = page.split("<h2>web · slice 3 · GPU 0</h2>")[1].split(
         "<h2>trainer · slice 4 · GPU 0</h2>")
@@ -121,7 +121,7 @@ def test_gaps_break_the_lines():
     rows = d["series"][0]["rows"]
     d["series"][0]["rows"] = rows[:100] + rows[150:]            # four hours missing
     d["series"][1]["rows"] = []
-    page = R.render_html(d, tz=CET)
+    page = report.render_html(d, tz=CET)
     chart = page.split("Memory: configured vs used")[1]
     used = re.search(r'<path d="([^"]*)" fill="none" stroke="#1c6fd6"', chart)[1]
     assert used.count("M") == 2
@@ -129,24 +129,24 @@ def test_gaps_break_the_lines():
 
 
 def test_long_series_are_thinned_to_the_charts_width():
-    d = R.sample_doc(DAY0, step=60, hours=72, tz=CET)         # 4320 points a slice
+    d = report.sample_doc(DAY0, step=60, hours=72, tz=CET)         # 4320 points a slice
     rows = d["series"][1]["rows"]
     d["series"][1]["rows"] = rows[:1500] + rows[1800:]        # five hours missing
-    page = R.render_html(d, tz=CET)
+    page = report.render_html(d, tz=CET)
     assert len(page) < 3_000_000
     trainer = page.split("<h2>trainer")[1]
     used = re.search(r'<path d="([^"]*)" fill="none" stroke="#1c6fd6"', trainer)[1]
-    assert used.count("M") == 2 and used.count("L") <= R.MAX_POINTS
+    assert used.count("M") == 2 and used.count("L") <= report.MAX_POINTS
     assert "<td class=\"\">4020</td>" in page              # the table counts them all
 
 
 def test_unknown_values_and_empty_documents():
-    assert "No history for this selection." in R.render_html({"series": []})
+    assert "No history for this selection." in report.render_html({"series": []})
     d = sample()
     for r in d["series"][0]["rows"]:
         r["share"] = r["compute_bp"] = r["gpu_time_ns"] = None
         r["mem_used_min"] = r["mem_used_max"] = "?"
-    page = R.render_html(d, tz=CET)
+    page = report.render_html(d, tz=CET)
     assert page.count("<svg ") == 4 and "none</td>" in page
 
 
@@ -160,10 +160,10 @@ def test_junk_numbers_do_not_break_anything(junk):
     d["since"] = d["until"] = junk if junk != 0 else None
     d["step"] = junk
     d["windows"].append({"profile": junk, "label": junk, "start": junk, "end": 1e300})
-    page = R.render_html(d, tz=CET)
+    page = report.render_html(d, tz=CET)
     assert page.endswith("</html>\n")
-    HV.render_terminal(d, width=80, tz=CET)
-    HV.render_csv(d)
+    histview.render_terminal(d, width=80, tz=CET)
+    histview.render_csv(d)
 
 
 def test_sample_document_is_what_the_brief_wants():
@@ -243,7 +243,7 @@ def test_report_in_headless_chromium(tmp_path):
     d = sample()
     d["series"][0]["container"] = HOSTILE
     page = tmp_path / "report.html"
-    page.write_text(R.render_html(d, tz=CET, generated=DAY0 + 86400), encoding="utf-8")
+    page.write_text(report.render_html(d, tz=CET, generated=DAY0 + 86400), encoding="utf-8")
     shot = tmp_path / "shot.png"
     r = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -271,10 +271,10 @@ def test_report_in_headless_chromium(tmp_path):
         return n
     colours = {row[i:i + 3] for row in rows[::8] for i in range(0, len(row), bpp * 8)}
     assert len(colours) > 50, len(colours)
-    for name, c in (("limit", R.LIMIT), ("used", R.USED), ("achieved", R.ACHIEVED)):
+    for name, c in (("limit", report.LIMIT), ("used", report.USED), ("achieved", report.ACHIEVED)):
         assert count(hexrgb(c), 40) > 500, name
     # the inference-day shading: its colour at 13 % over white
-    wc = hexrgb(R.WINDOW_COLOURS[1] if d["windows"][0]["profile"] == "training-night"
-                else R.WINDOW_COLOURS[0])
+    wc = hexrgb(report.WINDOW_COLOURS[1] if d["windows"][0]["profile"] == "training-night"
+                else report.WINDOW_COLOURS[0])
     shade = tuple(round(255 - 0.13 * (255 - x)) for x in wc)
     assert count(shade, 9) > 10_000, shade

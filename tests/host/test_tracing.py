@@ -15,8 +15,8 @@ import pytest
 import trio
 
 from vgpu.daemon import api
-from vgpu.daemon import slices as S
-from vgpu.abi import uapi as U
+from vgpu.daemon import slices
+from vgpu.abi import uapi
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.api import ApiError, handle_line, parse_request
 from vgpu.daemon.kport import KernelPort
@@ -26,11 +26,11 @@ from vgpu.daemon.state import StateStore
 from daemon_support import FakeInventory, GiB, call, connect, rpc, until
 
 
-def _rec(sid, seq, op=U.VGPU_TRACE_IOCTL, **kw):
-    from vgpu.daemon.kernel import TraceRecord
-    if op == U.VGPU_TRACE_IOCTL:
-        kw = {"node": U.VGPU_MINOR_CTL, "nr": 0x2B, "size": 48, "item_kind": U.VGPU_AUDIT_CLASS,
-              "item": 0x41, "verdict": U.VGPU_AUDIT_FORWARD, "args_in": bytes(48),
+def _rec(sid, seq, op=uapi.VGPU_TRACE_IOCTL, **kw):
+    from vgpu.vgpuko.messages import TraceRecord
+    if op == uapi.VGPU_TRACE_IOCTL:
+        kw = {"node": uapi.VGPU_MINOR_CTL, "nr": 0x2B, "size": 48, "item_kind": uapi.VGPU_AUDIT_CLASS,
+              "item": 0x41, "verdict": uapi.VGPU_AUDIT_FORWARD, "args_in": bytes(48),
               "args_out": bytes(48), **kw}
     return TraceRecord(slice_id=sid, seq=seq, op=op, file=1, pid=77, tid=77, **kw)
 
@@ -102,16 +102,16 @@ async def test_trace_stream_header_records_and_refcount(env):
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", h.pop("started"))
         assert h == {"trace": 1, "container": "c1", "slice_id": sid, "release": "595.45.04",
                      "gpus": [{"index": 0, "memory_limit": GiB}], "host": socket.gethostname(),
-                     "vgpu_version": S.package_version()}
+                     "vgpu_version": slices.package_version()}
         assert k.slices_[sid].trace is True and k.trace_calls == [(sid, "set", True)]
         # the socket was joined before tracing was turned on
         assert len(k.streams) == 1
-        k.trace(_rec(sid, 1, U.VGPU_TRACE_OPEN, node=U.VGPU_MINOR_CTL, open_flags=2),
+        k.trace(_rec(sid, 1, uapi.VGPU_TRACE_OPEN, node=uapi.VGPU_MINOR_CTL, open_flags=2),
                 _rec(other, 1), _rec(sid, 2))
         got = [await a.get(), await a.get()]
         from vgpu.abi.trace import record_json
-        assert got == [{"record": record_json(_rec(sid, 1, U.VGPU_TRACE_OPEN,
-                                                   node=U.VGPU_MINOR_CTL, open_flags=2))},
+        assert got == [{"record": record_json(_rec(sid, 1, uapi.VGPU_TRACE_OPEN,
+                                                   node=uapi.VGPU_MINOR_CTL, open_flags=2))},
                        {"record": record_json(_rec(sid, 2))}]
         assert got[1]["record"]["item"] == {"kind": "class", "number": 0x41,
                                             "name": "NV01_ROOT_CLIENT"}
@@ -154,7 +154,7 @@ async def test_trace_ends_when_the_slice_is_deleted(env):
         a = await Lines.open(srv.path, {"v": 1, "id": 1, "op": "trace",
                                         "args": {"container": "c1"}})
         assert (await a.get())["ok"]
-        k.trace(_rec(sid, 1), _rec(sid, 2, U.VGPU_TRACE_CLOSE))
+        k.trace(_rec(sid, 1), _rec(sid, 2, uapi.VGPU_TRACE_CLOSE))
         assert (await a.get())["record"]["seq"] == 1
         assert (await call(mgr, "delete", container="c1"))["ok"]
         assert (await a.get())["record"]["op"] == "close"
@@ -200,7 +200,7 @@ async def test_trace_refusals(env, tmp_path):
         srv.stop()
         await srv.drain(1)
     # vgpu.ko not loaded: the error every op gives
-    from vgpu.daemon.kernel import VgpuNotLoaded
+    from vgpu.vgpuko.netlink import VgpuNotLoaded
 
     def absent():
         raise VgpuNotLoaded()

@@ -19,10 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from vgpu.abi import uapi  # noqa: E402
+from vgpu.abi import uapi
 
 HEADER = ROOT / "kmod" / "include" / "uapi" / "vgpu.h"
 HEADER_GUARD = "_UAPI_VGPU_H"
@@ -131,21 +129,21 @@ def test_audit_names_follow_enums():
 
 
 def test_kernel_client_maps_every_attribute():
-    """vgpu/daemon/kernel.py's pyroute2 nla_maps name every attribute of the header."""
-    from vgpu.daemon import kernel
-    assert [n for n, _t in kernel.vgpumsg.nla_map] == uapi.SLICE_ATTRS
-    assert [n for n, _t in kernel.vgpumsg.slice_list.nla_map] == uapi.LIST_ATTRS
-    assert [n for n, _t in kernel.vgpumsg.slice_list.gpu.nla_map] == uapi.GPU_ATTRS
-    assert [n for n, _t in kernel.vgpumsg.slice_list.audit_entry.nla_map] == uapi.AUDIT_ATTRS
-    assert [n for n, _t in kernel.vgpumsg.trace.nla_map] == uapi.TRACE_ATTRS
-    assert [n for n, _t in kernel.vgpumsg.trace.trace_list.nla_map] == uapi.TRACE_LIST_ATTRS
+    """vgpu/vgpuko/messages.py's pyroute2 nla_maps name every attribute of the header."""
+    from vgpu.vgpuko import messages
+    assert [n for n, _t in messages.vgpumsg.nla_map] == uapi.SLICE_ATTRS
+    assert [n for n, _t in messages.vgpumsg.slice_list.nla_map] == uapi.LIST_ATTRS
+    assert [n for n, _t in messages.vgpumsg.slice_list.gpu.nla_map] == uapi.GPU_ATTRS
+    assert [n for n, _t in messages.vgpumsg.slice_list.audit_entry.nla_map] == uapi.AUDIT_ATTRS
+    assert [n for n, _t in messages.vgpumsg.trace.nla_map] == uapi.TRACE_ATTRS
+    assert [n for n, _t in messages.vgpumsg.trace.trace_list.nla_map] == uapi.TRACE_LIST_ATTRS
     # and gives each an explicit type (a new attribute would decode as hex)
-    assert list(kernel.SLICE_ATTR_TYPES) == uapi.SLICE_ATTRS
-    assert list(kernel.LIST_ATTR_TYPES) == uapi.LIST_ATTRS
-    assert list(kernel.GPU_ATTR_TYPES) == uapi.GPU_ATTRS
-    assert list(kernel.AUDIT_ATTR_TYPES) == uapi.AUDIT_ATTRS
-    assert list(kernel.TRACE_ATTR_TYPES) == uapi.TRACE_ATTRS
-    assert list(kernel.TRACE_LIST_ATTR_TYPES) == uapi.TRACE_LIST_ATTRS
+    assert list(messages.SLICE_ATTR_TYPES) == uapi.SLICE_ATTRS
+    assert list(messages.LIST_ATTR_TYPES) == uapi.LIST_ATTRS
+    assert list(messages.GPU_ATTR_TYPES) == uapi.GPU_ATTRS
+    assert list(messages.AUDIT_ATTR_TYPES) == uapi.AUDIT_ATTRS
+    assert list(messages.TRACE_ATTR_TYPES) == uapi.TRACE_ATTRS
+    assert list(messages.TRACE_LIST_ATTR_TYPES) == uapi.TRACE_LIST_ATTRS
 
 
 def test_event_api_names():
@@ -163,7 +161,7 @@ def test_event_api_names():
 # type at the start of its comment (the grammar is in the header, above enum
 # vgpu_attr).  The types are checked against the kernel's request policies
 # (struct nla_policy tables), its nla_put_* / nla_get_* calls, and
-# vgpu/daemon/kernel.py's pyroute2 nla_maps, so an attribute's type is written once,
+# vgpu/vgpuko/messages.py's pyroute2 nla_maps, so an attribute's type is written once,
 # in the header, and every other place that states it is held to it.
 
 KMOD_SRC = ROOT / "kmod" / "vgpu"
@@ -291,20 +289,20 @@ def test_header_type_parser_refuses_untyped_comments(monkeypatch, tmp_path):
     assert [b.split(" ")[0] for b in bad] == ["VGPU_X_A_B", "VGPU_X_A_C", "VGPU_X_A_D:"]
 
 
-#: header type -> vgpu/daemon/kernel.py's pyroute2 type (nested: the nla class)
+#: header type -> vgpu/vgpuko/messages.py's pyroute2 type (nested: the nla class)
 PYROUTE2_TYPE = {"unspec": "none", "pad": "none", "u8": "uint8", "u32": "uint32",
                  "u64": "uint64", "s32": "int32", "binary": "cdata", "string": "asciiz"}
 
 
 def test_kernel_client_types_follow_header():
-    """Each nla_map of vgpu/daemon/kernel.py, from vgpumsg (enum vgpu_attr) down
+    """Each nla_map of vgpu/vgpuko/messages.py, from vgpumsg (enum vgpu_attr) down
     through its nested classes, gives every attribute the header's type, and
     every attribute enum is reached."""
     from pyroute2.netlink import nla
-    from vgpu.daemon import kernel
+    from vgpu.vgpuko import messages
     types, bad = header_attr_types()
     assert not bad, "\n".join(bad)
-    todo, seen, errors = [(kernel.vgpumsg, "vgpu_attr")], set(), []
+    todo, seen, errors = [(messages.vgpumsg, "vgpu_attr")], set(), []
     while todo:
         cls, ename = todo.pop()
         if (cls, ename) in seen:
@@ -322,23 +320,23 @@ def test_kernel_client_types_follow_header():
                 sub = getattr(cls, got, None) if isinstance(got, str) else None
                 if not (isinstance(sub, type) and issubclass(sub, nla)):
                     errors.append(f"{name}: nested (enum {a.ref}) in the header, but "
-                                  f"vgpu/daemon/kernel.py's {cls.__qualname__} types it {got!r}, "
+                                  f"vgpu/vgpuko/messages.py's {cls.__qualname__} types it {got!r}, "
                                   f"not an nla class")
                     continue
                 if not sub.nla_flags:
                     errors.append(f"{name}: its class {sub.__qualname__} lacks NLA_F_NESTED")
                 if [n for n, _t in sub.nla_map] != list(types[a.ref]):
-                    errors.append(f"{name}: the header nests enum {a.ref}, but vgpu/daemon/kernel.py "
+                    errors.append(f"{name}: the header nests enum {a.ref}, but vgpu/vgpuko/messages.py "
                                   f"decodes it with {sub.__qualname__}, whose nla_map names "
                                   f"other attributes")
                     continue
                 todo.append((sub, a.ref))
             elif got != PYROUTE2_TYPE[a.type]:
                 hint = " (missing from its *_ATTR_TYPES table?)" if got == "hex" else ""
-                errors.append(f"{name}: {a.type} in the header, vgpu/daemon/kernel.py says "
+                errors.append(f"{name}: {a.type} in the header, vgpu/vgpuko/messages.py says "
                               f"{got!r}{hint}, not {PYROUTE2_TYPE[a.type]!r}")
     reached = {e for _c, e in seen}
-    errors += [f"enum {e}: no nla class of vgpu/daemon/kernel.py decodes it (not reached from "
+    errors += [f"enum {e}: no nla class of vgpu/vgpuko/messages.py decodes it (not reached from "
                f"vgpumsg)" for e in types if e not in reached]
     assert not errors, "\n".join(errors)
 

@@ -1,4 +1,4 @@
-"""vgpu.values: one parser per value (sizes, percentages, durations, clock
+"""vgpu.common.values: one parser per value (sizes, percentages, durations, clock
 times, policies, priorities, container names, GPUs, pids, profile names,
 labels, booleans), its error text built once (BadValue), and the same core
 message from vgpuctl, the API, the config file and the hook."""
@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.cli import ctl, hook
 from vgpu.daemon.api import ApiError, parse_request
 from vgpu.daemon.config import ConfigError, parse_config
-from vgpu.values import (CONTAINER_MAX, LAYER_FLAGS, POLICIES, POLICY_CODES, PRIORITIES,
+from vgpu.common.values import (CONTAINER_MAX, LAYER_FLAGS, POLICIES, POLICY_CODES, PRIORITIES,
                          PRIORITY_CODES, BadValue, format_duration, format_percent, format_size,
                          parse_bool, parse_clock, parse_compute, parse_container,
                          parse_duration, parse_gpu, parse_gpus, parse_label, parse_labels,
@@ -248,12 +248,12 @@ def test_parse_clock_bad(v, message):
 def test_names_are_the_kernels():
     """The names come from vgpu.abi.uapi's tables; the numbers are the kernel's."""
     assert POLICIES == ("share", "fixed", "burst") and PRIORITIES == ("high", "low")
-    assert POLICY_CODES == {"share": U.VGPU_COMPUTE_SHARE, "fixed": U.VGPU_COMPUTE_FIXED,
-                            "burst": U.VGPU_COMPUTE_BURST}
-    assert PRIORITY_CODES == {"high": U.VGPU_PRIORITY_HIGH, "low": U.VGPU_PRIORITY_LOW}
-    assert all(U.COMPUTE_POLICY_NAMES[c] == n for n, c in POLICY_CODES.items())
-    assert all(U.PRIORITY_NAMES[c] == n for n, c in PRIORITY_CODES.items())
-    assert LAYER_FLAGS == {"tsg": U.VGPU_SCHED_L_TSG, "doorbell": U.VGPU_SCHED_L_DOORBELL}
+    assert POLICY_CODES == {"share": uapi.VGPU_COMPUTE_SHARE, "fixed": uapi.VGPU_COMPUTE_FIXED,
+                            "burst": uapi.VGPU_COMPUTE_BURST}
+    assert PRIORITY_CODES == {"high": uapi.VGPU_PRIORITY_HIGH, "low": uapi.VGPU_PRIORITY_LOW}
+    assert all(uapi.COMPUTE_POLICY_NAMES[c] == n for n, c in POLICY_CODES.items())
+    assert all(uapi.PRIORITY_NAMES[c] == n for n, c in PRIORITY_CODES.items())
+    assert LAYER_FLAGS == {"tsg": uapi.VGPU_SCHED_L_TSG, "doorbell": uapi.VGPU_SCHED_L_DOORBELL}
 
 
 @pytest.mark.parametrize("v", POLICIES)
@@ -316,7 +316,7 @@ def test_parse_container_bad(v, message):
 
 
 def test_container_max_is_the_kernels():
-    assert CONTAINER_MAX == U.VGPU_SLICE_NAME_MAX - 1 == 127
+    assert CONTAINER_MAX == uapi.VGPU_SLICE_NAME_MAX - 1 == 127
 
 
 # ------------------------------------------------------------ GPUs
@@ -549,11 +549,11 @@ def test_labels_cli_and_api():
 
 # ------------------------------------------------------------ cost
 def test_values_imports_only_cheap_modules():
-    """vgpuctl and the hook import vgpu.values on every start: no re, no
+    """vgpuctl and the hook import vgpu.common.values on every start: no re, no
     third-party module; vgpu.abi.uapi for the kernel's names."""
-    code = ("import sys; before = set(sys.modules); import vgpu.values; "
+    code = ("import sys; before = set(sys.modules); import vgpu.common.values; "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert set(out) <= {"vgpu", "vgpu.values", "vgpu.abi", "vgpu.abi.uapi", "math", "datetime",
-                        "_datetime", "__future__"}, out
+    assert set(out) <= {"vgpu", "vgpu.common", "vgpu.common.values", "vgpu.abi", "vgpu.abi.uapi",
+                        "math", "datetime", "_datetime", "__future__"}, out

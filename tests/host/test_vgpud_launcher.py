@@ -1,4 +1,4 @@
-"""tools/vgpud_launcher.py, the one way tests, benchmarks and the demo start a
+"""tools/testbed/vgpud_launcher.py, the one way tests, benchmarks and the demo start a
 vgpud: the config builder and its TOML, a real vgpud started on the host
 (no vgpu.ko here: it serves and waits for the module), stopped with SIGTERM,
 and every failure reported with the daemon's log.
@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from tools.vgpud_launcher import (BASE, EXAMPLE, Vgpud, VgpudError, config,  # noqa: E402
+from tools.testbed.vgpud_launcher import (BASE, EXAMPLE, Vgpud, VgpudError, config,
                                   example_config, render, running)
 
 

@@ -1,5 +1,5 @@
 """What the vgpud tests (tests/vm/test_daemon_*.py) share: their daemons
-come from tools/vgpud_launcher.py (the launcher the benchmarks and the demo
+come from tools/testbed/vgpud_launcher.py (the launcher the benchmarks and the demo
 use too), with configs under the test's tmp_path, and are ready once their
 socket answers for them with vgpu.ko loaded.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.vgpud_launcher import Vgpud, config
+from tools.testbed.vgpud_launcher import Vgpud, config
 from vgpu_fixtures import RmError
 
 START_TIMEOUT = 180.0      # Python under TCG is slow

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from polling import wait_until
-from tools.vgpud_launcher import Vgpud, config
+from tools.testbed.vgpud_launcher import Vgpud, config
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -60,7 +60,7 @@ poll = functools.partial(wait_until, interval=0.3)
 
 
 class Daemon(Vgpud):
-    """The module's vgpud (tools/vgpud_launcher.py): socket, state and
+    """The module's vgpud (tools/testbed/vgpud_launcher.py): socket, state and
     vgpufs under tmp, GC every second, 64 MiB and 10% by default; up once
     it answers and its vgpufs is mounted (a previous vgpud's dead mount is
     still there after a crash)."""

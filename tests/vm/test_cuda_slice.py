@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
 @pytest.fixture(scope="module")
 def slice_dir():
     """nvsim as GH100/535.261.03, vgpu.ko over it, one slice of QUOTA."""
-    from vgpu.daemon.kernel import VgpuKernel
+    from vgpu.vgpuko.client import VgpuKernel
     from polling import wait_until
     from pathlib import Path
 

@@ -3,7 +3,7 @@
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         /work/main/.venv/bin/python -m pytest -q tests/vm/test_daemon_e2e.py
 
-Each test starts vgpud as a subprocess (tools/vgpud_launcher.py, through
+Each test starts vgpud as a subprocess (tools/testbed/vgpud_launcher.py, through
 daemon_fixtures.py) with a config whose paths are under tmp_path, talks to it
 over its socket (the launcher's small stdlib client, so the test does not
 depend on vgpuctl), allocates through the slice's device nodes
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def vgpud(tmp_path, daemons):
-    """vgpud factory (tools/vgpud_launcher.py, e2e_config under tmp_path);
+    """vgpud factory (tools/testbed/vgpud_launcher.py, e2e_config under tmp_path);
     at teardown every daemon is stopped and every kernel slice whose name
     starts with 't-' is deleted (``daemons``)."""
     def _start():

@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from daemon_fixtures import START_TIMEOUT, e2e_config, fill, start
-from tools.vgpud_launcher import Api, Vgpud
+from tools.testbed.vgpud_launcher import Api, Vgpud
 from vgpu.abi.nvclient import RmClient
 from vgpu_fixtures import MiB, RmError, SliceEnv, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)

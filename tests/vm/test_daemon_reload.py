@@ -23,13 +23,13 @@ import pytest
 
 import nvsim_reload
 from daemon_fixtures import e2e_config, fill, start
-from tools.vgpud_launcher import Api, Vgpud
+from tools.testbed.vgpud_launcher import Api, Vgpud
 from vgpu_fixtures import SliceEnv, run_rmmod, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
-from vgpu.daemon import kernel as K
+from vgpu.vgpuko import client
 from vgpu.abi import uapi as U
-from vgpu.daemon.kernel import VgpuKernel
+from vgpu.vgpuko.client import VgpuKernel
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),
@@ -46,7 +46,7 @@ def _insmod() -> None:
 
 def _refresh(k: VgpuKernel) -> None:
     """Point a client at the family registered now (the session's kern)."""
-    k.family_id, k.mcast_groups = K._resolve_family(k._gs, U.VGPU_GENL_NAME)
+    k.family_id, k.mcast_groups = client._resolve_family(k._gs, U.VGPU_GENL_NAME)
 
 
 class Events:

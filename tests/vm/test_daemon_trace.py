@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from daemon_fixtures import start
-from tools.vgpud_launcher import Vgpud
+from tools.testbed.vgpud_launcher import Vgpud
 from vgpu_fixtures import MiB, SliceEnv, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from daemon_fixtures import daemons  # noqa: F401

@@ -43,7 +43,8 @@ import pytest
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
 from vgpu.abi.nvclient import Channel, RmClient, RmError, UvmFile
-from vgpu.daemon.kernel import Compute, VgpuError
+from vgpu.vgpuko.messages import Compute
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu_fixtures import (FALLBACK_DIR, NODE_DIR, NVSIM_STATE, MiB, SliceEnv, _ids,
                            gpu_uuid, read_vstate, wait_until)
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)

@@ -20,7 +20,7 @@ import pytest
 
 from test_containers import PY, START_TIMEOUT, Daemon, Runc, poll
 from test_containers import pytestmark  # noqa: F401
-from tools.vgpud_launcher import Vgpud, config
+from tools.testbed.vgpud_launcher import Vgpud, config
 
 SB = "1a2b3c4d5e6f70819203a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
 UID = "2f0e4b1c-8d3a-4e5f-9a6b-7c8d9e0f1a2b"

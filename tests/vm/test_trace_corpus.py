@@ -27,7 +27,7 @@ import pytest
 
 import nvsim_reload
 from vgpu.abi import trace as T
-from vgpu.daemon.kernel import VgpuKernel
+from vgpu.vgpuko.client import VgpuKernel
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl"))

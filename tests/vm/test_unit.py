@@ -52,7 +52,7 @@ from pathlib import Path
 import pytest
 
 from polling import wait_until
-from tools.vgpud_launcher import Vgpud, config
+from tools.testbed.vgpud_launcher import Vgpud, config
 from test_containers import PY, RUNC, Runc, video_memory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vgpu.abi import uapi as U
-from vgpu.daemon.kernel import Nla, VgpuError
+from vgpu.vgpuko.netlink import Nla, VgpuError
 from vgpu.abi.nvclient import RmError
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
@@ -139,7 +139,7 @@ def _refused(kern, attrs, errnos):
 @pytest.mark.parametrize("case", ["unknown-kind", "gpu-in-allow", "allow-outside", "audit-2",
                                   "reply-only-count", "too-many"])
 def test_bad_audit_requests_are_refused(sl, kern, case):
-    """What the kernel itself refuses (vgpu/daemon/kernel.py checks these too, so
+    """What the kernel itself refuses (vgpu/vgpuko/client.py checks these too, so
     they go raw), each with an extack and nothing changed."""
     sid = Nla.u32(U.VGPU_A_SLICE_ID, sl.id)
     allow = lambda *e: Nla.nest(U.VGPU_A_SLICE_ALLOW, *e)  # noqa: E731

@@ -185,7 +185,7 @@ def test_events_need_net_admin(kern, sl):
 
     def listen():
         drop_cap(CAP_NET_ADMIN)
-        from vgpu.daemon.kernel import VgpuKernel
+        from vgpu.vgpuko.client import VgpuKernel
         k = VgpuKernel()
         try:
             with k.subscribe(timeout=1):

@@ -17,7 +17,7 @@ from vgpu_fixtures import MiB, SliceEnv, VgpuError, _ids, in_child
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, vgpu_leak_check  # noqa: F401
 from vgpu.abi import uapi as U
-from vgpu.daemon.kernel import Nla
+from vgpu.vgpuko.netlink import Nla
 
 CG_ROOT = Path("/sys/fs/cgroup")
 NODES = ("nvidiactl", "nvidia0", "nvidia-uvm")

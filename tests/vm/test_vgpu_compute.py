@@ -22,7 +22,8 @@ from vgpu.abi import uapi as U
 from vgpu_fixtures import MiB, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check, vstate  # noqa: F401
-from vgpu.daemon.kernel import Compute, Nla, VgpuError
+from vgpu.vgpuko.messages import Compute
+from vgpu.vgpuko.netlink import Nla, VgpuError
 from vgpu.abi.nvclient import Channel, RmClient, RmError
 
 FIXED, SHARE, BURST, NONE = (U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_SHARE,

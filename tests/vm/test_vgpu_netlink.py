@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from vgpu.daemon.kernel import Nla, VgpuError
+from vgpu.vgpuko.netlink import Nla, VgpuError
 from vgpu.abi.nvclient import RmClient, raw_ioctl  # noqa: F401
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
@@ -229,7 +229,7 @@ def test_non_admin_refused(kern, sl):
             os.close(r)
             os.setgid(65534)
             os.setuid(65534)
-            from vgpu.daemon.kernel import VgpuKernel as K2
+            from vgpu.vgpuko.client import VgpuKernel as K2
             out = []
             with K2(timeout=10) as k:
                 for fn in (lambda: k.slices(), lambda: k.slice_get(sl.id),

@@ -35,7 +35,7 @@ import pytest
 
 from vgpu.abi import nvabi as A
 from vgpu.abi.nvclient import RmClient
-from vgpu.daemon.kernel import VgpuError
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu_fixtures import MiB, _ids, nvsim_fb, status, wait_until
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401

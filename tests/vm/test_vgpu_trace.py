@@ -19,7 +19,7 @@ import pytest
 from vgpu.abi import nvabi as A
 from vgpu.abi import trace as T
 from vgpu.abi import uapi as U
-from vgpu.daemon.kernel import Nla, VgpuError
+from vgpu.vgpuko.netlink import Nla, VgpuError
 from vgpu.abi.nvclient import RmClient, raw_ioctl
 from vgpu_fixtures import RmError, in_child
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)

@@ -30,7 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.daemon.kernel import Slice, VgpuError, VgpuKernel
+from vgpu.vgpuko.client import VgpuKernel
+from vgpu.vgpuko.messages import Slice
+from vgpu.vgpuko.netlink import VgpuError
 from vgpu.abi.nvclient import RmClient, RmError, UvmFile
 from polling import wait_until
 

@@ -55,6 +55,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:      # run as a script: the repository's vgpu package
+    sys.path.insert(0, str(ROOT))
+
+from vgpu.abi.nvclient import RmClient  # noqa: E402
+from vgpu.vgpuko.netlink import (  # noqa: E402
+    CTRL_CMD_GETFAMILY, GENL_ID_CTRL, GENLHDR, NETLINK_ADD_MEMBERSHIP, NETLINK_CAP_ACK,
+    NETLINK_EXT_ACK, NETLINK_GENERIC, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_TYPE_MASK, NLAHDR,
+    NLHDR, NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_MULTI, NLM_F_REQUEST,
+    NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN,
+    NLMSGERR_ATTR_MISS_NEST, NLMSGERR_ATTR_MISS_TYPE, NLMSGERR_ATTR_MSG, NLMSGERR_ATTR_OFFS,
+    SOL_NETLINK, align4, nest, nla, nlmsg, parse_attrs)
+
 HEADER = ROOT / "kmod" / "include" / "uapi" / "vgpu.h"
 NETLINK_C = ROOT / "kmod" / "vgpu" / "netlink.c"
 NVABI_H = ROOT / "kmod" / "include" / "nvabi.h"
@@ -63,28 +75,12 @@ NAME_PREFIX = "nlfuzz-"
 NOBODY = 65534
 
 # ------------------------------------------------------------ netlink ABI
-NETLINK_GENERIC = 16
-SOL_NETLINK = 270
-NETLINK_ADD_MEMBERSHIP = 1
-NETLINK_CAP_ACK = 10
-NETLINK_EXT_ACK = 11
-NLMSG_NOOP, NLMSG_ERROR, NLMSG_DONE, NLMSG_OVERRUN = 1, 2, 3, 4
+# the constants, headers and the encoder are the library's (vgpu.vgpuko.netlink,
+# standard library only): one netlink encoder for the client and the fuzzer
 NLMSG_MIN_TYPE = 0x10
-NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK, NLM_F_ECHO = 0x1, 0x2, 0x4, 0x8
-NLM_F_ROOT, NLM_F_MATCH = 0x100, 0x200
-NLM_F_DUMP = NLM_F_ROOT | NLM_F_MATCH
-NLM_F_CAPPED, NLM_F_ACK_TLVS = 0x100, 0x200
-NLA_F_NESTED, NLA_F_NET_BYTEORDER = 0x8000, 0x4000
-NLA_TYPE_MASK = 0x3FFF
-GENL_ID_CTRL = 0x10
-CTRL_CMD_GETFAMILY = 3
 CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_MCAST_GROUPS = 1, 2, 7
 CTRL_ATTR_MCAST_GRP_NAME, CTRL_ATTR_MCAST_GRP_ID = 1, 2
-NLMSGERR_ATTR_MSG, NLMSGERR_ATTR_OFFS, NLMSGERR_ATTR_COOKIE = 1, 2, 3
-NLMSGERR_ATTR_POLICY, NLMSGERR_ATTR_MISS_TYPE, NLMSGERR_ATTR_MISS_NEST = 4, 5, 6
-NLHDR = struct.Struct("=IHHII")
-GENLHDR = struct.Struct("=BBH")
-NLAHDR = struct.Struct("=HH")
+NLMSGERR_ATTR_COOKIE, NLMSGERR_ATTR_POLICY = 3, 4
 PING_SEQ_BIT = 0x80000000
 
 #: what the family may answer; anything else is a finding (kernel-internal
@@ -93,10 +89,6 @@ SANE_ERRNOS = {errno.EINVAL, errno.ERANGE, errno.E2BIG, errno.EEXIST, errno.ENOE
                errno.ENODEV, errno.EBUSY, errno.EPERM, errno.EOPNOTSUPP, errno.EBADF,
                errno.ENOSPC, errno.EMSGSIZE}
 POLICY_ERRNOS = {errno.EINVAL, errno.ERANGE}
-
-
-def align4(n: int) -> int:
-    return (n + 3) & ~3
 
 
 # =================================================================== spec
@@ -383,16 +375,6 @@ class Spec:
 
 
 # ================================================================= encoding
-def nla(t: int, payload: bytes = b"", flags: int = 0, length: int | None = None) -> bytes:
-    ln = NLAHDR.size + len(payload) if length is None else length
-    return NLAHDR.pack(ln & 0xFFFF, (t | flags) & 0xFFFF) + payload + bytes(align4(len(payload)) - len(payload))
-
-
-def nest(t: int, children: list[bytes] | bytes, flag: bool = True) -> bytes:
-    body = children if isinstance(children, bytes) else b"".join(children)
-    return nla(t, body, NLA_F_NESTED if flag else 0)
-
-
 PACK = {"u8": "=B", "u32": "=I", "s32": "=I", "u64": "=Q"}
 TYPE_MAX = {"u8": 0xFF, "u32": 0xFFFFFFFF, "s32": 0xFFFFFFFF, "u64": (1 << 64) - 1}
 NLA_TYPE_OF = {"NLA_U8": "u8", "NLA_U16": "u16", "NLA_U32": "u32", "NLA_U64": "u64",
@@ -401,25 +383,6 @@ NLA_TYPE_OF = {"NLA_U8": "u8", "NLA_U16": "u16", "NLA_U32": "u32", "NLA_U64": "u
 
 def put_int(t: int, typ: str, v: int) -> bytes:
     return nla(t, struct.pack(PACK[typ], v & TYPE_MAX[typ]))
-
-
-def nlmsg(mtype: int, flags: int, seq: int, pid: int, payload: bytes, length: int | None = None) -> bytes:
-    ln = NLHDR.size + len(payload) if length is None else length
-    return NLHDR.pack(ln & 0xFFFFFFFF, mtype, flags & 0xFFFF, seq, pid) + payload
-
-
-def parse_attrs(data: bytes) -> tuple[list[tuple[int, int, bytes]], str | None]:
-    """[(type, flags, payload)], problem."""
-    out, pos = [], 0
-    while pos < len(data):
-        if pos + 4 > len(data):
-            return out, f"{len(data) - pos} stray bytes after the attributes"
-        ln, t = NLAHDR.unpack_from(data, pos)
-        if ln < 4 or pos + ln > len(data):
-            return out, f"attribute {t & NLA_TYPE_MASK} has nla_len {ln} at {pos} of {len(data)}"
-        out.append((t & NLA_TYPE_MASK, t & ~NLA_TYPE_MASK & 0xFFFF, data[pos + 4:pos + ln]))
-        pos += align4(ln)
-    return out, None
 
 
 # ================================================================== socket
@@ -1728,8 +1691,6 @@ class Fuzzer:
                     self.finding("held-open", f"open {d / n}: {e}")
         client = alloc = None
         try:
-            sys.path.insert(0, str(ROOT))
-            from vgpu.abi.nvclient import RmClient   # noqa: E402
             client = RmClient(str(d))
             g = client.open_gpus()[0]
             self.allocating = True

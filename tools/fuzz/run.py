@@ -43,7 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from vgpu.daemon.kernel import VgpuError, VgpuKernel  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
+from vgpu.vgpuko.netlink import VgpuError  # noqa: E402
 
 VSTATE = Path("/sys/kernel/debug/vgpu/state")
 NVSIM = Path("/sys/kernel/debug/nvsim")

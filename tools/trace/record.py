@@ -42,10 +42,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from vgpu.abi import trace as T  # noqa: E402
-from vgpu.abi import uapi as U  # noqa: E402
-from vgpu.daemon.kernel import VgpuKernel    # noqa: E402
-from vgpu.values import parse_size     # noqa: E402
+from vgpu.abi import trace  # noqa: E402
+from vgpu.abi import uapi  # noqa: E402
+from vgpu.vgpuko.client import VgpuKernel    # noqa: E402
+from vgpu.common.values import parse_size     # noqa: E402
 
 NVSIM_PARAMS = Path("/sys/module/nvsim/parameters")
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -153,7 +153,7 @@ def record(output: str, cmd: list[str], limit: int, bind: bool | str, name: str)
         k.slice_del(sid, force=True)
         k.close()
     recs = [r for r in recs if r.slice_id == sid]
-    header = T.header_json(name, sid, [{"index": 0, "memory_limit": limit}],
+    header = trace.header_json(name, sid, [{"index": 0, "memory_limit": limit}],
                            release=nvsim_params().get("driver_version", ""),
                            started=datetime.datetime.now(datetime.timezone.utc)
                            .strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -165,10 +165,10 @@ def record(output: str, cmd: list[str], limit: int, bind: bool | str, name: str)
     lost = sum(b - a - 1 for a, b in zip(seqs, seqs[1:]))
     opener = gzip.open if output.endswith(".gz") else open
     with opener(output, "wt", encoding="utf-8") as f:
-        f.write(T.dumps(header) + "\n")
+        f.write(trace.dumps(header) + "\n")
         for r in recs:
-            f.write(T.dumps(T.record_json(r)) + "\n")
-        f.write(T.dumps({"end": True, "records": len(recs), "lost": lost}) + "\n")
+            f.write(trace.dumps(trace.record_json(r)) + "\n")
+        f.write(trace.dumps({"end": True, "records": len(recs), "lost": lost}) + "\n")
     print(f"record: {name}: {len(recs)} records, {lost} lost, {ts.overruns} overruns, "
           f"command exit {child.returncode} in {took:.1f} s -> {output}", file=sys.stderr)
     return child.returncode

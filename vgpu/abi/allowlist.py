@@ -29,7 +29,8 @@ import os
 from dataclasses import dataclass, field
 
 from vgpu.abi.uapi import AUDIT_KINDS, VGPU_MAX_ALLOW
-from vgpu.values import quote, read_utf8
+from vgpu.common.files import atomic_write
+from vgpu.common.values import quote, read_utf8
 
 __all__ = ["HEADER", "KINDS", "MAX_ITEMS", "AllowItem", "AllowListError", "parse", "load",
            "render", "write", "format_number"]
@@ -55,7 +56,7 @@ class AllowItem:
 
     @property
     def pair(self) -> tuple[int, int]:
-        """(kind, number) as vgpu.daemon.kernel's slice_new/slice_set take it."""
+        """(kind, number) as vgpu.vgpuko.client's slice_new/slice_set take it."""
         return self.kind_value, self.number
 
     @classmethod
@@ -181,19 +182,5 @@ def write(path: str | os.PathLike, items) -> int:
     one); mode 0644.  Returns the number of items written; raises OSError."""
     text = render(items)
     path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, text, mode=0o644)
     return text.count("\n") - 1

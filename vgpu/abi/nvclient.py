@@ -37,9 +37,9 @@ import time
 from collections.abc import Iterable
 
 from vgpu import __version__
-from vgpu.values import BadValue
-from vgpu.values import parse_size as values_parse_size
-from vgpu.abi import nvabi as A
+from vgpu.common.values import BadValue
+from vgpu.common.values import parse_size as values_parse_size
+from vgpu.abi import nvabi
 from vgpu.abi import nvrel
 from vgpu.abi.nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
                     NV_MEMORY_ALLOCATION_PARAMS, NVOS00_PARAMETERS,
@@ -65,7 +65,7 @@ class RmError(Exception):
 
     def __init__(self, status: int, op: str = "", params=None):
         self.status = status
-        self.name = A.status_name(status)
+        self.name = nvabi.status_name(status)
         self.op = op
         self.params = params
         super().__init__(f"{op + ': ' if op else ''}{self.name} ({status:#x})")
@@ -76,7 +76,7 @@ class NoDeviceError(FileNotFoundError):
 
 
 def _check(status: int, op: str, params=None):
-    if status != A.NV_OK:
+    if status != nvabi.NV_OK:
         raise RmError(status, op, params)
 
 
@@ -117,7 +117,7 @@ def _ioctl_obj(fd: int, cmd: int, obj) -> None:
 
 
 def raw_ioctl(fd: int, nr: int, buf: bytes | bytearray | ctypes.Structure = b"",
-              size: int | None = None, *, type_: int = A.NV_IOCTL_MAGIC) -> bytearray:
+              size: int | None = None, *, type_: int = nvabi.NV_IOCTL_MAGIC) -> bytearray:
     """Issue NVIDIA escape nr on fd with arbitrary bytes.
 
     size is what goes into _IOC_SIZE (default: len(buf)); the buffer is padded
@@ -130,16 +130,16 @@ def raw_ioctl(fd: int, nr: int, buf: bytes | bytearray | ctypes.Structure = b"",
     if len(data) < size:
         data.extend(bytes(size - len(data)))
     try:
-        _ioctl_obj(fd, A.nv_ioctl(nr, size, type_), data)
+        _ioctl_obj(fd, nvabi.nv_ioctl(nr, size, type_), data)
     except OSError as e:
         e.data = data
         raise
     return data
 
 
-def raw_ioctl_ptr(fd: int, nr: int, size: int, addr: int, *, type_: int = A.NV_IOCTL_MAGIC) -> int:
+def raw_ioctl_ptr(fd: int, nr: int, size: int, addr: int, *, type_: int = nvabi.NV_IOCTL_MAGIC) -> int:
     """Issue escape nr with an arbitrary user address as the argument."""
-    return _ioctl_addr(fd, A.nv_ioctl(nr, size, type_), addr)
+    return _ioctl_addr(fd, nvabi.nv_ioctl(nr, size, type_), addr)
 
 
 def xfer_ioctl(fd: int, inner_nr: int, inner: bytes | bytearray | ctypes.Structure,
@@ -156,15 +156,15 @@ def xfer_ioctl(fd: int, inner_nr: int, inner: bytes | bytearray | ctypes.Structu
         size = len(data)
     # room for what the header claims, capped: the driver must refuse more
     # than NV_ABSOLUTE_MAX_IOCTL_SIZE before reading it
-    room = max(len(data), min(size, 4 * A.NV_ABSOLUTE_MAX_IOCTL_SIZE), 1)
+    room = max(len(data), min(size, 4 * nvabi.NV_ABSOLUTE_MAX_IOCTL_SIZE), 1)
     cbuf = ctypes.create_string_buffer(data, room)
-    x = A.nv_ioctl_xfer_t(cmd=inner_nr, size=size,
+    x = nvabi.nv_ioctl_xfer_t(cmd=inner_nr, size=size,
                           ptr=ctypes.addressof(cbuf) if ptr is None else ptr)
     raw = bytearray(x.to_bytes())
     osz = ctypes.sizeof(x) if outer_size is None else outer_size
     if len(raw) < osz:
         raw.extend(bytes(osz - len(raw)))
-    _ioctl_obj(fd, A.nv_ioctl(A.NV_ESC_IOCTL_XFER_CMD, osz), raw)
+    _ioctl_obj(fd, nvabi.nv_ioctl(nvabi.NV_ESC_IOCTL_XFER_CMD, osz), raw)
     return bytearray(cbuf.raw[:max(min(size, room), len(data))])
 
 
@@ -174,15 +174,15 @@ def _escape(fd: int, nr: int, params: ctypes.Structure, *, xfer: bool = False) -
         out = xfer_ioctl(fd, nr, params)
         ctypes.memmove(ctypes.addressof(params), bytes(out), ctypes.sizeof(params))
     else:
-        _ioctl_obj(fd, A.nv_ioctl(nr, ctypes.sizeof(params)), params)
+        _ioctl_obj(fd, nvabi.nv_ioctl(nr, ctypes.sizeof(params)), params)
 
 
 # ------------------------------------------------------------------ sizes
 def parse_size(text: str) -> int:
-    """A size above 0 as vgpu reads sizes everywhere (vgpu.values.parse_size:
+    """A size above 0 as vgpu reads sizes everywhere (vgpu.common.values.parse_size:
     Kubernetes quantities, "256Mi", "4G" = 4x10^9, "1.5GiB"), or a hex number
     of bytes ("0x1000"), which an ABI tool is given often.  ValueError
-    (vgpu.values.BadValue) quoting the text."""
+    (vgpu.common.values.BadValue) quoting the text."""
     s = str(text).strip()
     if s[:2].lower() == "0x":
         try:
@@ -212,7 +212,7 @@ def _open_node(path: str) -> int:
 class CardInfo:
     """One valid nv_ioctl_card_info_t entry."""
 
-    def __init__(self, index: int, raw: A.nv_ioctl_card_info_t):
+    def __init__(self, index: int, raw: nvabi.nv_ioctl_card_info_t):
         p = raw.pci_info
         self.index = index
         self.gpu_id = raw.gpu_id
@@ -247,7 +247,7 @@ class RmClient:
     """
 
     def __init__(self, dev_prefix: str = DEFAULT_PREFIX, *, alloc_client: bool = True,
-                 query_version: bool = True, client_class: int = A.NV01_ROOT_CLIENT,
+                 query_version: bool = True, client_class: int = nvabi.NV01_ROOT_CLIENT,
                  xfer: bool = False):
         self.dev_prefix = dev_prefix.rstrip("/") or "/"
         self.ctl_path = os.path.join(self.dev_prefix, "nvidiactl")
@@ -327,44 +327,44 @@ class RmClient:
         """The driver's version: CHECK_VERSION_STR with cmd '2' (query).
         Drivers before 530.30.02 do not know '2'; then a strict check with an
         empty string fails, and the driver writes its own version back."""
-        p = A.nv_ioctl_rm_api_version_t(cmd=A.NV_RM_API_VERSION_CMD_QUERY)
+        p = nvabi.nv_ioctl_rm_api_version_t(cmd=nvabi.NV_RM_API_VERSION_CMD_QUERY)
         try:
-            _escape(self.fd, A.NV_ESC_CHECK_VERSION_STR, p)
+            _escape(self.fd, nvabi.NV_ESC_CHECK_VERSION_STR, p)
         except OSError:
             pass
         version = p.versionString.decode(errors="replace")
         if not version:
-            p = A.nv_ioctl_rm_api_version_t(cmd=A.NV_RM_API_VERSION_CMD_STRICT)
+            p = nvabi.nv_ioctl_rm_api_version_t(cmd=nvabi.NV_RM_API_VERSION_CMD_STRICT)
             try:
-                _escape(self.fd, A.NV_ESC_CHECK_VERSION_STR, p)
+                _escape(self.fd, nvabi.NV_ESC_CHECK_VERSION_STR, p)
             except OSError:
                 pass
             version = p.versionString.decode(errors="replace")
         return version
 
-    def check_version(self, version: str, cmd: int = A.NV_RM_API_VERSION_CMD_STRICT):
+    def check_version(self, version: str, cmd: int = nvabi.NV_RM_API_VERSION_CMD_STRICT):
         """CHECK_VERSION_STR with cmd and versionString; returns the struct
         (reply, versionString).  OSError if the driver refuses the call."""
-        p = A.nv_ioctl_rm_api_version_t(cmd=cmd, versionString=version.encode())
-        _escape(self.fd, A.NV_ESC_CHECK_VERSION_STR, p)
+        p = nvabi.nv_ioctl_rm_api_version_t(cmd=cmd, versionString=version.encode())
+        _escape(self.fd, nvabi.NV_ESC_CHECK_VERSION_STR, p)
         return p
 
     def card_info(self, count: int = MAX_CARDS) -> list[CardInfo]:
-        arr = (A.nv_ioctl_card_info_t * count)()
-        _ioctl_obj(self.fd, A.nv_ioctl(A.NV_ESC_CARD_INFO, ctypes.sizeof(arr)), arr)
+        arr = (nvabi.nv_ioctl_card_info_t * count)()
+        _ioctl_obj(self.fd, nvabi.nv_ioctl(nvabi.NV_ESC_CARD_INFO, ctypes.sizeof(arr)), arr)
         return [CardInfo(i, e) for i, e in enumerate(arr) if e.valid]
 
     def attach_gpus(self, gpu_ids: Iterable[int]) -> None:
         ids = list(gpu_ids)
         arr = (ctypes.c_uint32 * len(ids))(*ids)
-        _ioctl_obj(self.fd, A.nv_ioctl(A.NV_ESC_ATTACH_GPUS_TO_FD, ctypes.sizeof(arr)), arr)
+        _ioctl_obj(self.fd, nvabi.nv_ioctl(nvabi.NV_ESC_ATTACH_GPUS_TO_FD, ctypes.sizeof(arr)), arr)
 
     # ------------------------------------------------------------ objects
-    def alloc_client(self, hclass: int = A.NV01_ROOT_CLIENT, handle: int = 0) -> int:
+    def alloc_client(self, hclass: int = nvabi.NV01_ROOT_CLIENT, handle: int = 0) -> int:
         # The driver takes the handle asked for from hRoot (0: it picks one)
         # and writes the handle made to hObjectNew (_rmAlloc, serverAllocClient).
         p = NVOS64_PARAMETERS(hRoot=handle, hObjectParent=0, hObjectNew=0, hClass=hclass)
-        self.escape(A.NV_ESC_RM_ALLOC, p)
+        self.escape(nvabi.NV_ESC_RM_ALLOC, p)
         _check(p.status, f"RM_ALLOC root client class {hclass:#x}", p)
         return p.hObjectNew
 
@@ -405,7 +405,7 @@ class RmClient:
                                   hClass=hclass, pAllocParms=ptr, paramsSize=size)
         else:
             raise ValueError(f"unknown RM_ALLOC form {form!r}")
-        self.escape(A.NV_ESC_RM_ALLOC, p)
+        self.escape(nvabi.NV_ESC_RM_ALLOC, p)
         _check(p.status, f"RM_ALLOC class {hclass:#x} parent {parent:#x}", p)
         self.parents[p.hObjectNew] = parent
         return p.hObjectNew
@@ -416,13 +416,13 @@ class RmClient:
             parent = self.parents.get(handle, self.hClient)
         p = NVOS00_PARAMETERS(hRoot=self.hClient if client is None else client,
                               hObjectParent=parent, hObjectOld=handle)
-        self.escape(A.NV_ESC_RM_FREE, p)
+        self.escape(nvabi.NV_ESC_RM_FREE, p)
         _check(p.status, f"RM_FREE {handle:#x}", p)
         self.parents.pop(handle, None)
 
     def free_client(self) -> None:
         p = NVOS00_PARAMETERS(hRoot=self.hClient, hObjectParent=0, hObjectOld=self.hClient)
-        self.escape(A.NV_ESC_RM_FREE, p)
+        self.escape(nvabi.NV_ESC_RM_FREE, p)
         _check(p.status, f"RM_FREE client {self.hClient:#x}", p)
         self.parents.clear()
         self.hClient = 0
@@ -434,7 +434,7 @@ class RmClient:
             handle = self.new_handle()
         p = NVOS55_PARAMETERS(hClient=self.hClient, hParent=parent, hObject=handle,
                               hClientSrc=src_client, hObjectSrc=src_object, flags=flags)
-        self.escape(A.NV_ESC_RM_DUP_OBJECT, p)
+        self.escape(nvabi.NV_ESC_RM_DUP_OBJECT, p)
         _check(p.status, f"RM_DUP_OBJECT {src_client:#x}/{src_object:#x}", p)
         self.parents[p.hObject] = parent
         return p.hObject
@@ -463,7 +463,7 @@ class RmClient:
             psize = size
         p = NVOS54_PARAMETERS(hClient=self.hClient if client is None else client, hObject=hobject,
                               cmd=cmd, flags=flags, params=ptr, paramsSize=psize)
-        self.escape(A.NV_ESC_RM_CONTROL, p)
+        self.escape(nvabi.NV_ESC_RM_CONTROL, p)
         _check(p.status, f"RM_CONTROL {cmd:#x} on {hobject:#x}", p)
         if isinstance(params, (bytes, bytearray)):
             return bytes(keep.raw[:len(params)])
@@ -471,7 +471,7 @@ class RmClient:
 
     # ------------------------------------------------------------ memory
     def alloc_vidmem(self, parent: int, size: int, handle: int | None = None, *,
-                     hclass: int = A.NV01_MEMORY_LOCAL_USER, form: str = "nvos64",
+                     hclass: int = nvabi.NV01_MEMORY_LOCAL_USER, form: str = "nvos64",
                      flags: int = 0, attr: int = 0, attr2: int = 0, mem_flags: int = 0,
                      owner: int = 0x5647, rm_flags: int = 0):
         """RM_ALLOC of a memory class with NV_MEMORY_ALLOCATION_PARAMS.
@@ -482,7 +482,7 @@ class RmClient:
         return h, mp
 
     def alloc_memory(self, gpu_fd: int, parent: int, size: int, handle: int | None = None, *,
-                     hclass: int = A.NV01_MEMORY_LOCAL_USER, flags: int = 0,
+                     hclass: int = nvabi.NV01_MEMORY_LOCAL_USER, flags: int = 0,
                      fd: int | None = None, limit: int | None = None, pmemory: int = 0):
         """RM_ALLOC_MEMORY (NVOS02 + fd) issued on gpu_fd; size = limit + 1.
 
@@ -492,16 +492,16 @@ class RmClient:
         gpu_fd otherwise (unused then).  Returns (handle, params)."""
         if handle is None:
             handle = self.new_handle()
-        if fd is None and hclass == A.NV01_MEMORY_SYSTEM:
+        if fd is None and hclass == nvabi.NV01_MEMORY_SYSTEM:
             fd = self.open_node("nvidiactl")
-        p = A.nv_ioctl_nvos02_parameters_with_fd()
+        p = nvabi.nv_ioctl_nvos02_parameters_with_fd()
         q = p.params
         q.hRoot, q.hObjectParent, q.hObjectNew, q.hClass, q.flags = (
             self.hClient, parent, handle, hclass, flags)
         q.pMemory = pmemory
         q.limit = (size - 1) if limit is None else limit
         p.fd = gpu_fd if fd is None else fd
-        self.escape(A.NV_ESC_RM_ALLOC_MEMORY, p, fd=gpu_fd)
+        self.escape(nvabi.NV_ESC_RM_ALLOC_MEMORY, p, fd=gpu_fd)
         _check(q.status, f"RM_ALLOC_MEMORY class {hclass:#x}", p)
         self.parents[q.hObjectNew] = parent
         return q.hObjectNew, p
@@ -509,28 +509,28 @@ class RmClient:
     def vid_heap(self, p: NVOS32_PARAMETERS) -> NVOS32_PARAMETERS:
         if not p.hRoot:
             p.hRoot = self.hClient
-        self.escape(A.NV_ESC_RM_VID_HEAP_CONTROL, p)
+        self.escape(nvabi.NV_ESC_RM_VID_HEAP_CONTROL, p)
         _check(p.status, f"RM_VID_HEAP_CONTROL function {p.function}", p)
         return p
 
     def vid_heap_alloc(self, parent: int, size: int, handle: int | None = None, *,
-                       function: int = A.NVOS32_FUNCTION_ALLOC_SIZE, flags: int = 0,
+                       function: int = nvabi.NVOS32_FUNCTION_ALLOC_SIZE, flags: int = 0,
                        attr: int = 0, owner: int = 0x5647, type_: int = 0):
         """VID_HEAP_CONTROL ALLOC_SIZE (2), ALLOC_TILED_PITCH_HEIGHT (6) or
         ALLOC_SIZE_RANGE (14).  Returns (hMemory, params)."""
         if handle is None:
             handle = self.new_handle()
         p = NVOS32_PARAMETERS(hRoot=self.hClient, hObjectParent=parent, function=function)
-        if function == A.NVOS32_FUNCTION_ALLOC_SIZE:
+        if function == nvabi.NVOS32_FUNCTION_ALLOC_SIZE:
             d = p.data.AllocSize
-        elif function == A.NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
+        elif function == nvabi.NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
             d = p.data.AllocTiledPitchHeight
-        elif function == A.NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
+        elif function == nvabi.NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
             d = p.data.AllocSizeRange
         else:
             raise ValueError(f"not an NVOS32 alloc function: {function}")
         d.owner, d.hMemory, d.type, d.flags, d.attr, d.size = owner, handle, type_, flags, attr, size
-        if function == A.NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
+        if function == nvabi.NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
             d.rangeEnd = (1 << 64) - 1
         self.vid_heap(p)
         self.parents[d.hMemory] = parent
@@ -538,45 +538,45 @@ class RmClient:
 
     def vid_heap_free(self, parent: int, handle: int, owner: int = 0x5647) -> None:
         p = NVOS32_PARAMETERS(hRoot=self.hClient, hObjectParent=parent,
-                              function=A.NVOS32_FUNCTION_FREE)
+                              function=nvabi.NVOS32_FUNCTION_FREE)
         p.data.Free.owner, p.data.Free.hMemory = owner, handle
-        p.data.Free.flags = A.NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED
+        p.data.Free.flags = nvabi.NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED
         self.vid_heap(p)
         self.parents.pop(handle, None)
 
     def vid_heap_info(self, parent: int) -> tuple[int, int]:
         """VID_HEAP_CONTROL INFO: (total, free) in bytes."""
         p = NVOS32_PARAMETERS(hRoot=self.hClient, hObjectParent=parent,
-                              function=A.NVOS32_FUNCTION_INFO)
+                              function=nvabi.NVOS32_FUNCTION_INFO)
         self.vid_heap(p)
         return p.total, p.free
 
     def surface_size(self, hmemory: int) -> int:
         """NV0041 GET_SURFACE_INFO PHYS_SIZE_LO/HI: the memory object's size in bytes."""
-        lst = (A.NV0041_CTRL_SURFACE_INFO * 2)()
-        lst[0].index = A.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO
-        lst[1].index = A.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI
-        p = A.NV0041_CTRL_GET_SURFACE_INFO_PARAMS(surfaceInfoListSize=2,
+        lst = (nvabi.NV0041_CTRL_SURFACE_INFO * 2)()
+        lst[0].index = nvabi.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO
+        lst[1].index = nvabi.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI
+        p = nvabi.NV0041_CTRL_GET_SURFACE_INFO_PARAMS(surfaceInfoListSize=2,
                                                   surfaceInfoList=ctypes.addressof(lst))
-        self.control(hmemory, A.NV0041_CTRL_CMD_GET_SURFACE_INFO, p)
+        self.control(hmemory, nvabi.NV0041_CTRL_CMD_GET_SURFACE_INFO, p)
         return lst[0].data | (lst[1].data << 32)
 
     def map_memory(self, hdevice: int, hmemory: int, length: int, map_fd: int, *,
                    offset: int = 0, flags: int = 0) -> int:
         """RM_MAP_MEMORY naming map_fd; returns pLinearAddress (a cookie)."""
-        p = A.nv_ioctl_nvos33_parameters_with_fd()
+        p = nvabi.nv_ioctl_nvos33_parameters_with_fd()
         q = p.params
         q.hClient, q.hDevice, q.hMemory, q.offset, q.length, q.flags = (
             self.hClient, hdevice, hmemory, offset, length, flags)
         p.fd = map_fd
-        self.escape(A.NV_ESC_RM_MAP_MEMORY, p)
+        self.escape(nvabi.NV_ESC_RM_MAP_MEMORY, p)
         _check(q.status, f"RM_MAP_MEMORY {hmemory:#x}", p)
         return q.pLinearAddress
 
     def unmap_memory(self, hdevice: int, hmemory: int, linear: int, flags: int = 0) -> None:
         p = NVOS34_PARAMETERS(hClient=self.hClient, hDevice=hdevice, hMemory=hmemory,
                               pLinearAddress=linear, flags=flags)
-        self.escape(A.NV_ESC_RM_UNMAP_MEMORY, p)
+        self.escape(nvabi.NV_ESC_RM_UNMAP_MEMORY, p)
         _check(p.status, f"RM_UNMAP_MEMORY {hmemory:#x}", p)
 
     # ------------------------------------------------------------ devices
@@ -602,61 +602,61 @@ class RmClient:
     # ------------------------------------------------ channel groups etc.
     def alloc_tsg(self, hdevice: int, handle: int | None = None, *,
                   engine_type: int = ENGINE_TYPE_GR0) -> int:
-        p = A.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(engineType=engine_type)
-        return self.alloc(hdevice, A.KEPLER_CHANNEL_GROUP_A, p, handle)
+        p = nvabi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(engineType=engine_type)
+        return self.alloc(hdevice, nvabi.KEPLER_CHANNEL_GROUP_A, p, handle)
 
-    def alloc_channel(self, parent: int, hclass: int = A.VOLTA_CHANNEL_GPFIFO_A,
+    def alloc_channel(self, parent: int, hclass: int = nvabi.VOLTA_CHANNEL_GPFIFO_A,
                       handle: int | None = None, *, engine_type: int = ENGINE_TYPE_GR0,
-                      gpfifo_entries: int = A.NVSIM_GPFIFO_ENTRIES_DEFAULT) -> int:
-        p = A.NV_CHANNEL_ALLOC_PARAMS(engineType=engine_type, gpFifoEntries=gpfifo_entries)
+                      gpfifo_entries: int = nvabi.NVSIM_GPFIFO_ENTRIES_DEFAULT) -> int:
+        p = nvabi.NV_CHANNEL_ALLOC_PARAMS(engineType=engine_type, gpFifoEntries=gpfifo_entries)
         return self.alloc(parent, hclass, p, handle)
 
-    def alloc_usermode(self, hsubdevice: int, hclass: int = A.VOLTA_USERMODE_A,
+    def alloc_usermode(self, hsubdevice: int, hclass: int = nvabi.VOLTA_USERMODE_A,
                        handle: int | None = None) -> int:
         return self.alloc(hsubdevice, hclass, None, handle)
 
     def tsg_schedule(self, htsg: int, enable: bool, *, skip_submit: bool = False,
                      skip_enable: bool = False) -> None:
-        p = A.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=int(enable), bSkipSubmit=int(skip_submit),
+        p = nvabi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=int(enable), bSkipSubmit=int(skip_submit),
                                                  bSkipEnable=int(skip_enable))
-        self.control(htsg, A.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, p)
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, p)
 
     def channel_schedule(self, hchannel: int, enable: bool) -> None:
-        p = A.NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=int(enable))
-        self.control(hchannel, A.NVA06F_CTRL_CMD_GPFIFO_SCHEDULE, p)
+        p = nvabi.NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=int(enable))
+        self.control(hchannel, nvabi.NVA06F_CTRL_CMD_GPFIFO_SCHEDULE, p)
 
     def tsg_set_timeslice(self, htsg: int, us: int) -> int:
-        p = A.NVA06C_CTRL_TIMESLICE_PARAMS(timesliceUs=us)
-        self.control(htsg, A.NVA06C_CTRL_CMD_SET_TIMESLICE, p)
+        p = nvabi.NVA06C_CTRL_TIMESLICE_PARAMS(timesliceUs=us)
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_SET_TIMESLICE, p)
         return p.timesliceUs
 
     def tsg_get_timeslice(self, htsg: int) -> int:
-        p = A.NVA06C_CTRL_TIMESLICE_PARAMS()
-        self.control(htsg, A.NVA06C_CTRL_CMD_GET_TIMESLICE, p)
+        p = nvabi.NVA06C_CTRL_TIMESLICE_PARAMS()
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_GET_TIMESLICE, p)
         return p.timesliceUs
 
     def tsg_preempt(self, htsg: int, wait: bool = True, timeout_us: int = 0) -> None:
-        p = A.NVA06C_CTRL_PREEMPT_PARAMS(bWait=int(wait), bManualTimeout=int(bool(timeout_us)),
+        p = nvabi.NVA06C_CTRL_PREEMPT_PARAMS(bWait=int(wait), bManualTimeout=int(bool(timeout_us)),
                                          timeoutUs=timeout_us)
-        self.control(htsg, A.NVA06C_CTRL_CMD_PREEMPT, p)
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_PREEMPT, p)
 
     def tsg_get_info(self, htsg: int) -> int:
-        p = A.NVA06C_CTRL_GET_INFO_PARAMS()
-        self.control(htsg, A.NVA06C_CTRL_CMD_GET_INFO, p)
+        p = nvabi.NVA06C_CTRL_GET_INFO_PARAMS()
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_GET_INFO, p)
         return p.tsgID
 
     def tsg_set_interleave(self, htsg: int, level: int) -> None:
-        p = A.NVA06C_CTRL_INTERLEAVE_LEVEL_PARAMS(tsgInterleaveLevel=level)
-        self.control(htsg, A.NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL, p)
+        p = nvabi.NVA06C_CTRL_INTERLEAVE_LEVEL_PARAMS(tsgInterleaveLevel=level)
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL, p)
 
     def tsg_get_interleave(self, htsg: int) -> int:
-        p = A.NVA06C_CTRL_INTERLEAVE_LEVEL_PARAMS()
-        self.control(htsg, A.NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL, p)
+        p = nvabi.NVA06C_CTRL_INTERLEAVE_LEVEL_PARAMS()
+        self.control(htsg, nvabi.NVA06C_CTRL_CMD_GET_INTERLEAVE_LEVEL, p)
         return p.tsgInterleaveLevel
 
     def work_submit_token(self, hchannel: int,
-                          cmd: int = A.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN) -> int:
-        p = A.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()
+                          cmd: int = nvabi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN) -> int:
+        p = nvabi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()
         self.control(hchannel, cmd, p)
         return p.workSubmitToken
 
@@ -672,12 +672,12 @@ class Gpu:
         self.node = f"nvidia{card.minor}"
         self.fd = client.open_node(self.node)
         if register_fd:
-            raw_ioctl(self.fd, A.NV_ESC_REGISTER_FD,
-                      A.nv_ioctl_register_fd_t(ctl_fd=client.fd))
-        self.hDevice = client.alloc(client.hClient, A.NV01_DEVICE_0,
+            raw_ioctl(self.fd, nvabi.NV_ESC_REGISTER_FD,
+                      nvabi.nv_ioctl_register_fd_t(ctl_fd=client.fd))
+        self.hDevice = client.alloc(client.hClient, nvabi.NV01_DEVICE_0,
                                     NV0080_ALLOC_PARAMETERS(
                                         deviceId=card.index if device_id is None else device_id))
-        self.hSubdevice = client.alloc(self.hDevice, A.NV20_SUBDEVICE_0,
+        self.hSubdevice = client.alloc(self.hDevice, nvabi.NV20_SUBDEVICE_0,
                                        NV2080_ALLOC_PARAMETERS(subDeviceId=0))
         self.mappings: list[Mapping] = []
 
@@ -710,28 +710,28 @@ class Gpu:
     def fb_info(self, indexes: Iterable[int] | None = None) -> dict[int, int]:
         """FB_GET_INFO_V2 (inline list): index -> value (KiB for the sizes)."""
         idx = list(indexes) if indexes is not None else list(FB_INDEXES.values())
-        p = A.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=len(idx))
+        p = nvabi.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=len(idx))
         for i, ix in enumerate(idx):
             p.fbInfoList[i].index = ix
-        self.client.control(self.hSubdevice, A.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+        self.client.control(self.hSubdevice, nvabi.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
         return {p.fbInfoList[i].index: p.fbInfoList[i].data for i in range(len(idx))}
 
     def fb_info_v1(self, indexes: Iterable[int] | None = None) -> dict[int, int]:
         """FB_GET_INFO (V1, list behind an embedded pointer)."""
         idx = list(indexes) if indexes is not None else list(FB_INDEXES.values())
-        lst = (A.NV2080_CTRL_FB_INFO * max(len(idx), 1))()
+        lst = (nvabi.NV2080_CTRL_FB_INFO * max(len(idx), 1))()
         for i, ix in enumerate(idx):
             lst[i].index = ix
-        p = A.NV2080_CTRL_FB_GET_INFO_PARAMS(fbInfoListSize=len(idx),
+        p = nvabi.NV2080_CTRL_FB_GET_INFO_PARAMS(fbInfoListSize=len(idx),
                                              fbInfoList=ctypes.addressof(lst))
-        self.client.control(self.hSubdevice, A.NV2080_CTRL_CMD_FB_GET_INFO, p)
+        self.client.control(self.hSubdevice, nvabi.NV2080_CTRL_CMD_FB_GET_INFO, p)
         return {lst[i].index: lst[i].data for i in range(len(idx))}
 
     def name(self) -> str:
         """NV2080_CTRL_CMD_GPU_GET_NAME_STRING (ASCII)."""
-        p = A.NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS(
-            gpuNameStringFlags=A.NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII)
-        self.client.control(self.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_NAME_STRING, p)
+        p = nvabi.NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS(
+            gpuNameStringFlags=nvabi.NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII)
+        self.client.control(self.hSubdevice, nvabi.NV2080_CTRL_CMD_GPU_GET_NAME_STRING, p)
         return bytes(p.gpuNameString.ascii).split(b"\0", 1)[0].decode(errors="replace")
 
     def memory_summary(self) -> dict:
@@ -739,28 +739,28 @@ class Gpu:
         fb = self.fb_info()
         total, free = self.vid_heap_info()
         return {
-            "fb_total_kib": fb[A.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE],
-            "fb_heap_kib": fb[A.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE],
-            "fb_free_kib": fb[A.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE],
-            "fb_usable_kib": fb[A.NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE],
+            "fb_total_kib": fb[nvabi.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE],
+            "fb_heap_kib": fb[nvabi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE],
+            "fb_free_kib": fb[nvabi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE],
+            "fb_usable_kib": fb[nvabi.NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE],
             "vidheap_total": total,
             "vidheap_free": free,
         }
 
-    def pids(self, id_type: int = A.NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS,
-             id_: int = A.NV20_SUBDEVICE_0) -> list[int]:
-        p = A.NV2080_CTRL_GPU_GET_PIDS_PARAMS(idType=id_type, id=id_)
-        self.client.control(self.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_PIDS, p)
-        return [p.pidTbl[i] for i in range(min(p.pidTblCount, A.NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT))]
+    def pids(self, id_type: int = nvabi.NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS,
+             id_: int = nvabi.NV20_SUBDEVICE_0) -> list[int]:
+        p = nvabi.NV2080_CTRL_GPU_GET_PIDS_PARAMS(idType=id_type, id=id_)
+        self.client.control(self.hSubdevice, nvabi.NV2080_CTRL_CMD_GPU_GET_PIDS, p)
+        return [p.pidTbl[i] for i in range(min(p.pidTblCount, nvabi.NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT))]
 
     def pid_vidmem(self, pids: Iterable[int]) -> dict[int, int]:
         """GET_PID_INFO index 0: pid -> video memory bytes (memPrivate)."""
         pl = list(pids)
-        p = A.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=len(pl))
+        p = nvabi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=len(pl))
         for i, pid in enumerate(pl):
             p.pidInfoList[i].pid = pid
-            p.pidInfoList[i].index = A.NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE
-        self.client.control(self.hSubdevice, A.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+            p.pidInfoList[i].index = nvabi.NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE
+        self.client.control(self.hSubdevice, nvabi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
         return {p.pidInfoList[i].pid: p.pidInfoList[i].data.memPrivate for i in range(len(pl))}
 
     # ------------------------------------------------------------ mapping
@@ -771,10 +771,10 @@ class Gpu:
         return Mapping(self, hmemory, length, hdevice=self.hDevice if hdevice is None else hdevice,
                        prot=prot, node=node or self.node)
 
-    def usermode(self, hclass: int = A.VOLTA_USERMODE_A) -> tuple[int, "Mapping"]:
+    def usermode(self, hclass: int = nvabi.VOLTA_USERMODE_A) -> tuple[int, "Mapping"]:
         """Allocate the usermode (doorbell) region under the subdevice and map it."""
         h = self.client.alloc_usermode(self.hSubdevice, hclass)
-        m = self.map(h, A.NVC361_USERMODE_REGION_SIZE, hdevice=self.hSubdevice)
+        m = self.map(h, nvabi.NVC361_USERMODE_REGION_SIZE, hdevice=self.hSubdevice)
         return h, m
 
 
@@ -844,8 +844,8 @@ class Channel:
     GPU memory and entries point at pushbuffers.
     """
 
-    def __init__(self, gpu: Gpu, *, hclass: int = A.VOLTA_CHANNEL_GPFIFO_A,
-                 entries: int = A.NVSIM_GPFIFO_ENTRIES_DEFAULT, schedule: bool = True,
+    def __init__(self, gpu: Gpu, *, hclass: int = nvabi.VOLTA_CHANNEL_GPFIFO_A,
+                 entries: int = nvabi.NVSIM_GPFIFO_ENTRIES_DEFAULT, schedule: bool = True,
                  timeslice_us: int | None = None):
         c = gpu.client
         self.client, self.gpu, self.entries = c, gpu, entries
@@ -860,7 +860,7 @@ class Channel:
             self.htsg = c.alloc_tsg(gpu.hDevice)
             self.hchannel = c.alloc_channel(self.htsg, hclass, gpfifo_entries=entries)
             self.token = c.work_submit_token(self.hchannel)
-            self.map = gpu.map(self.hchannel, A.NVSIM_CHANNEL_MAP_PAGES * PAGE_SIZE)
+            self.map = gpu.map(self.hchannel, nvabi.NVSIM_CHANNEL_MAP_PAGES * PAGE_SIZE)
             self.husermode, self.usermode = gpu.usermode()
             if timeslice_us is not None:
                 c.tsg_set_timeslice(self.htsg, timeslice_us)
@@ -901,14 +901,14 @@ class Channel:
 
     @property
     def gp_get(self) -> int:
-        return _U32.unpack_from(self._mm(), A.NVC36F_GPGET_OFFSET)[0]
+        return _U32.unpack_from(self._mm(), nvabi.NVC36F_GPGET_OFFSET)[0]
 
     @property
     def gp_put(self) -> int:
-        return _U32.unpack_from(self._mm(), A.NVC36F_GPPUT_OFFSET)[0]
+        return _U32.unpack_from(self._mm(), nvabi.NVC36F_GPPUT_OFFSET)[0]
 
     def set_gp_put(self, value: int) -> None:
-        _U32.pack_into(self._mm(), A.NVC36F_GPPUT_OFFSET, value & 0xFFFFFFFF)
+        _U32.pack_into(self._mm(), nvabi.NVC36F_GPPUT_OFFSET, value & 0xFFFFFFFF)
 
     def write_entry(self, index: int, value: int) -> None:
         """Write GPFIFO entry index (modulo the ring) without queueing it."""
@@ -919,7 +919,7 @@ class Channel:
         """Write the channel's work-submit token to the doorbell."""
         if self.usermode is None or self.usermode.mm is None:
             raise ValueError("channel is closed")
-        _U32.pack_into(self.usermode.mm, A.NVC361_NOTIFY_CHANNEL_PENDING,
+        _U32.pack_into(self.usermode.mm, nvabi.NVC361_NOTIFY_CHANNEL_PENDING,
                        self.token if token is None else token)
 
     def gpu_time_ns(self) -> int:
@@ -928,16 +928,16 @@ class Channel:
             raise ValueError("channel is closed")
         mm = self.usermode.mm
         while True:
-            hi = _U32.unpack_from(mm, A.NVC361_TIME_1)[0]
-            lo = _U32.unpack_from(mm, A.NVC361_TIME_0)[0]
-            if _U32.unpack_from(mm, A.NVC361_TIME_1)[0] == hi:
+            hi = _U32.unpack_from(mm, nvabi.NVC361_TIME_1)[0]
+            lo = _U32.unpack_from(mm, nvabi.NVC361_TIME_0)[0]
+            if _U32.unpack_from(mm, nvabi.NVC361_TIME_1)[0] == hi:
                 return (hi << 32) | lo
 
     def record(self, n: int) -> tuple[int, int]:
         """The completion record {start_ns, end_ns} of entry n (valid until
         NVSIM_USERD_COMPLETIONS later entries have started)."""
-        slot = (n % self.entries) % A.NVSIM_USERD_COMPLETIONS
-        return _RECORD.unpack_from(self._mm(), A.NVSIM_USERD_COMPLETIONS_OFFSET + slot * 16)
+        slot = (n % self.entries) % nvabi.NVSIM_USERD_COMPLETIONS
+        return _RECORD.unpack_from(self._mm(), nvabi.NVSIM_USERD_COMPLETIONS_OFFSET + slot * 16)
 
     # ----------------------------------------------------------------- work
     def poll(self) -> int:
@@ -998,7 +998,7 @@ class Channel:
         waits for each item, polling every 0.2 ms."""
         if (seconds is None) == (items is None):
             raise ValueError("give exactly one of seconds and items")
-        limit = min(self.entries - 1, A.NVSIM_USERD_COMPLETIONS)
+        limit = min(self.entries - 1, nvabi.NVSIM_USERD_COMPLETIONS)
         if not 1 <= depth <= limit:
             raise ValueError(f"depth must be 1..{limit}")
         refill = max(1, depth // 4)
@@ -1042,14 +1042,14 @@ class Channel:
 
 
 FB_INDEXES = {
-    "RAM_SIZE": A.NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE,
-    "TOTAL_RAM_SIZE": A.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE,
-    "HEAP_SIZE": A.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE,
-    "MAPPABLE_HEAP_SIZE": A.NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE,
-    "HEAP_FREE": A.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE,
-    "USABLE_RAM_SIZE": A.NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE,
-    "LARGEST_FREE_REGION_SIZE_KB": A.NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB,
-    "BAR1_SIZE": A.NV2080_CTRL_FB_INFO_INDEX_BAR1_SIZE,
+    "RAM_SIZE": nvabi.NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE,
+    "TOTAL_RAM_SIZE": nvabi.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE,
+    "HEAP_SIZE": nvabi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE,
+    "MAPPABLE_HEAP_SIZE": nvabi.NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE,
+    "HEAP_FREE": nvabi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE,
+    "USABLE_RAM_SIZE": nvabi.NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE,
+    "LARGEST_FREE_REGION_SIZE_KB": nvabi.NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB,
+    "BAR1_SIZE": nvabi.NV2080_CTRL_FB_INFO_INDEX_BAR1_SIZE,
 }
 
 
@@ -1125,29 +1125,29 @@ class UvmFile:
         return params
 
     def initialize(self, flags: int = 0) -> None:
-        p = A.UVM_INITIALIZE_PARAMS(flags=flags)
-        self.ioctl(A.UVM_INITIALIZE, p)
+        p = nvabi.UVM_INITIALIZE_PARAMS(flags=flags)
+        self.ioctl(nvabi.UVM_INITIALIZE, p)
         _check(p.rmStatus, "UVM_INITIALIZE", p)
 
     def register_gpu(self, uuid: bytes, rm_ctrl_fd: int, hclient: int, hsmc: int = 0) -> None:
-        p = A.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=rm_ctrl_fd, hClient=hclient, hSmcPartRef=hsmc)
+        p = nvabi.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=rm_ctrl_fd, hClient=hclient, hSmcPartRef=hsmc)
         ctypes.memmove(p.gpu_uuid, bytes(uuid)[:16].ljust(16, b"\0"), 16)
-        self.ioctl(A.UVM_REGISTER_GPU, p)
+        self.ioctl(nvabi.UVM_REGISTER_GPU, p)
         _check(p.rmStatus, "UVM_REGISTER_GPU", p)
 
     def register_gpu_vaspace(self, uuid: bytes, rm_ctrl_fd: int, hclient: int,
                              hvaspace: int) -> None:
-        p = A.UVM_REGISTER_GPU_VASPACE_PARAMS(rmCtrlFd=rm_ctrl_fd, hClient=hclient,
+        p = nvabi.UVM_REGISTER_GPU_VASPACE_PARAMS(rmCtrlFd=rm_ctrl_fd, hClient=hclient,
                                               hVaSpace=hvaspace)
         ctypes.memmove(p.gpuUuid, bytes(uuid)[:16].ljust(16, b"\0"), 16)
-        self.ioctl(A.UVM_REGISTER_GPU_VASPACE, p)
+        self.ioctl(nvabi.UVM_REGISTER_GPU_VASPACE, p)
         _check(p.rmStatus, "UVM_REGISTER_GPU_VASPACE", p)
 
     def create_external_range(self, base: int, length: int, check: bool = True) -> int:
         """UVM_CREATE_EXTERNAL_RANGE: the VA range external mappings go in
         (the driver maps nothing outside one).  Returns rmStatus."""
-        p = A.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=base, length=length)
-        self.ioctl(A.UVM_CREATE_EXTERNAL_RANGE, p)
+        p = nvabi.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=base, length=length)
+        self.ioctl(nvabi.UVM_CREATE_EXTERNAL_RANGE, p)
         if check:
             _check(p.rmStatus, "UVM_CREATE_EXTERNAL_RANGE", p)
             self.ext_ranges.append((base, length))
@@ -1164,7 +1164,7 @@ class UvmFile:
         if create_range and not any(b <= base and base + length <= b + n
                                     for b, n in self.ext_ranges):
             self.create_external_range(base, length)
-        p = A.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=base, length=length, offset=offset,
+        p = nvabi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=base, length=length, offset=offset,
                                                  rmCtrlFd=rm_ctrl_fd, hClient=hclient,
                                                  hMemory=hmemory)
         gl = list(gpus)
@@ -1173,25 +1173,25 @@ class UvmFile:
                            bytes(uuid)[:16].ljust(16, b"\0"), 16)
         p.gpuAttributesCount = len(gl)
         # base, length, offset ... gpuAttributesCount, rmCtrlFd, hClient, hMemory, rmStatus
-        self._ioctl_tail(A.UVM_MAP_EXTERNAL_ALLOCATION, p, 24, 24)
+        self._ioctl_tail(nvabi.UVM_MAP_EXTERNAL_ALLOCATION, p, 24, 24)
         if check:
             _check(p.rmStatus, "UVM_MAP_EXTERNAL_ALLOCATION", p)
         return p.rmStatus
 
     def unmap_external(self, base: int, length: int, uuid: bytes, check: bool = True) -> int:
         """UVM_UNMAP_EXTERNAL of [base, base + length) on one GPU."""
-        p = A.UVM_UNMAP_EXTERNAL_PARAMS(base=base, length=length)
+        p = nvabi.UVM_UNMAP_EXTERNAL_PARAMS(base=base, length=length)
         ctypes.memmove(p.gpuUuid, bytes(uuid)[:16].ljust(16, b"\0"), 16)
-        self.ioctl(A.UVM_UNMAP_EXTERNAL, p)
+        self.ioctl(nvabi.UVM_UNMAP_EXTERNAL, p)
         if check:
             _check(p.rmStatus, "UVM_UNMAP_EXTERNAL", p)
         return p.rmStatus
 
     def free(self, base: int, check: bool = True) -> int:
         """UVM_FREE: the range that starts at base, with its mappings."""
-        p = A.UVM_FREE_PARAMS(base=base)
+        p = nvabi.UVM_FREE_PARAMS(base=base)
         # base ... rmStatus and its padding (up to 580 a length between them)
-        self._ioctl_tail(A.UVM_FREE, p, 8, 8)
+        self._ioctl_tail(nvabi.UVM_FREE, p, 8, 8)
         if check:
             _check(p.rmStatus, "UVM_FREE", p)
             self.ext_ranges = [(b, n) for b, n in self.ext_ranges if b != base]

@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from vgpu import __version__
-from vgpu.abi import nvabi as A
+from vgpu.abi import nvabi
 from vgpu.abi import nvnames
-from vgpu.abi import trace as T
-from vgpu.abi import uapi as U
+from vgpu.abi import trace
+from vgpu.abi import uapi
 
 PAGE = mmap.PAGESIZE
 MAP_FIXED_NOREPLACE = 0x100000         # Linux 4.17; older kernels take it as a hint
@@ -49,19 +49,19 @@ PROT_NONE = 0
 #: Every buffer handed to the driver is at least this big: a UVM command's
 #: size is implied by the command, and a driver of another release may copy
 #: out more than the recorded size (no UVM parameter block reaches 16 KiB).
-MIN_BUFFER = U.VGPU_TRACE_MAX_PARAMS
+MIN_BUFFER = uapi.VGPU_TRACE_MAX_PARAMS
 #: The most anonymous memory one OS descriptor gets (the driver pins it all);
 #: nvsim refuses more per descriptor anyway.
 MAX_OS_DESCRIPTOR = 1 << 30
 
-ROOT_CLASSES = (A.NV01_ROOT, A.NV01_ROOT_NON_PRIV, A.NV01_ROOT_CLIENT)
+ROOT_CLASSES = (nvabi.NV01_ROOT, nvabi.NV01_ROOT_NON_PRIV, nvabi.NV01_ROOT_CLIENT)
 #: NVOS32 functions that allocate: their member of NVOS32_PARAMETERS.data.
-VID_HEAP_ALLOCS = {A.NVOS32_FUNCTION_ALLOC_SIZE: A.NVOS32_ALLOC_SIZE,
-                   A.NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT: A.NVOS32_ALLOC_TILED_PITCH_HEIGHT,
-                   A.NVOS32_FUNCTION_ALLOC_SIZE_RANGE: A.NVOS32_ALLOC_SIZE_RANGE}
+VID_HEAP_ALLOCS = {nvabi.NVOS32_FUNCTION_ALLOC_SIZE: nvabi.NVOS32_ALLOC_SIZE,
+                   nvabi.NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT: nvabi.NVOS32_ALLOC_TILED_PITCH_HEIGHT,
+                   nvabi.NVOS32_FUNCTION_ALLOC_SIZE_RANGE: nvabi.NVOS32_ALLOC_SIZE_RANGE}
 
-_OS02 = A.NVOS02_PARAMETERS            # first member of nv_ioctl_nvos02_parameters_with_fd
-_OS33 = A.NVOS33_PARAMETERS            # first member of nv_ioctl_nvos33_parameters_with_fd
+_OS02 = nvabi.NVOS02_PARAMETERS            # first member of nv_ioctl_nvos02_parameters_with_fd
+_OS33 = nvabi.NVOS33_PARAMETERS            # first member of nv_ioctl_nvos33_parameters_with_fd
 _SIZEOF = ctypes.sizeof
 
 
@@ -202,9 +202,9 @@ def without(maps: list[tuple[int, int]], start: int, end: int) -> list[tuple[int
 
 def node_path(nodes: str, node: str) -> str:
     """A trace's node name -> its device node under nodes."""
-    if node == T.NODE_CTL:
+    if node == trace.NODE_CTL:
         return os.path.join(nodes, "nvidiactl")
-    if node == T.NODE_UVM:
+    if node == trace.NODE_UVM:
         return os.path.join(nodes, "nvidia-uvm")
     return os.path.join(nodes, "nvidia" + node[len("gpu"):])
 
@@ -215,7 +215,7 @@ def _mmap_prot(prot: str) -> tuple[int, int]:
     return p, mmap.MAP_SHARED if "s" in prot else mmap.MAP_PRIVATE
 
 
-def _plan_mmap(rec: T.Record, st: State) -> Step:
+def _plan_mmap(rec: trace.Record, st: State) -> Step:
     if rec.addr == 0 or rec.addr % PAGE:
         return Skip(f"mmap address {rec.addr:#x} is not a page-aligned user address")
     end = rec.addr + _page_up(rec.length)
@@ -225,7 +225,7 @@ def _plan_mmap(rec: T.Record, st: State) -> Step:
     if isinstance(fd, str):
         return Skip(fd)
     # UVM's offset is the address itself, never a cookie
-    offset = rec.offset if rec.node == T.NODE_UVM else st.linear.get(rec.offset, rec.offset)
+    offset = rec.offset if rec.node == trace.NODE_UVM else st.linear.get(rec.offset, rec.offset)
     if offset >= 1 << 63:
         return Skip(f"mmap offset {offset:#x} is beyond off_t")
     prot, share = _mmap_prot(rec.prot)
@@ -266,7 +266,7 @@ def _choose_handle(args: bytearray, out: bytes | None, at: int, made: int | None
         _put(args, at, 4, _get(out, made, 4))
 
 
-def _plan_params(rec: T.Record, args: bytearray, at: int,
+def _plan_params(rec: trace.Record, args: bytearray, at: int,
                  size_at: int) -> Params | Skip | int | None:
     """RM_CONTROL's params / RM_ALLOC's pAllocParms, the pointer at ``at``:
     a buffer filled with params_in (a Params), the offset of a pointer that
@@ -279,14 +279,14 @@ def _plan_params(rec: T.Record, args: bytearray, at: int,
         # The recording could not read the pointer, or had nothing to read:
         # the replay's pointer names nothing it could read either.
         return at
-    if size > U.VGPU_TRACE_MAX_PARAMS:
-        return Skip(f"paramsSize {size} is over {U.VGPU_TRACE_MAX_PARAMS} "
+    if size > uapi.VGPU_TRACE_MAX_PARAMS:
+        return Skip(f"paramsSize {size} is over {uapi.VGPU_TRACE_MAX_PARAMS} "
                     "and the record does not say it was cut")
     data, lists, guards = _plan_lists(rec)
     return Params(at, data, max(len(data), size), lists, guards)
 
 
-def _plan_lists(rec: T.Record) -> tuple[bytes, tuple[EmbeddedList, ...], tuple[int, ...]]:
+def _plan_lists(rec: trace.Record) -> tuple[bytes, tuple[EmbeddedList, ...], tuple[int, ...]]:
     """params_in with its embedded lists: a NULL one stays NULL, one the
     record holds (in, or only out) gets a buffer of the replay's, one it
     lacks names unreadable memory.  trace.parse_record checked that each
@@ -323,10 +323,10 @@ def _plan_os_descriptor(args: bytes, st: State) -> Mmap | Skip | None:
                 tuple(overlaps(st.maps, start, end)))
 
 
-def _plan_ioctl(rec: T.Record, st: State) -> Step:
-    uvm = rec.node == T.NODE_UVM
+def _plan_ioctl(rec: trace.Record, st: State) -> Step:
+    uvm = rec.node == trace.NODE_UVM
     if rec.truncated:
-        return Skip(f"the record's parameters were cut at {U.VGPU_TRACE_MAX_PARAMS} bytes")
+        return Skip(f"the record's parameters were cut at {uapi.VGPU_TRACE_MAX_PARAMS} bytes")
     args = bytearray(rec.args_in or b"")
     if len(args) != rec.size:
         # "unreadable" alone may be about the pointed-to parameters, which
@@ -354,9 +354,9 @@ def _plan_ioctl(rec: T.Record, st: State) -> Step:
     guards: list[int] = []
     premap = None
     p: Params | Skip | int | None = None
-    if nr == A.NV_ESC_RM_ALLOC and size in (_SIZEOF(A.NVOS21_PARAMETERS),
-                                            _SIZEOF(A.NVOS64_PARAMETERS)):
-        st_ = A.NVOS64_PARAMETERS if size == _SIZEOF(A.NVOS64_PARAMETERS) else A.NVOS21_PARAMETERS
+    if nr == nvabi.NV_ESC_RM_ALLOC and size in (_SIZEOF(nvabi.NVOS21_PARAMETERS),
+                                            _SIZEOF(nvabi.NVOS64_PARAMETERS)):
+        st_ = nvabi.NVOS64_PARAMETERS if size == _SIZEOF(nvabi.NVOS64_PARAMETERS) else nvabi.NVOS21_PARAMETERS
         new = st_.hObjectNew.offset
         # a root client's handle is asked for in hRoot and made in hObjectNew
         root = _get(args, st_.hClass.offset, 4) in ROOT_CLASSES
@@ -365,43 +365,43 @@ def _plan_ioctl(rec: T.Record, st: State) -> Step:
         if not (root and _vgpu_pick(made)):
             _choose_handle(args, out, at, new)
         p = _plan_params(rec, args, st_.pAllocParms.offset, st_.paramsSize.offset)
-    elif nr == A.NV_ESC_RM_CONTROL and size == _SIZEOF(A.NVOS54_PARAMETERS):
-        p = _plan_params(rec, args, A.NVOS54_PARAMETERS.params.offset,
-                         A.NVOS54_PARAMETERS.paramsSize.offset)
-    elif nr == A.NV_ESC_RM_ALLOC_MEMORY and size == _SIZEOF(A.nv_ioctl_nvos02_parameters_with_fd):
+    elif nr == nvabi.NV_ESC_RM_CONTROL and size == _SIZEOF(nvabi.NVOS54_PARAMETERS):
+        p = _plan_params(rec, args, nvabi.NVOS54_PARAMETERS.params.offset,
+                         nvabi.NVOS54_PARAMETERS.paramsSize.offset)
+    elif nr == nvabi.NV_ESC_RM_ALLOC_MEMORY and size == _SIZEOF(nvabi.nv_ioctl_nvos02_parameters_with_fd):
         _choose_handle(args, out, _OS02.hObjectNew.offset)
-        if _get(args, _OS02.hClass.offset, 4) == A.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+        if _get(args, _OS02.hClass.offset, 4) == nvabi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
             pm = _plan_os_descriptor(args, st)
             if isinstance(pm, Skip):
                 return pm
             premap = pm
-    elif nr == A.NV_ESC_RM_DUP_OBJECT and size == _SIZEOF(A.NVOS55_PARAMETERS):
-        _choose_handle(args, out, A.NVOS55_PARAMETERS.hObject.offset)
-    elif nr == A.NV_ESC_RM_VID_HEAP_CONTROL and size == _SIZEOF(A.NVOS32_PARAMETERS):
-        member = VID_HEAP_ALLOCS.get(_get(args, A.NVOS32_PARAMETERS.function.offset, 4))
+    elif nr == nvabi.NV_ESC_RM_DUP_OBJECT and size == _SIZEOF(nvabi.NVOS55_PARAMETERS):
+        _choose_handle(args, out, nvabi.NVOS55_PARAMETERS.hObject.offset)
+    elif nr == nvabi.NV_ESC_RM_VID_HEAP_CONTROL and size == _SIZEOF(nvabi.NVOS32_PARAMETERS):
+        member = VID_HEAP_ALLOCS.get(_get(args, nvabi.NVOS32_PARAMETERS.function.offset, 4))
         if member is not None:
-            _choose_handle(args, out, A.NVOS32_PARAMETERS.data.offset + member.hMemory.offset)
-    elif nr == A.NV_ESC_RM_UNMAP_MEMORY and size == _SIZEOF(A.NVOS34_PARAMETERS):
-        at = A.NVOS34_PARAMETERS.pLinearAddress.offset
+            _choose_handle(args, out, nvabi.NVOS32_PARAMETERS.data.offset + member.hMemory.offset)
+    elif nr == nvabi.NV_ESC_RM_UNMAP_MEMORY and size == _SIZEOF(nvabi.NVOS34_PARAMETERS):
+        at = nvabi.NVOS34_PARAMETERS.pLinearAddress.offset
         _put(args, at, 8, st.linear.get(_get(args, at, 8), _get(args, at, 8)))
-    elif nr == A.NV_ESC_IOCTL_XFER_CMD and size >= _SIZEOF(A.nv_ioctl_xfer_t):
+    elif nr == nvabi.NV_ESC_IOCTL_XFER_CMD and size >= _SIZEOF(nvabi.nv_ioctl_xfer_t):
         # vgpu.ko records an XFER unwrapped, or without 'in' when it could
         # not be; one with 'in' comes from elsewhere, and its pointer must
         # not name the replay's memory
-        guards.append(A.nv_ioctl_xfer_t.ptr.offset)
+        guards.append(nvabi.nv_ioctl_xfer_t.ptr.offset)
     if isinstance(p, Skip):
         return p
     if isinstance(p, int):
         guards.append(p)
     params = p if isinstance(p, Params) else None
 
-    xfer = rec.xfer or size > A.NV_IOC_SIZE_MAX
-    request = A.nv_ioctl(A.NV_ESC_IOCTL_XFER_CMD if xfer else nr,
-                         _SIZEOF(A.nv_ioctl_xfer_t) if xfer else size)
+    xfer = rec.xfer or size > nvabi.NV_IOC_SIZE_MAX
+    request = nvabi.nv_ioctl(nvabi.NV_ESC_IOCTL_XFER_CMD if xfer else nr,
+                         _SIZEOF(nvabi.nv_ioctl_xfer_t) if xfer else size)
     return Ioctl(fd, False, nr, request, bytes(args), xfer, params, tuple(guards), premap)
 
 
-def plan(rec: T.Record, st: State, nodes: str) -> Step:
+def plan(rec: trace.Record, st: State, nodes: str) -> Step:
     """The call that replays rec, given what the replay made so far.  Pure:
     it reads st and changes nothing."""
     if rec.op == "open":
@@ -524,7 +524,7 @@ class Executor:
             _put(args, at, 8, self.guard())
         buf = ctypes.create_string_buffer(bytes(args), max(len(args), MIN_BUFFER))
         if c.xfer:
-            x = A.nv_ioctl_xfer_t(cmd=c.nr, size=len(args), ptr=ctypes.addressof(buf))
+            x = nvabi.nv_ioctl_xfer_t(cmd=c.nr, size=len(args), ptr=ctypes.addressof(buf))
             r = self._ioctl(c.fd, c.request, ctypes.addressof(x))
         else:
             r = self._ioctl(c.fd, c.request, ctypes.addressof(buf))
@@ -536,7 +536,7 @@ class Executor:
 @dataclass
 class Call:
     """One record and what its replay gave."""
-    rec: T.Record
+    rec: trace.Record
     result: str                         # "same", "differ" or "not replayed"
     ret: int | None = None
     status: int | None = None
@@ -551,11 +551,11 @@ class Replayer:
         self.ex = executor
         self.state = State()
 
-    def _compare(self, rec: T.Record, ret: int, status: int | None) -> Call:
+    def _compare(self, rec: trace.Record, ret: int, status: int | None) -> Call:
         same = ret == rec.ret and (rec.status is None or status == rec.status)
         return Call(rec, "same" if same else "differ", ret, status)
 
-    def replay(self, rec: T.Record) -> Call:
+    def replay(self, rec: trace.Record) -> Call:
         st = self.state
         if st.clients and rec.op == "ioctl":
             rec = dataclasses.replace(rec, args_in=_translate(rec.args_in, st.clients),
@@ -588,9 +588,9 @@ class Replayer:
                             reason=why or f"anonymous memory for the OS descriptor at "
                                           f"{step.premap.addr:#x}: {_ret_text(ret)}")
         ret, out = self.ex.ioctl(step)
-        status = T.status_of(rec.nr, step.uvm, rec.size, out)
+        status = trace.status_of(rec.nr, step.uvm, rec.size, out)
         self._note_client(rec, step, ret, out)
-        if rec.nr == A.NV_ESC_RM_MAP_MEMORY and not step.uvm and rec.args_out is not None:
+        if rec.nr == nvabi.NV_ESC_RM_MAP_MEMORY and not step.uvm and rec.args_out is not None:
             at = _OS33.pLinearAddress.offset
             if len(rec.args_out) >= at + 8 and len(out) >= at + 8:
                 was, now = _get(rec.args_out, at, 8), _get(out, at, 8)
@@ -598,14 +598,14 @@ class Replayer:
                     st.linear[was] = now
         return self._compare(rec, ret, status)
 
-    def _note_client(self, rec: T.Record, step: Ioctl, ret: int, out: bytes) -> None:
+    def _note_client(self, rec: trace.Record, step: Ioctl, ret: int, out: bytes) -> None:
         """A root client the recording got from vgpu.ko's picks, made again
         under the handle the replay got: later calls name the new one."""
-        if step.uvm or rec.nr != A.NV_ESC_RM_ALLOC or ret or rec.args_out is None:
+        if step.uvm or rec.nr != nvabi.NV_ESC_RM_ALLOC or ret or rec.args_out is None:
             return
-        if rec.size not in (_SIZEOF(A.NVOS21_PARAMETERS), _SIZEOF(A.NVOS64_PARAMETERS)):
+        if rec.size not in (_SIZEOF(nvabi.NVOS21_PARAMETERS), _SIZEOF(nvabi.NVOS64_PARAMETERS)):
             return
-        st_ = A.NVOS64_PARAMETERS if rec.size == _SIZEOF(A.NVOS64_PARAMETERS) else A.NVOS21_PARAMETERS
+        st_ = nvabi.NVOS64_PARAMETERS if rec.size == _SIZEOF(nvabi.NVOS64_PARAMETERS) else nvabi.NVOS21_PARAMETERS
         new = st_.hObjectNew.offset
         if len(out) < new + 4 or len(rec.args_out) < new + 4 or \
                 _get(out, st_.hClass.offset, 4) not in ROOT_CLASSES:
@@ -641,20 +641,20 @@ def _ret_text(ret: int) -> str:
 
 def _outcome(ret: int | None, status: int | None) -> dict:
     return {"ret": ret, "status": status,
-            "status_name": None if status is None else A.status_name(status)}
+            "status_name": None if status is None else nvabi.status_name(status)}
 
 
 def _outcome_text(ret: int, status: int | None) -> str:
     s = f"ret {_ret_text(ret)}"
-    return s if status is None else f"{s} {A.status_name(status)}"
+    return s if status is None else f"{s} {nvabi.status_name(status)}"
 
 
-def call_name(rec: T.Record) -> str:
+def call_name(rec: trace.Record) -> str:
     """The call's names from its numbers (the file's names are not trusted:
     they would go to a terminal)."""
     if rec.op != "ioctl":
         return rec.op
-    kind = "uvm" if rec.node == T.NODE_UVM else "escape"
+    kind = "uvm" if rec.node == trace.NODE_UVM else "escape"
     name = nvnames.name(kind, rec.nr) or f"{kind} {rec.nr:#x}"
     it = rec.item
     if it is not None and it.get("kind") in ("class", "control"):
@@ -687,22 +687,22 @@ def call_text(c: Call) -> str:
 def _lines(f) -> Iterator[bytes]:
     """A binary file's lines, none longer than trace.MAX_LINE + 1 bytes (a
     longer one comes as pieces, the first of which parse_lines refuses)."""
-    while line := f.readline(T.MAX_LINE + 1):
+    while line := f.readline(trace.MAX_LINE + 1):
         yield line
 
 
-def read_trace(path: str) -> T.Trace:
+def read_trace(path: str) -> trace.Trace:
     """Read and check a trace file (gzip when it ends in .gz).  TraceError
     names the line; OSError when the file cannot be read."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rb") as f:
-            return T.parse_lines(_lines(f), path)
+            return trace.parse_lines(_lines(f), path)
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise T.TraceError(f"{path}: not a readable gzip file: {e}") from None
+        raise trace.TraceError(f"{path}: not a readable gzip file: {e}") from None
 
 
-def _preflight(tr: T.Trace, nodes: str) -> str | None:
+def _preflight(tr: trace.Trace, nodes: str) -> str | None:
     """Open (and close) each node the trace opened successfully: a missing
     node is a setup error, not a difference.  Returns the error, or None."""
     for node in sorted({r.node for r in tr.records if r.op == "open" and r.ret == 0}):
@@ -775,7 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def run(tr: T.Trace, nodes: str, *, stop_at_first: bool = False,
+def run(tr: trace.Trace, nodes: str, *, stop_at_first: bool = False,
         executor: Executor | None = None) -> tuple[list[Call], bool]:
     """Replay tr's records in sequence order; (every call, stopped early)."""
     rp = Replayer(nodes, executor or Executor())
@@ -792,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         tr = read_trace(args.trace)
-    except T.TraceError as e:
+    except trace.TraceError as e:
         print(f"vgpu-replay: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -2,7 +2,7 @@
 
 One JSON object per line: a header, then one record per open, close, ioctl
 and mmap, then optionally a trailer.  This module owns the format: it turns
-the kernel's records (``vgpu.daemon.kernel.TraceRecord``, or anything with the same
+the kernel's records (``vgpu.vgpuko.messages.TraceRecord``, or anything with the same
 attributes) into JSON objects, adds NVIDIA's names and the NV_STATUS the
 parameters carry back, and reads a file back with every field checked (a
 trace may come from another machine: it is input like any other).
@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from vgpu.abi import nvabi as A
+from vgpu.abi import nvabi
 from vgpu.abi import nvnames
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 
 VERSION = 1
 #: A record holds at most four 16 KiB blobs and MAX_LISTS lists of two
@@ -34,34 +34,34 @@ NODE_CTL, NODE_UVM = "ctl", "uvm"
 
 def node_name(node: int) -> str:
     """A minor relative to a slice's base -> ctl, uvm or gpuN."""
-    if node == U.VGPU_MINOR_CTL:
+    if node == uapi.VGPU_MINOR_CTL:
         return NODE_CTL
-    if node == U.VGPU_MINOR_UVM:
+    if node == uapi.VGPU_MINOR_UVM:
         return NODE_UVM
-    return f"gpu{node - U.VGPU_MINOR_GPU0}"
+    return f"gpu{node - uapi.VGPU_MINOR_GPU0}"
 
 
 def _status_offset(nr: int, uvm: bool, size: int) -> int | None:
     """Where the NV_STATUS the driver writes back lies in the top-level
     parameters, or None where they carry none (or it is not known here)."""
     if uvm:
-        st = A.UVM_PARAMS.get(nr)
+        st = nvabi.UVM_PARAMS.get(nr)
         if st is None or ctypes.sizeof(st) != size:
             return None
         return st.rmStatus.offset
-    entry = A.ESCAPES.get(nr)
+    entry = nvabi.ESCAPES.get(nr)
     if entry is None:
         return None
     st = entry[1]
-    if nr == A.NV_ESC_RM_ALLOC and size == ctypes.sizeof(A.NVOS21_PARAMETERS):
-        st = A.NVOS21_PARAMETERS
-    if nr == A.NV_ESC_RM_ALLOC_MEMORY:
-        return A.NVOS02_PARAMETERS.status.offset
-    if nr == A.NV_ESC_RM_MAP_MEMORY:
-        return A.NVOS33_PARAMETERS.status.offset
+    if nr == nvabi.NV_ESC_RM_ALLOC and size == ctypes.sizeof(nvabi.NVOS21_PARAMETERS):
+        st = nvabi.NVOS21_PARAMETERS
+    if nr == nvabi.NV_ESC_RM_ALLOC_MEMORY:
+        return nvabi.NVOS02_PARAMETERS.status.offset
+    if nr == nvabi.NV_ESC_RM_MAP_MEMORY:
+        return nvabi.NVOS33_PARAMETERS.status.offset
     if not isinstance(st, type) or not issubclass(st, ctypes.Structure):
         return None
-    if nr == A.NV_ESC_STATUS_CODE:      # a GPU's state, not a call's status
+    if nr == nvabi.NV_ESC_STATUS_CODE:      # a GPU's state, not a call's status
         return None
     f = getattr(st, "status", None)
     if f is None or f.size != 4 or f.offset + 4 > size:
@@ -85,35 +85,35 @@ def _hex(b: bytes | None) -> str | None:
 
 def record_json(rec) -> dict[str, Any]:
     """A kernel trace record -> the file's JSON object for it."""
-    op = U.TRACE_OP_NAMES.get(rec.op, f"op{rec.op}")
+    op = uapi.TRACE_OP_NAMES.get(rec.op, f"op{rec.op}")
     d: dict[str, Any] = {"seq": rec.seq, "t_ns": rec.time_ns, "dur_ns": rec.duration_ns,
                          "pid": rec.pid, "tid": rec.tid, "file": rec.file,
                          "node": node_name(rec.node), "op": op, "ret": rec.ret}
-    if rec.op == U.VGPU_TRACE_OPEN:
+    if rec.op == uapi.VGPU_TRACE_OPEN:
         d["open_flags"] = rec.open_flags or 0
-    elif rec.op == U.VGPU_TRACE_MMAP:
+    elif rec.op == uapi.VGPU_TRACE_MMAP:
         prot = rec.prot or 0
         d.update(addr=rec.addr, length=rec.length, offset=rec.offset,
-                 prot="".join(c for bit, c in ((U.VGPU_TRACE_PROT_READ, "r"),
-                                               (U.VGPU_TRACE_PROT_WRITE, "w"),
-                                               (U.VGPU_TRACE_PROT_SHARED, "s"))
+                 prot="".join(c for bit, c in ((uapi.VGPU_TRACE_PROT_READ, "r"),
+                                               (uapi.VGPU_TRACE_PROT_WRITE, "w"),
+                                               (uapi.VGPU_TRACE_PROT_SHARED, "s"))
                               if prot & bit))
-    elif rec.op == U.VGPU_TRACE_IOCTL:
-        uvm = rec.node == U.VGPU_MINOR_UVM
+    elif rec.op == uapi.VGPU_TRACE_IOCTL:
+        uvm = rec.node == uapi.VGPU_MINOR_UVM
         nr = rec.nr or 0
         d["nr"] = nr
         d["name"] = nvnames.name("uvm" if uvm else "escape", nr)
         d["size"] = rec.size or 0
         if rec.item_kind is not None:
-            kind = U.AUDIT_KIND_NAMES.get(rec.item_kind, str(rec.item_kind))
+            kind = uapi.AUDIT_KIND_NAMES.get(rec.item_kind, str(rec.item_kind))
             d["item"] = {"kind": kind, "number": rec.item,
                          "name": nvnames.name(kind, rec.item or 0)}
         if rec.verdict is not None:
-            d["verdict"] = U.AUDIT_VERDICT_NAMES.get(rec.verdict, str(rec.verdict))
+            d["verdict"] = uapi.AUDIT_VERDICT_NAMES.get(rec.verdict, str(rec.verdict))
         st = status_of(nr, uvm, d["size"], rec.args_out)
         if st is not None:
             d["status"] = st
-            d["status_name"] = A.status_name(st)
+            d["status_name"] = nvabi.status_name(st)
         for k in ("args_in", "args_out", "params_in", "params_out"):
             v = getattr(rec, k)
             if v is not None:
@@ -127,8 +127,8 @@ def record_json(rec) -> dict[str, Any]:
         if rec.fd_offset is not None and rec.fd_file is not None:
             d["fd"] = {"offset": rec.fd_offset, "file": rec.fd_file}
         fl = rec.flags or 0
-        for bit, k in ((U.VGPU_TRACE_F_XFER, "xfer"), (U.VGPU_TRACE_F_TRUNCATED, "truncated"),
-                       (U.VGPU_TRACE_F_UNREADABLE, "unreadable")):
+        for bit, k in ((uapi.VGPU_TRACE_F_XFER, "xfer"), (uapi.VGPU_TRACE_F_TRUNCATED, "truncated"),
+                       (uapi.VGPU_TRACE_F_UNREADABLE, "unreadable")):
             if fl & bit:
                 d[k] = True
     return d
@@ -198,8 +198,8 @@ class Trace:
         return sum(b - a - 1 for a, b in zip(seqs, seqs[1:]) if b > a + 1)
 
 
-_NODES = {NODE_CTL, NODE_UVM} | {f"gpu{i}" for i in range(U.VGPU_MAX_SLICE_GPUS)}
-_OPS = set(U.TRACE_OP_NAMES.values())
+_NODES = {NODE_CTL, NODE_UVM} | {f"gpu{i}" for i in range(uapi.VGPU_MAX_SLICE_GPUS)}
+_OPS = set(uapi.TRACE_OP_NAMES.values())
 
 
 def _int(d: dict, k: str, where: str, *, lo: int = 0, hi: int = (1 << 64) - 1,
@@ -216,9 +216,9 @@ def _blob(d: dict, k: str, where: str) -> bytes | None:
     v = d.get(k)
     if v is None:
         return None
-    if not isinstance(v, str) or len(v) > 2 * U.VGPU_TRACE_MAX_PARAMS:
+    if not isinstance(v, str) or len(v) > 2 * uapi.VGPU_TRACE_MAX_PARAMS:
         raise TraceError(f"{where}: {k}: not a hex string of at most "
-                         f"{U.VGPU_TRACE_MAX_PARAMS} bytes")
+                         f"{uapi.VGPU_TRACE_MAX_PARAMS} bytes")
     try:
         return bytes.fromhex(v)
     except ValueError:
@@ -243,7 +243,7 @@ def _lists(d: dict, params_in: bytes | None,
         w = f"{where}: lists[{i}]"
         if not isinstance(e, dict):
             raise TraceError(f"{w}: not {{offset, ptr, in, out}}")
-        off = _int(e, "offset", w, hi=U.VGPU_TRACE_MAX_PARAMS)
+        off = _int(e, "offset", w, hi=uapi.VGPU_TRACE_MAX_PARAMS)
         if off + 8 > len(params_in):
             raise TraceError(f"{w}: offset: {off} leaves no 8-byte pointer inside the "
                              f"{len(params_in)} bytes of params_in")
@@ -282,12 +282,12 @@ def parse_record(d: Any, where: str) -> Record:
         r.name = d.get("name", "") if isinstance(d.get("name", ""), str) else ""
         item = d.get("item")
         if item is not None:
-            if not isinstance(item, dict) or item.get("kind") not in U.AUDIT_KINDS:
+            if not isinstance(item, dict) or item.get("kind") not in uapi.AUDIT_KINDS:
                 raise TraceError(f"{where}: item: not {{kind, number, name}}")
             _int(item, "number", where + ": item", hi=(1 << 32) - 1)
             r.item = item
         v = d.get("verdict")
-        if v is not None and v not in U.AUDIT_VERDICT_NAMES.values():
+        if v is not None and v not in uapi.AUDIT_VERDICT_NAMES.values():
             raise TraceError(f"{where}: verdict: {json.dumps(v)[:40]} is not a verdict")
         r.verdict = v
         if d.get("status") is not None:
@@ -303,7 +303,7 @@ def parse_record(d: Any, where: str) -> Record:
         if fd is not None:
             if not isinstance(fd, dict):
                 raise TraceError(f"{where}: fd: not {{offset, file}}")
-            r.fd = (_int(fd, "offset", where + ": fd", hi=U.VGPU_TRACE_MAX_PARAMS - 4),
+            r.fd = (_int(fd, "offset", where + ": fd", hi=uapi.VGPU_TRACE_MAX_PARAMS - 4),
                     _int(fd, "file", where + ": fd"))
         for k in ("xfer", "truncated", "unreadable"):
             v = d.get(k, False)

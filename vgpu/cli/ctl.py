@@ -5,195 +5,36 @@ options (with the converter that validates each value locally, before
 anything is sent), its one-line summary and its function.  The parser and
 the usage texts are generated from it, as in ``wg``.
 
-Every value is checked by vgpu.values, the parsers the daemon's API and
+Every value is checked by vgpu.common.values, the parsers the daemon's API and
 config file use too, before anything is sent; a bad one is a usage error
-quoting it.  Standard library only (and vgpu.values, vgpu.abi, vgpu.cli).
+quoting it.  Standard library only (and vgpu.common.values, vgpu.abi, vgpu.cli).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 
 from vgpu import __version__
 from vgpu.abi import allowlist
-from vgpu.abi import trace as T
-from vgpu.cli import apiclient as ac
+from vgpu.abi import trace
 from vgpu.cli import histview, report, rtconfig
-from vgpu.cli.request import HOOK_ENV
-from vgpu.cli.request import LABELS as K8S_LABELS
-from vgpu.values import (POLICIES, PRIORITIES, BadValue, format_duration, format_percent,
-                         format_size, parse_compute, parse_container, parse_duration, parse_gpus,
-                         parse_label, parse_pid, parse_policy, parse_priority, parse_profile,
-                         parse_size, quote)
-
-PROG = "vgpuctl"
-
-EXIT_OK = 0
-EXIT_ERROR = 1          # vgpud refused or failed the request, or did not answer; a refused file
-EXIT_USAGE = 2          # bad command line or value
-EXIT_UNAVAILABLE = 3    # vgpud is not running
-EXIT_PERMISSION = 4     # permission denied on the API socket
-EXIT_NOT_FOUND = 5      # no such slice (container)
-
-EXIT_TEXT = f"""\
-exit status:
-  {EXIT_OK}  success
-  {EXIT_ERROR}  vgpud refused or failed the request (admission, kernel, ...), or did not
-     answer within --timeout; runtime configure: the config was refused or
-     could not be written
-  {EXIT_USAGE}  usage error: unknown command or option, or a bad value (quoted)
-  {EXIT_UNAVAILABLE}  vgpud is not running (no socket, or nothing listens on it)
-  {EXIT_PERMISSION}  permission denied (not root, nor in the group set as api.group)
-  {EXIT_NOT_FOUND}  no slice for that container"""
-
-
-class UsageError(Exception):
-    pass
-
-
-# ------------------------------------------------------------ converters
-# Each takes the option's text and returns the value sent on the wire, or
-# raises vgpu.values.BadValue (the value and a reason: "is not a size
-# (...)"); parse_args() turns it into one usage error (invalid()).  The
-# values the daemon also takes are parsed by vgpu.values' own parsers.
-
-c_size = parse_size
-c_percent = parse_compute
-c_duration = parse_duration
-c_priority = parse_priority
-c_policy = parse_policy
-c_profile = parse_profile
-c_pid = parse_pid
-c_gpus = parse_gpus
-c_label = parse_label
-c_container = parse_container
-
-
-def _choice(*choices: str):
-    def conv(text: str) -> str:
-        if text not in choices:
-            raise BadValue(text, f"is not one of {', '.join(choices)}")
-        return text
-    conv.choices = choices
-    return conv
-
-
-def c_nonempty(text: str) -> str:
-    if not text or "\0" in text:
-        raise BadValue(text, "must be a non-empty string")
-    return text
-
-
-def c_count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise BadValue(text, "is not a positive whole number")
-    return int(text)
-
-
-c_onoff = _choice("on", "off")
-
-
-def c_time(text: str) -> tuple[str, float]:
-    """--since/--until: histview.parse_time's times (-24h, yesterday, 08:00,
-    2026-12-01T08:00, @<unix seconds>); the text is kept for check_range's
-    message."""
-    return text, histview.parse_time(text)
-
-
-def c_one_gpu(text: str) -> int | str:
-    gpus = parse_gpus(text)
-    if len(gpus) != 1:
-        raise BadValue(text, "names more than one GPU (give one index or UUID)")
-    return gpus[0]
-
-
-def c_label_sel(text: str) -> str:
-    k, v = parse_label(text)
-    return f"{k}={v}"
-
-
-def c_hours(text: str) -> int:
-    n = c_count(text)
-    if n > 168:
-        raise BadValue(text, "is more than 168 (a week)")
-    return n
-
-
-def c_step(text: str) -> float:
-    x = parse_duration(text)
-    if x < 1:
-        raise BadValue(text, "is under a second")
-    return x
-
-
-def invalid(label: str, text: str, e: BadValue) -> UsageError:
-    """The usage error for a value a converter refused: the value quoted,
-    then the parser's reason (vgpu.values' core text, less its "is ")."""
-    reason = e.reason.removeprefix("is ") if e.value == text and not e.at else str(e)
-    return UsageError(f"invalid {label} {quote(text)}: {reason}")
-
-
-# ------------------------------------------------------------ the table
-class Opt:
-    """``--name METAVAR``: ``conv`` validates; ``multi`` collects repeats
-    (lists are extended, pairs go into a dict); ``metavar=None`` is a flag;
-    ``required``: the command refuses to run without it."""
-    __slots__ = ("name", "metavar", "help", "conv", "dest", "multi", "required")
-
-    def __init__(self, name, metavar, help, conv=None, dest=None, multi=False, required=False):
-        self.name, self.metavar, self.help = name, metavar, help
-        self.conv, self.multi, self.required = conv, multi, required
-        self.dest = dest or name.lstrip("-").replace("-", "_")
-
-    def spelling(self) -> str:
-        return self.name if self.metavar is None else f"{self.name} {self.metavar}"
-
-
-class Cmd:
-    __slots__ = ("name", "args", "opts", "summary", "run", "groups")
-
-    def __init__(self, name, args, opts, summary, run, groups=()):
-        self.name, self.args, self.opts = name, args, opts
-        self.summary, self.run, self.groups = summary, run, groups
-
-
-GLOBAL_OPTS = (
-    Opt("--socket", "PATH", "vgpud's API socket (default: $VGPU_SOCKET, else "
-        "/run/vgpu/vgpud.sock)", c_nonempty),
-    Opt("--timeout", "S", "how long to wait for vgpud's connect, send and each reply "
-        "(default 5; e.g. 2, 500ms)", c_duration),
-    Opt("--json", None, "machine-readable output: the API's result objects as JSON "
-        "(events, top: JSON lines)"),
-    Opt("--help", None, "this text (after a command: that command's)"),
-    Opt("--version", None, "the version of vgpu"),
-)
-
-O_MEMORY = Opt("--memory", "SIZE", "memory quota per GPU, a Kubernetes quantity: 8Gi, "
-               "512Mi, 1.5Gi, 4G (4x10^9) or bytes", c_size)
-O_COMPUTE = Opt("--compute", "PCT", "compute quota: 30% (0 to 100)", c_percent)
-O_PRIORITY = Opt("--priority", "|".join(PRIORITIES), "scheduling priority", c_priority)
-O_POLICY = Opt("--policy", "|".join(POLICIES), "compute policy", c_policy)
-O_PROFILE = Opt("--profile", "NAME", "a profile of the config file", c_profile)
-O_GPU = Opt("--gpu", "GPU", "GPU index or UUID; repeat or comma-separate for several",
-            c_gpus, dest="gpus", multi=True)
-QUOTA_OPTS = (O_MEMORY, O_COMPUTE, O_PRIORITY, O_POLICY, O_PROFILE)
-TIME_HELP = "-24h, -90m, yesterday, 08:00, 2026-12-01T08:00, @<unix seconds>"
-HISTORY_OPTS = (
-    Opt("--container", "C", "one container's slice", c_container),
-    Opt("--label", "KEY=VALUE", "slices with this label; repeat: all of them", c_label,
-        dest="labels", multi=True),
-    Opt("--gpu", "GPU", "slices on this GPU (host index or UUID)", c_one_gpu),
-    Opt("--since", "T", f"from (default -24h; {TIME_HELP})", c_time),
-    Opt("--until", "T", "to (default now)", c_time),
-    Opt("--step", "D", "bucket size (e.g. 1m, 5m, 1h; default: to fit the width)", c_step),
-)
+from vgpu.cli.cdi import CDI_HOOK, cdi_spec
+from vgpu.cli.ctlargv import (ARG_CONV, ARG_KEYS, ARG_LABELS, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK,
+                              EXIT_PERMISSION, EXIT_TEXT, EXIT_UNAVAILABLE, EXIT_USAGE, GLOBAL_OPTS,
+                              HISTORY_OPTS, O_GPU, PROG, QUOTA_OPTS, Cmd, Opt, UsageError, c_count,
+                              c_duration, c_gpus, c_hours, c_label, c_nonempty, c_pid, invalid)
+from vgpu.cli.ctlrender import (as_int, count_text, emit_json, err, fmt_event, fmt_time,
+                                fmt_uptime, gpu_row, pct_text, plural, print_audit, print_slice,
+                                print_table, run_top, size_text, slice_row)
+from vgpu.cli.tracefile import SeqGaps, StopSignals, copy_records, emit_line, open_output
+from vgpu.common import apiclient as ac
+from vgpu.common.files import atomic_write
+from vgpu.common.request import LABELS as K8S_LABELS
+from vgpu.common.values import POLICIES, PRIORITIES, BadValue, format_duration, quote
 
 
 def cmd_list(client, o):
@@ -201,7 +42,7 @@ def cmd_list(client, o):
     if o["json"]:
         return emit_json(res)
     slices = res.get("slices", [])
-    rows = [_slice_row(s) for s in slices]
+    rows = [slice_row(s) for s in slices]
     headers = ["CONTAINER", "GPUS", "MEMORY USED", "LIMIT", "PEAK", "COMPUTE",
                "PRIORITY", "POLICY", "PROFILE", "PIDS"]
     pods = [pod_of(s) for s in slices]
@@ -304,7 +145,7 @@ def audit_allow_items(entries: list) -> tuple[list, int]:
     for e in entries:
         if not isinstance(e, dict) or e.get("verdict") not in ALLOW_VERDICTS:
             continue
-        if not (_int(e.get("refused")) > 0 or _int(e.get("let_through")) > 0):
+        if not (as_int(e.get("refused")) > 0 or as_int(e.get("let_through")) > 0):
             continue
         kind, number = e.get("kind"), e.get("number")
         if kind not in allowlist.KINDS or isinstance(number, bool) or \
@@ -314,10 +155,6 @@ def audit_allow_items(entries: list) -> tuple[list, int]:
         name = e.get("name") if isinstance(e.get("name"), str) else ""
         items.append(allowlist.AllowItem.of(kind, number, name))
     return items, skipped
-
-
-def _int(v) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def cmd_set_audit(client, o):
@@ -341,7 +178,7 @@ def cmd_gpus(client, o):
         return emit_json(res)
     gpus = res.get("gpus", [])
     print_table(["GPU", "NAME", "UUID", "BUS ID", "MEMORY", "ALLOCATED", "USED", "UTIL",
-                 "SLICES"], [_gpu_row(g) for g in gpus])
+                 "SLICES"], [gpu_row(g) for g in gpus])
     sched = [g for g in gpus if isinstance(g.get("scheduler"), dict)]
     if sched:
         print()
@@ -372,8 +209,8 @@ def cmd_status(client, o):
         ("vgpud", f"version {res.get('version', '?')}, pid {res.get('pid', '?')}, "
                   f"up {fmt_uptime(res.get('uptime_s'))}"),
         ("vgpu.ko", "loaded" if kernel.get("loaded") else "NOT LOADED"),
-        ("slices", _count(res.get("slices"))),
-        ("gpus", _count(res.get("gpus"))),
+        ("slices", count_text(res.get("slices"))),
+        ("gpus", count_text(res.get("gpus"))),
         ("config", res.get("config", "-")),
     ]
     st = res.get("state")
@@ -398,7 +235,7 @@ def cmd_status(client, o):
         if not hist.get("enabled"):
             text = "off"
         else:
-            text = (f"{hist.get('state', '?')}, {_count(hist.get('written'))} samples written "
+            text = (f"{hist.get('state', '?')}, {count_text(hist.get('written'))} samples written "
                     f"({hist.get('path', '-')})")
             lost = sum(x for x in (hist.get("dropped"), hist.get("lost"))
                        if isinstance(x, int) and not isinstance(x, bool))
@@ -411,7 +248,7 @@ def cmd_status(client, o):
     if isinstance(fc, dict) and (fc.get("adjusted") or fc.get("held")):
         adj = fc.get("adjusted") or []
         rows.append(("forecast", ", ".join(f"{a.get('container')} compute "
-                                           f"{_pct(a.get('compute'))}" for a in adj)
+                                           f"{pct_text(a.get('compute'))}" for a in adj)
                      or "no adjustment" + (f"; held: {', '.join(map(str, fc['held']))}"
                                            if fc.get("held") else "")))
     img = res.get("image_env_profiles")
@@ -452,10 +289,10 @@ def cmd_trace(client, o):
         err(f"trace: {quote(path)} exists (--force overwrites it)")
         return EXIT_ERROR
     header, records = client.trace(o["container"])
-    seqs = _SeqGaps()
+    seqs = SeqGaps()
     with records:
         try:
-            out = _trace_output(path, bool(o.get("force")))
+            out = open_output(path, bool(o.get("force")))
         except OSError as e:
             err(f"trace: cannot write {quote(path)}: {e.strerror or e}")
             return EXIT_ERROR
@@ -463,11 +300,11 @@ def cmd_trace(client, o):
             # A stop signal is taken only while waiting for vgpud, so that
             # no line is half written before the trailer; not on stdout,
             # whose reader may stop reading while Ctrl-C must still work
-            with _StopSignals(guard=out is not sys.stdout) as sig:
-                _emit(out, T.dumps(header))
-                reason, failure = _trace_records(records, out, seqs, o, sig)
+            with StopSignals(guard=out is not sys.stdout) as sig:
+                emit_line(out, trace.dumps(header))
+                reason, failure = copy_records(records, out, seqs, o, sig)
                 records.close()                     # vgpud stops tracing now
-                _emit(out, T.dumps({"end": True, "records": seqs.records,
+                emit_line(out, trace.dumps({"end": True, "records": seqs.records,
                                     "lost": seqs.lost()}))
                 if out is not sys.stdout:
                     out.close()
@@ -483,174 +320,11 @@ def cmd_trace(client, o):
                 except OSError:
                     pass
     where = "stdout" if path == "-" else path
-    sys.stderr.write(f"trace of {o['container']}: {_plural(seqs.records, 'record')}, "
+    sys.stderr.write(f"trace of {o['container']}: {plural(seqs.records, 'record')}, "
                      f"{seqs.lost()} lost -> {where}{f' ({reason})' if reason else ''}\n")
     if failure is not None:
         raise failure
     return EXIT_OK
-
-
-def _trace_records(records, out, seqs, o, sig) -> tuple[str | None, Exception | None]:
-    """Copy records to out until --count, --seconds, a stop signal, the
-    stream's end or a failure of the stream -> (vgpud's reason for ending
-    it, or None; the failure, or None)."""
-    end = None if o.get("seconds") is None else time.monotonic() + o["seconds"]
-    try:
-        while o.get("count") is None or seqs.records < o["count"]:
-            try:
-                with sig.open():
-                    item = records.read(end)
-            except ac.ApiTimeout:
-                if end is None:
-                    raise
-                return None, None                   # --seconds elapsed
-            if item is None or item.get("end") is True:
-                return (item or {}).get("reason"), None
-            _emit(out, T.dumps(item))
-            seqs.add(item.get("seq"))
-    except KeyboardInterrupt:
-        pass                                        # Ctrl-C or SIGTERM: a normal stop
-    except ac.ClientError as e:
-        return None, e                              # the trailer still goes first
-    return None, None
-
-
-def _trace_output(path: str, force: bool):
-    """FILE, created (never replaced unless force), gzip-compressed when it
-    ends in .gz; "-" is stdout."""
-    if path == "-":
-        return sys.stdout
-    mode = "w" if force else "x"      # "x": a file made since our check is not clobbered
-    if path.endswith(".gz"):
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
-
-
-def _emit(out, line: str) -> None:
-    out.write(line + "\n")
-    out.flush()         # gzip: a sync flush, the file so far is readable after a crash
-
-
-class _SeqGaps:
-    """Records written and the ones lost by their sequence numbers (as
-    vgpu.abi.trace.Trace.lost counts them: every number missing between the
-    lowest and the highest)."""
-
-    def __init__(self):
-        self.records = 0
-        self.lo = self.hi = None
-
-    def add(self, seq) -> None:
-        self.records += 1
-        if isinstance(seq, int) and not isinstance(seq, bool):
-            self.lo = seq if self.lo is None else min(self.lo, seq)
-            self.hi = seq if self.hi is None else max(self.hi, seq)
-
-    def lost(self) -> int:
-        if self.lo is None:
-            return 0
-        return max(0, self.hi - self.lo + 1 - self.records)
-
-
-class _StopSignals:
-    """SIGINT and SIGTERM raise KeyboardInterrupt; with ``guard`` they are
-    held (blocked) except inside ``open()``, and one that comes while they
-    are held after the last ``open()`` is dropped: the stop is under way."""
-
-    def __init__(self, guard: bool):
-        self.signal = signal
-        self.sigs = {signal.SIGINT, signal.SIGTERM}
-        self.guard = guard and hasattr(signal, "pthread_sigmask")
-        self.old: dict = {}
-
-    def __enter__(self) -> "_StopSignals":
-        signal = self.signal
-        try:
-            self.old[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.default_int_handler)
-        except ValueError:              # not the main thread: nothing to take over
-            self.guard = False
-            return self
-        if self.guard:
-            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.sigs)
-        return self
-
-    def open(self):
-        @contextlib.contextmanager
-        def opened():
-            if not self.guard:
-                yield
-                return
-            try:
-                # a signal held until now is raised here, by the unblocking
-                self.signal.pthread_sigmask(self.signal.SIG_UNBLOCK, self.sigs)
-                yield
-            finally:
-                self.signal.pthread_sigmask(self.signal.SIG_BLOCK, self.sigs)
-        return opened()
-
-    def __exit__(self, *exc) -> None:
-        signal = self.signal
-        if self.guard:
-            # what is still held goes to a handler that ignores it
-            held = {s: signal.signal(s, lambda *a: None) for s in self.sigs}
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
-            for s, h in held.items():
-                signal.signal(s, h)
-        for s, h in self.old.items():
-            signal.signal(s, h)
-
-
-#: the hook `vgpuctl cdi generate` wires in by default (make install's link)
-CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
-
-
-def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
-             socket: str | None = None) -> dict:
-    """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
-    slice, named by its container, whose nodes are the slice's vgpufs nodes
-    (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
-    the slice's proc view on /proc/driver/nvidia: runc refuses a config.json
-    mount there ("inside /proc"), so the view cannot be a CDI mount.  The
-    hook also attaches the slice to the container's cgroup through vgpud
-    (``socket``, when not the default): vgpu.ko opens an unbound slice for
-    host administrators only.  The hook entry's env is explicit (runc would
-    otherwise choose it)."""
-    devices = []
-    for s in slices:
-        cid = str(s.get("container", ""))
-        if not cid:
-            continue
-        base = os.path.join(fuse_mount, cid)
-        dev = s.get("devices") if isinstance(s.get("devices"), dict) else {}
-        major = dev.get("major")
-        nodes = []
-
-        def node(name, minor):
-            n = {"path": f"/dev/{name}", "hostPath": os.path.join(base, "dev", name),
-                 "type": "c", "permissions": "rw"}
-            if isinstance(major, int) and isinstance(minor, int):
-                n["major"], n["minor"] = major, minor
-            nodes.append(n)
-        node("nvidiactl", dev.get("ctl_minor"))
-        minors = dev.get("gpu_minors") if isinstance(dev.get("gpu_minors"), list) else []
-        if not minors:
-            minors = [None] * len(s.get("gpus") or [])
-        for i, m in enumerate(minors):
-            node(f"nvidia{i}", m)
-        node("nvidia-uvm", dev.get("uvm_minor"))
-        devices.append({
-            "name": cid,
-            "annotations": {"vgpu.io/slice-id": str(s.get("slice_id", ""))},
-            "containerEdits": {
-                "deviceNodes": nodes,
-                "hooks": [{"hookName": "createRuntime", "path": hook,
-                           "args": ["vgpu-oci-hook", "--fuse-mount", fuse_mount,
-                                    *(["--socket", socket] if socket else []),
-                                    "--mount-slice", cid, "createRuntime"],
-                           "env": list(HOOK_ENV), "timeout": 15}],
-            },
-        })
-    return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
 
 
 def cmd_cdi(client, o):
@@ -665,13 +339,9 @@ def cmd_cdi(client, o):
     if not out or out == "-":
         sys.stdout.write(text)
         return EXIT_OK
-    d = os.path.dirname(os.path.abspath(out))
-    tmp = os.path.join(d, f".{os.path.basename(out)}.tmp{os.getpid()}")
     try:
-        os.makedirs(d, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, out)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        atomic_write(out, text)
     except OSError as e:
         err(f"cdi generate: cannot write {out}: {e.strerror or e}")
         return EXIT_ERROR
@@ -739,14 +409,9 @@ def cmd_report(client, o):
     if path == "-":
         sys.stdout.write(page)
         return EXIT_OK
-    tmp = f"{path}.tmp.{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp, path)
+        atomic_write(path, page)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         err(f"report: cannot write {path}: {e.strerror or e}")
         return EXIT_ERROR
     if o["json"]:
@@ -807,16 +472,16 @@ def print_forecast(res: dict) -> None:
     rec = res.get("recommended") or {}
     rm, rc = rec.get("memory") or {}, rec.get("compute") or {}
     print()
-    print(f"recommended: memory {_size(rm.get('bytes'))} for the label"
-          + (f" ({_size(rm.get('per_slice'))} a slice)" if rm.get("per_slice") is not None else "")
-          + f", compute {_pct(rc.get('percent'))} of a GPU"
-          + (f" ({_pct(rc.get('per_slice'))} a slice)" if rc.get("per_slice") is not None else "")
+    print(f"recommended: memory {size_text(rm.get('bytes'))} for the label"
+          + (f" ({size_text(rm.get('per_slice'))} a slice)" if rm.get("per_slice") is not None else "")
+          + f", compute {pct_text(rc.get('percent'))} of a GPU"
+          + (f" ({pct_text(rc.get('per_slice'))} a slice)" if rc.get("per_slice") is not None else "")
           + (f"; confidence {rc.get('confidence'):.2f}"
              if isinstance(rc.get("confidence"), (int, float)) else ""))
     adj = res.get("adjustments") or []
     if adj:
         print("adjusted now: " + ", ".join(f"{a.get('container')} compute "
-                                           f"{_pct(a.get('compute'))}" for a in adj))
+                                           f"{pct_text(a.get('compute'))}" for a in adj))
 
 
 def cmd_help(client, o):
@@ -1055,311 +720,6 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
 
 #: positional arguments: the option key of each spelling that is not a
 #: word, and the converter that checks a value before anything is sent
-ARG_KEYS = {"on|off": "mode"}
-ARG_LABELS = {"on|off": "audit mode"}
-ARG_CONV = {"container": c_container, "mode": c_onoff, "label": c_label_sel}
-
-
-# ------------------------------------------------------------ output
-def err(msg: str) -> None:
-    sys.stderr.write(f"{PROG}: {msg}\n")
-
-
-def emit_json(obj) -> int:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-    return EXIT_OK
-
-
-def _size(n) -> str:
-    if isinstance(n, bool) or not isinstance(n, int):
-        return "-" if n is None else str(n)
-    return format_size(n).replace(" ", "")
-
-
-def _pct(x) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return "-" if x is None else str(x)
-    return format_percent(float(x))
-
-
-def _count(v) -> str:
-    if isinstance(v, (list, dict)):
-        return str(len(v))
-    return "-" if v is None else str(v)
-
-
-def _sum(gpus, key):
-    vals = [g.get(key) for g in gpus if isinstance(g.get(key), int)]
-    return sum(vals) if vals else None
-
-
-def _slice_row(s: dict) -> list[str]:
-    gpus = s.get("gpus") or []
-    comp = s.get("compute") or {}
-    return [str(s.get("container", "?")),
-            ",".join(str(g.get("index", "?")) for g in gpus) or "-",
-            _size(_sum(gpus, "memory_used")), _size(_sum(gpus, "memory_limit")),
-            _size(_sum(gpus, "memory_peak")), _pct(comp.get("percent")),
-            str(comp.get("priority") or "-"), str(comp.get("policy") or "-"),
-            str(s.get("profile") or "-"), _count(s.get("pids"))]
-
-
-def _gpu_row(g: dict) -> list[str]:
-    return [str(g.get("index", "?")), str(g.get("name") or "-"), str(g.get("uuid") or "-"),
-            str(g.get("pci_bus_id") or "-"), _size(g.get("memory_total")),
-            _size(g.get("memory_allocated")), _size(g.get("memory_used")),
-            _pct(g.get("utilization")), _count(g.get("slices"))]
-
-
-def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for r in rows:
-        for j, cell in enumerate(r):
-            widths[j] = max(widths[j], len(cell))
-    out = []
-    for r in [headers, *rows]:
-        out.append("  ".join(c.ljust(widths[j]) for j, c in enumerate(r)).rstrip())
-    return out
-
-
-def print_table(headers, rows) -> None:
-    sys.stdout.write("\n".join(format_table(headers, rows)) + "\n")
-
-
-def fmt_time(t) -> str:
-    if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-    return "-" if t is None else str(t)
-
-
-def fmt_uptime(s) -> str:
-    if not isinstance(s, (int, float)) or isinstance(s, bool):
-        return "?"
-    s = int(s)
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if d:
-        return f"{d}d {h}h {m}m"
-    if h:
-        return f"{h}h {m}m"
-    if m:
-        return f"{m}m {s}s"
-    return f"{s}s"
-
-
-def print_slice(s: dict) -> None:
-    comp = s.get("compute") or {}
-    dev = s.get("devices") or {}
-    labels = s.get("labels") or {}
-    pids = s.get("pids")
-    rows = [
-        ("container", s.get("container", "?")),
-        ("slice id", s.get("slice_id", "-")),
-        ("profile", s.get("profile") or "-"),
-        ("labels", ", ".join(f"{k}={v}" for k, v in labels.items()) or "-"),
-        ("cgroup", s.get("cgroup") or "-"),
-        ("owner", " ".join(f"{k}={v}" for k, v in (s.get("owner") or {}).items())
-         or "- (made through the API)"),
-        ("pids", " ".join(map(str, pids)) if isinstance(pids, list) and pids else "-"),
-        ("open files", s.get("open_files", "-")),
-        ("quarantined", "yes: a process unmapped a call's parameter page (delete the slice)"
-         if s.get("quarantined") else "no"),
-        ("audit", _audit_text(s)),
-        ("created", fmt_time(s.get("created"))),
-        ("compute", f"{_pct(comp.get('percent'))} {comp.get('policy') or '-'}, "
-                    f"priority {comp.get('priority') or '-'}"),
-    ]
-    if dev:
-        minors = dev.get("gpu_minors")
-        rows.append(("devices", f"major {dev.get('major', '-')}, ctl minor "
-                                f"{dev.get('ctl_minor', '-')}, uvm minor {dev.get('uvm_minor', '-')}, "
-                                f"gpu minors "
-                                f"{' '.join(map(str, minors)) if isinstance(minors, list) else '-'}"))
-    for k, v in rows:
-        print(f"{k + ':':<11} {v}")
-    gpus = s.get("gpus") or []
-    if gpus:
-        print()
-        print_table(["GPU", "UUID", "REAL MINOR", "LIMIT", "USED", "PEAK", "ALLOCS", "REFUSALS"],
-                    [[str(g.get("index", "?")), str(g.get("uuid") or "-"),
-                      str(g.get("real_minor", "-")), _size(g.get("memory_limit")),
-                      _size(g.get("memory_used")), _size(g.get("memory_peak")),
-                      str(g.get("allocs", "-")), str(g.get("refusals", "-"))] for g in gpus])
-        comp = [g for g in gpus if isinstance(g.get("compute"), dict)]
-        if comp:
-            print()
-            print_table(["GPU", "POLICY", "TARGET", "PRIORITY", "GPU TIME", "ACHIEVED", "PAUSED",
-                         "TSGS", "CHANNELS"], [_compute_row(g) for g in comp])
-
-
-def _audit_text(s: dict) -> str:
-    if "audit" not in s:
-        return "-"
-    text = ("on: what the policy refuses is forwarded and recorded" if s.get("audit")
-            else "off")
-    n = s.get("allow_count")
-    if isinstance(n, int) and not isinstance(n, bool) and n:
-        text += f"; allow-list of {n} item{'' if n == 1 else 's'}"
-    return text
-
-
-def print_audit(res: dict) -> None:
-    """An audit record: a table sorted by kind (escape, class, control, uvm)
-    and number, then one summary line."""
-    order = {"escape": 0, "class": 1, "control": 2, "uvm": 3}
-    entries = [e for e in res.get("entries") or [] if isinstance(e, dict)]
-    entries.sort(key=lambda e: (order.get(e.get("kind"), 9), str(e.get("kind")),
-                                _int(e.get("number"))))
-    if entries:
-        print_table(["KIND", "NUMBER", "NAME", "VERDICT", "CALLS", "REFUSED", "LET-THROUGH"],
-                    [[str(e.get("kind", "?")), _number(e.get("kind"), e.get("number")),
-                      str(e.get("name") or "-"), str(e.get("verdict", "?")),
-                      str(e.get("calls", "-")), str(e.get("refused", "-")),
-                      str(e.get("let_through", "-"))] for e in entries])
-    else:
-        print("nothing recorded" + ("" if res.get("audit") else
-                                    " (audit mode is off: only refusals are recorded)"))
-    calls = sum(_int(e.get("calls")) for e in entries)
-    refused = sum(_int(e.get("refused")) for e in entries)
-    let = sum(_int(e.get("let_through")) for e in entries)
-    n = res.get("allow_count")
-    parts = [f"{_plural(len(entries), 'item')}, {_plural(calls, 'call')}: {refused} refused, "
-             f"{let} let through",
-             f"audit mode {'on' if res.get('audit') else 'off'}",
-             f"allow-list {_plural(n, 'item') if isinstance(n, int) else '-'}"]
-    dropped = _int(res.get("dropped"))
-    if dropped:
-        parts.append(f"{_plural(dropped, 'call')} not recorded (the record is full)")
-    print("; ".join(parts))
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _number(kind, number) -> str:
-    if isinstance(number, bool) or not isinstance(number, int):
-        return "-" if number is None else str(number)
-    return f"0x{number:02x}" if kind == "escape" else f"0x{number:08x}"
-
-
-def _compute_row(g: dict) -> list[str]:
-    c = g.get("compute") or {}
-    t = c.get("gpu_time_s")
-    paused = c.get("paused")
-    return [str(g.get("index", "?")), str(c.get("policy") or "-"), _pct(c.get("percent")),
-            str(c.get("priority") or "-"),
-            f"{t:.3f}s" if isinstance(t, (int, float)) and not isinstance(t, bool) else "-",
-            _pct(c.get("achieved_percent")),
-            "-" if paused is None else ("yes" if paused else "no"),
-            _count(c.get("tsgs")), _count(c.get("channels"))]
-
-
-def _per_gpu(gpus: list, key: str) -> str:
-    """A compute figure of each GPU of a slice, comma-separated."""
-    vals = [(g.get("compute") or {}).get(key) for g in gpus]
-    if not vals or all(v is None for v in vals):
-        return "-"
-    return ",".join(_pct(v) for v in vals)
-
-
-def fmt_event(ev: dict) -> str:
-    t = ev.get("time")
-    if isinstance(t, (int, float)) and not isinstance(t, bool):
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
-    else:
-        ts = str(t) if t is not None else "-"
-    rest = []
-    for k, v in ev.items():
-        if k in ("time", "type", "container"):
-            continue
-        if isinstance(v, str) and v and " " not in v:
-            rest.append(f"{k}={v}")
-        else:
-            rest.append(f"{k}={json.dumps(v, ensure_ascii=False)}")
-    return " ".join([ts, str(ev.get("type", "?")), str(ev.get("container") or "-"), *rest])
-
-
-# ------------------------------------------------------------ top
-def top_frame(client) -> dict:
-    return {"status": client.request("status"), "gpus": client.request("gpus").get("gpus", []),
-            "slices": client.request("list").get("slices", [])}
-
-
-def render_top(frame: dict, width: int | None = None, height: int | None = None) -> list[str]:
-    st = frame["status"]
-    kernel = st.get("kernel") or {}
-    head = (f"vgpud {st.get('version', '?')}  pid {st.get('pid', '?')}  "
-            f"up {fmt_uptime(st.get('uptime_s'))}  vgpu.ko "
-            f"{'loaded' if kernel.get('loaded') else 'NOT LOADED'}  "
-            f"{len(frame['gpus'])} GPUs  {len(frame['slices'])} slices  "
-            f"{time.strftime('%H:%M:%S')}")
-    lines = [head, ""]
-    lines += format_table(["GPU", "NAME", "MEMORY", "ALLOCATED", "USED", "UTIL", "SLICES"],
-                          [[r[0], r[1], r[4], r[5], r[6], r[7], r[8]]
-                           for r in map(_gpu_row, frame["gpus"])])
-    lines.append("")
-
-    def used(s):
-        return _sum(s.get("gpus") or [], "memory_used") or 0
-    slices = sorted(frame["slices"], key=lambda s: (-used(s), str(s.get("container"))))
-    rows = []
-    for s in slices:
-        gpus = s.get("gpus") or []
-        lim, u = _sum(gpus, "memory_limit"), _sum(gpus, "memory_used")
-        comp = s.get("compute") or {}
-        target = _per_gpu(gpus, "percent")
-        if target == "-":
-            target = _pct(comp.get("percent"))
-        rows.append([str(s.get("container", "?")),
-                     ",".join(str(g.get("index", "?")) for g in gpus) or "-",
-                     _size(u), _size(lim),
-                     f"{100 * u / lim:.0f}%" if lim and u is not None else "-",
-                     _size(_sum(gpus, "memory_peak")), target,
-                     _per_gpu(gpus, "achieved_percent"),
-                     str(comp.get("priority") or "-"), str(comp.get("policy") or "-"),
-                     _count(_sum(gpus, "refusals"))])
-    lines += format_table(["CONTAINER", "GPUS", "USED", "LIMIT", "USE", "PEAK", "TARGET",
-                           "ACHIEVED", "PRIORITY", "POLICY", "REFUSALS"], rows)
-    if height is not None and len(lines) > height:
-        lines = lines[:max(height - 1, 1)] + [f"... {len(lines) - height + 1} more lines"]
-    if width is not None:
-        lines = [ln[:width] for ln in lines]
-    return lines
-
-
-def run_top(client, o, out) -> int:
-    interval = o.get("interval", 1.0)
-    live = not o.get("once") and out.isatty()
-    if not live:
-        frame = top_frame(client)
-        if o["json"]:
-            return emit_json(frame)
-        out.write("\n".join(render_top(frame)) + "\n")
-        return EXIT_OK
-    out.write("\x1b[?25l\x1b[H\x1b[2J")           # hide the cursor, clear
-    try:
-        while True:
-            frame = top_frame(client)
-            if o["json"]:
-                out.write(json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n")
-            else:
-                try:
-                    size = os.get_terminal_size(out.fileno())
-                    w, h = size.columns, size.lines
-                except (OSError, ValueError, AttributeError):
-                    w, h = None, None
-                lines = render_top(frame, w, h)
-                # home, each line then clear to its end, clear below: no flicker
-                out.write("\x1b[H" + "".join(ln + "\x1b[K\n" for ln in lines) + "\x1b[J")
-            out.flush()
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        return EXIT_OK
-    finally:
-        out.write("\x1b[?25h")
-        out.flush()
 
 
 # ------------------------------------------------------------ main

@@ -1,33 +1,10 @@
 """Usage history for people (issue 17, part 2): what ``vgpuctl history``
-prints.  Standard library only (and vgpu.values), no I/O: every function
+prints.  Standard library only (and vgpu.common.values), no I/O: every function
 takes a *history document* and returns text.
 
-The document (JSON-able; what the daemon's history operation is to answer,
-docs/history.md, "Looking at it")::
-
-    {"since": 1764576000.0, "until": 1764662400.0,  # the range asked for (s), or null
-     "step": 300.0,                                 # the bucket size, or null (stored resolution)
-     "series": [{"container": "web-1", "slice_id": 3,
-                 "labels": {"vgpu.io/class": "inference"},
-                 "gpu": 0, "gpu_uuid": "GPU-...",
-                 "rows": [{"t": 1764576000.0, "step": 300.0, "n": 30,
-                           "mem_used": 2.1e9, "mem_used_min": ..., "mem_used_max": ...,
-                           "mem_used_p95": ..., "mem_peak": ..., "mem_limit": 8589934592,
-                           "gpu_time_ns": ..., "covered_s": 300.0,
-                           "share": 0.31, "share_max": 0.6, "compute_bp": 3000,
-                           "refusals": 0, "resets": 0, "source": "merged"}, ...]}],
-     "windows": [{"profile": "inference-day", "label": "vgpu.io/class=inference",
-                  "start": 1764576000.0, "end": 1764619200.0}]}
-
-A row has the fields of vgpu.daemon.history.Row less the series' identity
-(container, slice_id, labels, gpu, gpu_uuid), with the same names and units:
-bytes, seconds since the epoch, ``share`` the fraction of one GPU achieved,
-``compute_bp`` the target in basis points (10000 = one whole GPU).  Any row
-field may be missing or null (unknown).  ``doc_from_rows`` builds the
-document from ``HistoryStore.series()`` rows; ``expand_windows`` turns the
-config's schedule (recurring windows) into the ``windows`` list.  A window
-with a ``label`` belongs to the series carrying that label; one without,
-to all.
+The document's shape, its normalizer and its builders (``doc_from_rows``,
+``expand_windows``, ``auto_step``) are vgpu.common.histdoc's, shared with
+the daemon; they are importable from here too.
 
 Here: ``render_terminal`` (sparklines), ``render_csv``, ``parse_time`` and
 ``check_range`` for ``--since``/``--until``, ``auto_step``; and the helpers
@@ -43,9 +20,13 @@ import math
 import re
 import textwrap
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from vgpu.values import BadValue, format_size, quote
+from vgpu.common.histdoc import (IDENTITY, ROW_FIELDS, auto_step, doc_from_rows,  # noqa: F401
+                                 expand_windows, local_time, normalize, number, windows_for)
+from vgpu.common.values import BadValue, format_size
+
+SPARKS = "▁▂▃▄▅▆▇█"
 
 __all__ = [
     "IDENTITY", "ROW_FIELDS", "SPARKS", "normalize", "doc_from_rows", "expand_windows",
@@ -55,191 +36,10 @@ __all__ = [
     "CSV_HEADER",
 ]
 
-#: a series' identity (vgpu.daemon.history.Row's first fields)
-IDENTITY = ("container", "slice_id", "labels", "gpu", "gpu_uuid")
-#: a row's fields (the rest of Row), in CSV column order
-ROW_FIELDS = ("t", "step", "n", "mem_used", "mem_used_min", "mem_used_max", "mem_used_p95",
-              "mem_peak", "mem_limit", "gpu_time_ns", "covered_s", "share", "share_max",
-              "compute_bp", "refusals", "resets", "source")
-SPARKS = "▁▂▃▄▅▆▇█"
-_NUMERIC = frozenset(ROW_FIELDS) - {"source"}
-
-
-# ------------------------------------------------------------ the document
-def _num(v: Any) -> float | int | None:
-    """A finite number, or None (anything else: missing, null, text, NaN)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-#: times outside [0, TIME_MAX) (before 1970, after 2242) are not times
-TIME_MAX = float(1 << 33)
-
-
-def _time(v: Any) -> float | None:
-    """A time (s since the epoch) that datetime can show, or None."""
-    v = _num(v)
-    return float(v) if v is not None and 0 <= v < TIME_MAX else None
-
-
-def _text(v: Any) -> str:
-    return "" if v is None else str(v)
-
-
-def normalize(doc: Any) -> dict:
-    """A clean copy of a history document: unknown keys dropped, numbers
-    that are not finite numbers made None, rows without a time dropped and
-    the rest sorted by time, labels as {str: str}, windows with end > start
-    only.  Raises ValueError when ``doc`` is not a document at all."""
-    if not isinstance(doc, Mapping):
-        raise ValueError(f"not a history document (an object with \"series\"): {quote(doc)}")
-    series_in = doc.get("series") or []
-    if not isinstance(series_in, list):
-        raise ValueError("history document: \"series\" is not a list")
-    out_series = []
-    for s in series_in:
-        if not isinstance(s, Mapping):
-            continue
-        labels = s.get("labels")
-        labels = ({str(k): _text(v) for k, v in labels.items()}
-                  if isinstance(labels, Mapping) else {})
-        rows = []
-        for r in s.get("rows") or []:
-            if not isinstance(r, Mapping) or _time(r.get("t")) is None:
-                continue
-            row = {f: _num(r.get(f)) for f in ROW_FIELDS if f in _NUMERIC}
-            if row["step"] is not None and not 0 <= row["step"] < TIME_MAX:
-                row["step"] = None
-            row["source"] = _text(r.get("source"))
-            rows.append(row)
-        rows.sort(key=lambda r: r["t"])
-        sid, gpu = _num(s.get("slice_id")), _num(s.get("gpu"))
-        out_series.append({"container": _text(s.get("container")),
-                           "slice_id": int(sid) if sid is not None else None,
-                           "labels": labels,
-                           "gpu": int(gpu) if gpu is not None else None,
-                           "gpu_uuid": _text(s.get("gpu_uuid")), "rows": rows})
-    windows = []
-    for w in doc.get("windows") or []:
-        if not isinstance(w, Mapping):
-            continue
-        a, b = _time(w.get("start")), _time(w.get("end"))
-        if a is None or b is None or b <= a:
-            continue
-        windows.append({"profile": _text(w.get("profile")), "label": _text(w.get("label")),
-                        "start": float(a), "end": float(b)})
-    windows.sort(key=lambda w: (w["start"], w["profile"]))
-    step = _num(doc.get("step"))
-    return {"since": _time(doc.get("since")), "until": _time(doc.get("until")),
-            "step": step if step is not None and 0 < step < TIME_MAX else None,
-            "series": out_series, "windows": windows}
-
-
-def doc_from_rows(rows: Iterable[Any], windows: Iterable[Mapping] = (), *,
-                  since: float | None = None, until: float | None = None,
-                  step: float | None = None) -> dict:
-    """The document of ``HistoryStore.series()`` rows (Row objects, or their
-    ``to_json()`` dicts), one series per identity in the order first seen."""
-    by_key: dict[tuple, dict] = {}
-    for r in rows:
-        d = r.to_json() if hasattr(r, "to_json") else dict(r)
-        labels = d.get("labels") or {}
-        key = (d.get("container"), d.get("slice_id"), tuple(sorted(labels.items())),
-               d.get("gpu"), d.get("gpu_uuid"))
-        s = by_key.get(key)
-        if s is None:
-            s = by_key[key] = {"container": d.get("container"), "slice_id": d.get("slice_id"),
-                               "labels": dict(labels), "gpu": d.get("gpu"),
-                               "gpu_uuid": d.get("gpu_uuid"), "rows": []}
-        s["rows"].append({f: d.get(f) for f in ROW_FIELDS})
-    return {"since": since, "until": until, "step": step, "series": list(by_key.values()),
-            "windows": [dict(w) for w in windows]}
-
-
-_DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-
-
-def _clock(v: Any) -> datetime.time:
-    if isinstance(v, datetime.time):
-        return v.replace(tzinfo=None)
-    m = re.fullmatch(r"(\d{1,2}):(\d{2})", str(v).strip())
-    if not m or int(m[1]) > 23 or int(m[2]) > 59:
-        raise BadValue(v, "is not a clock time (HH:MM)")
-    return datetime.time(int(m[1]), int(m[2]))
-
-
-def _days(v: Any) -> frozenset[int]:
-    if v is None:
-        return frozenset(range(7))
-    out = set()
-    for d in v:
-        if isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 7:
-            out.add(d)
-        elif isinstance(d, str) and d.strip().lower()[:3] in _DAY_NAMES:
-            out.add(_DAY_NAMES.index(d.strip().lower()[:3]))
-        else:
-            raise BadValue(d, "is not a day (0 = Monday, or mon ... sun)")
-    return frozenset(out)
-
-
-def _local(d: datetime.date, t: datetime.time, tz: datetime.tzinfo | None) -> float:
-    return datetime.datetime.combine(d, t, tzinfo=tz).timestamp()
-
-
-def expand_windows(schedule: Iterable[Any], since: float, until: float,
-                   tz: datetime.tzinfo | None = None) -> list[dict]:
-    """The times the recurring schedule windows were open within
-    [since, until): [{"profile", "label", "start", "end"}].  An entry is a
-    vgpu.daemon.config.Window (label, profile, start, end, days) or a dict
-    with "label", "profile", "from"/"to" (or "start"/"end": "HH:MM" or a
-    datetime.time) and "days" (0 = Monday or names; default every day).
-    Times are local wall-clock times (``tz``; None: the machine's); a window
-    with to <= from wraps past midnight and belongs to the day it opens."""
-    out = []
-    lo_day = datetime.datetime.fromtimestamp(since, tz).date() - datetime.timedelta(days=1)
-    hi_day = datetime.datetime.fromtimestamp(until, tz).date()
-    for w in schedule:
-        get = w.get if isinstance(w, Mapping) else (lambda k, d=None, w=w: getattr(w, k, d))
-        start = _clock(get("from") if get("from") is not None else get("start"))
-        end = _clock(get("to") if get("to") is not None else get("end"))
-        days = _days(get("days"))
-        d = lo_day
-        while d <= hi_day:
-            if d.weekday() in days:
-                a = _local(d, start, tz)
-                b = _local(d + datetime.timedelta(days=1) if end <= start else d, end, tz)
-                a, b = max(a, since), min(b, until)
-                if b > a:
-                    out.append({"profile": _text(get("profile")), "label": _text(get("label")),
-                                "start": a, "end": b})
-            d += datetime.timedelta(days=1)
-    out.sort(key=lambda x: (x["start"], x["profile"]))
-    return out
-
-
-def windows_for(series: Mapping, windows: Sequence[Mapping]) -> list[Mapping]:
-    """The windows that apply to a series: those without a label and those
-    whose "key=value" label the series carries."""
-    out = []
-    labels = series.get("labels") or {}
-    for w in windows:
-        lab = w.get("label") or ""
-        if not lab:
-            out.append(w)
-            continue
-        k, _, v = lab.partition("=")
-        if labels.get(k) == v:
-            out.append(w)
-    return out
-
-
 # ------------------------------------------------------------ figures
 def fmt_bytes(n: Any) -> str:
     """Human bytes ("7.5 GiB"), "-" when unknown."""
-    n = _num(n)
+    n = number(n)
     if n is None:
         return "-"
     n = int(round(n))
@@ -258,7 +58,7 @@ def fmt_bytes(n: Any) -> str:
 def fmt_share(x: Any) -> str:
     """A fraction of one GPU as a percentage: 0.314 -> "31%", 0.05 -> "5%",
     0.004 -> "0.4%"."""
-    x = _num(x)
+    x = number(x)
     if x is None:
         return "-"
     p = x * 100
@@ -455,10 +255,10 @@ def time_ticks(lo: float, hi: float, most: int = 8,
     if step < 86400:
         d = start_day
         while True:
-            midnight = _local(d, datetime.time(0), tz)
+            midnight = local_time(d, datetime.time(0), tz)
             if midnight > hi:
                 break
-            nxt = _local(d + datetime.timedelta(days=1), datetime.time(0), tz)
+            nxt = local_time(d + datetime.timedelta(days=1), datetime.time(0), tz)
             k = 0
             while True:
                 t = midnight + k * step
@@ -472,7 +272,7 @@ def time_ticks(lo: float, hi: float, most: int = 8,
         days = int(step // 86400)
         d = start_day
         while True:
-            t = _local(d, datetime.time(0), tz)
+            t = local_time(d, datetime.time(0), tz)
             if t > hi:
                 break
             if t >= lo:
@@ -695,7 +495,7 @@ def parse_time(text: Any, now: float | None = None,
     - ``@1764576000``: Unix seconds.
 
     Local means ``tz`` (None: the machine's zone).  Raises
-    vgpu.values.BadValue quoting the value."""
+    vgpu.common.values.BadValue quoting the value."""
     if not isinstance(text, str):
         raise BadValue(text, _NOT_TIME)
     now = time.time() if now is None else float(now)
@@ -707,7 +507,7 @@ def parse_time(text: Any, now: float | None = None,
     today = to_datetime(now, tz).date()
     days = {"today": 0, "yesterday": -1, "tomorrow": 1}
     if s in days:
-        return _local(today + datetime.timedelta(days=days[s]), datetime.time(0), tz)
+        return local_time(today + datetime.timedelta(days=days[s]), datetime.time(0), tz)
     m = re.fullmatch(r"([-+])?\s*((?:\d+(?:\.\d+)?[smhdw])+)(\s+ago)?", s)
     if m:
         if m[1] and m[3]:
@@ -730,7 +530,7 @@ def parse_time(text: Any, now: float | None = None,
         h, mi, se = int(m[1]), int(m[2]), int(m[3] or 0)
         if h > 23 or mi > 59 or se > 59:
             raise BadValue(text, "is not a clock time (00:00 to 23:59)")
-        return _local(today, datetime.time(h, mi, se), tz)
+        return local_time(today, datetime.time(h, mi, se), tz)
     if re.match(r"\d{4}-", s):
         iso = text.strip()
         if iso[-1:] in ("z", "Z"):
@@ -757,19 +557,3 @@ def check_range(since: float, until: float, since_text: str | None = None,
                                    f"after {fmt_time(since, tz, True)})")
     raise BadValue(since_text if since_text is not None else since,
                    f"is not in the past ({fmt_time(since, tz, True)})")
-
-
-_STEPS = (10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600,
-          12 * 3600, 86400)
-
-
-def auto_step(since: float, until: float, columns: int = 120, least: float = 0.0) -> float:
-    """A round bucket size (s) that gives at most ``columns`` buckets over
-    [since, until), at least ``least`` (the store's sampling interval or
-    aggregate step); whole days beyond a day."""
-    span = max(until - since, 1.0)
-    want = max(span / max(columns, 1), least)
-    for s in _STEPS:
-        if s >= want:
-            return float(s)
-    return float(math.ceil(want / 86400) * 86400)

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 from vgpu.cli.histview import (doc_span, expand_windows, fmt_bytes, fmt_share, fmt_time,
                                labels_text, normalize, row_durations, series_title, summarize,
                                time_ticks, to_datetime, windows_for)
-from vgpu.values import format_size
+from vgpu.common.values import format_size
 
 __all__ = ["render_html", "sample_doc", "WINDOW_COLOURS"]
 

@@ -32,7 +32,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import difflib
@@ -44,7 +43,9 @@ import re
 import sys
 import tomllib
 
-from vgpu.values import BadValue
+from vgpu.common import request
+from vgpu.common.files import atomic_write
+from vgpu.common.values import BadValue
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_RUNTIME_PATH = "/usr/local/bin/vgpu-runtime"
@@ -53,10 +54,9 @@ DROP_IN_NAME = "conf.d/vgpu.toml"
 RESTART = "restart containerd to load it: systemctl restart containerd"
 
 #: the pod-level request, key by key: a pod cannot forge the container-scope keys
-POD_ANNOTATIONS = ("vgpu.io/memory", "vgpu.io/compute", "vgpu.io/priority", "vgpu.io/policy",
-                   "vgpu.io/gpus", "vgpu.io/profile")
+POD_ANNOTATIONS = request.POD_ANNOTATIONS
 #: what the device plugin's Allocate sets per container
-CONTAINER_ANNOTATIONS = ("vgpu.io/container-*",)
+CONTAINER_ANNOTATIONS = (request.CONTAINER_PREFIX + "*",)
 
 RUNC_TYPE = "io.containerd.runc.v2"
 #: where the CRI plugin's runtime config lives, by config version
@@ -569,24 +569,8 @@ def backup_path(path: str) -> str:
 def write_atomic(path: str, text: str, like: str | None) -> None:
     """Temp file in the same directory, fsync, rename over ``path``; mode and
     owner of ``like`` (the file replaced), else 0644."""
-    d = os.path.dirname(path) or "."
-    os.makedirs(d, mode=0o755, exist_ok=True)
-    st = os.stat(like) if like else None
-    tmp = os.path.join(d, f".{os.path.basename(path)}.vgpu-tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), st.st_mode & 0o7777 if st else 0o644)
-            if st and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-                os.fchown(f.fileno(), st.st_uid, st.st_gid)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+    atomic_write(path, text, mode=0o644, like=like or None)
 
 
 def apply(p: Plan) -> list[str]:

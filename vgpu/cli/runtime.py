@@ -9,7 +9,7 @@ bundle's config.json could carry a request; then it execs this module with
 the same argv.  It takes runc's command line unchanged.  On ``create`` (and
 ``run``), for a container that asks for a slice (vgpu.io/* annotations; the
 image's VGPU_* env only for a profile of vgpud's config that allows it, as
-vgpu-oci-hook reads them; the rule is vgpu.cli.request's), it edits the
+vgpu-oci-hook reads them; the rule is vgpu.common.request's), it edits the
 bundle's config.json in place, idempotently, with what request.hook_stages
 says the container needs:
 
@@ -29,7 +29,7 @@ says the container needs:
 
 Then it execs runc ($VGPU_RUNC, else ``runc`` on PATH) with the same argv.
 Every other command goes straight to runc.  It imports as little as it can
-(no vgpu.values, ctypes or the hook): every Python start here is on the
+(no vgpu.common.values, ctypes or the hook): every Python start here is on the
 path of a container's start.  Standard library only.
 """
 from __future__ import annotations
@@ -39,7 +39,9 @@ import os
 import sys
 
 from vgpu import __version__
-from vgpu.cli.request import HOOK_ENV, ScopeError, honoured_scope, hook_stages, vgpu_major
+from vgpu.common.files import atomic_write
+from vgpu.common.request import (HOOK_ENV, ScopeError, honoured_scope, hook_argv, hook_stages,
+                                 vgpu_major)
 
 PROG = "vgpu-runtime"
 # runc's global options that take a value (Go's flag package: -name or --name)
@@ -85,22 +87,6 @@ def find_bundle(argv: list[str], start: int) -> str:
             return a[2:].lstrip("=") or "."
         i += 1
     return "."
-
-
-#: the directory holding the vgpu package this module was loaded from
-#: (vgpu/cli/runtime.py -> its grandparent's parent): hook_argv() puts it on sys.path
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def hook_argv(*args: str) -> list[str]:
-    """This Python running vgpu.cli.hook isolated: -I ignores every PYTHON*
-    variable and keeps the user site and the working directory off sys.path
-    (a hook may be started in the rootfs with the image's environment), -S
-    skips the site import (~30 ms less per run in a venv).  Neither leaves a
-    way to find the package, so the code names PKG_PARENT itself."""
-    boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
-            f"from vgpu.cli.hook import main; sys.exit(main())")
-    return [sys.executable or "/usr/bin/python3", "-I", "-S", "-c", boot, *args]
 
 
 def hook_command(stage: str) -> tuple[str, list[str], list[str]]:
@@ -181,12 +167,9 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     if not stages:
         return False
     if edit_config(config, vgpu_major() if device else None, stages):
-        tmp = path + ".vgpu-tmp"
-        st = os.stat(path)
-        with open(tmp, "w") as f:
-            json.dump(config, f, separators=(",", ":"))
-        os.chmod(tmp, st.st_mode & 0o7777)
-        os.replace(tmp, path)
+        # runc reads it at once; worthless after a crash: no fsync on a
+        # container's start path
+        atomic_write(path, json.dumps(config, separators=(",", ":")), like=path, fsync=False)
     return True
 
 

@@ -8,7 +8,7 @@ Newline-delimited JSON on a Unix stream socket.  This module owns:
 - request validation (``parse_request``: version, id, op, and every argument
   checked against ``OPS`` with a message that names the argument and quotes
   the value; the values vgpuctl, the hook and the config file also take are
-  parsed by vgpu.values, see ``checked``) and reply encoding (``ok_reply`` /
+  parsed by vgpu.common.values, see ``checked``) and reply encoding (``ok_reply`` /
   ``error_reply``);
 - dispatch (``dispatch``: a validated request -> ``handler.run``);
 - the socket server (``Server``, on ``trio.serve_listeners``): SO_PEERCRED
@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 import trio
 
-from vgpu.values import (CONTAINER_MAX, BadValue, parse_bool, parse_container, parse_duration,
+from vgpu.common.values import (CONTAINER_MAX, BadValue, parse_bool, parse_container, parse_duration,
                          parse_gpu, parse_gpus, parse_label, parse_labels, parse_percent, parse_pid, parse_policy, parse_priority,
                          parse_profile, parse_size, quote)
 
@@ -82,11 +82,11 @@ class ApiError(Exception):
 # ----------------------------------------------------------- validators
 # Each takes the argument's name ("args.memory") and its value, and returns
 # the value to use or raises ApiError("bad-request").  The values vgpuctl,
-# the hook and the config file also take are parsed by vgpu.values, whose
+# the hook and the config file also take are parsed by vgpu.common.values, whose
 # core text ('"4GB" is not a size: ...') follows the name.
 
 def checked(parse: Callable[[Any], Any]) -> Callable[[str, Any], Any]:
-    """The argument check of a vgpu.values parser: its BadValue becomes one
+    """The argument check of a vgpu.common.values parser: its BadValue becomes one
     bad-request, ``<name><where in the value>: <core text>``."""
     def check(name: str, v: Any) -> Any:
         try:

@@ -3,7 +3,7 @@
 Owned here:
 - the mapping of a slice's effective settings (vgpu.daemon.config: compute percent,
   policy share|fixed|burst, priority high|low) to what vgpu.ko enforces per
-  GPU (``vgpu.daemon.kernel.Compute``: policy, basis points, priority), and back to
+  GPU (``vgpu.vgpuko.messages.Compute``: policy, basis points, priority), and back to
   names for display (``kernel_view``);
 - the scheduler's layer names of ``[scheduler] layers`` ("tsg", "doorbell")
   and their VGPU_SCHED_L_* flags;
@@ -16,9 +16,9 @@ Compute left unset is a share of weight 10000 (a full weight: alone, the
 slice gets the whole GPU; with others, it is scheduled like any share slice,
 so priorities still order it).
 
-What it may call: vgpu.abi.uapi (constants), vgpu.values (the names of
+What it may call: vgpu.abi.uapi (constants), vgpu.common.values (the names of
 policies, priorities and layers, and their parsers) and
-vgpu.daemon.kernel.Compute (a dataclass).
+vgpu.vgpuko.messages.Compute (a dataclass).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import time
 from collections import deque
 from typing import Any, Iterable
 
-from vgpu.abi import uapi as U
-from vgpu.daemon.kernel import Compute
-from vgpu.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
+from vgpu.abi import uapi
+from vgpu.vgpuko.messages import Compute
+from vgpu.common.values import LAYER_FLAGS, POLICY_CODES, PRIORITY_CODES, parse_policy, parse_priority
 
 __all__ = [
     "POLICY_CODES", "POLICY_NAMES", "PRIORITY_CODES", "PRIORITY_NAMES", "LAYER_FLAGS",
@@ -39,11 +39,11 @@ __all__ = [
 
 # The names by number, for display: the kernel's own tables (vgpu.abi.uapi);
 # POLICY_CODES, PRIORITY_CODES and LAYER_FLAGS (names -> numbers) are
-# vgpu.values', whose parsers check the names.
-POLICY_NAMES = U.COMPUTE_POLICY_NAMES          # VGPU_COMPUTE_NONE included: "none"
-PRIORITY_NAMES = U.PRIORITY_NAMES
+# vgpu.common.values', whose parsers check the names.
+POLICY_NAMES = uapi.COMPUTE_POLICY_NAMES          # VGPU_COMPUTE_NONE included: "none"
+PRIORITY_NAMES = uapi.PRIORITY_NAMES
 
-BP_MAX = U.VGPU_COMPUTE_BP_MAX
+BP_MAX = uapi.VGPU_COMPUTE_BP_MAX
 #: seconds of wall time the achieved share is measured over
 DEFAULT_WINDOW = 5.0
 
@@ -60,19 +60,19 @@ def percent_to_bp(percent: float | None) -> int:
 
 def kernel_compute(eff):
     """Effective settings (a config.SliceSpec: compute pct|None, policy
-    name|None, priority name|None) -> vgpu.daemon.kernel.Compute(policy, bp,
+    name|None, priority name|None) -> vgpu.vgpuko.messages.Compute(policy, bp,
     priority).
 
     policy share/fixed/burst -> VGPU_COMPUTE_SHARE/FIXED/BURST; compute unset
     -> SHARE with 10000 whatever the policy (there is no cap or floor to hold
     without a percentage); priority high/low -> VGPU_PRIORITY_HIGH/LOW (unset:
-    low).  Raises vgpu.values.BadValue (a ValueError) quoting an unknown
+    low).  Raises vgpu.common.values.BadValue (a ValueError) quoting an unknown
     policy or priority."""
     pct = eff.compute
     pol = parse_policy(eff.policy or "share")
     pri = parse_priority(eff.priority or "low")
     if pct is None:
-        return Compute(U.VGPU_COMPUTE_SHARE, BP_MAX, PRIORITY_CODES[pri])
+        return Compute(uapi.VGPU_COMPUTE_SHARE, BP_MAX, PRIORITY_CODES[pri])
     return Compute(POLICY_CODES[pol], percent_to_bp(pct), PRIORITY_CODES[pri])
 
 
@@ -103,7 +103,7 @@ def layers_flags(names: Iterable[str] | None) -> int | None:
 def layers_names(flags: int) -> list[str]:
     """VGPU_SCHED_L_* flags -> names (unknown bits as "0x.."), for display."""
     out = [n for n, f in LAYER_FLAGS.items() if flags & f]
-    rest = flags & ~U.VGPU_SCHED_L_ALL
+    rest = flags & ~uapi.VGPU_SCHED_L_ALL
     if rest:
         out.append(hex(rest))
     return out
@@ -115,7 +115,7 @@ def kernel_view(gpu, achieved: float | None) -> dict:
     pol = POLICY_NAMES.get(gpu.compute_policy, f"policy-{gpu.compute_policy}")
     return {
         "policy": pol,
-        "percent": None if gpu.compute_policy == U.VGPU_COMPUTE_NONE else gpu.compute_bp / 100,
+        "percent": None if gpu.compute_policy == uapi.VGPU_COMPUTE_NONE else gpu.compute_bp / 100,
         "priority": PRIORITY_NAMES.get(gpu.priority, f"priority-{gpu.priority}"),
         "gpu_time_s": gpu.gpu_time_ns / 1e9,
         "achieved_percent": None if achieved is None else round(100 * achieved, 2),

@@ -99,8 +99,8 @@ try:                    # vgpufs needs it; the rest of vgpud runs without (VgpuF
 except ImportError:     # pragma: no cover
     pyfuse3 = None
 
-from vgpu.abi import uapi as U
-from vgpu.values import BadValue, parse_container
+from vgpu.abi import uapi
+from vgpu.common.values import BadValue, parse_container
 
 log = logging.getLogger("vgpud.fs")
 
@@ -120,9 +120,9 @@ MAX_OPEN_PER_SLICE = 1024
 #: the default mount point ([paths] fuse_mount): its parent is vgpud's, 0700
 DEFAULT_MOUNT = "/run/vgpu/private/fs"
 
-MINOR_CTL = getattr(U, "VGPU_MINOR_CTL", 0)
-MINOR_UVM = getattr(U, "VGPU_MINOR_UVM", 1)
-MINOR_GPU0 = getattr(U, "VGPU_MINOR_GPU0", 2)
+MINOR_CTL = getattr(uapi, "VGPU_MINOR_CTL", 0)
+MINOR_UVM = getattr(uapi, "VGPU_MINOR_UVM", 1)
+MINOR_GPU0 = getattr(uapi, "VGPU_MINOR_GPU0", 2)
 
 
 # ------------------------------------------------------------------ model
@@ -277,7 +277,7 @@ def params_text(host: str = "") -> bytes:
 
 
 def _valid_name(n: str) -> bool:
-    """Whether ``n`` can be a container's (a slice's) name: vgpu.values.parse_container."""
+    """Whether ``n`` can be a container's (a slice's) name: vgpu.common.values.parse_container."""
     try:
         parse_container(n)
     except BadValue:

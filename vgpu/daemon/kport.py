@@ -1,4 +1,4 @@
-"""The daemon's port to vgpu.ko: the netlink client (vgpu.daemon.kernel)
+"""The daemon's port to vgpu.ko: the netlink client (vgpu.vgpuko.client)
 driven from trio, and the errors it raises.
 
 It raises its own errors, never the API's: KernelUnavailable when vgpu.ko is
@@ -14,7 +14,8 @@ from typing import Callable, TypeVar
 
 import trio
 
-from vgpu.daemon.kernel import VgpuKernel, VgpuNotLoaded
+from vgpu.vgpuko.client import VgpuKernel
+from vgpu.vgpuko.netlink import VgpuNotLoaded
 
 log = logging.getLogger("vgpud.kernel")
 
@@ -42,7 +43,7 @@ class KernelRefused(OSError):
 
 
 class KernelPort:
-    """vgpu.daemon.kernel.VgpuKernel driven from trio: every call runs in one worker
+    """vgpu.vgpuko.client.VgpuKernel driven from trio: every call runs in one worker
     thread (a limiter of 1), bounded by the client's socket timeout and a
     trio deadline.  ``kernel`` is None while vgpu.ko is not loaded.
 

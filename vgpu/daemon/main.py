@@ -39,7 +39,7 @@ One trio root nursery; each service is started with ``await nursery.start``
   <state_dir>/history.db by its own thread (the loop never waits on the
   disk; a broken disk is a warning); the forecaster acts on the profiles
   whose forecast is "act" (docs/forecast.md).
-- the device plugin (vgpu.k8s.supervisor): with [kubernetes]
+- the device plugin (vgpu.daemon.plugin_supervisor): with [kubernetes]
   device_plugin = true, vgpu-device-plugin runs as a child, restarted with
   a back-off when it exits and when a reload changes its command line.
 
@@ -70,20 +70,20 @@ import sys
 import trio
 
 from vgpu import __version__
-from vgpu.cli.runtime import PKG_PARENT, hook_argv
+from vgpu.common.request import PKG_PARENT, hook_argv
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import ConfigError, describe_changes, load_config
 from vgpu.daemon.fs import ManagerSource, VgpuFs
 from vgpu.daemon.inventory import Inventory
-from vgpu.daemon.kernel import VgpuError
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.liveness import cgroup_path, live_pids
 from vgpu.daemon.metrics import MetricsServer
 from vgpu.daemon.ops import Ops
+from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateError, StateStore
 from vgpu.daemon.usage import Forecaster, HistoryService
-from vgpu.k8s.supervisor import plugin_argv, supervise
+from vgpu.vgpuko.netlink import VgpuError
 
 DEFAULT_CONFIG = "/etc/vgpu/vgpud.toml"
 LEVELS = ("debug", "info", "warning", "error")
@@ -205,7 +205,7 @@ class Daemon:
                     await root.start(mgr.history.run)
                     await root.start(mgr.forecaster.run)
                     # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
-                    # through reloads (vgpu.k8s.supervisor)
+                    # through reloads (vgpu.daemon.plugin_supervisor)
                     await root.start(supervise, self._device_plugin_argv)
                     sd_notify(f"READY=1\nSTATUS=serving {len(mgr.records)} slice(s)\nMAINPID={os.getpid()}")
                     log.info("vgpud %d ready: socket %s, %d slice(s)", os.getpid(),

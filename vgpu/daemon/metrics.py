@@ -7,7 +7,7 @@ basis points as a ratio) and the achieved share over the last window
 (vgpu.daemon.compute.ShareMeter); per slice (container, slice_id, pod,
 namespace, container_name) the configured compute percent and open files.
 pod, namespace and container_name are the Kubernetes names the OCI hook
-recorded as the slice's labels (vgpu.cli.request.LABELS), "" where there are
+recorded as the slice's labels (vgpu.common.request.LABELS), "" where there are
 none (a container outside Kubernetes, a slice made with vgpuctl); a pod's
 shared slice has no container_name.  Per GPU (labels gpu, uuid, name):
 memory total, allocated to slices (sum of limits), used (the driver's
@@ -39,7 +39,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from vgpu import __version__
-from vgpu.cli.request import LABELS as K8S_LABELS
+from vgpu.common.request import LABELS as K8S_LABELS
 
 log = logging.getLogger("vgpud.metrics")
 

@@ -19,16 +19,16 @@ from typing import Awaitable, Callable
 
 import trio
 
-from vgpu.abi import uapi as U
+from vgpu.abi import uapi
 from vgpu.abi.nvnames import name as nvname
-from vgpu.daemon import policy as P
+from vgpu.daemon import policy
 from vgpu.daemon.api import ApiError
 from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
 from vgpu.daemon.records import GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
-from vgpu.values import format_size, quote
+from vgpu.common.values import format_size, quote
 
 log = logging.getLogger("vgpud.ops")
 
@@ -64,9 +64,9 @@ def audit_view(container: str, slice_id: int, rec, allow_count: int | None) -> d
     control, uvm) and number."""
     entries = []
     for e in sorted(rec.entries, key=lambda e: (e.kind, e.number)):
-        kind = U.AUDIT_KIND_NAMES.get(e.kind, f"kind-{e.kind}")
+        kind = uapi.AUDIT_KIND_NAMES.get(e.kind, f"kind-{e.kind}")
         entries.append({"kind": kind, "number": e.number, "name": nvname(kind, e.number),
-                        "verdict": U.AUDIT_VERDICT_NAMES.get(e.verdict, f"verdict-{e.verdict}"),
+                        "verdict": uapi.AUDIT_VERDICT_NAMES.get(e.verdict, f"verdict-{e.verdict}"),
                         "calls": e.calls, "refused": e.refused, "let_through": e.let_through})
     return {"container": container, "slice_id": slice_id, "audit": bool(rec.audit),
             "dropped": rec.dropped, "allow_count": allow_count, "entries": entries}
@@ -294,13 +294,13 @@ class Ops:
                 if "gpus" in args:
                     refs = [self._gpu(r) for r in args["gpus"]]
                     for g in refs:
-                        P.admit(views[g.index], e.spec.memory, e.spec.compute, e.spec.policy, over)
+                        policy.admit(views[g.index], e.spec.memory, e.spec.compute, e.spec.policy, over)
                 else:
-                    idx = P.place(list(views.values()), e.spec.memory, 1,
+                    idx = policy.place(list(views.values()), e.spec.memory, 1,
                                   getattr(mgr.cfg.node, "placement", "spread"), over,
                                   compute=e.spec.compute, policy=e.spec.policy)
                     refs = [self._gpu(i) for i in idx]
-            except P.AdmissionError as ex:
+            except policy.AdmissionError as ex:
                 raise ApiError("admission", str(ex)) from None
             rec.gpus = [GpuSlot(gpu=g.index, uuid=g.uuid, real_minor=g.minor, gpu_id=g.gpu_id)
                         for g in refs]
@@ -389,10 +389,10 @@ class Ops:
                 v = views.get(g.gpu)
                 if v is not None:
                     try:
-                        P.admit(v, lim[i], e.spec.compute, e.spec.policy, over,
+                        policy.admit(v, lim[i], e.spec.compute, e.spec.policy, over,
                                 replacing=(old_lim.get(i, 0), old_e.spec.compute,
                                            old_e.spec.policy))
-                    except P.AdmissionError as ex:
+                    except policy.AdmissionError as ex:
                         raise ApiError("admission", str(ex)) from None
             comp = self._kcompute(new, e)
             kw = {} if comp is None else {"compute": comp}
@@ -543,7 +543,7 @@ class Ops:
         except KernelRefused as ex:
             if ex.errno == errno.ENOENT:            # the family has no such group
                 raise ApiError("kernel", f"vgpu.ko has no tracing (no "
-                               f"{U.VGPU_GENL_MCGRP_TRACE!r} multicast group): a module "
+                               f"{uapi.VGPU_GENL_MCGRP_TRACE!r} multicast group): a module "
                                f"older than VGPU_CMD_TRACE", errno="ENOENT") from None
             raise kernel_error(ex) from None
         try:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vgpu.abi import uapi as U
-from vgpu.values import format_percent, format_size
+from vgpu.abi import uapi
+from vgpu.common.values import format_percent, format_size
 
 __all__ = [
     "GpuView",
@@ -34,8 +34,8 @@ __all__ = [
 ]
 
 #: "fixed" and "burst", by the kernel's numbers (the names are vgpu.abi.uapi's)
-RESERVING_POLICIES = frozenset(U.COMPUTE_POLICY_NAMES[c]
-                               for c in (U.VGPU_COMPUTE_FIXED, U.VGPU_COMPUTE_BURST))
+RESERVING_POLICIES = frozenset(uapi.COMPUTE_POLICY_NAMES[c]
+                               for c in (uapi.VGPU_COMPUTE_FIXED, uapi.VGPU_COMPUTE_BURST))
 PLACEMENTS = ("spread", "binpack")
 _EPS = 1e-9
 

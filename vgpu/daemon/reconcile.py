@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from vgpu.abi import uapi as U
-from vgpu.daemon import compute as C
+from vgpu.abi import uapi
+from vgpu.daemon import compute
 from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.records import Effective, GpuSlot, SliceRecord
 
@@ -159,7 +159,7 @@ def _compute_differs(ks, comp: dict | None) -> dict | None:
     if not comp:
         return None
     bad = {g.index: comp[g.index] for g in ks.gpus
-           if g.index in comp and C.compute_differs(g, comp[g.index])}
+           if g.index in comp and compute.compute_differs(g, comp[g.index])}
     return bad or None
 
 
@@ -174,10 +174,10 @@ def adopted_record(name: str, ks, gpu_of_minor: Callable[[int], Any], now: float
                             real_minor=g.real_minor, gpu_id=g.gpu_id, memory=g.mem_limit))
     explicit = SliceSpec()
     g0 = ks.gpus[0] if ks.gpus else None
-    if g0 is not None and g0.compute_policy in C.POLICY_NAMES and \
-            g0.compute_policy != U.VGPU_COMPUTE_NONE:
+    if g0 is not None and g0.compute_policy in compute.POLICY_NAMES and \
+            g0.compute_policy != uapi.VGPU_COMPUTE_NONE:
         explicit = SliceSpec(compute=g0.compute_bp / 100,
-                             policy=C.POLICY_NAMES[g0.compute_policy],
-                             priority=C.PRIORITY_NAMES.get(g0.priority, "low"))
+                             policy=compute.POLICY_NAMES[g0.compute_policy],
+                             priority=compute.PRIORITY_NAMES.get(g0.priority, "low"))
     return SliceRecord(container=name, slice_id=ks.id, gpus=gpus, explicit=explicit,
                        created=now, adopted=True, audit=True if ks.audit else None)

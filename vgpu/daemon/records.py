@@ -29,7 +29,7 @@ from typing import Any
 
 from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.state import STATE_VERSION
-from vgpu.values import BadValue, parse_percent, parse_policy, parse_priority, parse_size
+from vgpu.common.values import BadValue, parse_percent, parse_policy, parse_priority, parse_size
 
 log = logging.getLogger("vgpud.records")
 

@@ -38,23 +38,20 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from vgpu import __version__
-from vgpu.abi import uapi as U
-from vgpu.daemon import compute as C
-from vgpu.daemon import policy as P
-from vgpu.daemon import reconcile as R
+from vgpu.abi import uapi
+from vgpu.common.values import format_size
+from vgpu.daemon import compute, policy, reconcile
 from vgpu.daemon.config import SliceSpec
-from vgpu.daemon.inventory import over_quota
+from vgpu.daemon.inventory import GpuInfo, over_quota
 from vgpu.daemon.kport import KernelPort, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
 from vgpu.daemon.records import Effective, SliceRecord, State, from_doc
 from vgpu.daemon.tracing import Tracing
-from vgpu.values import format_size
 
 log = logging.getLogger("vgpud.slices")
 
@@ -82,15 +79,6 @@ def package_version() -> str:
     return __version__
 
 
-@dataclass
-class GpuRef:
-    index: int           # host index (inventory)
-    uuid: str
-    minor: int
-    gpu_id: int | None
-    memory_total: int
-
-
 class SliceManager:
     def __init__(self, cfg, config_path: str, kernel: KernelPort, store, inventory=None):
         self.cfg = cfg
@@ -102,7 +90,7 @@ class SliceManager:
         self.by_id: dict[int, str] = {}
         self.kslices: dict[int, Any] = {}       # last kernel dump: id -> kernel.Slice
         self.kdump_at = 0.0
-        self.gpus: list = []                    # inventory.GpuInfo, last poll
+        self.gpus: list[GpuInfo] = []           # the last poll
         self.lock = trio.Lock()
         self.started = time.time()
         self._next_id = 1
@@ -110,7 +98,7 @@ class SliceManager:
         self._reported: set = set()
         self.wake_gc = trio.Event()
         self.inv_limiter = trio.CapacityLimiter(1)
-        self.meter = C.ShareMeter()
+        self.meter = compute.ShareMeter()
         self.scheds: dict[int, Any] = {}        # real minor -> kernel.SchedInfo, last read
         self.scheds_at = 0.0
         #: None until probed; False: vgpu.ko lacks SCHED_SET (and compute)
@@ -222,21 +210,21 @@ class SliceManager:
             log.warning("GPU inventory: %s", e)
         return self.gpus
 
-    def sliced_gpus(self) -> list[GpuRef]:
-        return [GpuRef(g.index, g.uuid, g.minor, g.gpu_id, g.memory_total) for g in self.gpus
-                if self.cfg.node.selects(g.index, g.uuid)]
+    def sliced_gpus(self) -> list[GpuInfo]:
+        """The GPUs of the last poll that the config's [node] slices."""
+        return [g for g in self.gpus if self.cfg.node.selects(g.index, g.uuid)]
 
-    def gpu_by_ref(self, ref) -> GpuRef | None:
+    def gpu_by_ref(self, ref) -> GpuInfo | None:
         """The sliced GPU an API request names (index or UUID), or None."""
         for g in self.sliced_gpus():
             if ref == g.index or (isinstance(ref, str) and ref.lower() == g.uuid.lower()):
                 return g
         return None
 
-    def gpu_by_minor(self, minor: int) -> GpuRef | None:
+    def gpu_by_minor(self, minor: int) -> GpuInfo | None:
         for g in self.gpus:
             if g.minor == minor:
-                return GpuRef(g.index, g.uuid, g.minor, g.gpu_id, g.memory_total)
+                return g
         return None
 
     # ------------------------------------------------------------ effective
@@ -256,8 +244,8 @@ class SliceManager:
         should have."""
         return rec.applied or self.eff(rec)
 
-    def views(self, exclude: str | None = None) -> dict[int, P.GpuView]:
-        views = {g.index: P.GpuView(g.index, g.uuid, g.memory_total) for g in self.sliced_gpus()}
+    def views(self, exclude: str | None = None) -> dict[int, policy.GpuView]:
+        views = {g.index: policy.GpuView(g.index, g.uuid, g.memory_total) for g in self.sliced_gpus()}
         for c, rec in self.records.items():
             if c == exclude:
                 continue
@@ -268,7 +256,7 @@ class SliceManager:
                 if v is None:
                     continue
                 v.memory_allocated += lim[i]
-                if P.reserves_compute(e.spec.policy) and e.spec.compute is not None:
+                if policy.reserves_compute(e.spec.policy) and e.spec.compute is not None:
                     v.compute_fixed += e.spec.compute
         return views
 
@@ -319,8 +307,8 @@ class SliceManager:
             self.meter.add((ks.id, g.index), g.gpu_time_ns, now)
 
     def uvm_policy(self) -> int:
-        return U.VGPU_UVM_REFUSE if getattr(self.cfg.node, "uvm", "count") == "refuse" \
-            else U.VGPU_UVM_COUNT
+        return uapi.VGPU_UVM_REFUSE if getattr(self.cfg.node, "uvm", "count") == "refuse" \
+            else uapi.VGPU_UVM_COUNT
 
     async def slice_new(self, rec: SliceRecord, gpus, cgfd: int | None, compute: dict | None,
                         trace: bool = False, slice_id: int | None = None):
@@ -352,7 +340,7 @@ class SliceManager:
         ValueError for settings the kernel cannot express."""
         if not self.compute_enabled:
             return None
-        return C.slice_compute(len(rec.gpus), e.spec)
+        return compute.slice_compute(len(rec.gpus), e.spec)
 
     def sched_unsupported(self, ex: OSError) -> bool:
         """Whether a SCHED_* refusal means the module lacks the command: genl
@@ -377,11 +365,11 @@ class SliceManager:
         if not self.gpus:
             await self.poll_inventory()
         period_us = int(round(self.cfg.scheduler_period * 1e6))
-        period_us = max(U.VGPU_SCHED_PERIOD_MIN_US, min(U.VGPU_SCHED_PERIOD_MAX_US, period_us))
-        layers = C.layers_flags(getattr(self.cfg, "scheduler_layers", None))
+        period_us = max(uapi.VGPU_SCHED_PERIOD_MIN_US, min(uapi.VGPU_SCHED_PERIOD_MAX_US, period_us))
+        layers = compute.layers_flags(getattr(self.cfg, "scheduler_layers", None))
         send_layers = layers
-        if layers is None and self._layers_sent not in (None, U.VGPU_SCHED_L_ALL):
-            send_layers = U.VGPU_SCHED_L_ALL
+        if layers is None and self._layers_sent not in (None, uapi.VGPU_SCHED_L_ALL):
+            send_layers = uapi.VGPU_SCHED_L_ALL
         n = 0
         for g in self.sliced_gpus():
             try:
@@ -401,7 +389,7 @@ class SliceManager:
         if n:
             self._layers_sent = send_layers if send_layers is not None else self._layers_sent
             log.info("scheduler (%s): period %d us, layers %s on %d GPU(s)", reason, period_us,
-                     "+".join(C.layers_names(layers)) if layers is not None else "kernel default",
+                     "+".join(compute.layers_names(layers)) if layers is not None else "kernel default",
                      n)
         return n
 
@@ -431,7 +419,7 @@ class SliceManager:
         info = self.scheds.get(minor) if minor is not None else None
         if info is None:
             return None
-        return {"period_us": info.period_us, "layers": C.layers_names(info.layers),
+        return {"period_us": info.period_us, "layers": compute.layers_names(info.layers),
                 "switches": info.switches, "cpu_s": info.cpu_ns / 1e9}
 
     # ------------------------------------------------------------ audit
@@ -490,7 +478,7 @@ class SliceManager:
             kw["gpu"] = ev.gpu
         if ev.size is not None:
             kw["size"] = ev.size
-        t = U.EVENT_API_NAMES.get(ev.type, f"kernel-{ev.type}")
+        t = uapi.EVENT_API_NAMES.get(ev.type, f"kernel-{ev.type}")
         if t == "alloc-refused":
             log.debug("allocation of %s refused in slice of %s (GPU %s)",
                       format_size(ev.size or 0), c, ev.gpu)
@@ -508,7 +496,7 @@ class SliceManager:
         lim = rec.limits(e)
         gpus = []
         try:
-            want = C.kernel_compute(e.spec)
+            want = compute.kernel_compute(e.spec)
         except ValueError:
             want = None
         for i, g in enumerate(rec.gpus):
@@ -516,9 +504,9 @@ class SliceManager:
             if ks is not None:
                 ku = next((x for x in ks.gpus if x.index == i), None)
             if ku is not None:
-                comp = C.kernel_view(ku, self.meter.share((ks.id, i)))
+                comp = compute.kernel_view(ku, self.meter.share((ks.id, i)))
             elif want is not None:
-                comp = C.wanted_view(want)
+                comp = compute.wanted_view(want)
             else:
                 comp = None
             gpus.append({"index": i, "gpu": g.gpu, "uuid": g.uuid, "real_minor": g.real_minor,
@@ -561,7 +549,7 @@ class SliceManager:
             ks_all = await self.kdump()
             if not self.gpus:
                 await self.poll_inventory()
-            plan = R.plan(self.records, ks_all, effective=self.eff, compute=self.kcompute,
+            plan = reconcile.plan(self.records, ks_all, effective=self.eff, compute=self.kcompute,
                           gpu_of_minor=self.gpu_by_minor,
                           attached_alive=lambda cg: not gone(cg),
                           traced=self.tracing.traced(), startup=startup, now=time.time())
@@ -571,7 +559,7 @@ class SliceManager:
                 self.save_state()
         return counts
 
-    async def _carry_out(self, plan: R.Plan, counts: dict) -> bool:
+    async def _carry_out(self, plan: reconcile.Plan, counts: dict) -> bool:
         """The plan's kernel calls, in the order the old reconcile made them:
         each wanted slice (recreated or corrected), then the adoptions, then
         the start-up's untracing.  Returns whether a record changed."""
@@ -644,7 +632,7 @@ class SliceManager:
             await self.tracing.untrace_orphan(sid, self.kslices.get(sid))
         return changed
 
-    def _applied(self, c: str, plan: R.Plan) -> bool:
+    def _applied(self, c: str, plan: reconcile.Plan) -> bool:
         """Note the plan's effective settings of c as applied; whether that
         changed its record."""
         rec, e = self.records[c], plan.effective[c]
@@ -779,5 +767,5 @@ class SliceManager:
         return found
 
 
-__all__ = ["SliceManager", "GpuRef", "NoFreeId", "effective", "package_version", "SliceSpec",
+__all__ = ["SliceManager", "NoFreeId", "effective", "package_version", "SliceSpec",
            "CgroupError"]

@@ -40,10 +40,11 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from vgpu.common.files import atomic_write
 
 __all__ = ["StateStore", "StateError", "STATE_VERSION", "READS", "empty_state"]
 
@@ -138,24 +139,8 @@ class StateStore:
                              f'"slices": {{...}}}}')
         data = json.dumps(doc, indent=1, sort_keys=True, allow_nan=False).encode() + b"\n"
         self.ensure_dir()
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=self.dir)
-        try:
-            try:
-                os.fchmod(fd, 0o600)
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # the temporary file is .state.json.*.tmp (_TMP_PREFIX, _TMP_SUFFIX)
+        atomic_write(self.path, data, mode=0o600)
         self._fsync_dir()
 
     # ------------------------------------------------------------------

@@ -14,7 +14,7 @@ that acts on a profile's forecasts.
   restart even when they have climbed past their old values.
 - ``HistoryService.query`` / ``forecast``: read through a separate
   read-only ``HistoryStore`` in a worker thread (``trio.to_thread``);
-  forecast models (vgpu.forecast.Model, one for memory and one for GPU time
+  forecast models (vgpu.common.forecast.Model, one for memory and one for GPU time
   per label) are cached and rebuilt every ``MODEL_TTL`` seconds.
 - ``Forecaster``: every ``TICK`` seconds, for each profile whose
   ``forecast`` is "recommend" or "act" (config.ForecastSpec), the compute of
@@ -30,8 +30,8 @@ that acts on a profile's forecasts.
   logged and published (``forecast-adjust``; ``forecast-recommend`` in
   recommend mode, which changes nothing).
 
-What it may call: the slice manager, vgpu.daemon.history, vgpu.forecast,
-vgpu.cli.histview (the document's shape).
+What it may call: the slice manager, vgpu.daemon.history, vgpu.common.forecast,
+vgpu.common.histdoc (the document's shape).
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ from typing import Callable
 
 import trio
 
-from vgpu import forecast as F
-from vgpu.cli import histview
-from vgpu.daemon import history as H
-from vgpu.daemon import policy as P
+from vgpu.common import forecast
+from vgpu.common import histdoc
+from vgpu.daemon import history
+from vgpu.daemon import policy
 from vgpu.daemon.api import ApiError
-from vgpu.values import format_percent, quote
+from vgpu.common.values import format_percent, quote
 
 log = logging.getLogger("vgpud.history")
 
@@ -93,7 +93,7 @@ class HistoryService:
         self.store_kw = dict(raw_retention_s=h.raw_retention, agg_step_s=h.step,
                              agg_retention_s=h.retention, max_bytes=h.max_size,
                              max_gap_s=max(900.0, 3 * h.interval))
-        self.writer = H.HistoryWriter(self.path, **self.store_kw) if h.enabled else None
+        self.writer = history.HistoryWriter(self.path, **self.store_kw) if h.enabled else None
         self.limiter = trio.CapacityLimiter(2)       # readers at once
         self.models: dict[str, tuple[float, dict]] = {}
 
@@ -112,7 +112,7 @@ class HistoryService:
         out = []
         for ks in list(ks_all.values()):
             rec = mgr.records.get(mgr.by_id.get(ks.id))
-            out.extend(H.from_kernel(ks, rec, now, epoch))
+            out.extend(history.from_kernel(ks, rec, now, epoch))
         return out
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -136,18 +136,18 @@ class HistoryService:
         def work():
             if not self.path.exists():
                 return None
-            store = H.HistoryStore(self.path, readonly=True, **self.store_kw)
+            store = history.HistoryStore(self.path, readonly=True, **self.store_kw)
             try:
                 return fn(store)
             finally:
                 store.close()
         try:
             return await trio.to_thread.run_sync(work, limiter=self.limiter)
-        except (H.HistoryError, OSError, H.sqlite3.Error) as e:
+        except (history.HistoryError, OSError, history.sqlite3.Error) as e:
             raise ApiError("unavailable", f"history: {self.path}: {e}") from None
 
     async def query(self, args: dict) -> dict:
-        """The ``history`` op: the histview document."""
+        """The ``history`` op: the history document (vgpu.common.histdoc)."""
         now = self.clock()
         until = args.get("until", now)
         since = args.get("since", until - 86400.0)
@@ -156,7 +156,7 @@ class HistoryService:
                                           f"args.since ({quote(since)})")
         step = args.get("step")
         if step is None:
-            step = histview.auto_step(since, until, AUTO_COLUMNS, least=self.cfg.interval)
+            step = histdoc.auto_step(since, until, AUTO_COLUMNS, least=self.cfg.interval)
         elif (until - since) / step > MAX_POINTS:
             raise ApiError("bad-request", f"args.step: {quote(step)} makes over {MAX_POINTS} "
                                           f"points of {until - since:g} s (give a larger step)")
@@ -167,8 +167,8 @@ class HistoryService:
         if len(rows) > MAX_POINTS:
             raise ApiError("bad-request", f"the query matches {len(rows)} points (at most "
                                           f"{MAX_POINTS}): narrow it or give a larger step")
-        windows = histview.expand_windows(self.mgr.cfg.schedule, since, until)
-        return histview.doc_from_rows(rows, windows, since=since, until=until, step=step)
+        windows = histdoc.expand_windows(self.mgr.cfg.schedule, since, until)
+        return histdoc.doc_from_rows(rows, windows, since=since, until=until, step=step)
 
     # ------------------------------------------------------------ forecasts
     async def models_for(self, label: str) -> dict:
@@ -195,8 +195,8 @@ class HistoryService:
         mem = ms["memory"].forecast(now, hours)
         gpu = ms["gpu"].forecast(now, hours)
         n = sum(1 for r in self.mgr.records.values() if labels_match(r.labels, label))
-        rm = F.recommend(mem, margin=MARGIN)
-        rg = F.recommend(gpu, margin=MARGIN)
+        rm = forecast.recommend(mem, margin=MARGIN)
+        rg = forecast.recommend(gpu, margin=MARGIN)
 
         def fig(p):
             return {"p50": p.p50, "p95": p.p95, "lo": p.lo, "hi": p.hi,
@@ -221,8 +221,8 @@ def build_models(demand: list[dict], utc_offset_s: int = 0) -> dict:
     """Memory (the sum of the label's largest use per bucket, bytes) and GPU
     time (GPU-seconds per second) models of a label's demand rows
     (HistoryStore.demand)."""
-    mem = F.Model(BUCKET_S, first=float(1 << 20), utc_offset_s=utc_offset_s)
-    gpu = F.Model(BUCKET_S, first=1e-3, utc_offset_s=utc_offset_s)
+    mem = forecast.Model(BUCKET_S, first=float(1 << 20), utc_offset_s=utc_offset_s)
+    gpu = forecast.Model(BUCKET_S, first=1e-3, utc_offset_s=utc_offset_s)
     n = 0
     for d in demand:
         t = d["t"]
@@ -288,7 +288,7 @@ class Forecaster:
         lim = cfg.limits.get(profile) if profile else None
         if lim is not None and lim.max_compute is not None:
             top = min(top, lim.max_compute)
-        if P.reserves_compute(spec.policy):
+        if policy.reserves_compute(spec.policy):
             views = self.mgr.views(exclude=c)
             for g in rec.gpus:
                 v = views.get(g.gpu)

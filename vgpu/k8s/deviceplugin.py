@@ -12,7 +12,7 @@ OCI hook turns into the container's slice.
 What it must never do: talk to vgpu.ko, create or change slices (the hook
 asks vgpud when the container is created), put env, mounts or device nodes
 into a container (the hook makes the slice and mounts its nodes), or import
-vgpu.daemon: it is a client of vgpud's admin API (vgpu.cli.apiclient, `status`
+vgpu.daemon: it is a client of vgpud's admin API (vgpu.common.apiclient, `status`
 and `gpus`), polled every --poll-interval; while vgpud does not answer, the
 last known devices are advertised Unhealthy (not withdrawn: pods holding them
 keep their accounting).
@@ -60,8 +60,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
 from vgpu import __version__
-from vgpu.cli import apiclient as ac
-from vgpu.values import BadValue, parse_duration, parse_profile, quote
+from vgpu.common import apiclient as ac
+from vgpu.common.request import CONTAINER_ANNOTATIONS
+from vgpu.common.values import BadValue, parse_duration, parse_profile, quote
 
 log = logging.getLogger("vgpu-device-plugin")
 
@@ -82,11 +83,12 @@ RESOURCES = {MEMORY: ("mem", "vgpu-memory-gib.sock"),
 COMPUTE_PER_GPU = 100
 GiB = 1 << 30
 
-# the annotations Allocate sets (the OCI hook reads them as the container's request)
-ANN_MEMORY = "vgpu.io/container-memory"
-ANN_GPUS = "vgpu.io/container-gpus"
-ANN_COMPUTE = "vgpu.io/container-compute"
-ANN_PROFILE = "vgpu.io/container-profile"
+# the annotations Allocate sets (the OCI hook reads them as the container's
+# request; the contract is vgpu.common.request's)
+ANN_MEMORY = CONTAINER_ANNOTATIONS["memory"]
+ANN_GPUS = CONTAINER_ANNOTATIONS["gpus"]
+ANN_COMPUTE = CONTAINER_ANNOTATIONS["compute"]
+ANN_PROFILE = CONTAINER_ANNOTATIONS["profile"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_PERMISSION = 0, 1, 2, 3, 4
 REGISTER_RETRY_MIN, REGISTER_RETRY_MAX = 1.0, 30.0

@@ -1,5 +1,6 @@
-"""A small fake of vgpud's admin API, for the CLI's and the API client's
-host tests only (test_ctl.py, test_apiclient.py).
+"""A small fake of vgpud's admin API, test support (tools/testbed/): the
+CLI's, the API client's and the hook's host tests, and bench/container_start.py's
+host mode.
 
 It speaks docs/api.md version 1 (newline-delimited JSON on a Unix socket,
 one thread per connection) over canned state: two 16 GiB GPUs and whatever

@@ -8,8 +8,10 @@ while the config asks for it, restarts it with a back-off when it exits
 once when a reload changes its command line, and stops it when cancelled:
 trio.run_process sends SIGTERM and, 5 s later, SIGKILL, and waits for it.
 
-What it must never do: import vgpu.daemon (vgpud passes a function that
-reads its config) or gRPC (vgpud's own start must not pay for it).
+It is vgpud's own trio code, hence in vgpu.daemon; what it must never do is
+import vgpu.k8s or gRPC (vgpud's own start must not pay for it:
+tests/host/test_layers.py checks), nor the rest of the daemon (vgpud passes
+a function that reads its config).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 The one launcher every place that runs a real vgpud uses (tests/vm's daemon
 and container tests, bench/daemon_scale.py, bench/container_start.py,
 bench/setquota.py --start-vgpud, tools/demo.py).  Standard library only; import
-it as ``tools.vgpud_launcher`` with the repository root on sys.path (tests/vm's
-conftest and the benchmarks put it there), or as ``vgpud_launcher`` from a
+it as ``tools.testbed.vgpud_launcher`` with the repository root on sys.path (tests/vm's
+conftest and the benchmarks put it there), or as ``testbed.vgpud_launcher`` from a
 script in tools/.
 
-    from tools.vgpud_launcher import config, running
+    from tools.testbed.vgpud_launcher import config, running
 
     cfg = config(tmp, gc={"interval": "1s"}, defaults={"memory": "16MiB"})
     with running(tmp, cfg, wait_kernel=True) as d:
@@ -46,7 +46,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # vgpud's own defaults for the paths a config may leave out
 # (config/vgpud.example.toml, docs/config.md)

@@ -1,0 +1,62 @@
+"""``vgpuctl cdi generate``'s document: a CDI spec of the slices vgpud has
+(docs/kubernetes.md, container-hook/README.md).  Standard library only."""
+from __future__ import annotations
+
+import os
+
+from vgpu.common.request import HOOK_ENV
+
+__all__ = ["CDI_HOOK", "cdi_spec"]
+
+
+#: the hook `vgpuctl cdi generate` wires in by default (make install's link)
+CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
+
+
+def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
+             socket: str | None = None) -> dict:
+    """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
+    slice, named by its container, whose nodes are the slice's vgpufs nodes
+    (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
+    the slice's proc view on /proc/driver/nvidia: runc refuses a config.json
+    mount there ("inside /proc"), so the view cannot be a CDI mount.  The
+    hook also attaches the slice to the container's cgroup through vgpud
+    (``socket``, when not the default): vgpu.ko opens an unbound slice for
+    host administrators only.  The hook entry's env is explicit (runc would
+    otherwise choose it)."""
+    devices = []
+    for s in slices:
+        cid = str(s.get("container", ""))
+        if not cid:
+            continue
+        base = os.path.join(fuse_mount, cid)
+        dev = s.get("devices") if isinstance(s.get("devices"), dict) else {}
+        major = dev.get("major")
+        nodes = []
+
+        def node(name, minor):
+            n = {"path": f"/dev/{name}", "hostPath": os.path.join(base, "dev", name),
+                 "type": "c", "permissions": "rw"}
+            if isinstance(major, int) and isinstance(minor, int):
+                n["major"], n["minor"] = major, minor
+            nodes.append(n)
+        node("nvidiactl", dev.get("ctl_minor"))
+        minors = dev.get("gpu_minors") if isinstance(dev.get("gpu_minors"), list) else []
+        if not minors:
+            minors = [None] * len(s.get("gpus") or [])
+        for i, m in enumerate(minors):
+            node(f"nvidia{i}", m)
+        node("nvidia-uvm", dev.get("uvm_minor"))
+        devices.append({
+            "name": cid,
+            "annotations": {"vgpu.io/slice-id": str(s.get("slice_id", ""))},
+            "containerEdits": {
+                "deviceNodes": nodes,
+                "hooks": [{"hookName": "createRuntime", "path": hook,
+                           "args": ["vgpu-oci-hook", "--fuse-mount", fuse_mount,
+                                    *(["--socket", socket] if socket else []),
+                                    "--mount-slice", cid, "createRuntime"],
+                           "env": list(HOOK_ENV), "timeout": 15}],
+            },
+        })
+    return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}

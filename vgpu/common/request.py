@@ -1,0 +1,318 @@
+"""What a container asks vgpu for, and which slice answers it.
+
+vgpu-oci-hook and vgpu-runtime must agree on it, so both take it from here:
+the request (annotations, or the image's environment where vgpud allows it),
+its scope (the container's own slice, its Kubernetes pod's slice, or none)
+and the slice's name, labels and the hook stages a bundle needs.  This
+module decides; it never acts (the one exception, image_env_allowed, asks
+vgpud a question and changes nothing).  Standard library only, and cheap:
+no re, no ctypes, no vgpu.common.values (vgpu-runtime loads it on the start of
+every container whose config.json might carry a request).
+
+The rule (container-hook/README.md, "Pods"):
+
+- Kubernetes containers are recognised by their CRI annotations
+  (containerd's ``io.kubernetes.cri.*``, CRI-O's ``io.kubernetes.cri-o.*``
+  and ``io.kubernetes.pod.*``).  Without them (ctr, runc, podman),
+  ``vgpu.io/<key>`` and ``vgpu.io/container-<key>`` are both the
+  container's own request.
+- A pod's sandbox (pause) container never gets a slice.  Its poststop
+  deletes the pod's slice when the pod asked for one.
+- A Kubernetes container with any ``vgpu.io/container-<key>`` (the device
+  plugin's) gets a slice of its own, named by its id; the pod-level request
+  does not apply to it.
+- Otherwise, the pod's ``vgpu.io/<key>`` (passed to every container of the
+  pod) asks for ONE slice for the whole pod, named ``pod-<sandbox id>``,
+  made by the first container that starts and shared by all of them.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from vgpu.common import apiclient as ac
+
+KEYS = ("memory", "compute", "priority", "policy", "gpus", "profile")
+ANNOTATION_PREFIX = "vgpu.io/"
+#: the per-container request (set by the device plugin): vgpu.io/container-memory, ...
+CONTAINER_PREFIX = "vgpu.io/container-"
+#: the annotation contract, written once: what a pod asks for the whole pod
+#: (vgpu.io/<key>) and what the device plugin sets per container
+#: (vgpu.io/container-<key>); vgpuctl runtime-config and the device plugin
+#: take their names from here
+POD_ANNOTATIONS = tuple(ANNOTATION_PREFIX + k for k in KEYS)
+CONTAINER_ANNOTATIONS = {k: CONTAINER_PREFIX + k for k in KEYS}
+ENV_PREFIX = "VGPU_"
+#: the whole environment of every hook entry vgpu writes or ships: runc runs
+#: an entry without "env" with an environment it does not choose (the
+#: container's own at createContainer), and LD_PRELOAD, PYTHON* and the like
+#: from there would act before any line of the hook runs
+HOOK_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+
+#: the CRI annotations of a Kubernetes container: field -> (containerd's key, CRI-O's key)
+CRI_KEYS = {
+    "type": ("io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"),
+    "sandbox": ("io.kubernetes.cri.sandbox-id", "io.kubernetes.cri-o.SandboxID"),
+    "pod_name": ("io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"),
+    "pod_namespace": ("io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"),
+    "pod_uid": ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"),
+    "container_name": ("io.kubernetes.cri.container-name", "io.kubernetes.container.name"),
+}
+#: where CRI runtimes put the pod's uid (containerd's CRI, CRI-O)
+POD_UID_KEYS = CRI_KEYS["pod_uid"]
+#: the labels a slice gets, from the CRI fields (a pod's shared slice has no
+#: container name); `vgpuctl list` and the metrics show them
+LABELS = {"pod_name": "io.kubernetes.pod.name", "pod_namespace": "io.kubernetes.pod.namespace",
+          "container_name": "io.kubernetes.container.name"}
+LABEL_MAX = 253                 # vgpu.common.values' bound on a label value
+POD_SLICE_PREFIX = "pod-"
+SANDBOX_ID_MAX = 120            # "pod-" + id within a slice name's 127 bytes
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_UID_CHARS = frozenset("abcdefABCDEF0123456789-")
+
+
+class ScopeError(ValueError):
+    """The annotations contradict themselves; the start fails with this."""
+
+
+class Scope:
+    """Which slice a container's request asks for.
+
+    kind: "container" (its own slice), "pod" (its pod's, shared),
+    "sandbox" (a pod's pause container: no slice; ``raw`` is the pod's
+    request, which its poststop cleans up after) or "" (nothing asked).
+    name: the slice's name; raw: the request's strings by key; names: the
+    annotation or variable each came from; source: "annotation", "env" or
+    ""; labels: for vgpud's ``create``; pod_uid: the pod's uid (pod scope)."""
+
+    __slots__ = ("kind", "name", "raw", "names", "source", "labels", "pod_uid")
+
+    def __init__(self, kind: str = "", name: str = "", raw: dict | None = None,
+                 names: dict | None = None, source: str = "", labels: dict | None = None,
+                 pod_uid: str | None = None):
+        self.kind, self.name, self.raw, self.names = kind, name, raw or {}, names or {}
+        self.source, self.labels, self.pod_uid = source, labels or {}, pod_uid
+
+    def __repr__(self) -> str:
+        return (f"Scope({self.kind!r}, {self.name!r}, {self.raw!r}, source={self.source!r}, "
+                f"labels={self.labels!r}, pod_uid={self.pod_uid!r})")
+
+
+def annotations_of(state: dict, config: dict) -> dict:
+    """The container's annotations: the state's (runc passes config.json's
+    on), else config.json's."""
+    ann = state.get("annotations")
+    if not isinstance(ann, dict) or not ann:
+        ann = config.get("annotations")
+    return ann if isinstance(ann, dict) else {}
+
+
+def cri_fields(ann: dict) -> dict | None:
+    """The CRI fields of a Kubernetes container (see CRI_KEYS; containerd's
+    key first), or None when it has no container type: not Kubernetes."""
+    out = {}
+    for field, keys in CRI_KEYS.items():
+        for k in keys:
+            v = ann.get(k)
+            if isinstance(v, str) and v:
+                out[field] = v
+                break
+    return out if "type" in out else None
+
+
+def _pick(ann: dict, prefix: str) -> tuple[dict, dict]:
+    raw, names = {}, {}
+    for k in KEYS:
+        v = ann.get(prefix + k)
+        if v is not None:
+            raw[k], names[k] = v, prefix + k
+    return raw, names
+
+
+def _env_request(config: dict) -> tuple[dict, dict]:
+    proc = config.get("process")
+    env = proc.get("env") if isinstance(proc, dict) else None
+    raw, names = {}, {}
+    if isinstance(env, list):
+        by_name = {ENV_PREFIX + k.upper(): k for k in KEYS}
+        for item in env:
+            if isinstance(item, str) and item.startswith(ENV_PREFIX):
+                name, _, v = item.partition("=")
+                if name in by_name:
+                    raw[by_name[name]] = v       # the last one wins, as in execve
+                    names[by_name[name]] = name
+    return raw, names
+
+
+def _labels(cri: dict, *fields: str) -> dict:
+    return {LABELS[f]: cri[f] for f in fields
+            if isinstance(cri.get(f), str) and len(cri[f]) <= LABEL_MAX}
+
+
+def pod_slice_name(sandbox: str) -> str:
+    """The pod's slice: "pod-<sandbox id>" (a one-component name of vgpufs)."""
+    if not sandbox or len(sandbox) > SANDBOX_ID_MAX or not set(sandbox) <= _ID_CHARS:
+        raise ScopeError(f"the pod's sandbox id {sandbox!r} cannot name a slice (1 to "
+                         f"{SANDBOX_ID_MAX} letters, digits, '.', '_' or '-')")
+    return POD_SLICE_PREFIX + sandbox
+
+
+def scope_of(state: dict, config: dict) -> Scope:
+    """What the container asks for (see the module doc for the rule).
+    ScopeError for annotations that contradict themselves."""
+    cid = str(state.get("id", ""))
+    ann = annotations_of(state, config)
+    cri = cri_fields(ann)
+    pod, pod_names = _pick(ann, ANNOTATION_PREFIX)
+    own, own_names = _pick(ann, CONTAINER_PREFIX)
+    if cri is None:
+        # not Kubernetes: both spellings are the container's own request
+        for k in own.keys() & pod.keys():
+            if own[k] != pod[k]:
+                raise ScopeError(f"{pod_names[k]} {pod[k]!r} and {own_names[k]} {own[k]!r} "
+                                 f"disagree (outside Kubernetes both are this container's)")
+        raw, names = {**pod, **own}, {**pod_names, **own_names}
+        if raw:
+            return Scope("container", cid, raw, names, "annotation")
+        raw, names = _env_request(config)
+        return Scope("container", cid, raw, names, "env") if raw else Scope()
+    kind = cri["type"]
+    if kind == "sandbox":
+        return Scope("sandbox", pod_slice_name(cri.get("sandbox") or cid) if pod else "",
+                     pod, pod_names, "annotation" if pod else "",
+                     _labels(cri, "pod_name", "pod_namespace"), cri.get("pod_uid"))
+    if kind != "container":
+        raise ScopeError(f"unknown Kubernetes container type {kind!r} (sandbox or container)")
+    if own:
+        return Scope("container", cid, own, own_names, "annotation",
+                     _labels(cri, "pod_name", "pod_namespace", "container_name"))
+    if pod:
+        if "sandbox" not in cri:
+            raise ScopeError("the pod asks for a slice (vgpu.io/*) but the container names "
+                             "no sandbox (io.kubernetes.cri.sandbox-id or "
+                             "io.kubernetes.cri-o.SandboxID)")
+        if "pod_uid" not in cri:
+            raise ScopeError("the pod asks for a slice (vgpu.io/*) but the container names "
+                             "no pod uid (io.kubernetes.cri.sandbox-uid or "
+                             "io.kubernetes.pod.uid)")
+        return Scope("pod", pod_slice_name(cri["sandbox"]), pod, pod_names, "annotation",
+                     _labels(cri, "pod_name", "pod_namespace"), cri["pod_uid"])
+    raw, names = _env_request(config)
+    if raw:
+        return Scope("container", cid, raw, names, "env",
+                     _labels(cri, "pod_name", "pod_namespace", "container_name"))
+    return Scope()
+
+
+def hook_stages(sc: Scope) -> tuple[tuple[str, ...], bool]:
+    """(the hook stages a bundle needs, whether it needs the vgpu device
+    rule): a container with its own slice createRuntime + poststop; a
+    container of a pod slice createRuntime only (its poststop would do
+    nothing: the slice outlives it); a sandbox whose pod asked poststop
+    only (it deletes the pod's slice; no device, no slice of its own)."""
+    if not sc.raw:
+        return (), False
+    if sc.kind == "sandbox":
+        return ("poststop",), False
+    if sc.kind == "pod":
+        return ("createRuntime",), True
+    return ("createRuntime", "poststop"), True
+
+
+def is_pod_cgroup(name: str, uid: str) -> bool:
+    """Whether the cgroup directory ``name`` (one component) is the pod
+    ``uid``'s as the kubelet names it: ``pod<uid>`` (cgroupfs driver) or
+    ``kubepods[-<qos>]-pod<uid, '-' as '_'>.slice`` (systemd driver)."""
+    if not uid or not set(uid) <= _UID_CHARS:
+        return False
+    if name == "pod" + uid:
+        return True
+    tail = "-pod" + uid.replace("-", "_") + ".slice"
+    return name.startswith("kubepods") and name.endswith(tail) and \
+        name[:-len(tail)] in ("kubepods", "kubepods-burstable", "kubepods-besteffort")
+
+
+def raw_request(state: dict, config: dict) -> tuple[dict, str]:
+    """The request's raw strings by key, and where they came from
+    ("annotation" or "env"); ({}, "") when the container asked for nothing
+    of its own (a sandbox never does).  Annotations win over the
+    environment as a whole: a container with any vgpu.io/ request ignores
+    VGPU_*."""
+    sc = scope_of(state, config)
+    return ({}, "") if sc.kind == "sandbox" else (sc.raw, sc.source)
+
+
+def wants_slice(state: dict, config: dict) -> bool:
+    """Whether the bundle carries a request at all (annotations or the
+    image's VGPU_*); honoured_scope() says whether it counts."""
+    return bool(raw_request(state, config)[0])
+
+
+def image_env_allowed(raw: dict, cid: str, socket: str | None, timeout: float,
+                      debug, prog: str) -> bool:
+    """Whether vgpud's config lets the image's environment make this request.
+    The image is not the operator: its VGPU_* counts only when it names, with
+    VGPU_PROFILE, a profile whose config says ``allow_image_env = true``
+    (vgpud's ``status`` lists them as ``image_env_profiles``; vgpud checks
+    it again on ``create``).  Anything else is no, a vgpud that cannot be
+    asked included (one warning line): the request is ignored."""
+    profile = raw.get("profile")
+    if not isinstance(profile, str) or not profile.strip():
+        debug(f"container {cid}: the image's VGPU_* environment is ignored (it names no "
+              f"VGPU_PROFILE that allows requests from the image)")
+        return False
+    profile = profile.strip()
+    try:
+        with ac.ApiClient(socket, timeout) as client:
+            allowed = client.request("status").get("image_env_profiles")
+    except ac.ClientError as e:
+        sys.stderr.write(f"{prog}: container {cid}: warning: the image's VGPU_* environment "
+                         f"is ignored: cannot ask vgpud whether profile {profile!r} allows "
+                         f"it: {e}\n")
+        return False
+    if not isinstance(allowed, list) or profile not in allowed:
+        debug(f"container {cid}: the image's VGPU_* environment is ignored (profile "
+              f"{profile!r} does not allow requests from the image)")
+        return False
+    return True
+
+
+def honoured_scope(state: dict, config: dict, socket: str | None, timeout: float,
+                   debug, prog: str) -> Scope:
+    """scope_of(), less an image environment vgpud's config does not allow
+    (see image_env_allowed): Scope() for a container that asked for nothing
+    that counts."""
+    sc = scope_of(state, config)
+    if sc.source == "env" and not image_env_allowed(sc.raw, str(state.get("id", "")), socket,
+                                                    timeout, debug, prog):
+        return Scope()
+    return sc
+
+
+def vgpu_major() -> int | None:
+    """vgpu.ko's character major, from /proc/devices (None: not loaded)."""
+    try:
+        with open("/proc/devices") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == "vgpu" and parts[0].isdigit():
+                    return int(parts[0])
+    except OSError:
+        pass
+    return None
+
+
+#: the directory holding the vgpu package this module was loaded from
+#: (vgpu/common/request.py -> its grandparent's parent): hook_argv() puts it on sys.path
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def hook_argv(*args: str) -> list[str]:
+    """This Python running vgpu.cli.hook isolated: -I ignores every PYTHON*
+    variable and keeps the user site and the working directory off sys.path
+    (a hook may be started in the rootfs with the image's environment), -S
+    skips the site import (~30 ms less per run in a venv).  Neither leaves a
+    way to find the package, so the code names PKG_PARENT itself."""
+    boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
+            f"from vgpu.cli.hook import main; sys.exit(main())")
+    return [sys.executable or "/usr/bin/python3", "-I", "-S", "-c", boot, *args]
