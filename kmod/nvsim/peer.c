@@ -154,7 +154,11 @@ static struct nvsim_gpu *nvsim_uvm_registered(struct nvsim_file *nvfp,
 	return NULL;
 }
 
-/* UVM_REGISTER_GPU of a GPU nvsim has: remembered for the peer checks. */
+/*
+ * UVM_REGISTER_GPU of a GPU nvsim has: remembered for the peer checks.
+ * Simplified: UVM_UNREGISTER_GPU (cuda.c) does not forget it, nor disable
+ * its pairs as uvm_va_space_unregister_gpu does; the VA space's end does.
+ */
 void nvsim_uvm_peer_register(struct nvsim_file *nvfp, const u8 *uuid)
 {
 	unsigned int i;

@@ -400,6 +400,16 @@ static NV_STATUS vgpu_ipc_import(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
 		st = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
 	}
+	/*
+	 * A handle the client has already is refused here, not by the
+	 * driver: a forged NV_OK would otherwise have the existing object
+	 * taken for this call's (and freed when it cannot be recorded twice).
+	 */
+	if (m->object.hObject && (vgpu_obj_find(p->hClient, m->object.hObject) ||
+				  vgpu_rm_exists(p->hClient, m->object.hObject))) {
+		st = NV_ERR_INSERT_DUPLICATE_NAME;
+		goto out;
+	}
 	st = vgpu_handle_for(p->hClient, &m->object.hObject);
 	if (st != NV_OK)
 		goto out;

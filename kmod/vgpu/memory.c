@@ -1213,10 +1213,11 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 		 * a client parents is not for a slice.
 		 */
 		if (p->hClass == NV50_P2P) {
-			/* Its parent is the client (resource_list.h). */
-			st = parent->type != VGPU_OBJ_CLIENT ?
-			     NV_ERR_INVALID_OBJECT_PARENT :
-			     !p->pAllocParms ? NV_ERR_INVALID_ARGUMENT :
+			/*
+			 * Its parent is the client (resource_list.h): another
+			 * is the driver's to refuse, after this check.
+			 */
+			st = !p->pAllocParms ? NV_ERR_INVALID_ARGUMENT :
 			     vgpu_p2p_check(p->hRoot, kparams, &gpu);
 			if (st != NV_OK)
 				goto out;
