@@ -59,6 +59,13 @@ def nvsim_used(gpu: int = 0) -> int:
 poll = functools.partial(wait_until, interval=0.3)
 
 
+def worktree_venv() -> tuple[str, ...]:
+    """The venv's directory when .venv is a link out of the checkout (a
+    worktree's): containers bind it too."""
+    venv = os.path.realpath(ROOT / ".venv")
+    return () if venv.startswith(str(ROOT) + os.sep) else (venv,)
+
+
 class Daemon(Vgpud):
     """The module's vgpud (tools/testbed/vgpud_launcher.py): socket, state and
     vgpufs under tmp, GC every second, 64 MiB and 10% by default; up once
@@ -130,7 +137,8 @@ class Runc:
         rootfs = b / "rootfs"
         rootfs.mkdir(parents=True)
         binds = []
-        for d in ("/usr", "/etc", "/root/.pyenv", str(ROOT), "/bin", "/sbin", "/lib", "/lib64"):
+        for d in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *worktree_venv(), "/bin", "/sbin",
+                  "/lib", "/lib64"):
             if os.path.islink(d):
                 os.symlink(os.readlink(d), rootfs / d.lstrip("/"))
             elif os.path.isdir(d):
@@ -398,10 +406,7 @@ class Containerd:
         self.ids.append(cid)
         b = self.runc.bundle(cid, "true")           # only for its rootfs directory
         mounts = []
-        # a worktree's .venv is a link out of the checkout: its target too
-        venv = os.path.realpath(ROOT / ".venv")
-        venv = () if venv.startswith(str(ROOT) + os.sep) else (venv,)
-        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *venv, *binds):
+        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *worktree_venv(), *binds):
             if os.path.isdir(src):
                 mounts += ["--mount", f"type=bind,src={src},dst={src},options=rbind:ro"]
         mounts += ["--mount", f"type=bind,src={self.runc.shared},dst=/shared,options=rbind:rw",

@@ -801,9 +801,15 @@ def devfs_nodes(cid: str, m: Mounter, devfs: int, dev: int, at, node_target,
             mounted.append((clone, shown))
             done.append(shown)
     finally:
-        if attached:
-            m.umount(devfs, f"/dev/{stage}")
-        os.rmdir(stage, dir_fd=dev)
+        # the binds made stay (the caller undoes them on a failure); the
+        # staging mount and its directory go in any case
+        try:
+            if attached:
+                m.umount(devfs, f"/dev/{stage}")
+            os.rmdir(stage, dir_fd=dev)
+        except OSError as e:
+            sys.stderr.write(f"{PROG}: container {cid}: could not remove /dev/{stage}: "
+                             f"{e.strerror or e}\n")
     if not links:
         return
     char = at(dev, "char", "/dev/char", os.O_DIRECTORY, optional=True)
