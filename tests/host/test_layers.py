@@ -239,9 +239,6 @@ def test_tools_and_bench_import_nothing_of_tests():
 #: test files that still import another test file, with why (each is a
 #: helper module to make; tests/vm is being changed by other work)
 TEST_IMPORTS_ALLOWED = {
-    "tests/vm/test_unit.py": "test_containers's runc and PY helpers",
-    "tests/vm/test_pods.py": "test_containers's Daemon, Runc, poll",
-    "tests/vm/test_tinygrad_slice.py": "test_containers's fixtures, test_tinygrad's GA102",
     "tests/vm/test_cuda_slice.py": "test_cuda's device queries",
     "tests/vm/test_vgpu_nvidia_smi.py": "test_nvidia_smi's holder and release mark",
     "tests/realdrv/test_uvm_through_vgpu.py": "tests/vm/test_vgpu_uvm's tests, run again",

@@ -15,6 +15,10 @@ PARAMS = Path("/sys/module/nvsim/parameters")
 # the parameters put back afterwards (the others go back to their defaults)
 KEPT = ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")
 
+#: The chips the tests reload nvsim as.  fb_backing: the CPU's and the
+#: engine's view of device memory are the same pages.
+GA102 = {"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090", "fb_backing": "1"}
+
 
 def skip_reason() -> str | None:
     if os.environ.get("VGPU_IN_VM") != "1" or not PARAMS.exists():

@@ -32,8 +32,8 @@ import pytest
 
 import nvsim_reload
 from cuda_lib import RELEASE, libcuda_missing, nvidia_lib
-from test_containers import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
-                             video_memory)
+from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
+                               video_memory)
 from test_cuda import GH100
 from test_nvidia_smi import nvidia_userspace
 

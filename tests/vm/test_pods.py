@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from test_containers import PY, START_TIMEOUT, Daemon, Runc, poll
-from test_containers import pytestmark  # noqa: F401
+from container_support import PY, START_TIMEOUT, Daemon, Runc, poll
+from container_support import pytestmark  # noqa: F401
 from tools.testbed.vgpud_launcher import Vgpud, config
 
 SB = "1a2b3c4d5e6f70819203a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"

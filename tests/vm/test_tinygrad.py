@@ -37,8 +37,7 @@ import pytest
 
 import nvsim_reload
 
-# fb_backing: the CPU's and the engine's view of device memory are the same pages.
-GA102 = {"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090", "fb_backing": "1"}
+GA102 = nvsim_reload.GA102
 
 pytestmark = pytest.mark.skipif(nvsim_reload.skip_reason() is not None,
                                 reason=nvsim_reload.skip_reason() or "")

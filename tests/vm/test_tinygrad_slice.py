@@ -29,10 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from test_containers import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
+from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
                              video_memory)
 import nvsim_reload
-from test_tinygrad import GA102
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -54,7 +53,7 @@ pytestmark = pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
 @pytest.fixture(scope="module", autouse=True)
 def ga102_with_vgpu():
     """nvsim as one GA102 with vgpu.ko over it; both back as they were after."""
-    with nvsim_reload.reloaded(GA102):
+    with nvsim_reload.reloaded(nvsim_reload.GA102):
         ko = nvsim_reload.ko_path("VGPU_VGPU_KO", "kmod/vgpu/vgpu.ko")
         r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -53,7 +53,7 @@ import pytest
 
 from polling import wait_until
 from tools.testbed.vgpud_launcher import Vgpud, config
-from test_containers import PY, RUNC, Runc, video_memory
+from container_support import PY, RUNC, Runc, video_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "packaging" / "vgpud.service"

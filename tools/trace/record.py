@@ -12,11 +12,11 @@ private mount namespace where the slice's nodes are bound over
 /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia0 (for runtimes that open
 fixed paths).  --nvidia adds what NVIDIA's own user space (libcuda,
 nvidia-smi) needs of that namespace besides the nodes, as a container
-slice has it: /proc/driver/nvidia/params with "ModifyDeviceFiles: 0",
-/dev/char/195:255 and /dev/char/195:0 naming the nodes, and
-build/nvdevno.so preloaded so that NVML's stat of a node reports
-NVIDIA's device numbers (docs/nvml.md; a test device, not the product's
-answer).  The file is what `vgpuctl trace` writes (docs/trace.md);
+slice has it: the nodes bound from a vgpudev mount of the slice (they
+stat as NVIDIA's 195:255 and 195:N, which NVML checks, and open as
+vgpu.ko's: docs/containers.md), /proc/driver/nvidia/params with
+"ModifyDeviceFiles: 0", and /dev/char/195:255 and /dev/char/195:0 naming
+the nodes, as the OCI hook makes them.  The file is what `vgpuctl trace` writes (docs/trace.md);
 the header also names the workload and nvsim's parameters, so that a
 replay can load nvsim the same way.
 
@@ -36,6 +36,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,7 +63,6 @@ TINYGRAD = (
 NVUSER = (Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace"
           / "535.261.03")
 NVLIB = NVUSER / "usr/lib/x86_64-linux-gnu/nvidia/current"
-NVDEVNO = ROOT / "build" / "nvdevno.so"
 
 #: libcuda's start-up and device queries, through ctypes (no CUDA toolkit)
 LIBCUDA = (
@@ -120,8 +120,7 @@ def bound(cmd: list[str], dev: str, nvidia: bool = False) -> list[str]:
         steps += ["mount -t tmpfs none /proc/driver", "mkdir /proc/driver/nvidia",
                   "printf 'ModifyDeviceFiles: 0\\n' > /proc/driver/nvidia/params",
                   "mkdir -p /dev/char", "ln -sf /dev/nvidiactl /dev/char/195:255",
-                  "ln -sf /dev/nvidia0 /dev/char/195:0",
-                  f"export LD_PRELOAD={NVDEVNO} LD_LIBRARY_PATH={NVLIB}"]
+                  "ln -sf /dev/nvidia0 /dev/char/195:0", f"export LD_LIBRARY_PATH={NVLIB}"]
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
             " && ".join(steps) + ' && exec "$@"', "sh", *cmd]
 
@@ -133,12 +132,18 @@ def record(output: str, cmd: list[str], limit: int, bind: bool | str, name: str)
     s = k.slice_new(sid, gpus=[(0, limit)], name=name)
     ts = k.trace_stream(timeout=None)
     recs = []
+    devfs = None
     try:
         k.slice_set(sid, trace=True)
         dev = slice_dir(sid)
         argv = [a.replace("{dev}", dev) for a in cmd]
-        if bind:
-            argv = bound(argv, dev, nvidia=bind == "nvidia")
+        if bind == "nvidia":
+            devfs = tempfile.mkdtemp(prefix="vgpudev-")
+            subprocess.run(["mount", "-t", "vgpudev", "-o", f"slice={sid}", "none", devfs],
+                           check=True)
+            argv = bound(argv, devfs, nvidia=True)
+        elif bind:
+            argv = bound(argv, dev)
         t0 = time.monotonic()
         child = subprocess.Popen(argv)
         while child.poll() is None:
@@ -150,6 +155,9 @@ def record(output: str, cmd: list[str], limit: int, bind: bool | str, name: str)
         k.slice_set(sid, trace=False)
     finally:
         ts.close()
+        if devfs:
+            subprocess.run(["umount", devfs], check=False)
+            os.rmdir(devfs)
         k.slice_del(sid, force=True)
         k.close()
     recs = [r for r in recs if r.slice_id == sid]
