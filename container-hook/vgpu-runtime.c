@@ -22,7 +22,7 @@
  *     either);
  *   - the only argument is --version (vgpu's line, then runc's).
  * Assumed: a request is only ever read from config.json's annotations and
- * process.env (vgpu.cli.request), config.json is JSON text in UTF-8, and
+ * process.env (vgpu.common.request), config.json is JSON text in UTF-8, and
  * the only JSON escapes that can spell a letter, a dot, an underscore or a
  * slash are "\uXXXX" and "\/" (RFC 8259); so a file with none of the three
  * byte strings above carries no request.

@@ -22,13 +22,13 @@ annotations) the pod's ``vgpu.io/<key>`` ask for ONE slice for the whole
 pod, ``pod-<sandbox id>``, bound to the pod's cgroup and shared by all its
 containers; a container with ``vgpu.io/container-<key>`` (the device
 plugin's) gets its own instead; the sandbox (pause) container never gets
-one.  vgpu.cli.request holds the rule (container-hook/README.md, "Pods").
+one.  vgpu.common.request holds the rule (container-hook/README.md, "Pods").
 The image's environment (``VGPU_MEMORY``, ``VGPU_PROFILE``, ...) counts only
 for a container with none of those annotations, and only when it names, with
 ``VGPU_PROFILE``, a profile of vgpud's config with ``allow_image_env = true``
 (vgpud's ``status`` lists them); otherwise it is ignored.  A container that
 asked for nothing costs a JSON parse of its state and config.json: nothing
-is sent.  Its values are checked by vgpu.values, the parsers vgpud's API
+is sent.  Its values are checked by vgpu.common.values, the parsers vgpud's API
 uses too, before anything is sent.
 
 - createRuntime / prestart (runtime namespace, before pivot_root): one
@@ -85,12 +85,12 @@ import sys
 from time import monotonic, sleep
 
 from vgpu import __version__
-from vgpu.cli import apiclient as ac
-from vgpu.cli.request import (ANNOTATION_PREFIX, ENV_PREFIX, POD_UID_KEYS, Scope, ScopeError,
-                              honoured_scope, is_pod_cgroup, vgpu_major)
-from vgpu.values import (BadValue, parse_compute, parse_container, parse_duration, parse_gpus,
-                         parse_pid, parse_policy, parse_priority, parse_profile, parse_size,
-                         quote)
+from vgpu.common import apiclient as ac
+from vgpu.common.request import (ANNOTATION_PREFIX, ENV_PREFIX, POD_UID_KEYS, Scope,
+                                 ScopeError, honoured_scope, is_pod_cgroup, vgpu_major)
+from vgpu.common.values import (BadValue, parse_compute, parse_container, parse_duration,
+                                parse_gpus, parse_pid, parse_policy, parse_priority,
+                                parse_profile, parse_size, quote)
 
 PROG = "vgpu-oci-hook"
 DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (docs/vgpufs.md)
@@ -164,7 +164,7 @@ def _invalid(label: str, text: str, e: BadValue) -> ValueError:
 
 def parse_argv(argv: list[str]) -> Opts:
     """The command line -> Opts; ValueError("<what is wrong>") for a usage
-    error (values are checked by vgpu.values' parsers)."""
+    error (values are checked by vgpu.common.values' parsers)."""
     o = Opts()
     i = 0
     while i < len(argv):
@@ -269,14 +269,14 @@ def _memory(s: str) -> int:
     return n
 
 
-#: each request key's parser (vgpu.values'; the API checks them again)
+#: each request key's parser (vgpu.common.values'; the API checks them again)
 PARSERS = {"memory": _memory, "compute": parse_compute, "priority": parse_priority,
            "policy": parse_policy, "profile": parse_profile, "gpus": parse_gpus}
 
 
 def validate(raw: dict, source: str, names: dict | None = None) -> dict:
     """The request as create's args; raises ValueError("<name> <quoted>:
-    <reason>"), the reason vgpu.values' (values are taken with blanks
+    <reason>"), the reason vgpu.common.values' (values are taken with blanks
     around them stripped); ``names``: the annotation each key came from
     (Scope.names), else vgpu.io/<key> or VGPU_<KEY> by ``source``."""
     def name(k):
