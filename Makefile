@@ -263,8 +263,10 @@ bench-compute: deps-python modules
 demo: deps
 	@$(MAKE) --no-print-directory demo-run
 
+# nvsim presents 535.261.03, the release of the NVIDIA user space make deps
+# unpacks, so that nvidia-smi runs inside the demo's containers
 demo-run: deps-python modules runtime
-	$(VM) $(VM_LOAD) -- /bin/sh tools/demo.sh
+	$(VM) $(VM_LOAD) $(call NVSIM_AS,535.261.03) -- /bin/sh tools/demo.sh
 
 clean:
 	@for m in $(KMODS); do $(MAKE) --no-print-directory -C $(KDIR) M=$(CURDIR)/kmod/$$m clean >/dev/null 2>&1 || true; done

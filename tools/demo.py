@@ -14,7 +14,10 @@
    Each container's workload is the project's RM client: it lists
    /dev/nvidia*, reads /proc/driver/nvidia, asks the driver how much memory
    it has (what cudaMemGetInfo would say), allocates 256 MiB blocks until
-   the driver says NV_ERR_NO_MEMORY, and holds them.
+   the driver says NV_ERR_NO_MEMORY, and holds them.  NVIDIA's own
+   nvidia-smi (535.261.03, from `make deps`; nvsim presents that release)
+   then runs inside each container (ctr task exec): one GPU, the quota as
+   memory.total, the container's own process as the only compute app.
 4. While all three hold their memory, print what each could allocate, what
    it saw, and what the host saw (vgpu.ko's accounting and the simulated
    driver's own FB counters); raise one quota with `vgpuctl set-quota` and
@@ -65,6 +68,15 @@ RUNC = shutil.which("runc") or "/usr/sbin/runc"
 GiB = 1 << 30
 CHUNK = 256 << 20
 CONTAINERS = [("inference-a", "0", "4GiB"), ("training-b", "0", "8GiB"), ("batch-c", "1", "2GiB")]
+
+#: NVIDIA's own nvidia-smi and libnvidia-ml of the release nvsim presents
+#: (Debian's 535.261.03, unpacked by `make deps`: tools/nvuser.py), bound
+#: read-only into each container: the CDI spec that injects a node's driver
+#: libraries as a product is the node issue's, not this demo's
+NVUSER = (Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace"
+          / "535.261.03")
+NVIDIA_SMI = NVUSER / "usr/lib/nvidia/current/nvidia-smi"
+NVML_DIR = NVUSER / "usr/lib/x86_64-linux-gnu/nvidia/current"
 START_TIMEOUT = 240.0
 
 # The workload, run inside each container (the repository is bind-mounted
@@ -237,7 +249,7 @@ class Demo:
         rootfs = self.tmp / "rootfs" / name
         make_rootfs(rootfs)
         mounts = []
-        for src in ("/usr", "/etc", "/root/.pyenv", str(REPO)):
+        for src in ("/usr", "/etc", "/root/.pyenv", str(REPO), str(NVUSER)):
             if os.path.isdir(src):
                 mounts += ["--mount", f"type=bind,src={src},dst={src},options=rbind:ro"]
         mounts += ["--mount", f"type=bind,src={self.shared},dst=/shared,options=rbind:rw",
@@ -251,6 +263,13 @@ class Demo:
             raise SystemExit(f"demo: ctr run {name} failed: {r.stderr.strip()}\n"
                              f"{self.log('vgpud.log')}")
         self.started.append(name)
+
+    def nvidia_smi(self, name: str, *args: str) -> subprocess.CompletedProcess:
+        """NVIDIA's nvidia-smi run inside the running container (ctr task
+        exec: the container's namespaces and cgroup, its slice's nodes)."""
+        return self.ctr("task", "exec", "--exec-id", f"smi-{time.monotonic_ns()}", "--env",
+                        f"LD_LIBRARY_PATH={NVML_DIR}", name, str(NVIDIA_SMI), *args,
+                        timeout=300)
 
     def result(self, name: str, tag: str) -> dict | None:
         p = self.shared / f"{name}.{tag}"
@@ -574,6 +593,38 @@ def compute_part(demo: Demo) -> bool:
     return ok and bool(gone)
 
 
+def smi_part(demo: "Demo") -> bool:
+    """nvidia-smi inside each container: its slice's GPU, the quota as the
+    total, and only its own process."""
+    say("\n==== NVIDIA's nvidia-smi (535.261.03) inside each container ====")
+    ok = True
+    r = demo.nvidia_smi("inference-a")
+    say("  inference-a$ nvidia-smi")
+    say("\n".join("    " + ln for ln in (r.stdout + r.stderr).rstrip().splitlines()))
+    ok &= r.returncode == 0
+    rows = []
+    for name, gpus, memory in CONTAINERS:
+        q = demo.nvidia_smi(name, "--query-gpu=index,name,memory.total,memory.used",
+                            "--format=csv,noheader")
+        a = demo.nvidia_smi(name, "--query-compute-apps=pid,used_memory",
+                            "--format=csv,noheader")
+        gpu_rows = [[f.strip() for f in ln.split(",")] for ln in q.stdout.splitlines() if ln]
+        apps = [ln.strip() for ln in a.stdout.splitlines() if ln.strip()]
+        want = f"{int(memory[:-3]) * 1024} MiB"
+        good = (q.returncode == 0 and len(gpu_rows) == 1 and gpu_rows[0][2] == want
+                and a.returncode == 0 and len(apps) == 1)
+        ok &= good
+        rows.append([name, memory, *(gpu_rows[0] if len(gpu_rows) == 1 else
+                                     ["?", (q.stdout + q.stderr).strip()[:40], "?", "?"]),
+                     "; ".join(apps) or (a.stdout + a.stderr).strip()[:40],
+                     "yes" if good else "NO"])
+    table(["CONTAINER", "QUOTA", "GPU", "NAME", "MEMORY.TOTAL", "MEMORY.USED",
+           "COMPUTE APPS (pid, memory)", "OK"], rows)
+    say(f"nvidia-smi in every container showed one GPU, its quota as the total and its own "
+        f"process only: {'yes' if ok else 'NO'}")
+    return ok
+
+
 def main() -> int:
     say("==== the node's GPUs (simulated by nvsim), as the RM ABI reports them ====")
     subprocess.run([str(VENV / "vgpu-nvclient"), "info"], check=True)
@@ -611,6 +662,12 @@ def main() -> int:
         ok &= host == {0: 12 * GiB, 1: 2 * GiB}
         say(f"\nevery container allocated exactly its quota and saw only its slice: "
             f"{'yes' if ok else 'NO'}")
+
+        if NVIDIA_SMI.exists():
+            ok &= smi_part(demo)
+        else:
+            say(f"\n(NVIDIA's nvidia-smi is not unpacked at {NVIDIA_SMI}: `make deps` "
+                f"fetches it; its part is skipped)")
 
         say("\n==== vgpuctl set-quota batch-c --memory 3GiB (the container keeps running) ====")
         vgpuctl("set-quota", "batch-c", "--memory", "3GiB")
