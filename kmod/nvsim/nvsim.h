@@ -115,6 +115,8 @@ struct nvsim_gpu {
 	u64 fb_used;            /* nvsim.lock */
 	u64 next_fb_offset;     /* nvsim.lock: plausible offsets for NVOS32 */
 	unsigned int open_count; /* nvsim.lock: open_gpu and attach references */
+	/* nvsim.lock: the client holding the compute-mode reservation (cuda.c) */
+	NvHandle compute_reservation;
 	struct ida tsg_ida;
 	struct ida chid_ida;
 	struct list_head tsgs;  /* nvsim_tsg.gpu_node, nvsim.lock */
@@ -678,6 +680,7 @@ typedef struct {
 NV_STATUS nvsim_uvm_create_range_group(struct nvsim_file *nvfp, void *buf);
 NV_STATUS nvsim_uvm_destroy_range_group(struct nvsim_file *nvfp, void *buf);
 NV_STATUS nvsim_uvm_unregister_gpu(struct nvsim_file *nvfp, void *buf);
+void nvsim_cuda_subdevice_teardown(struct nvsim_object *obj);
 void nvsim_cuda_uvm_file_init(struct nvsim_file *nvfp);
 void nvsim_cuda_uvm_file_fini(struct nvsim_file *nvfp);
 
