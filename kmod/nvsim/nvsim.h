@@ -527,6 +527,10 @@ struct nvsim_pid_fb {
 struct nvsim_uvm_xrange {
 	struct list_head node;          /* nvsim_file.uvm_xranges */
 	u64 start, end;
+	/* A semaphore pool (uvm.c): its zeroed pages, the store they are in */
+	struct nvsim_mem *pool;
+	struct nvsim_store *store;
+	bool sked;                      /* a dynamic parallelism region (uvm.c) */
 };
 
 struct nvsim_uvm_ext {

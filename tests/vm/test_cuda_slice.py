@@ -1,6 +1,6 @@
 """NVIDIA's libcuda (535.261.03) through a vgpu.ko slice: cuInit and the
 device queries, with cuDeviceTotalMem the slice's quota, and cuCtxCreate as
-far as nvsim answers it (test_cuda.py): to UVM_ALLOC_SEMAPHORE_POOL, the
+far as nvsim answers it (test_cuda.py): past its semaphore pool, to the
 same place as on nvsim directly.  The rest of the sequence, with the
 slice's quota figures, is a strict xfail until then.
 
@@ -98,7 +98,7 @@ def test_cuinit_and_device_queries_in_a_slice(slice_dir):
     assert out["multiprocessors"] == 144
 
 
-def test_ctx_create_in_a_slice_reaches_semaphore_pool(slice_dir, tmp_path):
+def test_ctx_create_in_a_slice_past_semaphore_pool(slice_dir, tmp_path):
     """The same answers through vgpu.ko: ACQUIRE/RELEASE_COMPUTE_MODE_
     RESERVATION are vgpu.ko's own NV_OK (virtualised: an exclusive mode
     would lock the GPU for every slice), NVC36F_CTRL_GET_CLASS_ENGINEID is
@@ -110,9 +110,8 @@ def test_ctx_create_in_a_slice_reaches_semaphore_pool(slice_dir, tmp_path):
     assert control_status(lines, 0x20800146) == ["0"]
 
 
-@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE: nvsim does not "
-                   "answer UVM_ALLOC_SEMAPHORE_POOL (UVM command 68), the next answer to model "
-                   "(test_cuda.py::test_driver_api_sequence)")
+@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE with no call "
+                   "failing, where it does on nvsim directly (test_cuda.py::test_driver_api_sequence)")
 def test_driver_api_sequence_in_a_slice(slice_dir):
     chunk = 2 * MiB
     r = run_cuda(sequence_body(chunk), argv_prefix=in_slice(slice_dir))
