@@ -3,8 +3,10 @@ libcuda1) on nvsim directly: cuInit and the device queries, and how far
 cuCtxCreate gets (the calls libcuda makes, logged by tools/nvlog: past
 its semaphore pool, validated range and dynamic parallelism region, it
 gives up after mapping a 3.8 MB system-memory object and making its
-external range, with no call failing: the next missing piece is not an
-answer libcuda asks for but a value it reads).  The rest of the driver-API
+external range, with no call failing: the channels it set up have
+stopped in nvsim's engine, on the compute class's report semaphore (a
+fence nvsim refuses as compute work) and on GPFIFO entries at GPU VAs
+nvsim has no mapping for).  The rest of the driver-API
 sequence (memory, copies, streams and events, a PTX
 module launched, the context destroyed) is written down as a strict xfail
 until that answer exists.  nvsim completes a launch's semaphores and
@@ -245,10 +247,12 @@ def sequence_body(chunk: int) -> str:
 
 
 @pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE with no call "
-                   "failing: after UVM_MAP_DYNAMIC_PARALLELISM_REGION it maps a 0x3aa410-byte "
-                   "system-memory object, makes its UVM external range and gives up before mapping "
-                   "it (next: find the value it rejects; GR_GET_INFO indexes nvsim leaves 0 are the "
-                   "first suspects)")
+                   "failing: the channels it set up stop in nvsim's engine (pbdma.c), the compute "
+                   "class's SET_REPORT_SEMAPHORE_D (0x1b0c, its fence) refused as 'compute work not "
+                   "simulated' and GPFIFO entries at GPU VAs nvsim has no mapping for (MMU fault at "
+                   "0x2006xxxxx); libcuda then gives up after mapping a 0x3aa410-byte system-memory "
+                   "object and making its UVM external range. Next: the GR report semaphore "
+                   "completed without running anything, and the GPFIFO's mapping")
 def test_driver_api_sequence():
     r = run_cuda(sequence_body(64 << 20))
     assert r.returncode == 0, (r.stdout, r.stderr)
