@@ -401,6 +401,8 @@ struct nvsim_channel {
 	u64 sem_addr, sem_payload;      /* host SEM_* */
 	u64 ce_in, ce_out, ce_sem_addr; /* copy engine state */
 	u32 ce_len, ce_sem_payload, ce_sem_upper;
+	u64 gr_sem_addr;                /* compute SET_REPORT_SEMAPHORE_A/B */
+	u32 gr_sem_payload;             /* ... _C */
 };
 
 enum nvsim_obj_type {

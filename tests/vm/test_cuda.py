@@ -4,9 +4,8 @@ cuCtxCreate gets (the calls libcuda makes, logged by tools/nvlog: past
 its semaphore pool, validated range and dynamic parallelism region, it
 gives up after mapping a 3.8 MB system-memory object and making its
 external range, with no call failing: the channels it set up have
-stopped in nvsim's engine, on the compute class's report semaphore (a
-fence nvsim refuses as compute work) and on GPFIFO entries at GPU VAs
-nvsim has no mapping for).  The rest of the driver-API
+stopped in nvsim's engine, on GPFIFO entries at GPU VAs nvsim finds no
+mapping for).  The rest of the driver-API
 sequence (memory, copies, streams and events, a PTX
 module launched, the context destroyed) is written down as a strict xfail
 until that answer exists.  nvsim completes a launch's semaphores and
@@ -247,12 +246,11 @@ def sequence_body(chunk: int) -> str:
 
 
 @pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE with no call "
-                   "failing: the channels it set up stop in nvsim's engine (pbdma.c), the compute "
-                   "class's SET_REPORT_SEMAPHORE_D (0x1b0c, its fence) refused as 'compute work not "
-                   "simulated' and GPFIFO entries at GPU VAs nvsim has no mapping for (MMU fault at "
-                   "0x2006xxxxx); libcuda then gives up after mapping a 0x3aa410-byte system-memory "
-                   "object and making its UVM external range. Next: the GR report semaphore "
-                   "completed without running anything, and the GPFIFO's mapping")
+                   "failing: the channels it set up stop in nvsim's engine (pbdma.c) on an MMU fault "
+                   "fetching their GPFIFO entries (GPU VAs 0x200618000 + n * 0x3000, which nvsim's "
+                   "engine finds no mapping for in the channel's VA space); libcuda then gives up "
+                   "after mapping a 0x3aa410-byte system-memory object and making its UVM external "
+                   "range. Next: what maps those GPFIFOs, and the VA space the channels run in")
 def test_driver_api_sequence():
     r = run_cuda(sequence_body(64 << 20))
     assert r.returncode == 0, (r.stdout, r.stderr)
