@@ -394,6 +394,8 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV01_MEMORY_SYSTEM_OS_DESCRIPTOR 0x00000071
 #define NV01_EVENT                       0x00000005
 #define NV01_EVENT_OS_EVENT              0x00000079
+#define NV01_EVENT_KERNEL_CALLBACK       0x00000078  /* nvos.h */
+#define NV01_EVENT_KERNEL_CALLBACK_EX    0x0000007e
 #define FERMI_CONTEXT_SHARE_A            0x00009067
 #define FERMI_VASPACE_A                  0x000090F1
 #define FERMI_TWOD_A                     0x0000902D

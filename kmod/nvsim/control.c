@@ -498,8 +498,8 @@ static NV_STATUS nvsim_ctrl_get_pid_info(struct nvsim_ctrl_ctx *ctx)
  * Parameters in kernel memory (a kernel caller) are used as they are
  * (embeddedParamCopyIn returns at once for PARAM_LOCATION_KERNEL).
  */
-static NV_STATUS nvsim_embedded_bytes(struct nvsim_ctrl_ctx *ctx, u64 ptr,
-				      u32 count, u32 elem, size_t *bytes)
+NV_STATUS nvsim_embedded_bytes(struct nvsim_ctrl_ctx *ctx, u64 ptr,
+			       u32 count, u32 elem, size_t *bytes)
 {
 	u64 b = (u64)count * elem;
 
@@ -514,15 +514,15 @@ static NV_STATUS nvsim_embedded_bytes(struct nvsim_ctrl_ctx *ctx, u64 ptr,
 }
 
 /* os_memcpy_from_user / _to_user: a fault is NV_ERR_INVALID_ADDRESS. */
-static NV_STATUS nvsim_list_in(struct nvsim_ctrl_ctx *ctx, void *dst, u64 ptr,
-			       size_t bytes)
+NV_STATUS nvsim_list_in(struct nvsim_ctrl_ctx *ctx, void *dst, u64 ptr,
+			size_t bytes)
 {
 	return nvsim_copy_in(ctx->call, dst, ptr, bytes) ?
 	       NV_ERR_INVALID_ADDRESS : NV_OK;
 }
 
-static NV_STATUS nvsim_list_out(struct nvsim_ctrl_ctx *ctx, u64 ptr,
-				const void *src, size_t bytes)
+NV_STATUS nvsim_list_out(struct nvsim_ctrl_ctx *ctx, u64 ptr,
+			 const void *src, size_t bytes)
 {
 	return nvsim_copy_out(ctx->call, ptr, src, bytes) ?
 	       NV_ERR_INVALID_ADDRESS : NV_OK;
@@ -866,6 +866,9 @@ static NV_STATUS nvsim_ctrl_build_version(struct nvsim_ctrl_ctx *ctx)
 	return status;
 }
 
+/* ctrl0080gr.h: NV0080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT; not in nvabi.h */
+#define NVSIM_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT       0x00000009
+
 /* The GR engine's figures (the chip's; indexes it does not set read 0). */
 static u32 nvsim_gr_info_value(u32 index)
 {
@@ -886,6 +889,17 @@ static u32 nvsim_gr_info_value(u32 index)
 		return a->sm_per_tpc;
 	case NV2080_CTRL_GR_INFO_INDEX_MAX_SUBCONTEXT_COUNT:
 		return a->max_subctx;
+	case NVSIM_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT:
+		/*
+		 * The GPU's TPC count: RM's own reading of this index
+		 * (src/kernel/rmapi/nv_gpu_ops.c, getGpcTpcInfo: tpcCount;
+		 * ctrl2080gr.h's "SMs per TPC" is the Tesla-era meaning).
+		 * NVIDIA's libcuda 535 takes its multiprocessor count from it
+		 * (x LITTER_NUM_SM_PER_TPC): 0 made it read 8.  A real H100's
+		 * is GSP's floor-swept count (57 TPCs on the PCIe board, 66 on
+		 * SXM5); nvsim's GH100 is not floor-swept (README).
+		 */
+		return a->gpcs * a->tpc_per_gpc;
 	default:
 		return 0;
 	}

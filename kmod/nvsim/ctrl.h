@@ -59,12 +59,22 @@ NV_STATUS nvsim_get_pids_of_class(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
 extern const struct nvsim_ctrl_table nvsim_gpumgr_ctrls;
 extern const struct nvsim_ctrl_table nvsim_monitor_ctrls;
 extern const struct nvsim_ctrl_table nvsim_peer_ctrls;         /* peer.c */
+extern const struct nvsim_ctrl_table nvsim_fifo_ctrls;
+
+/* control.c: an embedded list's bytes, copied in and back (its rules). */
+NV_STATUS nvsim_embedded_bytes(struct nvsim_ctrl_ctx *ctx, u64 ptr,
+			       u32 count, u32 elem, size_t *bytes);
+NV_STATUS nvsim_list_in(struct nvsim_ctrl_ctx *ctx, void *dst, u64 ptr,
+			size_t bytes);
+NV_STATUS nvsim_list_out(struct nvsim_ctrl_ctx *ctx, u64 ptr,
+			 const void *src, size_t bytes);
 
 /* A control of the per-concern tables, or NULL. */
 static inline const struct nvsim_ctrl *nvsim_ctrl_find_more(u32 cmd)
 {
 	const struct nvsim_ctrl_table *t[] = {
 		&nvsim_gpumgr_ctrls, &nvsim_monitor_ctrls, &nvsim_peer_ctrls,
+		&nvsim_fifo_ctrls,
 	};
 	size_t i, j;
 

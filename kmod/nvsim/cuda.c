@@ -748,6 +748,43 @@ static NV_STATUS nvsim_ctrl_gss_legacy(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/* ctrl/ctrl2080/ctrl2080gr.h */
+#define NVSIM_NV2080_CTRL_CMD_GR_GET_CTX_BUFFER_SIZE    0x20801218U
+
+typedef struct {
+	NvHandle hChannel;
+	NvU64 totalBufferSize NV_ALIGN8;
+} NVSIM_NV2080_CTRL_GR_GET_CTX_BUFFER_SIZE_PARAMS;
+
+/*
+ * NV2080_CTRL_CMD_GR_GET_CTX_BUFFER_SIZE: subdeviceCtrlCmdKGrGetCtxBufferSize
+ * _IMPL (src/kernel/gpu/gr/kernel_graphics.c): hChannel is looked up in the
+ * subdevice's client (CliGetKernelChannel: no object NV_ERR_OBJECT_NOT_FOUND,
+ * an object that is no channel NV_ERR_INVALID_CHANNEL); its GR context is
+ * the channel's or its TSG's (kgrctxFromKernelChannel, kernel_graphics_
+ * context.c: none, i.e. not on a GR engine, NV_ERR_OBJECT_NOT_FOUND); the
+ * answer is the sum of the context buffers' sizes, each aligned, plus each
+ * new alignment.  The buffers' sizes are GSP's (static info); nvsim
+ * allocates no GR context buffers (its FB use has none), so the sum of
+ * what it allocated is 0 (README: a real H100 says some MiB).
+ */
+static NV_STATUS nvsim_ctrl_gr_ctx_buffer_size(struct nvsim_ctrl_ctx *ctx)
+{
+	NVSIM_NV2080_CTRL_GR_GET_CTX_BUFFER_SIZE_PARAMS *p = ctx->params;
+	struct nvsim_object *ch = nvsim_object_ref(ctx->obj->client, p->hChannel);
+	u32 t;
+
+	if (!ch)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (ch->type != NVSIM_OBJ_CHANNEL || ch->invalidated)
+		return 0x21;    /* NV_ERR_INVALID_CHANNEL (nvstatuscodes.h) */
+	t = ch->channel.engine_type;
+	if (t < NV2080_ENGINE_TYPE_GR0 || t > NV2080_ENGINE_TYPE_GR7)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	p->totalBufferSize = 0;
+	return NV_OK;
+}
+
 /* ctrl/ctrl2080/ctrl2080gpu.h */
 #define NVSIM_NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING 0x20800111U
 #define NVSIM_NV2080_GPU_MAX_NAME_STRING_LENGTH         0x40
@@ -765,6 +802,59 @@ static NV_STATUS nvsim_ctrl_short_name(struct nvsim_ctrl_ctx *ctx)
 	return NV_OK;
 }
 
+/*
+ * 0x20800145 / 0x20800146: NV2080_CTRL_CMD_GPU_ACQUIRE_/RELEASE_COMPUTE_MODE_
+ * RESERVATION.  No 535 SDK header names them; 535.261.03's RM exports both
+ * on the subdevice with paramSize 0 (generated/g_subdevice_nvoc.c, flags
+ * 0x850).  libcuda acquires at cuCtxCreate (CUDA_ERROR_DEVICE_UNAVAILABLE
+ * without it) and releases at the context's end.
+ */
+#define NVSIM_NV2080_CTRL_CMD_GPU_ACQUIRE_COMPUTE_MODE_RESERVATION 0x20800145U
+#define NVSIM_NV2080_CTRL_CMD_GPU_RELEASE_COMPUTE_MODE_RESERVATION 0x20800146U
+
+/*
+ * subdeviceCtrlCmdGpuAcquireComputeModeReservation_IMPL
+ * (src/kernel/gpu/subdevice/subdevice_ctrl_gpu_kernel.c): no MIG; under the
+ * GPU's computeModeRules, which nvsim keeps at NONE (monitor.c,
+ * QUERY_COMPUTE_MODE_RULES): "the caller can always get the reservation",
+ * pGpu->hComputeModeReservation = the caller's client, NV_OK.  (The
+ * exclusive modes' NV_ERR_STATE_IN_USE when another client holds it is
+ * not reachable: nvsim has no SET_COMPUTE_MODE_RULES.)
+ */
+static NV_STATUS nvsim_ctrl_acquire_compute_reservation(struct nvsim_ctrl_ctx *ctx)
+{
+	ctx->obj->gpu->compute_reservation = ctx->obj->client->handle;
+	return NV_OK;
+}
+
+/*
+ * subdeviceCtrlCmdGpuReleaseComputeModeReservation_IMPL (same file): only
+ * the holder releases (the reservation goes back to NV01_NULL_OBJECT);
+ * another client's release is NV_ERR_STATE_IN_USE.
+ */
+static NV_STATUS nvsim_ctrl_release_compute_reservation(struct nvsim_ctrl_ctx *ctx)
+{
+	struct nvsim_gpu *gpu = ctx->obj->gpu;
+
+	if (gpu->compute_reservation != ctx->obj->client->handle)
+		return NV_ERR_STATE_IN_USE;
+	gpu->compute_reservation = 0;
+	return NV_OK;
+}
+
+/*
+ * A subdevice freed: subdeviceDestruct_IMPL (src/kernel/gpu/subdevice/
+ * subdevice.c) calls subdeviceReleaseComputeModeReservation_IMPL, which
+ * gives the reservation back if the subdevice's client holds it (a
+ * process that dies holding it does not keep the GPU reserved).
+ * objects.c's teardown calls this under nvsim.lock.
+ */
+void nvsim_cuda_subdevice_teardown(struct nvsim_object *obj)
+{
+	if (obj->gpu && obj->gpu->compute_reservation == obj->client->handle)
+		obj->gpu->compute_reservation = 0;
+}
+
 #define NVSIM_NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES      0x20800131U
 
 #define CLIENT      NVSIM_BIT(NVSIM_OBJ_CLIENT)
@@ -773,6 +863,13 @@ static NV_STATUS nvsim_ctrl_short_name(struct nvsim_ctrl_ctx *ctx)
 #define CC_OBJ      NVSIM_BIT(NVSIM_OBJ_CONF_COMPUTE)
 
 static const struct nvsim_ctrl nvsim_cuda_ctrls[] = {
+	{ NVSIM_NV2080_CTRL_CMD_GR_GET_CTX_BUFFER_SIZE,
+	  sizeof(NVSIM_NV2080_CTRL_GR_GET_CTX_BUFFER_SIZE_PARAMS),
+	  SUBDEVICE, nvsim_ctrl_gr_ctx_buffer_size, NULL },
+	{ NVSIM_NV2080_CTRL_CMD_GPU_ACQUIRE_COMPUTE_MODE_RESERVATION, 0,
+	  SUBDEVICE, nvsim_ctrl_acquire_compute_reservation, NULL },
+	{ NVSIM_NV2080_CTRL_CMD_GPU_RELEASE_COMPUTE_MODE_RESERVATION, 0,
+	  SUBDEVICE, nvsim_ctrl_release_compute_reservation, NULL },
 	{ NVSIM_GSS_LEGACY_CUINIT_QUERY, NVSIM_GSS_LEGACY_CUINIT_QUERY_SIZE,
 	  SUBDEVICE, nvsim_ctrl_gss_legacy, NULL },
 	{ NVSIM_NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING,

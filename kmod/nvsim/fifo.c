@@ -25,6 +25,7 @@
 #include <linux/log2.h>
 
 #include "nvsim.h"
+#include "ctrl.h"
 
 /* ------------------------------------------------------ per-process busy */
 
@@ -333,3 +334,135 @@ void nvsim_channel_object_fini(struct nvsim_object *obj)
 		atomic_dec(&nvsim.nr_objects);
 	}
 }
+
+/* ------------------------------------------------------------- controls */
+
+/* ctrl/ctrl0080/ctrl0080fifo.h (535.261.03 and 595.45.04 alike) */
+#define NVSIM_NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST      0x0080170dU
+#define NVSIM_NV0080_CTRL_FIFO_GET_CHANNELLIST_INVALID_CHANNEL 0xffffffffU
+
+typedef struct {
+	NvU32 numChannels;
+	NvP64 pChannelHandleList NV_ALIGN8;
+	NvP64 pChannelList NV_ALIGN8;
+} NVSIM_NV0080_CTRL_FIFO_GET_CHANNELLIST_PARAMS;
+
+/*
+ * NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST: deviceCtrlCmdFifoGetChannelList_IMPL
+ * (src/kernel/gpu/fifo/kernel_fifo_ctrl.c).  Both lists are numChannels
+ * NvU32s the driver copies in first (rmapi/embedded_param_copy.c: the
+ * handle list SKIP_COPYOUT, the channel list copied back); no channels is
+ * NV_ERR_INVALID_ARGUMENT; each handle is looked up in the caller's client
+ * (CliGetKernelChannel, kernel_channel.c: any channel of the client, the
+ * device not compared) and its ChID written, or _INVALID_CHANNEL where the
+ * handle names no channel.  libcuda asks it for each channel it makes at
+ * cuCtxCreate (CUDA_ERROR_NOT_SUPPORTED without it).
+ */
+static NV_STATUS nvsim_ctrl_fifo_channellist(struct nvsim_ctrl_ctx *ctx)
+{
+	NVSIM_NV0080_CTRL_FIFO_GET_CHANNELLIST_PARAMS *p = ctx->params;
+	size_t bytes, bytes2;
+	NV_STATUS status;
+	u32 *handles, *chids, i;
+
+	status = nvsim_embedded_bytes(ctx, p->pChannelHandleList, p->numChannels,
+				      sizeof(u32), &bytes);
+	if (status == NV_OK)
+		status = nvsim_embedded_bytes(ctx, p->pChannelList, p->numChannels,
+					      sizeof(u32), &bytes2);
+	if (status != NV_OK)
+		return status;
+	if (!p->numChannels)
+		return NV_ERR_INVALID_ARGUMENT;
+	handles = kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
+	chids = kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
+	status = NV_ERR_NO_MEMORY;
+	if (!handles || !chids)
+		goto out;
+	status = nvsim_list_in(ctx, handles, p->pChannelHandleList, bytes);
+	if (status == NV_OK)
+		status = nvsim_list_in(ctx, chids, p->pChannelList, bytes);
+	if (status != NV_OK)
+		goto out;
+	for (i = 0; i < p->numChannels; i++) {
+		struct nvsim_object *ch = nvsim_object_ref(ctx->obj->client, handles[i]);
+
+		/* An invalidated channel has no resource left: not a channel. */
+		chids[i] = ch && ch->type == NVSIM_OBJ_CHANNEL && !ch->invalidated ?
+			   ch->channel.chid :
+			   NVSIM_NV0080_CTRL_FIFO_GET_CHANNELLIST_INVALID_CHANNEL;
+	}
+	status = nvsim_list_out(ctx, p->pChannelList, chids, bytes);
+out:
+	kvfree(chids);
+	kvfree(handles);
+	return status;
+}
+
+/* ctrl/ctrl906f.h, ctrla06f.h, ctrlc36f.h: one struct, one function */
+#define NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID    0x906f0101U
+#define NVSIM_NVA06F_CTRL_GET_CLASS_ENGINEID    0xa06f0101U
+#define NVSIM_NVC36F_CTRL_GET_CLASS_ENGINEID    0xc36f0101U
+
+typedef struct {
+	NvHandle hObject;
+	NvU32 classEngineID;
+	NvU32 classID;
+	NvU32 engineID;
+} NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID_PARAMS;
+
+/*
+ * NV906F/NVA06F/NVC36F_CTRL_GET_CLASS_ENGINEID, all three exported on every
+ * channel class by kchannelCtrlCmdGetClassEngineid_IMPL (src/kernel/gpu/
+ * fifo/kernel_channel.c): hObject 0 NV_ERR_OBJECT_NOT_FOUND; the object
+ * must be a child of this channel that is a ChannelDescendant (kchannel
+ * FindChildByHandle: NV_ERR_OBJECT_NOT_FOUND otherwise), i.e. an engine
+ * object (compute, copy, ...).  kchannelGetClassEngineID_GM107
+ * (arch/maxwell/kernel_channel_gm107.c): classID its class, classEngineID
+ * the class in NV906F_SET_OBJECT_NVCLASS (bits 15:0), engineID the
+ * NV2080 engine it runs on: the channel's GR engine for a GR class, the
+ * channel's copy engine for a copy class, and for a copy class on a GR
+ * channel its GRCE, nvsim's copy engine 0 (objects.c, nvsim_engine_ctor).
+ * libcuda asks it for the compute object of each channel at cuCtxCreate.
+ */
+static NV_STATUS nvsim_ctrl_class_engineid(struct nvsim_ctrl_ctx *ctx)
+{
+	NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID_PARAMS *p = ctx->params;
+	struct nvsim_object *ch = ctx->obj, *o;
+	u32 t = ch->channel.engine_type;
+
+	if (!p->hObject)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	o = nvsim_object_ref(ch->client, p->hObject);
+	if (!o || o->parent != ch || o->type != NVSIM_OBJ_ENGINE || o->invalidated)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	p->classID = o->hclass;
+	p->classEngineID = o->hclass & 0xffff;
+	if (nvsim_arch_class_engine(o->hclass) == NVSIM_ENG_CE &&
+	    t >= NV2080_ENGINE_TYPE_GR0 && t <= NV2080_ENGINE_TYPE_GR7)
+		p->engineID = NV2080_ENGINE_TYPE_COPY0;
+	else
+		p->engineID = t;
+	return NV_OK;
+}
+
+#define CHANNEL NVSIM_BIT(NVSIM_OBJ_CHANNEL)
+
+static const struct nvsim_ctrl nvsim_fifo[] = {
+	{ NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID,
+	  sizeof(NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID_PARAMS),
+	  CHANNEL, nvsim_ctrl_class_engineid, NULL },
+	{ NVSIM_NVA06F_CTRL_GET_CLASS_ENGINEID,
+	  sizeof(NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID_PARAMS),
+	  CHANNEL, nvsim_ctrl_class_engineid, NULL },
+	{ NVSIM_NVC36F_CTRL_GET_CLASS_ENGINEID,
+	  sizeof(NVSIM_NV906F_CTRL_GET_CLASS_ENGINEID_PARAMS),
+	  CHANNEL, nvsim_ctrl_class_engineid, NULL },
+	{ NVSIM_NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST,
+	  sizeof(NVSIM_NV0080_CTRL_FIFO_GET_CHANNELLIST_PARAMS),
+	  DEVICE, nvsim_ctrl_fifo_channellist, NULL },
+};
+
+const struct nvsim_ctrl_table nvsim_fifo_ctrls = {
+	nvsim_fifo, ARRAY_SIZE(nvsim_fifo)
+};

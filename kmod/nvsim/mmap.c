@@ -224,15 +224,21 @@ int nvsim_mmap(struct file *filp, struct vm_area_struct *vma)
 				goto err_free;
 		}
 	} else {
-		if (len > NVSIM_MAX_MMAP_BYTES) {
-			ret = -ENOMEM;
-			goto err_free;
-		}
 		if (vm->store) {
-			/* Faulted in page by page (nvsim_vm_fault). */
+			/*
+			 * Faulted in page by page (nvsim_vm_fault), bounded by
+			 * the stores' own limit (store.c), so any length the
+			 * object has: NVIDIA's libcuda maps a 104 MiB system
+			 * memory object at cuCtxCreate.
+			 */
 			vm->first_page = ctx.offset >> PAGE_SHIFT;
 			vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
 		} else {
+			/* Allocated whole at mmap(): nvsim's own bound. */
+			if (len > NVSIM_MAX_MMAP_BYTES) {
+				ret = -ENOMEM;
+				goto err_free;
+			}
 			vm->vbuf = vmalloc_user(len);
 			if (!vm->vbuf) {
 				ret = -ENOMEM;

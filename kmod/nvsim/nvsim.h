@@ -115,6 +115,8 @@ struct nvsim_gpu {
 	u64 fb_used;            /* nvsim.lock */
 	u64 next_fb_offset;     /* nvsim.lock: plausible offsets for NVOS32 */
 	unsigned int open_count; /* nvsim.lock: open_gpu and attach references */
+	/* nvsim.lock: the client holding the compute-mode reservation (cuda.c) */
+	NvHandle compute_reservation;
 	struct ida tsg_ida;
 	struct ida chid_ida;
 	struct list_head tsgs;  /* nvsim_tsg.gpu_node, nvsim.lock */
@@ -417,6 +419,8 @@ struct nvsim_channel {
 	u64 sem_addr, sem_payload;      /* host SEM_* */
 	u64 ce_in, ce_out, ce_sem_addr; /* copy engine state */
 	u32 ce_len, ce_sem_payload, ce_sem_upper;
+	u64 gr_sem_addr;                /* compute SET_REPORT_SEMAPHORE_A/B */
+	u32 gr_sem_payload;             /* ... _C */
 };
 
 enum nvsim_obj_type {
@@ -549,6 +553,10 @@ struct nvsim_pid_fb {
 struct nvsim_uvm_xrange {
 	struct list_head node;          /* nvsim_file.uvm_xranges */
 	u64 start, end;
+	/* A semaphore pool (uvm.c): its zeroed pages, the store they are in */
+	struct nvsim_mem *pool;
+	struct nvsim_store *store;
+	bool sked;                      /* a dynamic parallelism region (uvm.c) */
 };
 
 struct nvsim_uvm_ext {
@@ -717,6 +725,7 @@ typedef struct {
 NV_STATUS nvsim_uvm_create_range_group(struct nvsim_file *nvfp, void *buf);
 NV_STATUS nvsim_uvm_destroy_range_group(struct nvsim_file *nvfp, void *buf);
 NV_STATUS nvsim_uvm_unregister_gpu(struct nvsim_file *nvfp, void *buf);
+void nvsim_cuda_subdevice_teardown(struct nvsim_object *obj);
 void nvsim_cuda_uvm_file_init(struct nvsim_file *nvfp);
 void nvsim_cuda_uvm_file_fini(struct nvsim_file *nvfp);
 

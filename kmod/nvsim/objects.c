@@ -304,6 +304,9 @@ static void nvsim_object_teardown(struct nvsim_object *obj)
 	case NVSIM_OBJ_CHANNEL:
 		nvsim_channel_object_fini(obj);
 		break;
+	case NVSIM_OBJ_SUBDEVICE:
+		nvsim_cuda_subdevice_teardown(obj);
+		break;
 	case NVSIM_OBJ_DEVICE:
 		if (!obj->device.vas_client)
 			atomic_dec(&nvsim.nr_vas_global);
@@ -1176,6 +1179,44 @@ static const struct nvsim_class_desc nvsim_event_classes[] = {
 	  EVENT_PARENTS, nvsim_event_ctor },
 };
 
+static const struct nvsim_class_desc *nvsim_class_find(u32 hclass);
+
+/*
+ * _fixupAllocParams (src/kernel/rmapi/alloc_free.c), before the parent is
+ * looked up: for the event classes NV01_EVENT takes the class its
+ * parameters name (one that is no event class: NV_ERR_INVALID_CLASS),
+ * hSrcResource is overwritten with the parent handle the caller gave
+ * (whatever the caller put there), and where hParentClient is not the
+ * allocating client (0 included) the event's parent becomes that client.
+ * NVIDIA's libcuda allocates its events with hSrcResource 0.
+ */
+static NV_STATUS nvsim_event_fixup(const struct nvsim_class_desc **cls,
+				   NVOS64_PARAMETERS *p, NvHandle *hparent,
+				   u32 *hclass, void *params)
+{
+	NV0005_ALLOC_PARAMETERS *ep = params;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(nvsim_event_classes); i++)
+		if (*cls == &nvsim_event_classes[i])
+			break;
+	if (i == ARRAY_SIZE(nvsim_event_classes) || !ep)
+		return NV_OK;
+	if (*hclass == NV01_EVENT) {
+		*hclass = ep->hClass;
+		*cls = nvsim_class_find(*hclass);
+		for (i = 0; i < ARRAY_SIZE(nvsim_event_classes); i++)
+			if (*cls == &nvsim_event_classes[i])
+				break;
+		if (i == ARRAY_SIZE(nvsim_event_classes))
+			return NV_ERR_INVALID_CLASS;
+	}
+	ep->hSrcResource = p->hObjectParent;
+	if (ep->hParentClient != p->hRoot)
+		*hparent = p->hRoot;
+	return NV_OK;
+}
+
 static const struct nvsim_class_desc *nvsim_class_find(u32 hclass)
 {
 	size_t i;
@@ -1202,7 +1243,8 @@ static NV_STATUS nvsim_alloc_locked(const struct nvsim_call *call,
 {
 	struct nvsim_client *client;
 	struct nvsim_object *parent;
-	NvHandle h = p->hObjectNew;
+	NvHandle h = p->hObjectNew, hparent = p->hObjectParent;
+	u32 hclass = p->hClass;
 	NV_STATUS status;
 
 	if (nvsim_is_root_class(p->hClass)) {
@@ -1222,7 +1264,10 @@ static NV_STATUS nvsim_alloc_locked(const struct nvsim_call *call,
 	status = nvsim_client_get(call, p->hRoot, &client);
 	if (status != NV_OK)
 		return status;
-	parent = nvsim_object_find(client, p->hObjectParent);
+	status = nvsim_event_fixup(&cls, p, &hparent, &hclass, params);
+	if (status != NV_OK)
+		return status;
+	parent = nvsim_object_find(client, hparent);
 	if (!parent)
 		return NV_ERR_INVALID_OBJECT_PARENT;
 	if (!cls)
@@ -1233,9 +1278,9 @@ static NV_STATUS nvsim_alloc_locked(const struct nvsim_call *call,
 	 * resservResourceFactory (alloc_free.c): under a GPU object, a class
 	 * the GPU's class list lacks is NV_ERR_NOT_SUPPORTED (arch.c).
 	 */
-	if (parent->type != NVSIM_OBJ_CLIENT && !nvsim_arch_has_class(p->hClass))
+	if (parent->type != NVSIM_OBJ_CLIENT && !nvsim_arch_has_class(hclass))
 		return NV_ERR_NOT_SUPPORTED;
-	status = cls->ctor(call, cls, client, parent, &h, p->hClass, params);
+	status = cls->ctor(call, cls, client, parent, &h, hclass, params);
 out:
 	if (status == NV_OK)
 		p->hObjectNew = h;

@@ -50,8 +50,9 @@
  *    addresses and semaphore reductions are errors (not simulated).
  *  - The compute class: every method is accepted and ignored except those
  *    that make the GR engine do work (SEND_PCAS_A and the signaling PCAS
- *    launches, LAUNCH_DMA/LOAD_INLINE_DATA of inline-to-memory,
- *    SET_REPORT_SEMAPHORE_D): kernels are out of scope, an error.
+ *    launches, LAUNCH_DMA/LOAD_INLINE_DATA of inline-to-memory): kernels
+ *    are out of scope, an error.  Its report semaphore (SET_REPORT_
+ *    SEMAPHORE_A..D) releases when reached, one or four words.
  *  - An error (MMU fault, bad method) stops the channel for good and
  *    counts in the TSG's errors (debugfs), where the hardware would raise
  *    a robust-channel error and RM would write the error notifier (not
@@ -127,7 +128,13 @@
 #define GR_SEND_PCAS_A          0x02b4
 #define GR_SEND_SIGNALING_PCAS_B 0x02bc
 #define GR_SEND_SIGNALING_PCAS2_B 0x02c0
+#define GR_SET_REPORT_SEMAPHORE_A 0x1b00
+#define GR_SET_REPORT_SEMAPHORE_B 0x1b04
+#define GR_SET_REPORT_SEMAPHORE_C 0x1b08
 #define GR_SET_REPORT_SEMAPHORE_D 0x1b0c
+#define GR_SEM_D_OPERATION      GENMASK(1, 0)   /* 0 RELEASE, 3 TRAP */
+#define GR_SEM_D_REDUCTION      BIT(3)
+#define GR_SEM_D_ONE_WORD       BIT(28)         /* STRUCTURE_SIZE: else four words */
 
 /* Entries one channel runs per pass before the others get a turn. */
 #define NVSIM_PB_BATCH          64
@@ -383,16 +390,58 @@ static int nvsim_ce_method(struct nvsim_pb_ctx *x, u32 m, u32 data)
 	return PB_OK;
 }
 
+/*
+ * The compute class's report semaphore (clc7c0.h, NVC7C0_SET_REPORT_
+ * SEMAPHORE_A..D; HOPPER_COMPUTE_A's are the same methods): the GR
+ * engine's release, which CUDA uses as a fence behind its work.  A
+ * RELEASE writes the payload (ONE_WORD), or the four-word report
+ * {payload, 0, timestamp} at a 16-byte aligned address.  nvsim runs no
+ * kernels, so the release is done when the engine reaches it: the work
+ * before it (none it could run) is complete.  REPORT_ONLY, TRAP and
+ * reductions are errors (not simulated).
+ */
+static int nvsim_gr_report_semaphore(struct nvsim_pb_ctx *x, u32 data)
+{
+	struct nvsim_channel *ch = x->ch;
+	u64 addr = ch->gr_sem_addr, ts;
+	u32 report[2] = { ch->gr_sem_payload, 0 };
+
+	if (FIELD_GET(GR_SEM_D_OPERATION, data) || (data & GR_SEM_D_REDUCTION))
+		return nvsim_pb_fail(x, "report semaphore operation not simulated", data);
+	if (data & GR_SEM_D_ONE_WORD) {
+		if ((addr & 3) || nvsim_gva_rw(ch, addr, report, 4, true))
+			return nvsim_pb_fail(x, "MMU fault (report semaphore)", addr);
+		return PB_OK;
+	}
+	ts = ktime_get_ns();
+	if ((addr & 15) || nvsim_gva_rw(ch, addr, report, 8, true) ||
+	    nvsim_gva_rw(ch, addr + 8, &ts, 8, true))
+		return nvsim_pb_fail(x, "MMU fault (report semaphore)", addr);
+	return PB_OK;
+}
+
 static int nvsim_gr_method(struct nvsim_pb_ctx *x, u32 m, u32 data)
 {
+	struct nvsim_channel *ch = x->ch;
+
 	switch (m) {
 	case GR_LAUNCH_DMA:
 	case GR_LOAD_INLINE_DATA:
 	case GR_SEND_PCAS_A:
 	case GR_SEND_SIGNALING_PCAS_B:
 	case GR_SEND_SIGNALING_PCAS2_B:
-	case GR_SET_REPORT_SEMAPHORE_D:
 		return nvsim_pb_fail(x, "compute work not simulated", m);
+	case GR_SET_REPORT_SEMAPHORE_A:
+		ch->gr_sem_addr = (u64)(data & 0xff) << 32 | lower_32_bits(ch->gr_sem_addr);
+		break;
+	case GR_SET_REPORT_SEMAPHORE_B:
+		ch->gr_sem_addr = (ch->gr_sem_addr & ~0xffffffffULL) | data;
+		break;
+	case GR_SET_REPORT_SEMAPHORE_C:
+		ch->gr_sem_payload = data;
+		break;
+	case GR_SET_REPORT_SEMAPHORE_D:
+		return nvsim_gr_report_semaphore(x, data);
 	}
 	return PB_OK;
 }

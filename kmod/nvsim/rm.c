@@ -313,9 +313,23 @@ static int nvsim_esc_rm_alloc(const struct nvsim_call *call, void *buf,
 
 	if (size != sizeof(NVOS21_PARAMETERS) && !nvos64)
 		return -EINVAL;
-	/* Clients and every other class: control device only. */
-	if (!nvsim_is_ctl(call->file))
-		return -EINVAL;
+	/*
+	 * Clients and every other class: control device only; the event
+	 * classes on any node (escape.c, RmIoctl NV_ESC_RM_ALLOC: no
+	 * NV_CTL_DEVICE_ONLY for NV01_EVENT, _OS_EVENT, _KERNEL_CALLBACK(_EX)).
+	 * libcuda allocates its OS events through a GPU node it registered
+	 * (NV_ESC_REGISTER_FD), whose clients are the control file's.
+	 */
+	switch (((NVOS21_PARAMETERS *)buf)->hClass) {
+	case NV01_EVENT:
+	case NV01_EVENT_OS_EVENT:
+	case NV01_EVENT_KERNEL_CALLBACK:
+	case NV01_EVENT_KERNEL_CALLBACK_EX:
+		break;
+	default:
+		if (!nvsim_is_ctl(call->file))
+			return -EINVAL;
+	}
 
 	if (nvos64) {
 		memcpy(&p, buf, sizeof(p));

@@ -175,6 +175,91 @@ static const struct vm_operations_struct nvsim_uvm_vm_ops = {
 	.fault = nvsim_uvm_vm_fault,
 };
 
+/*
+ * A semaphore pool's CPU mapping (uvm.c's uvm_mmap: an mmap over exactly a
+ * pool's range maps the pool, uvm_vm_ops_semaphore_pool): the pool's store
+ * pages, shared with the GPU's view of it; the VMAs split from it share
+ * the reference (refs).
+ */
+struct nvsim_uvm_poolmap {
+	refcount_t refs;
+	struct nvsim_store *store;
+	unsigned long first_pgoff;      /* the pool's start >> PAGE_SHIFT */
+};
+
+static void nvsim_uvm_poolmap_put(struct nvsim_uvm_poolmap *pm)
+{
+	if (!refcount_dec_and_test(&pm->refs))
+		return;
+	nvsim_store_put(pm->store);
+	kfree(pm);
+	atomic_dec(&nvsim.nr_mappings);
+}
+
+static void nvsim_uvm_pool_open(struct vm_area_struct *vma)
+{
+	struct nvsim_uvm_poolmap *pm = vma->vm_private_data;
+
+	refcount_inc(&pm->refs);
+}
+
+static void nvsim_uvm_pool_close(struct vm_area_struct *vma)
+{
+	nvsim_uvm_poolmap_put(vma->vm_private_data);
+}
+
+static vm_fault_t nvsim_uvm_pool_fault(struct vm_fault *vmf)
+{
+	struct nvsim_uvm_poolmap *pm = vmf->vma->vm_private_data;
+	struct page *page;
+
+	/* vm_pgoff is the address's page (a UVM mapping's offset is its address) */
+	page = nvsim_store_page(pm->store, vmf->pgoff - pm->first_pgoff);
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct nvsim_uvm_pool_vm_ops = {
+	.open = nvsim_uvm_pool_open,
+	.close = nvsim_uvm_pool_close,
+	.fault = nvsim_uvm_pool_fault,
+};
+
+/* The pool the VMA covers exactly, mapped; 1 if there is none. */
+static int nvsim_uvm_mmap_pool(struct nvsim_file *nvfp, struct vm_area_struct *vma)
+{
+	struct nvsim_uvm_poolmap *pm;
+	struct nvsim_uvm_xrange *r;
+	struct nvsim_store *st = NULL;
+
+	pm = kzalloc(sizeof(*pm), GFP_KERNEL_ACCOUNT);
+	if (!pm)
+		return -ENOMEM;
+	spin_lock(&nvfp->ctx_lock);
+	list_for_each_entry(r, &nvfp->uvm_xranges, node)
+		if (r->store && r->start == vma->vm_start && r->end + 1 == vma->vm_end) {
+			st = r->store;
+			nvsim_store_get(st);
+			break;
+		}
+	spin_unlock(&nvfp->ctx_lock);
+	if (!st) {
+		kfree(pm);
+		return 1;
+	}
+	refcount_set(&pm->refs, 1);
+	pm->store = st;
+	pm->first_pgoff = vma->vm_start >> PAGE_SHIFT;
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTCOPY | VM_DONTDUMP;
+	vma->vm_private_data = pm;
+	vma->vm_ops = &nvsim_uvm_pool_vm_ops;
+	atomic_inc(&nvsim.nr_mappings);
+	return 0;
+}
+
 static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 {
 	struct nvsim_file *nvfp = filp->private_data;
@@ -194,6 +279,9 @@ static int nvsim_uvm_mmap(struct file *filp, struct vm_area_struct *vma)
 		return -EINVAL;
 	ret = nvsim_fault_errno(NVSIM_FK_UVM_MMAP, 0);
 	if (ret)
+		return ret;
+	ret = nvsim_uvm_mmap_pool(nvfp, vma);
+	if (ret <= 0)
 		return ret;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
@@ -339,18 +427,18 @@ void nvsim_uvm_ext_free(struct nvsim_uvm_ext *ext)
 #define NVSIM_UVM_MAP_ATTR_SIZE 36
 #define NVSIM_UVM_MAX_GPUS      256
 
-static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
-				   const UVM_MAP_EXTERNAL_ALLOCATION_PARAMS *p,
-				   struct nvsim_mem *mem, struct nvsim_gpu *gpu)
+static NV_STATUS nvsim_uvm_ext_add_at(struct nvsim_file *nvfp, u64 base,
+				      u64 length, u64 offset,
+				      struct nvsim_mem *mem, struct nvsim_gpu *gpu)
 {
 	struct nvsim_uvm_ext *ext;
 
 	ext = kzalloc(sizeof(*ext), GFP_KERNEL_ACCOUNT);
 	if (!ext)
 		return NV_ERR_NO_MEMORY;
-	ext->base = p->base;
-	ext->length = p->length;
-	ext->offset = p->offset;
+	ext->base = base;
+	ext->length = length;
+	ext->offset = offset;
 	ext->mem = mem;
 	nvsim_mem_get(mem);
 	list_add_tail(&ext->node, &nvfp->uvm_ext);
@@ -361,6 +449,13 @@ static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
 		list_add_tail(&ext->gpu_node, &gpu->va_maps);
 	}
 	return NV_OK;
+}
+
+static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
+				   const UVM_MAP_EXTERNAL_ALLOCATION_PARAMS *p,
+				   struct nvsim_mem *mem, struct nvsim_gpu *gpu)
+{
+	return nvsim_uvm_ext_add_at(nvfp, p->base, p->length, p->offset, mem, gpu);
 }
 
 /* ------------------------------------------------- external VA ranges */
@@ -377,8 +472,10 @@ static NV_STATUS nvsim_uvm_ext_add(struct nvsim_file *nvfp,
  * for [base, base + length) on one GPU (uvm_unmap_external); UVM_FREE
  * takes only a range's start and destroys the range with every mapping in
  * it (uvm_va_range.c, uvm_free: NV_ERR_INVALID_ADDRESS for an address that
- * is not the start of a range).  Simplified: other range kinds (managed,
- * semaphore pools) are not in the collision check, and a split never fails
+ * is not the start of a range).  Semaphore pools and dynamic parallelism
+ * regions are ranges of the same list (flagged), which external mappings
+ * refuse.  Simplified: managed ranges are not in the collision check, and a
+ * split never fails
  * (the real one can, when its point is not aligned to the mapping's page
  * size).  Under nvsim.lock.
  */
@@ -449,15 +546,31 @@ static NV_STATUS nvsim_uvm_unmap_in_range(struct nvsim_file *nvfp,
 	return NV_OK;
 }
 
+/*
+ * A range leaves the file's list under nvsim.lock and ctx_lock (the UVM
+ * mmap looks semaphore pools up under ctx_lock alone); a pool's pages stay
+ * while a CPU mapping holds the store.
+ */
+static void nvsim_uvm_xrange_del(struct nvsim_file *nvfp,
+				 struct nvsim_uvm_xrange *r)
+{
+	lockdep_assert_held(&nvsim.lock);
+	spin_lock(&nvfp->ctx_lock);
+	list_del(&r->node);
+	spin_unlock(&nvfp->ctx_lock);
+	nvsim_store_put(r->store);
+	if (r->pool)
+		nvsim_mem_put(r->pool);
+	kfree(r);
+}
+
 void nvsim_uvm_xranges_free(struct nvsim_file *nvfp)
 {
 	struct nvsim_uvm_xrange *r, *tmp;
 
 	lockdep_assert_held(&nvsim.lock);
-	list_for_each_entry_safe(r, tmp, &nvfp->uvm_xranges, node) {
-		list_del(&r->node);
-		kfree(r);
-	}
+	list_for_each_entry_safe(r, tmp, &nvfp->uvm_xranges, node)
+		nvsim_uvm_xrange_del(nvfp, r);
 }
 
 /*
@@ -486,7 +599,7 @@ static NV_STATUS nvsim_uvm_map_external(struct nvsim_file *nvfp, void *buf)
 		goto out;
 	/* uvm_map_external_allocation: inside one external range, or nothing. */
 	xr = nvsim_uvm_xrange_find(nvfp, p->base);
-	if (!xr || xr->end < p->base + p->length - 1) {
+	if (!xr || xr->pool || xr->sked || xr->end < p->base + p->length - 1) {
 		status = NV_ERR_INVALID_ADDRESS;
 		goto out;
 	}
@@ -547,8 +660,7 @@ static NV_STATUS nvsim_uvm_free(struct nvsim_file *nvfp, void *buf)
 	list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node)
 		if (ext->base >= xr->start && ext->base <= xr->end)
 			nvsim_uvm_ext_free(ext);
-	list_del(&xr->node);
-	kfree(xr);
+	nvsim_uvm_xrange_del(nvfp, xr);
 out:
 	mutex_unlock(&nvsim.lock);
 	return status;
@@ -571,7 +683,7 @@ static NV_STATUS nvsim_uvm_unmap_external(struct nvsim_file *nvfp, void *buf)
 	if (nvsim_uvm_range_invalid_4k(p->base, p->length))
 		return NV_ERR_INVALID_ADDRESS;
 	xr = nvsim_uvm_xrange_find(nvfp, p->base);
-	if (!xr || p->base + p->length - 1 > xr->end)
+	if (!xr || xr->pool || xr->sked || p->base + p->length - 1 > xr->end)
 		return NV_ERR_INVALID_ADDRESS;
 	gpu = nvsim_uvm_gpu_by_uuid(p->gpuUuid);
 	if (!gpu)
@@ -623,8 +735,186 @@ static NV_STATUS nvsim_uvm_create_external_range(struct nvsim_file *nvfp,
 		return NV_ERR_NO_MEMORY;
 	r->start = p->base;
 	r->end = end;
+	spin_lock(&nvfp->ctx_lock);
 	list_add_tail(&r->node, &nvfp->uvm_xranges);
+	spin_unlock(&nvfp->ctx_lock);
 	return NV_OK;
+}
+
+/* uvm_ioctl.h */
+#define NVSIM_UVM_VALIDATE_VA_RANGE     72
+typedef struct {
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
+	NV_STATUS rmStatus;
+	NvU32 _pad0;
+} NVSIM_UVM_VALIDATE_VA_RANGE_PARAMS;
+
+/*
+ * UVM_VALIDATE_VA_RANGE: uvm_api_validate_va_range (uvm_va_range.c):
+ * NV_OK if a range starts at base and ends at base + length exactly, else
+ * NV_ERR_INVALID_ADDRESS.  nvsim's ranges: external ranges and semaphore
+ * pools (managed mmaps are not searched: simplified).  Under nvsim.lock.
+ */
+static NV_STATUS nvsim_uvm_validate_va_range(struct nvsim_file *nvfp, void *buf)
+{
+	NVSIM_UVM_VALIDATE_VA_RANGE_PARAMS *p = buf;
+	struct nvsim_uvm_xrange *r = nvsim_uvm_xrange_find(nvfp, p->base);
+
+	lockdep_assert_held(&nvsim.lock);
+	return r && r->start == p->base && r->end + 1 == p->base + p->length ?
+	       NV_OK : NV_ERR_INVALID_ADDRESS;
+}
+
+/* uvm_ioctl.h */
+#define NVSIM_UVM_MAP_DYNAMIC_PARALLELISM_REGION 65
+typedef struct {
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
+	NvU8 gpuUuid[NV_UUID_LEN];
+	NV_STATUS rmStatus;
+	NvU32 _pad0;
+} NVSIM_UVM_MAP_DYNAMIC_PARALLELISM_REGION_PARAMS;
+
+/*
+ * UVM_MAP_DYNAMIC_PARALLELISM_REGION: uvm_api_map_dynamic_parallelism_region,
+ * uvm_map_sked_reflected_range (uvm_va_range.c): a range not 4K-aligned,
+ * at 0, empty or wrapping NV_ERR_INVALID_ADDRESS; a GPU without a VA space
+ * in this file NV_ERR_INVALID_DEVICE; past the GPU's VA bits
+ * NV_ERR_OUT_OF_RANGE (uvm_gpu_can_address); not exactly one GPU page (a
+ * power of two, aligned to itself, a size the page tables have: 4K, 64K,
+ * 2M, 512M on Hopper, 4K, 64K, 2M on Ampere) NV_ERR_INVALID_ADDRESS; an
+ * overlap NV_ERR_UVM_ADDRESS_IN_USE.  The range maps the GPU's SKED
+ * reflected window, which nvsim does not have (it runs no kernels): the
+ * range is recorded, nothing is behind it.  UVM_FREE frees it.  Under
+ * nvsim.lock.
+ */
+static NV_STATUS nvsim_uvm_map_dp_region(struct nvsim_file *nvfp, void *buf)
+{
+	NVSIM_UVM_MAP_DYNAMIC_PARALLELISM_REGION_PARAMS *p = buf;
+	struct nvsim_uvm_xrange *r;
+	struct nvsim_gpu *gpu;
+	u64 end, len = p->length;
+	bool page;
+
+	lockdep_assert_held(&nvsim.lock);
+	if (nvsim_uvm_range_invalid_4k(p->base, p->length))
+		return NV_ERR_INVALID_ADDRESS;
+	gpu = nvsim_uvm_gpu_by_uuid(p->gpuUuid);
+	if (!gpu || !nvfp->uvm_vas[gpu->index].hClient)
+		return NVSIM_NV_ERR_INVALID_DEVICE;
+	end = p->base + p->length - 1;
+	if (end >> nvsim_arch->va_bits)
+		return NV_ERR_OUT_OF_RANGE;
+	page = len == SZ_4K || len == SZ_64K || len == SZ_2M ||
+	       (len == SZ_512M && !strcmp(nvsim_arch->chip, "GH100"));
+	if (!page || !IS_ALIGNED(p->base, len))
+		return NV_ERR_INVALID_ADDRESS;
+	list_for_each_entry(r, &nvfp->uvm_xranges, node)
+		if (p->base <= r->end && end >= r->start)
+			return NV_ERR_UVM_ADDRESS_IN_USE;
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return NV_ERR_NO_MEMORY;
+	r->start = p->base;
+	r->end = end;
+	r->sked = true;
+	spin_lock(&nvfp->ctx_lock);
+	list_add_tail(&r->node, &nvfp->uvm_xranges);
+	spin_unlock(&nvfp->ctx_lock);
+	return NV_OK;
+}
+
+/* uvm_ioctl.h (595.45.04: UVM_MAX_GPUS 256; 535's array is 32 long) */
+#define NVSIM_UVM_ALLOC_SEMAPHORE_POOL  68
+typedef struct {
+	NvU64 base NV_ALIGN8;
+	NvU64 length NV_ALIGN8;
+	NvU8 perGpuAttributes[NVSIM_UVM_MAX_GPUS * NVSIM_UVM_MAP_ATTR_SIZE];
+	NvU64 gpuAttributesCount NV_ALIGN8;
+	NV_STATUS rmStatus;
+	NvU32 _pad0;
+} NVSIM_UVM_ALLOC_SEMAPHORE_POOL_PARAMS;
+
+/*
+ * UVM_ALLOC_SEMAPHORE_POOL: uvm_api_alloc_semaphore_pool and
+ * uvm_va_range_create_semaphore_pool (kernel-open/nvidia-uvm/
+ * uvm_va_range.c): a range not page-aligned, at 0, empty or wrapping is
+ * NV_ERR_INVALID_ADDRESS (uvm_api_range_invalid); more GPU attributes than
+ * the release's UVM_MAX_GPUS NV_ERR_INVALID_ARGUMENT; a range overlapping
+ * another NV_ERR_UVM_ADDRESS_IN_USE (uvm_va_range_alloc_reclaim, the range
+ * tree); a GPU of the attributes UVM does not know NV_ERR_INVALID_DEVICE
+ * (uvm_mem_translate_gpu_attributes; nvsim: one it does not simulate).
+ * The pool is zeroed system memory (uvm_mem_alloc, zero = true), mapped
+ * on every GPU with a VA space registered in this file at the same VA
+ * (va_range_add_gpu_va_space_semaphore_pool), so the engine's semaphore
+ * releases land in it (pbdma.c), and for the CPU by an mmap() of the UVM
+ * file over exactly the range (uvm_mmap: the range exists, so the mmap
+ * only maps the pool: uvm_mem_map_cpu_user).  UVM_FREE of its start frees
+ * it.  Simplified: the attributes' protection and caching are not kept,
+ * a GPU registered after the pool does not get it mapped, and managed
+ * ranges are not in the overlap check.  NVIDIA's libcuda 535 makes one
+ * at cuCtxCreate.  Under nvsim.lock.
+ */
+static NV_STATUS nvsim_uvm_alloc_semaphore_pool(struct nvsim_file *nvfp,
+						void *buf)
+{
+	NVSIM_UVM_ALLOC_SEMAPHORE_POOL_PARAMS *p = buf;
+	u32 size = nvsim_rel_size(NVREL_UVM, NVSIM_UVM_ALLOC_SEMAPHORE_POOL, sizeof(*p));
+	u64 max = (size - 32) / NVSIM_UVM_MAP_ATTR_SIZE, end, i;
+	struct nvsim_uvm_xrange *r;
+	struct nvsim_mem *mem;
+	NV_STATUS status;
+
+	lockdep_assert_held(&nvsim.lock);
+	if (!PAGE_ALIGNED(p->base) || !PAGE_ALIGNED(p->length) || !p->base ||
+	    !p->length || p->base + p->length < p->base)
+		return NV_ERR_INVALID_ADDRESS;
+	if (p->gpuAttributesCount > max)
+		return NV_ERR_INVALID_ARGUMENT;
+	end = p->base + p->length - 1;
+	list_for_each_entry(r, &nvfp->uvm_xranges, node)
+		if (p->base <= r->end && end >= r->start)
+			return NV_ERR_UVM_ADDRESS_IN_USE;
+	for (i = 0; i < p->gpuAttributesCount; i++)
+		if (!nvsim_uvm_gpu_by_uuid(p->perGpuAttributes + i * NVSIM_UVM_MAP_ATTR_SIZE))
+			return NVSIM_NV_ERR_INVALID_DEVICE;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return NV_ERR_NO_MEMORY;
+	status = nvsim_mem_create(&nvsim.gpus[0], NV01_MEMORY_SYSTEM, p->length,
+				  current->tgid, &mem);
+	if (status != NV_OK) {
+		kfree(r);
+		return status;
+	}
+	r->start = p->base;
+	r->end = end;
+	r->pool = mem;
+	r->store = nvsim_mem_store(mem);
+	if (!r->store) {
+		nvsim_mem_put(mem);
+		kfree(r);
+		return NV_ERR_NO_MEMORY;
+	}
+	nvsim_store_get(r->store);
+	spin_lock(&nvfp->ctx_lock);
+	list_add_tail(&r->node, &nvfp->uvm_xranges);
+	spin_unlock(&nvfp->ctx_lock);
+	for (i = 0; i < nvsim.num_gpus && status == NV_OK; i++)
+		if (nvfp->uvm_vas[i].hClient)
+			status = nvsim_uvm_ext_add_at(nvfp, p->base, p->length, 0,
+						      mem, &nvsim.gpus[i]);
+	if (status != NV_OK) {
+		struct nvsim_uvm_ext *ext, *tmp;
+
+		list_for_each_entry_safe(ext, tmp, &nvfp->uvm_ext, node)
+			if (ext->base >= r->start && ext->base <= r->end)
+				nvsim_uvm_ext_free(ext);
+		nvsim_uvm_xrange_del(nvfp, r);
+	}
+	return status;
 }
 
 /*
@@ -718,6 +1008,15 @@ static const struct nvsim_uvm_cmd nvsim_uvm_cmds[] = {
 		true, true, nvsim_uvm_enable_peer_access),
 	UVM_CMD(NVSIM_UVM_DISABLE_PEER_ACCESS, NVSIM_UVM_PEER_ACCESS_PARAMS,
 		true, true, nvsim_uvm_disable_peer_access),
+	UVM_CMD(NVSIM_UVM_MAP_DYNAMIC_PARALLELISM_REGION,
+		NVSIM_UVM_MAP_DYNAMIC_PARALLELISM_REGION_PARAMS, true, true,
+		nvsim_uvm_map_dp_region),
+	UVM_CMD(NVSIM_UVM_VALIDATE_VA_RANGE, NVSIM_UVM_VALIDATE_VA_RANGE_PARAMS,
+		true, true, nvsim_uvm_validate_va_range),
+	/* base, length | gpuAttributesCount, rmStatus and padding */
+	UVM_CMD_ENDS(NVSIM_UVM_ALLOC_SEMAPHORE_POOL,
+		     NVSIM_UVM_ALLOC_SEMAPHORE_POOL_PARAMS, true, true,
+		     nvsim_uvm_alloc_semaphore_pool, 16, 16),
 };
 
 static long nvsim_uvm_ioctl(struct file *filp, unsigned int cmd,

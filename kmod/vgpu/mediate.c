@@ -293,9 +293,26 @@ static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 	const struct nvrel_item *it;
 	NVOS64_PARAMETERS p = {};
 	NV_STATUS st;
+	u32 hclass;
 
-	if (vf->kind != VGPU_KIND_CTL)
-		return -EINVAL;
+	/*
+	 * Control node only, but for the event classes, which RmIoctl
+	 * (escape.c, NV_ESC_RM_ALLOC) takes on any node: NV01_EVENT,
+	 * _OS_EVENT, _KERNEL_CALLBACK(_EX) skip NV_CTL_DEVICE_ONLY.  libcuda
+	 * 535 allocates its OS events through a GPU node it registered
+	 * (REGISTER_FD), acting for the control file's clients
+	 * (vgpu_file_client).  hClass is read from the kernel copy, once; it
+	 * lies at the same offset in NVOS21 and NVOS64.
+	 */
+	if (vf->kind != VGPU_KIND_CTL) {
+		if (nr != NV_ESC_RM_ALLOC || size < sizeof(NVOS21_PARAMETERS))
+			return -EINVAL;
+		hclass = ((NVOS21_PARAMETERS *)kbuf)->hClass;
+		if (hclass != NV01_EVENT && hclass != NV01_EVENT_OS_EVENT &&
+		    hclass != NV01_EVENT_KERNEL_CALLBACK &&
+		    hclass != NV01_EVENT_KERNEL_CALLBACK_EX)
+			return -EINVAL;
+	}
 	if (nr == NV_ESC_RM_ALLOC_OBJECT) {
 		NVOS05_PARAMETERS *p05 = kbuf;
 

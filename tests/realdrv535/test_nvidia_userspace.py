@@ -81,6 +81,8 @@ def normalise(log: str) -> list[str]:
             out.append(f"{node} free status={f['status']} ret={f['ret']}")
         elif kind.startswith("esc="):
             out.append(f"{node} esc {kind[4:]} ret={f['ret']}")
+        elif kind in ("vidheap", "map", "unmap"):   # escapes 0x4a, 0x4e, 0x4f with their status
+            out.append(f"{node} {kind} status={f['status']} ret={f['ret']}")
         else:
             out.append(f"{node} {rest}")
     return out

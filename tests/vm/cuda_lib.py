@@ -50,10 +50,35 @@ PRELUDE = textwrap.dedent("""
 
 
 def run_cuda(body: str, env: dict | None = None, timeout: float = 300,
-             argv_prefix: list[str] | None = None) -> subprocess.CompletedProcess:
+             argv_prefix: list[str] | None = None,
+             nvlog: Path | None = None) -> subprocess.CompletedProcess:
     """Run PRELUDE + body in a child python with libcuda's path as argv[1];
-    the body prints its results (json) on stdout."""
+    the body prints its results (json) on stdout.  With nvlog, every NVIDIA
+    ioctl of the child is logged there (tools/nvlog, build/nvlog.so)."""
     code = PRELUDE + textwrap.dedent(body)
     cmd = [*(argv_prefix or []), sys.executable, "-c", code, str(nvidia_lib("libcuda.so.1"))]
-    return subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True,
+    extra = dict(env or {})
+    if nvlog is not None:
+        so = Path(__file__).resolve().parents[2] / "build" / "nvlog.so"
+        assert so.is_file(), f"{so} missing: make build/nvlog.so"
+        extra.update(LD_PRELOAD=str(so), NVLOG=str(nvlog))
+    return subprocess.run(cmd, env={**os.environ, **extra}, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def nvlog_lines(log: Path) -> list[str]:
+    """nvlog's lines without the thread id and the node's directory:
+    'nvidiactl control h=.../... cmd=0x... size=N status=0x.. ret=R', ..."""
+    out = []
+    for line in log.read_text().splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            out.append(f"{os.path.basename(parts[1])} {parts[2]}")
+    return out
+
+
+def control_status(lines: list[str], cmd: int) -> list[str]:
+    """The status of each call of control cmd, in order ('0', '0x56', ...)."""
+    tag = f" cmd={cmd:#x} "
+    return [ln.split("status=")[1].split()[0] for ln in lines
+            if " control " in f" {ln}" and tag in ln]

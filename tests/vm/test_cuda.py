@@ -1,5 +1,16 @@
 """NVIDIA's CUDA driver library (libcuda.so.1 of 535.261.03, Debian's
-libcuda1) on nvsim directly: cuInit and the device queries.
+libcuda1) on nvsim directly: cuInit and the device queries, and how far
+cuCtxCreate gets (the calls libcuda makes, logged by tools/nvlog: past
+its semaphore pool, validated range and dynamic parallelism region, it
+gives up after mapping a 3.8 MB system-memory object and making its
+external range, with no call failing: the channels it set up have
+stopped in nvsim's engine, on GPFIFO entries at GPU VAs nvsim finds no
+mapping for).  The rest of the driver-API
+sequence (memory, copies, streams and events, a PTX
+module launched, the context destroyed) is written down as a strict xfail
+until that answer exists.  nvsim completes a launch's semaphores and
+fences without executing the kernel: a launch test may check that the
+launch completes, never what the kernel computed.
 
 nvsim is reloaded as one GH100 presenting 535.261.03 (a temporary alias of
 535.288.01's tables until nvgen has 535.261.03's own) with fb_backing=1,
@@ -19,7 +30,7 @@ import json
 import pytest
 
 import nvsim_reload
-from cuda_lib import libcuda_missing, run_cuda
+from cuda_lib import control_status, libcuda_missing, nvlog_lines, run_cuda
 
 GiB = 1 << 30
 GH100 = {"num_gpus": "1", "fb_size": str(16 * GiB), "driver_version": "535.261.03",
@@ -51,8 +62,10 @@ DEVICE_QUERIES = """
     check('cuDeviceTotalMem_v2', ctypes.byref(tm), dev); out['total'] = tm.value
     # CUdevice_attribute: 1 MAX_THREADS_PER_BLOCK, 75/76 COMPUTE_CAPABILITY
     # MAJOR/MINOR, 41 UNIFIED_ADDRESSING, 33 PCI_BUS_ID, 50 PCI_DEVICE_ID
+    # 16 MULTIPROCESSOR_COUNT
     for k, a in (('maxThreadsPerBlock', 1), ('ccMajor', 75), ('ccMinor', 76),
-                 ('unifiedAddressing', 41), ('pciBus', 33), ('pciDevice', 50)):
+                 ('unifiedAddressing', 41), ('pciBus', 33), ('pciDevice', 50),
+                 ('multiprocessors', 16)):
         v = ctypes.c_int()
         check('cuDeviceGetAttribute', ctypes.byref(v), a, dev); out[k] = v.value
     uuid = ctypes.create_string_buffer(16)
@@ -84,6 +97,168 @@ def test_cuinit_and_device_queries():
     assert (out["ccMajor"], out["ccMinor"]) == (9, 0)
     assert out["maxThreadsPerBlock"] == 1024
     assert out["unifiedAddressing"] == 1
+    # GH100 as nvsim presents it (arch.c): 8 GPCs x 9 TPCs x 2 SMs.  libcuda
+    # multiplies GR_GET_INFO's SHADER_PIPE_SUB_COUNT (the TPC count, as
+    # RM's own getGpcTpcInfo reads it) by LITTER_NUM_SM_PER_TPC; nvsim left
+    # the first 0 and libcuda read 8.
+    assert out["multiprocessors"] == 144
     # The GPU's PCI address as CARD_INFO gives it, and a UUID.
     assert (out["pciBus"], out["pciDevice"]) == (card.bus, card.slot)
     assert len(out["uuid"]) == 32 and int(out["uuid"], 16) != 0
+
+
+CTX_CREATE = """
+    check('cuInit', 0)
+    dev = ctypes.c_int()
+    check('cuDeviceGet', ctypes.byref(dev), 0)
+    ctx = ctypes.c_void_p()
+    out['ctx'] = call('cuCtxCreate_v2', ctypes.byref(ctx), 0, dev)
+    if out['ctx'] == 0:
+        check('cuCtxDestroy_v2', ctx)
+    print(json.dumps(out))
+"""
+
+# CUresult
+CUDA_ERROR_INVALID_VALUE = 1
+# uvm_ioctl.h
+UVM_MAP_DYNAMIC_PARALLELISM_REGION = 65
+UVM_ALLOC_SEMAPHORE_POOL = 68
+UVM_VALIDATE_VA_RANGE = 72
+UVM_UNREGISTER_CHANNEL = 28
+
+
+def ctx_create_calls(tmp_path, argv_prefix=None):
+    """cuCtxCreate under nvlog: (cuCtxCreate's CUresult, the calls)."""
+    log = tmp_path / "nvlog.txt"
+    r = run_cuda(CTX_CREATE, nvlog=log, argv_prefix=argv_prefix)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    return json.loads(r.stdout.splitlines()[-1])["ctx"], nvlog_lines(log)
+
+
+def assert_ctx_create_answers(lines):
+    """The answers cuCtxCreate needed so far, each as RM gives it."""
+    # 0x20800145 ACQUIRE_COMPUTE_MODE_RESERVATION (no header names it):
+    # NV_OK under compute-mode rules NONE; without it cuCtxCreate failed
+    # CUDA_ERROR_DEVICE_UNAVAILABLE.
+    assert control_status(lines, 0x20800145) == ["0"]
+    # NV0080 FIFO_GET_CHANNELLIST for each channel libcuda makes, NVC36F
+    # GET_CLASS_ENGINEID for each engine object on them, GR_GET_CTX_BUFFER
+    # _SIZE for each GR channel: all answered.
+    for cmd in (0x80170d, 0xc36f0101, 0x20801218):
+        st = control_status(lines, cmd)
+        assert st and set(st) == {"0"}, (hex(cmd), st)
+    # Its OS events through a GPU node it registered (NV_ESC_REGISTER_FD),
+    # as RmIoctl takes event classes on any node; hSrcResource is the
+    # parent, whatever libcuda put there (0): _fixupAllocParams.
+    ev = [ln for ln in lines if ln.startswith("nvidia0 alloc ") and "class=0x79 " in ln]
+    assert ev and all("status=0 ret=0" in ln for ln in ev), ev
+    # A 104 MiB system-memory object mapped whole (nvsim refused CPU
+    # mappings above 64 MiB even where the store faults pages in lazily).
+    assert any(" map " in f" {ln}" and "length=0x6800000 " in ln and "status=0 ret=0" in ln
+               for ln in lines)
+    # Its semaphore pool (then mmap()ed through the UVM file over exactly
+    # the range), the range validated, a dynamic parallelism region: each
+    # answered (nvsim's unknown UVM commands fail -EINVAL).
+    for cmd in (UVM_ALLOC_SEMAPHORE_POOL, UVM_VALIDATE_VA_RANGE,
+                UVM_MAP_DYNAMIC_PARALLELISM_REGION):
+        assert f"nvidia-uvm uvm cmd={cmd} ret=0 errno=0" in lines, cmd
+    # Where it stops: no call fails before the teardown (its first
+    # UVM_UNREGISTER_CHANNEL, which nvsim does not answer) but the
+    # controls libcuda goes on without (NV_ERR_NOT_SUPPORTED, or vgpu.ko's
+    # refusal of 0x20808161 through a slice).
+    teardown = lines.index(f"nvidia-uvm uvm cmd={UVM_UNREGISTER_CHANNEL} ret=-1 errno=22")
+    failed = [ln for ln in lines[:teardown]
+              if "ret=-1" in ln or ("status=" in ln and "status=0 " not in ln)]
+    assert all(" control " in f" {ln}" for ln in failed), failed
+
+
+def test_ctx_create_past_semaphore_pool(tmp_path):
+    ctx, lines = ctx_create_calls(tmp_path)
+    assert_ctx_create_answers(lines)
+    assert ctx == CUDA_ERROR_INVALID_VALUE
+    # On the way back libcuda releases the reservation: NV_OK, it holds it.
+    assert control_status(lines, 0x20800146) == ["0"]
+
+
+# The driver-API sequence past cuCtxCreate; exact figures are asserted by
+# the caller (nvsim directly, or a slice's quota).
+SEQUENCE = """
+    check('cuInit', 0)
+    dev = ctypes.c_int()
+    check('cuDeviceGet', ctypes.byref(dev), 0)
+    ctx = ctypes.c_void_p()
+    check('cuCtxCreate_v2', ctypes.byref(ctx), 0, dev)
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    check('cuMemGetInfo_v2', ctypes.byref(free), ctypes.byref(total))
+    out['free'], out['total'] = free.value, total.value
+    # cuMemAlloc until CUDA_ERROR_OUT_OF_MEMORY (2), in CHUNK pieces
+    chunk, ptrs = CHUNK, []
+    while len(ptrs) < 100000:
+        p = ctypes.c_uint64()
+        r = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(chunk))
+        if r:
+            out['alloc_error'] = r
+            break
+        ptrs.append(p.value)
+    out['allocated'] = len(ptrs) * chunk
+    for q in ptrs[1:]:
+        check('cuMemFree_v2', ctypes.c_uint64(q))
+    d = ctypes.c_uint64(ptrs[0])
+    src = (ctypes.c_ubyte * 65536)(*[(i * 7 + 3) & 255 for i in range(65536)])
+    dst = (ctypes.c_ubyte * 65536)()
+    check('cuMemcpyHtoD_v2', d, src, ctypes.c_size_t(65536))
+    check('cuMemcpyDtoH_v2', dst, d, ctypes.c_size_t(65536))
+    out['copied'] = bytes(src) == bytes(dst)
+    hp = ctypes.c_void_p()
+    check('cuMemAllocHost_v2', ctypes.byref(hp), ctypes.c_size_t(1 << 20))
+    buf = ctypes.create_string_buffer(1 << 20)
+    check('cuMemHostRegister_v2', buf, ctypes.c_size_t(1 << 20), 0)
+    st, ev = ctypes.c_void_p(), ctypes.c_void_p()
+    check('cuStreamCreate', ctypes.byref(st), 0)
+    check('cuEventCreate', ctypes.byref(ev), 0)
+    check('cuEventRecord', ev, st)
+    check('cuEventSynchronize', ev)
+    check('cuStreamSynchronize', st)
+    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    check('cuModuleLoadData', ctypes.byref(mod), PTX)
+    check('cuModuleGetFunction', ctypes.byref(fn), mod, b'k')
+    arg = ctypes.c_uint64(d.value)
+    args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(arg), ctypes.c_void_p))
+    check('cuLaunchKernel', fn, 1, 1, 1, 1, 1, 1, 0, st, args, None)
+    check('cuStreamSynchronize', st)
+    check('cuMemHostUnregister', buf)
+    check('cuMemFreeHost', hp)
+    check('cuMemFree_v2', d)
+    check('cuCtxDestroy_v2', ctx)
+    print(json.dumps(out))
+"""
+
+# A kernel that stores 42 through its pointer argument: JIT'd by libcuda
+# (libnvidia-ptxjitcompiler) for sm_90.  nvsim never runs it.
+PTX = (b".version 7.0\n.target sm_50\n.address_size 64\n"
+       b".visible .entry k(.param .u64 p)\n{\n .reg .b64 %rd<2>;\n .reg .b32 %r<2>;\n"
+       b" ld.param.u64 %rd1, [p];\n cvta.to.global.u64 %rd1, %rd1;\n"
+       b" mov.u32 %r1, 42;\n st.global.u32 [%rd1], %r1;\n ret;\n}\n")
+
+
+def sequence_body(chunk: int) -> str:
+    return f"    CHUNK = {chunk}\n    PTX = {PTX!r}\n" + SEQUENCE
+
+
+@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE with no call "
+                   "failing: the channels it set up stop in nvsim's engine (pbdma.c) on an MMU fault "
+                   "fetching their GPFIFO entries (GPU VAs 0x200618000 + n * 0x3000, which nvsim's "
+                   "engine finds no mapping for in the channel's VA space); libcuda then gives up "
+                   "after mapping a 0x3aa410-byte system-memory object and making its UVM external "
+                   "range. Next: what maps those GPFIFOs, and the VA space the channels run in")
+def test_driver_api_sequence():
+    r = run_cuda(sequence_body(64 << 20))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["total"] == 16 * GiB and 0 < out["free"] <= out["total"]
+    # CUDA_ERROR_OUT_OF_MEMORY once what cuMemGetInfo called free is used,
+    # in 64 MiB pieces: within one piece of it.
+    assert out["alloc_error"] == 2
+    assert out["free"] - (64 << 20) < out["allocated"] <= out["free"]
+    # fb_backing=1: the copy engine's copies reach the same FB.
+    assert out["copied"]

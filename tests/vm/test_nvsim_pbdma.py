@@ -266,6 +266,25 @@ def test_compute_launch_is_an_error(bed):
     assert wait_until(lambda: bed.tsg_errors() == 1, 10)
 
 
+def test_compute_report_semaphore_releases(bed):
+    """The compute class's SET_REPORT_SEMAPHORE_A..D (clc7c0.h): the GR
+    engine's release, CUDA's fence behind its work, done when reached
+    (nvsim runs no kernels); one word, then the four-word report
+    {payload, 0, timestamp}.  It stopped the channel before ("compute work
+    not simulated"), and NVIDIA's libcuda's cuCtxCreate with it."""
+    ch = bed.channel(copy=False)
+    bed.c.alloc(ch.h, bed.compute_class, A.NV_GR_ALLOCATION_PARAMETERS())
+    bed.schedule()
+    words = nvm(1, 0x0, bed.compute_class)
+    words += nvm(1, 0x1B00, (VA + SEM) >> 32, (VA + SEM) & 0xFFFFFFFF, 0x1234, 1 << 28)
+    words += nvm(1, 0x1B00, (VA + SEM + 0x40) >> 32, (VA + SEM + 0x40) & 0xFFFFFFFF, 77, 0)
+    ch.submit(words)
+    assert wait_until(lambda: ch.gp_get == 1, 10), bed.tsg_errors()
+    assert bed.u64(SEM) == 0x1234
+    assert bed.u64(SEM + 0x40) == 77 and bed.u64(SEM + 0x48) > 0
+    assert bed.tsg_errors() == 0
+
+
 def test_channel_with_client_userd_cannot_be_mapped(bed):
     ch = bed.channel()
     fd = bed.c.open_node(f"nvidia{bed.card.minor}")

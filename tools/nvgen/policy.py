@@ -452,6 +452,13 @@ RULES: list[Rule] = [
          "slice); CUDA asks at start-up (nvproxy forwards it): answered NV_OK by the mediator. No header "
          "names it: driver's subdeviceCtrlCmdGpu{Acquire,Release}ComputeModeReservation",
          values(0x20800145, 0x20800146), ("control",)),
+    Rule("forward", "a child of the caller's own channel: its class and engine "
+         "(kchannelCtrlCmdGetClassEngineid_IMPL: kchannelFindChildByHandle, the object must be a "
+         "child of this channel). The A06F/C36F aliases of NV906F's command, which the RM of the "
+         "releases that have them exports non-privileged (535.261.03's g_kernel_channel_nvoc.c, flags "
+         "0x10); CUDA 535's cuCtxCreate asks NVC36F's for each engine object of its channels "
+         "(nvproxy forwards it for 535 and 550)",
+         values(0xa06f0101, 0xc36f0101), ("control",)),
     Rule("refuse", "undecided: no header names this control", lambda i: not i.name, ("control",)),
     Rule("refuse", f"undecided: absent from {FLAGS_RELEASE}, whose source gives the privilege flags",
          lambda i: not i.in_flags_release),

@@ -141,6 +141,26 @@ int ioctl(int fd, unsigned long req, ...)
 		fprintf(logf, "%ld %s free h=%#x/%#x obj=%#x status=%#x ret=%d\n",
 			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
 			u32at(arg, 8), u32at(arg, 12), ret);
+	} else if (nr == 0x4a && size >= 184) {		/* NV_ESC_RM_VID_HEAP_CONTROL, NVOS32 */
+		/* function, status; for ALLOC_SIZE (0) hMemory, type, flags,
+		 * attr, attr2 and size as the driver wrote them back */
+		fprintf(logf, "%ld %s vidheap h=%#x/%#x fn=%u status=%#x mem=%#x type=%u "
+			"flags=%#x attr=%#x attr2=%#x size=%#llx ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 20), u32at(arg, 44), u32at(arg, 48),
+			u32at(arg, 52), u32at(arg, 56), u32at(arg, 144),
+			(unsigned long long)u32at(arg, 88) |
+			(unsigned long long)u32at(arg, 92) << 32, ret);
+	} else if (nr == 0x4e && size >= 56) {		/* NV_ESC_RM_MAP_MEMORY, NVOS33 */
+		fprintf(logf, "%ld %s map h=%#x/%#x mem=%#x length=%#llx flags=%#x status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), (unsigned long long)u32at(arg, 24) |
+			(unsigned long long)u32at(arg, 28) << 32, u32at(arg, 44),
+			u32at(arg, 40), ret);
+	} else if (nr == 0x4f && size >= 32) {		/* NV_ESC_RM_UNMAP_MEMORY, NVOS34 */
+		fprintf(logf, "%ld %s unmap h=%#x/%#x mem=%#x status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 24), ret);
 	} else {
 		fprintf(logf, "%ld %s esc=%#x size=%u ret=%d\n",
 			(long)syscall(SYS_gettid), node, nr, size, ret);
