@@ -25,6 +25,18 @@ def nvidia_lib(name: str, release: str = RELEASE) -> Path:
             / name)
 
 
+def nvidia_userspace(release: str = RELEASE) -> tuple[Path, Path] | None:
+    """(nvidia-smi, the directory of libnvidia-ml.so.1) of a release's
+    unpacked user space under $VGPU_CACHE (default /var/cache/vgpu), or None.
+    The one place the tests locate NVIDIA's nvidia-smi."""
+    root = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace" / release
+    smi = root / "usr/lib/nvidia/current/nvidia-smi"
+    lib = root / "usr/lib/x86_64-linux-gnu/nvidia/current"
+    if smi.exists() and (lib / "libnvidia-ml.so.1").exists():
+        return smi, lib
+    return None
+
+
 def libcuda_missing() -> str | None:
     lib = nvidia_lib("libcuda.so.1")
     return None if lib.exists() else f"{lib} not unpacked (make deps)"

@@ -18,6 +18,9 @@ KEPT = ("num_gpus", "fb_size", "gpu_name", "driver_version", "block_us")
 #: The chips the tests reload nvsim as.  fb_backing: the CPU's and the
 #: engine's view of device memory are the same pages.
 GA102 = {"num_gpus": "1", "gpu_name": "NVIDIA GeForce RTX 3090", "fb_backing": "1"}
+#: a 16 GiB GH100 presenting 535.261.03, the release of Debian's NVIDIA user space
+GH100 = {"num_gpus": "1", "fb_size": str(16 << 30), "driver_version": "535.261.03",
+         "gpu_name": "NVIDIA nvsim H100", "fb_backing": "1"}
 
 
 def skip_reason() -> str | None:

@@ -31,11 +31,9 @@ from pathlib import Path
 import pytest
 
 import nvsim_reload
-from cuda_lib import RELEASE, libcuda_missing, nvidia_lib
+from cuda_lib import RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace
 from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
                                video_memory)
-from test_cuda import GH100
-from test_nvidia_smi import nvidia_userspace
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -63,7 +61,7 @@ pytestmark = pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
 @pytest.fixture(scope="module", autouse=True)
 def two_gh100_with_vgpu():
     """nvsim as two 16 GiB GH100s of 535.261.03, vgpu.ko over it; both back after."""
-    with nvsim_reload.reloaded({**GH100, "num_gpus": "2"}):
+    with nvsim_reload.reloaded({**nvsim_reload.GH100, "num_gpus": "2"}):
         ko = nvsim_reload.ko_path("VGPU_VGPU_KO", "kmod/vgpu/vgpu.ko")
         r = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
@@ -225,9 +223,9 @@ def test_a_made_195_node_does_not_open():
         assert p["open195"] == "EPERM", p
 
 
-@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails on nvsim: NV2080 0x20800145 "
-                   "(ACQUIRE_COMPUTE_MODE_RESERVATION) is not answered (docs/cuda.md); "
-                   "carried by wt-cuda")
+@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE on nvsim "
+                   "with no call failing: its channels stop on GPFIFO MMU faults in nvsim's "
+                   "engine (docs/cuda.md; test_cuda.py::test_driver_api_sequence)")
 def test_context_memory_is_the_slices():
     """Once a context exists: cuMemGetInfo's total is the slice's 4 GiB and
     cuMemAlloc stops with CUDA_ERROR_OUT_OF_MEMORY (2) within it."""

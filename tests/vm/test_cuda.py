@@ -33,8 +33,7 @@ import nvsim_reload
 from cuda_lib import control_status, libcuda_missing, nvlog_lines, run_cuda
 
 GiB = 1 << 30
-GH100 = {"num_gpus": "1", "fb_size": str(16 * GiB), "driver_version": "535.261.03",
-         "gpu_name": "NVIDIA nvsim H100", "fb_backing": "1"}
+GH100 = nvsim_reload.GH100
 
 
 def _reason() -> str | None:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from cuda_lib import nvidia_userspace
+
 from conftest import read_state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,18 +37,6 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 RELEASE = "535.261.03"
 MiB = 1 << 20
 HOLD = 256 * MiB
-
-
-def nvidia_userspace(release: str = RELEASE) -> tuple[Path, Path] | None:
-    """(nvidia-smi, the directory of libnvidia-ml.so.1) of a release's
-    unpacked user space under $VGPU_CACHE (default /var/cache/vgpu), or None.
-    The one place the tests locate NVIDIA's binaries."""
-    root = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace" / release
-    smi = root / "usr/lib/nvidia/current/nvidia-smi"
-    lib = root / "usr/lib/x86_64-linux-gnu/nvidia/current"
-    if smi.exists() and (lib / "libnvidia-ml.so.1").exists():
-        return smi, lib
-    return None
 
 
 def _presented() -> str:
