@@ -467,7 +467,11 @@ struct nvsim_object {
 		} memory;
 		struct { u64 va_base, va_size; } vaspace;
 		struct { u32 subctx; NvHandle hvaspace; } ctxshare;
-		struct { struct nvsim_tsg *tsg; } tsg;
+		struct {
+			struct nvsim_tsg *tsg;
+			NvHandle hvaspace;      /* its hVASpace (0: the
+						 * device's default) */
+		} tsg;
 		struct {
 			struct nvsim_tsg *tsg;
 			struct nvsim_channel *ch;

@@ -237,6 +237,26 @@ def test_back_to_back_rings_of_two_channels(bed):
     assert a.gp_get == 1 and b.gp_get == 1
 
 
+def test_channel_without_context_share_runs_in_its_tsgs_va_space(bed):
+    """libcuda 535's channels: a TSG made on the VA space UVM registered
+    (hVASpace), channels in it with no hContextShare.  RM runs them in the
+    TSG's legacy context share, whose VA space is the TSG's
+    (kchannelConstruct_IMPL, kctxshareapiConstruct_IMPL), so their rings at
+    UVM's GPU VAs are fetched: no MMU fault (GPFIFO)."""
+    c = bed.c
+    tsg = c.alloc(bed.dev, A.KEPLER_CHANNEL_GROUP_A, A.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+        hVASpace=bed.vas, engineType=A.NV2080_ENGINE_TYPE_GR0))
+    p = A.NV_CHANNEL_ALLOC_PARAMS(gpFifoOffset=VA + RING, gpFifoEntries=ENTRIES,
+                                  hObjectBuffer=bed.mem)
+    struct.pack_into("<I", p._opaque0, 0, bed.mem)                    # hUserdMemory[0]
+    struct.pack_into("<Q", p._opaque0, 32, USERD)                     # userdOffset[0]
+    ch = Chan(bed, c.alloc(tsg, bed.chan_class, p), RING, USERD)
+    c.tsg_schedule(tsg, True)
+    ch.submit(host_release(VA + SEM, 0x33))
+    assert wait_until(lambda: bed.u64(SEM) == 0x33, 10)
+    assert wait_until(lambda: ch.gp_get == 1, 5)
+
+
 def test_unscheduled_tsg_does_not_run(bed):
     ch = bed.channel()
     ch.submit(host_release(VA + SEM, 9))
