@@ -143,8 +143,11 @@ NV_STATUS nvsim_tsg_object_init(struct nvsim_object *obj, const void *params)
 	/* The engine is kept for its channels; error notifiers, VA space unused. */
 	status = nvsim_tsg_create(obj->gpu, obj->client, obj->handle,
 				  &obj->tsg.tsg);
-	if (status == NV_OK && p)
+	if (status == NV_OK && p) {
 		obj->tsg.tsg->engine_type = p->engineType;
+		/* The VA space of its legacy context shares (nvsim_channel_pb_init). */
+		obj->tsg.hvaspace = p->hVASpace;
+	}
 	return status;
 }
 
@@ -213,12 +216,35 @@ static NV_STATUS nvsim_channel_pb_init(struct nvsim_object *obj,
 	ch->userd_mem = umem->memory.mem;
 	nvsim_mem_get(ch->userd_mem);
 	ch->userd_off = uoff;
-	/* The VA space it runs in: its context share's (0: none known). */
-	cs = p->hContextShare ? nvsim_object_find(obj->client, p->hContextShare) : NULL;
-	if (cs && cs->type == NVSIM_OBJ_CTXSHARE) {
-		ch->vas_client = obj->client->handle;
-		ch->vas_handle = cs->ctxshare.hvaspace;
+	/*
+	 * The VA space it runs in (0: none known, every GPU VA faults), as
+	 * kchannelConstruct_IMPL (kernel_channel.c, 535.261.03) takes
+	 * pKernelChannel->pVAS from its context share:
+	 *  - hContextShare given: that context share's (its hVASpace);
+	 *  - none, in a TSG: the TSG's legacy context share, which RM makes in
+	 *    kchangrpapiSetLegacyMode (kernel_channel_group_api.c) and which
+	 *    takes the TSG's VA space (kctxshareapiConstruct_IMPL,
+	 *    kernel_ctxshare.c: "we use the parent TSG's pVAS rather than the
+	 *    hVASpace param"), i.e. the TSG's hVASpace.  libcuda 535 makes
+	 *    its TSGs on the VA space UVM registered and their channels
+	 *    without a context share;
+	 *  - none, on a device: the TSG RM makes for the channel, on the
+	 *    channel's hVASpace (tsgParams.hVASpace, kchannelConstruct_IMPL).
+	 * A handle of 0 is the device's default VA space there
+	 * (vaspaceGetByHandleOrDeviceDefault), which nvsim's engine has no
+	 * mappings for (simplified: UVM registers a VA space by handle).
+	 */
+	if (p->hContextShare) {
+		cs = nvsim_object_find(obj->client, p->hContextShare);
+		if (cs && cs->type == NVSIM_OBJ_CTXSHARE)
+			ch->vas_handle = cs->ctxshare.hvaspace;
+	} else if (obj->parent->type == NVSIM_OBJ_TSG) {
+		ch->vas_handle = obj->parent->tsg.hvaspace;
+	} else {
+		ch->vas_handle = p->hVASpace;
 	}
+	if (ch->vas_handle)
+		ch->vas_client = obj->client->handle;
 	return NV_OK;
 }
 

@@ -419,8 +419,12 @@ struct nvsim_channel {
 	u64 sem_addr, sem_payload;      /* host SEM_* */
 	u64 ce_in, ce_out, ce_sem_addr; /* copy engine state */
 	u32 ce_len, ce_sem_payload, ce_sem_upper;
+	u32 ce_remap_a, ce_remap_b, ce_remap; /* SET_REMAP_CONST_A/B, _COMPONENTS */
 	u64 gr_sem_addr;                /* compute SET_REPORT_SEMAPHORE_A/B */
 	u32 gr_sem_payload;             /* ... _C */
+	u64 gr_i2m_out;                 /* inline-to-memory: OFFSET_OUT */
+	u32 gr_i2m_len, gr_i2m_lines, gr_i2m_pitch; /* LINE_LENGTH_IN, _COUNT, PITCH_OUT */
+	u64 gr_i2m_pos, gr_i2m_left;    /* bytes written, still expected */
 };
 
 enum nvsim_obj_type {
@@ -491,7 +495,11 @@ struct nvsim_object {
 		} memory;
 		struct { u64 va_base, va_size; } vaspace;
 		struct { u32 subctx; NvHandle hvaspace; } ctxshare;
-		struct { struct nvsim_tsg *tsg; } tsg;
+		struct {
+			struct nvsim_tsg *tsg;
+			NvHandle hvaspace;      /* its hVASpace (0: the
+						 * device's default) */
+		} tsg;
 		struct {
 			struct nvsim_tsg *tsg;
 			struct nvsim_channel *ch;

@@ -46,12 +46,16 @@
  *    copies LINE_LENGTH_IN bytes between virtual pitch addresses (1-D) and
  *    then releases the semaphore (one-word: the payload; four-word: the
  *    payload, then the timestamp at +8; payload size one or two words).
- *    Block-linear layouts, multi-line (2-D) copies, remapping, physical
- *    addresses and semaphore reductions are errors (not simulated).
+ *    With REMAP_ENABLE and constant components (SET_REMAP_CONST_A/B,
+ *    SET_REMAP_COMPONENTS) it is a memset of LINE_LENGTH_IN elements.
+ *    Block-linear layouts, multi-line (2-D) copies, remapping from the
+ *    source, physical addresses and semaphore reductions are errors (not
+ *    simulated).
  *  - The compute class: every method is accepted and ignored except those
  *    that make the GR engine do work (SEND_PCAS_A and the signaling PCAS
- *    launches, LAUNCH_DMA/LOAD_INLINE_DATA of inline-to-memory): kernels
- *    are out of scope, an error.  Its report semaphore (SET_REPORT_
+ *    launches): kernels are out of scope, an error.  Its inline-to-memory
+ *    (LINE_LENGTH_IN..PITCH_OUT, LAUNCH_DMA, LOAD_INLINE_DATA) writes the
+ *    data words to pitch memory; its report semaphore (SET_REPORT_
  *    SEMAPHORE_A..D) releases when reached, one or four words.
  *  - An error (MMU fault, bad method) stops the channel for good and
  *    counts in the TSG's errors (debugfs), where the hardware would raise
@@ -69,6 +73,7 @@
 #include <linux/mm.h>
 #include <linux/ktime.h>
 #include <linux/sched.h>
+#include <asm/unaligned.h>
 
 #include "nvsim.h"
 
@@ -107,6 +112,14 @@
 #define CE_OFFSET_OUT_UPPER     0x0408
 #define CE_OFFSET_OUT_LOWER     0x040c
 #define CE_LINE_LENGTH_IN       0x0418
+#define CE_SET_REMAP_CONST_A    0x0700
+#define CE_SET_REMAP_CONST_B    0x0704
+#define CE_SET_REMAP_COMPONENTS 0x0708
+#define CE_REMAP_CONST_A        4       /* a DST_X..W selector */
+#define CE_REMAP_CONST_B        5
+#define CE_REMAP_NO_WRITE       6
+#define CE_REMAP_COMPONENT_SIZE GENMASK(17, 16)
+#define CE_REMAP_NUM_DST        GENMASK(25, 24)
 #define CE_DMA_TRANSFER_TYPE    GENMASK(1, 0)
 #define CE_DMA_SEMAPHORE_TYPE   GENMASK(4, 3)
 #define CE_SEM_NONE             0
@@ -123,7 +136,15 @@
 #define CE_DMA_SEM_TWO_WORD     BIT(27)
 
 /* clc6c0.h/clc7c0.h/clcbc0.h: compute methods that launch work. */
+#define GR_LINE_LENGTH_IN       0x0180
+#define GR_LINE_COUNT           0x0184
+#define GR_OFFSET_OUT_UPPER     0x0188
+#define GR_OFFSET_OUT           0x018c
+#define GR_PITCH_OUT            0x0190
 #define GR_LAUNCH_DMA           0x01b0
+#define GR_DMA_PITCH            BIT(0)          /* DST_MEMORY_LAYOUT */
+#define GR_DMA_REDUCTION        BIT(1)
+#define GR_DMA_COMPLETION       GENMASK(5, 4)   /* 2: RELEASE_SEMAPHORE */
 #define GR_LOAD_INLINE_DATA     0x01b4
 #define GR_SEND_PCAS_A          0x02b4
 #define GR_SEND_SIGNALING_PCAS_B 0x02bc
@@ -233,6 +254,40 @@ static int nvsim_gva_copy(struct nvsim_channel *ch, u64 dst, u64 src, u64 len)
 	return 0;
 }
 
+/*
+ * Fill @len bytes at GPU VA @dst with the @pixel-byte pattern @pat, skipping
+ * the bytes @skip marks (NO_WRITE components), page piece by page piece.
+ */
+static int nvsim_gva_fill(struct nvsim_channel *ch, u64 dst, u64 len,
+			  const u8 *pat, const bool *skip, u32 pixel)
+{
+	unsigned int pieces = 0;
+	u64 done = 0;
+
+	while (done < len) {
+		u32 n = min_t(u64, len - done, PAGE_SIZE - offset_in_page(dst));
+		struct page *dp = nvsim_gva_page(ch, dst);
+		u8 *d;
+		u32 i;
+
+		if (!dp)
+			return -EFAULT;
+		d = kmap_local_page(dp) + offset_in_page(dst);
+		for (i = 0; i < n; i++) {
+			u32 k = (done + i) % pixel;
+
+			if (!skip[k])
+				d[i] = pat[k];
+		}
+		kunmap_local(d - offset_in_page(dst));
+		dst += n;
+		done += n;
+		if (!(++pieces % 256))
+			cond_resched();
+	}
+	return 0;
+}
+
 /* USERD: 4-byte words of the USERD memory, at @off into USERD. */
 static int nvsim_userd_rw(struct nvsim_channel *ch, u32 off, u32 *val,
 			  bool write)
@@ -309,6 +364,45 @@ static int nvsim_host_sem_execute(struct nvsim_pb_ctx *x, u32 data)
 
 /* ------------------------------------------------------- engines */
 
+/*
+ * A 1-D LAUNCH_DMA with REMAP_ENABLE whose destination components are all
+ * constants (or not written): the copy engine's memset, as UVM pushes it
+ * (uvm_hopper_ce.c, uvm_hal_hopper_ce_memset_1/4/8 and
+ * hopper_memset_common: SET_REMAP_CONST_A/B, SET_REMAP_COMPONENTS with
+ * DST_X/Y = CONST_A/B, then LINE_LENGTH_IN elements) and libcuda 535 does
+ * while cuCtxCreate sets its context up.  Per clc8b5.h an element is
+ * NUM_DST_COMPONENTS components of COMPONENT_SIZE bytes, each the low
+ * bytes of CONST_A or CONST_B (little-endian), or left as it was
+ * (NO_WRITE).  Components taken from the source (SRC_X..W) are a
+ * remapped copy, not simulated.
+ */
+static int nvsim_ce_memset(struct nvsim_pb_ctx *x)
+{
+	struct nvsim_channel *ch = x->ch;
+	u32 csize = FIELD_GET(CE_REMAP_COMPONENT_SIZE, ch->ce_remap) + 1;
+	u32 ndst = FIELD_GET(CE_REMAP_NUM_DST, ch->ce_remap) + 1;
+	u32 pixel = csize * ndst, i, j, sel, c;
+	bool skip[16];
+	u8 pat[16];
+
+	for (i = 0; i < ndst; i++) {
+		sel = (ch->ce_remap >> (4 * i)) & 7;
+		if (sel != CE_REMAP_CONST_A && sel != CE_REMAP_CONST_B &&
+		    sel != CE_REMAP_NO_WRITE)
+			return nvsim_pb_fail(x, "remapped copy not simulated (only constants)",
+					     ch->ce_remap);
+		c = sel == CE_REMAP_CONST_A ? ch->ce_remap_a : ch->ce_remap_b;
+		for (j = 0; j < csize; j++) {
+			pat[i * csize + j] = j < 4 ? (u8)(c >> (8 * j)) : 0;
+			skip[i * csize + j] = sel == CE_REMAP_NO_WRITE;
+		}
+	}
+	if (nvsim_gva_fill(ch, ch->ce_out, (u64)ch->ce_len * pixel, pat, skip,
+			   pixel))
+		return nvsim_pb_fail(x, "MMU fault (memset)", ch->ce_out);
+	return PB_OK;
+}
+
 static int nvsim_ce_launch(struct nvsim_pb_ctx *x, u32 data)
 {
 	struct nvsim_channel *ch = x->ch;
@@ -317,12 +411,18 @@ static int nvsim_ce_launch(struct nvsim_pb_ctx *x, u32 data)
 
 	if (FIELD_GET(CE_DMA_TRANSFER_TYPE, data)) {
 		if (!(data & CE_DMA_SRC_PITCH) || !(data & CE_DMA_DST_PITCH) ||
-		    (data & (CE_DMA_MULTI_LINE | CE_DMA_REMAP |
+		    (data & (CE_DMA_MULTI_LINE |
 			     CE_DMA_SRC_PHYSICAL | CE_DMA_DST_PHYSICAL)))
 			return nvsim_pb_fail(x, "copy not simulated (only 1-D virtual pitch)",
 					     data);
-		if (nvsim_gva_copy(ch, ch->ce_out, ch->ce_in, ch->ce_len))
+		if (data & CE_DMA_REMAP) {
+			int r = nvsim_ce_memset(x);
+
+			if (r != PB_OK)
+				return r;
+		} else if (nvsim_gva_copy(ch, ch->ce_out, ch->ce_in, ch->ce_len)) {
 			return nvsim_pb_fail(x, "MMU fault (copy)", ch->ce_in);
+		}
 	}
 	if (sem == CE_SEM_NONE)
 		return PB_OK;
@@ -382,6 +482,15 @@ static int nvsim_ce_method(struct nvsim_pb_ctx *x, u32 m, u32 data)
 	case CE_LINE_LENGTH_IN:
 		ch->ce_len = data;
 		break;
+	case CE_SET_REMAP_CONST_A:
+		ch->ce_remap_a = data;
+		break;
+	case CE_SET_REMAP_CONST_B:
+		ch->ce_remap_b = data;
+		break;
+	case CE_SET_REMAP_COMPONENTS:
+		ch->ce_remap = data;
+		break;
 	case CE_LAUNCH_DMA:
 		return nvsim_ce_launch(x, data);
 	default:
@@ -420,13 +529,74 @@ static int nvsim_gr_report_semaphore(struct nvsim_pb_ctx *x, u32 data)
 	return PB_OK;
 }
 
+/*
+ * The compute class's inline-to-memory (clc7c0.h: LINE_LENGTH_IN, LINE_COUNT,
+ * OFFSET_OUT(_UPPER), PITCH_OUT, LAUNCH_DMA, then LOAD_INLINE_DATA words):
+ * LINE_COUNT lines of LINE_LENGTH_IN bytes, PITCH_OUT apart, taken from the
+ * data words in order (the last word's extra bytes dropped).  libcuda 535
+ * writes its context's memory this way during cuCtxCreate.  Pitch layout
+ * only, without reduction or a semaphore release on completion (those stop
+ * the channel as not simulated); a flush is a no-op.
+ */
+static int nvsim_gr_i2m_launch(struct nvsim_pb_ctx *x, u32 data)
+{
+	struct nvsim_channel *ch = x->ch;
+
+	if (!(data & GR_DMA_PITCH) || (data & GR_DMA_REDUCTION) ||
+	    FIELD_GET(GR_DMA_COMPLETION, data) == 2)
+		return nvsim_pb_fail(x, "inline-to-memory not simulated (only pitch, no semaphore)",
+				     data);
+	ch->gr_i2m_pos = 0;
+	ch->gr_i2m_left = (u64)ch->gr_i2m_len * ch->gr_i2m_lines;
+	return PB_OK;
+}
+
+static int nvsim_gr_i2m_data(struct nvsim_pb_ctx *x, u32 data)
+{
+	struct nvsim_channel *ch = x->ch;
+	u8 b[4];
+	u32 i;
+
+	if (!ch->gr_i2m_left)
+		return nvsim_pb_fail(x, "inline data without a LAUNCH_DMA", data);
+	put_unaligned_le32(data, b);
+	for (i = 0; i < 4 && ch->gr_i2m_left; i++) {
+		u64 line = div_u64(ch->gr_i2m_pos, ch->gr_i2m_len);
+		u64 va = ch->gr_i2m_out + line * ch->gr_i2m_pitch +
+			 (ch->gr_i2m_pos - line * ch->gr_i2m_len);
+
+		if (nvsim_gva_rw(ch, va, &b[i], 1, true))
+			return nvsim_pb_fail(x, "MMU fault (inline-to-memory)", va);
+		ch->gr_i2m_pos++;
+		ch->gr_i2m_left--;
+	}
+	return PB_OK;
+}
+
 static int nvsim_gr_method(struct nvsim_pb_ctx *x, u32 m, u32 data)
 {
 	struct nvsim_channel *ch = x->ch;
 
 	switch (m) {
+	case GR_LINE_LENGTH_IN:
+		ch->gr_i2m_len = data;
+		break;
+	case GR_LINE_COUNT:
+		ch->gr_i2m_lines = data;
+		break;
+	case GR_OFFSET_OUT_UPPER:
+		ch->gr_i2m_out = (u64)(data & 0x1ffff) << 32 | lower_32_bits(ch->gr_i2m_out);
+		break;
+	case GR_OFFSET_OUT:
+		ch->gr_i2m_out = (ch->gr_i2m_out & ~0xffffffffULL) | data;
+		break;
+	case GR_PITCH_OUT:
+		ch->gr_i2m_pitch = data;
+		break;
 	case GR_LAUNCH_DMA:
+		return nvsim_gr_i2m_launch(x, data);
 	case GR_LOAD_INLINE_DATA:
+		return nvsim_gr_i2m_data(x, data);
 	case GR_SEND_PCAS_A:
 	case GR_SEND_SIGNALING_PCAS_B:
 	case GR_SEND_SIGNALING_PCAS2_B:

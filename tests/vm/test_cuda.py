@@ -3,9 +3,8 @@ libcuda1) on nvsim directly: cuInit and the device queries, and how far
 cuCtxCreate gets (the calls libcuda makes, logged by tools/nvlog: past
 its semaphore pool, validated range and dynamic parallelism region, it
 gives up after mapping a 3.8 MB system-memory object and making its
-external range, with no call failing: the channels it set up have
-stopped in nvsim's engine, on GPFIFO entries at GPU VAs nvsim finds no
-mapping for).  The rest of the driver-API
+external range, with no call failing; the channels it set up run in
+nvsim's engine without stopping).  The rest of the driver-API
 sequence (memory, copies, streams and events, a PTX
 module launched, the context destroyed) is written down as a strict xfail
 until that answer exists.  nvsim completes a launch's semaphores and
@@ -26,6 +25,7 @@ kmod/nvsim/cuda.c.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -179,6 +179,28 @@ def test_ctx_create_past_semaphore_pool(tmp_path):
     assert control_status(lines, 0x20800146) == ["0"]
 
 
+def nvsim_channel_stops() -> list[str]:
+    """nvsim's kernel log lines of channels its engine stopped (pbdma.c)."""
+    out = subprocess.run(["dmesg"], capture_output=True, text=True, check=True).stdout
+    return [ln for ln in out.splitlines() if "nvsim: channel " in ln and " stopped: " in ln]
+
+
+def test_ctx_create_channels_run(tmp_path):
+    """The channels cuCtxCreate sets up run in nvsim's engine without
+    stopping: their TSGs are made on the VA space UVM registered and the
+    channels with no context share, so they run in the TSG's VA space (RM's
+    legacy context share), where their GPFIFOs are mapped (UVM external
+    mappings at 0x200600000 + n * 0x3000); their pushbuffers' copy-engine
+    memsets (LAUNCH_DMA 0x586, REMAP_ENABLE with constants) and compute
+    inline-to-memory writes are done.  Before, each stopped with "MMU fault
+    (GPFIFO)", then "copy not simulated", then "compute work not
+    simulated"."""
+    before = len(nvsim_channel_stops())
+    ctx, lines = ctx_create_calls(tmp_path)
+    assert any(ln.startswith("nvidiactl alloc ") and "class=0xc86f " in ln for ln in lines)
+    assert nvsim_channel_stops()[before:] == []
+
+
 # The driver-API sequence past cuCtxCreate; exact figures are asserted by
 # the caller (nvsim directly, or a slice's quota).
 SEQUENCE = """
@@ -245,11 +267,11 @@ def sequence_body(chunk: int) -> str:
 
 
 @pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE with no call "
-                   "failing: the channels it set up stop in nvsim's engine (pbdma.c) on an MMU fault "
-                   "fetching their GPFIFO entries (GPU VAs 0x200618000 + n * 0x3000, which nvsim's "
-                   "engine finds no mapping for in the channel's VA space); libcuda then gives up "
-                   "after mapping a 0x3aa410-byte system-memory object and making its UVM external "
-                   "range. Next: what maps those GPFIFOs, and the VA space the channels run in")
+                   "failing and no channel stopped in nvsim's engine: after "
+                   "UVM_MAP_DYNAMIC_PARALLELISM_REGION it allocates and CPU-maps a 0x3aa410-byte "
+                   "system-memory object, makes its UVM external range and, before "
+                   "UVM_MAP_EXTERNAL_ALLOCATION of it, tears the context down. Next: what libcuda "
+                   "checks between that range and its mapping (not traced yet)")
 def test_driver_api_sequence():
     r = run_cuda(sequence_body(64 << 20))
     assert r.returncode == 0, (r.stdout, r.stderr)

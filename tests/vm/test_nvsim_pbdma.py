@@ -237,6 +237,26 @@ def test_back_to_back_rings_of_two_channels(bed):
     assert a.gp_get == 1 and b.gp_get == 1
 
 
+def test_channel_without_context_share_runs_in_its_tsgs_va_space(bed):
+    """libcuda 535's channels: a TSG made on the VA space UVM registered
+    (hVASpace), channels in it with no hContextShare.  RM runs them in the
+    TSG's legacy context share, whose VA space is the TSG's
+    (kchannelConstruct_IMPL, kctxshareapiConstruct_IMPL), so their rings at
+    UVM's GPU VAs are fetched: no MMU fault (GPFIFO)."""
+    c = bed.c
+    tsg = c.alloc(bed.dev, A.KEPLER_CHANNEL_GROUP_A, A.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+        hVASpace=bed.vas, engineType=A.NV2080_ENGINE_TYPE_GR0))
+    p = A.NV_CHANNEL_ALLOC_PARAMS(gpFifoOffset=VA + RING, gpFifoEntries=ENTRIES,
+                                  hObjectBuffer=bed.mem)
+    struct.pack_into("<I", p._opaque0, 0, bed.mem)                    # hUserdMemory[0]
+    struct.pack_into("<Q", p._opaque0, 32, USERD)                     # userdOffset[0]
+    ch = Chan(bed, c.alloc(tsg, bed.chan_class, p), RING, USERD)
+    c.tsg_schedule(tsg, True)
+    ch.submit(host_release(VA + SEM, 0x33))
+    assert wait_until(lambda: bed.u64(SEM) == 0x33, 10)
+    assert wait_until(lambda: ch.gp_get == 1, 5)
+
+
 def test_unscheduled_tsg_does_not_run(bed):
     ch = bed.channel()
     ch.submit(host_release(VA + SEM, 9))
@@ -282,6 +302,61 @@ def test_compute_report_semaphore_releases(bed):
     assert wait_until(lambda: ch.gp_get == 1, 10), bed.tsg_errors()
     assert bed.u64(SEM) == 0x1234
     assert bed.u64(SEM + 0x40) == 77 and bed.u64(SEM + 0x48) > 0
+    assert bed.tsg_errors() == 0
+
+
+def test_copy_engine_memset(bed):
+    """LAUNCH_DMA with REMAP_ENABLE and constant components (clc8b5.h): the
+    copy engine's memset, as UVM's hopper_memset_common pushes it and
+    libcuda 535's cuCtxCreate does (0x586); an element is
+    NUM_DST_COMPONENTS x COMPONENT_SIZE bytes of CONST_A/B, NO_WRITE
+    leaves bytes.  It stopped the channel before ("copy not simulated")."""
+    ch = bed.channel()
+    bed.schedule()
+    bed.mm[DST:DST + 0x3000] = b"\xee" * 0x3000
+    words = nvm(4, 0x0, bed.copy_class)
+    # 8-byte elements: CONST_A, CONST_B, four-byte components, two of them
+    words += nvm(4, 0x700, 0x11223344, 0x55667788, 4 | (5 << 4) | (3 << 16) | (1 << 24))
+    words += nvm(4, 0x408, (VA + DST) >> 32, (VA + DST) & 0xFFFFFFFF)   # OFFSET_OUT
+    words += nvm(4, 0x418, 0x2001 // 8 + 1)                    # 0x401 elements: crosses pages
+    words += nvm(4, 0x300, 2 | (1 << 2) | (1 << 7) | (1 << 8) | (1 << 10))
+    # one-byte elements of CONST_B, then X written from CONST_A, Y not written
+    words += nvm(4, 0x704, 0xA5, 5 | (0 << 16))
+    words += nvm(4, 0x408, (VA + DST + 0x2100) >> 32, (VA + DST + 0x2100) & 0xFFFFFFFF)
+    words += nvm(4, 0x418, 5)
+    words += nvm(4, 0x300, 2 | (1 << 7) | (1 << 8) | (1 << 10))
+    words += nvm(4, 0x700, 0x7F, 0, 4 | (6 << 4) | (1 << 24))   # CONST_A, NO_WRITE, 1-byte
+    words += nvm(4, 0x408, (VA + DST + 0x2200) >> 32, (VA + DST + 0x2200) & 0xFFFFFFFF)
+    words += nvm(4, 0x418, 3)
+    words += nvm(4, 0x300, 2 | (1 << 7) | (1 << 8) | (1 << 10))
+    ch.submit(words)
+    assert wait_until(lambda: ch.gp_get == 1, 10), bed.tsg_errors()
+    assert bytes(bed.mm[DST:DST + 0x2008]) == bytes.fromhex("4433221188776655") * 0x401
+    assert bed.mm[DST + 0x2008] == 0xEE
+    assert bytes(bed.mm[DST + 0x2100:DST + 0x2106]) == b"\xa5" * 5 + b"\xee"
+    assert bytes(bed.mm[DST + 0x2200:DST + 0x2207]) == b"\x7f\xee" * 3 + b"\xee"
+    assert bed.tsg_errors() == 0
+
+
+def test_compute_inline_to_memory(bed):
+    """The compute class's inline-to-memory (clc7c0.h LINE_LENGTH_IN ..
+    LAUNCH_DMA, LOAD_INLINE_DATA), pitch layout: LINE_COUNT lines of
+    LINE_LENGTH_IN bytes PITCH_OUT apart from the data words; libcuda 535
+    writes its context's memory so.  It stopped the channel before
+    ("compute work not simulated")."""
+    ch = bed.channel(copy=False)
+    bed.c.alloc(ch.h, bed.compute_class, A.NV_GR_ALLOCATION_PARAMETERS())
+    bed.schedule()
+    bed.mm[DST:DST + 0x200] = b"\xee" * 0x200
+    words = nvm(1, 0x0, bed.compute_class)
+    words += nvm(1, 0x180, 6, 2, (VA + DST) >> 32, (VA + DST) & 0xFFFFFFFF, 0x100)
+    words += nvm(1, 0x1B0, 1 | (1 << 4))                          # pitch, flush only
+    words += [(3 << 29) | (3 << 16) | (1 << 13) | (0x1B4 >> 2),   # non-incrementing
+              0x04030201, 0x08070605, 0x0C0B0A09]
+    ch.submit(words)
+    assert wait_until(lambda: ch.gp_get == 1, 10), bed.tsg_errors()
+    assert bytes(bed.mm[DST:DST + 7]) == bytes([1, 2, 3, 4, 5, 6, 0xEE])
+    assert bytes(bed.mm[DST + 0x100:DST + 0x107]) == bytes([7, 8, 9, 10, 11, 12, 0xEE])
     assert bed.tsg_errors() == 0
 
 
