@@ -16,8 +16,8 @@
    it has (what cudaMemGetInfo would say), allocates 256 MiB blocks until
    the driver says NV_ERR_NO_MEMORY, and holds them.  NVIDIA's own
    nvidia-smi (535.261.03, from `make deps`; nvsim presents that release)
-   then runs inside each container (ctr task exec): one GPU, the quota as
-   memory.total, the container's own process as the only compute app.
+   then runs inside each container while it holds them: one GPU, the quota as
+   memory.total and memory.used, no other container's process.
 4. While all three hold their memory, print what each could allocate, what
    it saw, and what the host saw (vgpu.ko's accounting and the simulated
    driver's own FB counters); raise one quota with `vgpuctl set-quota` and
@@ -110,13 +110,24 @@ put("result", {"dev": sorted(n for n in os.listdir("/dev") if n.startswith("nvid
                "proc": proc_view(), "gpus_seen": len(c.cards),
                "total_kib": seen["fb_total_kib"], "allocated": len(held) * %(chunk)d,
                "free_after_kib": g.memory_summary()["fb_free_kib"], "stopped_by": stop})
+smi = %(smi)r
+if os.path.exists(smi):
+    import subprocess
+    env = dict(os.environ, LD_LIBRARY_PATH=%(lib)r)
+    def run(*a):
+        r = subprocess.run([smi, *a], capture_output=True, text=True, env=env, timeout=600)
+        return {"rc": r.returncode, "out": r.stdout + r.stderr}
+    put("smi", {"table": run(),
+                "gpu": run("--query-gpu=index,name,memory.total,memory.used",
+                           "--format=csv,noheader"),
+                "apps": run("--query-compute-apps=pid,used_memory", "--format=csv,noheader")})
 while not os.path.exists(f"/shared/{name}.askview"):
     time.sleep(0.2)
 put("view", {"proc": proc_view(), "total_kib": g.memory_summary()["fb_total_kib"]})
 while not os.path.exists(f"/shared/{name}.go"):
     time.sleep(0.2)
 c.close()
-""" % {"chunk": CHUNK}
+""" % {"chunk": CHUNK, "smi": str(NVIDIA_SMI), "lib": str(NVML_DIR)}
 
 CONTAINERD_CONFIG = """version = 2
 root = "{d}/root"
@@ -263,13 +274,6 @@ class Demo:
             raise SystemExit(f"demo: ctr run {name} failed: {r.stderr.strip()}\n"
                              f"{self.log('vgpud.log')}")
         self.started.append(name)
-
-    def nvidia_smi(self, name: str, *args: str) -> subprocess.CompletedProcess:
-        """NVIDIA's nvidia-smi run inside the running container (ctr task
-        exec: the container's namespaces and cgroup, its slice's nodes)."""
-        return self.ctr("task", "exec", "--exec-id", f"smi-{time.monotonic_ns()}", "--env",
-                        f"LD_LIBRARY_PATH={NVML_DIR}", name, str(NVIDIA_SMI), *args,
-                        timeout=300)
 
     def result(self, name: str, tag: str) -> dict | None:
         p = self.shared / f"{name}.{tag}"
@@ -594,34 +598,37 @@ def compute_part(demo: Demo) -> bool:
 
 
 def smi_part(demo: "Demo") -> bool:
-    """nvidia-smi inside each container: its slice's GPU, the quota as the
-    total, and only its own process."""
-    say("\n==== NVIDIA's nvidia-smi (535.261.03) inside each container ====")
-    ok = True
-    r = demo.nvidia_smi("inference-a")
+    """What NVIDIA's nvidia-smi printed inside each container while its
+    workload held the quota: one GPU, the quota as the total and as the
+    memory used, and no other slice's process."""
+    say("\n==== NVIDIA's nvidia-smi (535.261.03) inside each container, while it holds "
+        "its quota ====")
+    res = demo.wait_results("smi", [n for n, _, _ in CONTAINERS])
+    t = res["inference-a"]["table"]
     say("  inference-a$ nvidia-smi")
-    say("\n".join("    " + ln for ln in (r.stdout + r.stderr).rstrip().splitlines()))
-    ok &= r.returncode == 0
+    say("\n".join("    " + ln for ln in t["out"].rstrip().splitlines()))
+    ok = t["rc"] == 0
     rows = []
-    for name, gpus, memory in CONTAINERS:
-        q = demo.nvidia_smi(name, "--query-gpu=index,name,memory.total,memory.used",
-                            "--format=csv,noheader")
-        a = demo.nvidia_smi(name, "--query-compute-apps=pid,used_memory",
-                            "--format=csv,noheader")
-        gpu_rows = [[f.strip() for f in ln.split(",")] for ln in q.stdout.splitlines() if ln]
-        apps = [ln.strip() for ln in a.stdout.splitlines() if ln.strip()]
+    for name, _, memory in CONTAINERS:
+        q, a = res[name]["gpu"], res[name]["apps"]
+        gpu_rows = [[f.strip() for f in ln.split(",")] for ln in q["out"].splitlines()
+                    if ln.count(",") == 3] if q["rc"] == 0 else []
+        apps = [ln.strip() for ln in a["out"].splitlines() if ln.strip()] if a["rc"] == 0 else []
         want = f"{int(memory[:-3]) * 1024} MiB"
-        good = (q.returncode == 0 and len(gpu_rows) == 1 and gpu_rows[0][2] == want
-                and a.returncode == 0 and len(apps) == 1)
+        # used = the quota: the workload holds all of it.  Its process has no
+        # compute context (memory only), and NVML's compute apps are the
+        # processes with compute objects (GPU_GET_PIDS of a compute class,
+        # gpuGetProcWithObject), so the list is empty here, as on the driver
+        good = (len(gpu_rows) == 1 and gpu_rows[0][2] == want and gpu_rows[0][3] == want
+                and not apps)
         ok &= good
         rows.append([name, memory, *(gpu_rows[0] if len(gpu_rows) == 1 else
-                                     ["?", (q.stdout + q.stderr).strip()[:40], "?", "?"]),
-                     "; ".join(apps) or (a.stdout + a.stderr).strip()[:40],
-                     "yes" if good else "NO"])
+                                     ["?", q["out"].strip()[:40], "?", "?"]),
+                     "; ".join(apps) or a["out"].strip()[:40], "yes" if good else "NO"])
     table(["CONTAINER", "QUOTA", "GPU", "NAME", "MEMORY.TOTAL", "MEMORY.USED",
            "COMPUTE APPS (pid, memory)", "OK"], rows)
-    say(f"nvidia-smi in every container showed one GPU, its quota as the total and its own "
-        f"process only: {'yes' if ok else 'NO'}")
+    say(f"nvidia-smi in every container showed one GPU with its quota as the total, all of it "
+        f"used by its own workload, and no other container's process: {'yes' if ok else 'NO'}")
     return ok
 
 
