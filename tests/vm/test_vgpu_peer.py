@@ -556,8 +556,13 @@ def test_debugger_session_controls_diag_and_cuda_limit(make_slice):
             assert status == A.NV_ERR_INSUFFICIENT_PERMISSIONS, hex(cmd)
             assert _nvsim_stat("last_control") != cmd, f"{cmd:#x} reached the driver"
     before = _nvsim_stat("last_control")
-    c.control(g.hDevice, CUDA_LIMIT_SET_CONTROL,
-              bytes(_policy_size(rel, "control", CUDA_LIMIT_SET_CONTROL, 4)))
+    size = _policy_size(rel, "control", CUDA_LIMIT_SET_CONTROL, -1)
+    try:
+        c.control(g.hDevice, CUDA_LIMIT_SET_CONTROL, bytes(size if size >= 0 else 4))
+    except RmError as e:
+        # a release whose RM has no such control (535.261.03's tables lack
+        # it): vgpu.ko gives the driver's own answer, NOT_SUPPORTED
+        assert size < 0 and e.status == A.NV_ERR_NOT_SUPPORTED, (rel, e)
     assert _nvsim_stat("last_control") == before, "the GPU-wide switch reached the driver"
     try:
         c.free(c.alloc(g.hSubdevice, NV20_SUBDEVICE_DIAG))
