@@ -168,6 +168,12 @@ def test_compute_mode_reservation_is_answered_by_vgpu(sl):
     answer to a lone client in compute mode NONE); the driver never sees
     them, since its reservation is one per GPU (subdeviceCtrlCmdGpu{Acquire,
     Release}ComputeModeReservation_IMPL: pGpu->hComputeModeReservation)."""
+    if nvgen_kernel.answered(release()) is None:
+        # releases with headers only (535.288.01..590.48.01): their tables
+        # lack the unnamed controls and vgpu.ko refuses them (an open gap,
+        # tools/nvgen/README.md): libcuda's cuCtxCreate through a slice
+        # needs the release's own export tables
+        pytest.skip(f"{release()}: no export tables (headers only)")
     c = sl.client()
     g = c.gpu(0)
     for cmd in (0x20800145, 0x20800146, 0x20800146, 0x20800145):
