@@ -114,11 +114,11 @@ test-run: deps-python modules runtime build/nvfuzz build/nvlog.so
 		$(VM) $(VM_LOAD) $(call NVSIM_AS,$$r) -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
 			tests/vm/test_vgpu_policy.py || rc=1; \
 	done; \
-	echo "==== VM tests that reload nvsim (start without vgpu.ko): start-up, client-memory channels, tinygrad on nvsim and through a slice in a containerd container, the trace corpus replayed, NVIDIA's libcuda on nvsim and through a slice ===="; \
+	echo "==== VM tests that reload nvsim (start without vgpu.ko): start-up, client-memory channels, tinygrad on nvsim and through a slice in a containerd container, the trace corpus replayed, NVIDIA's libcuda on nvsim and through a slice, libcuda and nvidia-smi in a containerd container ===="; \
 	$(VM) --load-nvsim -- $(VPY) -m pytest --color=no $(PYTEST_ARGS) \
 		tests/vm/test_nvsim_startup.py tests/vm/test_nvsim_pbdma.py tests/vm/test_tinygrad.py \
 		tests/vm/test_tinygrad_slice.py tests/vm/test_trace_corpus.py \
-		tests/vm/test_cuda.py tests/vm/test_cuda_slice.py || rc=1; \
+		tests/vm/test_cuda.py tests/vm/test_cuda_slice.py tests/vm/test_container_nvidia.py || rc=1; \
 	$(REALDRV_RUN) || rc=1; \
 	$(REALDRV535_RUN) || rc=1; \
 	if [ $$rc = 0 ]; then echo "make test: all passed"; else echo "make test: FAILED"; fi; \
