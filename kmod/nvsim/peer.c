@@ -416,6 +416,35 @@ done:
 }
 
 /*
+ * RmImportObject's dup of one export into the caller's client, under
+ * hParent, at *h (0: nvsim picks, written back).  As nvsim's
+ * RM_DUP_OBJECT: the parent must be a live device or subdevice of the
+ * memory's GPU (NV_ERR_INVALID_OBJECT_PARENT).  The new object holds its
+ * own reference on the memory.
+ */
+static NV_STATUS nvsim_import_one(struct nvsim_ctrl_ctx *ctx, struct nvsim_export *e,
+				  NvHandle hParent, NvHandle *h)
+{
+	struct nvsim_client *client = ctx->obj->client;
+	struct nvsim_object *parent, *obj;
+	NV_STATUS status;
+
+	parent = nvsim_object_find(client, hParent);
+	if (!parent || parent->invalidated ||
+	    !(NVSIM_BIT(parent->type) & (NVSIM_BIT(NVSIM_OBJ_DEVICE) |
+					 NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))) ||
+	    parent->gpu != e->mem->gpu)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	status = nvsim_object_new(ctx->call, client, parent, h, e->hclass,
+				  NVSIM_OBJ_MEMORY, &obj);
+	if (status != NV_OK)
+		return status;
+	nvsim_mem_get(e->mem);
+	obj->memory.mem = e->mem;
+	return NV_OK;
+}
+
+/*
  * cliresCtrlCmdOsUnixImportObjectFromFd_IMPL (os.c): the file must hold
  * exactly one export, at index 0 (NV_ERR_INVALID_PARAMETER otherwise), and
  * RmImportObject dups it from RM's own client into the caller's, under
@@ -426,8 +455,6 @@ done:
 static NV_STATUS nvsim_ctrl_import_from_fd(struct nvsim_ctrl_ctx *ctx)
 {
 	NVSIM_OS_UNIX_IMPORT_OBJECT_FROM_FD_PARAMS *p = ctx->params;
-	struct nvsim_client *client = ctx->obj->client;
-	struct nvsim_object *parent, *obj;
 	NvHandle h = p->object.hObject;
 	struct nvsim_export *e;
 	struct nvsim_file *f;
@@ -444,21 +471,9 @@ static NV_STATUS nvsim_ctrl_import_from_fd(struct nvsim_ctrl_ctx *ctx)
 		status = NV_ERR_INVALID_PARAMETER;
 		goto out;
 	}
-	parent = nvsim_object_find(client, p->object.hParent);
-	if (!parent || parent->invalidated ||
-	    !(NVSIM_BIT(parent->type) & (NVSIM_BIT(NVSIM_OBJ_DEVICE) |
-					 NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))) ||
-	    parent->gpu != e->mem->gpu) {
-		status = NV_ERR_INVALID_OBJECT_PARENT;
-		goto out;
-	}
-	status = nvsim_object_new(ctx->call, client, parent, &h, e->hclass,
-				  NVSIM_OBJ_MEMORY, &obj);
-	if (status != NV_OK)
-		goto out;
-	nvsim_mem_get(e->mem);
-	obj->memory.mem = e->mem;
-	p->object.hObject = h;
+	status = nvsim_import_one(ctx, e, p->object.hParent, &h);
+	if (status == NV_OK)
+		p->object.hObject = h;
 out:
 	fput(filp);
 	return status;
@@ -552,8 +567,6 @@ out:
 static NV_STATUS nvsim_ctrl_import_objects(struct nvsim_ctrl_ctx *ctx)
 {
 	NVSIM_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS *p = ctx->params;
-	struct nvsim_client *client = ctx->obj->client;
-	struct nvsim_object *parent, *obj;
 	struct nvsim_export *e;
 	struct nvsim_file *f;
 	struct file *filp;
@@ -581,20 +594,9 @@ static NV_STATUS nvsim_ctrl_import_objects(struct nvsim_ctrl_ctx *ctx)
 		}
 		p->objectTypes[i] = e->mem->fb ? NVSIM_IMPORT_OBJECT_TYPE_VIDMEM :
 						 NVSIM_IMPORT_OBJECT_TYPE_SYSMEM;
-		parent = nvsim_object_find(client, p->hParent);
-		if (!parent || parent->invalidated ||
-		    !(NVSIM_BIT(parent->type) & (NVSIM_BIT(NVSIM_OBJ_DEVICE) |
-						 NVSIM_BIT(NVSIM_OBJ_SUBDEVICE))) ||
-		    parent->gpu != e->mem->gpu) {
-			status = NV_ERR_INVALID_OBJECT_PARENT;
-			goto out;
-		}
-		status = nvsim_object_new(ctx->call, client, parent, &h, e->hclass,
-					  NVSIM_OBJ_MEMORY, &obj);
+		status = nvsim_import_one(ctx, e, p->hParent, &h);
 		if (status != NV_OK)
 			goto out;
-		nvsim_mem_get(e->mem);
-		obj->memory.mem = e->mem;
 		p->objects[i] = h;
 	}
 out:
