@@ -356,6 +356,7 @@ static NV_STATUS vgpu_ipc_import(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
 	struct vgpu_charge *charge = NULL;
 	struct vgpu_export_slot *slot;
 	struct vgpu_obj *parent;
+	NvHandle hparent, hobject;
 	struct vgpu_client *c;
 	struct vgpu_file *ef;
 	u32 hclass, gpu;
@@ -413,7 +414,16 @@ static NV_STATUS vgpu_ipc_import(struct vgpu_file *vf, NVOS54_PARAMETERS *p,
 	st = vgpu_handle_for(p->hClient, &m->object.hObject);
 	if (st != NV_OK)
 		goto out;
+	hparent = m->object.hParent;
+	hobject = m->object.hObject;
 	st = vgpu_ipc_call(vf, p, m, size, &m->fd, t.fd);
+	/*
+	 * The parameters came back from the call page, which a sibling may
+	 * write after the driver's copy-out: the handles are vgpu.ko's own
+	 * again (the one it chose, the parent it checked), never read back.
+	 */
+	m->object.hParent = hparent;
+	m->object.hObject = hobject;
 	st = vgpu_created_anyway(vf, p->hClient, m->object.hParent,
 				 m->object.hObject, st);
 	/* NV_OK is read back too: the object must exist (vgpu_rm_dup_path). */
@@ -455,6 +465,7 @@ static NV_STATUS vgpu_ipc_import_many(struct vgpu_file *vf, NVOS54_PARAMETERS *p
 	struct vgpu_tmpfd t = { .fd = -1 };
 	u32 n = m->numObjects, idx = m->index, i, j;
 	struct vgpu_obj *parent;
+	NvHandle hparent, *handles;
 	struct vgpu_client *c;
 	struct vgpu_file *ef;
 	NV_STATUS st, called;
@@ -524,7 +535,21 @@ static NV_STATUS vgpu_ipc_import_many(struct vgpu_file *vf, NVOS54_PARAMETERS *p
 		if (st != NV_OK)
 			goto out;
 	}
+	handles = kmemdup(m->objects, sizeof(m->objects), GFP_KERNEL);
+	if (!handles) {
+		st = NV_ERR_NO_MEMORY;
+		goto out;
+	}
+	hparent = m->hParent;
 	called = vgpu_ipc_call(vf, p, m, size, &m->fd, t.fd);
+	/*
+	 * The handles are vgpu.ko's own again (those it chose or checked), not
+	 * what came back from the call page, which a sibling may write after
+	 * the driver's copy-out; objectTypes, the driver's answer, goes back.
+	 */
+	m->hParent = hparent;
+	memcpy(m->objects, handles, sizeof(m->objects));
+	kfree(handles);
 	/* What the driver made, whatever it says: tracked with its charge. */
 	for (i = 0; i < n; i++) {
 		if (!want[i].used || !vgpu_rm_exists(p->hClient, m->objects[i]))
