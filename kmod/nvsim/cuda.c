@@ -855,6 +855,43 @@ void nvsim_cuda_subdevice_teardown(struct nvsim_object *obj)
 		obj->gpu->compute_reservation = 0;
 }
 
+/*
+ * NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL: libcuda 535.261.03 issues it
+ * on the device at every cuCtxCreate on a GPU of compute capability 3.5 or
+ * more, as 0x809909 (category NV0080_CTRL_PERF | LEGACY_NON_PRIVILEGED; its
+ * SDK headers give only the params, NV0080_CTRL_PERF_CUDA_LIMIT_CONTROL_
+ * PARAMS, ctrl0080perf.h), and fails the context CUDA_ERROR_NOT_SUPPORTED
+ * unless it is answered NV_OK (found with gdb: the status is returned from
+ * the context's set-up, not ignored).  The open 535.261.03 tree exports
+ * only the internal controls (0x802009, 0x802004: generated/
+ * g_device_nvoc.c), so what the release's RM answers on a GPU is not in
+ * the vendored source; 595.45.04 exports it as 0x801909
+ * (g_device_nvoc.c), and nvsim answers both numbers as
+ * deviceCtrlCmdKPerfCudaLimitSetControl_IMPL (src/kernel/gpu/perf/
+ * kern_cuda_limit.c) does: a per-device count, bCudaLimit incrementing it,
+ * a clear decrementing it, a clear at 0 NV_ERR_INVALID_REQUEST; the
+ * physical RM's clock limit on an edge is not simulated (nvsim has no
+ * clocks).  docs/cuda.md records the gap.
+ */
+#define NVSIM_NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL_LEGACY 0x00809909U
+#define NVSIM_NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL       0x00801909U
+
+static NV_STATUS nvsim_ctrl_cuda_limit(struct nvsim_ctrl_ctx *ctx)
+{
+	u32 *refs = &ctx->obj->device.cuda_limit_refs;
+
+	if (*(const NvBool *)ctx->params) {
+		if (*refs == U32_MAX)
+			return NV_ERR_INVALID_REQUEST;
+		(*refs)++;
+	} else if (*refs) {
+		(*refs)--;
+	} else {
+		return NV_ERR_INVALID_REQUEST;
+	}
+	return NV_OK;
+}
+
 #define NVSIM_NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES      0x20800131U
 
 #define CLIENT      NVSIM_BIT(NVSIM_OBJ_CLIENT)
@@ -863,6 +900,10 @@ void nvsim_cuda_subdevice_teardown(struct nvsim_object *obj)
 #define CC_OBJ      NVSIM_BIT(NVSIM_OBJ_CONF_COMPUTE)
 
 static const struct nvsim_ctrl nvsim_cuda_ctrls[] = {
+	{ NVSIM_NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL_LEGACY, sizeof(NvBool),
+	  DEVICE, nvsim_ctrl_cuda_limit, NULL },
+	{ NVSIM_NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL, sizeof(NvBool),
+	  DEVICE, nvsim_ctrl_cuda_limit, NULL },
 	{ NVSIM_NV2080_CTRL_CMD_GR_GET_CTX_BUFFER_SIZE,
 	  sizeof(NVSIM_NV2080_CTRL_GR_GET_CTX_BUFFER_SIZE_PARAMS),
 	  SUBDEVICE, nvsim_ctrl_gr_ctx_buffer_size, NULL },

@@ -4,9 +4,9 @@
  *
  * FB is pure accounting: an allocation is a number charged to its GPU and to
  * the process that made it, never RAM.  (Pages appear only when something is
- * mmap()ed, see mmap.c.)  Sizes are counted to the byte, without page
- * rounding, so that a test can fill a GPU exactly -- unless the request names
- * a page size: then the size is rounded as RM rounds it (nvsim_rm_round).
+ * mmap()ed, see mmap.c.)  Sizes allocated through NV_MEMORY_ALLOCATION_PARAMS
+ * or the vidheap are rounded to the page as RM rounds them (nvsim_rm_round,
+ * nvsim_rm_sysmem_round); NVOS02's are counted to the byte.
  *
  * The paths: RM_ALLOC of a memory class (objects.c), RM_ALLOC_MEMORY
  * (NVOS02) and RM_VID_HEAP_CONTROL (NVOS32), all ending in
@@ -142,39 +142,48 @@ void nvsim_mem_put(struct nvsim_mem *mem)
 }
 
 /**
- * nvsim_rm_round - the size RM allocates for an FB request naming a page size
+ * nvsim_rm_round - the size and attributes RM gives video memory
  * @size: in: the size asked for; out: rounded up to the page size
- * @attr: NVOS32 attr
- * @attr2: NVOS32 attr2
+ * @attr: in/out: NVOS32 attr; PAGE_SIZE set to the page size chosen
+ * @attr2: in/out: NVOS32 attr2; PAGE_SIZE_HUGE set for a huge page
  *
- * memmgrDeterminePageSize_IMPL (mem_mgr.c) picks the page size from attr's
- * PAGE_SIZE (and attr2's PAGE_SIZE_HUGE for HUGE: DEFAULT and 2MB are 2 MiB,
- * 512MB is 512 MiB: dmaNvos32ToPageSizeAttr, mem.c);
- * memmgrAllocDetermineAlignment_GM107 (arch/maxwell/mem_mgr_gm107.c) then
- * rounds the size up to it (hwAlignment + 1), and vidmemConstruct
- * (video_mem.c, vidmemAllocResources) allocates and reports that size.  BIG
- * is 64 KiB (kgmmuGetMaxBigPageSize_GM107 without per-VA-space big pages,
- * which RM leaves off).  Simplified: a DEFAULT page size is not rounded
- * (RM's _memmgrPickDefaultGpuPageSize would round it to 64 KiB, or 2 MiB
- * from 2 MiB up), so that tests can fill a GPU to the byte; 256GB pages are
- * refused (no simulated GPU has them: NV_ERR_INVALID_ARGUMENT, as
- * memmgrAllocDetermineAlignment_GM107 without kgmmuIsPageSize256gbSupported);
- * compression is not modelled.
+ * memmgrAllocResources_IMPL (mem_utils.c) -> memmgrDeterminePageSize_IMPL
+ * (mem_mgr.c) picks the page size from attr's PAGE_SIZE (and attr2's
+ * PAGE_SIZE_HUGE for HUGE: DEFAULT and 2MB are 2 MiB, 512MB is 512 MiB:
+ * dmaNvos32ToPageSizeAttr, mem.c) and writes it back into the returned
+ * attributes; a DEFAULT page size is 2 MiB from 2 MiB up (both simulated
+ * chips have huge pages: kgmmuIsHugePageSupported), else BIG (every user
+ * allocation names its client, hClient).  memmgrAllocDetermineAlignment_GM107
+ * (arch/maxwell/mem_mgr_gm107.c) then rounds the size up to the page
+ * (hwAlignment + 1), and vidmemConstruct (video_mem.c, vidmemAllocResources)
+ * allocates and reports that size.  BIG is 64 KiB
+ * (kgmmuGetMaxBigPageSize_GM107 without per-VA-space big pages, which RM
+ * leaves off).  256GB pages are refused (no simulated GPU has them:
+ * NV_ERR_INVALID_ARGUMENT, as memmgrAllocDetermineAlignment_GM107 without
+ * kgmmuIsPageSize256gbSupported); compression is not modelled.  libcuda
+ * makes UVM external ranges of the size returned, which UVM refuses
+ * unless aligned (uvm_create_external_range: NV_ERR_INVALID_ADDRESS).
  */
-NV_STATUS nvsim_rm_round(u64 *size, u32 attr, u32 attr2)
+NV_STATUS nvsim_rm_round(u64 *size, u32 *attr, u32 *attr2)
 {
+	u32 psz = (*attr >> NVOS32_ATTR_PAGE_SIZE_SHIFT) & NVOS32_ATTR_PAGE_SIZE_MASK;
+	u32 huge = (*attr2 >> NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT) &
+		   NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK;
 	u64 page, rounded;
 
-	switch ((attr >> NVOS32_ATTR_PAGE_SIZE_SHIFT) & NVOS32_ATTR_PAGE_SIZE_MASK) {
+	if (psz == NVOS32_ATTR_PAGE_SIZE_DEFAULT) {
+		psz = *size >= SZ_2M ? NVOS32_ATTR_PAGE_SIZE_HUGE : NVOS32_ATTR_PAGE_SIZE_BIG;
+		huge = NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB;
+	}
+	switch (psz) {
 	case NVOS32_ATTR_PAGE_SIZE_4KB:
 		page = SZ_4K;
 		break;
 	case NVOS32_ATTR_PAGE_SIZE_BIG:
 		page = SZ_64K;
 		break;
-	case NVOS32_ATTR_PAGE_SIZE_HUGE:
-		switch ((attr2 >> NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT) &
-			NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK) {
+	default: /* NVOS32_ATTR_PAGE_SIZE_HUGE */
+		switch (huge) {
 		case NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB:
 			page = SZ_512M;
 			break;
@@ -182,15 +191,60 @@ NV_STATUS nvsim_rm_round(u64 *size, u32 attr, u32 attr2)
 			return NV_ERR_INVALID_ARGUMENT;
 		default:
 			page = SZ_2M;
+			huge = NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB;
 			break;
 		}
+		*attr2 &= ~(NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK << NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT);
+		*attr2 |= huge << NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT;
 		break;
-	default:
-		return NV_OK;
 	}
 	if (check_add_overflow(*size, page - 1, &rounded))
 		return NV_ERR_INVALID_ARGUMENT;
 	*size = rounded & ~(page - 1);
+	*attr &= ~(NVOS32_ATTR_PAGE_SIZE_MASK << NVOS32_ATTR_PAGE_SIZE_SHIFT);
+	*attr |= psz << NVOS32_ATTR_PAGE_SIZE_SHIFT;
+	return NV_OK;
+}
+
+/**
+ * nvsim_rm_sysmem_round - the size and attributes RM gives system memory
+ * @size: in: the size asked for; out: rounded up to 4 KiB
+ * @attr: in/out: NVOS32 attr, PAGE_SIZE set to 4KB
+ * @attr2: in/out: NVOS32 attr2, a DEFAULT GPU_CACHEABLE set to NO
+ *
+ * As 535.261.03 allocates NV01_MEMORY_SYSTEM (vidheap ALLOC_SIZE or
+ * NV_MEMORY_ALLOCATION_PARAMS): sysmemInitAllocRequest (system_mem.c) ->
+ * memmgrAllocResources_IMPL (mem_utils.c) -> memmgrDeterminePageSize_IMPL
+ * (mem_mgr.c): on x86 sysmemPageSize is RM_PAGE_SIZE, so
+ * memmgrLargePageSupported_IMPL is false for ADDR_SYSMEM: the page size is
+ * 4 KiB, written into the returned attr, and a BIG, HUGE or 512MB request
+ * makes it 0, which memmgrAllocResources_IMPL fails NV_ERR_INVALID_STATE.
+ * memmgrAllocDetermineAlignment_GM107 (mem_mgr_gm107.c) rounds the size
+ * up to the page; memUtilsAllocMemDesc creates the descriptor of that
+ * adjusted size and sysmemConstruct_IMPL reports it (size, limit = size -
+ * 1), with GPU_CACHEABLE DEFAULT made NO.  libcuda makes UVM external
+ * ranges of the size returned, which UVM refuses unless 4 KiB aligned
+ * (uvm_create_external_range: NV_ERR_INVALID_ADDRESS).
+ */
+NV_STATUS nvsim_rm_sysmem_round(u64 *size, u32 *attr, u32 *attr2)
+{
+	u32 cache;
+
+	switch ((*attr >> NVOS32_ATTR_PAGE_SIZE_SHIFT) & NVOS32_ATTR_PAGE_SIZE_MASK) {
+	case NVOS32_ATTR_PAGE_SIZE_DEFAULT:
+	case NVOS32_ATTR_PAGE_SIZE_4KB:
+		break;
+	default:
+		return NV_ERR_INVALID_STATE;
+	}
+	if (*size > U64_MAX - (SZ_4K - 1))
+		return NV_ERR_INVALID_ARGUMENT;
+	*size = ALIGN(*size, SZ_4K);
+	*attr &= ~(NVOS32_ATTR_PAGE_SIZE_MASK << NVOS32_ATTR_PAGE_SIZE_SHIFT);
+	*attr |= NVOS32_ATTR_PAGE_SIZE_4KB << NVOS32_ATTR_PAGE_SIZE_SHIFT;
+	cache = (*attr2 >> NVOS32_ATTR2_GPU_CACHEABLE_SHIFT) & NVOS32_ATTR2_GPU_CACHEABLE_MASK;
+	if (cache == NVOS32_ATTR2_GPU_CACHEABLE_DEFAULT)
+		*attr2 |= NVOS32_ATTR2_GPU_CACHEABLE_NO << NVOS32_ATTR2_GPU_CACHEABLE_SHIFT;
 	return NV_OK;
 }
 
@@ -523,7 +577,7 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 				      NVOS32_PARAMETERS *p)
 {
 	NVOS32_ALLOC_SIZE *as = &p->data.AllocSize;
-	u32 flags = as->flags, attr, hclass;
+	u32 flags = as->flags, attr, *pattr, *pattr2, hclass;
 	NvHandle h = as->hMemory;
 	struct nvsim_object *obj;
 	NV_STATUS status;
@@ -531,18 +585,22 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 
 	switch (p->function) {
 	case NVOS32_FUNCTION_ALLOC_SIZE:
-		attr = as->attr;
+		pattr = &as->attr;
+		pattr2 = &as->attr2;
 		psize = &as->size;
 		break;
 	case NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
-		attr = p->data.AllocTiledPitchHeight.attr;
+		pattr = &p->data.AllocTiledPitchHeight.attr;
+		pattr2 = NULL;  /* nvabi.h stops before attr2 */
 		psize = &p->data.AllocTiledPitchHeight.size;
 		break;
 	default: /* NVOS32_FUNCTION_ALLOC_SIZE_RANGE */
-		attr = p->data.AllocSizeRange.attr;
+		pattr = &p->data.AllocSizeRange.attr;
+		pattr2 = NULL;  /* nvabi.h stops before attr2 */
 		psize = &p->data.AllocSizeRange.size;
 		break;
 	}
+	attr = *pattr;
 	size = *psize;
 	if (size == 0)
 		return NV_ERR_INVALID_ARGUMENT;
@@ -556,11 +614,23 @@ static NV_STATUS nvsim_vid_heap_alloc(const struct nvsim_call *call,
 		hclass = NV01_MEMORY_LOCAL_USER;
 	if (hclass == NV01_MEMORY_LOCAL_USER) {
 		/* attr2 is read for ALLOC_SIZE only; elsewhere HUGE is 2 MiB. */
-		status = nvsim_rm_round(&size, attr,
-					p->function == NVOS32_FUNCTION_ALLOC_SIZE ?
-					as->attr2 : 0);
+		u32 a = attr, a2 = pattr2 ? *pattr2 : 0;
+
+		status = nvsim_rm_round(&size, &a, &a2);
 		if (status != NV_OK)
 			return status;
+		*pattr = a;
+		if (pattr2)
+			*pattr2 = a2;
+	} else if (hclass == NV01_MEMORY_SYSTEM) {
+		u32 a = attr, a2 = pattr2 ? *pattr2 : 0;
+
+		status = nvsim_rm_sysmem_round(&size, &a, &a2);
+		if (status != NV_OK)
+			return status;
+		*pattr = a;
+		if (pattr2)
+			*pattr2 = a2;
 	}
 
 	status = nvsim_alloc_memory_object(call, client, parent, &h, hclass,

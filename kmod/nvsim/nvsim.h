@@ -478,6 +478,7 @@ struct nvsim_object {
 			 * else a client's (its own or another's) */
 			NvHandle vas_client;
 			u32 va_mode;    /* NV0080_ALLOC_PARAMETERS.vaMode */
+			u32 cuda_limit_refs;    /* cuda.c: PERF_CUDA_LIMIT */
 		} device;
 		struct { u32 inst; } subdevice;
 		/* NV50_P2P: its two GPUs (the same one for a loopback) */
@@ -649,7 +650,8 @@ void nvsim_rm_alloc_os_desc(const struct nvsim_call *call,
 			    NVOS02_PARAMETERS *p);
 void nvsim_rm_alloc_os_desc_kernel(const struct nvsim_call *call,
 				   NVOS02_PARAMETERS *p);
-NV_STATUS nvsim_rm_round(u64 *size, u32 attr, u32 attr2);
+NV_STATUS nvsim_rm_round(u64 *size, u32 *attr, u32 *attr2);
+NV_STATUS nvsim_rm_sysmem_round(u64 *size, u32 *attr, u32 *attr2);
 NV_STATUS nvsim_alloc_memory_object(const struct nvsim_call *call,
 				    struct nvsim_client *client,
 				    struct nvsim_object *parent,

@@ -618,14 +618,16 @@ static NV_STATUS nvsim_memory_ctor(const struct nvsim_call *call,
 	struct nvsim_object *obj;
 	NV_STATUS status;
 
-	/*
-	 * The size is counted to the byte, but for a page size named in attr:
-	 * rounded as RM does, and written back (nvsim_rm_round).
-	 */
+	/* Rounded to the page as RM does, and written back (nvsim_rm_round). */
 	if (p->size == 0)
 		return NV_ERR_INVALID_ARGUMENT;
 	if (hclass == NV01_MEMORY_LOCAL_USER) {
-		status = nvsim_rm_round(&p->size, p->attr, p->attr2);
+		status = nvsim_rm_round(&p->size, &p->attr, &p->attr2);
+		if (status != NV_OK)
+			return status;
+	} else if (hclass == NV01_MEMORY_SYSTEM) {
+		/* 4 KiB pages, as RM gives system memory. */
+		status = nvsim_rm_sysmem_round(&p->size, &p->attr, &p->attr2);
 		if (status != NV_OK)
 			return status;
 	}

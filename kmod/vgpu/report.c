@@ -85,6 +85,8 @@ static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
 	/* GPU-wide, as the watchdog: accepted, not applied (issue 30 item 4). */
 	{ NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL, VGPU_CTRL_ANSWER_OK },
+	/* The same, under the number 535's libcuda gives it (no header). */
+	{ NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL_LEGACY, VGPU_CTRL_ANSWER_OK },
 	{ NV2080_CTRL_CMD_FB_GET_INFO, VGPU_CTRL_FB_INFO },
 	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, VGPU_CTRL_FB_INFO_V2 },
 	{ NV2080_CTRL_CMD_GPU_GET_PIDS, VGPU_CTRL_GET_PIDS },

@@ -42,6 +42,13 @@ def policy() -> dict[tuple[str, str], dict[str, str]]:
     out = {(r["kind"], r["name"]): r for r in rows}
     defines = dict(re.findall(r"^#define (\w+)\s+(0x[0-9A-Fa-f]+)", NVABI.read_text(), re.M))
     by_value = {(r["kind"], int(r["value"], 16)): r for r in rows if r["value"] != "?"}
+    # A number only an older release's user space uses (535's libcuda sets
+    # the CUDA performance limit as 0x809909): that release's row.
+    for other in sorted(POLICY.parent.glob("*.tsv")):
+        with other.open(newline="") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                if r["value"] != "?" and not r["name"]:
+                    by_value.setdefault((r["kind"], int(r["value"], 16)), r)
     for name, value in defines.items():
         for kind in ("control", "class"):
             r = by_value.get((kind, int(value, 16)))

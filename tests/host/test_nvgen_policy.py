@@ -305,8 +305,25 @@ def test_the_release_tree_gives_its_own_export_tables(release):
     own = {r["rm_privilege"] != "-" for r in ctl}
     assert own == {release in OWN_TREE}
     assert policy.own_control_flags(release) == (release in OWN_TREE)
-    unnamed = {int(r["cmd"], 16) for r in ctl if not r["name"]}
+    unnamed = {int(r["cmd"], 16) for r in ctl if not r["name"] and r["params_from"] != "userspace"}
     assert unnamed == UNNAMED_EXPORTS.get(release, set())
+
+
+@pytest.mark.parametrize("release", ["535.261.03", "535.288.01"])
+def test_the_cuda_limit_of_535s_libcuda_is_virtualised(release):
+    """libcuda 535.261.03's cuCtxCreate sets the CUDA performance limit as
+    0x809909, which no 535 header names and 535.261.03's RM does not export
+    (controls.USERSPACE_ONLY): a row of its own, answered NV_OK by vgpu.ko."""
+    ctl = {int(r["cmd"], 16): r for r in tsv.read(OUT / release / "controls.tsv") if not r["name"]}
+    row = ctl[0x809909]
+    assert (row["params"], row["sizeof"], row["params_from"]) == \
+        ("NV0080_CTRL_PERF_CUDA_LIMIT_CONTROL_PARAMS", "1", "userspace")
+    assert row["rm_privilege"] in ("", "-")       # not exported
+    pol = {int(r["value"], 16): r for r in rows(release) if r["kind"] == "control" and not r["name"]}
+    assert (pol[0x809909]["verdict"], pol[0x809909]["size"]) == ("virtualise", "1")
+    header = (ROOT / "kmod/include/nvrel_tables.h").read_text()
+    table = header.split(f"nvrel_{release.replace('.', '_')}_ctl[] = {{")[1].split("};")[0]
+    assert "{ 0x00809909, 1, 1, NVREL_VIRTUALISE," in table
 
 
 @pytest.mark.parametrize("release", OWN_TREE)

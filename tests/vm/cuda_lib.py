@@ -69,7 +69,12 @@ def run_cuda(body: str, env: dict | None = None, timeout: float = 300,
     ioctl of the child is logged there (tools/nvlog, build/nvlog.so)."""
     code = PRELUDE + textwrap.dedent(body)
     cmd = [*(argv_prefix or []), sys.executable, "-c", code, str(nvidia_lib("libcuda.so.1"))]
-    extra = dict(env or {})
+    # libcuda dlopen()s libnvidia-ptxjitcompiler.so.1 by its soname for
+    # cuModuleLoadData of PTX (CUDA_ERROR_JIT_COMPILER_NOT_FOUND without it).
+    libdir = str(nvidia_lib("libcuda.so.1").parent)
+    extra = {"LD_LIBRARY_PATH": ":".join(
+        p for p in (libdir, os.environ.get("LD_LIBRARY_PATH")) if p)}
+    extra.update(env or {})
     if nvlog is not None:
         so = Path(__file__).resolve().parents[2] / "build" / "nvlog.so"
         assert so.is_file(), f"{so} missing: make build/nvlog.so"

@@ -223,9 +223,6 @@ def test_a_made_195_node_does_not_open():
         assert p["open195"] == "EPERM", p
 
 
-@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE on nvsim "
-                   "with no call failing: its channels stop on GPFIFO MMU faults in nvsim's "
-                   "engine (docs/cuda.md; test_cuda.py::test_driver_api_sequence)")
 def test_context_memory_is_the_slices():
     """Once a context exists: cuMemGetInfo's total is the slice's 4 GiB and
     cuMemAlloc stops with CUDA_ERROR_OUT_OF_MEMORY (2) within it."""

@@ -1,18 +1,15 @@
 """NVIDIA's CUDA driver library (libcuda.so.1 of 535.261.03, Debian's
-libcuda1) on nvsim directly: cuInit and the device queries, and how far
-cuCtxCreate gets (the calls libcuda makes, logged by tools/nvlog: past
-its semaphore pool, validated range and dynamic parallelism region, it
-gives up after mapping a 3.8 MB system-memory object and making its
-external range, with no call failing; the channels it set up run in
-nvsim's engine without stopping).  The rest of the driver-API
-sequence (memory, copies, streams and events, a PTX
-module launched, the context destroyed) is written down as a strict xfail
-until that answer exists.  nvsim completes a launch's semaphores and
-fences without executing the kernel: a launch test may check that the
-launch completes, never what the kernel computed.
+libcuda1) on nvsim directly: cuInit and the device queries, cuCtxCreate
+(the calls libcuda makes, logged by tools/nvlog, each answered as RM
+answers it), and the driver-API sequence a user's program makes: memory
+until CUDA_ERROR_OUT_OF_MEMORY, copies through the copy engine, pinned
+host memory, streams and events, a PTX module JIT-compiled by
+libnvidia-ptxjitcompiler and launched, the context destroyed.  nvsim
+completes a launch's semaphores and fences without executing the kernel:
+a launch test may check that the launch completes, never what the kernel
+computed.
 
-nvsim is reloaded as one GH100 presenting 535.261.03 (a temporary alias of
-535.288.01's tables until nvgen has 535.261.03's own) with fb_backing=1,
+nvsim is reloaded as one GH100 presenting 535.261.03 with fb_backing=1,
 and back afterwards, so this runs in the VM group without vgpu.ko:
 
     tools/vm/vm.py run --load-nvsim -- .venv/bin/python -m pytest -q tests/vm/test_cuda.py
@@ -171,11 +168,23 @@ def assert_ctx_create_answers(lines):
     assert all(" control " in f" {ln}" for ln in failed), failed
 
 
-def test_ctx_create_past_semaphore_pool(tmp_path):
+def test_ctx_create(tmp_path):
     ctx, lines = ctx_create_calls(tmp_path)
     assert_ctx_create_answers(lines)
-    assert ctx == CUDA_ERROR_INVALID_VALUE
-    # On the way back libcuda releases the reservation: NV_OK, it holds it.
+    assert ctx == 0
+    # Its system memory in 4 KiB pages and its video memory in RM's default
+    # page (2 MiB from 2 MiB up): the sizes RM reports, which libcuda gives
+    # UVM_CREATE_EXTERNAL_RANGE (4 KiB-aligned or NV_ERR_INVALID_ADDRESS:
+    # cuCtxCreate failed CUDA_ERROR_INVALID_VALUE on a 0x3aa410-byte object).
+    heaps = [ln for ln in lines if " vidheap " in f" {ln}" and "status=0 " in ln]
+    assert heaps
+    for ln in heaps:
+        size = int(ln.split(" size=")[1].split()[0], 16)
+        assert size % 4096 == 0, ln
+    # NV0080 PERF_CUDA_LIMIT_SET_CONTROL under its legacy number: NV_OK
+    # (CUDA_ERROR_NOT_SUPPORTED without it).
+    assert set(control_status(lines, 0x809909)) == {"0"}
+    # cuCtxDestroy releases the reservation: NV_OK, it holds it.
     assert control_status(lines, 0x20800146) == ["0"]
 
 
@@ -266,12 +275,6 @@ def sequence_body(chunk: int) -> str:
     return f"    CHUNK = {chunk}\n    PTX = {PTX!r}\n" + SEQUENCE
 
 
-@pytest.mark.xfail(strict=True, reason="cuCtxCreate fails CUDA_ERROR_INVALID_VALUE with no call "
-                   "failing and no channel stopped in nvsim's engine: after "
-                   "UVM_MAP_DYNAMIC_PARALLELISM_REGION it allocates and CPU-maps a 0x3aa410-byte "
-                   "system-memory object, makes its UVM external range and, before "
-                   "UVM_MAP_EXTERNAL_ALLOCATION of it, tears the context down. Next: what libcuda "
-                   "checks between that range and its mapping (not traced yet)")
 def test_driver_api_sequence():
     r = run_cuda(sequence_body(64 << 20))
     assert r.returncode == 0, (r.stdout, r.stderr)
@@ -283,3 +286,7 @@ def test_driver_api_sequence():
     assert out["free"] - (64 << 20) < out["allocated"] <= out["free"]
     # fb_backing=1: the copy engine's copies reach the same FB.
     assert out["copied"]
+    # Every other call of the sequence answered CUDA_SUCCESS (check()
+    # stops the child at the first that does not).
+    assert all(c[1] == 0 for c in out["calls"]), out["calls"]
+    assert out["calls"][-1] == ["cuCtxDestroy_v2", 0]

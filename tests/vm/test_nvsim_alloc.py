@@ -208,11 +208,13 @@ def test_one_device_per_gpu_per_client(res, client, gpu0, state):
 
 def test_alloc_params_copied_back(client, gpu0, state):
     """NV_MEMORY_ALLOCATION_PARAMS comes back with the size the driver used
-    (nvsim counts to the byte: exactly the size asked for) and its limit."""
+    (RM's default page from 2 MiB up is 2 MiB: the size rounded up to it),
+    its limit, and the page size it picked in attr (HUGE, attr2 2MB)."""
     mp = A.NV_MEMORY_ALLOCATION_PARAMS(size=SIZE + 1)
     client.alloc(gpu0.hDevice, A.NV01_MEMORY_LOCAL_USER, mp)
-    assert mp.size == SIZE + 1 and mp.limit == SIZE
-    assert _fb(state) == SIZE + 1
+    assert mp.size == SIZE + 2 * MiB and mp.limit == SIZE + 2 * MiB - 1
+    assert (mp.attr >> 23) & 3 == 3 and (mp.attr2 >> 20) & 3 == 1
+    assert _fb(state) == SIZE + 2 * MiB
 
 
 def test_virtual_class_is_not_counted(client, gpu0, state):
@@ -259,8 +261,9 @@ _HUGE2 = 20
     (4096, 3 << _PS, 0, 2 * MiB),                       # HUGE, attr2 DEFAULT: 2 MiB
     (4096, 3 << _PS, 1 << _HUGE2, 2 * MiB),             # HUGE 2MB
     (2 * MiB + 1, 3 << _PS, 2 << _HUGE2, 512 * MiB),    # HUGE 512MB (GH100)
-    (12345, 0, 0, 12345),                               # DEFAULT: to the byte (simplified)
-], ids=["4k", "big", "huge", "huge-2m", "huge-512m", "default"])
+    (12345, 0, 0, 64 << 10),                            # DEFAULT below 2 MiB: BIG
+    (2 * MiB + 1, 0, 0, 4 * MiB),                       # DEFAULT from 2 MiB: HUGE
+], ids=["4k", "big", "huge", "huge-2m", "huge-512m", "default", "default-huge"])
 def test_page_size_attribute_rounds_like_rm(client, gpu0, state, size, attr, attr2, rounded):
     """Issue 31 item 3a: RM rounds the size up to the page size it picked
     (memmgrDeterminePageSize, memmgrAllocDetermineAlignment_GM107) and

@@ -1,5 +1,5 @@
-"""Exact framebuffer capacity: the whole FB can be allocated to the byte by
-every path, one byte more is NV_ERR_NO_MEMORY, freeing makes room again, and
+"""Exact framebuffer capacity: the whole FB can be allocated by every path
+(NVOS02 to the byte, the others in RM's pages), one byte more is NV_ERR_NO_MEMORY, freeing makes room again, and
 the GPUs are independent."""
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def test_fb_plus_one_byte_fails_without_side_effects(gpu0, state, fb_size):
 
 
 def test_exact_fill_mixing_paths(gpu0, state, fb_size):
-    """Fill the FB to the byte with blocks from every path, the last one of an
-    odd size; then nothing more fits, through any path."""
+    """Fill the FB exactly with blocks from every path; then nothing more
+    fits, through any path."""
     quarter = fb_size // 4
     gpu0.alloc(quarter, "rm-alloc")
     gpu0.alloc(quarter, "rm-alloc", form="nvos21")
@@ -71,11 +71,14 @@ def test_exact_fill_mixing_paths(gpu0, state, fb_size):
     assert state().fb_used(0) == fb_size
 
 
-def test_byte_granular_sizes_add_up(gpu0, state, fb_size):
-    """Sizes are counted to the byte: fb_size - 1 bytes fit, then exactly one
-    byte more, then nothing."""
-    gpu0.alloc(fb_size - 1, "rm-alloc")
+def test_sizes_add_up_as_rm_rounds_them(gpu0, state, fb_size):
+    """NVOS02's sizes are counted to the byte; NV_MEMORY_ALLOCATION_PARAMS'
+    and the vidheap's are RM's page multiples (64 KiB below 2 MiB: a byte
+    takes 64 KiB), so the last 64 KiB hold one of those, then nothing."""
+    gpu0.alloc(fb_size - (64 << 10) - 1, "alloc-memory")
     gpu0.alloc(1, "alloc-memory")
+    assert state().fb_used(0) == fb_size - (64 << 10)
+    gpu0.alloc(1, "rm-alloc")
     assert state().fb_used(0) == fb_size
     _no_memory(gpu0.alloc, 1, "vid-heap")
 

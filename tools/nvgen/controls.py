@@ -44,6 +44,23 @@ def _candidates(src, d: cdefs.Define) -> list[tuple[str | None, str]]:
     return cands
 
 
+# Controls NVIDIA's own user space of a release issues under a number the
+# release's SDK headers do not define and its open RM does not export,
+# found by running that user space (docs/cuda.md): (release prefix, cmd,
+# params struct).  libcuda 535.261.03's cuCtxCreate sets the CUDA
+# performance limit as 0x809909 (NV0080_CTRL_PERF | LEGACY_NON_PRIVILEGED,
+# message 0x9: NV0080_CTRL_PERF_CUDA_LIMIT_CONTROL_PARAMS, ctrl0080perf.h),
+# which 550 and later name NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL at
+# 0x801909.  Unnamed here, as the driver's own unnamed exports are.
+USERSPACE_ONLY = (
+    ("535.", 0x00809909, "NV0080_CTRL_PERF_CUDA_LIMIT_CONTROL_PARAMS"),
+)
+
+
+def _userspace_only(rel: Release) -> list[tuple[int, str]]:
+    return [(cmd, typ) for pre, cmd, typ in USERSPACE_ONLY if rel.name.startswith(pre)]
+
+
 def own_exports(rel: Release, tree: TreeFacts,
                 own: rmsrc.ExportTables | None) -> rmsrc.ExportTables | None:
     """The release's own export tables: own (read from its vendored tree),
@@ -60,6 +77,7 @@ def sizes(rel: Release, tree: TreeFacts, defs: dict, own: rmsrc.ExportTables | N
     out = {t for d in defs.values() for t, _ in _candidates(own or tree, d)}
     if own is not None:
         out |= {e.params for entries in own.exports.values() for e in entries}
+    out |= {typ for _, typ in _userspace_only(rel)}
     return out
 
 
@@ -103,6 +121,15 @@ def rows(rel: Release, tree: TreeFacts, defs: dict, result: Result,
                            sizeof=size(result, typ), params_from="rm-export" if typ else "")
                 row.update(_export_columns(own, entries, access_names))
                 out.append(row)
+                seen.add(cmd)
+    for cmd, typ in _userspace_only(rel):
+        if hex_(cmd, 8) in seen or cmd in seen:
+            continue
+        row = dict(cmd=hex_(cmd, 8), name="", header="", params=typ,
+                   sizeof=size(result, typ), params_from="userspace")
+        row.update(_export_columns(own, [], access_names) if own else
+                   {k: NOT_HERE for k in COLUMNS[6:]})
+        out.append(row)
     return sorted(out, key=lambda r: (r["cmd"], r["name"]))
 
 

@@ -452,6 +452,12 @@ RULES: list[Rule] = [
          "slice); CUDA asks at start-up (nvproxy forwards it): answered NV_OK by the mediator. No header "
          "names it: driver's subdeviceCtrlCmdGpu{Acquire,Release}ComputeModeReservation",
          values(0x20800145, 0x20800146), ("control",)),
+    Rule("virtualise", "isolation: a GPU-wide switch CUDA sets, the CUDA performance limit under the "
+         "number 535's libcuda gives it (NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL, 0x801909 from 550 "
+         "on; no 535 header names 0x809909 and 535.261.03's open RM does not export it, yet cuCtxCreate "
+         "fails CUDA_ERROR_NOT_SUPPORTED unless it is NV_OK: docs/cuda.md): answered NV_OK, not applied "
+         "to the GPU",
+         values(0x00809909), ("control",)),
     Rule("forward", "a child of the caller's own channel: its class and engine "
          "(kchannelCtrlCmdGetClassEngineid_IMPL: kchannelFindChildByHandle, the object must be a "
          "child of this channel). The A06F/C36F aliases of NV906F's command, which the RM of the "
