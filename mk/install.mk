@@ -74,7 +74,7 @@ install-unit:
 	install -d $(DESTDIR)$(UNITDIR)
 	sed -E -e 's#(/usr/local/bin|/usr/bin)/(vgpud|vgpuctl|vgpu-oci-hook)([[:space:]]|$$)#$(BINDIR)/\2\3#g' \
 		-e 's#file:///usr/share/doc/vgpu/#file://$(DOCDIR)/#g' \
-		packaging/vgpud.service > $(DESTDIR)$(UNITDIR)/vgpud.service
+		deploy/systemd/vgpud.service > $(DESTDIR)$(UNITDIR)/vgpud.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/vgpud.service
 	$(if $(LIVE_SYSTEMD),-systemctl daemon-reload)
 

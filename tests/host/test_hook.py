@@ -710,9 +710,9 @@ def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
 
 def test_shipped_hook_entries_have_an_explicit_env():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cfg = json.load(open(os.path.join(root, "container-hook", "config-hooks.json")))
+    cfg = json.load(open(os.path.join(root, "deploy", "oci-hooks", "config-hooks.json")))
     entries = [h for lst in cfg["hooks"].values() for h in lst]
-    d = os.path.join(root, "container-hook", "oci-hooks.d")
+    d = os.path.join(root, "deploy", "oci-hooks", "hooks.d")
     entries += [json.load(open(os.path.join(d, f)))["hook"] for f in sorted(os.listdir(d))]
     assert len(entries) == 4
     for h in entries:
