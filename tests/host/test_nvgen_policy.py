@@ -1,6 +1,6 @@
 """tools/nvgen/policy.py: the mediation policy per driver release.
 
-- The committed docs/policy files are exactly what the code makes from the
+- The committed kmod/vgpu/policy files are exactly what the code makes from the
   committed tables (tools/nvgen/out, tools/nvgen/embedded,
   tools/nvgen/nvproxy); no vendor archive is needed for that.
 - The committed embedded and nvproxy tables regenerate from their sources
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from tools.nvgen import embedded, gen, nvproxy, policy, tsv, vendor
 
-DOCS = ROOT / "docs" / "policy"
+DOCS = ROOT / "kmod" / "vgpu" / "policy"
 OUT = ROOT / "tools" / "nvgen" / "out"
 RELEASES = ("535.261.03", "535.288.01", "550.163.01", "570.211.01", "575.64.05",
             "580.142", "590.48.01", "595.45.04")

@@ -23,7 +23,7 @@ from vgpu_fixtures import MiB, in_child, read_vstate, status, wait_until
 from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401
 
 # privileged (RMCTRL_FLAGS_PRIVILEGED), 16 bytes: clientCount (u32), then
-# resourceCount (u64); the policy refuses it (docs/policy/595.45.04.tsv)
+# resourceCount (u64); the policy refuses it (kmod/vgpu/policy/595.45.04.tsv)
 GET_CLIENT_DATABASE_INFO = 0x0000013D
 
 

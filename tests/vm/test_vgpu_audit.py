@@ -36,7 +36,7 @@ def nvsim_stat(key: str) -> str:
 def policy_rows() -> list[tuple[str, int, str, str]]:
     release = nvsim_stat("release")
     out = []
-    for line in (ROOT / "docs/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
+    for line in (ROOT / "kmod/vgpu/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
         kind, value, name, size, verdict, _reason, embedded = line.split("\t")
         if value != "?":
             out.append((kind, int(value, 16), size, verdict, embedded))

@@ -305,7 +305,7 @@ def test_serialized_controls_and_allocs_refused(sl):
 
 @pytest.mark.parametrize("ctrl", ["schedule", "timeslice", "preempt", "interleave"])
 def test_tsg_scheduling_controls_never_reach_the_gpu(sl, ctrl):
-    """The TSG's scheduling is the slice scheduler's (docs/policy, rule 20):
+    """The TSG's scheduling is the slice scheduler's (kmod/vgpu/policy, rule 20):
     a disable is refused; SET_TIMESLICE, PREEMPT and SET_INTERLEAVE_LEVEL
     are answered NV_OK (CUDA sets them at start-up) and not applied."""
     c = sl.client()

@@ -59,7 +59,7 @@ def _nvsim(key: str) -> int:
 def _policy_size(release: str, kind: str, value: int, default: int) -> int:
     """An item's params size in the release's policy table (nvrel.py has
     none for classes); 0 for none."""
-    tsv = Path(__file__).resolve().parents[2] / "docs/policy" / f"{release}.tsv"
+    tsv = Path(__file__).resolve().parents[2] / "kmod/vgpu/policy" / f"{release}.tsv"
     if tsv.exists():
         for line in tsv.read_text().splitlines():
             f = line.split("\t")
