@@ -184,7 +184,8 @@ def _family(r: dict[str, str]) -> int | None:
     return value if r["kind"] == "class" else value >> 16
 
 
-# What of those families stays within the slice, and why (issue 30 item 4):
+# What of those families stays within the slice, and why (what a multi-GPU
+# job asks of its own GPUs is not refused):
 # P2P between two subdevices of the caller's own client (vgpu.ko checks
 # both), and the controls of a debugger session bound to the caller's own
 # compute object that touch only that context's debug state.
@@ -418,7 +419,7 @@ def test_readme_lists_every_non_forwarded_item_of_595():
 
 # ------------------------------------------------ nvproxy's default list
 def test_coverage_of_nvproxys_default_list():
-    """Issue 30 item 4: of what nvproxy forwards with its default
+    """Of what nvproxy forwards with its default
     capabilities (compute, utility), the policy forwards or handles the
     multi-GPU and IPC items a training job needs (P2P between the slice's
     GPUs, UVM peer access, single-object CUDA IPC), and refuses the rest

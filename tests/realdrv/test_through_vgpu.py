@@ -151,7 +151,8 @@ def test_root_client_handles_through_a_slice(rsl):
     Each is recorded only after the driver's ownership check passed for it
     (mediate.c, vgpu_root_owned: an NV0020_GPU_MANAGEMENT allocated under it
     through the real file, found through the kernel entry); vgpu.ko's own
-    pick range is refused to callers (issue 31)."""
+    pick range is refused to callers (a tenant's handle must not decide
+    vgpu.ko's own picks)."""
     c = RmClient(rsl.prefix, alloc_client=False)
     d = RmClient(rsl.prefix, alloc_client=False)
     try:

@@ -1,7 +1,7 @@
-"""Issue 30, item 4: what a multi-GPU training job needs between its own
-GPUs, through a slice (kmod/vgpu/memory.c vgpu_p2p_check, uvm.c
-vgpu_uvm_peer_access, rmapi.c's CUDA IPC; nvsim's models in
-kmod/nvsim/peer.c; docs/mediator.md).
+"""What a multi-GPU training job needs between its own GPUs is answered
+through a slice; nothing that reaches another slice's GPU or memory is
+(kmod/vgpu/memory.c vgpu_p2p_check, uvm.c vgpu_uvm_peer_access, rmapi.c's
+CUDA IPC; nvsim's models in kmod/nvsim/peer.c; docs/mediator.md).
 
 - NV50_P2P between two subdevices of the caller's client works for a slice
   of two GPUs; the driver finds both subdevices in the allocating client

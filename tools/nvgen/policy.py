@@ -377,7 +377,8 @@ VIRTUAL_GPU_WIDE = (
 )
 # Controls of an SM debugger session (GT200_DEBUGGER, which vgpu.ko binds to
 # the caller's own compute object) that read or set the debugged context's
-# own state, or read the caller's own memory: forwarded (issue 30 item 4).
+# own state, or read the caller's own memory: forwarded (what stays within
+# the caller's own objects and memory is not refused).
 DEBUGGER_OWN = (
     "NV83DE_CTRL_CMD_DEBUG_SET_MODE_MMU_DEBUG", "NV83DE_CTRL_CMD_DEBUG_GET_MODE_MMU_DEBUG",
     "NV83DE_CTRL_CMD_DEBUG_SET_MODE_ERRBAR_DEBUG", "NV83DE_CTRL_CMD_DEBUG_GET_MODE_ERRBAR_DEBUG",
