@@ -1,4 +1,4 @@
-"""The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.common.values
+"""The package's layers (README.md, "Layout"): vgpu.cli, vgpu.abi and vgpu.common.values
 import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
 every module's imports are at its top, where a reader sees them."""
