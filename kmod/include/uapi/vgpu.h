@@ -163,7 +163,7 @@ enum vgpu_cmd {
  *   pad                       nla_put_u64_64bit's alignment attribute
  * followed by the end of the comment or by ",", ":", ";" or " ".
  * tests/host/test_uapi.py parses these and checks them against the kernel's
- * policies and nla_put/nla_get calls and against vgpu/daemon/kernel.py's types.
+ * policies and nla_put/nla_get calls and against vgpu/vgpuko/messages.py's types.
  */
 
 /* Top-level attributes. */
