@@ -1,4 +1,4 @@
-# ---------------------------------------------------------------- install
+# make install, make uninstall: a real GPU node
 # On a real GPU node (README "On a real GPU node"): the Python package in its
 # own venv under $(VGPU_HOME), the commands symlinked into $(BINDIR), the
 # example config (as the config only where none exists), the systemd unit,
