@@ -1,5 +1,5 @@
-"""Backtest of demand forecasts against static schedule windows (issue 17,
-part 5): offline, standard library only, a few seconds.
+"""Backtest of demand forecasts against static schedule windows
+(docs/forecast.md): offline, standard library only, a few seconds.
 
     .venv/bin/python bench/backtest.py [--days 35] [--seeds 1,2,3,4,5] [--traces diurnal,...]
         [--markdown bench/backtest-report.md]

@@ -12,7 +12,7 @@ the set-quota path add.
 Unless --container names an existing slice, it creates one (bench-setquota,
 for its own pid) and deletes it afterwards.  Each run alternates the memory
 quota between two values so that every call really changes the kernel's
-limit.  Target (issue 4): median set-quota - median python start < 20 ms.
+limit.  Target (a quota change is applied at once): median set-quota - median python start < 20 ms.
 """
 from __future__ import annotations
 

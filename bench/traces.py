@@ -1,5 +1,5 @@
-"""Synthetic but realistic demand traces for the forecast backtest (issue 17,
-part 5).  Seeded, standard library only; bench/backtest.py replays them.
+"""Synthetic but realistic demand traces for the forecast backtest
+(docs/forecast.md).  Seeded, standard library only; bench/backtest.py replays them.
 
 A trace is two labels on one GPU, sampled every ``step_s`` (5 minutes) for
 ``days`` days starting on a Monday 00:00 (local time = UTC here):

@@ -12,8 +12,8 @@ same on both sides; direct and virtual calls alternate so drift hits both):
 
 then the same again with --handles (default 100,000) live FB objects held in
 the slice by another client, to show whether the cost grows with the size
-of the slice's object table.  Targets (issue 11, after the call page and
-the post-call checks): passthrough <= 1.1x, alloc+free <= 1.3x, no growth
+of the slice's object table.  Targets (mediation must cost little, after the
+call page and the post-call checks): passthrough <= 1.1x, alloc+free <= 1.3x, no growth
 with handles.
 
 Runs inside the VM with nvsim and vgpu.ko loaded (see bench/README.md).

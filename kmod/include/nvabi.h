@@ -217,7 +217,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV0000_CTRL_GPU_MAX_ACTIVE_DEVICES              256
 #define NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE            0x0000027b
 #define NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES          0x00800280
-/* Answered by vgpu.ko for a GPU with no peer and no fabric (docs/policy). */
+/* Answered by vgpu.ko for a GPU with no peer and no fabric (kmod/vgpu/policy). */
 #define NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS             0x00000127
 #define NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2          0x0000012b
 #define NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS        0x00000136
@@ -248,7 +248,7 @@ typedef NvU64    NvP64 __attribute__((aligned(8)));
 #define NV0000_CTRL_GPU_INVALID_ID                      0xffffffffU
 #define NV0000_CTRL_GPU_MAX_ATTACHED_GPUS               32
 #define NV0000_CTRL_GPU_MAX_PROBED_GPUS                 32
-/* Virtualised: answered NV_OK, never applied (docs/policy, rules 12, 20, 21). */
+/* Virtualised: answered NV_OK, never applied (kmod/vgpu/policy, rules 12, 20, 21). */
 #define NV2080_CTRL_CMD_GPU_ACQUIRE_COMPUTE_MODE_RESERVATION 0x20800145
 #define NV2080_CTRL_CMD_GPU_RELEASE_COMPUTE_MODE_RESERVATION 0x20800146
 #define NV2080_CTRL_CMD_TIMER_SET_GR_TICK_FREQ          0x20800407

@@ -3,7 +3,7 @@
  * nvrel.h - the NVIDIA driver releases the modules know, and per release
  * the mediation policy with the parameter size of every item.
  *
- * The data is generated (nvrel_tables.h, from docs/policy/<release>.tsv and
+ * The data is generated (nvrel_tables.h, from kmod/vgpu/policy/<release>.tsv and
  * tools/nvgen/out/<release>/lists.tsv by tools/nvgen/kernel.py); these are
  * its types and the lookup both modules share.  vgpu.ko takes the verdicts,
  * sizes and lists of the real driver's release (policy.c); nvsim takes the
@@ -24,7 +24,7 @@
 #include <linux/bsearch.h>
 #include <linux/string.h>
 
-/* What the mediator does with an item (docs/policy/README.md, "Verdicts"). */
+/* What the mediator does with an item (kmod/vgpu/policy/README.md, "Verdicts"). */
 enum nvrel_verdict {
 	NVREL_FORWARD,
 	NVREL_REWRITE,

@@ -551,7 +551,8 @@ static void vgpu_call_poison(struct vgpu_file *vf)
  * memory.  What made it dangerous were further broken calls in flight at
  * the same time, reading, after it was made, "a device under it on any
  * GPU", then "64 MiB under that device": memory the driver keeps for as
- * long as the real file lives, charged to nobody (issue 31, item 1; the
+ * long as the real file lives, charged to nobody (memory is charged to
+ * the slice whose call made it, or not made; the
  * window needs no debug delay on the driver, whose NV_KMALLOC before the
  * copy_from_user of the parameters may sleep).
  *

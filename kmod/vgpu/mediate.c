@@ -83,7 +83,8 @@ void vgpu_undo(struct vgpu_file *vf)
  * vgpu.ko's own root handles: the picks below, 0xc1d80000 | n (the upper
  * half of the driver's client range, away from its generator).  A caller
  * asking for one is answered as for a taken handle, so that no tenant can
- * squat the handles vgpu.ko is about to pick for another (issue 31, item 7).
+ * squat the handles vgpu.ko is about to pick for another (nothing a tenant
+ * holds decides what vgpu.ko does).
  */
 #define VGPU_ROOT_PICK_BASE     (VGPU_CLIENT_HANDLE_BASE | 0x80000)
 #define VGPU_ROOT_PICK_MASK     0x7ffffu

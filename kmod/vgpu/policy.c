@@ -5,7 +5,7 @@
  * The release is the driver's own version string, learnt from
  * nvidia_get_rm_ops at load (rmapi.c).  Each release has its own table of
  * verdicts and parameter sizes (nvrel_tables.h, generated from
- * docs/policy/<release>.tsv): no copy of a caller's parameters is sized
+ * kmod/vgpu/policy/<release>.tsv): no copy of a caller's parameters is sized
  * from anything else.  A release without tables is refused at load; the
  * module parameter nvidia_release names a known release to use instead,
  * for an operator who has checked that the two agree.

@@ -83,7 +83,11 @@ static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
 	{ NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS, VGPU_CTRL_ANSWER_OK },
 	{ NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG, VGPU_CTRL_ANSWER_OK },
-	/* GPU-wide, as the watchdog: accepted, not applied (issue 30 item 4). */
+	/*
+	 * GPU-wide, as the watchdog: accepted, not applied (a slice changes
+	 * nothing another slice sees; what a multi-GPU job asks of its own
+	 * GPUs is answered, not refused).
+	 */
 	{ NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL, VGPU_CTRL_ANSWER_OK },
 	/* The same, under the number 535's libcuda gives it (no header). */
 	{ NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL_LEGACY, VGPU_CTRL_ANSWER_OK },

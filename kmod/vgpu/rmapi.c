@@ -271,9 +271,10 @@ NV_STATUS vgpu_rm_mem_size(NvHandle hClient, NvHandle hMemory, u64 *size)
  * handle is the driver's pick (hRoot 0: serverAllocClient's generator),
  * read back from the kernel entry's parameters, which are kernel memory:
  * no handle of vgpu.ko's choosing that a tenant could hold beforehand
- * (issue 31, item 7: a tenant holding root clients at every handle
- * vgpu.ko used to pick here made every later slice fall back to the
- * minor).  Return: its handle (free it with vgpu_rm_free(h, h, h)), or 0.
+ * (existence is not ownership, and nothing a tenant holds decides what
+ * vgpu.ko does: a tenant holding root clients at every handle vgpu.ko
+ * used to pick here made every later slice fall back to the minor).
+ * Return: its handle (free it with vgpu_rm_free(h, h, h)), or 0.
  */
 static NvHandle vgpu_rm_own_client(void)
 {

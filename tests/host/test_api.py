@@ -268,7 +268,8 @@ async def test_create_binds_cgroup(env, tmp_path, monkeypatch):
 
 async def test_attach_binds_an_operators_slice_to_one_container_at_a_time(env, tmp_path,
                                                                           monkeypatch):
-    """The CDI flow (issue 18 (2), (7)): vgpu.ko opens an unbound slice for
+    """The CDI flow (a slice opens only from its container; the image's
+    environment never reaches the hook): vgpu.ko opens an unbound slice for
     host administrators only, so a container's hook attaches the operator's
     slice to the container's own cgroup.  One container at a time; a slice
     made for a container is never attached elsewhere; bad cgroups leave

@@ -1,4 +1,4 @@
-"""bench/backtest.py (issue 17, part 5): the scheduler model, the traces and a
+"""bench/backtest.py (docs/forecast.md): the scheduler model, the traces and a
 short replay where forecasts must beat the static windows."""
 from __future__ import annotations
 

@@ -646,7 +646,7 @@ def test_window_describe_days(days, text):
     assert w.describe() == f"a=b gets p 08:00-09:00 {text}"
 
 
-# ---- profile limits and requests from images (issue 18 (3)) ---------------
+# ---- profile limits and requests from images (the operator bounds them) ---
 
 LIMITED = """
 [profiles.small]

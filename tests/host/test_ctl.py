@@ -439,7 +439,8 @@ def test_entry_point_exit_codes_in_a_process(fake, tmp_path):
 
 def test_help_imports_little():
     """--help loads nothing of the daemon's, nor socket.py or argparse:
-    vgpuctl starts fast (its imports are all at its top, issue 14)."""
+    vgpuctl starts fast (its imports are all at its top, where a reader
+    sees what it depends on)."""
     code = ("import sys, io; sys.stdout = io.StringIO(); from vgpu.cli import ctl; ctl.main(['--help']);"
             "sys.stdout = sys.__stdout__; print(sorted(m for m in sys.modules if m.startswith('vgpu')"
             " or m in ('json', 'socket', 'argparse', 'trio')))")

@@ -1,4 +1,4 @@
-"""vgpu.common.forecast (issue 17, part 3): traces whose answers are known."""
+"""vgpu.common.forecast (docs/forecast.md): traces whose answers are known."""
 from __future__ import annotations
 
 import calendar

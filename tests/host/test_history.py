@@ -1,4 +1,4 @@
-"""vgpu.daemon.history: the usage-history store (issue 17, part 1).
+"""vgpu.daemon.history: the usage-history store (docs/history.md).
 
 Retention and downsampling with explicit times (a fake clock), restarts,
 the kernel counters' deltas and resets, the size cap, label queries, and the

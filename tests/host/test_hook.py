@@ -312,7 +312,7 @@ def test_no_request_exits_zero_fast_without_daemon(tmp_path):
 
 
 def test_no_request_imports_nothing_heavy(tmp_path):
-    """The hook's imports are all at its top (issue 14); what a container
+    """The hook's imports are all at its top, where a reader sees them; what a container
     that asked for nothing costs stays small: no socket.py (apiclient uses
     _socket), nothing of the daemon, no third-party module."""
     _, state = make_bundle(tmp_path)
@@ -503,7 +503,7 @@ def test_attach_mounts_nodes_in_the_container_namespace(tmp_path, fake):
         assert "nvidiactl" in out and "nvidia0" in out and "nvidia-uvm" in out
         assert out.count("crw") == 3 and "vgpu slice" in out
         # createContainer runs with the image's environment: refused, nothing
-        # mounted (issue 18 (1))
+        # mounted (no image code runs as the hook)
         r = run_hook(state, "createContainer", "--debug", "--fuse-mount", str(fs))
         assert r.returncode == 1 and "refusing the createContainer stage" in r.stderr
         assert not os.path.ismount(rootfs / "dev" / "nvidia0")
@@ -638,7 +638,8 @@ def test_cdi_spec_shape():
     assert nodes[1]["hostPath"] == "/run/vgpu/fs/c1/dev/nvidia0"
     assert (nodes[2]["major"], nodes[2]["minor"]) == (510, 3)
     # runc refuses a mount inside /proc: the proc view comes from a
-    # createRuntime hook with an explicit env (issue 18 (7), (1))
+    # createRuntime hook with an explicit env (the image's environment never
+    # reaches the hook)
     assert "mounts" not in dev["containerEdits"]
     (h,) = dev["containerEdits"]["hooks"]
     assert h["hookName"] == "createRuntime" and h["path"] == ctl.CDI_HOOK
@@ -683,8 +684,7 @@ def test_rebind_without_a_view_fails_cleanly(tmp_path, capsys):
     assert err.count("\n") == 1
 
 
-# ------------------------------------------------------------ issue 18 (1), (3): no image code,
-# no image requests
+# ------------------------------------------------------------ no image code, no image requests
 def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
     """The interpreter line vgpu-runtime (and vgpud's --rebind) use ignores
     PYTHONPATH, PYTHONWARNINGS & co. and the working directory: a directory
@@ -710,9 +710,9 @@ def test_hook_argv_runs_isolated_from_the_environment(tmp_path):
 
 def test_shipped_hook_entries_have_an_explicit_env():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cfg = json.load(open(os.path.join(root, "container-hook", "config-hooks.json")))
+    cfg = json.load(open(os.path.join(root, "deploy", "oci-hooks", "config-hooks.json")))
     entries = [h for lst in cfg["hooks"].values() for h in lst]
-    d = os.path.join(root, "container-hook", "oci-hooks.d")
+    d = os.path.join(root, "deploy", "oci-hooks", "hooks.d")
     entries += [json.load(open(os.path.join(d, f)))["hook"] for f in sorted(os.listdir(d))]
     assert len(entries) == 4
     for h in entries:
@@ -806,7 +806,7 @@ def test_mount_slice_argument(tmp_path, fake):
     assert r.returncode == 0 and fake.requests == []
 
 
-# ------------------------------------------------------------ pods (issue 15, item 2)
+# ------------------------------------------------------------ pods (one slice per pod)
 SB = "5e1f0c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f"
 UID = "0c4a1e6e-7a5b-4c33-9a0e-3d5f7b2b1c11"
 

@@ -1,4 +1,5 @@
-"""Issue 18 (1), (3), (7) under the REAL runc on the host, with
+"""No image code runs in the hook, and an image asks for nothing, under the
+REAL runc on the host, with
 tools/testbed/fake_vgpud.py as the daemon and mknod'ed nodes standing in for
 vgpufs (the helpers of test_hook_runc.py):
 

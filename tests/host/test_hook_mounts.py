@@ -1,5 +1,6 @@
-"""Issue 18 (6): the hook's mount targets are resolved inside the container's
-root by fd, never as strings, and --rebind pins its pid with a pidfd.
+"""Nothing in a container's root decides where the hook mounts: its mount
+targets are resolved inside the container's root by fd, never as strings,
+and --rebind pins its pid with a pidfd.
 
 Each test runs the hook's code in a child process with a private mount
 namespace (``unshare -m``), so that nothing it mounts, rightly or wrongly,

@@ -69,7 +69,7 @@ def test_bad_annotation_fails_the_start_and_leaves_no_slice(tmp_path, env):
 
 
 def test_slice_is_bound_to_the_containers_own_cgroup_and_no_vgpu_node_can_be_made(tmp_path, env):
-    """Issue 18 (2): the hook binds every slice to the container's own
+    """A slice opens only from its container: the hook binds every slice to the container's own
     cgroup v2 (found through the unified hierarchy's mount, so hybrid hosts
     such as this one bind too; before, they sent a pid and got an unbound
     slice), and the device rules allow the slice's nodes read/write only:
@@ -142,7 +142,7 @@ def test_same_name_in_another_runc_root_neither_gets_nor_deletes_the_slice(tmp_p
         fake.requests[-1]["args"]["owner"] == owner_a
 
 
-# ------------------------------------------------------------ pods (issue 15, item 2)
+# ------------------------------------------------------------ pods (one slice per pod)
 SB = "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0"
 UID = "6b1d2c3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
 

@@ -1,5 +1,5 @@
 """vgpu.ko's handler lists against the generated policy of the release
-nvabi.h pins (docs/policy/595.45.04.tsv, tools/nvgen/policy.py).
+nvabi.h pins (kmod/vgpu/policy/595.45.04.tsv, tools/nvgen/policy.py).
 
 Which items a release lets through is the generated table's
 (kmod/include/nvrel_tables.h, kmod/vgpu/policy.c); what vgpu.ko does beyond
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY = ROOT / "docs" / "policy" / "595.45.04.tsv"
+POLICY = ROOT / "kmod" / "vgpu" / "policy" / "595.45.04.tsv"
 KMOD = ROOT / "kmod" / "vgpu"
 NVABI = ROOT / "kmod" / "include" / "nvabi.h"
 

@@ -1,7 +1,7 @@
-"""The package's layers (docs/tour.md): vgpu.cli, vgpu.abi and vgpu.common.values
+"""The package's layers (README.md, "Layout"): vgpu.cli, vgpu.abi and vgpu.common.values
 import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
-every module's imports are at its top (issue 14)."""
+every module's imports are at its top, where a reader sees them."""
 import ast
 import fnmatch
 import json
@@ -138,7 +138,7 @@ async def g():
 
 
 def test_every_import_is_at_module_level():
-    """Issue 14: a module's imports are at its top, where a reader sees what
+    """A module's imports are at its top, where a reader sees what
     it depends on (an optional dependency in a module-level try/except
     ImportError); an import cycle is broken by moving the shared thing a
     layer down, not by importing late."""

@@ -29,7 +29,7 @@ from tools.nvgen import gen, kernel, lists, tsv, vendor
 from tools.nvgen.probe import HeaderSet, measure
 
 OUT = ROOT / "tools" / "nvgen" / "out"
-DOCS = ROOT / "docs" / "policy"
+DOCS = ROOT / "kmod" / "vgpu" / "policy"
 RELEASES = ("535.261.03", "535.288.01", "550.163.01", "570.211.01", "575.64.05",
             "580.142", "590.48.01", "595.45.04")
 BASE = "595.45.04"

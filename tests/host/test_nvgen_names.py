@@ -1,5 +1,5 @@
 """tools/nvgen/names.py: vgpu/abi/nvnames.py is what the committed
-docs/policy/<release>.tsv say (the --check run), and the generator's rules
+kmod/vgpu/policy/<release>.tsv say (the --check run), and the generator's rules
 (newest release first, first non-empty name, "?" numbers left out) on a
 small policy directory of its own."""
 import subprocess

@@ -1,6 +1,6 @@
 """tools/nvgen/policy.py: the mediation policy per driver release.
 
-- The committed docs/policy files are exactly what the code makes from the
+- The committed kmod/vgpu/policy files are exactly what the code makes from the
   committed tables (tools/nvgen/out, tools/nvgen/embedded,
   tools/nvgen/nvproxy); no vendor archive is needed for that.
 - The committed embedded and nvproxy tables regenerate from their sources
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from tools.nvgen import embedded, gen, nvproxy, policy, tsv, vendor
 
-DOCS = ROOT / "docs" / "policy"
+DOCS = ROOT / "kmod" / "vgpu" / "policy"
 OUT = ROOT / "tools" / "nvgen" / "out"
 RELEASES = ("535.261.03", "535.288.01", "550.163.01", "570.211.01", "575.64.05",
             "580.142", "590.48.01", "595.45.04")
@@ -184,7 +184,8 @@ def _family(r: dict[str, str]) -> int | None:
     return value if r["kind"] == "class" else value >> 16
 
 
-# What of those families stays within the slice, and why (issue 30 item 4):
+# What of those families stays within the slice, and why (what a multi-GPU
+# job asks of its own GPUs is not refused):
 # P2P between two subdevices of the caller's own client (vgpu.ko checks
 # both), and the controls of a debugger session bound to the caller's own
 # compute object that touch only that context's debug state.
@@ -435,7 +436,7 @@ def test_readme_lists_every_non_forwarded_item_of_595():
 
 # ------------------------------------------------ nvproxy's default list
 def test_coverage_of_nvproxys_default_list():
-    """Issue 30 item 4: of what nvproxy forwards with its default
+    """Of what nvproxy forwards with its default
     capabilities (compute, utility), the policy forwards or handles the
     multi-GPU and IPC items a training job needs (P2P between the slice's
     GPUs, UVM peer access, single-object CUDA IPC), and refuses the rest

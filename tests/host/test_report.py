@@ -239,7 +239,7 @@ def test_report_in_headless_chromium(tmp_path):
     browser = chromium()
     if browser is None:
         pytest.skip("no chromium binary on PATH (Debian: apt-get install chromium; "
-                    "the Makefile's APT_PACKAGES should list it)")
+                    "mk/deps.mk's APT_PACKAGES should list it)")
     d = sample()
     d["series"][0]["container"] = HOSTILE
     page = tmp_path / "report.html"

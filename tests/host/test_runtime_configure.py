@@ -19,7 +19,7 @@ import pytest
 from vgpu.cli import ctl, rtconfig
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "containerd"
-HOOK = pathlib.Path(__file__).resolve().parents[2] / "container-hook"
+SNIPPETS = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "containerd"
 CONTAINERD = shutil.which("containerd") or ("/usr/bin/containerd"
                                            if os.path.exists("/usr/bin/containerd") else None)
 needs_containerd = pytest.mark.skipif(CONTAINERD is None, reason="containerd is not installed "
@@ -411,7 +411,7 @@ def test_unknown_action(capsys):
 @pytest.mark.parametrize("name, version", [("containerd-config.toml", 2),
                                            ("containerd-config-v3.toml", 3)])
 def test_snippets_say_what_configure_writes(name, version):
-    doc = tomllib.loads((HOOK / name).read_text())
+    doc = tomllib.loads((SNIPPETS / name).read_text())
     assert doc["version"] == version
     cri = rtconfig.CRI[version]
     assert runtimes(doc, cri)["vgpu"] == rtconfig.wanted_handler(RT, None)

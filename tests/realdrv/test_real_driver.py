@@ -18,7 +18,7 @@ from vgpu_fixtures import in_child, status
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
 NV_ERR_INVALID_CLIENT = 0x23
 NV_ERR_OBJECT_NOT_FOUND = 0x57
-# privileged (RMCTRL_FLAGS_PRIVILEGED), read-only, 16 bytes: docs/policy
+# privileged (RMCTRL_FLAGS_PRIVILEGED), read-only, 16 bytes: kmod/vgpu/policy
 GET_CLIENT_DATABASE_INFO = 0x0000013D
 
 

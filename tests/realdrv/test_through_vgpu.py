@@ -23,7 +23,7 @@ from vgpu_fixtures import MiB, in_child, read_vstate, status, wait_until
 from vgpu_fixtures import kern, make_slice, vgpu_leak_check  # noqa: F401
 
 # privileged (RMCTRL_FLAGS_PRIVILEGED), 16 bytes: clientCount (u32), then
-# resourceCount (u64); the policy refuses it (docs/policy/595.45.04.tsv)
+# resourceCount (u64); the policy refuses it (kmod/vgpu/policy/595.45.04.tsv)
 GET_CLIENT_DATABASE_INFO = 0x0000013D
 
 
@@ -151,7 +151,8 @@ def test_root_client_handles_through_a_slice(rsl):
     Each is recorded only after the driver's ownership check passed for it
     (mediate.c, vgpu_root_owned: an NV0020_GPU_MANAGEMENT allocated under it
     through the real file, found through the kernel entry); vgpu.ko's own
-    pick range is refused to callers (issue 31)."""
+    pick range is refused to callers (a tenant's handle must not decide
+    vgpu.ko's own picks)."""
     c = RmClient(rsl.prefix, alloc_client=False)
     d = RmClient(rsl.prefix, alloc_client=False)
     try:

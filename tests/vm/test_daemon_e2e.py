@@ -243,7 +243,7 @@ def _refused_subdevice_control() -> tuple[int, int]:
     release = [ln.split(" ", 1)[1] for ln in
                Path("/sys/kernel/debug/nvsim/stats").read_text().splitlines()
                if ln.startswith("release ")][0]
-    for line in (ROOT / "docs/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
+    for line in (ROOT / "kmod/vgpu/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
         kind, value, _name, size, verdict, *_ = line.split("\t")
         if kind == "control" and verdict == "refuse" and value.startswith("0x2080") \
                 and size.isdigit() and 0 < int(size) <= 256:

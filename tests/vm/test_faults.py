@@ -220,7 +220,8 @@ class Path_:
 # probe is taken as "present" and another handle is tried.
 ABSORBED = ("RM_CONTROL 0xd02 kernel",)
 # (SLICE_NEW's device-instance question, rmapi.c vgpu_rm_device_instance,
-# absorbs nothing: unanswered, the slice is not made -- issue 31, item 7.)
+# absorbs nothing: unanswered, the slice is not made, since the device
+# instance a slice reports must be the driver's answer, never a guess.)
 # Its UUID question (vgpu_rm_gpu_uuid, after it, on a client of its own):
 # unanswered, the slice is made and UVM registers no UUID for the GPU.
 GPU_UUID = ("RM_ALLOC 0x0 kernel", "RM_CONTROL 0x275 kernel")

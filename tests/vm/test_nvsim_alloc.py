@@ -265,7 +265,7 @@ _HUGE2 = 20
     (2 * MiB + 1, 0, 0, 4 * MiB),                       # DEFAULT from 2 MiB: HUGE
 ], ids=["4k", "big", "huge", "huge-2m", "huge-512m", "default", "default-huge"])
 def test_page_size_attribute_rounds_like_rm(client, gpu0, state, size, attr, attr2, rounded):
-    """Issue 31 item 3a: RM rounds the size up to the page size it picked
+    """RM rounds the size up to the page size it picked
     (memmgrDeterminePageSize, memmgrAllocDetermineAlignment_GM107) and
     writes the rounded size back (vidmemConstruct); the surface's size is
     the rounded one (GET_SURFACE_INFO PHYS_SIZE)."""

@@ -232,7 +232,8 @@ def test_managed_mmap_must_be_readable_and_writable(uvm):
 
 
 def test_external_ranges_as_the_uvm_driver(uvm, client, gpu0, state):
-    """Issue 31: UVM's external ranges (uvm_map_external.c, uvm_va_range.c).
+    """UVM's external ranges, as the UVM driver keeps them (uvm_map_external.c,
+    uvm_va_range.c).
     A mapping lies in a range CREATE_EXTERNAL_RANGE made; ranges do not
     overlap; UVM_FREE takes only a range's start and takes its mappings with
     it; UNMAP_EXTERNAL unmaps one GPU's mappings in [base, base + length),

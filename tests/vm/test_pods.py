@@ -1,7 +1,7 @@
 """A Kubernetes pod's slice in the VM: real runc, vgpud, vgpufs, vgpu.ko and
-nvsim (issue 15, item 2).  No kubelet: the CRI annotations containerd would
-set are written by hand, and each container's cgroup is put under one
-pod<uid> directory as the kubelet's cgroupfs driver does.
+nvsim (one slice per pod, shared by its containers).  No kubelet: the CRI
+annotations containerd would set are written by hand, and each container's
+cgroup is put under one pod<uid> directory as the kubelet's cgroupfs driver does.
 
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         /work/main/.venv/bin/python -m pytest -q tests/vm/test_pods.py

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl"))
 
 #: Differences the corpus found in this stop's merged nvsim and vgpu.ko and
-#: that are not fixed yet (issue 30's closing note): each is a strict xfail
+#: that are not fixed yet: each is a strict xfail
 #: naming what differs, so that fixing it turns the test red until the mark
 #: goes.
 KNOWN_DIFFERENCES = {

@@ -1,4 +1,4 @@
-"""vgpud under packaging/vgpud.service's own settings, in the VM.
+"""vgpud under deploy/systemd/vgpud.service's own settings, in the VM.
 
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         /work/main/.venv/bin/python -m pytest -q tests/vm/test_unit.py
@@ -56,7 +56,7 @@ from tools.testbed.vgpud_launcher import Vgpud, config
 from container_support import PY, RUNC, Runc, video_memory
 
 ROOT = Path(__file__).resolve().parents[2]
-UNIT = ROOT / "packaging" / "vgpud.service"
+UNIT = ROOT / "deploy" / "systemd" / "vgpud.service"
 VGPUD = ROOT / ".venv" / "bin" / "vgpud"        # what `make install` links as /usr/bin/vgpud
 UNIT_CONFIG = "/etc/vgpu/vgpud.toml"
 START_TIMEOUT = 240.0       # Python under TCG is slow

@@ -4,7 +4,8 @@ A slice in audit mode forwards what the release's policy refuses (it reaches
 nvsim) and records every item its processes use with the policy's verdict;
 out of audit mode only refusals are recorded; an allow-list entry lets one
 refused item through without the rest of audit mode.  vgpuctl's side is
-tested on the host (tests/host/test_ctl_audit.py) and in test_daemon_e2e.
+tested on the host (tests/host/test_ctl.py, test_audit_*) and in
+test_daemon_e2e.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def nvsim_stat(key: str) -> str:
 def policy_rows() -> list[tuple[str, int, str, str]]:
     release = nvsim_stat("release")
     out = []
-    for line in (ROOT / "docs/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
+    for line in (ROOT / "kmod/vgpu/policy" / f"{release}.tsv").read_text().splitlines()[1:]:
         kind, value, name, size, verdict, _reason, embedded = line.split("\t")
         if value != "?":
             out.append((kind, int(value, 16), size, verdict, embedded))

@@ -1,4 +1,4 @@
-"""vgpu.ko at the container boundary (issues 11 and 18): who may open a
+"""vgpu.ko at the container boundary: who may open a
 slice's nodes, who may listen to its events, what a freed slot leaves behind,
 and what a VID_HEAP FREE may free.
 
@@ -113,7 +113,7 @@ def node_copy():
     shutil.rmtree(d)
 
 
-# ------------------------------------------------------------ issue 18 (2)
+# ------------------------------------------------------------ host nodes are root's
 def test_host_nodes_are_root_only(sl):
     """/dev/vgpu/<id>/* were 0666: any host user opened any tenant's slice."""
     d = NODE_DIR / str(sl.id)
@@ -160,7 +160,7 @@ def test_open_makes_the_real_nodes_permission_check(kern, cgroup, bound_slice, n
     assert kern.slice_get(bound_slice.id).open_files == 0
 
 
-# ------------------------------------------------------------ issue 11 (8)
+# ------------------------------------------------------------ a stale node opens nothing
 def test_a_deleted_slices_minors_are_not_handed_out_at_once(kern):
     """idr_alloc took the lowest free slot: a stale node of a deleted slice
     opened the next tenant's slice."""
@@ -196,7 +196,7 @@ def test_events_need_net_admin(kern, sl):
     assert out.get("errno") == errno.EPERM, out
 
 
-# ------------------------------------------------------------ issue 11 (4)
+# --------------------------------------------------------- a free frees only what the caller owns
 def test_nvsim_vid_heap_free_frees_any_handle(client, gpu0, state):
     """nvsim models _nvos32FunctionFree (rmapi_deprecated_vidheapctrl.c):
     without MEMORY_HANDLE_PROVIDED it is refused; with it, it is RmFree of
@@ -231,7 +231,7 @@ def test_vid_heap_free_of_anything_but_memory_is_refused(sl, what):
     assert sl.used() == 0
 
 
-# ------------------------------------------------------------ issue 11 (6)
+# -------------------------------------------------------- no sharing of another client's VA space
 def _device_params(**kw):
     return A.NV0080_ALLOC_PARAMETERS(deviceId=0, **kw)
 
@@ -278,7 +278,7 @@ def test_a_containers_device_never_joins_another_va_space(make_slice, state, fie
     assert int(state().extra["vas_global"].split()[1]) == 0    # 0 became "own"
 
 
-# ------------------------------------------------------------ issue 11 (8)
+# -------------------------------------------------------- UVM names only the caller's own clients
 def test_uvm_register_gpu_vaspace_checks_the_client(make_slice):
     """UVM_REGISTER_GPU_VASPACE's hClient was named _pad0 and never checked;
     the real UVM driver dups hClient's VA space by handle alone (and ignores
@@ -296,7 +296,7 @@ def test_uvm_register_gpu_vaspace_checks_the_client(make_slice):
     u.register_gpu_vaspace(b"\0" * 16, tc.fd, tc.hClient, tg.hDevice)
 
 
-# ------------------------------------------------------------ issue 11 (1): nvsim's privilege model
+# ---------------------------------- calls at the caller's own privilege (nvsim's privilege model)
 def _privs(state) -> dict:
     f = state().extra["user_client_objects"].split()
     return {f[1]: int(f[2]), f[3]: int(f[4]), f[5]: int(f[6])}
@@ -369,8 +369,8 @@ def test_nvsim_records_the_privilege_of_every_call(state):
 
 
 def test_no_container_object_is_kernel_level(cgroup, bound_slice, state):
-    """Issue 11, finding 1: a container (in the slice's cgroup, without
-    CAP_SYS_ADMIN) working through its slice makes no object at kernel
+    """Calls keep the caller's privilege: a container (in the slice's
+    cgroup, without CAP_SYS_ADMIN) working through its slice makes no object at kernel
     privilege and no privileged channel: vgpu.ko makes its calls through
     the real file at the caller's own privilege (call.c)."""
     prefix = str(NODE_DIR / str(bound_slice.id))

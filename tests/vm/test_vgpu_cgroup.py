@@ -227,9 +227,9 @@ def _memory_cgroup(name: str) -> Path:
 
 
 def test_call_memory_is_charged_to_the_callers_memcg(kern, bound):
-    """Issue 31, item 9: what vgpu.ko allocates for a call in flight (its
-    copies of the parameters and their lists, and the call page laid out for
-    the driver) is charged to the caller's memory cgroup, or a container's
+    """A call's memory is its caller's: what vgpu.ko allocates for a call in
+    flight (its copies of the parameters and their lists, and the call page
+    laid out for the driver) is charged to the caller's memory cgroup, or a container's
     threads in calls would hold gigabytes outside its memory limit.
     BUILD_VERSION with three 1 MiB string buffers: about 3 MiB of list
     copies and a call page of 3 MiB more.  nvsim's delay holds the call

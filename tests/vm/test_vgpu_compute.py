@@ -257,7 +257,7 @@ def test_scheduling_controls_from_a_slice(kern, make_slice):
     t = c.alloc_tsg(g.hDevice)
     c.alloc_channel(t)
     # A disable is refused; the TSG's own scheduling values are answered
-    # NV_OK and not applied (docs/policy, rule 20): the scheduler's stay.
+    # NV_OK and not applied (kmod/vgpu/policy, rule 20): the scheduler's stay.
     with pytest.raises(RmError) as ei:
         c.tsg_schedule(t, False)
     assert ei.value.status == A.NV_ERR_INSUFFICIENT_PERMISSIONS

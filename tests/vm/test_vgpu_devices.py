@@ -305,7 +305,7 @@ def test_serialized_controls_and_allocs_refused(sl):
 
 @pytest.mark.parametrize("ctrl", ["schedule", "timeslice", "preempt", "interleave"])
 def test_tsg_scheduling_controls_never_reach_the_gpu(sl, ctrl):
-    """The TSG's scheduling is the slice scheduler's (docs/policy, rule 20):
+    """The TSG's scheduling is the slice scheduler's (kmod/vgpu/policy, rule 20):
     a disable is refused; SET_TIMESLICE, PREEMPT and SET_INTERLEAVE_LEVEL
     are answered NV_OK (CUDA sets them at start-up) and not applied."""
     c = sl.client()
@@ -478,7 +478,7 @@ def test_1000_open_alloc_close_cycles(sl, kern):
     assert wait_until(lambda: not read_vstate().leaks(), 5), v.text
 
 
-# ------------------------------------------------ issue 11: device instances
+# ------------------------------------------------ device instances are the driver's
 ROTATE = "/sys/kernel/debug/nvsim/instance_rotate"
 
 
@@ -501,7 +501,7 @@ def rotated():
 
 
 def test_device_id_is_the_drivers_device_instance(rotated, make_slice):
-    """Issue 11: NV0080's deviceId names the driver's device instance
+    """NV0080's deviceId names the driver's device instance
     (gpumgr's; NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 tells it per gpuId), which
     need not be the /dev minor.  vgpu.ko asks the driver at slice creation:
     with nvsim's instances rotated, a slice of real GPU 0 still puts its

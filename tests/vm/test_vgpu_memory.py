@@ -536,7 +536,7 @@ def test_double_fetch_race_quota_holds(make_slice, path):
         assert sl.used() == 0 == nvsim_fb(0)
 
 
-# ------------------------------------------- issue 11: driver-allocated FB
+# ------------------------------------------- driver-allocated FB is bounded
 def test_channel_cap_bounds_what_the_quota_cannot_see(make_slice, kern):
     """The driver allocates FB for every channel (instance block, RAMFC,
     USERD, its TSG's context buffers) that no memory quota counts; the

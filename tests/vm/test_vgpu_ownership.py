@@ -1,6 +1,6 @@
-"""Issue 31, items 2 and 7: existence is not ownership.
+"""Existence is not ownership.
 
-Item 2.  A root client is recorded for a control file only when the driver
+A root client is recorded for a control file only when the driver
 says it belongs to that file's real file, never because the handle exists:
 between vgpu.ko's probe (absent) and the driver's read another caller may
 take the same handle, and the call then fails with
@@ -10,7 +10,7 @@ strength of the probe: a host process's client was adopted by the slice's
 file (which could then free it at kernel privilege), and another slice's,
 already recorded, collided and was freed outright.
 
-Item 7.  vgpu.ko's own root handles (its picks, 0xc1d80000 | n) are refused
+vgpu.ko's own root handles (its picks, 0xc1d80000 | n) are refused
 to callers, and the question of a GPU's device instance at slice creation
 uses a client whose handle the driver picks (read back from kernel memory):
 a tenant holding root clients at the handles vgpu.ko used for it
@@ -103,7 +103,7 @@ def _alive(c: RmClient, h: int) -> bool:
                                     bytes(128), client=h)) == 0
 
 
-# --------------------------------------------------------------- item 2
+# ---------------------------------------- a root client is the caller's only if the driver says so
 def test_collision_with_another_slices_client_never_frees_it(delay_once, make_slice):
     """Two tenants ask for the same root handle; the second overtakes the
     first in the driver.  The first gets the driver's
@@ -171,7 +171,7 @@ def test_same_handle_asked_for_concurrently(make_slice):
         assert wait_until(lambda: _nvsim_clients() == n0, 5), i
 
 
-# --------------------------------------------------------------- item 7
+# ------------------------------------------------------- vgpu.ko's own handles are nobody else's
 def test_vgpu_picks_are_refused_to_callers(make_slice):
     """Handles vgpu.ko picks for root clients (0xc1d80000 | n) are never
     a caller's: asking for one is answered as for a taken handle, and the

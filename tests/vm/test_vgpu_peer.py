@@ -1,7 +1,7 @@
-"""Issue 30, item 4: what a multi-GPU training job needs between its own
-GPUs, through a slice (kmod/vgpu/memory.c vgpu_p2p_check, uvm.c
-vgpu_uvm_peer_access, rmapi.c's CUDA IPC; nvsim's models in
-kmod/nvsim/peer.c; docs/mediator.md).
+"""What a multi-GPU training job needs between its own GPUs is answered
+through a slice; nothing that reaches another slice's GPU or memory is
+(kmod/vgpu/memory.c vgpu_p2p_check, uvm.c vgpu_uvm_peer_access, rmapi.c's
+CUDA IPC; nvsim's models in kmod/nvsim/peer.c; docs/mediator.md).
 
 - NV50_P2P between two subdevices of the caller's client works for a slice
   of two GPUs; the driver finds both subdevices in the allocating client
@@ -59,7 +59,7 @@ def _nvsim(key: str) -> int:
 def _policy_size(release: str, kind: str, value: int, default: int) -> int:
     """An item's params size in the release's policy table (nvrel.py has
     none for classes); 0 for none."""
-    tsv = Path(__file__).resolve().parents[2] / "docs/policy" / f"{release}.tsv"
+    tsv = Path(__file__).resolve().parents[2] / "kmod/vgpu/policy" / f"{release}.tsv"
     if tsv.exists():
         for line in tsv.read_text().splitlines():
             f = line.split("\t")

@@ -2,7 +2,7 @@
 
 The release is the one nvsim presents (its debugfs stats say which; the
 Makefile runs the mediation suite against the oldest and the newest).  For
-each item of docs/policy/<release>.tsv whose size the table knows, made with
+each item of kmod/vgpu/policy/<release>.tsv whose size the table knows, made with
 zeroed parameters of that size (controls on the client, device or subdevice
 their number names; those of other classes -- channels, TSGs, memory... --
 on the subdevice: vgpu.ko decides by the number, before any object lookup,
@@ -65,7 +65,7 @@ def release() -> str:
 def rows(kind: str) -> dict[int, dict]:
     """One row per number (aliases agree: tools/nvgen/kernel.py checks)."""
     out = {}
-    for line in (ROOT / "docs/policy" / f"{release()}.tsv").read_text().splitlines()[1:]:
+    for line in (ROOT / "kmod/vgpu/policy" / f"{release()}.tsv").read_text().splitlines()[1:]:
         k, value, name, size, verdict, reason, embedded = line.split("\t")
         if k != kind or value == "?":
             continue
@@ -97,7 +97,7 @@ def status_of(fn) -> int:
 
 
 def test_the_release_is_one_vgpu_knows(sl):
-    assert release() in {p.stem for p in (ROOT / "docs/policy").glob("*.tsv")}
+    assert release() in {p.stem for p in (ROOT / "kmod/vgpu/policy").glob("*.tsv")}
     assert Path("/sys/module/nvsim/parameters/driver_version").read_text().strip() == release()
 
 

@@ -1,4 +1,4 @@
-"""Issue 11, findings 2 and 3: a hostile sibling thread (and process).
+"""A hostile sibling thread (and process): nothing it can write decides anything.
 
 A container's other threads share its memory and descriptor table for the
 whole of every call.  tests/vm/sibling.c is such a thread, loaded into this
@@ -15,7 +15,8 @@ gets its chance every time instead of once in a while.
   driver to resolve must be worthless to a thread that dup()s it.
 
 Each of these failed on the mediator that bounced parameters through an
-anonymous mapping and installed the real file (issue 11's main).
+anonymous mapping and installed the real file in the caller's descriptor
+table.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def _dup_the_proxy(sibling, delay, sl) -> list[int]:
 
 
 def test_proxy_reaches_no_host_inode(sibling, delay, sl):
-    """Issue 31, item 5: the proxy was a file opened on the host's
+    """No real driver file reaches a container: the proxy was a file opened on the host's
     /dev/nvidiactl, so a sibling that dup()ed it held the host node's inode:
     fchmod needs only ownership (root in a container without a user
     namespace owns it), so chmod 0666 opened the unmediated driver to every
@@ -421,7 +422,8 @@ def _dup_a_proxy_of(sibling, delay, ctl: int, gpu: int) -> list[int]:
 
 def test_broken_calls_cannot_chain_memory_under_a_client_of_their_own(
         sibling, delay, sl, kern, num_gpus):
-    """Issue 31, 1: three threads, each with its call page replaced while the
+    """Memory is charged to the slice whose call made it, or not made:
+    three threads, each with its call page replaced while the
     driver has not read it yet: a root client Z with a handle of the
     sibling's choice, then a device under Z on a GPU outside the slice,
     then 64 MiB of FB under that device.  vgpu.ko tracks none of them, so
@@ -541,7 +543,8 @@ def swap(sibling, old: bytes, new: bytes):
     ("vid-heap", dict(attr=ATTR_PAGE_SIZE_HUGE)),
 ])
 def test_size_forged_after_the_copy_out_is_not_charged(sibling, delay, make_slice, path, kw):
-    """Issue 31 item 3a: RM rounds an allocation up to the page size it
+    """A size read back after the copy-out decides no charge: RM rounds an
+    allocation up to the page size it
     chose (memmgrAllocDetermineAlignment_GM107) and writes the rounded size
     back (vidmemConstruct): 4 KiB with a 2 MiB page attribute is 2 MiB.  The
     copy-out made the call page writable, so a sibling rewrites that size
@@ -576,7 +579,8 @@ def test_size_forged_after_the_copy_out_is_not_charged(sibling, delay, make_slic
 
 
 def test_forged_uvm_free_status_does_not_return_a_mapping(sibling, delay, make_slice):
-    """Issue 31 item 3b: UVM_FREE's rmStatus came back on the call page and
+    """A status read back after the copy-out decides nothing: UVM_FREE's
+    rmStatus came back on the call page and
     decided whether a charge reference was dropped.  uvm_free fails for an
     address that is not a range's start (uvm_va_range.c), so: map inside an
     external range, UVM_FREE at the mapping's base (the driver answers
@@ -626,7 +630,8 @@ def test_forged_uvm_free_status_does_not_return_a_mapping(sibling, delay, make_s
 
 
 def test_forged_dup_status_tracks_nothing(sibling, delay, make_slice):
-    """Issue 31 item 3: RM_DUP_OBJECT's NV_OK is read back from the call
+    """A status read back after the copy-out decides nothing: RM_DUP_OBJECT's
+    NV_OK is read back from the call
     page as well.  A dup the driver refused (nvsim's fault injection: the
     driver's own answer when it fails at the call's entry), its status
     rewritten to NV_OK after the copy-out, was tracked as an object sharing

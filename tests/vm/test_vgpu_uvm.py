@@ -209,7 +209,7 @@ def test_register_channel_only_for_the_named_files_client(make_slice):
     assert ei.value.errno == errno.EPERM
 
 
-# ------------------------------------------------ external ranges (issue 31)
+# ------------------------------------------------ external ranges
 
 BASE = 0x7E0000000000
 
@@ -225,7 +225,7 @@ def ext(make_slice):
 
 
 def test_cumemmap_sequence_returns_the_charge_without_closing(ext):
-    """Issue 31 item 4: CUDA's virtual memory management (cuMemAddressReserve,
+    """CUDA's virtual memory management (cuMemAddressReserve,
     cuMemMap at offsets, cuMemUnmap, cuMemAddressFree; PyTorch's expandable
     segments) is CREATE_EXTERNAL_RANGE, MAP_EXTERNAL at offsets within it,
     UNMAP_EXTERNAL, then UVM_FREE of the range's start.  The charges were
@@ -299,7 +299,7 @@ def test_map_outside_an_external_range_takes_nothing(ext):
 
 
 def test_uvm_register_gpu_names_only_the_slices_gpus(make_slice):
-    """Issue 31, item 8: UVM_REGISTER_GPU names a GPU by UUID, any GPU of
+    """A slice's UVM reaches only its own GPUs: UVM_REGISTER_GPU names a GPU by UUID, any GPU of
     the host (the UVM driver retains and initialises it, and every other UVM
     command naming a GPU is confined to the registered ones).  A slice
     registers only its own GPUs; any other UUID, a real GPU outside the

@@ -1060,7 +1060,8 @@ static int exec_call(struct th *t, struct call *c, enum place tp, int force_fd,
 	 * charged more than the driver holds until UVM_FREE or the file's end.
 	 * So may one that succeeded over an older mapping, and an
 	 * UVM_UNMAP_EXTERNAL that cut a mapping (the old charges stay until
-	 * UVM_FREE of their range: uvm.c, issue 31).
+	 * UVM_FREE of their range: uvm.c, as UVM keeps an external range's
+	 * mappings until the range is freed).
 	 */
 	if (is_uvm && (c->nr == UVM_MAP_EXTERNAL_ALLOCATION ||
 		       c->nr == UVM_UNMAP_EXTERNAL) &&

@@ -6,7 +6,7 @@ Run inside the test VM with nvsim and vgpu.ko loaded (`make fuzz` does):
         .venv/bin/python tools/fuzz/run.py --seed 1 --calls 20000
 
 It makes slices through netlink (small quotas, so that refusals are
-exercised), runs tools/fuzz/nvfuzz on each slice's node directory and on
+exercised), runs build/nvfuzz on each slice's node directory and on
 nvsim's own /dev nodes at once, and checks:
 
 - no slice's charge (``used``) passes its quota in any sample of

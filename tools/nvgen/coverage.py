@@ -5,7 +5,7 @@ it; its default set is compute and utility (runsc's
 --nvproxy-allowed-driver-capabilities, nvproxy's "compUtil"), what CUDA and
 nvidia-smi need.  For a release, every item of the nvproxy table matched to
 it (tools/nvgen/nvproxy/versions.tsv) whose capabilities include compute or
-utility is looked up by kind and number in docs/policy/<release>.tsv:
+utility is looked up by kind and number in kmod/vgpu/policy/<release>.tsv:
 handled if this policy's verdict is forward, rewrite or virtualise (any
 alias), refused otherwise.  An item the release's tables do not have is
 counted apart (`absent`: the release cannot be asked it by that number).
@@ -29,7 +29,7 @@ from . import tsv  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-POLICY = ROOT / "docs" / "policy"
+POLICY = ROOT / "kmod" / "vgpu" / "policy"
 NVPROXY = HERE / "nvproxy"
 DEFAULT_CAPS = frozenset({"compute", "utility"})
 DEFAULT_RELEASE = "595.45.04"
@@ -63,7 +63,7 @@ def _key(kind: str, value: str) -> tuple[str, int]:
 
 def coverage(release: str = DEFAULT_RELEASE, policy_dir: Path = POLICY,
              nvproxy_dir: Path = NVPROXY, rows: list[dict] | None = None) -> Coverage:
-    """The coverage of release's policy (rows, or docs/policy/<release>.tsv)."""
+    """The coverage of release's policy (rows, or kmod/vgpu/policy/<release>.tsv)."""
     versions = {r["release"]: r["nvproxy"] for r in tsv.read(nvproxy_dir / "versions.tsv")}
     nv = versions[release]
     ours: dict[tuple[str, int], list[dict]] = {}

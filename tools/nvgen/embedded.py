@@ -1,5 +1,5 @@
 """Which params structs carry embedded user pointers or file descriptors,
-per release: the `embedded` column of docs/policy/<release>.tsv.
+per release: the `embedded` column of kmod/vgpu/policy/<release>.tsv.
 
 The driver copies the top-level params of an ioctl itself; anything a
 struct only *points to* (a list, a string, the params of an RM_CONTROL) or

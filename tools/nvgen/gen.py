@@ -12,7 +12,7 @@ archive lacks UVM's type headers takes them from its own tag instead of
 The output directory is replaced release by release, so a run leaves no
 stale table behind.  Each release's lists.tsv (lists.py: where the lists
 its items' params point to lie) is made in the same run from the committed
-docs/policy/<release>.tsv; after regenerating docs/policy, rerun lists.py.  Scratch files (the unpacked archives, the probe
+kmod/vgpu/policy/<release>.tsv; after regenerating kmod/vgpu/policy, rerun lists.py.  Scratch files (the unpacked archives, the probe
 programs) live in a temporary directory that is removed at the end.
 """
 

@@ -1,6 +1,6 @@
 """Where the lists an item's params point to lie: tools/nvgen/out/<release>/lists.tsv.
 
-The `embedded` column of docs/policy/<release>.tsv names, per escape, class
+The `embedded` column of kmod/vgpu/policy/<release>.tsv names, per escape, class
 and control, the params members the driver reads through later.  Where every
 one of them is a `ptr:MEMBER[EXTENT]` (a user buffer the driver copies, of
 EXTENT bytes), a mediator can forward the item soundly by copying each list
@@ -37,7 +37,7 @@ each such entry is a row of lists-failures.tsv with the reason.
     python3 -m tools.nvgen.lists [--vendor DIR] [--out DIR]   # rewrites out/<release>/lists*.tsv
 
 The main generator (python3 -m tools.nvgen) runs this step too, after the
-tables, from the committed docs/policy; after regenerating docs/policy, run
+tables, from the committed kmod/vgpu/policy; after regenerating kmod/vgpu/policy, run
 this module (or the generator again) and then python3 -m tools.nvgen.kernel.
 """
 
@@ -62,7 +62,7 @@ from .release import DEFINES, Release  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OUT_TABLES = HERE / "out"
-POLICY = ROOT / "docs" / "policy"
+POLICY = ROOT / "kmod" / "vgpu" / "policy"
 FILE = "lists.tsv"
 FAILURES_FILE = "lists-failures.tsv"
 COLUMNS = ("kind", "value", "name", "params", "member", "ptr_off", "count_member", "count_off",
@@ -314,7 +314,7 @@ def read_tables(release_dir: Path) -> dict[str, list[dict]]:
 
 
 def policy_rows(release: str, policy_dir: Path = POLICY) -> list[dict]:
-    """docs/policy/<release>.tsv, or none if the policy has no such release yet."""
+    """kmod/vgpu/policy/<release>.tsv, or none if the policy has no such release yet."""
     path = policy_dir / f"{release}.tsv"
     return tsv.read(path) if path.is_file() else []
 
@@ -322,7 +322,7 @@ def policy_rows(release: str, policy_dir: Path = POLICY) -> list[dict]:
 def generate(vendor_dir: Path, out: Path = OUT_TABLES, policy_dir: Path = POLICY) -> list[str]:
     """Rewrite lists.tsv and lists-failures.tsv of every release whose
     tables are under out (the committed tables: this step comes after
-    docs/policy)."""
+    kmod/vgpu/policy)."""
     with tempfile.TemporaryDirectory(prefix="nvgen-lists-") as scratch:
         v = vendor.unpack(vendor_dir, Path(scratch))
         done = []
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vendor", type=Path, default=DEFAULT_VENDOR)
     ap.add_argument("--out", type=Path, default=OUT_TABLES,
                     help="the tables directory whose <release>/lists*.tsv are rewritten (default: %(default)s)")
-    ap.add_argument("--policy", type=Path, default=POLICY, help="docs/policy (default: %(default)s)")
+    ap.add_argument("--policy", type=Path, default=POLICY, help="kmod/vgpu/policy (default: %(default)s)")
     args = ap.parse_args(argv)
     try:
         releases = generate(args.vendor, args.out, args.policy)

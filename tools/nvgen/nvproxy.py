@@ -1,5 +1,5 @@
 """What gVisor's nvproxy forwards, per driver version: the facts the policy
-is compared with (docs/policy/README.md, "Differences from nvproxy").
+is compared with (kmod/vgpu/policy/README.md, "Differences from nvproxy").
 
 nvproxy (google/gvisor, pkg/sentry/devices/nvproxy) mediates the same ABI in
 user space and forwards only what it lists: per driver version, a table of
@@ -7,7 +7,7 @@ escapes, UVM commands, controls and classes, each with the handler that
 treats it (a plain copy, or one that translates an embedded fd or pointer)
 and the container capabilities (compute, utility, graphics, video, ...)
 that enable it.  Those lists record what real workloads needed, so where
-this project's policy differs, docs/policy/README.md says why.
+this project's policy differs, kmod/vgpu/policy/README.md says why.
 
 Only facts are taken: numbers, names, handler kinds and capabilities, read
 as text from version.go and pkg/abi/nvgpu/*.go.  version.go builds each

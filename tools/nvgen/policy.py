@@ -1,7 +1,7 @@
 """The mediation policy: for every escape, class, control and UVM command of
 a release, what vgpu.ko does with it, and why.
 
-Four verdicts (docs/policy/README.md says the same in prose):
+Four verdicts (kmod/vgpu/policy/README.md says the same in prose):
 
 - forward:    passed to the driver as the caller made it.  Embedded file
               descriptors and pointers (the `embedded` column) still get the
@@ -31,7 +31,7 @@ say so in the reason; a control or class that 595.45.04 does not have is
 undecided and refused.  Nothing here reads vendor archives: the inputs are
 the committed tools/nvgen/out, tools/nvgen/embedded and tools/nvgen/nvproxy.
 
-    python3 -m tools.nvgen.policy        # writes docs/policy/<release>.tsv and README.md
+    python3 -m tools.nvgen.policy        # writes kmod/vgpu/policy/<release>.tsv and README.md
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 TABLES = HERE / "out"
 EMBEDDED = HERE / "embedded"
-DOCS = ROOT / "docs" / "policy"
+DOCS = ROOT / "kmod" / "vgpu" / "policy"
 FLAGS_RELEASE = "595.45.04"
 VERDICTS = ("forward", "rewrite", "virtualise", "refuse")
 COLUMNS = ("kind", "value", "name", "size", "verdict", "reason", "embedded")
@@ -377,7 +377,8 @@ VIRTUAL_GPU_WIDE = (
 )
 # Controls of an SM debugger session (GT200_DEBUGGER, which vgpu.ko binds to
 # the caller's own compute object) that read or set the debugged context's
-# own state, or read the caller's own memory: forwarded (issue 30 item 4).
+# own state, or read the caller's own memory: forwarded (what stays within
+# the caller's own objects and memory is not refused).
 DEBUGGER_OWN = (
     "NV83DE_CTRL_CMD_DEBUG_SET_MODE_MMU_DEBUG", "NV83DE_CTRL_CMD_DEBUG_GET_MODE_MMU_DEBUG",
     "NV83DE_CTRL_CMD_DEBUG_SET_MODE_ERRBAR_DEBUG", "NV83DE_CTRL_CMD_DEBUG_GET_MODE_ERRBAR_DEBUG",
@@ -794,7 +795,7 @@ def releases(tables: Path = TABLES) -> list[str]:
 
 
 def policy_rows(release: str, tables: Path = TABLES, embedded: Path = EMBEDDED) -> list[dict]:
-    """docs/policy/<release>.tsv's rows, sorted by kind, value, name."""
+    """kmod/vgpu/policy/<release>.tsv's rows, sorted by kind, value, name."""
     rows = []
     for it in items(release, tables, embedded):
         verdict, reason = decide(it)

@@ -1,4 +1,4 @@
-"""docs/policy/README.md: the policy of policy.py in words, made from the
+"""kmod/vgpu/policy/README.md: the policy of policy.py in words, made from the
 same rules and tables, so that the prose cannot drift from the TSVs.
 
 It holds, in this order: what the verdicts mean, the rules as they are

@@ -77,7 +77,7 @@ class AllowListError(ValueError):
 
 
 def format_number(kind: str, number: int) -> str:
-    """The number as docs/policy/<release>.tsv writes it: 0xd4 for an
+    """The number as kmod/vgpu/policy/<release>.tsv writes it: 0xd4 for an
     escape, 0x20800145 (eight digits) for the others."""
     return f"0x{number:02x}" if kind == "escape" else f"0x{number:08x}"
 

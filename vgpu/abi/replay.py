@@ -234,7 +234,8 @@ def _plan_mmap(rec: trace.Record, st: State) -> Step:
 
 
 # vgpu.ko's picks of root-client handles (kmod/vgpu: VGPU_CLIENT_HANDLE_BASE
-# and the range above it), which it refuses to callers (issue 31, item 7):
+# and the range above it), which it refuses to callers (a handle a tenant
+# holds must never be one vgpu.ko picks for itself):
 # a trace recorded through a slice holds them; the replay lets the driver
 # pick again and translates the recorded handle in later calls.
 VGPU_PICKS = (0xC1D80000, 0xC1E00000)

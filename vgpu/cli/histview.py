@@ -1,4 +1,4 @@
-"""Usage history for people (issue 17, part 2): what ``vgpuctl history``
+"""Usage history for people (docs/history.md): what ``vgpuctl history``
 prints.  Standard library only (and vgpu.common.values), no I/O: every function
 takes a *history document* and returns text.
 

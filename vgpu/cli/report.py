@@ -1,4 +1,4 @@
-"""The usage report (issue 17, part 2): ``vgpuctl report --html FILE``
+"""The usage report (docs/history.md): ``vgpuctl report --html FILE``
 writes one self-contained HTML page from a history document (the shape
 vgpu.cli.histview documents): inline CSS, inline SVG charts drawn here, no
 script, no font, image or style from anywhere else (a Content-Security-

@@ -420,7 +420,7 @@ def _verify(path: str, text: str, expected: dict) -> None:
     if got != expected:
         raise Refused(f"{path}: cannot add the tables to this file safely (its layout: inline "
                       f"tables or dotted keys where vgpuctl appends [tables]); add the snippet "
-                      f"by hand (container-hook/containerd-config*.toml); nothing changed")
+                      f"by hand (deploy/containerd/containerd-config*.toml); nothing changed")
 
 
 def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,

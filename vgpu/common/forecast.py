@@ -1,4 +1,4 @@
-"""Demand forecasts from history (issue 17, part 3): pure Python, standard
+"""Demand forecasts from history (docs/forecast.md): pure Python, standard
 library only, no I/O.
 
 One ``Model`` per series (a label's GPU-time demand, a label's memory, a

@@ -1,4 +1,4 @@
-"""Usage history (issue 17, part 1): every slice's memory, achieved GPU time
+"""Usage history (docs/history.md): every slice's memory, achieved GPU time
 and refusals over time, in an embedded SQLite file.
 
 Owned here:

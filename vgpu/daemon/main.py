@@ -49,7 +49,7 @@ by a deadline.  No per-slice tasks: the kernel is read with one dump.  A
 connection's nursery and reads its own "trace" socket from the event loop.
 
 Readiness is reported to systemd with sd_notify (READY=1, RELOADING=1,
-STOPPING=1) when $NOTIFY_SOCKET is set (packaging/vgpud.service: Type=notify).
+STOPPING=1) when $NOTIFY_SOCKET is set (deploy/systemd/vgpud.service: Type=notify).
 
     vgpud [--config FILE] [--log-level LEVEL]
     vgpud --check-config FILE

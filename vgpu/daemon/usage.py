@@ -1,4 +1,4 @@
-"""vgpud's usage history and forecasts (issue 17; docs/history.md,
+"""vgpud's usage history and forecasts (docs/history.md,
 docs/forecast.md): the service that samples every slice into the history
 file, the API's ``history`` and ``forecast`` operations, and the forecaster
 that acts on a profile's forecasts.

@@ -163,7 +163,7 @@ enum vgpu_cmd {
  *   pad                       nla_put_u64_64bit's alignment attribute
  * followed by the end of the comment or by ",", ":", ";" or " ".
  * tests/host/test_uapi.py parses these and checks them against the kernel's
- * policies and nla_put/nla_get calls and against vgpu/daemon/kernel.py's types.
+ * policies and nla_put/nla_get calls and against vgpu/vgpuko/messages.py's types.
  */
 
 /* Top-level attributes. */
@@ -265,7 +265,7 @@ enum vgpu_audit_kind {
 	__VGPU_AUDIT_KIND_MAX,
 };
 
-/* The policy table's verdicts (docs/policy/README.md); NOT_IMPLEMENTED: the
+/* The policy table's verdicts (kmod/vgpu/policy/README.md); NOT_IMPLEMENTED: the
  * table lets it through, but vgpu.ko has no handler for it yet. */
 enum vgpu_audit_verdict {
 	VGPU_AUDIT_FORWARD,
