@@ -1419,26 +1419,67 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 		st = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
 	}
+	/*
+	 * A handle the client has already is refused here, as the driver
+	 * refuses it (serverCopyResource -> clientAssignResourceHandle ->
+	 * clientValidateNewResourceHandle_IMPL, rs_client.c:
+	 * NV_ERR_INSERT_DUPLICATE_NAME), and not left to the driver: its
+	 * refusal comes back on the call page, where a sibling may rewrite it
+	 * to NV_OK after the copy-out, and the existing object would then have
+	 * been taken for the dup (and, already tracked, freed in the driver
+	 * while vgpu.ko kept tracking it: a channel's USERD map torn down
+	 * under the scheduler, a VA space's channels gone with it).
+	 */
+	if (p->hObject && (vgpu_obj_find(p->hClient, p->hObject) ||
+			   vgpu_rm_exists(p->hClient, p->hObject))) {
+		st = NV_ERR_INSERT_DUPLICATE_NAME;
+		goto out;
+	}
 	st = vgpu_handle_for(p->hClient, &p->hObject);
 	if (st != NV_OK)
 		goto out;
 	{
+		/* p keeps vgpu.ko's handles; only q goes through the call page. */
 		NVOS55_PARAMETERS q = *p;
 		long ret;
 
 		q.status = NV_ERR_GENERIC;
 		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_DUP_OBJECT, &q,
 				   sizeof(q), NULL, 0);
-		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
-					 vgpu_status_of(ret, q.status));
+		st = vgpu_status_of(ret, q.status);
 	}
 	/*
-	 * NV_OK is read back too: the object must exist, asked through the
-	 * kernel entry (an untracked one at this handle is this call's:
-	 * vgpu_handle_for), or a dup that failed would be tracked.
+	 * The status was read back from the call page: it decides nothing.
+	 * What decides is whether the handle now names an object of the
+	 * source's class, asked through the kernel entry: RM's dup is an
+	 * object of the source's external class (clientCopyResource_IMPL,
+	 * rs_client.c: externalClassId = pSrcRef->externalClassId) at the
+	 * handle it was given, and the handle was free above.  Under c->lock
+	 * nothing else makes an object of that class (memory, usermode) in
+	 * this client: every path that does (RM_ALLOC, RM_ALLOC_MEMORY,
+	 * VID_HEAP, RM_DUP_OBJECT, IPC imports) takes it.  A direct escape
+	 * of a sibling can put another class there (RM_ALLOC_CONTEXT_DMA2
+	 * names its own handle and is forwarded unlocked): existence alone
+	 * is not this call's dup.
+	 *  - Of the source's class: this call's dup; a failure status is a
+	 *    forgery (vgpu_created_anyway frees it and refuses the file).
+	 *  - Not, with NV_OK: a forgery; nothing is tracked, and if anything
+	 *    is there it is not vgpu.ko's to free: the file is refused, and
+	 *    its clients go with it (vgpu_undo).
 	 */
-	if (st == NV_OK && !vgpu_rm_exists(p->hClient, p->hObject))
+	if (vgpu_rm_is_class(p->hClient, p->hObject, hclass)) {
+		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
+					 st);
+	} else if (st == NV_OK) {
+		if (vgpu_rm_exists(p->hClient, p->hObject)) {
+			WRITE_ONCE(vf->poisoned, true);
+			WRITE_ONCE(vf->undo, true);
+			pr_warn_ratelimited("slice %u: pid %d: dup 0x%x reported made, but another class is there; file refused from now on\n",
+					    vf->slice->id, task_tgid_nr(current),
+					    p->hObject);
+		}
 		st = NV_ERR_INVALID_STATE;
+	}
 	if (st != NV_OK)
 		goto out;
 	if (vgpu_obj_add(c, parent, p->hObject, hclass, type, gpu, charge)) {
