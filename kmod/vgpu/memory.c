@@ -103,7 +103,44 @@ void vgpu_charge_put(struct vgpu_charge *c)
 	atomic64_dec(&c->slice->gpus[c->gpu].allocs);
 	atomic_dec(&vgpu_nr_charges);
 	vgpu_slice_put(c->slice);
-	kfree(c);
+	/* After a grace period: RCU readers may still hold it (vgpu_obj_charge_get). */
+	kfree_rcu(c, rcu);
+}
+
+/*
+ * A reference on o's charge for a reader under rcu_read_lock() that does
+ * not hold o's client lock: RM_DUP_OBJECT's source and MAP_EXTERNAL's
+ * memory may be objects of another client of the slice, whose lock
+ * another thread holds while it frees them (vgpu_obj_drop_state puts the
+ * charge).  The lifetime rule that makes this safe:
+ *  - an object's charge pointer always holds a reference of its own, and
+ *    vgpu_obj_drop_state unpublishes it (NULL) *before* that reference is
+ *    put, so once a charge's count reaches zero no object points to it;
+ *  - the charge is freed an RCU grace period after its count reached
+ *    zero (kfree_rcu, vgpu_charge_put), so a reader that read the pointer
+ *    before it was unpublished still reads the charge's own memory, and
+ *    refcount_inc_not_zero() fails on a dying charge instead of raising a
+ *    count in freed memory.
+ * The pointer is read once: read twice, the second read could find NULL
+ * after the first one's reference was taken (leaked, the charge never
+ * returned) or another charge.  False: the charge is going, and so is the
+ * object (the driver freed or invalidated it before vgpu.ko drops its
+ * state).  True with *charge NULL: memory without a charge (an OS
+ * descriptor), or one whose charge was dropped with it -- the driver then
+ * has no such source any more and refuses what the caller asks of it.
+ */
+bool vgpu_obj_charge_get(struct vgpu_obj *o, struct vgpu_charge **charge)
+{
+	struct vgpu_charge *ch = READ_ONCE(o->charge);
+
+	RCU_LOCKDEP_WARN(!rcu_read_lock_held(), "vgpu_obj_charge_get outside RCU");
+	*charge = NULL;
+	if (!ch)
+		return true;
+	if (!refcount_inc_not_zero(&ch->ref))
+		return false;
+	*charge = ch;
+	return true;
 }
 
 /* ------------------------------------------------------- object table */
@@ -398,8 +435,13 @@ static void vgpu_obj_drop_state(struct vgpu_obj *o)
 	vgpu_compute_drop(o);
 	if (o->type == VGPU_OBJ_CHANNEL)
 		atomic_dec(&o->client->slice->gpus[o->gpu].chans_held);
-	vgpu_charge_put(o->charge);
-	WRITE_ONCE(o->charge, NULL);
+	{
+		struct vgpu_charge *ch = o->charge;
+
+		/* Unpublished before it is put: vgpu_obj_charge_get. */
+		WRITE_ONCE(o->charge, NULL);
+		vgpu_charge_put(ch);
+	}
 }
 
 static void vgpu_obj_invalidate(struct vgpu_obj *o);
@@ -1392,14 +1434,18 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 	/* The source must be an object vgpu.ko tracks in this slice. */
 	rcu_read_lock();
 	src = vgpu_obj_find(p->hClientSrc, p->hObjectSrc);
+	/*
+	 * src may be another client's, freed meanwhile under that client's
+	 * lock: its charge is taken as vgpu_obj_charge_get says, never by
+	 * reading src->charge twice.
+	 */
 	if (!src || src->client->slice != vf->slice || READ_ONCE(src->lost) ||
 	    (src->type != VGPU_OBJ_MEMORY && src->type != VGPU_OBJ_USERMODE) ||
-	    (src->charge && !refcount_inc_not_zero(&src->charge->ref))) {
+	    !vgpu_obj_charge_get(src, &charge)) {
 		rcu_read_unlock();
 		vgpu_client_put(c);
 		return src ? NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
 	}
-	charge = src->charge;
 	type = src->type;
 	hclass = src->hclass;
 	gpu = src->gpu;
