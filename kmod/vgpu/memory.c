@@ -1474,8 +1474,14 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 	 * to NV_OK after the copy-out, and the existing object would then have
 	 * been taken for the dup (and, already tracked, freed in the driver
 	 * while vgpu.ko kept tracking it: a channel's USERD map torn down
-	 * under the scheduler, a VA space's channels gone with it).
+	 * under the scheduler, a VA space's channels gone with it; the
+	 * client's own handle, the whole client).  The client's handle is
+	 * the driver's NV_ERR_INVALID_OBJECT_HANDLE (the same function).
 	 */
+	if (p->hObject == p->hClient) {
+		st = NV_ERR_INVALID_OBJECT_HANDLE;
+		goto out;
+	}
 	if (p->hObject && (vgpu_obj_find(p->hClient, p->hObject) ||
 			   vgpu_rm_exists(p->hClient, p->hObject))) {
 		st = NV_ERR_INSERT_DUPLICATE_NAME;

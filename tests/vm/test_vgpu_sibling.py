@@ -704,6 +704,11 @@ def test_forged_dup_status_takes_no_existing_object(sibling, delay, make_slice):
     assert nvsim_fb(0) == fb0, "the existing object was freed in the driver"
     assert c.surface_size(victim) == 2 * MiB
     assert sl.used(0) == 6 * MiB
+    # The client's own handle: the driver's NV_ERR_INVALID_OBJECT_HANDLE
+    # (clientValidateNewResourceHandle_IMPL), answered before it too.
+    with pytest.raises(RmError) as e:
+        c.dup(g.hDevice, c.hClient, src, handle=c.hClient)
+    assert e.value.status == A.NV_ERR_INVALID_OBJECT_HANDLE
     g.free(victim)
     g.free(src)
     assert sl.used(0) == 0 and nvsim_fb(0) == 0
