@@ -103,7 +103,44 @@ void vgpu_charge_put(struct vgpu_charge *c)
 	atomic64_dec(&c->slice->gpus[c->gpu].allocs);
 	atomic_dec(&vgpu_nr_charges);
 	vgpu_slice_put(c->slice);
-	kfree(c);
+	/* After a grace period: RCU readers may still hold it (vgpu_obj_charge_get). */
+	kfree_rcu(c, rcu);
+}
+
+/*
+ * A reference on o's charge for a reader under rcu_read_lock() that does
+ * not hold o's client lock: RM_DUP_OBJECT's source and MAP_EXTERNAL's
+ * memory may be objects of another client of the slice, whose lock
+ * another thread holds while it frees them (vgpu_obj_drop_state puts the
+ * charge).  The lifetime rule that makes this safe:
+ *  - an object's charge pointer always holds a reference of its own, and
+ *    vgpu_obj_drop_state unpublishes it (NULL) *before* that reference is
+ *    put, so once a charge's count reaches zero no object points to it;
+ *  - the charge is freed an RCU grace period after its count reached
+ *    zero (kfree_rcu, vgpu_charge_put), so a reader that read the pointer
+ *    before it was unpublished still reads the charge's own memory, and
+ *    refcount_inc_not_zero() fails on a dying charge instead of raising a
+ *    count in freed memory.
+ * The pointer is read once: read twice, the second read could find NULL
+ * after the first one's reference was taken (leaked, the charge never
+ * returned) or another charge.  False: the charge is going, and so is the
+ * object (the driver freed or invalidated it before vgpu.ko drops its
+ * state).  True with *charge NULL: memory without a charge (an OS
+ * descriptor), or one whose charge was dropped with it -- the driver then
+ * has no such source any more and refuses what the caller asks of it.
+ */
+bool vgpu_obj_charge_get(struct vgpu_obj *o, struct vgpu_charge **charge)
+{
+	struct vgpu_charge *ch = READ_ONCE(o->charge);
+
+	RCU_LOCKDEP_WARN(!rcu_read_lock_held(), "vgpu_obj_charge_get outside RCU");
+	*charge = NULL;
+	if (!ch)
+		return true;
+	if (!refcount_inc_not_zero(&ch->ref))
+		return false;
+	*charge = ch;
+	return true;
 }
 
 /* ------------------------------------------------------- object table */
@@ -398,8 +435,13 @@ static void vgpu_obj_drop_state(struct vgpu_obj *o)
 	vgpu_compute_drop(o);
 	if (o->type == VGPU_OBJ_CHANNEL)
 		atomic_dec(&o->client->slice->gpus[o->gpu].chans_held);
-	vgpu_charge_put(o->charge);
-	WRITE_ONCE(o->charge, NULL);
+	{
+		struct vgpu_charge *ch = o->charge;
+
+		/* Unpublished before it is put: vgpu_obj_charge_get. */
+		WRITE_ONCE(o->charge, NULL);
+		vgpu_charge_put(ch);
+	}
 }
 
 static void vgpu_obj_invalidate(struct vgpu_obj *o);
@@ -1392,14 +1434,18 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 	/* The source must be an object vgpu.ko tracks in this slice. */
 	rcu_read_lock();
 	src = vgpu_obj_find(p->hClientSrc, p->hObjectSrc);
+	/*
+	 * src may be another client's, freed meanwhile under that client's
+	 * lock: its charge is taken as vgpu_obj_charge_get says, never by
+	 * reading src->charge twice.
+	 */
 	if (!src || src->client->slice != vf->slice || READ_ONCE(src->lost) ||
 	    (src->type != VGPU_OBJ_MEMORY && src->type != VGPU_OBJ_USERMODE) ||
-	    (src->charge && !refcount_inc_not_zero(&src->charge->ref))) {
+	    !vgpu_obj_charge_get(src, &charge)) {
 		rcu_read_unlock();
 		vgpu_client_put(c);
 		return src ? NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
 	}
-	charge = src->charge;
 	type = src->type;
 	hclass = src->hclass;
 	gpu = src->gpu;
@@ -1419,26 +1465,73 @@ NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p)
 		st = NV_ERR_INVALID_OBJECT_PARENT;
 		goto out;
 	}
+	/*
+	 * A handle the client has already is refused here, as the driver
+	 * refuses it (serverCopyResource -> clientAssignResourceHandle ->
+	 * clientValidateNewResourceHandle_IMPL, rs_client.c:
+	 * NV_ERR_INSERT_DUPLICATE_NAME), and not left to the driver: its
+	 * refusal comes back on the call page, where a sibling may rewrite it
+	 * to NV_OK after the copy-out, and the existing object would then have
+	 * been taken for the dup (and, already tracked, freed in the driver
+	 * while vgpu.ko kept tracking it: a channel's USERD map torn down
+	 * under the scheduler, a VA space's channels gone with it; the
+	 * client's own handle, the whole client).  The client's handle is
+	 * the driver's NV_ERR_INVALID_OBJECT_HANDLE (the same function).
+	 */
+	if (p->hObject == p->hClient) {
+		st = NV_ERR_INVALID_OBJECT_HANDLE;
+		goto out;
+	}
+	if (p->hObject && (vgpu_obj_find(p->hClient, p->hObject) ||
+			   vgpu_rm_exists(p->hClient, p->hObject))) {
+		st = NV_ERR_INSERT_DUPLICATE_NAME;
+		goto out;
+	}
 	st = vgpu_handle_for(p->hClient, &p->hObject);
 	if (st != NV_OK)
 		goto out;
 	{
+		/* p keeps vgpu.ko's handles; only q goes through the call page. */
 		NVOS55_PARAMETERS q = *p;
 		long ret;
 
 		q.status = NV_ERR_GENERIC;
 		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_DUP_OBJECT, &q,
 				   sizeof(q), NULL, 0);
-		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
-					 vgpu_status_of(ret, q.status));
+		st = vgpu_status_of(ret, q.status);
 	}
 	/*
-	 * NV_OK is read back too: the object must exist, asked through the
-	 * kernel entry (an untracked one at this handle is this call's:
-	 * vgpu_handle_for), or a dup that failed would be tracked.
+	 * The status was read back from the call page: it decides nothing.
+	 * What decides is whether the handle now names an object of the
+	 * source's class, asked through the kernel entry: RM's dup is an
+	 * object of the source's external class (clientCopyResource_IMPL,
+	 * rs_client.c: externalClassId = pSrcRef->externalClassId) at the
+	 * handle it was given, and the handle was free above.  Under c->lock
+	 * nothing else makes an object of that class (memory, usermode) in
+	 * this client: every path that does (RM_ALLOC, RM_ALLOC_MEMORY,
+	 * VID_HEAP, RM_DUP_OBJECT, IPC imports) takes it.  A direct escape
+	 * of a sibling can put another class there (RM_ALLOC_CONTEXT_DMA2
+	 * names its own handle and is forwarded unlocked): existence alone
+	 * is not this call's dup.
+	 *  - Of the source's class: this call's dup; a failure status is a
+	 *    forgery (vgpu_created_anyway frees it and refuses the file).
+	 *  - Not, with NV_OK: a forgery; nothing is tracked, and if anything
+	 *    is there it is not vgpu.ko's to free: the file is refused, and
+	 *    its clients go with it (vgpu_undo).
 	 */
-	if (st == NV_OK && !vgpu_rm_exists(p->hClient, p->hObject))
+	if (vgpu_rm_is_class(p->hClient, p->hObject, hclass)) {
+		st = vgpu_created_anyway(vf, p->hClient, p->hParent, p->hObject,
+					 st);
+	} else if (st == NV_OK) {
+		if (vgpu_rm_exists(p->hClient, p->hObject)) {
+			WRITE_ONCE(vf->poisoned, true);
+			WRITE_ONCE(vf->undo, true);
+			pr_warn_ratelimited("slice %u: pid %d: dup 0x%x reported made, but another class is there; file refused from now on\n",
+					    vf->slice->id, task_tgid_nr(current),
+					    p->hObject);
+		}
 		st = NV_ERR_INVALID_STATE;
+	}
 	if (st != NV_OK)
 		goto out;
 	if (vgpu_obj_add(c, parent, p->hObject, hclass, type, gpu, charge)) {

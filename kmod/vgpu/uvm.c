@@ -180,9 +180,9 @@ static void vgpu_uvm_ext_add(struct vgpu_file *vf, struct vgpu_uvm_ext *e,
 
 	rcu_read_lock();
 	o = vgpu_obj_find(hclient, hmemory);
-	if (o && o->charge && o->client->slice == vf->slice &&
-	    refcount_inc_not_zero(&o->charge->ref))
-		charge = o->charge;
+	/* Maybe another client's, freed meanwhile: vgpu_obj_charge_get. */
+	if (o && o->client->slice == vf->slice && !vgpu_obj_charge_get(o, &charge))
+		charge = NULL;
 	rcu_read_unlock();
 	if (!charge) {
 		kfree(e->uuids);

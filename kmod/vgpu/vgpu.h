@@ -269,6 +269,7 @@ struct vgpu_charge {
 	struct vgpu_slice *slice;       /* a reference */
 	u32 gpu;
 	u64 bytes;
+	struct rcu_head rcu;            /* freed a grace period after the last put */
 };
 
 struct vgpu_client;
@@ -495,6 +496,7 @@ void vgpu_unreserve(struct vgpu_slice *s, u32 gpu, u64 bytes);
 void vgpu_refused(struct vgpu_slice *s, u32 gpu, u64 bytes);
 struct vgpu_charge *vgpu_charge_new(struct vgpu_slice *s, u32 gpu, u64 bytes);
 void vgpu_charge_put(struct vgpu_charge *c);
+bool vgpu_obj_charge_get(struct vgpu_obj *o, struct vgpu_charge **charge);
 struct vgpu_client *vgpu_client_lookup(NvHandle h);
 void vgpu_client_put(struct vgpu_client *c);
 int vgpu_client_record(struct vgpu_file *vf, NvHandle h);

@@ -446,6 +446,76 @@ def test_sibling_cannot_redirect_an_import(sibling, delay, make_slice):
 
 
 
+MODE_SWAP = 5
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one", "several"])
+def test_sibling_rewriting_the_imported_handle_after_the_copy_out(sibling, make_slice, many):
+    """The import's results come back on the call page, which the driver's
+    copy-out made writable: a sibling (tests/vm/sibling.c MODE_SWAP, in
+    nvsim's delay after the copy-out) rewrites the imported handle to one
+    of an object the client has.  vgpu.ko tracks the handle it chose and
+    checked, never the one read back: the import is tracked where the
+    driver made it, and the other object is neither taken nor freed.
+    Failed with 0f9044b's ipc.c change reverted: the existing object was
+    freed in the driver (still tracked) and the import left untracked
+    holding the export's memory."""
+    sl = make_slice(gpus=((0, 64 * MiB),))
+    a, b = sl.client(), sl.client()
+    ga, gb = a.open_gpus()[0], b.open_gpus()[0]
+    efd = sl.open("nvidiactl")
+    hmem = ga.alloc(4 * MiB)
+    if many:
+        export_objects(a, ga, efd, [hmem], max_objects=1)
+    else:
+        export_to_fd(a, ga, hmem, efd)
+    victim = gb.alloc(2 * MiB)
+    fb0 = _fb()
+    hnew = b.new_handle()
+    if many:
+        p = ImportObjects(fd=efd, hParent=gb.hDevice, numObjects=1, index=0)
+        p.objects[0] = hnew
+        cmd = OS_UNIX_IMPORT_OBJECTS_FROM_FD
+        old, new = (struct.pack("<2I", gb.hDevice, hnew), struct.pack("<2I", gb.hDevice, victim))
+    else:
+        p = ImportFromFd(fd=efd, object=UnixObject(type=EXPORT_OBJECT_TYPE_RM, hDevice=gb.hDevice,
+                                                   hParent=gb.hDevice, hObject=hnew))
+        cmd = OS_UNIX_IMPORT_OBJECT_FROM_FD
+        old = struct.pack("<4I", EXPORT_OBJECT_TYPE_RM, gb.hDevice, gb.hDevice, hnew)
+        new = struct.pack("<4I", EXPORT_OBJECT_TYPE_RM, gb.hDevice, gb.hDevice, victim)
+    buf = ctypes.create_string_buffer(old + new, len(old) + len(new))
+    (NVSIM / "delay_nr").write_text(str(A.NV_ESC_RM_CONTROL))
+    (NVSIM / "delay_out").write_text("1")
+    (NVSIM / "delay_ms").write_text(str(DELAY_MS))
+    assert sibling.sibling_start(MODE_SWAP, ctypes.addressof(buf), len(buf)) == 0
+    try:
+        try:
+            b.control(b.hClient, cmd, p)
+            err = None
+        except RmError as e:
+            err = e.status
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+        (NVSIM / "delay_ms").write_text("0")
+        (NVSIM / "delay_out").write_text("0")
+        (NVSIM / "delay_nr").write_text("0")
+    assert res.writes >= 1, "the sibling never rewrote the handle: the test proves nothing"
+    assert err is None, f"the import failed ({err:#x}): the rewritten handle was taken"
+    assert (p.objects[0] if many else p.object.hObject) == hnew
+    b.parents[hnew] = gb.hDevice
+    assert _fb() == fb0, "the existing object was freed in the driver"
+    assert b.surface_size(victim) == 2 * MiB
+    assert b.surface_size(hnew) == 4 * MiB
+    a.free(hmem)
+    sl.close_fd(efd)
+    _wait(lambda: _nvsim("exports") == 0 and _vexports() == 0, "the export stayed")
+    assert sl.used() == 6 * MiB, "the import does not hold the export's charge"
+    b.free(hnew)
+    gb.free(victim)
+    assert sl.used() == 0 and _fb() == fb0 - 6 * MiB
+
+
 OS_UNIX_EXPORT_OBJECTS_TO_FD = 0x3D0B
 OS_UNIX_IMPORT_OBJECTS_FROM_FD = 0x3D0C
 

@@ -668,3 +668,52 @@ def test_forged_dup_status_tracks_nothing(sibling, delay, make_slice):
     g.free(src)
     assert nvsim_fb(0) == 0
     assert sl.used(0) == 0, "a dup that does not exist holds the charge"
+
+
+def test_forged_dup_status_takes_no_existing_object(sibling, delay, make_slice):
+    """RM_DUP_OBJECT at a handle the client already has: the driver refuses
+    it (clientValidateNewResourceHandle_IMPL, rs_client.c:
+    NV_ERR_INSERT_DUPLICATE_NAME), on the call page.  A sibling rewrote that
+    to NV_OK after the copy-out; the existing object passed the existence
+    probe, was taken for the dup, could not be recorded twice and was
+    freed in the driver -- while vgpu.ko kept tracking it (a channel's
+    USERD map torn down under the scheduler, a VA space's channels gone).
+    Existence is not ownership: vgpu.ko refuses the handle itself, before
+    the driver (so on the fixed module the sibling finds nothing to
+    rewrite; before, it rewrote the driver's refusal every time)."""
+    import struct
+    sl = make_slice(gpus=[(0, 16 * MiB)])
+    c = sl.client()
+    g = c.open_gpus()[0]
+    src = g.alloc(4 * MiB)
+    victim = g.alloc(2 * MiB)
+    fb0 = nvsim_fb(0)
+    delay(A.NV_ESC_RM_DUP_OBJECT, out=True)
+    keep = swap(sibling,
+                struct.pack("<7I", c.hClient, g.hDevice, victim, c.hClient, src, 0,
+                            A.NV_ERR_INSERT_DUPLICATE_NAME),
+                struct.pack("<7I", c.hClient, g.hDevice, victim, c.hClient, src, 0, A.NV_OK))
+    try:
+        try:
+            c.dup(g.hDevice, c.hClient, src, handle=victim)
+            err = None
+        except RmError as e:
+            err = e.status
+    finally:
+        res = Result()
+        sibling.sibling_stop(ctypes.byref(res))
+    del keep
+    (NVSIM / "delay_ms").write_text("0")
+    assert err == A.NV_ERR_INSERT_DUPLICATE_NAME, \
+        f"status {err}: the existing object was taken for the dup ({res.writes} rewrites)"
+    assert nvsim_fb(0) == fb0, "the existing object was freed in the driver"
+    assert c.surface_size(victim) == 2 * MiB
+    assert sl.used(0) == 6 * MiB
+    # The client's own handle: the driver's NV_ERR_INVALID_OBJECT_HANDLE
+    # (clientValidateNewResourceHandle_IMPL), answered before it too.
+    with pytest.raises(RmError) as e:
+        c.dup(g.hDevice, c.hClient, src, handle=c.hClient)
+    assert e.value.status == A.NV_ERR_INVALID_OBJECT_HANDLE
+    g.free(victim)
+    g.free(src)
+    assert sl.used(0) == 0 and nvsim_fb(0) == 0

@@ -328,3 +328,51 @@ def test_uvm_register_gpu_names_only_the_slices_gpus(make_slice):
     ub.initialize()
     ub.register_gpu(uuid1, -1, cb.hClient)
     ub.register_gpu(uuid0, cb.fd, cb.hClient)
+
+
+# uvm_ioctl.h (535.261.03 and 595.45.04 alike): plain integers and a status,
+# nothing the driver follows (no pointer, descriptor or handle).
+UVM_PAGEABLE_MEM_ACCESS, UVM_UNSET_PREFERRED_LOCATION = 39, 43
+
+
+class _PageableMemAccess(ctypes.Structure):
+    _fields_ = [("pageableMemAccess", ctypes.c_uint8), ("rmStatus", ctypes.c_uint32)]
+
+
+class _UnsetPreferredLocation(ctypes.Structure):
+    _fields_ = [("requestedBase", ctypes.c_uint64), ("length", ctypes.c_uint64),
+                ("rmStatus", ctypes.c_uint32)]
+
+
+def _uvm_answer(u, cmd: int, p) -> tuple[int, bytes]:
+    try:
+        u.ioctl(cmd, p)
+        return 0, bytes(p)
+    except OSError as e:
+        return e.errno, bytes(p)
+
+
+def test_policy_forwards_are_forwarded(usl):
+    """UVM_PAGEABLE_MEM_ACCESS (libcuda's cuInit asks it) and
+    UVM_UNSET_PREFERRED_LOCATION are "forward" in every release's policy,
+    with no embedded column (docs/policy/*.tsv; nvrel_tables.h: flags 0):
+    the slice's UVM node answers them as the driver does, never with
+    vgpu.ko's -EPERM.  (The review's "embedded" reading came from the
+    escape table, where 0x27 and 0x2b are RM_ALLOC_MEMORY and RM_ALLOC.)"""
+    sl, u = usl
+    direct = UvmFile(os.environ.get("VGPU_DEV_PREFIX", "/dev"))
+    try:
+        direct.initialize()
+        for cmd, mk in ((UVM_PAGEABLE_MEM_ACCESS,
+                         lambda: _PageableMemAccess(pageableMemAccess=0xff, rmStatus=0xdead)),
+                        (UVM_UNSET_PREFERRED_LOCATION,
+                         lambda: _UnsetPreferredLocation(requestedBase=0x7F0000000000,
+                                                         length=2 * MiB, rmStatus=0xdead))):
+            got = _uvm_answer(u, cmd, mk())
+            assert got[0] != errno.EPERM, f"UVM command {cmd} refused by vgpu.ko"
+            assert got == _uvm_answer(direct, cmd, mk()), f"UVM command {cmd}"
+    finally:
+        direct.close()
+    p = _PageableMemAccess(pageableMemAccess=0xff, rmStatus=0xdead)
+    u.ioctl(UVM_PAGEABLE_MEM_ACCESS, p)
+    assert p.rmStatus == A.NV_OK and p.pageableMemAccess == 0
