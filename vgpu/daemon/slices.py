@@ -50,7 +50,7 @@ from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.inventory import GpuInfo, over_quota
 from vgpu.daemon.kport import KernelPort, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
-from vgpu.daemon.records import Effective, SliceRecord, State, from_doc
+from vgpu.daemon.records import NO_MEMORY, Effective, SliceRecord, State, from_doc
 from vgpu.daemon.tracing import Tracing
 
 log = logging.getLogger("vgpud.slices")
@@ -65,13 +65,13 @@ class NoFreeId(Exception):
 def effective(cfg, rec: SliceRecord, now: datetime.datetime | None = None) -> Effective:
     """The effective settings of a record (Config.effective: explicit values
     over its profile or the schedule window's over [defaults]) and the
-    profile in force.  Raises ValueError for an unknown profile, or no
-    memory quota anywhere."""
+    profile in force.  Raises ValueError for an unknown profile, or a GPU
+    of the slice without a memory quota (none of its own, nor in its profile
+    or [defaults])."""
     now = now if now is not None else datetime.datetime.now()
     spec = cfg.effective(rec.explicit, rec.profile, rec.labels, now)
-    if spec.memory is None:
-        raise ValueError("no memory quota: the request gives none, nor does its profile or "
-                         "[defaults]")
+    if spec.memory is None and rec.lacks_memory():
+        raise ValueError(NO_MEMORY)
     return Effective(spec, cfg.window_profile(rec.labels, now) or rec.profile)
 
 
@@ -725,7 +725,7 @@ class SliceManager:
                 self.records[c] = rec.changed(applied=e)
                 n += 1
                 log.info("slice of %s: %s -> profile %s, %s, compute %s %s %s", c, reason,
-                         e.profile, format_size(e.spec.memory), e.spec.compute,
+                         e.profile, "/".join(format_size(b) for b in lim.values()), e.spec.compute,
                          e.spec.policy, e.spec.priority)
                 self.publish("slice-changed", c, slice_id=rec.slice_id, reason=reason)
             if n:
