@@ -3,7 +3,7 @@ with vgpu.ko.
 
 Owns:
 - the records (vgpu.daemon.records: one SliceRecord per container), saved
-  atomically through vgpu.daemon.state after every change, and slice-id
+  after every change (its ``saver``), and slice-id
   allocation (lowest free id above the last one handed out, never one the
   kernel or the state already uses);
 - what was last read from vgpu.ko (its slices) and the achieved-share
@@ -17,16 +17,19 @@ Owns:
   recomputed when a window opens or closes or the config changes, and what
   changed is pushed to the kernel;
 - over-quota detection: the driver's per-process FB (vgpu.daemon.inventory)
-  against the slice's limit, handled as configured (log, event, kill).
+  against the slice's limit (its ``overquota`` acts on it as configured).
 
-And the helpers it owns, one concern each: ``events`` (vgpu.daemon.events:
-the API's event subscribers and the fan-out, vgpu.ko's events by their API
-names), ``sched`` (vgpu.daemon.sched: each sliced GPU's scheduler period and
+And the helpers it owns, one concern each: ``saver`` (vgpu.daemon.saver:
+the state file, written atomically through vgpu.daemon.state, a failed save
+retried in the background), ``events`` (vgpu.daemon.events: the API's event
+subscribers and the fan-out, vgpu.ko's events by their API names),
+``sched`` (vgpu.daemon.sched: each sliced GPU's scheduler period and
 layers, and whether vgpu.ko has the SCHED commands: a module without them
-gets no compute attributes at all, logged once) and ``tracing``
+gets no compute attributes at all, logged once), ``overquota``
+(vgpu.daemon.overquota: log, event or kill) and ``tracing``
 (vgpu.daemon.tracing: the slices' tracers).  The manager's own names for
-them (``publish``, ``subscribe``, ``apply_sched``, ``sched_supported``, ...)
-hand on to the helper.
+them (``save_state``, ``state_error``, ``publish``, ``subscribe``,
+``apply_sched``, ``sched_supported``, ...) hand on to the helper.
 
 The API's operations on it are vgpu.daemon.ops.  What it may call: the
 kernel through vgpu.daemon.kport (in a worker thread), the inventory (worker
@@ -41,7 +44,6 @@ import datetime
 import errno
 import logging
 import os
-import signal
 import time
 from typing import Any
 
@@ -56,7 +58,9 @@ from vgpu.daemon.events import EventBus
 from vgpu.daemon.inventory import GpuInfo, over_quota
 from vgpu.daemon.kport import KernelPort, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
+from vgpu.daemon.overquota import OverQuota
 from vgpu.daemon.records import NO_MEMORY, Effective, SliceRecord, State, from_doc
+from vgpu.daemon.saver import StateSaver
 from vgpu.daemon.sched import SchedControl
 from vgpu.daemon.tracing import Tracing
 
@@ -101,7 +105,6 @@ class SliceManager:
         self.lock = trio.Lock()
         self.started = time.time()
         self._next_id = 1
-        self._reported: set = set()
         self.wake_gc = trio.Event()
         self.inv_limiter = trio.CapacityLimiter(1)
         self.meter = compute.ShareMeter()
@@ -109,16 +112,14 @@ class SliceManager:
         self.events = EventBus()
         #: the sliced GPUs' schedulers (vgpu.daemon.sched)
         self.sched = SchedControl(kernel, lambda: self.cfg, self._sliced_polled)
+        #: what is done about a slice over quota (vgpu.daemon.overquota)
+        self.overquota = OverQuota(self.events)
         self.tracing = Tracing(self)
         self.overlay: dict[str, float] = {}     # container -> compute raised by forecasts
         self.history = None                     # vgpu.daemon.usage.HistoryService
         self.forecaster = None                  # vgpu.daemon.usage.Forecaster
-        #: the last failed save of the state file ({"errno", "message",
-        #: "path", "since"}), None when the file is up to date (save_state)
-        self.state_error: dict | None = None
-        self.state_failures = 0
-        #: set while the state file lags the records (save_pending waits on it)
-        self.state_dirty = trio.Event()
+        #: the state file kept up to date with the records (vgpu.daemon.saver)
+        self.saver = StateSaver(store, self.lock, self._state_doc)
 
     # ------------------------------------------------------------- state
     def load_state(self) -> None:
@@ -128,62 +129,28 @@ class SliceManager:
         self._next_id = state.next_id
         log.info("state: %d slice(s) wanted", len(self.records))
 
-    def save_state(self, pending: SliceRecord | None = None) -> bool:
-        """Write the records to the state file.  A failure to write (disk
-        full, a read-only or vanished directory: OSError) does not fail the
-        caller: by the time a record changes, vgpu.ko has already applied the
-        change, and an API error would tell the client it had not (a retry of
-        a create then finds "exists", a retried delete "not-found").  So the
-        change stands, the state is marked unsaved (``state_error``, shown
-        by ``status``), a warning names the path and errno, and
-        ``save_pending`` (vgpud's state-saver task) writes it again with a
-        back-off until it succeeds.  Should vgpud die before that, the next
-        one adopts the kernel's slices that the file lacks (reconcile).
-        ``pending``: a record about to be created in the kernel, written
-        ahead (Ops.create).  Returns whether the file was written."""
+    def _state_doc(self, pending: SliceRecord | None = None) -> dict:
         records = self.records if pending is None else {**self.records, pending.container: pending}
-        doc = State(records, self._next_id).to_doc()
-        try:
-            self.store.save(doc)
-        except OSError as e:
-            name = errno.errorcode.get(e.errno or 0, str(e.errno))
-            new = {"errno": name, "message": e.strerror or str(e), "path": str(self.store.path)}
-            if self.state_error is None or \
-                    {k: self.state_error[k] for k in new} != new:
-                log.warning("state: cannot save %s: %s (%s); vgpu.ko has the change, the "
-                            "file does not: retrying in the background (vgpuctl status "
-                            "shows it)", self.store.path, new["message"], name)
-                new["since"] = self.state_error["since"] if self.state_error else time.time()
-                self.state_error = new
-            self.state_failures += 1
-            self.state_dirty.set()
-            return False
-        if self.state_error is not None:
-            log.warning("state: saved %s again after %d failed attempt(s) (%s since %s)",
-                        self.store.path, self.state_failures, self.state_error["errno"],
-                        time.strftime("%H:%M:%S", time.localtime(self.state_error["since"])))
-        self.state_error = None
-        self.state_failures = 0
-        return True
+        return State(records, self._next_id).to_doc()
+
+    def save_state(self, pending: SliceRecord | None = None) -> bool:
+        """Write the records to the state file (self.saver: a failure is
+        marked in ``state_error`` and retried by ``save_pending``, never
+        failed to the caller).  ``pending``: a record about to be created in
+        the kernel, written ahead (Ops.create).  Returns whether the file
+        was written."""
+        return self.saver.save(pending)
 
     async def save_pending(self, *, task_status=trio.TASK_STATUS_IGNORED,
                            delays: tuple[float, float] = (1.0, 30.0)) -> None:
-        """vgpud's state-saver: while a save has failed, try again (under the
-        manager's lock, so the file never lags a record that a concurrent
-        operation is changing), first after delays[0] seconds, doubling up to
-        delays[1]."""
-        task_status.started()
-        while True:
-            await self.state_dirty.wait()
-            delay = delays[0]
-            while self.state_error is not None:
-                await trio.sleep(delay)
-                async with self.lock:
-                    if self.state_error is not None and self.save_state():
-                        break
-                delay = min(delay * 2, delays[1])
-            if self.state_error is None:
-                self.state_dirty = trio.Event()
+        """vgpud's state-saver task (StateSaver.run)."""
+        await self.saver.run(task_status=task_status, delays=delays)
+
+    @property
+    def state_error(self) -> dict | None:
+        """The last failed save of the state file ({"errno", "message",
+        "path", "since"}), None when the file is up to date."""
+        return self.saver.error
 
     def put(self, rec: SliceRecord) -> None:
         """Keep rec as its container's record (not yet saved)."""
@@ -664,29 +631,7 @@ class SliceManager:
         pairs = [(c, ks_all[r.slice_id]) for c, r in self.records.items()
                  if ks_all.get(r.slice_id) is not None]
         found = over_quota(pairs, gpus)
-        keys = set()
-        action = getattr(self.cfg.node, "over_quota_action", "event")
-        for f in found:
-            key = (f["container"], f["gpu"])
-            keys.add(key)
-            if key in self._reported and action != "kill":
-                continue
-            self._reported.add(key)
-            log.warning("over quota: slice of %s holds %s on GPU %d by the driver's count, "
-                        "limit %s (kernel counts %s); pids %s", f["container"],
-                        format_size(f["driver_used"]), f["gpu"], format_size(f["limit"]),
-                        format_size(f["kernel_used"]), f["pids"])
-            if action in ("event", "kill"):
-                self.publish("over-quota", f["container"],
-                             **{k: v for k, v in f.items() if k != "container"})
-            if action == "kill":
-                for pid in f["pids"]:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        log.warning("killed pid %d of %s (over quota)", pid, f["container"])
-                    except OSError:
-                        pass
-        self._reported &= keys
+        self.overquota.handle(found, getattr(self.cfg.node, "over_quota_action", "event"))
         return found
 
 
