@@ -21,8 +21,9 @@ The state document, version 2::
 A GPU's memory quota (``SliceRecord.memory``) is written in its entry of
 "gpus".  Files written before the quota had one home may also hold a
 slice-wide "explicit.memory": read as the quota of each GPU that has none
-of its own, and not written again (vgpud of before reads the new files the
-same: it took a GPU's own quota over the slice-wide one).
+of its own, and not written again.  vgpud of before reads the new files
+with the same limits (it took a GPU's own quota over the slice-wide one),
+but refuses a slice whose profile and [defaults] give no memory.
 
 Version 1 (vgpud before the records were typed) held the same values as
 free-form objects, each repeating its container; ``from_doc`` reads it and
