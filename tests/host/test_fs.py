@@ -270,7 +270,7 @@ def test_stale_mount_is_recovered(tmp_path):
 def test_manager_source_adapts_records(tmp_path):
     """ManagerSource over a real SliceManager's records, kernel dump and
     inventory (no mount)."""
-    from vgpu.daemon.config import SliceSpec, parse_config
+    from vgpu.daemon.config import parse_config
     from vgpu.daemon.inventory import GpuInfo
     from vgpu.vgpuko.messages import GpuUsage, Slice
     from vgpu.daemon.records import GpuSlot, SliceRecord
@@ -279,7 +279,7 @@ def test_manager_source_adapts_records(tmp_path):
     mgr = SliceManager(cfg, "t.toml", kernel=None, store=None)
     mgr.gpus = [GpuInfo(0, "GPU-a", "NVIDIA A100", "0000:3b:00.0", 40 * GiB, 0, 0),
                 GpuInfo(1, "GPU-b", "NVIDIA A100", "0000:af:00.0", 40 * GiB, 0, 1)]
-    mgr.records["c1"] = SliceRecord("c1", 7, explicit=SliceSpec(memory=8 * GiB),
+    mgr.records["c1"] = SliceRecord("c1", 7, memory={0: 8 * GiB},
                                     gpus=[GpuSlot(1, "GPU-b", real_minor=1)])
     src = F.ManagerSource(mgr)
     s = src.slices()["c1"]

@@ -39,7 +39,7 @@ async def test_reconcile_adopt_recreate_correct(env):
     assert counts == {"adopted": 1, "recreated": 1, "corrected": 1, "kept": 0}
     assert k.slices_[sid_want].name == "want"
     assert k.slices_[sid_changed].gpu(0).mem_limit == GiB
-    assert m2.records["stranger"].gpus[0].memory == 2 * GiB
+    assert m2.records["stranger"].memory == {0: 2 * GiB}
     assert m2.records["stranger"].gpus[0].gpu == 1
     counts = await m2.reconcile()
     assert counts["kept"] == 3 and counts["adopted"] == counts["recreated"] == 0

@@ -14,7 +14,7 @@ SHARE = Compute(uapi.VGPU_COMPUTE_SHARE, 10000, uapi.VGPU_PRIORITY_LOW)
 
 def rec(c, sid, mem=GiB, **kw):
     return SliceRecord(c, sid, gpus=[GpuSlot(0, "GPU-0", real_minor=0, gpu_id=256)],
-                       explicit=SliceSpec(memory=mem), **kw)
+                       memory={0: mem}, **kw)
 
 
 def kslice(sid, name, mem=GiB, policy=uapi.VGPU_COMPUTE_SHARE, bp=10000, **kw):
@@ -24,7 +24,7 @@ def kslice(sid, name, mem=GiB, policy=uapi.VGPU_COMPUTE_SHARE, bp=10000, **kw):
 
 def run(records, kslices, *, traced=(), startup=False, alive=True, compute=True):
     return plan({r.container: r for r in records}, kslices,
-                effective=lambda r: Effective(SliceSpec(memory=r.explicit.memory or 2 * GiB,
+                effective=lambda r: Effective(SliceSpec(memory=r.memory.get(0) or 2 * GiB,
                                                         policy="share", priority="low")),
                 compute=(lambda r, e: {i: SHARE for i in range(len(r.gpus))}) if compute
                 else (lambda r, e: None),
@@ -69,7 +69,7 @@ def test_unwanted_slice_is_adopted_with_its_limits_and_compute():
     (a,) = p.adopt
     r = a.record
     assert (r.container, r.slice_id, r.adopted, r.audit, r.created) == ("stranger", 4, True, True, 5.0)
-    assert r.gpus == [GpuSlot(0, "GPU-0", 0, 256, 2 * GiB)]
+    assert r.gpus == [GpuSlot(0, "GPU-0", 0, 256)] and r.memory == {0: 2 * GiB}
     assert r.explicit == SliceSpec(compute=20.0, policy="fixed", priority="low")
     assert a.compute == {0: SHARE}                 # the test's effective compute differs
 

@@ -29,10 +29,10 @@ def test_version_1_is_migrated_field_for_field():
     assert st.next_id == 9 and set(st.records) == {"web", "op"}
     web = st.records["web"]
     assert web == SliceRecord(
-        container="web", slice_id=7, explicit=SliceSpec(memory=4 * GiB, policy="fixed"),
+        container="web", slice_id=7, explicit=SliceSpec(policy="fixed"),
         profile="small", labels={"tier": "gold"}, cgroup="/k8s/pod1", created=1700000000.5,
         owner={"bundle": "/b", "id": "x"},
-        gpus=[GpuSlot(gpu=0, uuid="GPU-0", real_minor=0, gpu_id=256, memory=GiB)],
+        gpus=[GpuSlot(gpu=0, uuid="GPU-0", real_minor=0, gpu_id=256)], memory={0: GiB},
         applied=Effective(SliceSpec(4 * GiB, None, "low", "fixed"), "small"))
     op = st.records["op"]
     assert (op.pid, op.pid_start, op.attached, op.audit, op.adopted) == \
@@ -82,12 +82,12 @@ def test_a_bad_next_id_starts_from_one(nid):
 
 
 def test_limits_take_a_gpus_own_quota_over_the_effective_one():
-    rec = SliceRecord("c", 1, gpus=[GpuSlot(0), GpuSlot(1, memory=GiB)])
+    rec = SliceRecord("c", 1, gpus=[GpuSlot(0), GpuSlot(1)], memory={1: GiB})
     assert rec.limits(Effective(SliceSpec(memory=2 * GiB))) == {0: 2 * GiB, 1: GiB}
 
 
 def test_changed_is_a_copy():
-    rec = SliceRecord("c", 1, explicit=SliceSpec(memory=GiB))
+    rec = SliceRecord("c", 1, explicit=SliceSpec(compute=10.0))
     new = rec.changed(profile="p")
     assert rec.profile is None and new.profile == "p" and new.explicit == rec.explicit
 

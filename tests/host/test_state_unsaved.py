@@ -120,7 +120,7 @@ async def test_restart_on_a_stale_file_adopts_the_kernels_slices(env, monkeypatc
     counts = await m2.reconcile(startup=True)
     assert counts["adopted"] == 1
     assert m2.records["lost"].slice_id == sid and m2.records["lost"].adopted
-    assert m2.records["lost"].gpus[0].memory == GiB
+    assert m2.records["lost"].memory == {0: GiB}
     assert "lost" in _file(m2)
 
 

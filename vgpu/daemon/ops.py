@@ -26,13 +26,13 @@ from vgpu.daemon.api import ApiError
 from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
-from vgpu.daemon.records import GpuSlot, SliceRecord
+from vgpu.daemon.records import NO_MEMORY, GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
 from vgpu.common.values import format_size, quote
 
 log = logging.getLogger("vgpud.ops")
 
-_SPEC_ARGS = ("memory", "compute", "priority", "policy")
+_SPEC_ARGS = ("compute", "priority", "policy")
 
 
 def kernel_error(e: KernelRefused) -> ApiError:
@@ -80,7 +80,9 @@ def owner_text(owner: dict | None) -> str:
 
 
 def explicit(args: dict) -> SliceSpec:
-    """The quotas a request names (validated by vgpu.daemon.api)."""
+    """The compute, priority and policy a request names (validated by
+    vgpu.daemon.api).  Its memory quota, an integer, is not in it: it goes
+    to the record's one home for it as it is (SliceRecord.memory)."""
     return SliceSpec(**{k: args[k] for k in _SPEC_ARGS if k in args})
 
 
@@ -254,7 +256,8 @@ class Ops:
         pod's annotations, or an image's environment where a profile allows
         it, may ask is bounded by the operator's profile, before capacity."""
         try:
-            self.mgr.cfg.admit(explicit(args), args.get("profile"), bool(args.get("from_image")))
+            self.mgr.cfg.admit(replace(explicit(args), memory=args.get("memory")),
+                               args.get("profile"), bool(args.get("from_image")))
         except ValueError as ex:
             raise ApiError("admission", str(ex)) from None
 
@@ -288,15 +291,18 @@ class Ops:
                 if rec.pid_start is None:
                     raise ApiError("not-found", f"args.pid: process {rec.pid} does not exist")
             e = self._eff(rec)
+            mem = args.get("memory", e.spec.memory)
+            if mem is None:
+                raise ApiError("bad-request", NO_MEMORY)
             over = bool(mgr.cfg.node.oversubscribe_memory)
             views = mgr.views()
             try:
                 if "gpus" in args:
                     refs = [self._gpu(r) for r in args["gpus"]]
                     for g in refs:
-                        policy.admit(views[g.index], e.spec.memory, e.spec.compute, e.spec.policy, over)
+                        policy.admit(views[g.index], mem, e.spec.compute, e.spec.policy, over)
                 else:
-                    idx = policy.place(list(views.values()), e.spec.memory, 1,
+                    idx = policy.place(list(views.values()), mem, 1,
                                   getattr(mgr.cfg.node, "placement", "spread"), over,
                                   compute=e.spec.compute, policy=e.spec.policy)
                     refs = [self._gpu(i) for i in idx]
@@ -304,6 +310,9 @@ class Ops:
                 raise ApiError("admission", str(ex)) from None
             rec.gpus = [GpuSlot(gpu=g.index, uuid=g.uuid, real_minor=g.minor, gpu_id=g.gpu_id)
                         for g in refs]
+            if "memory" in args:
+                rec.memory = rec.with_memory(args["memory"])
+            lim = rec.limits(e)
             comp = self._kcompute(rec, e)
             try:
                 cgfd = open_cgroup(rec.cgroup)      # the slice's nodes open only from it
@@ -324,8 +333,8 @@ class Ops:
                     mgr.save_state(pending=rec)
                     try:
                         ks, kw = await mgr.slice_new(
-                            rec, [(g.minor, e.spec.memory, g.gpu_id) for g in refs], cgfd, comp,
-                            slice_id=sid)
+                            rec, [(g.minor, lim[i], g.gpu_id) for i, g in enumerate(refs)],
+                            cgfd, comp, slice_id=sid)
                         break
                     except KernelRefused as ex:
                         if ex.errno == errno.EEXIST:
@@ -348,7 +357,7 @@ class Ops:
             mgr.keep(ks)
             mgr.save_state()
         log.info("created slice %d for %s on GPU(s) %s, %s", sid, c,
-                 ",".join(str(g.index) for g in refs), format_size(e.spec.memory))
+                 ",".join(str(g.index) for g in refs), format_size(mem))
         mgr.log_audit(rec, kw)
         mgr.publish("slice-created", c, slice_id=sid)
         return {"slice": mgr.slice_view(rec, ks)}
@@ -361,20 +370,16 @@ class Ops:
         await mgr.ensure_sched()
         async with mgr.lock:
             rec = self._rec(c)
-            asked = explicit(args)
-            gpus = list(rec.gpus)
-            if "gpus" in args and "memory" in args:
-                # memory for the named GPUs of the slice only
-                asked = SliceSpec(None, asked.compute, asked.priority, asked.policy)
-                targets = [self._gpu(r).index for r in args["gpus"]]
-                gpus = [replace(g, memory=args["memory"]) if g.gpu in targets else g
-                        for g in gpus]
-                if not any(g.gpu in targets for g in rec.gpus):
-                    raise ApiError("not-found", f"args.gpus: the slice of {quote(c)} is not on GPU(s) "
-                                   f"{', '.join(map(str, args['gpus']))}")
-            elif "memory" in args:
-                gpus = [replace(g, memory=None) for g in gpus]
-            new = rec.changed(explicit=asked.merged_over(rec.explicit), gpus=gpus,
+            memory = rec.memory
+            if "memory" in args:
+                targets = None                  # all the slice's GPUs, or the named ones
+                if "gpus" in args:
+                    targets = [self._gpu(r).index for r in args["gpus"]]
+                    if not any(g.gpu in targets for g in rec.gpus):
+                        raise ApiError("not-found", f"args.gpus: the slice of {quote(c)} is not "
+                                       f"on GPU(s) {', '.join(map(str, args['gpus']))}")
+                memory = rec.with_memory(args["memory"], targets)
+            new = rec.changed(explicit=explicit(args).merged_over(rec.explicit), memory=memory,
                               profile=args["profile"] if "profile" in args else rec.profile)
             e = self._eff(new)
             # The GPUs' totals include this slice's current quota, handed to

@@ -171,7 +171,7 @@ def adopted_record(name: str, ks, gpu_of_minor: Callable[[int], Any], now: float
     for g in ks.gpus:
         ref = gpu_of_minor(g.real_minor) if g.real_minor is not None else None
         gpus.append(GpuSlot(gpu=ref.index if ref else g.real_minor, uuid=ref.uuid if ref else None,
-                            real_minor=g.real_minor, gpu_id=g.gpu_id, memory=g.mem_limit))
+                            real_minor=g.real_minor, gpu_id=g.gpu_id))
     explicit = SliceSpec()
     g0 = ks.gpus[0] if ks.gpus else None
     if g0 is not None and g0.compute_policy in compute.POLICY_NAMES and \
@@ -179,5 +179,6 @@ def adopted_record(name: str, ks, gpu_of_minor: Callable[[int], Any], now: float
         explicit = SliceSpec(compute=g0.compute_bp / 100,
                              policy=compute.POLICY_NAMES[g0.compute_policy],
                              priority=compute.PRIORITY_NAMES.get(g0.priority, "low"))
-    return SliceRecord(container=name, slice_id=ks.id, gpus=gpus, explicit=explicit,
+    return SliceRecord(container=name, slice_id=ks.id, gpus=gpus,
+                       memory={i: g.mem_limit for i, g in enumerate(ks.gpus)}, explicit=explicit,
                        created=now, adopted=True, audit=True if ks.audit else None)

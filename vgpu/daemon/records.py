@@ -2,17 +2,28 @@
 schema of vgpud's state file (vgpu.daemon.state keeps the file; this module
 says what is in it).
 
-One ``SliceRecord`` per container.  Its quotas are kept as they were asked
-(``explicit``, a config.SliceSpec, and a GPU's own ``memory`` where a
-set-quota named GPUs), not as they came out: the effective settings are
-recomputed from them, the profile and the config whenever either changes,
-and the last ones sent to vgpu.ko are ``applied``.
+One ``SliceRecord`` per container.  Its quotas are kept as they were asked,
+not as they came out: the effective settings are recomputed from them, the
+profile and the config whenever either changes, and the last ones sent to
+vgpu.ko are ``applied``.  A memory quota has one home, ``memory``: {the
+slice's GPU index: bytes}, the shape vgpu.ko's client takes (``limits``
+fills in the GPUs that have none from the effective settings); compute,
+priority and policy are ``explicit``, a config.SliceSpec whose memory is
+always unset.
 
 The state document, version 2::
 
     {"version": 2, "next_id": N,
-     "slices": {"<container>": {"slice_id": 7, "explicit": {"memory": 4294967296},
-                                 "profile": "small", "labels": {}, "gpus": [...], ...}}}
+     "slices": {"<container>": {"slice_id": 7, "explicit": {"compute": 25.0},
+                                 "gpus": [{"gpu": 0, "memory": 4294967296, ...}],
+                                 "profile": "small", "labels": {}, ...}}}
+
+A GPU's memory quota (``SliceRecord.memory``) is written in its entry of
+"gpus".  Files written before the quota had one home may also hold a
+slice-wide "explicit.memory": read as the quota of each GPU that has none
+of its own, and not written again.  vgpud of before reads the new files
+with the same limits (it took a GPU's own quota over the slice-wide one),
+but refuses a slice whose profile and [defaults] give no memory.
 
 Version 1 (vgpud before the records were typed) held the same values as
 free-form objects, each repeating its container; ``from_doc`` reads it and
@@ -34,6 +45,9 @@ from vgpu.common.values import BadValue, parse_percent, parse_policy, parse_prio
 log = logging.getLogger("vgpud.records")
 
 
+#: a GPU of a slice without a memory quota: none of its own, and none in the
+#: profile or [defaults] (Config.effective)
+NO_MEMORY = "no memory quota: the request gives none, nor does its profile or [defaults]"
 
 
 class RecordError(ValueError):
@@ -43,7 +57,9 @@ class RecordError(ValueError):
 @dataclass(frozen=True)
 class Effective:
     """A slice's effective settings (explicit over profile or window over
-    [defaults]) and the profile in force; ``spec.memory`` is never None."""
+    [defaults]) and the profile in force; ``spec.memory`` is the memory of
+    the slice's GPUs without a quota of their own (None when it has none:
+    SliceRecord.limits)."""
     spec: SliceSpec
     profile: str | None = None
 
@@ -60,13 +76,12 @@ class Effective:
 @dataclass(frozen=True)
 class GpuSlot:
     """One GPU of a slice: the host's GPU (inventory index, UUID, the real
-    device's minor and RM gpu id) and its own memory quota when a set-quota
-    named this GPU (None: the slice's effective memory)."""
+    device's minor and RM gpu id).  Its memory quota is the record's
+    (``SliceRecord.memory``)."""
     gpu: int
     uuid: str | None = None
     real_minor: int | None = None
     gpu_id: int | None = None
-    memory: int | None = None
 
     @classmethod
     def from_json(cls, d: Any) -> "GpuSlot":
@@ -74,7 +89,7 @@ class GpuSlot:
             raise RecordError(f"gpus: {d!r} is not an object")
         return cls(gpu=_req(d, "gpu", int, "gpus"), uuid=_opt(d, "uuid", str, "gpus"),
                    real_minor=_opt(d, "real_minor", int, "gpus"),
-                   gpu_id=_opt(d, "gpu_id", int, "gpus"), memory=_opt(d, "memory", int, "gpus"))
+                   gpu_id=_opt(d, "gpu_id", int, "gpus"))
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None or k == "gpu"}
@@ -85,7 +100,12 @@ class SliceRecord:
     container: str
     slice_id: int
     gpus: list[GpuSlot] = field(default_factory=list)
-    #: the quotas as asked (create, set-quota), over the profile
+    #: the memory quotas as asked (create, set-quota, adoption): {index in
+    #: ``gpus``: bytes}; a GPU not in it takes the effective memory (its
+    #: profile's or [defaults]')
+    memory: dict[int, int] = field(default_factory=dict)
+    #: the other quotas as asked (create, set-quota), over the profile;
+    #: never a memory quota (that is ``memory``'s)
     explicit: SliceSpec = field(default_factory=SliceSpec)
     profile: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -105,10 +125,32 @@ class SliceRecord:
     #: the effective settings last sent to vgpu.ko
     applied: Effective | None = None
 
+    def __post_init__(self):
+        if self.explicit.memory is not None:
+            raise ValueError("a record's memory quota is kept in SliceRecord.memory, "
+                             "not in explicit")
+
     def limits(self, eff: Effective) -> dict[int, int]:
-        """{container GPU index: bytes} under effective settings eff."""
-        return {i: g.memory if g.memory is not None else eff.spec.memory
-                for i, g in enumerate(self.gpus)}
+        """{container GPU index: bytes} under effective settings eff: the
+        GPU's own quota, else the effective memory.  Raises ValueError when
+        a GPU has neither."""
+        out = {}
+        for i in range(len(self.gpus)):
+            b = self.memory.get(i, eff.spec.memory)
+            if b is None:
+                raise ValueError(NO_MEMORY)
+            out[i] = b
+        return out
+
+    def lacks_memory(self) -> bool:
+        """Whether a GPU of the slice has no memory quota of its own."""
+        return any(i not in self.memory for i in range(len(self.gpus)))
+
+    def with_memory(self, size: int, gpus: list[int] | None = None) -> dict[int, int]:
+        """``memory`` with the quota size on the slice's GPUs whose host
+        index is in gpus (None: on all of them)."""
+        return {**self.memory, **{i: size for i, g in enumerate(self.gpus)
+                                  if gpus is None or g.gpu in gpus}}
 
     def changed(self, **kw) -> "SliceRecord":
         """A copy with kw replaced (records are replaced whole, never edited
@@ -117,8 +159,10 @@ class SliceRecord:
 
     # ------------------------------------------------------------ schema
     def to_json(self) -> dict:
-        out: dict[str, Any] = {"slice_id": self.slice_id,
-                               "gpus": [g.to_json() for g in self.gpus],
+        gpus = [g.to_json() for g in self.gpus]
+        for i, b in self.memory.items():
+            gpus[i]["memory"] = b
+        out: dict[str, Any] = {"slice_id": self.slice_id, "gpus": gpus,
                                "explicit": {k: v for k, v in asdict(self.explicit).items()
                                             if v is not None},
                                "profile": self.profile, "labels": dict(self.labels),
@@ -155,9 +199,15 @@ class SliceRecord:
                                     or not isinstance(created, (int, float))):
             raise RecordError(f"created: {created!r} is not a time")
         applied = d.get("applied")
+        slots = [GpuSlot.from_json(g) for g in gpus]
+        memory = {i: g["memory"] for i, g in enumerate(gpus)
+                  if _opt(g, "memory", int, "gpus") is not None}
+        explicit = _spec(d.get("explicit") or {}, "explicit")
+        if explicit.memory is not None:         # a file from before the one home
+            memory = {i: memory.get(i, explicit.memory) for i in range(len(slots))}
+            explicit = replace(explicit, memory=None)
         return cls(container=container, slice_id=_req(d, "slice_id", int, ""),
-                   gpus=[GpuSlot.from_json(g) for g in gpus],
-                   explicit=_spec(d.get("explicit") or {}, "explicit"),
+                   gpus=slots, memory=memory, explicit=explicit,
                    profile=_opt(d, "profile", str, ""), labels=dict(labels),
                    cgroup=_opt(d, "cgroup", str, ""), pid=_opt(d, "pid", int, ""),
                    pid_start=_opt(d, "pid_start", int, ""), created=created, owner=owner,
@@ -272,4 +322,4 @@ def _size(v: Any) -> int:
     return parse_size(v)
 
 
-__all__ = ["RecordError", "Effective", "GpuSlot", "SliceRecord", "State", "from_doc"]
+__all__ = ["RecordError", "Effective", "GpuSlot", "SliceRecord", "State", "from_doc", "NO_MEMORY"]

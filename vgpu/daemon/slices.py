@@ -3,11 +3,11 @@ with vgpu.ko.
 
 Owns:
 - the records (vgpu.daemon.records: one SliceRecord per container), saved
-  atomically through vgpu.daemon.state after every change, and slice-id
+  after every change (its ``saver``), and slice-id
   allocation (lowest free id above the last one handed out, never one the
   kernel or the state already uses);
-- what was last read from vgpu.ko (its slices, its schedulers) and the
-  achieved-share meter (vgpu.daemon.compute) those reads feed;
+- what was last read from vgpu.ko (its slices) and the achieved-share
+  meter (vgpu.daemon.compute) those reads feed;
 - carrying out reconciliation (``reconcile``): vgpu.daemon.reconcile plans
   it (pure), this module makes the kernel calls.  Run at start, when vgpu.ko
   appears, and on every GC tick: idempotent, one dump;
@@ -15,13 +15,21 @@ Owns:
   (vgpu.daemon.liveness) and that has no open files is deleted;
 - schedule windows and reloads (``apply_all``): effective settings are
   recomputed when a window opens or closes or the config changes, and what
-  changed is pushed to the kernel; each sliced GPU's scheduler period and
-  layers (``apply_sched``).  A vgpu.ko without the SCHED commands (an older
-  module) gets no compute attributes at all: logged once;
+  changed is pushed to the kernel;
 - over-quota detection: the driver's per-process FB (vgpu.daemon.inventory)
-  against the slice's limit, handled as configured (log, event, kill);
-- the event fan-out to API subscribers, and the slices' tracers
-  (vgpu.daemon.tracing).
+  against the slice's limit (its ``overquota`` acts on it as configured).
+
+And the helpers it owns, one concern each: ``saver`` (vgpu.daemon.saver:
+the state file, written atomically through vgpu.daemon.state, a failed save
+retried in the background), ``events`` (vgpu.daemon.events: the API's event
+subscribers and the fan-out, vgpu.ko's events by their API names),
+``sched`` (vgpu.daemon.sched: each sliced GPU's scheduler period and
+layers, and whether vgpu.ko has the SCHED commands: a module without them
+gets no compute attributes at all, logged once), ``overquota``
+(vgpu.daemon.overquota: log, event or kill) and ``tracing``
+(vgpu.daemon.tracing: the slices' tracers).  The manager's own names for
+them (``save_state``, ``state_error``, ``publish``, ``subscribe``,
+``apply_sched``, ``sched_supported``, ...) hand on to the helper.
 
 The API's operations on it are vgpu.daemon.ops.  What it may call: the
 kernel through vgpu.daemon.kport (in a worker thread), the inventory (worker
@@ -36,7 +44,6 @@ import datetime
 import errno
 import logging
 import os
-import signal
 import time
 from typing import Any
 
@@ -47,10 +54,14 @@ from vgpu.abi import uapi
 from vgpu.common.values import format_size
 from vgpu.daemon import compute, policy, reconcile
 from vgpu.daemon.config import SliceSpec
+from vgpu.daemon.events import EventBus
 from vgpu.daemon.inventory import GpuInfo, over_quota
 from vgpu.daemon.kport import KernelPort, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
-from vgpu.daemon.records import Effective, SliceRecord, State, from_doc
+from vgpu.daemon.overquota import OverQuota
+from vgpu.daemon.records import NO_MEMORY, Effective, SliceRecord, State, from_doc
+from vgpu.daemon.saver import StateSaver
+from vgpu.daemon.sched import SchedControl
 from vgpu.daemon.tracing import Tracing
 
 log = logging.getLogger("vgpud.slices")
@@ -65,13 +76,13 @@ class NoFreeId(Exception):
 def effective(cfg, rec: SliceRecord, now: datetime.datetime | None = None) -> Effective:
     """The effective settings of a record (Config.effective: explicit values
     over its profile or the schedule window's over [defaults]) and the
-    profile in force.  Raises ValueError for an unknown profile, or no
-    memory quota anywhere."""
+    profile in force.  Raises ValueError for an unknown profile, or a GPU
+    of the slice without a memory quota (none of its own, nor in its profile
+    or [defaults])."""
     now = now if now is not None else datetime.datetime.now()
     spec = cfg.effective(rec.explicit, rec.profile, rec.labels, now)
-    if spec.memory is None:
-        raise ValueError("no memory quota: the request gives none, nor does its profile or "
-                         "[defaults]")
+    if spec.memory is None and rec.lacks_memory():
+        raise ValueError(NO_MEMORY)
     return Effective(spec, cfg.window_profile(rec.labels, now) or rec.profile)
 
 
@@ -94,26 +105,21 @@ class SliceManager:
         self.lock = trio.Lock()
         self.started = time.time()
         self._next_id = 1
-        self._subs: set = set()
-        self._reported: set = set()
         self.wake_gc = trio.Event()
         self.inv_limiter = trio.CapacityLimiter(1)
         self.meter = compute.ShareMeter()
-        self.scheds: dict[int, Any] = {}        # real minor -> kernel.SchedInfo, last read
-        self.scheds_at = 0.0
-        #: None until probed; False: vgpu.ko lacks SCHED_SET (and compute)
-        self.sched_supported: bool | None = None
-        self._layers_sent: int | None = None
+        #: the API's event subscribers (vgpu.daemon.events)
+        self.events = EventBus()
+        #: the sliced GPUs' schedulers (vgpu.daemon.sched)
+        self.sched = SchedControl(kernel, lambda: self.cfg, self._sliced_polled)
+        #: what is done about a slice over quota (vgpu.daemon.overquota)
+        self.overquota = OverQuota(self.events)
         self.tracing = Tracing(self)
         self.overlay: dict[str, float] = {}     # container -> compute raised by forecasts
         self.history = None                     # vgpu.daemon.usage.HistoryService
         self.forecaster = None                  # vgpu.daemon.usage.Forecaster
-        #: the last failed save of the state file ({"errno", "message",
-        #: "path", "since"}), None when the file is up to date (save_state)
-        self.state_error: dict | None = None
-        self.state_failures = 0
-        #: set while the state file lags the records (save_pending waits on it)
-        self.state_dirty = trio.Event()
+        #: the state file kept up to date with the records (vgpu.daemon.saver)
+        self.saver = StateSaver(store, self.lock, self._state_doc)
 
     # ------------------------------------------------------------- state
     def load_state(self) -> None:
@@ -123,62 +129,28 @@ class SliceManager:
         self._next_id = state.next_id
         log.info("state: %d slice(s) wanted", len(self.records))
 
-    def save_state(self, pending: SliceRecord | None = None) -> bool:
-        """Write the records to the state file.  A failure to write (disk
-        full, a read-only or vanished directory: OSError) does not fail the
-        caller: by the time a record changes, vgpu.ko has already applied the
-        change, and an API error would tell the client it had not (a retry of
-        a create then finds "exists", a retried delete "not-found").  So the
-        change stands, the state is marked unsaved (``state_error``, shown
-        by ``status``), a warning names the path and errno, and
-        ``save_pending`` (vgpud's state-saver task) writes it again with a
-        back-off until it succeeds.  Should vgpud die before that, the next
-        one adopts the kernel's slices that the file lacks (reconcile).
-        ``pending``: a record about to be created in the kernel, written
-        ahead (Ops.create).  Returns whether the file was written."""
+    def _state_doc(self, pending: SliceRecord | None = None) -> dict:
         records = self.records if pending is None else {**self.records, pending.container: pending}
-        doc = State(records, self._next_id).to_doc()
-        try:
-            self.store.save(doc)
-        except OSError as e:
-            name = errno.errorcode.get(e.errno or 0, str(e.errno))
-            new = {"errno": name, "message": e.strerror or str(e), "path": str(self.store.path)}
-            if self.state_error is None or \
-                    {k: self.state_error[k] for k in new} != new:
-                log.warning("state: cannot save %s: %s (%s); vgpu.ko has the change, the "
-                            "file does not: retrying in the background (vgpuctl status "
-                            "shows it)", self.store.path, new["message"], name)
-                new["since"] = self.state_error["since"] if self.state_error else time.time()
-                self.state_error = new
-            self.state_failures += 1
-            self.state_dirty.set()
-            return False
-        if self.state_error is not None:
-            log.warning("state: saved %s again after %d failed attempt(s) (%s since %s)",
-                        self.store.path, self.state_failures, self.state_error["errno"],
-                        time.strftime("%H:%M:%S", time.localtime(self.state_error["since"])))
-        self.state_error = None
-        self.state_failures = 0
-        return True
+        return State(records, self._next_id).to_doc()
+
+    def save_state(self, pending: SliceRecord | None = None) -> bool:
+        """Write the records to the state file (self.saver: a failure is
+        marked in ``state_error`` and retried by ``save_pending``, never
+        failed to the caller).  ``pending``: a record about to be created in
+        the kernel, written ahead (Ops.create).  Returns whether the file
+        was written."""
+        return self.saver.save(pending)
 
     async def save_pending(self, *, task_status=trio.TASK_STATUS_IGNORED,
                            delays: tuple[float, float] = (1.0, 30.0)) -> None:
-        """vgpud's state-saver: while a save has failed, try again (under the
-        manager's lock, so the file never lags a record that a concurrent
-        operation is changing), first after delays[0] seconds, doubling up to
-        delays[1]."""
-        task_status.started()
-        while True:
-            await self.state_dirty.wait()
-            delay = delays[0]
-            while self.state_error is not None:
-                await trio.sleep(delay)
-                async with self.lock:
-                    if self.state_error is not None and self.save_state():
-                        break
-                delay = min(delay * 2, delays[1])
-            if self.state_error is None:
-                self.state_dirty = trio.Event()
+        """vgpud's state-saver task (StateSaver.run)."""
+        await self.saver.run(task_status=task_status, delays=delays)
+
+    @property
+    def state_error(self) -> dict | None:
+        """The last failed save of the state file ({"errno", "message",
+        "path", "since"}), None when the file is up to date."""
+        return self.saver.error
 
     def put(self, rec: SliceRecord) -> None:
         """Keep rec as its container's record (not yet saved)."""
@@ -328,99 +300,45 @@ class SliceManager:
         return ks, kw
 
     # ------------------------------------------------------------ compute
-    @property
-    def compute_enabled(self) -> bool:
-        """Whether compute attributes are sent (False on a vgpu.ko without
-        the SCHED commands, which would refuse them)."""
-        return self.sched_supported is not False
-
     def kcompute(self, rec: SliceRecord, e: Effective) -> dict | None:
         """{container GPU index: kernel.Compute} of a record under effective
         settings e; None when compute is not sent to this kernel.  Raises
         ValueError for settings the kernel cannot express."""
-        if not self.compute_enabled:
+        if not self.sched.compute_enabled:
             return None
         return compute.slice_compute(len(rec.gpus), e.spec)
 
-    def sched_unsupported(self, ex: OSError) -> bool:
-        """Whether a SCHED_* refusal means the module lacks the command: genl
-        answers an unknown command EOPNOTSUPP (EINVAL on some kernels, with
-        no extack; an EINVAL with a message is a refused value)."""
-        if ex.errno == errno.EOPNOTSUPP or (ex.errno == errno.EINVAL
-                                            and not getattr(ex, "extack", None)):
-            if self.sched_supported is not False:
-                log.warning("vgpu.ko has no scheduler commands (SCHED_SET: %s): an older "
-                            "module; compute quotas are not enforced", ex)
-            self.sched_supported = False
-            return True
-        return False
-
-    async def apply_sched(self, reason: str = "start") -> int:
-        """SCHED_SET on every sliced GPU: [scheduler] period, and layers when
-        configured (back to the kernel's default, all, when the key is
-        removed).  Returns the GPUs set; a kernel without the command is
-        logged once and left alone."""
-        if self.kport.kernel is None and not await self.kport.connect():
-            return 0
+    async def _sliced_polled(self) -> list[GpuInfo]:
+        """The sliced GPUs, the inventory polled first if it has not been."""
         if not self.gpus:
             await self.poll_inventory()
-        period_us = int(round(self.cfg.scheduler_period * 1e6))
-        period_us = max(uapi.VGPU_SCHED_PERIOD_MIN_US, min(uapi.VGPU_SCHED_PERIOD_MAX_US, period_us))
-        layers = compute.layers_flags(getattr(self.cfg, "scheduler_layers", None))
-        send_layers = layers
-        if layers is None and self._layers_sent not in (None, uapi.VGPU_SCHED_L_ALL):
-            send_layers = uapi.VGPU_SCHED_L_ALL
-        n = 0
-        for g in self.sliced_gpus():
-            try:
-                info = await self.kport.call(
-                    lambda k: k.sched_set(g.minor, period_us=period_us, layers=send_layers))
-            except KernelUnavailable:
-                return n
-            except OSError as ex:
-                if self.sched_unsupported(ex):
-                    return n
-                log.error("scheduler of GPU %d (minor %d): %s", g.index, g.minor, ex)
-                continue
-            self.sched_supported = True
-            if info is not None:
-                self.scheds[info.real_minor] = info
-            n += 1
-        if n:
-            self._layers_sent = send_layers if send_layers is not None else self._layers_sent
-            log.info("scheduler (%s): period %d us, layers %s on %d GPU(s)", reason, period_us,
-                     "+".join(compute.layers_names(layers)) if layers is not None else "kernel default",
-                     n)
-        return n
+        return self.sliced_gpus()
+
+    # The scheduler's state and calls are self.sched's (SchedControl); these
+    # names stay for the manager's callers.
+    @property
+    def sched_supported(self) -> bool | None:
+        return self.sched.supported
+
+    @property
+    def compute_enabled(self) -> bool:
+        return self.sched.compute_enabled
+
+    @property
+    def scheds(self) -> dict[int, Any]:
+        return self.sched.scheds
+
+    async def apply_sched(self, reason: str = "start") -> int:
+        return await self.sched.apply(reason)
 
     async def ensure_sched(self) -> None:
-        if self.sched_supported is None and self.kport.kernel is not None:
-            await self.apply_sched("probe")
+        await self.sched.ensure()
 
     async def refresh_scheds(self, max_age: float = 0.0) -> dict[int, Any]:
-        """The kernel's schedulers (a SCHED_GET dump), cached max_age seconds."""
-        if self.sched_supported is False or self.kport.kernel is None:
-            return self.scheds
-        if max_age and time.monotonic() - self.scheds_at < max_age:
-            return self.scheds
-        try:
-            infos = await self.kport.call(lambda k: k.scheds())
-        except KernelUnavailable:
-            return self.scheds
-        except OSError as ex:
-            if not self.sched_unsupported(ex):
-                log.warning("scheduler dump: %s", ex)
-            return self.scheds
-        self.scheds = {i.real_minor: i for i in infos}
-        self.scheds_at = time.monotonic()
-        return self.scheds
+        return await self.sched.refresh(max_age)
 
     def sched_view(self, minor: int | None) -> dict | None:
-        info = self.scheds.get(minor) if minor is not None else None
-        if info is None:
-            return None
-        return {"period_us": info.period_us, "layers": compute.layers_names(info.layers),
-                "switches": info.switches, "cpu_s": info.cpu_ns / 1e9}
+        return self.sched.view(minor)
 
     # ------------------------------------------------------------ audit
     def audit_wanted(self, rec: SliceRecord) -> bool:
@@ -453,42 +371,17 @@ class SliceManager:
 
     # ------------------------------------------------------------ events
     def subscribe(self, size: int = 256):
-        send, recv = trio.open_memory_channel(size)
-        self._subs.add(send)
-        return recv
+        """A new API event subscriber (self.events)."""
+        return self.events.subscribe(size)
 
     def publish(self, type_: str, container: str | None, **kw) -> None:
-        ev = {"type": type_, "container": container, "time": time.time(), **kw}
-        for s in list(self._subs):
-            try:
-                s.send_nowait(ev)
-            except trio.WouldBlock:
-                log.warning("event subscriber too slow: dropped")
-                s.close()
-                self._subs.discard(s)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subs.discard(s)
+        self.events.publish(type_, container, **kw)
 
     def kernel_event(self, ev) -> None:
-        c = self.by_id.get(ev.slice_id)
-        kw = {"slice_id": ev.slice_id}
-        if ev.pid is not None:
-            kw["pid"] = ev.pid
-        if ev.gpu is not None:
-            kw["gpu"] = ev.gpu
-        if ev.size is not None:
-            kw["size"] = ev.size
-        t = uapi.EVENT_API_NAMES.get(ev.type, f"kernel-{ev.type}")
-        if t == "alloc-refused":
-            log.debug("allocation of %s refused in slice of %s (GPU %s)",
-                      format_size(ev.size or 0), c, ev.gpu)
-        if t == "slice-emptied":
+        """An event of vgpu.ko, published to the API's subscribers; a slice
+        that emptied wakes the collector."""
+        if self.events.kernel(ev, self.by_id.get(ev.slice_id)) == "slice-emptied":
             self.wake_gc.set()
-        if t == "slice-quarantined":
-            log.warning("slice of %s quarantined: pid %s unmapped a call's parameter page "
-                        "while the driver ran; every open and call of the slice is refused "
-                        "until it is deleted", c, ev.pid)
-        self.publish(t, c, **kw)
 
     # ------------------------------------------------------------ views
     def slice_view(self, rec: SliceRecord, ks=None) -> dict:
@@ -682,10 +575,7 @@ class SliceManager:
         n = await self.tracing.kernel_lost()
         self.kslices = {}
         self.kdump_at = 0.0
-        self.scheds = {}
-        self.scheds_at = 0.0
-        self.sched_supported = None             # the next module is probed again
-        self._layers_sent = None
+        self.sched.lost()                       # the next module is probed again
         self.meter.forget(())
         return n
 
@@ -725,7 +615,7 @@ class SliceManager:
                 self.records[c] = rec.changed(applied=e)
                 n += 1
                 log.info("slice of %s: %s -> profile %s, %s, compute %s %s %s", c, reason,
-                         e.profile, format_size(e.spec.memory), e.spec.compute,
+                         e.profile, "/".join(format_size(b) for b in lim.values()), e.spec.compute,
                          e.spec.policy, e.spec.priority)
                 self.publish("slice-changed", c, slice_id=rec.slice_id, reason=reason)
             if n:
@@ -741,29 +631,7 @@ class SliceManager:
         pairs = [(c, ks_all[r.slice_id]) for c, r in self.records.items()
                  if ks_all.get(r.slice_id) is not None]
         found = over_quota(pairs, gpus)
-        keys = set()
-        action = getattr(self.cfg.node, "over_quota_action", "event")
-        for f in found:
-            key = (f["container"], f["gpu"])
-            keys.add(key)
-            if key in self._reported and action != "kill":
-                continue
-            self._reported.add(key)
-            log.warning("over quota: slice of %s holds %s on GPU %d by the driver's count, "
-                        "limit %s (kernel counts %s); pids %s", f["container"],
-                        format_size(f["driver_used"]), f["gpu"], format_size(f["limit"]),
-                        format_size(f["kernel_used"]), f["pids"])
-            if action in ("event", "kill"):
-                self.publish("over-quota", f["container"],
-                             **{k: v for k, v in f.items() if k != "container"})
-            if action == "kill":
-                for pid in f["pids"]:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        log.warning("killed pid %d of %s (over quota)", pid, f["container"])
-                    except OSError:
-                        pass
-        self._reported &= keys
+        self.overquota.handle(found, getattr(self.cfg.node, "over_quota_action", "event"))
         return found
 
 
