@@ -77,6 +77,13 @@ def test_k8s_module_loads_no_daemon(module):
     assert not ours, f"{module} pulls in {ours}"
 
 
+def test_the_device_plugins_device_logic_loads_no_grpc():
+    # vgpu.k8s.devices is the plugin's pure part: no gRPC, no trio, no I/O
+    loaded = loaded_after("import vgpu.k8s.devices") - BASELINE
+    assert not sorted(m for m in loaded if m.split(".")[0] in ("grpc", "grpc_tools", "google",
+                                                               "trio", "socket", "threading"))
+
+
 def test_vgpuds_supervisor_of_the_plugin_loads_no_grpc():
     # vgpud imports vgpu.daemon.plugin_supervisor: its start must not pay for gRPC
     loaded = loaded_after("import vgpu.daemon.plugin_supervisor") - BASELINE
