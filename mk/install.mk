@@ -40,7 +40,7 @@ install: install-unit install-dkms
 	@# the hook and the runtime wrapper run isolated whatever environment they
 	@# are started with (-I: no PYTHONPATH, PYTHONWARNINGS, user site or working
 	@# directory on sys.path); pip's console scripts start a plain python
-	for c in vgpu-oci-hook:hook vgpu-runtime:runtime; do \
+	for c in vgpu-oci-hook:cli.hook vgpu-runtime:cli.runtime; do \
 		f=$(DESTDIR)$(VGPU_VENV)/bin/$${c%%:*}; \
 		printf '#!%s -I\nimport sys\nfrom vgpu.%s import main\nsys.exit(main())\n' \
 			'$(VGPU_VENV)/bin/python' "$${c#*:}" > $$f && chmod 0755 $$f || exit 1; \

@@ -1,5 +1,6 @@
-"""vgpu-device-plugin (vgpu/k8s/deviceplugin.py) against a test kubelet built
-from the kubelet's own api.proto (kubelet_sim.py) and vgpud's real admin API.
+"""vgpu-device-plugin (vgpu/k8s/: devices.py, watch.py, server.py, the program
+deviceplugin.py) against a test kubelet built from the kubelet's own api.proto
+(kubelet_sim.py) and vgpud's real admin API.
 
 The plugin runs as its own process, as vgpud starts it.  Its vgpud is the
 daemon's API server (vgpu.daemon.api.Server over vgpu.daemon.ops.Ops) in a
@@ -35,13 +36,13 @@ from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
-from vgpu.k8s import deviceplugin as dp
+from vgpu.k8s import devices, server
 from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 
 ROOT = Path(__file__).resolve().parents[2]
 from tools.testbed.vgpud_launcher import config as vgpud_config, running
 
-MEM, PCT = dp.MEMORY, dp.COMPUTE
+MEM, PCT = devices.MEMORY, devices.COMPUTE
 
 
 # ------------------------------------------------------------------ harness
@@ -171,7 +172,7 @@ def shape(f: descriptor_pb2.FileDescriptorProto) -> dict:
 
 
 def test_our_proto_describes_the_kubelets_api(tmp_path):
-    ours = compile_fds(dp.PROTO, tmp_path)
+    ours = compile_fds(server.PROTO, tmp_path)
     theirs = compile_fds(PROTO_DIR / "api.proto", tmp_path)
     a, b = shape(ours), shape(theirs)
     assert a["services"] == b["services"]
@@ -188,14 +189,14 @@ def test_our_proto_describes_the_kubelets_api(tmp_path):
 
 
 def test_the_comparison_sees_a_changed_field(tmp_path):
-    text = dp.PROTO.read_text().replace("int32 allocation_size = 3;", "int64 allocation_size = 3;")
+    text = server.PROTO.read_text().replace("int32 allocation_size = 3;", "int64 allocation_size = 3;")
     changed = tmp_path / "changed.proto"
     changed.write_text(text)
-    assert shape(compile_fds(changed, tmp_path)) != shape(compile_fds(dp.PROTO, tmp_path))
+    assert shape(compile_fds(changed, tmp_path)) != shape(compile_fds(server.PROTO, tmp_path))
 
 
 def test_api_loads_both_services():
-    api = dp.Api()
+    api = server.Api()
     assert api.package == "v1beta1"
     assert {m[0]: m[3] for m in api.services["DevicePlugin"]} == {
         "GetDevicePluginOptions": False, "ListAndWatch": True, "GetPreferredAllocation": False,
@@ -433,40 +434,40 @@ def test_bad_kubelet_requests_get_clear_errors(node):
 
 # ------------------------------------------------------------------ pure parts
 def test_preferred_pure_cases():
-    n = dp.Node(gpus=(dp.Gpu(0, 16 * GiB), dp.Gpu(1, 16 * GiB)), up=True, known=True)
+    n = devices.Node(gpus=(devices.Gpu(0, 16 * GiB), devices.Gpu(1, 16 * GiB)), up=True, known=True)
     avail = ids(0, "mem", range(16)) + ids(1, "mem", range(16))
     # a tie of counts goes to the lower index, spread and binpack alike
-    assert dp.preferred("mem", avail, (), 3, n, 2.0) == ids(0, "mem", range(3))
-    nb = dp.Node(n.gpus, placement="binpack", up=True, known=True)
-    assert dp.preferred("mem", avail, (), 3, nb, 2.0) == ids(0, "mem", range(3))
+    assert devices.preferred("mem", avail, (), 3, n, 2.0) == ids(0, "mem", range(3))
+    nb = devices.Node(n.gpus, placement="binpack", up=True, known=True)
+    assert devices.preferred("mem", avail, (), 3, nb, 2.0) == ids(0, "mem", range(3))
     # vgpud's allocations: GPU 0 has 12 of 16 GiB given to slices outside the kubelet
-    full0 = dp.Node((dp.Gpu(0, 16 * GiB, 12 * GiB), dp.Gpu(1, 16 * GiB)), up=True, known=True)
-    assert dp.preferred("mem", avail, (), 6, full0, 2.0) == ids(1, "mem", range(6))
+    full0 = devices.Node((devices.Gpu(0, 16 * GiB, 12 * GiB), devices.Gpu(1, 16 * GiB)), up=True, known=True)
+    assert devices.preferred("mem", avail, (), 6, full0, 2.0) == ids(1, "mem", range(6))
     # while oversubscribed, devices are the GiB times the factor
-    over = dp.Node(n.gpus, oversubscribe=True, up=True, known=True)
-    assert len(dp.devices(over, "mem", 2.0)) == 64 and len(dp.devices(over, "mem", 1.0)) == 32
-    assert len(dp.devices(over, "pct", 2.0)) == 200
+    over = devices.Node(n.gpus, oversubscribe=True, up=True, known=True)
+    assert len(devices.devices(over, "mem", 2.0)) == 64 and len(devices.devices(over, "mem", 1.0)) == 32
+    assert len(devices.devices(over, "pct", 2.0)) == 200
     # a GPU of 79.6 GiB advertises 79
-    odd = dp.Node((dp.Gpu(0, int(79.6 * GiB)),), up=True, known=True)
-    assert len(dp.devices(odd, "mem", 2.0)) == 79
-    down = dp.Node(n.gpus, up=False, known=True)
-    assert {h for _, h in dp.devices(down, "mem", 2.0)} == {"Unhealthy"}
+    odd = devices.Node((devices.Gpu(0, int(79.6 * GiB)),), up=True, known=True)
+    assert len(devices.devices(odd, "mem", 2.0)) == 79
+    down = devices.Node(n.gpus, up=False, known=True)
+    assert {h for _, h in devices.devices(down, "mem", 2.0)} == {"Unhealthy"}
 
 
 def test_allocate_before_vgpud_answered_is_refused():
-    with pytest.raises(dp.Refused, match="vgpud has not answered yet"):
-        dp.allocate("mem", ["gpu0-mem-0"], dp.Node(), 2.0, None)
-    with pytest.raises(dp.Refused, match="vgpud has not answered yet"):
-        dp.preferred("mem", ["gpu0-mem-0"], (), 1, dp.Node(), 2.0)
+    with pytest.raises(devices.Refused, match="vgpud has not answered yet"):
+        devices.allocate("mem", ["gpu0-mem-0"], devices.Node(), 2.0, None)
+    with pytest.raises(devices.Refused, match="vgpud has not answered yet"):
+        devices.preferred("mem", ["gpu0-mem-0"], (), 1, devices.Node(), 2.0)
 
 
 def test_node_from_api_leaves_out_unsliced_gpus_and_refuses_junk():
-    n = dp.node_from_api({"node": {"placement": "binpack", "oversubscribe_memory": True}},
+    n = devices.node_from_api({"node": {"placement": "binpack", "oversubscribe_memory": True}},
                          {"gpus": [{"index": 0, "memory_total": GiB, "sliced": False},
                                    {"index": 1, "memory_total": 2 * GiB, "memory_allocated": 5}]})
-    assert n.gpus == (dp.Gpu(1, 2 * GiB, 5),) and n.placement == "binpack" and n.oversubscribe
+    assert n.gpus == (devices.Gpu(1, 2 * GiB, 5),) and n.placement == "binpack" and n.oversubscribe
     with pytest.raises(ValueError, match="without index or memory_total"):
-        dp.node_from_api({}, {"gpus": [{"index": "0"}]})
+        devices.node_from_api({}, {"gpus": [{"index": "0"}]})
 
 
 # ------------------------------------------------------------------ the command line

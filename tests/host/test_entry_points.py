@@ -4,8 +4,11 @@ Their behaviour is tested elsewhere: vgpud in test_api.py, vgpuctl in
 test_ctl.py, the OCI hook and vgpu-runtime in test_hook.py, vgpu-nvclient in
 test_nvclient_unit.py and the VM suite, vgpu-replay in test_replay.py.
 """
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +45,19 @@ def test_runtime_version_names_itself_then_runc(tmp_path):
     assert r.returncode == 0, r.stderr
     first, second = r.stdout.splitlines()[:2]
     assert first.startswith(f"vgpu-runtime {vgpu.__version__}") and second == "runc version 9.9 --version"
+
+
+def test_make_install_scripts_run_the_console_scripts_modules():
+    """make install writes the hook's and the wrapper's scripts itself (-I,
+    isolated) over pip's console scripts: each must import the module that
+    pyproject.toml's [project.scripts] names for it."""
+    root = Path(__file__).resolve().parents[2]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+    make = (root / "Makefile").read_text()
+    loop = re.search(r"for c in ((?:vgpu-[\w-]+:[\w.]+ ?)+); do \\\n.*\n"
+                     r"\s*printf '#!%s -I\\nimport sys\\nfrom vgpu\.%s import main", make)
+    assert loop, "make install's loop over the -I scripts is not found"
+    pairs = dict(p.split(":") for p in loop.group(1).split())
+    assert set(pairs) == {"vgpu-oci-hook", "vgpu-runtime"}
+    for name, mod in pairs.items():
+        assert scripts[name] == f"vgpu.{mod}:main", (name, mod)

@@ -525,11 +525,11 @@ def test_admin_api_answers_while_vgpufs_is_flooded(tmp_path):
 
 MOUNT_VIEWS = textwrap.dedent("""
     import sys
-    from vgpu.cli import hook
+    from vgpu.cli.hook.mounts import Mounter, mount_views
     pid, cid, rootfs, fuse = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    m = hook.Mounter()
+    m = Mounter()
     m.setns_mnt(pid)
-    print(" ".join(hook.mount_views(cid, rootfs, fuse, m, lambda msg: None)))
+    print(" ".join(mount_views(cid, rootfs, fuse, m, lambda msg: None)))
 """)
 
 

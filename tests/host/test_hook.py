@@ -16,6 +16,7 @@ import time
 import pytest
 
 from vgpu.cli import ctl, hook, runtime
+from vgpu.cli.hook import cgroups, cmdline, container
 from vgpu.common import request
 
 from tools.testbed.fake_vgpud import FakeVgpud
@@ -31,7 +32,7 @@ class ContainerProcess:
     (the hook binds a slice only to such a cgroup).  ``cmd`` runs in it."""
 
     def __init__(self, cmd=("sleep", "60")):
-        root = hook.cgroup2_mount()
+        root = cgroups.cgroup2_mount()
         if root is None or not ROOT:
             pytest.skip("needs root and a cgroup v2 (unified) hierarchy")
         self.cg = os.path.join(root, f"vgpu-test-{os.getpid()}-{next(_cg_seq)}")
@@ -105,7 +106,7 @@ def fake(tmp_path):
 def test_request_from_annotations_wins_over_env(tmp_path):
     _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB", "other": "x"},
                            env=["VGPU_MEMORY=8GiB", "VGPU_COMPUTE=50%"])
-    config = hook.read_config(state)
+    config = container.read_config(state)
     assert request.raw_request(state, config) == ({"memory": "4GiB"}, "annotation")
 
 
@@ -113,24 +114,24 @@ def test_request_from_env(tmp_path):
     _, state = make_bundle(tmp_path, env=["VGPU_MEMORY=8GiB", "VGPU_COMPUTE=50%",
                                           "VGPU_PRIORITY=high", "VGPU_GPUS=0,1",
                                           "VGPU_OTHER=1", "XVGPU_MEMORY=1"])
-    config = hook.read_config(state)
+    config = container.read_config(state)
     raw, src = request.raw_request(state, config)
     assert src == "env"
     assert raw == {"memory": "8GiB", "compute": "50%", "priority": "high", "gpus": "0,1"}
-    assert hook.validate(raw, src) == {"memory": 8 * GIB, "compute": 50, "priority": "high",
+    assert container.validate(raw, src) == {"memory": 8 * GIB, "compute": 50, "priority": "high",
                                        "gpus": [0, 1]}
 
 
 def test_annotations_in_config_only(tmp_path):
     bundle, state = make_bundle(tmp_path, {"vgpu.io/profile": "small"})
     del state["annotations"]              # runc 1.1 passes them; older runtimes do not
-    assert request.raw_request(state, hook.read_config(state)) == ({"profile": "small"},
+    assert request.raw_request(state, container.read_config(state)) == ({"profile": "small"},
                                                                  "annotation")
 
 
 def test_no_request(tmp_path):
     _, state = make_bundle(tmp_path, {"io.kubernetes.cri.container-type": "container"})
-    assert not request.wants_slice(state, hook.read_config(state))
+    assert not request.wants_slice(state, container.read_config(state))
 
 
 @pytest.mark.parametrize("key,value,words", [
@@ -145,15 +146,15 @@ def test_no_request(tmp_path):
 ])
 def test_validate_refuses(key, value, words):
     with pytest.raises(ValueError) as ei:
-        hook.validate({key: value}, "annotation")
+        container.validate({key: value}, "annotation")
     msg = str(ei.value)
     assert msg.startswith(f'vgpu.io/{key} "{value}": ') and words in msg
 
 
 def test_cgroup_of_self():
-    v2, v1dev = hook.cgroup_of(os.getpid())
+    v2, v1dev = cgroups.cgroup_of(os.getpid())
     assert v2 is None or v2.startswith("/sys/fs/cgroup")
-    assert hook.cgroup_of(1 << 30) == (None, None)
+    assert cgroups.cgroup_of(1 << 30) == (None, None)
 
 
 V2_ONLY = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
@@ -172,7 +173,7 @@ V1_ONLY = ("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
 def test_cgroup2_mount_finds_the_unified_hierarchy_on_every_layout(tmp_path, mountinfo, want):
     mi = tmp_path / "mountinfo"
     mi.write_text(mountinfo)
-    assert hook.cgroup2_mount(str(mi)) == want
+    assert cgroups.cgroup2_mount(str(mi)) == want
 
 
 def test_cgroup_of_binds_hybrid_hosts_through_the_unified_mount(tmp_path):
@@ -180,29 +181,29 @@ def test_cgroup_of_binds_hybrid_hosts_through_the_unified_mount(tmp_path):
     # exists, so a hybrid host sent a pid and vgpud made an unbound slice
     mi = tmp_path / "mountinfo"
     mi.write_text(HYBRID)
-    v2, _ = hook.cgroup_of(os.getpid(), str(mi))
+    v2, _ = cgroups.cgroup_of(os.getpid(), str(mi))
     own = [ln.split(":", 2)[2] for ln in open("/proc/self/cgroup").read().splitlines()
            if ln.startswith("0::")]
     if own:
         assert v2 == ("/sys/fs/cgroup/unified" + own[0]).rstrip("/") or \
             (own[0] == "/" and v2 == "/sys/fs/cgroup/unified")
     mi.write_text(V1_ONLY)
-    assert hook.cgroup_of(os.getpid(), str(mi))[0] is None
+    assert cgroups.cgroup_of(os.getpid(), str(mi))[0] is None
 
 
 def test_own_cgroup_fails_closed(tmp_path):
-    with pytest.raises(hook.HookError, match="no cgroup v2"):
-        hook.own_cgroup("c1", 42, None)
+    with pytest.raises(cmdline.HookError, match="no cgroup v2"):
+        cgroups.own_cgroup("c1", 42, None)
     cg = tmp_path / "cg"
     cg.mkdir()
     (cg / "cgroup.procs").write_text("42\n")
-    assert hook.own_cgroup("c1", 42, str(cg)) == str(cg)
+    assert cgroups.own_cgroup("c1", 42, str(cg)) == str(cg)
     # shared with anything else (the runtime's service cgroup, a sibling)
     (cg / "cgroup.procs").write_text("42\n77\n")
-    with pytest.raises(hook.HookError, match="not its own"):
-        hook.own_cgroup("c1", 42, str(cg))
-    with pytest.raises(hook.HookError, match="cannot read"):
-        hook.own_cgroup("c1", 42, str(tmp_path / "gone"))
+    with pytest.raises(cmdline.HookError, match="not its own"):
+        cgroups.own_cgroup("c1", 42, str(cg))
+    with pytest.raises(cmdline.HookError, match="cannot read"):
+        cgroups.own_cgroup("c1", 42, str(tmp_path / "gone"))
 
 
 def test_v1_device_rules_name_the_slices_minors_without_mknod(tmp_path, monkeypatch):
@@ -220,7 +221,7 @@ def test_v1_device_rules_name_the_slices_minors_without_mknod(tmp_path, monkeypa
         return f
     monkeypatch.setattr("builtins.open", spy)
     sl = {"devices": {"major": 510, "ctl_minor": 16, "uvm_minor": 17, "gpu_minors": [18, 19]}}
-    hook.allow_devices("c1", {}, str(d), sl, lambda m: None)
+    cgroups.allow_devices("c1", {}, str(d), sl, lambda m: None)
     assert written == ["c 510:16 rw", "c 510:17 rw", "c 510:18 rw", "c 510:19 rw"]
 
 
@@ -233,29 +234,29 @@ def test_owner_from_runtime_bundle_and_pod():
              "annotations": {"io.kubernetes.cri.sandbox-uid": uid}}
     shim = ["runc", "--root", "/run/containerd/runc/k8s.io", "--log", "/x/log.json",
             "--log-format", "json", "create", "--bundle", state["bundle"], "c1"]
-    assert hook.owner_of(state, {}, shim) == {
+    assert container.owner_of(state, {}, shim) == {
         "runtime": "runc", "root": "/run/containerd/runc/k8s.io", "namespace": "k8s.io",
         "pod": uid}
     # another containerd namespace: another owner, by bundle and by root
     other = dict(state, bundle="/run/containerd/io.containerd.runtime.v2.task/default/c1")
-    assert hook.owner_of(other, {}, shim)["namespace"] == "default"
-    assert hook.owner_of({"id": "c1", "bundle": "/b"}, {},
+    assert container.owner_of(other, {}, shim)["namespace"] == "default"
+    assert container.owner_of({"id": "c1", "bundle": "/b"}, {},
                          ["/usr/sbin/runc", "--root=/run/containerd/runc/ns2/", "delete", "c1"]) \
         == {"runtime": "runc", "root": "/run/containerd/runc/ns2", "namespace": "ns2"}
     # plain runc: its default root; a relative --root is the runtime's cwd's
     plain = {"id": "c1", "bundle": "/srv/b", "annotations": {}}
-    assert hook.owner_of(plain, {}, ["runc", "run", "c1"]) == {"runtime": "runc",
+    assert container.owner_of(plain, {}, ["runc", "run", "c1"]) == {"runtime": "runc",
                                                                "root": "/run/runc"}
-    assert hook.owner_of(plain, {"annotations": {"io.kubernetes.pod.uid": "p-1"}},
+    assert container.owner_of(plain, {"annotations": {"io.kubernetes.pod.uid": "p-1"}},
                          ["crun", "--root", "st", "run", "c1"], cwd="/var/lib") == \
         {"runtime": "crun", "root": "/var/lib/st", "pod": "p-1"}
     # whatever it finds, vgpud's validator takes it as it is
     from vgpu.daemon import api
     for argv in (shim, ["runc", "run", "c1"]):
-        o = hook.owner_of(state, {}, argv)
+        o = container.owner_of(state, {}, argv)
         assert api.v_owner("owner", o) == o
     # this process's command line, as the hook reads its parent's
-    argv, cwd = hook.runtime_argv(os.getpid())
+    argv, cwd = container.runtime_argv(os.getpid())
     assert argv and os.path.basename(argv[0]).startswith("python") and cwd == os.getcwd()
 
 
@@ -265,7 +266,8 @@ def test_owner_found_through_a_hook_wrapper_that_does_not_exec(tmp_path):
     import json as _json
     runc = tmp_path / "runc"                   # a Python that calls itself runc
     runc.symlink_to(os.path.realpath(sys.executable))
-    code = "import json; from vgpu.cli import hook; print(json.dumps(hook.runtime_argv()))"
+    code = ("import json; from vgpu.cli.hook import container; "
+            "print(json.dumps(container.runtime_argv()))")
     wrapper = f"{sys.executable} -c '{code}'; true"          # sh stays the parent
     fake_runc = ("import subprocess, sys; sys.exit(subprocess.call(['sh', '-c', "
                  + repr(wrapper) + "]))")
@@ -274,8 +276,8 @@ def test_owner_found_through_a_hook_wrapper_that_does_not_exec(tmp_path):
     assert r.returncode == 0, r.stderr
     argv, _ = _json.loads(r.stdout)
     assert os.path.basename(argv[0]) == "runc"
-    assert hook.owner_of({"id": "c1", "bundle": "/b"}, {}, argv) == {"runtime": "runc",
-                                                                      "root": "/run/x"}
+    assert container.owner_of({"id": "c1", "bundle": "/b"}, {}, argv) == {"runtime": "runc",
+                                                                           "root": "/run/x"}
 
 
 # ------------------------------------------------------------ the hook as a process
@@ -427,7 +429,8 @@ def test_daemon_not_running(tmp_path, ctr):
 
 def hook_owner(state):
     """The owner run_hook's hook sends: its parent, the runtime, is this process."""
-    return hook.owner_of(state, hook.read_config(state), *hook.runtime_argv(os.getpid()))
+    return container.owner_of(state, container.read_config(state),
+                              *container.runtime_argv(os.getpid()))
 
 
 def test_poststop_deletes_and_is_idempotent(tmp_path, fake):
@@ -548,7 +551,7 @@ def test_edit_config_is_idempotent(monkeypatch):
     assert config["hooks"]["poststop"][1]["args"] == ["vgpu-oci-hook", "poststop"]
     assert config["linux"]["resources"]["devices"] == \
         [{"allow": True, "type": "c", "major": 510, "access": "rw"}]
-    assert hook.config_allows(config, 510) and not hook.config_allows(config, 511)
+    assert cgroups.config_allows(config, 510) and not cgroups.config_allows(config, 511)
 
 
 def test_default_hook_entry_is_fast_isolated_python(monkeypatch, tmp_path):
@@ -796,10 +799,10 @@ def test_runtime_adds_nothing_for_an_image_env_request_unless_allowed(tmp_path, 
 
 
 def test_mount_slice_argument(tmp_path, fake):
-    assert hook.parse_argv(["--mount-slice", "c1", "createRuntime"]).mount_slice == "c1"
+    assert cmdline.parse_argv(["--mount-slice", "c1", "createRuntime"]).mount_slice == "c1"
     for bad in ("", "a/b", ".."):
         with pytest.raises(ValueError):
-            hook.parse_argv(["--mount-slice", bad])
+            cmdline.parse_argv(["--mount-slice", bad])
     # poststop of a CDI container: the slice is the operator's, nothing is asked
     _, state = make_bundle(tmp_path, {"vgpu.io/memory": "4GiB"})
     r = run_hook(state, "--mount-slice", "c1", "poststop", "--socket", fake.path)
@@ -913,15 +916,15 @@ def test_pod_cgroup_is_the_parent_named_for_the_pod():
     for name, uid in bad:
         assert not request.is_pod_cgroup(name, uid), name
     base = "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice"
-    assert hook.pod_cgroup("c1", f"{base}/kubepods-burstable-pod{u}.slice/cri-containerd-c1."
+    assert cgroups.pod_cgroup("c1", f"{base}/kubepods-burstable-pod{u}.slice/cri-containerd-c1."
                            "scope", UID) == f"{base}/kubepods-burstable-pod{u}.slice"
-    assert hook.pod_cgroup("c1", f"/sys/fs/cgroup/kubepods/pod{UID}/c1/", UID) == \
+    assert cgroups.pod_cgroup("c1", f"/sys/fs/cgroup/kubepods/pod{UID}/c1/", UID) == \
         f"/sys/fs/cgroup/kubepods/pod{UID}"
     for own, uid in ((f"/sys/fs/cgroup/kubepods/burstable/c1", UID),
                      (f"/sys/fs/cgroup/kubepods/pod{UID}/c1", "1111-2222"),
                      (f"/sys/fs/cgroup/pod{UID}/x/c1", UID), (f"/sys/fs/cgroup/pod{UID}/c1", None)):
-        with pytest.raises(hook.HookError, match="is not the cgroup of its pod"):
-            hook.pod_cgroup("c1", own, uid)
+        with pytest.raises(cmdline.HookError, match="is not the cgroup of its pod"):
+            cgroups.pod_cgroup("c1", own, uid)
 
 
 def test_runtime_wires_each_case(tmp_path, monkeypatch):
@@ -1006,7 +1009,7 @@ def test_a_failed_pod_container_leaves_the_pods_slice(tmp_path, fake):
     for the pod (a sibling may have been handed it meanwhile); the
     sandbox's poststop or vgpud's GC ends it.  A container's own slice is
     deleted in that case (test_create_failure_leaves_no_slice)."""
-    root = hook.cgroup2_mount()
+    root = cgroups.cgroup2_mount()
     if root is None or not ROOT:
         pytest.skip("needs root and a cgroup v2 (unified) hierarchy")
     pod = os.path.join(root, f"vgpu-test-{os.getpid()}-{next(_cg_seq)}", f"pod{UID}")

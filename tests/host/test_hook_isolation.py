@@ -30,7 +30,8 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.access(RUNC, os.X_OK) or not os.access(BUSYBOX, os.X_OK),
     reason="needs root, runc and busybox")
 
-from vgpu.cli import ctl, hook, runtime
+from vgpu.cli import ctl, runtime
+from vgpu.cli.hook import cgroups
 from vgpu.common import request  # noqa: E402
 
 MODULES = ("sitecustomize", "usercustomize", "re", "json", "evil")
@@ -268,7 +269,7 @@ def test_cdi_spec_starts_a_container_with_the_slices_nodes_and_view(tmp_path, en
     assert [q["op"] for q in env["fake"].requests] == ["attach"]
     att = env["fake"].requests[0]["args"]
     assert att["container"] == "cdi-a" and att["cgroup"].startswith(
-        (hook.cgroup2_mount() or "/sys/fs/cgroup").rstrip("/") + "/")
+        (cgroups.cgroup2_mount() or "/sys/fs/cgroup").rstrip("/") + "/")
     # the old spec's mount, for the record: runc refuses it
     old = json.loads(json.dumps(spec))
     old["devices"][0]["containerEdits"].pop("hooks")

@@ -28,12 +28,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount nam
 # Runs in the child: mount_views() on a rootfs, then what is mounted where.
 MOUNT_VIEWS = r"""
 import json, os, sys
-from vgpu.cli import hook
+from vgpu.cli.hook.cmdline import HookError
+from vgpu.cli.hook.mounts import Mounter, mount_views
 rootfs, fs, cid = sys.argv[1:4]
 out = {}
 try:
-    out["done"] = hook.mount_views(cid, rootfs, fs, hook.Mounter(), lambda m: None)
-except hook.HookError as e:
+    out["done"] = mount_views(cid, rootfs, fs, Mounter(), lambda m: None)
+except HookError as e:
     out["error"] = str(e)
 with open("/proc/self/mountinfo") as f:
     out["mounts"] = [ln.split()[4] for ln in f]
@@ -134,7 +135,8 @@ def test_proc_view_symlink_is_refused(box, which):
 # point or a file in the attack directory is an escape.
 RACE = r"""
 import ctypes, json, os, signal, sys
-from vgpu.cli import hook
+from vgpu.cli.hook.cmdline import HookError
+from vgpu.cli.hook.mounts import Mounter, mount_views
 rootfs, fs, cid, attack, rounds = sys.argv[1:6]
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 a, b = (os.path.join(rootfs, n).encode() for n in ("dev", "devlink"))
@@ -144,7 +146,7 @@ if racer == 0:
     libc.prctl(1, signal.SIGKILL)                  # PR_SET_PDEATHSIG: never outlive us
     while True:
         libc.renameat2(-100, a, -100, b, 2)
-m = hook.Mounter()
+m = Mounter()
 ok = refused = escapes = outside_files = 0
 errors = set()
 
@@ -155,9 +157,9 @@ def mounts():
 for _ in range(int(rounds)):
     os.kill(racer, signal.SIGCONT)
     try:
-        hook.mount_views(cid, rootfs, fs, m, lambda s: None)
+        mount_views(cid, rootfs, fs, m, lambda s: None)
         ok += 1
-    except (hook.HookError, OSError) as e:
+    except (HookError, OSError) as e:
         refused += 1
         errors.add(str(e).split(":")[-1].strip()[:80])
     os.kill(racer, signal.SIGSTOP)
@@ -306,7 +308,7 @@ def test_rebind_without_an_identity_is_refused(container):
 
 
 def test_rebind_refuses_a_process_outside_the_containers_cgroup(container, tmp_path):
-    from vgpu.cli.hook import cgroup2_mount
+    from vgpu.cli.hook.cgroups import cgroup2_mount
     v2 = cgroup2_mount()
     if not v2:
         pytest.skip("no cgroup v2 hierarchy")

@@ -86,12 +86,12 @@ def test_slice_is_bound_to_the_containers_own_cgroup_and_no_vgpu_node_can_be_mad
     args = fake.requests[0]["args"]
     assert "pid" not in args, args
     unified = [ln.split(":", 2)[2] for ln in r.stdout.splitlines() if ln.startswith("0::")][0]
-    assert args["cgroup"] == (hook_mod().cgroup2_mount() or "/sys/fs/cgroup").rstrip("/") + unified
+    assert args["cgroup"] == (hook_cgroups().cgroup2_mount() or "/sys/fs/cgroup").rstrip("/") + unified
 
 
-def hook_mod():
-    from vgpu.cli import hook
-    return hook
+def hook_cgroups():
+    from vgpu.cli.hook import cgroups
+    return cgroups
 
 
 def test_same_name_in_another_runc_root_neither_gets_nor_deletes_the_slice(tmp_path, env):
@@ -226,7 +226,7 @@ def test_a_pod_shares_one_slice_and_its_sandbox_ends_it(tmp_path, env, fastpath)
         ops = [(q["op"], q["args"].get("container")) for q in fake.requests]
         assert ops == [("create", name), ("create", name)], ops
         first = fake.requests[0]["args"]
-        unified = hook_mod().cgroup2_mount() or "/sys/fs/cgroup"
+        unified = hook_cgroups().cgroup2_mount() or "/sys/fs/cgroup"
         assert first["cgroup"] == unified.rstrip("/") + podcg
         assert first["labels"] == {"io.kubernetes.pod.name": "web",
                                    "io.kubernetes.pod.namespace": "team"}

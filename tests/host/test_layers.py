@@ -33,7 +33,11 @@ BASELINE = loaded_after("pass")
 
 
 def modules(sub: str) -> list[str]:
-    return sorted(f"vgpu.{sub}.{p.stem}" for p in (PKG / sub).glob("*.py"))
+    """vgpu.<sub>'s modules, its subpackages' (vgpu.cli.hook) included; a
+    package's __init__ by the package's name, no __main__ (it runs)."""
+    names = (".".join(("vgpu", *p.relative_to(PKG).with_suffix("").parts))
+             for p in (PKG / sub).rglob("*.py") if p.name != "__main__.py")
+    return sorted(n.removesuffix(".__init__") for n in names)
 
 
 LIGHT = [*modules("cli"), *modules("abi"), "vgpu.common.values", "vgpu.common.forecast"]
@@ -41,6 +45,7 @@ LIGHT = [*modules("cli"), *modules("abi"), "vgpu.common.values", "vgpu.common.fo
 
 def test_every_light_module_is_listed():
     assert "vgpu.cli.ctl" in LIGHT and "vgpu.cli.hook" in LIGHT and "vgpu.abi.uapi" in LIGHT
+    assert "vgpu.cli.hook.mounts" in LIGHT
 
 
 @pytest.mark.parametrize("module", LIGHT)
@@ -70,6 +75,13 @@ def test_k8s_module_loads_no_daemon(module):
     ours = sorted(m for m in loaded if m.split(".")[0] == "vgpu" and not
                   m.startswith("vgpu.k8s") and m not in K8S_MAY_USE)
     assert not ours, f"{module} pulls in {ours}"
+
+
+def test_the_device_plugins_device_logic_loads_no_grpc():
+    # vgpu.k8s.devices is the plugin's pure part: no gRPC, no trio, no I/O
+    loaded = loaded_after("import vgpu.k8s.devices") - BASELINE
+    assert not sorted(m for m in loaded if m.split(".")[0] in ("grpc", "grpc_tools", "google",
+                                                               "trio", "socket", "threading"))
 
 
 def test_vgpuds_supervisor_of_the_plugin_loads_no_grpc():
@@ -218,7 +230,7 @@ def test_the_daemon_imports_neither_the_cli_nor_the_kubernetes_side():
     ("cli", ("vgpu.daemon", "vgpu.k8s", "vgpu.vgpuko")),
 ])
 def test_a_layer_imports_only_the_layers_below(sub, forbidden):
-    bad = offenders((PKG / sub).glob("*.py"), lambda m: under(m, *forbidden))
+    bad = offenders((PKG / sub).rglob("*.py"), lambda m: under(m, *forbidden))
     assert not bad, "\n".join(bad)
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from vgpu.daemon.config import parse_config
-from vgpu.k8s.deviceplugin import RESOURCES
+from vgpu.k8s.devices import RESOURCES
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from vgpu.abi import uapi
-from vgpu.cli import ctl, hook
+from vgpu.cli import ctl
+from vgpu.cli.hook import container
 from vgpu.daemon.api import ApiError, parse_request
 from vgpu.daemon.config import ConfigError, parse_config
 from vgpu.common.values import (CONTAINER_MAX, LAYER_FLAGS, POLICIES, POLICY_CODES, PRIORITIES,
@@ -469,7 +470,7 @@ def config_errors(text: str) -> list[str]:
 
 def hook_error(key: str, v: str) -> str:
     with pytest.raises(ValueError) as ei:
-        hook.validate({key: v}, "annotation")
+        container.validate({key: v}, "annotation")
     return str(ei.value)
 
 

@@ -1,6 +1,6 @@
 """vgpudev (kmod/vgpu/devfs.c): a slice's nodes that open as vgpu.ko's
 minors and stat as NVIDIA's 195:N; who may mount it, its options, and the
-OCI hook's use of it (vgpu.cli.hook.mount_views).  docs/containers.md,
+OCI hook's use of it (vgpu.cli.hook.mounts.mount_views).  docs/containers.md,
 "NVIDIA's device numbers".
 
     tools/vm/vm.py run --load-nvsim --load-vgpu -- .venv/bin/python -m pytest -q tests/vm/test_vgpu_devfs.py
@@ -190,12 +190,13 @@ def test_read_only_no_new_nodes_and_remount_changes_nothing(make_slice, mnt):
 # rootfs with an empty /dev, then what is there.
 HOOK = r"""
 import json, os, sys
-from vgpu.cli import hook
+from vgpu.cli.hook.cmdline import HookError
+from vgpu.cli.hook.mounts import Mounter, mount_views
 rootfs, fuse, sid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 os.system("mount --make-rprivate /")
-m = hook.Mounter()
-out = {"first": hook.mount_views("c", rootfs, fuse, m, lambda s: None, slice_id=sid),
-       "second": hook.mount_views("c", rootfs, fuse, m, lambda s: None, slice_id=sid)}
+m = Mounter()
+out = {"first": mount_views("c", rootfs, fuse, m, lambda s: None, slice_id=sid),
+       "second": mount_views("c", rootfs, fuse, m, lambda s: None, slice_id=sid)}
 d = os.path.join(rootfs, "dev")
 out["dev"] = sorted(os.listdir(d))
 out["rdev"] = {n: [os.major(os.stat(os.path.join(d, n)).st_rdev),
@@ -207,9 +208,9 @@ if len(sys.argv) > 4:       # a /dev/char link of someone else's
     os.unlink(os.path.join(d, "char", "195:0"))
     os.symlink("../null", os.path.join(d, "char", "195:0"))
     try:
-        hook.mount_views("c", rootfs, fuse, m, lambda s: None, slice_id=sid)
+        mount_views("c", rootfs, fuse, m, lambda s: None, slice_id=sid)
         out["clash"] = "mounted"
-    except hook.HookError as e:
+    except HookError as e:
         out["clash"] = str(e)
 print(json.dumps(out))
 """

@@ -1,7 +1,8 @@
 """vgpud: the vgpu daemon.
 
 One trio root nursery; each service is started with ``await nursery.start``
-(it is ready when that returns) and stopped by cancellation:
+(it is ready when that returns) and stopped by cancellation, in the order
+of the list Daemon.services makes:
 
 - signals: SIGTERM/SIGINT drain and exit (stop accepting API connections,
   finish in-flight requests, at most 10 s; kernel slices stay: vgpu.ko keeps
@@ -66,6 +67,9 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 import trio
 
@@ -134,6 +138,23 @@ def setup_logging(level: str) -> None:
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
 
 
+@dataclass(frozen=True)
+class Service:
+    """One of vgpud's services, as Daemon.services lists them: ``run`` is
+    started in the root nursery with ``await root.start(run)``, so it is
+    ready when that returns, and runs until cancelled (a step that only
+    prepares, the inventory's first poll, returns once started).  Exceptions
+    of the types ``errors`` raised before it is ready are a failure to start
+    that ``failed`` logs (and clears up after); then vgpud stops with status
+    1 when the service is ``vital``, else runs on without it.  Any other
+    exception stops the daemon, as any exception in the root nursery."""
+    name: str
+    run: Callable
+    errors: tuple[type[BaseException], ...] = ()
+    failed: Callable[[BaseException], None] | None = None
+    vital: bool = False
+
+
 class Daemon:
     def __init__(self, cfg, config_path: str, *, log_level_override: str | None = None):
         self.cfg = cfg
@@ -165,48 +186,11 @@ class Daemon:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
                 async with trio.open_nursery() as root:
                     self.root = root
-                    root.start_soon(self._signals, sigs, root)
-                    await mgr.poll_inventory()
-                    log.info("%d GPU(s) by %s: %s", len(mgr.gpus), inv.source,
-                             ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
-                    await root.start(self._kernel_service)
-                    # the usage history and the forecaster (vgpu.daemon.usage):
-                    # made before the API serves, so that its ops find them
-                    mgr.history = HistoryService(mgr)
-                    mgr.forecaster = Forecaster(mgr, mgr.history.models_for)
-                    try:
-                        self.server = Server(Ops(mgr), str(self.cfg.paths.socket),
-                                             group=self.cfg.api_group or None)
-                    except ValueError as e:
-                        log.error("api.group: %s", e)
-                        root.cancel_scope.cancel()
-                        self.exit_code = 1
-                        return 1
-                    try:
-                        await root.start(self.server.run)
-                    except (OSError, RuntimeError) as e:
-                        log.error("API socket: %s", e)
-                        root.cancel_scope.cancel()
-                        self.exit_code = 1
-                        return 1
-                    if self.cfg.metrics_listen:
-                        self.metrics = MetricsServer(mgr, self.cfg.metrics_listen)
-                        try:
-                            await root.start(self.metrics.run)
-                        except OSError as e:
-                            log.error("metrics on %s: %s (metrics disabled)", self.cfg.metrics_listen, e)
-                            self.metrics = None
-                    if self.cfg.paths.fuse_mount:
-                        await self._start_fs(root)
-                    await root.start(self._ticker)
-                    await root.start(mgr.save_pending)     # a failed state save, retried
-                    # [history]: a sample of every slice each interval, written by
-                    # its own thread (a broken disk is a warning, never a stop)
-                    await root.start(mgr.history.run)
-                    await root.start(mgr.forecaster.run)
-                    # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
-                    # through reloads (vgpu.daemon.plugin_supervisor)
-                    await root.start(supervise, self._device_plugin_argv)
+                    for s in self.services(sigs):
+                        if not await self._start(root, s):
+                            root.cancel_scope.cancel()
+                            self.exit_code = 1
+                            return 1
                     sd_notify(f"READY=1\nSTATUS=serving {len(mgr.records)} slice(s)\nMAINPID={os.getpid()}")
                     log.info("vgpud %d ready: socket %s, %d slice(s)", os.getpid(),
                              self.cfg.paths.socket, len(mgr.records))
@@ -223,14 +207,92 @@ class Daemon:
         log.info("vgpud stopped (kernel slices left in place)")
         return self.exit_code
 
-    async def _start_fs(self, root):
-        """vgpufs (vgpu.daemon.fs) at paths.fuse_mount; a failure to mount at
-        start is logged and the daemon runs on without the container views."""
+    # ------------------------------------------------------------ services
+    def services(self, sigs) -> list[Service]:
+        """vgpud's services, in the order they start in the root nursery
+        (each ready before the next starts; the module doc says what each
+        does).  The ones the config turns off are not listed."""
+        cfg, mgr = self.cfg, self.mgr
+        out = [
+            Service("signals", partial(self._signals, sigs)),
+            Service("inventory", self._inventory),
+            Service("kernel", self._kernel_service),
+            Service("api", self._api_service, (ValueError, OSError, RuntimeError),
+                    self._api_failed, vital=True),
+        ]
+        if cfg.metrics_listen:
+            out.append(Service("metrics", self._metrics_service, (OSError,), self._metrics_failed))
+        if cfg.paths.fuse_mount:
+            # RuntimeError: no pyfuse3, among others
+            out.append(Service("vgpufs", self._fs_service, (OSError, RuntimeError),
+                               self._fs_failed))
+        out += [
+            Service("ticker", self._ticker),
+            Service("state-saver", mgr.save_pending),   # a failed state save, retried
+            # [history]: a sample of every slice each interval, written by
+            # its own thread (a broken disk is a warning, never a stop)
+            Service("history", self._history_service),
+            Service("forecaster", self._forecaster_service),
+            # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
+            # through reloads (vgpu.daemon.plugin_supervisor)
+            Service("device-plugin", partial(supervise, self._device_plugin_argv)),
+        ]
+        return out
+
+    @staticmethod
+    async def _start(root, s: Service) -> bool:
+        """Start ``s`` in ``root`` (ready when this returns); False when a
+        vital service failed to start."""
         try:
-            await root.start(self._fs_service)
-        except (OSError, RuntimeError) as e:     # RuntimeError: no pyfuse3, among others
-            log.error("vgpufs at %s: %s (container device views disabled)",
-                      self.cfg.paths.fuse_mount, e)
+            await root.start(s.run)
+        except s.errors as e:
+            s.failed(e)
+            return not s.vital
+        return True
+
+    async def _inventory(self, *, task_status):
+        """The GPUs, polled once, and logged, before the kernel service starts."""
+        mgr = self.mgr
+        await mgr.poll_inventory()
+        log.info("%d GPU(s) by %s: %s", len(mgr.gpus), mgr.inventory.source,
+                 ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
+        task_status.started()
+
+    async def _api_service(self, *, task_status):
+        mgr = self.mgr
+        # the usage history and the forecaster (vgpu.daemon.usage):
+        # made before the API serves, so that its ops find them
+        mgr.history = HistoryService(mgr)
+        mgr.forecaster = Forecaster(mgr, mgr.history.models_for)
+        self.server = Server(Ops(mgr), str(self.cfg.paths.socket),
+                             group=self.cfg.api_group or None)
+        await self.server.run(task_status=task_status)
+
+    def _api_failed(self, e: BaseException) -> None:
+        if isinstance(e, ValueError):
+            log.error("api.group: %s", e)       # Server() refused the group
+        else:
+            log.error("API socket: %s", e)
+
+    async def _metrics_service(self, *, task_status):
+        self.metrics = MetricsServer(self.mgr, self.cfg.metrics_listen)
+        await self.metrics.run(task_status=task_status)
+
+    def _metrics_failed(self, e: BaseException) -> None:
+        log.error("metrics on %s: %s (metrics disabled)", self.cfg.metrics_listen, e)
+        self.metrics = None
+
+    def _fs_failed(self, e: BaseException) -> None:
+        """vgpufs could not be mounted at start: the daemon runs on without
+        the container views."""
+        log.error("vgpufs at %s: %s (container device views disabled)",
+                  self.cfg.paths.fuse_mount, e)
+
+    async def _history_service(self, *, task_status):
+        await self.mgr.history.run(task_status=task_status)
+
+    async def _forecaster_service(self, *, task_status):
+        await self.mgr.forecaster.run(task_status=task_status)
 
     async def _fs_service(self, *, task_status):
         """vgpufs for the life of the daemon.  Started once it is mounted and
@@ -333,7 +395,9 @@ class Daemon:
                            k.oversubscribe_factor if self.cfg.node.oversubscribe_memory else None)
 
     # ------------------------------------------------------------- signals
-    async def _signals(self, sigs, root):
+    async def _signals(self, sigs, *, task_status):
+        root = self.root
+        task_status.started()
         async for s in sigs:
             if s == signal.SIGHUP:
                 await self.reload()

@@ -1,0 +1,142 @@
+"""The hook's command line: its options (Opts, parse_argv, USAGE) and
+HookError, the one-line failure every part of the hook raises."""
+from __future__ import annotations
+
+import os
+import sys
+
+from vgpu import __version__
+from vgpu.common.values import BadValue, parse_container, parse_duration, parse_pid, quote
+
+PROG = "vgpu-oci-hook"
+DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (docs/vgpufs.md)
+STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
+          "poststart", "poststop")
+TIMEOUT_MAX = 3600.0    # --timeout's bound, in seconds
+
+
+USAGE = f"""\
+usage: {PROG} [--socket PATH] [--timeout S] [--fuse-mount DIR] [--debug] [STAGE]
+       {PROG} [--fuse-mount DIR] [--debug] --mount-slice SLICE createRuntime
+       {PROG} [--fuse-mount DIR] [--debug] --cgroup DIR|--pid-start TICKS --rebind PID CONTAINER
+
+OCI hook: attach a vgpu slice to a container that asks for one (annotations
+vgpu.io/memory, vgpu.io/compute, vgpu.io/priority, vgpu.io/policy,
+vgpu.io/gpus, vgpu.io/profile; the image's VGPU_* environment only for a
+profile whose config allows it).  Reads the OCI state JSON on stdin.
+
+A pod's vgpu.io/* ask for one slice for the pod (pod-<sandbox id>), shared
+by its containers; vgpu.io/container-* for the container's own.
+
+stages: createRuntime|prestart (create the slice, mount its nodes),
+        poststop (delete the slice); createContainer is refused (it runs
+        with the image's environment); others do nothing.  Without STAGE
+        only a "stopped" state is understood (poststop).
+
+options:
+  --socket PATH     vgpud's API socket (default $VGPU_SOCKET, else /run/vgpu/vgpud.sock)
+  --timeout S       bound on each call to vgpud, in seconds (default 5)
+  --fuse-mount DIR  where vgpufs is mounted (default $VGPU_FUSE_MOUNT, else {DEFAULT_FUSE_MOUNT})
+  --debug           say what the hook does on stderr
+  --mount-slice SLICE
+                    CDI flow: mount the views of the existing slice SLICE
+                    into the container (createRuntime); nothing is created
+  --rebind PID CONTAINER
+                    re-bind a running container's /proc/driver/nvidia view to
+                    the current vgpufs mount (vgpud does this after a restart)
+  --cgroup DIR, --pid-start TICKS
+                    with --rebind: what PID must be to count as the container's
+                    (in the cgroup v2 directory DIR or below; started at TICKS)
+  --help            this text
+  --version         the version of vgpu
+
+exit status: 0 success or nothing to do, 1 failure, 2 usage error
+"""
+
+
+class HookError(Exception):
+    """One line for stderr; the start fails."""
+
+
+class Opts:
+    socket = None
+    timeout = 5.0
+    fuse_mount = None
+    debug = False
+    stage = None
+    rebind: tuple[int, str] | None = None
+    rebind_cgroup: str | None = None      # what --rebind checks the pid against
+    rebind_start: int | None = None
+    mount_slice: str | None = None
+
+
+def _invalid(label: str, text: str, e: BadValue) -> ValueError:
+    return ValueError(f"invalid {label} {quote(text)}: {e.reason}")
+
+
+def parse_argv(argv: list[str]) -> Opts:
+    """The command line -> Opts; ValueError("<what is wrong>") for a usage
+    error (values are checked by vgpu.common.values' parsers)."""
+    o = Opts()
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        name, eq, value = a.partition("=")
+        if name in ("--socket", "--timeout", "--fuse-mount", "--mount-slice", "--cgroup",
+                    "--pid-start"):
+            if not eq:
+                if i >= len(argv):
+                    raise ValueError(f"{name} needs a value")
+                value = argv[i]
+                i += 1
+            if name == "--timeout":
+                try:
+                    o.timeout = parse_duration(value)
+                    if o.timeout > TIMEOUT_MAX:
+                        raise BadValue(value, "is too long (at most 1h)")
+                except BadValue as e:
+                    raise _invalid(name, value, e) from None
+            elif name == "--socket":
+                o.socket = value
+            elif name == "--mount-slice":
+                try:
+                    o.mount_slice = parse_container(value)
+                except BadValue as e:
+                    raise _invalid(name, value, e) from None
+            elif name == "--cgroup":
+                if not os.path.isabs(value):
+                    raise ValueError(f'invalid --cgroup {quote(value)}: an absolute directory')
+                o.rebind_cgroup = value
+            elif name == "--pid-start":
+                if not (value.isascii() and value.isdigit()):
+                    raise ValueError(f'invalid --pid-start {quote(value)}: clock ticks since boot')
+                o.rebind_start = int(value)
+            else:
+                o.fuse_mount = value
+        elif a == "--debug":
+            o.debug = True
+        elif a == "--rebind":
+            if i + 2 > len(argv):
+                raise ValueError("--rebind needs PID and CONTAINER")
+            pid, cid = argv[i], argv[i + 1]
+            i += 2
+            try:
+                n = parse_pid(pid)
+            except BadValue as e:
+                raise _invalid("--rebind pid", pid, e) from None
+            try:
+                o.rebind = (n, parse_container(cid))
+            except BadValue as e:
+                raise _invalid("--rebind container", cid, e) from None
+        elif a in ("--help", "-h"):
+            raise SystemExit(sys.stdout.write(USAGE) and 0)
+        elif a == "--version":
+            raise SystemExit(sys.stdout.write(f"{PROG} {__version__}\n") and 0)
+        elif a.startswith("-"):
+            raise ValueError(f"unknown option {quote(a)}")
+        elif o.stage is None:
+            o.stage = a
+        else:
+            raise ValueError(f"unexpected argument {quote(a)}")
+    return o
