@@ -94,6 +94,12 @@ modules:
 		$(MAKE) --no-print-directory -C $(KDIR) M=$(CURDIR)/kmod/$$m modules || exit 1; \
 	done
 
+# vgpu.ko's netlink policies, uapi header and Python tables from their spec,
+# kmod/netlink/vgpu.yaml (the outputs are committed: building needs no Python)
+.PHONY: generate
+generate:
+	$(PYTHON) tools/ynl_gen.py
+
 # `make test` and `make demo` install what is missing first (make deps is
 # idempotent: a dpkg query and a stamp when all is there), then run in a
 # fresh make, which sees the kernel headers deps may just have installed.
