@@ -168,3 +168,15 @@ def test_spec_request_attributes_are_what_the_handlers_read(fam):
                           f"that the spec's request lacks")
         assert got.admin == ("admin-perm" in op.get("flags", []))
     assert not errors, "\n".join(errors)
+
+
+def test_outside_definitions_agree_with_their_headers(fam):
+    """A value the spec repeats from a header it does not generate (`header:`)
+    is that header's: a bound would drift silently otherwise."""
+    raw = [d for d in fam.raw["definitions"] if "header" in d]
+    assert raw, "no outside definition: this test has nothing to hold"
+    for d in raw:
+        text = (ROOT / "kmod" / "include" / d["header"]).read_text()
+        m = re.search(rf"^#define\s+{G.cname(d['name'])}\s+(\d+)\b", text, re.M)
+        assert m, f"{d['header']} lacks {G.cname(d['name'])}"
+        assert int(m.group(1)) == d["value"], G.cname(d["name"])
