@@ -2,7 +2,8 @@
 policies as the kernel itself reports them (CTRL_CMD_GETPOLICY: each
 attribute's type, bounds, mask, string length and nested policy; refused
 attributes are not listed), its commands with their do/dump and
-GENL_ADMIN_PERM (CTRL_CMD_GETFAMILY), and its multicast groups."""
+GENL_ADMIN_PERM (CTRL_CMD_GETFAMILY), its multicast groups, and
+SLICE_GET's replies (the spec's reply attributes, no other)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tools import ynl_gen as G
 from vgpu.vgpuko.netlink import (CTRL_CMD_GETFAMILY, GENL_ID_CTRL, GENLHDR, NLHDR, NLM_F_DUMP,
                                  NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, GenlSocket, nla,
                                  parse_attrs, parse_error)
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VGPU_IN_VM") != "1" or not os.path.exists("/sys/module/vgpu"),
@@ -38,12 +41,13 @@ NL_ATTR_TYPE = {"u8": 2, "u32": 4, "u64": 5, "string": 12, "nest": 13}
 UMAX = {"u8": 0xFF, "u32": 0xFFFFFFFF, "u64": 0xFFFFFFFFFFFFFFFF}
 
 
-def _request(cmd: int, attrs: bytes, dump: bool) -> list[bytes]:
+def _request(cmd: int, attrs: bytes, dump: bool, family: int = GENL_ID_CTRL,
+             version: int = 1) -> list[bytes]:
     """The genetlink payloads of the answer (after the genl header)."""
     s = GenlSocket(timeout=10)
     try:
-        s.send(GENL_ID_CTRL, NLM_F_REQUEST | (NLM_F_DUMP if dump else 0),
-               GENLHDR.pack(cmd, 1, 0) + attrs)
+        s.send(family, NLM_F_REQUEST | (NLM_F_DUMP if dump else 0),
+               GENLHDR.pack(cmd, version, 0) + attrs)
         out = []
         while True:
             for mtype, flags, _seq, msg in s.recv_msgs():
@@ -175,3 +179,21 @@ def test_live_commands_and_groups_are_the_spec(fam, family):
               for b in _attrs(family[CTRL_ATTR_MCAST_GROUPS]).values()]
     assert groups == [g["name"] for g in fam.mcgrps]
     assert struct.unpack("=H", family[CTRL_ATTR_FAMILY_ID])[0] > GENL_ID_CTRL
+
+
+def test_slice_replies_carry_what_the_spec_says(fam, family, sl):  # noqa: F811
+    """SLICE_GET's reply (do and dump) carries the spec's reply attributes:
+    all of them but the one a dump adds when it cuts the pid list, no other."""
+    fid = struct.unpack("=H", family[CTRL_ATTR_FAMILY_ID])[0]
+    top = fam.sets["slice"].by_name()
+    op = next(o for o in fam.ops if o["name"] == "slice-get")
+    cmd = fam.consts["VGPU_CMD_SLICE_GET"]
+    sid = nla(top["slice-id"].value, struct.pack("=I", sl.id))
+    for kind, msgs in (("do", _request(cmd, sid, False, fid, fam.version)),
+                       ("dump", _request(cmd, b"", True, fid, fam.version))):
+        want = {top[a].value for a in op[kind]["reply"]["attributes"]}
+        mine = [m for m in msgs if _u(_attrs(m)[top["slice-id"].value]) == sl.id]
+        assert len(mine) == 1, kind
+        got = set(_attrs(mine[0]))
+        optional = {top["slice-pids-truncated"].value}
+        assert got <= want and want - got <= optional, (kind, sorted(got), sorted(want))
