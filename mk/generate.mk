@@ -35,3 +35,10 @@ generate-kernel: generate-policy $(GENERATE_LISTS)
 # NVIDIA's names by number (vgpu/abi/nvnames.py), from the policy
 generate-names: generate-policy
 	$(PYTHON) -m tools.nvgen.names
+
+# vgpu.ko's netlink policies, ops and uapi header and the Python tables,
+# from their spec, kmod/netlink/vgpu.yaml (tools/ynl_gen.py)
+.PHONY: generate-netlink
+generate: generate-netlink
+generate-netlink:
+	$(PYTHON) tools/ynl_gen.py

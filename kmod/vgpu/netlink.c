@@ -2,7 +2,9 @@
 /*
  * netlink.c - the generic-netlink family "vgpu" (include/uapi/vgpu.h):
  * strict policies, GENL_ADMIN_PERM on every command, extack messages that
- * name the bad attribute, and the "events" multicast group.  SLICE_NEW and
+ * name the bad attribute, and the "events" multicast group.  The policies,
+ * the ops table and the groups are generated from kmod/netlink/vgpu.yaml
+ * into netlink-gen.c (make generate); the handlers are here.  SLICE_NEW and
  * SLICE_SET parse and check the whole request, each GPU nest where it is
  * parsed, before anything changes: a refused request leaves no trace.
  */
@@ -12,99 +14,9 @@
 #include <linux/version.h>
 
 #include "vgpu.h"
+#include "netlink-gen.h"
 
 static struct genl_family vgpu_family;
-
-enum { VGPU_MCGRP_EVENTS_ID, VGPU_MCGRP_TRACE_ID };
-
-static const struct genl_multicast_group vgpu_mcgrps[] = {
-	/*
-	 * Events carry host pids, container slices and sizes: listeners need
-	 * CAP_NET_ADMIN, like the commands.
-	 */
-	[VGPU_MCGRP_EVENTS_ID] = { .name = VGPU_GENL_MCGRP_EVENTS,
-				   .flags = GENL_MCAST_CAP_NET_ADMIN },
-	/* Traces carry the parameters of a container's calls: the same. */
-	[VGPU_MCGRP_TRACE_ID] = { .name = VGPU_GENL_MCGRP_TRACE,
-				  .flags = GENL_MCAST_CAP_NET_ADMIN },
-};
-
-static const struct nla_policy vgpu_gpu_policy[VGPU_GPU_A_MAX + 1] = {
-	[VGPU_GPU_A_INDEX] = NLA_POLICY_MAX(NLA_U32, VGPU_MAX_SLICE_GPUS - 1),
-	[VGPU_GPU_A_REAL_MINOR] = NLA_POLICY_MAX(NLA_U32, NV_MAX_GPU_MINOR),
-	[VGPU_GPU_A_MEM_LIMIT] = { .type = NLA_U64 },
-	[VGPU_GPU_A_MEM_USED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_MEM_PEAK] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_ALLOCS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_REFUSALS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_GPU_ID] = { .type = NLA_U32 },
-	[VGPU_GPU_A_PAD] = { .type = NLA_REJECT },
-	[VGPU_GPU_A_COMPUTE_POLICY] = NLA_POLICY_MAX(NLA_U32, __VGPU_COMPUTE_POLICY_MAX - 1),
-	[VGPU_GPU_A_COMPUTE_BP] = NLA_POLICY_RANGE(NLA_U32, 1, VGPU_COMPUTE_BP_MAX),
-	[VGPU_GPU_A_PRIORITY] = NLA_POLICY_MAX(NLA_U32, __VGPU_PRIORITY_MAX - 1),
-	[VGPU_GPU_A_GPU_TIME_NS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_TSGS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_CHANNELS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_PAUSED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_GPU_A_DOORBELL_TRAPS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-};
-
-/* Above s16: the policy's own min/max cannot hold it. */
-static struct netlink_range_validation vgpu_period_range __ro_after_init = {
-	.min = VGPU_SCHED_PERIOD_MIN_US,
-	.max = VGPU_SCHED_PERIOD_MAX_US,
-};
-
-static const struct nla_policy vgpu_list_policy[VGPU_A_LIST_MAX + 1] = {
-	[VGPU_A_GPU] = NLA_POLICY_NESTED(vgpu_gpu_policy),
-	[VGPU_A_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_ALLOW] = { .type = NLA_REJECT, .reject_message = "belongs in VGPU_A_SLICE_ALLOW" },
-	[VGPU_A_AUDIT_ENTRY] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-};
-
-/* VGPU_A_SLICE_ALLOW holds VGPU_A_ALLOW entries and nothing else. */
-static const struct nla_policy vgpu_allow_policy[VGPU_A_LIST_MAX + 1] = {
-	[VGPU_A_GPU] = { .type = NLA_REJECT, .reject_message = "belongs in VGPU_A_SLICE_GPUS" },
-	[VGPU_A_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_ALLOW] = { .type = NLA_U64 },
-	[VGPU_A_AUDIT_ENTRY] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-};
-
-static const struct nla_policy vgpu_policy[VGPU_A_MAX + 1] = {
-	[VGPU_A_SLICE_ID] = NLA_POLICY_MIN(NLA_U32, 1),
-	[VGPU_A_SLICE_NAME] = { .type = NLA_NUL_STRING, .len = VGPU_SLICE_NAME_MAX - 1 },
-	[VGPU_A_SLICE_FLAGS] = NLA_POLICY_MASK(NLA_U32, VGPU_SLICE_F_ALL),
-	[VGPU_A_SLICE_UVM_POLICY] = NLA_POLICY_MAX(NLA_U32, __VGPU_UVM_POLICY_MAX - 1),
-	[VGPU_A_SLICE_MAX_CHANNELS] = { .type = NLA_U32 },
-	[VGPU_A_SLICE_GPUS] = NLA_POLICY_NESTED(vgpu_list_policy),
-	[VGPU_A_SLICE_MAJOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_BASE_MINOR] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_OPEN_FILES] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_PIDS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_PIDS_TRUNCATED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_UVM_MAPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_QUARANTINED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_AUDIT] = NLA_POLICY_MAX(NLA_U8, 1),
-	[VGPU_A_SLICE_ALLOW] = NLA_POLICY_NESTED(vgpu_allow_policy),
-	[VGPU_A_SLICE_ALLOW_COUNT] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_AUDIT] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_AUDIT_DROPPED] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SLICE_TRACE] = NLA_POLICY_MAX(NLA_U8, 1),
-	[VGPU_A_TRACE] = { .type = NLA_REJECT, .reject_message = "trace-message-only attribute" },
-	[VGPU_A_EVENT_TYPE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_EVENT_PID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_EVENT_GPU] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_EVENT_SIZE] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_PAD] = { .type = NLA_REJECT },
-	[VGPU_A_SLICE_CGROUP_FD] = { .type = NLA_U32 },
-	[VGPU_A_SLICE_CGROUP_ID] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SCHED_REAL_MINOR] = NLA_POLICY_MAX(NLA_U32, NV_MAX_GPU_MINOR),
-	[VGPU_A_SCHED_PERIOD_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &vgpu_period_range),
-	[VGPU_A_SCHED_LAYERS] = NLA_POLICY_MASK(NLA_U32, VGPU_SCHED_L_ALL),
-	[VGPU_A_SCHED_SWITCHES] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-	[VGPU_A_SCHED_CPU_NS] = { .type = NLA_REJECT, .reject_message = "reply-only attribute" },
-};
 
 /* ------------------------------------------------------------ replies */
 
@@ -527,7 +439,7 @@ static void vgpu_nl_set_common(struct vgpu_slice *s, struct genl_info *info,
 		WRITE_ONCE(s->trace, nla_get_u8(attrs[VGPU_A_SLICE_TRACE]));
 }
 
-static int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
+int vgpu_nl_new(struct sk_buff *skb, struct genl_info *info)
 {
 	struct netlink_ext_ack *extack = info->extack;
 	struct nlattr **attrs = info->attrs;
@@ -597,7 +509,7 @@ static struct vgpu_slice *vgpu_nl_slice(struct genl_info *info)
 	return s;
 }
 
-static int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
+int vgpu_nl_set(struct sk_buff *skb, struct genl_info *info)
 {
 	struct nlattr **attrs = info->attrs;
 	struct vgpu_nl_handover h = {};
@@ -657,7 +569,7 @@ out:
 	return ret;
 }
 
-static int vgpu_nl_del(struct sk_buff *skb, struct genl_info *info)
+int vgpu_nl_del(struct sk_buff *skb, struct genl_info *info)
 {
 	struct vgpu_slice *s;
 	u32 flags = 0;
@@ -683,7 +595,7 @@ out:
 	return ret;
 }
 
-static int vgpu_nl_get(struct sk_buff *skb, struct genl_info *info)
+int vgpu_nl_get(struct sk_buff *skb, struct genl_info *info)
 {
 	struct vgpu_slice *s;
 	int ret;
@@ -722,7 +634,7 @@ static int vgpu_dump_one(struct vgpu_slice *s, void *arg)
 	return 0;
 }
 
-static int vgpu_nl_dump(struct sk_buff *skb, struct netlink_callback *cb)
+int vgpu_nl_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct vgpu_dump_ctx d = { .skb = skb, .cb = cb };
 	int ret;
@@ -752,7 +664,7 @@ struct vgpu_audit_dump {
 	bool on;
 };
 
-static int vgpu_nl_audit_start(struct netlink_callback *cb)
+int vgpu_nl_audit_start(struct netlink_callback *cb)
 {
 	const struct genl_dumpit_info *gi = genl_dumpit_info(cb);
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
@@ -788,7 +700,7 @@ static int vgpu_nl_audit_start(struct netlink_callback *cb)
 	return 0;
 }
 
-static int vgpu_nl_audit_done(struct netlink_callback *cb)
+int vgpu_nl_audit_done(struct netlink_callback *cb)
 {
 	struct vgpu_audit_dump *d = (void *)cb->args[0];
 
@@ -819,7 +731,7 @@ static int vgpu_fill_audit_entry(struct sk_buff *skb, const struct vgpu_audit_en
 	return 0;
 }
 
-static int vgpu_nl_audit_dump(struct sk_buff *skb, struct netlink_callback *cb)
+int vgpu_nl_audit_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct vgpu_audit_dump *d = (void *)cb->args[0];
 	struct nlattr *list;
@@ -891,7 +803,7 @@ static int vgpu_reply_sched(struct genl_info *info, const struct vgpu_sched_info
 	return genlmsg_reply(skb, info);
 }
 
-static int vgpu_nl_sched_set(struct sk_buff *skb, struct genl_info *info)
+int vgpu_nl_sched_set(struct sk_buff *skb, struct genl_info *info)
 {
 	struct nlattr *pa = info->attrs[VGPU_A_SCHED_PERIOD_US];
 	struct nlattr *la = info->attrs[VGPU_A_SCHED_LAYERS];
@@ -915,7 +827,7 @@ static int vgpu_nl_sched_set(struct sk_buff *skb, struct genl_info *info)
 	return vgpu_reply_sched(info, &si);
 }
 
-static int vgpu_nl_sched_get(struct sk_buff *skb, struct genl_info *info)
+int vgpu_nl_sched_get(struct sk_buff *skb, struct genl_info *info)
 {
 	struct vgpu_sched_info si;
 	int ret;
@@ -931,7 +843,7 @@ static int vgpu_nl_sched_get(struct sk_buff *skb, struct genl_info *info)
 	return vgpu_reply_sched(info, &si);
 }
 
-static int vgpu_nl_sched_dump(struct sk_buff *skb, struct netlink_callback *cb)
+int vgpu_nl_sched_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct vgpu_sched_info si;
 
@@ -945,20 +857,6 @@ static int vgpu_nl_sched_dump(struct sk_buff *skb, struct netlink_callback *cb)
 	}
 	return skb->len;
 }
-
-static const struct genl_ops vgpu_ops[] = {
-	{ .cmd = VGPU_CMD_SLICE_NEW, .doit = vgpu_nl_new, .flags = GENL_ADMIN_PERM },
-	{ .cmd = VGPU_CMD_SLICE_SET, .doit = vgpu_nl_set, .flags = GENL_ADMIN_PERM },
-	{ .cmd = VGPU_CMD_SLICE_DEL, .doit = vgpu_nl_del, .flags = GENL_ADMIN_PERM },
-	{ .cmd = VGPU_CMD_SLICE_GET, .doit = vgpu_nl_get, .dumpit = vgpu_nl_dump,
-	  .flags = GENL_ADMIN_PERM },
-	{ .cmd = VGPU_CMD_SCHED_SET, .doit = vgpu_nl_sched_set, .flags = GENL_ADMIN_PERM },
-	{ .cmd = VGPU_CMD_SCHED_GET, .doit = vgpu_nl_sched_get,
-	  .dumpit = vgpu_nl_sched_dump, .flags = GENL_ADMIN_PERM },
-	{ .cmd = VGPU_CMD_AUDIT_GET, .start = vgpu_nl_audit_start,
-	  .dumpit = vgpu_nl_audit_dump, .done = vgpu_nl_audit_done,
-	  .flags = GENL_ADMIN_PERM },
-};
 
 static struct genl_family vgpu_family __ro_after_init = {
 	.name = VGPU_GENL_NAME,

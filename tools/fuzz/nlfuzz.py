@@ -14,7 +14,8 @@ What is generated comes from the API's sources, not from a hand-written list:
 * kmod/include/uapi/vgpu.h: the commands (enum vgpu_cmd), the attribute
   enums and each attribute's type (the comment grammar the header defines),
   the limits (#define VGPU_*);
-* kmod/vgpu/netlink.c: the nla_policy tables (type, MIN/MAX/RANGE/MASK
+* kmod/vgpu/netlink.c and netlink-gen.c (generated from kmod/netlink/vgpu.yaml):
+  the nla_policy tables (type, MIN/MAX/RANGE/MASK
   bounds, NUL_STRING lengths, NLA_REJECT, which policy a nest uses), the
   genl_ops table (which commands have doit, dumpit, start, GENL_ADMIN_PERM)
   and, per handler, the attributes it reads and requires (GENL_REQ_ATTR_CHECK,
@@ -167,7 +168,10 @@ class Spec:
         self.ops: dict[int, Op] = {}
         self.check_rules: dict[str, set] = {"new": set(), "set": set()}
         if netlink_c.exists():
-            self._parse_netlink(netlink_c.read_text())
+            # the policies and the ops table are generated beside netlink.c
+            gen = netlink_c.with_name("netlink-gen.c")
+            self._parse_netlink(netlink_c.read_text() +
+                                ("\n" + gen.read_text() if gen.exists() else ""))
         self.cmds = {n: v for n, v, _c in self.enums["vgpu_cmd"] if not n.startswith("__")}
         self.cmd_names = {v: n for n, v in self.cmds.items()}
 

@@ -13,130 +13,18 @@ from typing import Any
 from pyroute2.netlink import genlmsg, nla
 
 from vgpu.abi import uapi
+from vgpu.vgpuko.messages_gen import (AUDIT_ATTR_TYPES, GPU_ATTR_TYPES, LIST_ATTR_TYPES,
+                                      SLICE_ATTR_TYPES, TRACE_ATTR_TYPES,
+                                      TRACE_LIST_ATTR_TYPES)
 from vgpu.vgpuko.netlink import NLA_F_NESTED, VgpuError
 
 # --------------------------------------------------------------- messages
-#: pyroute2 type of every attribute (names from uapi.py, so a renamed or
-#: missing one fails at import).  tests/host/test_uapi.py checks completeness
-#: and each type against the type the header's comment gives the attribute
-#: (u8 uint8, u32 uint32, s32 int32, u64 uint64, binary cdata, NUL-terminated
-#: string asciiz, pad none, nested: the nla class of the nested enum).
-SLICE_ATTR_TYPES = {
-    "VGPU_A_UNSPEC": "none",
-    "VGPU_A_SLICE_ID": "uint32",
-    "VGPU_A_SLICE_NAME": "asciiz",
-    "VGPU_A_SLICE_FLAGS": "uint32",
-    "VGPU_A_SLICE_UVM_POLICY": "uint32",
-    "VGPU_A_SLICE_GPUS": "slice_list",
-    "VGPU_A_SLICE_MAJOR": "uint32",
-    "VGPU_A_SLICE_BASE_MINOR": "uint32",
-    "VGPU_A_SLICE_OPEN_FILES": "uint32",
-    "VGPU_A_SLICE_PIDS": "slice_list",
-    "VGPU_A_SLICE_UVM_MAPPED": "uint64",
-    "VGPU_A_EVENT_TYPE": "uint32",
-    "VGPU_A_EVENT_PID": "uint32",
-    "VGPU_A_EVENT_GPU": "uint32",
-    "VGPU_A_EVENT_SIZE": "uint64",
-    "VGPU_A_PAD": "none",
-    "VGPU_A_SLICE_CGROUP_FD": "uint32",
-    "VGPU_A_SLICE_CGROUP_ID": "uint64",
-    "VGPU_A_SCHED_REAL_MINOR": "uint32",
-    "VGPU_A_SCHED_PERIOD_US": "uint32",
-    "VGPU_A_SCHED_LAYERS": "uint32",
-    "VGPU_A_SCHED_SWITCHES": "uint64",
-    "VGPU_A_SCHED_CPU_NS": "uint64",
-    "VGPU_A_SLICE_MAX_CHANNELS": "uint32",
-    "VGPU_A_SLICE_QUARANTINED": "uint8",
-    "VGPU_A_SLICE_AUDIT": "uint8",
-    "VGPU_A_SLICE_ALLOW": "slice_list",
-    "VGPU_A_SLICE_ALLOW_COUNT": "uint32",
-    "VGPU_A_AUDIT": "slice_list",
-    "VGPU_A_AUDIT_DROPPED": "uint64",
-    "VGPU_A_SLICE_TRACE": "uint8",
-    "VGPU_A_TRACE": "trace",
-    "VGPU_A_SLICE_PIDS_TRUNCATED": "uint8",
-}
-LIST_ATTR_TYPES = {
-    "VGPU_A_LIST_UNSPEC": "none",
-    "VGPU_A_GPU": "gpu",
-    "VGPU_A_PID": "uint32",
-    "VGPU_A_ALLOW": "uint64",
-    "VGPU_A_AUDIT_ENTRY": "audit_entry",
-}
-GPU_ATTR_TYPES = {
-    "VGPU_GPU_A_UNSPEC": "none",
-    "VGPU_GPU_A_INDEX": "uint32",
-    "VGPU_GPU_A_REAL_MINOR": "uint32",
-    "VGPU_GPU_A_MEM_LIMIT": "uint64",
-    "VGPU_GPU_A_MEM_USED": "uint64",
-    "VGPU_GPU_A_MEM_PEAK": "uint64",
-    "VGPU_GPU_A_ALLOCS": "uint64",
-    "VGPU_GPU_A_REFUSALS": "uint64",
-    "VGPU_GPU_A_MINOR": "uint32",
-    "VGPU_GPU_A_GPU_ID": "uint32",
-    "VGPU_GPU_A_PAD": "none",
-    "VGPU_GPU_A_COMPUTE_POLICY": "uint32",
-    "VGPU_GPU_A_COMPUTE_BP": "uint32",
-    "VGPU_GPU_A_PRIORITY": "uint32",
-    "VGPU_GPU_A_GPU_TIME_NS": "uint64",
-    "VGPU_GPU_A_TSGS": "uint32",
-    "VGPU_GPU_A_CHANNELS": "uint32",
-    "VGPU_GPU_A_PAUSED": "uint32",
-    "VGPU_GPU_A_DOORBELL_TRAPS": "uint64",
-}
-AUDIT_ATTR_TYPES = {
-    "VGPU_AUDIT_A_UNSPEC": "none",
-    "VGPU_AUDIT_A_KIND": "uint8",
-    "VGPU_AUDIT_A_NUMBER": "uint32",
-    "VGPU_AUDIT_A_VERDICT": "uint8",
-    "VGPU_AUDIT_A_CALLS": "uint64",
-    "VGPU_AUDIT_A_REFUSED": "uint64",
-    "VGPU_AUDIT_A_LET_THROUGH": "uint64",
-    "VGPU_AUDIT_A_PAD": "none",
-}
-
-
-TRACE_ATTR_TYPES = {
-    "VGPU_TRACE_A_UNSPEC": "none",
-    "VGPU_TRACE_A_SEQ": "uint64",
-    "VGPU_TRACE_A_TIME_NS": "uint64",
-    "VGPU_TRACE_A_DURATION_NS": "uint64",
-    "VGPU_TRACE_A_PID": "uint32",
-    "VGPU_TRACE_A_TID": "uint32",
-    "VGPU_TRACE_A_FILE": "uint64",
-    "VGPU_TRACE_A_NODE": "uint32",
-    "VGPU_TRACE_A_OP": "uint8",
-    "VGPU_TRACE_A_RET": "int32",
-    "VGPU_TRACE_A_FLAGS": "uint32",
-    "VGPU_TRACE_A_NR": "uint32",
-    "VGPU_TRACE_A_SIZE": "uint32",
-    "VGPU_TRACE_A_ITEM_KIND": "uint8",
-    "VGPU_TRACE_A_ITEM": "uint32",
-    "VGPU_TRACE_A_VERDICT": "uint8",
-    "VGPU_TRACE_A_ARGS_IN": "cdata",
-    "VGPU_TRACE_A_ARGS_OUT": "cdata",
-    "VGPU_TRACE_A_PARAMS_PTR": "uint64",
-    "VGPU_TRACE_A_PARAMS_IN": "cdata",
-    "VGPU_TRACE_A_PARAMS_OUT": "cdata",
-    "VGPU_TRACE_A_FD_OFFSET": "uint32",
-    "VGPU_TRACE_A_FD_FILE": "uint64",
-    "VGPU_TRACE_A_ADDR": "uint64",
-    "VGPU_TRACE_A_LENGTH": "uint64",
-    "VGPU_TRACE_A_OFFSET": "uint64",
-    "VGPU_TRACE_A_PROT": "uint32",
-    "VGPU_TRACE_A_OPEN_FLAGS": "uint32",
-    "VGPU_TRACE_A_PAD": "none",
-    "VGPU_TRACE_A_LIST": "trace_list",
-}
-TRACE_LIST_ATTR_TYPES = {
-    "VGPU_TRACE_LIST_A_UNSPEC": "none",
-    "VGPU_TRACE_LIST_A_OFFSET": "uint32",
-    "VGPU_TRACE_LIST_A_PTR": "uint64",
-    "VGPU_TRACE_LIST_A_IN": "cdata",
-    "VGPU_TRACE_LIST_A_OUT": "cdata",
-    "VGPU_TRACE_LIST_A_PAD": "none",
-}
-
+#: pyroute2 type of every attribute, generated from kmod/netlink/vgpu.yaml
+#: (make generate) as the header is: u8 uint8, u32 uint32, s32 int32, u64
+#: uint64, binary cdata, string asciiz, pad none, a nest the name of the nla
+#: class below that decodes its set (imported above: SLICE_ATTR_TYPES ...).
+#: tests/host/test_uapi.py checks completeness and each type against the
+#: header's comment.
 
 def _nla_map(names: list[str], types: dict[str, str]) -> tuple:
     # an attribute the header gained but this table lacks still decodes (as hex)

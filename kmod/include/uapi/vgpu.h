@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
+/* Generated from kmod/netlink/vgpu.yaml by tools/ynl_gen.py: do not edit (make generate). */
 /*
  * vgpu.h - the control API of vgpu.ko: a generic-netlink family.
  *
- * This header is the single source of truth for the API.  The Python client
- * (vgpu/abi/uapi.py) is checked against it by tests/host/test_uapi.py, which
- * compiles a program printing every value defined here.
+ * This header is generated from kmod/netlink/vgpu.yaml (make generate), the
+ * API's one source of truth; the Python client (vgpu/abi/uapi.py) takes its
+ * values from the same file, and tests/host/test_uapi.py compiles a program
+ * printing every value defined here and compares.
  *
  * Family "vgpu", version VGPU_GENL_VERSION.  Every command needs
  * CAP_NET_ADMIN (GENL_ADMIN_PERM); attributes are validated strictly (unknown
@@ -119,11 +121,12 @@
 
 /* Limits. */
 #define VGPU_MAX_SLICE_GPUS     8
-#define VGPU_MAX_ALLOW          4096    /* allow-list entries per slice */
-#define VGPU_MAX_AUDIT_ENTRIES  4096    /* audit record items per slice */
-#define VGPU_SLICE_NAME_MAX     128     /* including the terminating NUL */
-#define VGPU_TRACE_MAX_PARAMS   16384   /* bytes of each parameter blob of a trace record */
-#define VGPU_TRACE_MAX_BLOBS    57344   /* bytes of all the blobs of one trace record */
+#define VGPU_MAX_ALLOW          4096        /* allow-list entries per slice */
+#define VGPU_MAX_AUDIT_ENTRIES  4096        /* audit record items per slice */
+#define VGPU_SLICE_NAME_MAX     128         /* including the terminating NUL */
+#define VGPU_TRACE_MAX_PARAMS   16384       /* bytes of each parameter blob of a trace record */
+#define VGPU_TRACE_MAX_BLOBS    57344       /* bytes of all the blobs of one trace record */
+
 /*
  * Minors: each slice owns VGPU_MINORS_PER_SLICE consecutive minors of the
  * module's dynamic major, starting at its base minor:
@@ -135,6 +138,102 @@
 #define VGPU_MINOR_CTL          0
 #define VGPU_MINOR_UVM          1
 #define VGPU_MINOR_GPU0         2
+
+enum vgpu_audit_kind {
+	VGPU_AUDIT_ESCAPE,
+	VGPU_AUDIT_CLASS,
+	VGPU_AUDIT_CONTROL,
+	VGPU_AUDIT_UVM,
+	__VGPU_AUDIT_KIND_MAX,
+};
+
+/*
+ * The policy table's verdicts (docs/policy/README.md); NOT_IMPLEMENTED: the
+ * table lets it through, but vgpu.ko has no handler for it yet.
+ */
+enum vgpu_audit_verdict {
+	VGPU_AUDIT_FORWARD,
+	VGPU_AUDIT_REWRITE,
+	VGPU_AUDIT_VIRTUALISE,
+	VGPU_AUDIT_REFUSE,
+	VGPU_AUDIT_NOT_IMPLEMENTED,
+	__VGPU_AUDIT_VERDICT_MAX,
+};
+
+enum vgpu_trace_op {
+	VGPU_TRACE_OPEN,
+	VGPU_TRACE_CLOSE,
+	VGPU_TRACE_IOCTL,
+	VGPU_TRACE_MMAP,
+	__VGPU_TRACE_OP_MAX,
+};
+
+/* VGPU_TRACE_A_FLAGS */
+#define VGPU_TRACE_F_TRUNCATED  (1U << 0)   /* a blob was cut at VGPU_TRACE_MAX_PARAMS */
+#define VGPU_TRACE_F_UNREADABLE (1U << 1)   /* the caller's parameters could not be copied */
+#define VGPU_TRACE_F_XFER       (1U << 2)   /* the call came in an NV_ESC_IOCTL_XFER_CMD */
+
+/* VGPU_TRACE_A_PROT */
+#define VGPU_TRACE_PROT_READ    (1U << 0)
+#define VGPU_TRACE_PROT_WRITE   (1U << 1)
+#define VGPU_TRACE_PROT_SHARED  (1U << 2)
+
+/* VGPU_A_SLICE_FLAGS */
+#define VGPU_SLICE_F_FORCE      (1U << 0)   /* SLICE_DEL: even with open files */
+#define VGPU_SLICE_F_ALL        (VGPU_SLICE_F_FORCE)
+
+/* What happens to managed (UVM) memory mapped by a slice. */
+enum vgpu_uvm_policy {
+	VGPU_UVM_COUNT,             /* charge the mapped length against GPU 0's quota */
+	VGPU_UVM_REFUSE,            /* refuse managed mappings */
+	__VGPU_UVM_POLICY_MAX,
+};
+
+/*
+ * Compute slicing (docs/compute.md 2-4).  Per slice and GPU: a policy, a
+ * percentage in basis points and a priority.  NONE: never paused.  FIXED:
+ * at most bp/10000 of each scheduling period.  SHARE: a weight, work
+ * conserving.  BURST: a floor of bp/10000, served before share slices, and
+ * anything left over.  A policy other than NONE needs VGPU_GPU_A_COMPUTE_BP.
+ */
+enum vgpu_compute_policy {
+	VGPU_COMPUTE_NONE,
+	VGPU_COMPUTE_SHARE,
+	VGPU_COMPUTE_FIXED,
+	VGPU_COMPUTE_BURST,
+	__VGPU_COMPUTE_POLICY_MAX,
+};
+#define VGPU_COMPUTE_BP_MAX     10000
+
+enum vgpu_priority {
+	VGPU_PRIORITY_LOW,
+	VGPU_PRIORITY_HIGH,
+	__VGPU_PRIORITY_MAX,
+};
+
+/*
+ * The per-GPU scheduler (VGPU_CMD_SCHED_SET / VGPU_CMD_SCHED_GET; GET by
+ * VGPU_A_SCHED_REAL_MINOR or a dump of every GPU that has a scheduler).
+ * SET creates the GPU's scheduler if it has none yet; attributes it does
+ * not carry keep their values.
+ */
+#define VGPU_SCHED_PERIOD_MIN_US 1000
+#define VGPU_SCHED_PERIOD_MAX_US 10000000
+#define VGPU_SCHED_PERIOD_DEFAULT_US 100000
+
+/* VGPU_A_SCHED_LAYERS: the mechanisms that hold a slice off the GPU. */
+#define VGPU_SCHED_L_TSG        (1U << 0)   /* GPFIFO_SCHEDULE off + PREEMPT on its TSGs */
+#define VGPU_SCHED_L_DOORBELL   (1U << 1)   /* write-protect its usermode (doorbell) mappings */
+#define VGPU_SCHED_L_ALL        (VGPU_SCHED_L_TSG | VGPU_SCHED_L_DOORBELL)
+
+enum vgpu_event {
+	VGPU_EVENT_UNSPEC,
+	VGPU_EVENT_ALLOC_REFUSED,   /* an FB allocation was refused over quota */
+	VGPU_EVENT_SLICE_EMPTIED,   /* the last open file of a slice closed */
+	VGPU_EVENT_DEVICE_OPENED,   /* a process opened one of the slice's nodes */
+	VGPU_EVENT_SLICE_QUARANTINED, /* a call's parameter page was unmapped while the driver ran (only a hostile process does that): the slice refuses every call and open until it is deleted; pid: the caller */
+	__VGPU_EVENT_MAX,
+};
 
 enum vgpu_cmd {
 	VGPU_CMD_UNSPEC,
@@ -163,7 +262,8 @@ enum vgpu_cmd {
  *   pad                       nla_put_u64_64bit's alignment attribute
  * followed by the end of the comment or by ",", ":", ";" or " ".
  * tests/host/test_uapi.py parses these and checks them against the kernel's
- * policies and nla_put/nla_get calls and against vgpu/vgpuko/messages.py's types.
+ * policies and nla_put/nla_get calls and against vgpu/vgpuko/messages.py's types;
+ * the spec (kmod/netlink/vgpu.yaml) states each once.
  */
 
 /* Top-level attributes. */
@@ -227,12 +327,10 @@ enum vgpu_gpu_attr {
 	VGPU_GPU_A_ALLOCS,          /* u64, live FB allocations, reply only */
 	VGPU_GPU_A_REFUSALS,        /* u64, allocations refused over quota, reply only */
 	VGPU_GPU_A_MINOR,           /* u32, the virtual node's minor, reply only */
-	VGPU_GPU_A_GPU_ID,          /* u32, the driver's gpu_id (CARD_INFO); NEW, optional:
-	                             * by default the id of the GPU enumerated at that minor */
+	VGPU_GPU_A_GPU_ID,          /* u32, the driver's gpu_id (CARD_INFO); NEW, optional: by default the id of the GPU enumerated at that minor */
 	VGPU_GPU_A_PAD,             /* pad: alignment for nla_put_u64_64bit */
 	VGPU_GPU_A_COMPUTE_POLICY,  /* u32, enum vgpu_compute_policy; NEW, SET (default NONE) */
-	VGPU_GPU_A_COMPUTE_BP,      /* u32, basis points 1..VGPU_COMPUTE_BP_MAX: the fixed cap,
-	                             * the burst floor or the share weight; NEW, SET */
+	VGPU_GPU_A_COMPUTE_BP,      /* u32, basis points 1..VGPU_COMPUTE_BP_MAX: the fixed cap, the burst floor or the share weight; NEW, SET */
 	VGPU_GPU_A_PRIORITY,        /* u32, enum vgpu_priority; NEW, SET (default LOW) */
 	VGPU_GPU_A_GPU_TIME_NS,     /* u64, time granted while it wanted the GPU, reply only */
 	VGPU_GPU_A_TSGS,            /* u32, live TSGs (a bare channel counts as one), reply only */
@@ -257,25 +355,6 @@ enum vgpu_audit_attr {
 };
 #define VGPU_AUDIT_A_MAX (__VGPU_AUDIT_A_MAX - 1)
 
-enum vgpu_audit_kind {
-	VGPU_AUDIT_ESCAPE,
-	VGPU_AUDIT_CLASS,
-	VGPU_AUDIT_CONTROL,
-	VGPU_AUDIT_UVM,
-	__VGPU_AUDIT_KIND_MAX,
-};
-
-/* The policy table's verdicts (kmod/vgpu/policy/README.md); NOT_IMPLEMENTED: the
- * table lets it through, but vgpu.ko has no handler for it yet. */
-enum vgpu_audit_verdict {
-	VGPU_AUDIT_FORWARD,
-	VGPU_AUDIT_REWRITE,
-	VGPU_AUDIT_VIRTUALISE,
-	VGPU_AUDIT_REFUSE,
-	VGPU_AUDIT_NOT_IMPLEMENTED,
-	__VGPU_AUDIT_VERDICT_MAX,
-};
-
 /* Attributes of a VGPU_A_TRACE nest (VGPU_CMD_TRACE messages only). */
 enum vgpu_trace_attr {
 	VGPU_TRACE_A_UNSPEC,
@@ -293,8 +372,7 @@ enum vgpu_trace_attr {
 	VGPU_TRACE_A_SIZE,          /* u32, IOCTL: the parameters' size (the UVM release table's for UVM) */
 	VGPU_TRACE_A_ITEM_KIND,     /* u8, IOCTL: enum vgpu_audit_kind of the item the policy judged */
 	VGPU_TRACE_A_ITEM,          /* u32, IOCTL: escape nr, class, control cmd or UVM command */
-	VGPU_TRACE_A_VERDICT,       /* u8, IOCTL: the release policy's enum vgpu_audit_verdict for the item
-	                             * (REFUSE for an item the table lacks) */
+	VGPU_TRACE_A_VERDICT,       /* u8, IOCTL: the release policy's enum vgpu_audit_verdict for the item (REFUSE for an item the table lacks) */
 	VGPU_TRACE_A_ARGS_IN,       /* binary, IOCTL: the parameters before the call */
 	VGPU_TRACE_A_ARGS_OUT,      /* binary, IOCTL: the parameters after it */
 	VGPU_TRACE_A_PARAMS_PTR,    /* u64, IOCTL: RM_CONTROL's params / RM_ALLOC's pAllocParms */
@@ -324,82 +402,5 @@ enum vgpu_trace_list_attr {
 	__VGPU_TRACE_LIST_A_MAX,
 };
 #define VGPU_TRACE_LIST_A_MAX (__VGPU_TRACE_LIST_A_MAX - 1)
-
-enum vgpu_trace_op {
-	VGPU_TRACE_OPEN,
-	VGPU_TRACE_CLOSE,
-	VGPU_TRACE_IOCTL,
-	VGPU_TRACE_MMAP,
-	__VGPU_TRACE_OP_MAX,
-};
-
-/* VGPU_TRACE_A_FLAGS */
-#define VGPU_TRACE_F_TRUNCATED  (1U << 0)   /* a blob was cut at VGPU_TRACE_MAX_PARAMS */
-#define VGPU_TRACE_F_UNREADABLE (1U << 1)   /* the caller's parameters could not be copied */
-#define VGPU_TRACE_F_XFER       (1U << 2)   /* the call came in an NV_ESC_IOCTL_XFER_CMD */
-
-/* VGPU_TRACE_A_PROT */
-#define VGPU_TRACE_PROT_READ    (1U << 0)
-#define VGPU_TRACE_PROT_WRITE   (1U << 1)
-#define VGPU_TRACE_PROT_SHARED  (1U << 2)
-
-/* VGPU_A_SLICE_FLAGS */
-#define VGPU_SLICE_F_FORCE      (1U << 0)   /* SLICE_DEL: even with open files */
-#define VGPU_SLICE_F_ALL        (VGPU_SLICE_F_FORCE)
-
-/* What happens to managed (UVM) memory mapped by a slice. */
-enum vgpu_uvm_policy {
-	VGPU_UVM_COUNT,             /* charge the mapped length against GPU 0's quota */
-	VGPU_UVM_REFUSE,            /* refuse managed mappings */
-	__VGPU_UVM_POLICY_MAX,
-};
-
-/*
- * Compute slicing (docs/compute.md 2-4).  Per slice and GPU: a policy, a
- * percentage in basis points and a priority.  NONE: never paused.  FIXED:
- * at most bp/10000 of each scheduling period.  SHARE: a weight, work
- * conserving.  BURST: a floor of bp/10000, served before share slices, and
- * anything left over.  A policy other than NONE needs VGPU_GPU_A_COMPUTE_BP.
- */
-enum vgpu_compute_policy {
-	VGPU_COMPUTE_NONE,
-	VGPU_COMPUTE_SHARE,
-	VGPU_COMPUTE_FIXED,
-	VGPU_COMPUTE_BURST,
-	__VGPU_COMPUTE_POLICY_MAX,
-};
-#define VGPU_COMPUTE_BP_MAX     10000
-
-enum vgpu_priority {
-	VGPU_PRIORITY_LOW,
-	VGPU_PRIORITY_HIGH,
-	__VGPU_PRIORITY_MAX,
-};
-
-/*
- * The per-GPU scheduler (VGPU_CMD_SCHED_SET / VGPU_CMD_SCHED_GET; GET by
- * VGPU_A_SCHED_REAL_MINOR or a dump of every GPU that has a scheduler).
- * SET creates the GPU's scheduler if it has none yet; attributes it does
- * not carry keep their values.
- */
-#define VGPU_SCHED_PERIOD_MIN_US     1000
-#define VGPU_SCHED_PERIOD_MAX_US     10000000
-#define VGPU_SCHED_PERIOD_DEFAULT_US 100000
-/* VGPU_A_SCHED_LAYERS: the mechanisms that hold a slice off the GPU. */
-#define VGPU_SCHED_L_TSG        (1U << 0)   /* GPFIFO_SCHEDULE off + PREEMPT on its TSGs */
-#define VGPU_SCHED_L_DOORBELL   (1U << 1)   /* write-protect its usermode (doorbell) mappings */
-#define VGPU_SCHED_L_ALL        (VGPU_SCHED_L_TSG | VGPU_SCHED_L_DOORBELL)
-
-enum vgpu_event {
-	VGPU_EVENT_UNSPEC,
-	VGPU_EVENT_ALLOC_REFUSED,   /* an FB allocation was refused over quota */
-	VGPU_EVENT_SLICE_EMPTIED,   /* the last open file of a slice closed */
-	VGPU_EVENT_DEVICE_OPENED,   /* a process opened one of the slice's nodes */
-	VGPU_EVENT_SLICE_QUARANTINED, /* a call's parameter page was unmapped while the
-				       * driver ran (only a hostile process does that):
-				       * the slice refuses every call and open until it
-				       * is deleted; pid: the caller */
-	__VGPU_EVENT_MAX,
-};
 
 #endif /* _UAPI_VGPU_H */
