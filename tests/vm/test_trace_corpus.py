@@ -36,11 +36,7 @@ CORPUS = sorted((ROOT / "tests/data/traces").glob("*.jsonl"))
 #: that are not fixed yet: each is a strict xfail
 #: naming what differs, so that fixing it turns the test red until the mark
 #: goes.
-KNOWN_DIFFERENCES = {
-    "tinygrad-init-copy": "replayed through a slice, NV_ESC_RM_MAP_MEMORY_DMA and "
-                          "UVM_MAP_EXTERNAL_ALLOCATION at the recorded addresses fail -EINVAL "
-                          "(80 of 215 calls differ) since this stop's merges (not yet traced to one)",
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
 def _corpus_params():

@@ -355,7 +355,7 @@ def _uvm_answer(u, cmd: int, p) -> tuple[int, bytes]:
 def test_policy_forwards_are_forwarded(usl):
     """UVM_PAGEABLE_MEM_ACCESS (libcuda's cuInit asks it) and
     UVM_UNSET_PREFERRED_LOCATION are "forward" in every release's policy,
-    with no embedded column (docs/policy/*.tsv; nvrel_tables.h: flags 0):
+    with no embedded column (kmod/vgpu/policy/*.tsv; nvrel_tables.h: flags 0):
     the slice's UVM node answers them as the driver does, never with
     vgpu.ko's -EPERM.  (The review's "embedded" reading came from the
     escape table, where 0x27 and 0x2b are RM_ALLOC_MEMORY and RM_ALLOC.)"""

@@ -77,7 +77,7 @@ UVM_POLICY_NAMES = {VGPU_UVM_COUNT: "count", VGPU_UVM_REFUSE: "refuse"}
 COMPUTE_POLICY_NAMES = {VGPU_COMPUTE_NONE: "none", VGPU_COMPUTE_SHARE: "share",
                         VGPU_COMPUTE_FIXED: "fixed", VGPU_COMPUTE_BURST: "burst"}
 PRIORITY_NAMES = {VGPU_PRIORITY_LOW: "low", VGPU_PRIORITY_HIGH: "high"}
-#: enum vgpu_audit_kind -> the name the policy tables (docs/policy/*.tsv), the
+#: enum vgpu_audit_kind -> the name the policy tables (kmod/vgpu/policy/*.tsv), the
 #: allow-list files and the API use; the index is the kind's value
 AUDIT_KINDS = ("escape", "class", "control", "uvm")
 AUDIT_KIND_NAMES = dict(enumerate(AUDIT_KINDS))

@@ -148,7 +148,7 @@ enum vgpu_audit_kind {
 };
 
 /*
- * The policy table's verdicts (docs/policy/README.md); NOT_IMPLEMENTED: the
+ * The policy table's verdicts (kmod/vgpu/policy/README.md); NOT_IMPLEMENTED: the
  * table lets it through, but vgpu.ko has no handler for it yet.
  */
 enum vgpu_audit_verdict {
