@@ -53,7 +53,7 @@ def test_make_install_scripts_run_the_console_scripts_modules():
     pyproject.toml's [project.scripts] names for it."""
     root = Path(__file__).resolve().parents[2]
     scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
-    make = (root / "Makefile").read_text()
+    make = (root / "mk" / "install.mk").read_text()
     loop = re.search(r"for c in ((?:vgpu-[\w-]+:[\w.]+ ?)+); do \\\n.*\n"
                      r"\s*printf '#!%s -I\\nimport sys\\nfrom vgpu\.%s import main", make)
     assert loop, "make install's loop over the -I scripts is not found"
