@@ -78,7 +78,7 @@ def slice_nodes(sid: int) -> str:
 def test_the_corpus_is_there():
     names = {p.name.split(".")[0] for p in CORPUS}
     assert {"nvclient-info", "nvclient-probe", "nvclient-work", "tinygrad-init-copy",
-            "libcuda-535-init", "nvidia-smi-535"} <= names
+            "libcuda-535-init", "libcuda-535-context", "nvidia-smi-535"} <= names
     for p in CORPUS:
         t = T.load(str(p))
         assert t.records and t.lost() == 0 and t.trailer and t.trailer["lost"] == 0

@@ -77,6 +77,22 @@ LIBCUDA = (
     "ck(cu.cuDeviceTotalMem_v2(ctypes.byref(tm), dev), 'cuDeviceTotalMem')\n"
     "print(f'libcuda: {n.value} device(s), {tm.value} bytes', flush=True)\n")
 
+#: libcuda's context: created, memory allocated, copied both ways, freed,
+#: destroyed (the driver-API calls of tests/vm/test_cuda.py's sequence that
+#: reach the driver without a module or a launch)
+LIBCUDA_CONTEXT = LIBCUDA + (
+    "ctx, p = ctypes.c_void_p(), ctypes.c_uint64()\n"
+    "ck(cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev), 'cuCtxCreate')\n"
+    "ck(cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(8 << 20)), 'cuMemAlloc')\n"
+    "src = (ctypes.c_ubyte * 4096)(*(list(range(256)) * 16))\n"
+    "dst = (ctypes.c_ubyte * 4096)()\n"
+    "ck(cu.cuMemcpyHtoD_v2(p, src, ctypes.c_size_t(4096)), 'cuMemcpyHtoD')\n"
+    "ck(cu.cuMemcpyDtoH_v2(dst, p, ctypes.c_size_t(4096)), 'cuMemcpyDtoH')\n"
+    "assert bytes(src) == bytes(dst)\n"
+    "ck(cu.cuMemFree_v2(p), 'cuMemFree')\n"
+    "ck(cu.cuCtxDestroy_v2(ctx), 'cuCtxDestroy')\n"
+    "print('libcuda: context ok', flush=True)\n")
+
 #: nvidia-smi -q's sections whose calls a trace holds whole
 NVSMI_SECTIONS = ("MEMORY,ECC,TEMPERATURE,CLOCK,COMPUTE,PIDS,PERFORMANCE,ACCOUNTING,"
                   "PAGE_RETIREMENT,ROW_REMAPPER,SUPPORTED_CLOCKS,VOLTAGE")
@@ -97,6 +113,8 @@ CORPUS = {
                             "fb_backing": "1"}, "64MiB", [PY, "-c", TINYGRAD], "nodes"),
     "libcuda-535-init": (GH100_535, "4GiB", [PY, "-c", LIBCUDA, str(NVLIB / "libcuda.so.1")],
                          "nvidia"),
+    "libcuda-535-context": (GH100_535, "4GiB", [PY, "-c", LIBCUDA_CONTEXT,
+                                                str(NVLIB / "libcuda.so.1")], "nvidia"),
     # -q but POWER and UTILIZATION: they ask controls whose parameters are
     # over a record's 16 KiB (0x2080a637: 88024 bytes; docs/trace.md)
     "nvidia-smi-535": (GH100_535, "4GiB", [str(NVUSER / "usr/lib/nvidia/current/nvidia-smi"),
