@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 import nvsim_reload
-from cuda_lib import RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace
+from cuda_lib import PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace
+from test_cuda import sequence_body
 from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
                                video_memory)
 
@@ -146,6 +147,8 @@ def _script() -> str:
     return (f"{SHOW}"
             f"{PY} /shared/probe.py; "
             f"{PY} /shared/cuda.py {nvidia_lib('libcuda.so.1')}; "
+            f"echo SEQ; LD_LIBRARY_PATH={lib} {PY} /shared/seq.py {nvidia_lib('libcuda.so.1')}; "
+            "echo SEQ-rc $?; "
             f"echo SMI-L; LD_LIBRARY_PATH={lib} {smi} -L; echo SMI-L-rc $?; "
             f"echo SMI-Q; LD_LIBRARY_PATH={lib} {smi} "
             "--query-gpu=name,memory.total,memory.used --format=csv,noheader,nounits; "
@@ -175,6 +178,7 @@ def _after(text: str, tag: str) -> list[str]:
 
 def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
     (runc.shared / "cuda.py").write_text(CUDA)
+    (runc.shared / "seq.py").write_text(PRELUDE + textwrap.dedent(sequence_body(SEQ_CHUNK)))
     (runc.shared / "probe.py").write_text(PROBE)
     cache = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace" / RELEASE
     r = containerd.run("nv-a", _script(), {"vgpu.io/memory": f"{QUOTA // MiB}MiB",
@@ -182,7 +186,9 @@ def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
                        detach=False, timeout=900, binds=(str(cache),))
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"{out[-6000:]}\n{daemon.log()}"
-    RUN.update(text=out, probe=_json(out, "PROBE-JSON"), cuda=_json(out, "CUDA-JSON"))
+    seq = [ln for ln in _after(out, "SEQ") if ln.startswith("{")]
+    RUN.update(text=out, probe=_json(out, "PROBE-JSON"), cuda=_json(out, "CUDA-JSON"),
+               seq=json.loads(seq[-1]) if seq else {})
     print(out)
     # the container's view: its one GPU of 4 GiB
     assert video_memory(out) == [f"{QUOTA // MiB} MB"], out
@@ -231,3 +237,21 @@ def test_context_memory_is_the_slices():
     assert (cu["memInfo"], cu["memTotal"]) == (0, QUOTA), cu
     assert cu["free"] <= QUOTA, cu
     assert cu["allocStop"] == 2 and cu["allocated"] <= QUOTA, cu
+
+
+SEQ_CHUNK = 64 << 20
+
+
+def test_the_driver_api_sequence_in_a_container():
+    """test_cuda.py's sequence inside the container's slice (4 GiB of a 16
+    GiB GPU): memory to CUDA_ERROR_OUT_OF_MEMORY at the quota, copies both
+    ways, pinned host memory, a stream and an event, a PTX module JIT'd
+    and launched, the context destroyed, every call CUDA_SUCCESS."""
+    text = _out()["text"]
+    assert "SEQ-rc 0" in text, text[-4000:]
+    out = _out()["seq"]
+    assert out["total"] == QUOTA and 0 < out["free"] < QUOTA, out
+    assert out["alloc_error"] == 2, out
+    assert out["free"] - SEQ_CHUNK < out["allocated"] <= out["free"], out
+    assert out["copied"], out
+    assert all(c[1] == 0 for c in out["calls"]) and out["calls"][-1] == ["cuCtxDestroy_v2", 0]
