@@ -77,7 +77,8 @@ def test_vid_heap_info_bytes(client, gpu0, fb_size):
     assert gpu0.vid_heap_info() == (fb_size, fb_size)
     client.alloc_vidmem(gpu0.hDevice, 123 * MiB + 4096)
     total, free = gpu0.vid_heap_info()
-    assert total == fb_size and free == fb_size - 123 * MiB - 4096
+    # RM's default page from 2 MiB up is 2 MiB: 124 MiB allocated
+    assert total == fb_size and free == fb_size - 124 * MiB
 
 
 def test_vid_heap_info_counts_all_clients(res, fb_size):
@@ -89,11 +90,15 @@ def test_vid_heap_info_counts_all_clients(res, fb_size):
     assert gb.vid_heap_info() == (fb_size, fb_size - GiB)
 
 
-@pytest.mark.parametrize("path", ["rm-alloc", "alloc-memory", "vid-heap"])
-def test_surface_info_size(gpu0, path):
-    size = 3 * GiB + 5 * MiB
-    h = gpu0.alloc(size, path)
-    assert gpu0.client.surface_size(h) == size
+@pytest.mark.parametrize("path,allocated", [("rm-alloc", 3 * GiB + 6 * MiB),
+                                            ("alloc-memory", 3 * GiB + 5 * MiB),
+                                            ("vid-heap", 3 * GiB + 6 * MiB)])
+def test_surface_info_size(gpu0, path, allocated):
+    """The surface's size is what the driver allocated: RM's 2 MiB default
+    page for NV_MEMORY_ALLOCATION_PARAMS and the vidheap, the bytes asked
+    for through NVOS02."""
+    h = gpu0.alloc(3 * GiB + 5 * MiB, path)
+    assert gpu0.client.surface_size(h) == allocated
 
 
 def test_surface_info_of_non_memory_object(client, gpu0):
@@ -147,7 +152,7 @@ def test_pids_of_two_processes(res, gpu0):
             os.close(r)
             c = RmClient()
             g, = c.open_gpus([0])
-            c.alloc_vidmem(g.hDevice, 7 * MiB)
+            c.alloc_vidmem(g.hDevice, 8 * MiB)
             os.write(w, b"k")
             time.sleep(60)
         finally:
@@ -155,10 +160,10 @@ def test_pids_of_two_processes(res, gpu0):
     os.close(w)
     try:
         assert os.read(r, 1) == b"k"
-        gpu0.client.alloc_vidmem(gpu0.hDevice, 3 * MiB)
+        gpu0.client.alloc_vidmem(gpu0.hDevice, 4 * MiB)
         pids = gpu0.pids()
         assert pid in pids and os.getpid() in pids
-        assert gpu0.pid_vidmem([pid, os.getpid()]) == {pid: 7 * MiB, os.getpid(): 3 * MiB}
+        assert gpu0.pid_vidmem([pid, os.getpid()]) == {pid: 8 * MiB, os.getpid(): 4 * MiB}
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
