@@ -33,6 +33,16 @@ PATH_IDS = ["RM_ALLOC-NVOS21", "RM_ALLOC-NVOS64", "ALLOC_MEMORY-0x40",
 LIMIT = 48 * MiB + 12345          # deliberately not page-aligned
 
 
+def rm_size(size: int, path: str) -> int:
+    """What the driver allocates for size bytes: NVOS02 (alloc-memory) the
+    bytes asked for, the others RM's default page (nvsim_rm_round, after
+    memmgrDeterminePageSize_IMPL: 2 MiB from 2 MiB up, else 64 KiB)."""
+    if path == "alloc-memory":
+        return size
+    page = 2 * MiB if size >= 2 * MiB else 64 * KiB
+    return -(-size // page) * page
+
+
 def _no_memory(fn, *a, **kw):
     with pytest.raises(RmError) as ei:
         fn(*a, **kw)
@@ -41,24 +51,30 @@ def _no_memory(fn, *a, **kw):
 
 @pytest.mark.parametrize("path,kw", PATHS, ids=PATH_IDS)
 def test_quota_exact(make_slice, path, kw):
-    sl = make_slice(gpus=[(0, LIMIT)])
+    """To the byte the driver allocates: NVOS02's bytes, or RM's pages (a
+    quota of 48 MiB and three 64 KiB pages there: one byte more than the
+    last 192 KiB is a fourth page, refused; a byte on a full slice is a
+    64 KiB page, refused after the driver made it)."""
+    limit = LIMIT if path == "alloc-memory" else 48 * MiB + 192 * KiB
+    sl = make_slice(gpus=[(0, limit)])
     c = sl.client()
     g = c.open_gpus()[0]
     base = nvsim_fb(0)
     hs = [g.alloc(16 * MiB, path, **kw) for _ in range(3)]
-    rest = LIMIT - 48 * MiB
+    rest = limit - 48 * MiB
+    assert rm_size(rest, path) == rest and rm_size(rest + 1, path) > rest
     _no_memory(g.alloc, rest + 1, path, **kw)          # one byte over
     hs.append(g.alloc(rest, path, **kw))               # exactly to the quota
-    assert nvsim_fb(0) - base == LIMIT
+    assert nvsim_fb(0) - base == limit
     info = sl.get().gpu(0)
-    assert (info.mem_used, info.allocs) == (LIMIT, 4)
+    assert (info.mem_used, info.allocs) == (limit, 4)
     _no_memory(g.alloc, 1, path, **kw)                 # full: not one byte more
-    assert nvsim_fb(0) - base == LIMIT
+    assert nvsim_fb(0) - base == limit
     assert sl.get().gpu(0).refusals == 2
     for h in hs:
         c.free(h)
     info = sl.get().gpu(0)
-    assert (info.mem_used, info.allocs, info.mem_peak) == (0, 0, LIMIT)
+    assert (info.mem_used, info.allocs, info.mem_peak) == (0, 0, limit)
     assert nvsim_fb(0) == base
 
 
@@ -221,9 +237,10 @@ def _hammer(prefix, sizes_seed, start, release, q):
         start.wait()
         while refused < 6:
             size = rng.randrange(256 * KiB, 6 * MiB)
+            path = rng.choice(["rm-alloc", "alloc-memory", "vid-heap"])
             try:
-                g.alloc(size, rng.choice(["rm-alloc", "alloc-memory", "vid-heap"]))
-                got += size
+                g.alloc(size, path)
+                got += rm_size(size, path)
             except RmError as e:
                 if e.status != A.NV_ERR_NO_MEMORY:
                     raise
