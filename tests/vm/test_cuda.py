@@ -324,7 +324,8 @@ IPC_EXPORTER = """
 
 # The importer: the handle on stdin; it opens it (CU_IPC_MEM_LAZY_ENABLE_PEER
 # _ACCESS), copies the memory back and compares; out['open'] is the CUresult
-# of cuIpcOpenMemHandle (a refusal ends the program there, reported).
+# of cuIpcOpenMemHandle (a refusal ends the program there, reported); then,
+# a step each, cuIpcCloseMemHandle and cuCtxDestroy.
 IPC_IMPORTER = """
     class Handle(ctypes.Structure):
         _fields_ = [('reserved', ctypes.c_ubyte * 64)]
@@ -344,6 +345,8 @@ IPC_IMPORTER = """
         print(json.dumps(out), flush=True)
         sys.stdin.readline()
         check('cuIpcCloseMemHandle', d)
+        print(json.dumps(out), flush=True)
+        sys.stdin.readline()
     check('cuCtxDestroy_v2', ctx)
     out['done'] = True
     print(json.dumps(out), flush=True)
@@ -398,6 +401,7 @@ def test_ipc_between_two_processes(tmp_path):
         assert got["open"] == 0, got
         assert got["same"]
         assert ipc_step(a)["calls"][-1] == ["cuMemFree_v2", 0]
+        assert ipc_step(b)["calls"][-1] == ["cuIpcCloseMemHandle", 0]
         assert ipc_step(b)["done"]
         assert ipc_step(a)["done"]
     finally:
