@@ -449,6 +449,9 @@ enum nvsim_obj_type {
 
 struct nvsim_client;
 
+/* Share policies an object keeps (RM's list is unbounded; CUDA sets one). */
+#define NVSIM_SHARE_MAX 4
+
 struct nvsim_object {
 	NvHandle handle;
 	u32 hclass;
@@ -471,6 +474,15 @@ struct nvsim_object {
 	struct list_head dependants;
 	struct list_head depends;
 	bool invalidated;
+	/*
+	 * The object's own share policies (RsResourceRef.sharePolicyList,
+	 * set by NV_ESC_RM_SHARE) once share_modified
+	 * (bSharePolicyListModified); until then the client's inherited
+	 * ones (objects.c, nvsim_rm_share).
+	 */
+	bool share_modified;
+	u8 share_count;
+	RS_SHARE_POLICY share[NVSIM_SHARE_MAX];
 	union {
 		struct {
 			u32 inst;
@@ -636,6 +648,7 @@ void nvsim_client_destroy(struct nvsim_client *client);
 void nvsim_rm_alloc(const struct nvsim_call *call, NVOS64_PARAMETERS *p);
 void nvsim_rm_free(const struct nvsim_call *call, NVOS00_PARAMETERS *p);
 void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p);
+void nvsim_rm_share(const struct nvsim_call *call, NVOS57_PARAMETERS *p);
 void nvsim_free_file_clients(struct nvsim_file *nvfp);
 void nvsim_free_kernel_clients(void);
 void nvsim_check_idle(void);

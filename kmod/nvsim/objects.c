@@ -1407,6 +1407,164 @@ out:
 	p->status = status;
 }
 
+/* rs_access.h: the share types and actions nvsim reads. */
+#define NVSIM_SHARE_TYPE_ALL            1U
+#define NVSIM_SHARE_TYPE_CLIENT         3U
+#define NVSIM_SHARE_TYPE_MAX            8U
+#define NVSIM_SHARE_ACTION_REQUIRE      0x02U
+#define NVSIM_SHARE_ACTION_COMPOSE      0x04U
+#define NVSIM_ACCESS_DUP_OBJECT         BIT(0)
+
+/*
+ * Whether policy sp of src's client lets client `to` in (resShareCallback:
+ * rs_resource.c resShareCallback_IMPL for ALL and CLIENT; PID through
+ * rmresShareCallback_IMPL, resource.c, to cliresShareCallback_IMPL,
+ * client_resource.c: the source client's process is the invoking one's).
+ * OS_SECURITY_TOKEN, SMC_PARTITION, GPU and FM_CLIENT: not modelled, no.
+ */
+static bool nvsim_share_applies(const struct nvsim_object *src,
+				const struct nvsim_client *to, const RS_SHARE_POLICY *sp)
+{
+	switch (sp->type) {
+	case NVSIM_SHARE_TYPE_ALL:
+		return true;
+	case NVSIM_SHARE_TYPE_CLIENT:
+		return sp->target == to->handle;
+	case RS_SHARE_TYPE_PID:
+		return src->client->tgid == to->tgid;
+	default:
+		return false;
+	}
+}
+
+/*
+ * The server's default inherited policy (serverInitGlobalSharePolicies,
+ * sharing.c): DUP_OBJECT within the process.  nvsim keeps no client's own
+ * inherited list (CLIENT_SET_INHERITED_SHARE_POLICY is accepted and
+ * ignored, control.c), so an object that was never shared has this one.
+ */
+static const RS_SHARE_POLICY nvsim_default_share = {
+	.accessMask = NVSIM_ACCESS_DUP_OBJECT, .type = RS_SHARE_TYPE_PID,
+};
+
+/*
+ * May client `to` dup src (serverCopyResource -> rsAccessCheckRights,
+ * rs_client.c; _rsAccessGetSharedRights, rs_access_map.c)?  The owner
+ * client may; a kernel caller may (clientCopyResource: kernel clients dup
+ * anything); any other client only with DUP_OBJECT granted by an allow
+ * policy of the object's active list that applies to it and denied by no
+ * require policy that does not.
+ */
+static bool nvsim_may_dup(const struct nvsim_call *call, const struct nvsim_object *src,
+			  const struct nvsim_client *to)
+{
+	const RS_SHARE_POLICY *list = src->share_modified ? src->share : &nvsim_default_share;
+	unsigned int n = src->share_modified ? src->share_count : 1, i;
+	u32 granted = 0, denied = 0;
+
+	if (src->client == to || call->priv >= NVSIM_PRIV_KERNEL)
+		return true;
+	for (i = 0; i < n; i++) {
+		bool applies = nvsim_share_applies(src, to, &list[i]);
+
+		if (!(list[i].action & NVSIM_SHARE_ACTION_REQUIRE) && applies)
+			granted |= list[i].accessMask;
+		else if ((list[i].action & NVSIM_SHARE_ACTION_REQUIRE) && !applies)
+			denied |= list[i].accessMask;
+	}
+	return (granted & ~denied) & NVSIM_ACCESS_DUP_OBJECT;
+}
+
+/**
+ * nvsim_rm_share - NV_ESC_RM_SHARE / NV04_SHARE: set an object's share
+ * policy, as libcuda's cuIpcGetMemHandle does (type ALL, DUP_OBJECT) so a
+ * process that gets the handle can dup the memory
+ * @call: the caller
+ * @p: the parameters
+ *
+ * serverShareResourceAccess (rs_server.c): a type past the last
+ * NV_ERR_INVALID_ARGUMENT; the caller's own client (clientValidate), the
+ * object (clientGetResourceRef: NV_ERR_OBJECT_NOT_FOUND, an invalidated
+ * one NV_ERR_RESOURCE_LOST); for CLIENT the target client must exist
+ * (_serverShareResourceAccessClient locks both: NV_ERR_INVALID_CLIENT).
+ * clientShareResource_IMPL (rs_client.c): the first share replaces the
+ * inherited list (COMPOSE copies it first), REVOKE removes a policy,
+ * anything else is added (rsShareListInsert: the same type, target and
+ * action merge their masks).  Simplified: at most NVSIM_SHARE_MAX
+ * policies an object (NV_ERR_INSUFFICIENT_RESOURCES past them); the owner
+ * sharing with itself (CLIENT, target its own client) changes nothing
+ * else (clientShareResourceTargetClient_IMPL edits the owner's own access
+ * rights, which nvsim does not model).
+ */
+void nvsim_rm_share(const struct nvsim_call *call, NVOS57_PARAMETERS *p)
+{
+	RS_SHARE_POLICY sp = {
+		.target = p->sharePolicy[0], .accessMask = p->sharePolicy[1],
+		.type = p->sharePolicy[2] & 0xffff, .action = (p->sharePolicy[2] >> 16) & 0xff,
+	};
+	struct nvsim_client *client;
+	struct nvsim_object *obj;
+	NV_STATUS status;
+	unsigned int i;
+
+	if (sp.type >= NVSIM_SHARE_TYPE_MAX) {
+		p->status = NV_ERR_INVALID_ARGUMENT;
+		return;
+	}
+	mutex_lock(&nvsim.lock);
+	status = nvsim_client_get(call, p->hClient, &client);
+	if (status != NV_OK)
+		goto out;
+	if (sp.type == NVSIM_SHARE_TYPE_CLIENT && !xa_load(&nvsim.clients, sp.target)) {
+		status = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	obj = nvsim_object_ref(client, p->hObject);
+	if (!obj || obj == &client->obj) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (obj->invalidated) {
+		status = NV_ERR_RESOURCE_LOST;
+		goto out;
+	}
+	if (!obj->share_modified) {
+		obj->share_count = 0;
+		if (sp.action & NVSIM_SHARE_ACTION_COMPOSE)
+			obj->share[obj->share_count++] = nvsim_default_share;
+		obj->share_modified = true;
+	}
+	if (!(sp.action & NVSIM_SHARE_ACTION_COMPOSE))
+		obj->share_count = 0;
+	for (i = 0; i < obj->share_count; i++) {
+		RS_SHARE_POLICY *q = &obj->share[i];
+
+		if (q->type != sp.type || q->target != sp.target ||
+		    (q->action & ~RS_SHARE_ACTION_FLAG_REVOKE) !=
+		    (sp.action & ~RS_SHARE_ACTION_FLAG_REVOKE))
+			continue;
+		if (sp.action & RS_SHARE_ACTION_FLAG_REVOKE) {
+			/* rsShareListRemove: the rights taken; none left, gone */
+			q->accessMask &= ~sp.accessMask;
+			if (!q->accessMask)
+				*q = obj->share[--obj->share_count];
+		} else {
+			q->accessMask |= sp.accessMask;
+		}
+		goto out;
+	}
+	if (sp.action & RS_SHARE_ACTION_FLAG_REVOKE)
+		goto out;
+	if (obj->share_count == NVSIM_SHARE_MAX) {
+		status = NV_ERR_INSUFFICIENT_RESOURCES;
+		goto out;
+	}
+	obj->share[obj->share_count++] = sp;
+out:
+	mutex_unlock(&nvsim.lock);
+	p->status = status;
+}
+
 /**
  * nvsim_rm_dup - NV_ESC_RM_DUP_OBJECT / NV04_DUP_OBJECT
  * @call: the caller
@@ -1414,9 +1572,9 @@ out:
  *
  * Memory only: the new object shares the source's backing, and the FB is
  * released when the last object that refers to it is freed.  The source
- * client may be any live client (the real driver's share policy lets a
- * process dup between its own clients; the simulator does not check the
- * process).
+ * client may be the caller's, another of its process's (the default
+ * inherited policy), or one whose object was shared with the caller
+ * (NV_ESC_RM_SHARE: nvsim_may_dup).
  */
 void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p)
 {
@@ -1447,6 +1605,11 @@ void nvsim_rm_dup(const struct nvsim_call *call, NVOS55_PARAMETERS *p)
 	parent = nvsim_object_find(client, p->hParent);
 	if (!parent) {
 		status = NV_ERR_INVALID_OBJECT_PARENT;
+		goto out;
+	}
+	/* clientCopyResource_IMPL (rs_client.c): the source's share policy. */
+	if (!nvsim_may_dup(call, src, client)) {
+		status = NV_ERR_INSUFFICIENT_PERMISSIONS;
 		goto out;
 	}
 	if (src->type != NVSIM_OBJ_MEMORY) {

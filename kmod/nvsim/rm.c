@@ -465,9 +465,10 @@ static int nvsim_esc_rm(const struct nvsim_call *call, u32 nr, void *buf,
 		nvsim_rm_unmap(call, buf);
 		return 0;
 	case NV_ESC_RM_SHARE:
-		return nvsim_esc_unsupported(nvfp,
-				&((NVOS57_PARAMETERS *)buf)->status, size,
-				sizeof(NVOS57_PARAMETERS));
+		if (!nvsim_is_ctl(nvfp) || size != sizeof(NVOS57_PARAMETERS))
+			return -EINVAL;
+		nvsim_rm_share(call, buf);
+		return 0;
 	case NV_ESC_RM_IDLE_CHANNELS:
 		return nvsim_esc_unsupported(nvfp,
 				&((NVOS30_PARAMETERS *)buf)->status, size,

@@ -597,6 +597,11 @@ static int vgpu_escape_kbuf(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 			return -EINVAL;
 		((NVOS55_PARAMETERS *)kbuf)->status = vgpu_rm_dup_path(vf, kbuf);
 		return 0;
+	case NV_ESC_RM_SHARE:
+		if (!ctl || size != sizeof(NVOS57_PARAMETERS))
+			return -EINVAL;
+		((NVOS57_PARAMETERS *)kbuf)->status = vgpu_rm_share_path(vf, kbuf);
+		return 0;
 	case NV_ESC_RM_VID_HEAP_CONTROL:
 		if (!ctl || size != sizeof(NVOS32_PARAMETERS))
 			return -EINVAL;
@@ -654,6 +659,7 @@ static bool vgpu_escape_kernel(u32 nr)
 	case NV_ESC_RM_FREE:
 	case NV_ESC_RM_CONTROL:
 	case NV_ESC_RM_DUP_OBJECT:
+	case NV_ESC_RM_SHARE:
 	case NV_ESC_RM_VID_HEAP_CONTROL:
 	case NV_ESC_RM_MAP_MEMORY:
 	case NV_ESC_REGISTER_FD:

@@ -1547,6 +1547,72 @@ out:
 	return st;
 }
 
+/* rs_access.h: RS_SHARE_TYPE_ALL, RS_ACCESS_DUP_OBJECT's bit. */
+#define VGPU_SHARE_TYPE_ALL       1U
+#define VGPU_ACCESS_DUP_OBJECT    BIT(0)
+
+/**
+ * vgpu_rm_share_path - NV_ESC_RM_SHARE: CUDA IPC's export (cuIpcGetMemHandle
+ * shares the memory object with every client, DUP_OBJECT only, so that
+ * the importing process can RM_DUP_OBJECT it from the exporter's client)
+ *
+ * Forwarded only as libcuda makes it: type ALL, access DUP_OBJECT alone,
+ * no action (the share replaces the object's inherited policy:
+ * clientShareResource_IMPL, rs_client.c), on memory vgpu.ko tracks in the
+ * caller's own client; anything else is refused.  What that grants in the
+ * driver: any client may dup the object.  Every dup from a slice comes
+ * through vgpu_rm_dup_path, which takes a source only in the caller's
+ * slice and gives the dup a reference on the source's charge, so the
+ * export's FB stays charged to the exporter's slice while an importer
+ * holds it, and a process of another slice is refused
+ * (NV_ERR_INSUFFICIENT_PERMISSIONS).  Assumed: nothing untrusted reaches
+ * the real nodes except through vgpu.ko (a host process on them could dup
+ * the memory, uncharged; kernel clients may dup anything anyway:
+ * clientCopyResource_IMPL).  The status is read back from the call page
+ * and decides nothing: vgpu.ko records nothing for a share.
+ */
+NV_STATUS vgpu_rm_share_path(struct vgpu_file *vf, NVOS57_PARAMETERS *p)
+{
+	u32 type = p->sharePolicy[2] & 0xffff, action = (p->sharePolicy[2] >> 16) & 0xff;
+	struct vgpu_client *c;
+	struct vgpu_obj *o;
+	NV_STATUS st;
+
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	mutex_lock(&c->lock);
+	if (c->dead) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out;
+	}
+	o = vgpu_obj_find(p->hClient, p->hObject);
+	if (!o) {
+		st = vgpu_rm_exists(p->hClient, p->hObject) ?
+		     NV_ERR_INSUFFICIENT_PERMISSIONS : NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (o->type != VGPU_OBJ_MEMORY || READ_ONCE(o->lost) ||
+	    type != VGPU_SHARE_TYPE_ALL || action ||
+	    p->sharePolicy[1] != VGPU_ACCESS_DUP_OBJECT) {
+		st = NV_ERR_INSUFFICIENT_PERMISSIONS;
+		goto out;
+	}
+	{
+		/* p keeps vgpu.ko's copy; only q goes through the call page. */
+		NVOS57_PARAMETERS q = *p;
+		long ret;
+
+		q.status = NV_ERR_GENERIC;
+		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_SHARE, &q, sizeof(q), NULL, 0);
+		st = vgpu_status_of(ret, q.status);
+	}
+out:
+	mutex_unlock(&c->lock);
+	vgpu_client_put(c);
+	return st;
+}
+
 /**
  * vgpu_alloc_memory_path - RM_ALLOC_MEMORY (NVOS02) of FB (0x40), kernel path
  */

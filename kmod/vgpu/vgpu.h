@@ -512,6 +512,7 @@ NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p);
 bool vgpu_class_allowed(u32 hclass);
 NV_STATUS vgpu_rm_free_path(struct vgpu_file *vf, NVOS00_PARAMETERS *p);
 NV_STATUS vgpu_rm_dup_path(struct vgpu_file *vf, NVOS55_PARAMETERS *p);
+NV_STATUS vgpu_rm_share_path(struct vgpu_file *vf, NVOS57_PARAMETERS *p);
 NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p);
 NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p);
 NV_STATUS vgpu_handle_for(NvHandle hClient, NvHandle *h);

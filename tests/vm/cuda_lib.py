@@ -67,6 +67,12 @@ def run_cuda(body: str, env: dict | None = None, timeout: float = 300,
     """Run PRELUDE + body in a child python with libcuda's path as argv[1];
     the body prints its results (json) on stdout.  With nvlog, every NVIDIA
     ioctl of the child is logged there (tools/nvlog, build/nvlog.so)."""
+    cmd, full_env = _cuda_child(body, env, argv_prefix, nvlog)
+    return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def _cuda_child(body: str, env: dict | None, argv_prefix: list[str] | None,
+                nvlog: Path | None) -> tuple[list[str], dict]:
     code = PRELUDE + textwrap.dedent(body)
     cmd = [*(argv_prefix or []), sys.executable, "-c", code, str(nvidia_lib("libcuda.so.1"))]
     # libcuda dlopen()s libnvidia-ptxjitcompiler.so.1 by its soname for
@@ -79,8 +85,17 @@ def run_cuda(body: str, env: dict | None = None, timeout: float = 300,
         so = Path(__file__).resolve().parents[2] / "build" / "nvlog.so"
         assert so.is_file(), f"{so} missing: make build/nvlog.so"
         extra.update(LD_PRELOAD=str(so), NVLOG=str(nvlog))
-    return subprocess.run(cmd, env={**os.environ, **extra}, capture_output=True,
-                          text=True, timeout=timeout)
+    return cmd, {**os.environ, **extra}
+
+
+def popen_cuda(body: str, env: dict | None = None, argv_prefix: list[str] | None = None,
+               nvlog: Path | None = None) -> subprocess.Popen:
+    """run_cuda's child, started with pipes on stdin and stdout (text, line
+    by line) for a program that talks to the test or to another child while
+    it runs (CUDA IPC's handle, passed through a pipe)."""
+    cmd, full_env = _cuda_child(body, env, argv_prefix, nvlog)
+    return subprocess.Popen(cmd, env=full_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
 
 
 def nvlog_lines(log: Path) -> list[str]:

@@ -22,12 +22,13 @@ kmod/nvsim/cuda.c.
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 
 import pytest
 
 import nvsim_reload
-from cuda_lib import control_status, libcuda_missing, nvlog_lines, run_cuda
+from cuda_lib import control_status, libcuda_missing, nvlog_lines, popen_cuda, run_cuda
 
 GiB = 1 << 30
 GH100 = nvsim_reload.GH100
@@ -290,3 +291,127 @@ def test_driver_api_sequence():
     # stops the child at the first that does not).
     assert all(c[1] == 0 for c in out["calls"]), out["calls"]
     assert out["calls"][-1] == ["cuCtxDestroy_v2", 0]
+
+
+# CUDA IPC between two processes, as NCCL uses it within a node: the
+# exporter allocates, writes a pattern and gives the importer the 64-byte
+# handle through a pipe; each step waits for a line on stdin and answers
+# one json line on stdout.
+IPC_SIZE = 4 << 20
+
+IPC_EXPORTER = """
+    check('cuInit', 0)
+    dev = ctypes.c_int()
+    check('cuDeviceGet', ctypes.byref(dev), 0)
+    ctx = ctypes.c_void_p()
+    check('cuCtxCreate_v2', ctypes.byref(ctx), 0, dev)
+    d = ctypes.c_uint64()
+    check('cuMemAlloc_v2', ctypes.byref(d), ctypes.c_size_t(SIZE))
+    src = (ctypes.c_ubyte * SIZE).from_buffer_copy(PATTERN)
+    check('cuMemcpyHtoD_v2', d, src, ctypes.c_size_t(SIZE))
+    h = (ctypes.c_ubyte * 64)()
+    check('cuIpcGetMemHandle', h, d)
+    out['handle'] = bytes(h).hex()
+    print(json.dumps(out), flush=True)
+    sys.stdin.readline()
+    check('cuMemFree_v2', d)
+    print(json.dumps(out), flush=True)
+    sys.stdin.readline()
+    check('cuCtxDestroy_v2', ctx)
+    out['done'] = True
+    print(json.dumps(out), flush=True)
+"""
+
+# The importer: the handle on stdin; it opens it (CU_IPC_MEM_LAZY_ENABLE_PEER
+# _ACCESS), copies the memory back and compares; out['open'] is the CUresult
+# of cuIpcOpenMemHandle (a refusal ends the program there, reported); then,
+# a step each, cuIpcCloseMemHandle and cuCtxDestroy.
+IPC_IMPORTER = """
+    class Handle(ctypes.Structure):
+        _fields_ = [('reserved', ctypes.c_ubyte * 64)]
+    check('cuInit', 0)
+    dev = ctypes.c_int()
+    check('cuDeviceGet', ctypes.byref(dev), 0)
+    ctx = ctypes.c_void_p()
+    check('cuCtxCreate_v2', ctypes.byref(ctx), 0, dev)
+    h = Handle.from_buffer_copy(bytes.fromhex(sys.stdin.readline().strip()))
+    d = ctypes.c_uint64()
+    cu.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), Handle, ctypes.c_uint]
+    out['open'] = call('cuIpcOpenMemHandle_v2', ctypes.byref(d), h, 1)
+    if out['open'] == 0:
+        dst = (ctypes.c_ubyte * SIZE)()
+        check('cuMemcpyDtoH_v2', dst, d, ctypes.c_size_t(SIZE))
+        out['same'] = bytes(dst) == PATTERN
+        print(json.dumps(out), flush=True)
+        sys.stdin.readline()
+        check('cuIpcCloseMemHandle', d)
+        print(json.dumps(out), flush=True)
+        sys.stdin.readline()
+    check('cuCtxDestroy_v2', ctx)
+    out['done'] = True
+    print(json.dumps(out), flush=True)
+"""
+
+
+def ipc_body(body: str, size: int = IPC_SIZE) -> str:
+    return (f"    SIZE = {size}\n"
+            "    PATTERN = bytes((i * 13 + 5) & 255 for i in range(256)) * (SIZE // 256)\n" + body)
+
+
+def ipc_step(p, line: str | None = "go") -> dict:
+    """Send p a line (None: nothing), and read its next json line."""
+    if line is not None:
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+    # A child that hangs fails the test rather than the run (the VM's limit).
+    if not select.select([p.stdout], [], [], 600)[0]:
+        p.kill()
+        raise AssertionError(f"child silent for 600 s: {p.stderr.read()}")
+    got = p.stdout.readline()
+    if not got:
+        p.wait(timeout=60)
+        raise AssertionError(f"child exited {p.returncode}: {p.stderr.read()}")
+    return json.loads(got)
+
+
+def ipc_finish(p) -> None:
+    try:
+        p.stdin.close()
+    except BrokenPipeError:
+        pass
+    p.wait(timeout=120)
+
+
+def test_ipc_between_two_processes(tmp_path):
+    """cuIpcGetMemHandle in one process, cuIpcOpenMemHandle in another
+    (the handle through a pipe): the importer reads the exporter's pattern
+    (fb_backing=1: the same FB), closes it, and each frees its own.
+
+    libcuda's export is NV_ESC_RM_SHARE of the memory object (type ALL,
+    DUP_OBJECT); the import an RM_DUP_OBJECT from the exporter's client
+    into the importer's device.  nvsim answered RM_SHARE
+    NV_ERR_NOT_SUPPORTED, and cuIpcGetMemHandle failed
+    CUDA_ERROR_NOT_SUPPORTED (801)."""
+    a = popen_cuda(ipc_body(IPC_EXPORTER), nvlog=tmp_path / "a.txt")
+    b = None
+    try:
+        handle = ipc_step(a, None)["handle"]
+        b = popen_cuda(ipc_body(IPC_IMPORTER), nvlog=tmp_path / "b.txt")
+        got = ipc_step(b, handle)
+        assert got["open"] == 0, got
+        assert got["same"]
+        assert ipc_step(a)["calls"][-1] == ["cuMemFree_v2", 0]
+        assert ipc_step(b)["calls"][-1] == ["cuIpcCloseMemHandle", 0]
+        assert ipc_step(b)["done"]
+        assert ipc_step(a)["done"]
+    finally:
+        for p in (a, b):
+            if p is not None:
+                ipc_finish(p)
+    share = [ln for ln in nvlog_lines(tmp_path / "a.txt") if " share " in f" {ln}"]
+    assert len(share) == 1 and "type=1 " in share[0] and "access=0x1 " in share[0], share
+    assert "status=0 ret=0" in share[0], share
+    client = share[0].split(" h=")[1].split("/")[0]
+    mem = share[0].split(" h=")[1].split("/")[1].split()[0]
+    dup = [ln for ln in nvlog_lines(tmp_path / "b.txt") if " dup " in f" {ln}"]
+    assert any(f" src={client}/{mem} " in ln and "status=0 ret=0" in ln for ln in dup), dup

@@ -29,9 +29,10 @@ import tempfile
 import pytest
 
 import nvsim_reload
-from cuda_lib import libcuda_missing, run_cuda
-from test_cuda import (DEVICE_QUERIES, GH100, assert_ctx_create_answers,
-                       ctx_create_calls, sequence_body)
+from cuda_lib import libcuda_missing, popen_cuda, run_cuda
+from test_cuda import (DEVICE_QUERIES, GH100, IPC_EXPORTER, IPC_IMPORTER, IPC_SIZE,
+                       assert_ctx_create_answers, ctx_create_calls, ipc_body, ipc_finish,
+                       ipc_step, sequence_body)
 from cuda_lib import control_status
 
 MiB = 1 << 20
@@ -126,3 +127,93 @@ def test_driver_api_sequence_in_a_slice(slice_dir):
     assert out["copied"]
     assert all(c[1] == 0 for c in out["calls"]), out["calls"]
     assert out["calls"][-1] == ["cuCtxDestroy_v2", 0]
+
+
+# CUDA IPC: two slices besides SLICE, each holding two contexts' memory
+# (about 480 MiB each through a slice) and the exported allocation.
+IPC_SLICE, OTHER_SLICE = 4243, 4244
+
+
+@pytest.fixture(scope="module")
+def ipc_slices(slice_dir):
+    """(IPC_SLICE's vgpudev directory, OTHER_SLICE's, the netlink client)."""
+    from vgpu.vgpuko.client import VgpuKernel
+    from polling import wait_until
+    from pathlib import Path
+
+    k = VgpuKernel(timeout=20)
+    made, dirs = [], []
+    try:
+        for sid in (IPC_SLICE, OTHER_SLICE):
+            k.slice_new(sid, gpus=[(0, 2048 * MiB)])
+            made.append(sid)
+            assert wait_until(Path(f"/dev/vgpu/{sid}/nvidiactl").exists, 5.0)
+            d = Path(tempfile.mkdtemp(prefix="vgpudev-"))
+            subprocess.run(["mount", "-t", "vgpudev", "-o", f"slice={sid}", "none", str(d)],
+                           check=True)
+            dirs.append(d)
+        yield dirs[0], dirs[1], k
+    finally:
+        for d in dirs:
+            subprocess.run(["umount", str(d)], check=True)
+            d.rmdir()
+        for sid in made:
+            k.slice_del(sid, force=True)
+        k.close()
+
+
+def _used(k, sid: int) -> int:
+    return k.slice_get(sid).gpu(0).mem_used
+
+
+def test_ipc_within_a_slice(ipc_slices):
+    """Both processes in one slice: the importer reads the exporter's
+    pattern; the exported allocation's charge stays with the slice after the
+    exporter's cuMemFree while the importer holds it (docs/mediator.md, Open
+    item 8), and goes when it closes the handle."""
+    d, _, k = ipc_slices
+    a = popen_cuda(ipc_body(IPC_EXPORTER), argv_prefix=in_slice(d))
+    b = None
+    try:
+        handle = ipc_step(a, None)["handle"]
+        b = popen_cuda(ipc_body(IPC_IMPORTER), argv_prefix=in_slice(d))
+        got = ipc_step(b, handle)
+        assert got["open"] == 0, got
+        assert got["same"]
+        held = _used(k, IPC_SLICE)
+        assert ipc_step(a)["calls"][-1] == ["cuMemFree_v2", 0]
+        # The exporter freed its allocation: the importer still holds it,
+        # and the slice is still charged for it.
+        assert _used(k, IPC_SLICE) == held
+        assert ipc_step(b)["calls"][-1] == ["cuIpcCloseMemHandle", 0]
+        # The last importer closed it: the charge went back.
+        assert _used(k, IPC_SLICE) == held - IPC_SIZE
+        assert ipc_step(b)["done"]
+        assert ipc_step(a)["done"]
+    finally:
+        for p in (a, b):
+            if p is not None:
+                ipc_finish(p)
+    assert _used(k, IPC_SLICE) == 0
+
+
+def test_ipc_from_another_slice_is_refused(ipc_slices):
+    """A process of another slice cannot open the handle
+    (CUDA_ERROR_NOT_PERMITTED), and nothing stays charged to either slice."""
+    d, other, k = ipc_slices
+    a = popen_cuda(ipc_body(IPC_EXPORTER), argv_prefix=in_slice(d))
+    c = None
+    try:
+        handle = ipc_step(a, None)["handle"]
+        c = popen_cuda(ipc_body(IPC_IMPORTER), argv_prefix=in_slice(other))
+        got = ipc_step(c, handle)
+        # vgpu.ko refuses the dup (the source is not in the caller's slice,
+        # NV_ERR_INSUFFICIENT_PERMISSIONS): CUDA_ERROR_NOT_PERMITTED (800).
+        assert got["open"] == 800 and got["done"], got
+        assert ipc_step(a)["calls"][-1] == ["cuMemFree_v2", 0]
+        assert ipc_step(a)["done"]
+    finally:
+        for p in (a, c):
+            if p is not None:
+                ipc_finish(p)
+    assert _used(k, IPC_SLICE) == 0 and _used(k, OTHER_SLICE) == 0

@@ -149,8 +149,9 @@ ESCAPES: dict[str, tuple[str, str]] = {
                                               "functions are charged"),
     "NV_ESC_RM_DUP_OBJECT": ("forward", "the source client must be one of the slice's own (mediator's handle "
                                         "check)"),
-    "NV_ESC_RM_SHARE": ("refuse", "isolation: sets an object's share policy towards other clients, other "
-                                  "slices' included"),
+    "NV_ESC_RM_SHARE": ("forward", "only DUP_OBJECT to all (CUDA IPC's export) of memory in the caller's "
+                                   "own client: every slice's dup is the mediator's (the source in the "
+                                   "caller's slice)"),
     "NV_ESC_RM_MAP_MEMORY": ("forward", "mmap context on the named file (fd translated to the real file)"),
     "NV_ESC_RM_UNMAP_MEMORY": ("forward", "the caller's own mapping"),
     "NV_ESC_RM_MAP_MEMORY_DMA": ("forward", "GPU VA mapping of the caller's own memory; CUDA maps every "

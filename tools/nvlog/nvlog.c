@@ -161,6 +161,17 @@ int ioctl(int fd, unsigned long req, ...)
 		fprintf(logf, "%ld %s unmap h=%#x/%#x mem=%#x status=%#x ret=%d\n",
 			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
 			u32at(arg, 8), u32at(arg, 24), ret);
+	} else if (nr == 0x34 && size >= 28) {		/* NV_ESC_RM_DUP_OBJECT, NVOS55 */
+		fprintf(logf, "%ld %s dup h=%#x/%#x new=%#x src=%#x/%#x flags=%#x status=%#x ret=%d\n",
+			(long)syscall(SYS_gettid), node, u32at(arg, 0), u32at(arg, 4),
+			u32at(arg, 8), u32at(arg, 12), u32at(arg, 16), u32at(arg, 20),
+			u32at(arg, 24), ret);
+	} else if (nr == 0x35 && size >= 24) {		/* NV_ESC_RM_SHARE, NVOS57 */
+		/* RS_SHARE_POLICY: target, accessMask, type (u16), action (u8) */
+		fprintf(logf, "%ld %s share h=%#x/%#x target=%#x access=%#x type=%u action=%#x "
+			"status=%#x ret=%d\n", (long)syscall(SYS_gettid), node, u32at(arg, 0),
+			u32at(arg, 4), u32at(arg, 8), u32at(arg, 12), u32at(arg, 16) & 0xffff,
+			(u32at(arg, 16) >> 16) & 0xff, u32at(arg, 20), ret);
 	} else {
 		fprintf(logf, "%ld %s esc=%#x size=%u ret=%d\n",
 			(long)syscall(SYS_gettid), node, nr, size, ret);
