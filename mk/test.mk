@@ -1,6 +1,6 @@
 # make test: every part of the test run, each its own target.
 .PHONY: test test-run test-host test-vm test-vm-oldest test-vm-releases test-vm-reload \
-	test-vm-real test-vm-real535
+	test-vm-real test-vm-real535 test-vm-nvml
 
 # `make test` and `make demo` install what is missing first (make deps is
 # idempotent: a dpkg query and a stamp when all is there), then run in a
@@ -13,7 +13,7 @@ test: deps
 # (make's -o).  A part that fails does not stop the next ones; the run fails
 # if any part failed.  A new part is a target below added to TEST_PARTS.
 TEST_PARTS := test-host test-vm test-vm-oldest test-vm-releases test-vm-reload \
-	test-vm-real test-vm-real535
+	test-vm-real test-vm-real535 test-vm-nvml
 TEST_BUILT := deps-python modules runtime build/nvfuzz build/nvlog.so
 test-run: $(TEST_BUILT)
 	@rc=0; for t in $(TEST_PARTS); do \
@@ -74,3 +74,13 @@ test-vm-real535: deps-python build/nvlog.so
 	$(VM) --load-nvidia "$$drv" --load-vgpu --vgpu-ko $(CURDIR)/$(REALDRV535_VGPU)/kmod/vgpu/vgpu.ko \
 		-- $(VPY) -m pytest --color=no $(PYTEST_ARGS) tests/realdrv535
 
+
+# nvidia-smi and NVML with NVIDIA's libcuda as the compute app, on nvsim and
+# through slices (docs/nvml.md): nvsim presents 535.261.03 with fb_backing=1,
+# which libcuda's cuCtxCreate needs (the other tests of the two files run
+# here too; test-vm-oldest runs them without fb_backing, the CUDA ones skip).
+VM_TESTS_NVML := tests/vm/test_nvidia_smi.py tests/vm/test_vgpu_nvidia_smi.py
+test-vm-nvml: deps-python modules runtime
+	@echo "==== VM tests: nvidia-smi and NVML with NVIDIA's libcuda, on nvsim and through slices ===="
+	$(VM) $(VM_LOAD) $(call NVSIM_AS,535.261.03 fb_backing=1) -- \
+		$(VPY) -m pytest --color=no $(PYTEST_ARGS) $(VM_TESTS_NVML)

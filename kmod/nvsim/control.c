@@ -14,6 +14,8 @@
 #include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/string.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
 
 #include "nvsim.h"
 #include "ctrl.h"
@@ -433,9 +435,54 @@ void nvsim_pid_add(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p, u32 pid)
 }
 
 /*
- * Host TGIDs of the processes with a client on this GPU or FB charged on it.
- * The real driver filters by the class in id; the simulator has no GPU
- * contexts to filter by and answers the same for every id.
+ * A client's process in GPU_GET_PIDS, as gpu_rmapi.c's gpuGetProcWithObject
+ * adds it: skipped if its ProcID (the host tgid) is in the table already
+ * (_gpuiIsPidSavedAlready compares ProcID with the converted entries), then
+ * _gpuConvertPid: a user client's pid as the caller's PID namespace numbers
+ * it (os-interface.c, os_find_ns_pid: pid_vnr), not listed where that
+ * namespace does not see it (NV_ERR_OBJECT_NOT_FOUND, skipped); a kernel
+ * client (no pOsPidInfo) by its ProcID.  A process in a container thus
+ * shows under its container PID, and the host's are hidden from it.
+ */
+void nvsim_pid_add_client(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
+			  const struct nvsim_client *client)
+{
+	pid_t v = client->tgid;
+
+	if (nvsim_pid_listed(p->pidTbl, p->pidTblCount, client->tgid))
+		return;
+	if (client->pid_info) {
+		v = pid_vnr(client->pid_info);
+		if (!v)
+			return;
+	}
+	if (p->pidTblCount < NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT)
+		p->pidTbl[p->pidTblCount++] = v;
+}
+
+/*
+ * nvsim's own addition to NV20_SUBDEVICE_0's list, a process with FB charged
+ * and no client left: named as the caller's PID namespace sees it, as
+ * _gpuConvertPid names a client's, or not at all.
+ */
+static void nvsim_pid_add_tgid(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p, pid_t tgid)
+{
+	struct pid *pid;
+	pid_t v = 0;
+
+	rcu_read_lock();
+	pid = find_pid_ns(tgid, &init_pid_ns);
+	if (pid)
+		v = pid_vnr(pid);
+	rcu_read_unlock();
+	if (v)
+		nvsim_pid_add(p, v);
+}
+
+/*
+ * The processes with a client on this GPU or FB charged on it, as the
+ * caller's PID namespace sees them (nvsim_pid_add_client); another class
+ * than the subdevice's in monitor.c.
  */
 static NV_STATUS nvsim_ctrl_get_pids(struct nvsim_ctrl_ctx *ctx)
 {
@@ -460,10 +507,10 @@ static NV_STATUS nvsim_ctrl_get_pids(struct nvsim_ctrl_ctx *ctx)
 		return nvsim_get_pids_of_class(p, gpu);
 	xa_for_each(&nvsim.clients, idx, client)
 		if (nvsim_client_on_gpu(client, gpu))
-			nvsim_pid_add(p, client->tgid);
+			nvsim_pid_add_client(p, client);
 	list_for_each_entry(pe, &nvsim.pid_fb, node)
 		if (pe->gpu == gpu->index && pe->bytes)
-			nvsim_pid_add(p, pe->tgid);
+			nvsim_pid_add_tgid(p, pe->tgid);
 	return NV_OK;
 }
 

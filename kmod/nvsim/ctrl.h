@@ -53,6 +53,8 @@ struct nvsim_ctrl_table {
 
 NV_STATUS nvsim_gpu_info_more(u32 index, u32 *data);
 void nvsim_pid_add(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p, u32 pid);
+void nvsim_pid_add_client(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
+			  const struct nvsim_client *client);
 NV_STATUS nvsim_get_pids_of_class(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
 				  struct nvsim_gpu *gpu);
 

@@ -70,7 +70,8 @@ NV_STATUS nvsim_gpu_info_more(u32 index, u32 *data)
  * channel (ChannelDescendant) of their device on the GPU.  NVML asks the
  * compute class (nvidia-smi's "C"), the 3D class ("G") and MPS_COMPUTE
  * ("M+C") in turn.  Kernel clients are not listed (RM skips kernel-mode
- * admin clients).
+ * admin clients); the others as the caller's PID namespace sees them
+ * (nvsim_pid_add_client).
  */
 NV_STATUS nvsim_get_pids_of_class(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
 				  struct nvsim_gpu *gpu)
@@ -87,7 +88,7 @@ NV_STATUS nvsim_get_pids_of_class(NV2080_CTRL_GPU_GET_PIDS_PARAMS *p,
 		xa_for_each(&client->objects, h, obj) {
 			if (obj->type == NVSIM_OBJ_ENGINE &&
 			    obj->hclass == p->id && obj->gpu == gpu) {
-				nvsim_pid_add(p, client->tgid);
+				nvsim_pid_add_client(p, client);
 				break;
 			}
 		}

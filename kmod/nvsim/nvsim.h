@@ -537,6 +537,12 @@ struct nvsim_client {
 	struct nvsim_object obj;        /* the root of the tree */
 	struct nvsim_file *owner;       /* NULL: a kernel client */
 	pid_t tgid;
+	/*
+	 * A user client's pid (client.c, rmclientConstruct_IMPL: pOsPidInfo,
+	 * os_get_pid_info's get_task_pid(current, PIDTYPE_PID)), for
+	 * GPU_GET_PIDS in the caller's PID namespace; NULL for a kernel one.
+	 */
+	struct pid *pid_info;
 	struct xarray objects;          /* handle -> nvsim_object, not obj */
 	u32 handle_gen;
 	struct list_head owner_node;

@@ -405,6 +405,7 @@ void nvsim_client_destroy(struct nvsim_client *client)
 	list_del(&client->owner_node);
 	atomic_dec(&nvsim.nr_objects);
 	atomic_dec(&nvsim.nr_clients);
+	put_pid(client->pid_info);
 	kfree(client);
 }
 
@@ -514,6 +515,8 @@ static NV_STATUS nvsim_client_alloc(const struct nvsim_call *call,
 	} else {
 		client->owner = nvsim_client_owner(call);
 		list_add_tail(&client->owner_node, &client->owner->clients);
+		/* rmclientConstruct_IMPL: a user client's pid, held (put at destroy) */
+		client->pid_info = get_task_pid(current, PIDTYPE_PID);
 	}
 	atomic_inc(&nvsim.nr_clients);
 	atomic_inc(&nvsim.nr_objects);

@@ -1013,9 +1013,19 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 					 NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT);
 		pid_t v;
 
+		/*
+		 * The driver named each process as the caller's PID namespace
+		 * sees it (gpu_rmapi.c, _gpuConvertPid: os_find_ns_pid's
+		 * pid_vnr, in the caller's context, as this call runs), leaving
+		 * out those it does not see.  Kept: those that name a process
+		 * of the slice in that namespace.  The table came back through
+		 * the call page, so a sibling may have rewritten it: what it
+		 * can make this list is the slice's own processes, which the
+		 * caller may see anyway.
+		 */
 		for (i = 0; i < cnt; i++) {
-			v = vgpu_slice_pid_out(s, pp->pidTbl[i]);
-			if (v > 0)
+			v = pp->pidTbl[i];
+			if (v > 0 && vgpu_slice_pid_in(s, v))
 				pp->pidTbl[out++] = v;
 		}
 		for (i = out; i < cnt; i++)

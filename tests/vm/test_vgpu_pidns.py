@@ -1,5 +1,6 @@
 """GET_PIDS through a slice numbers processes as the caller's PID namespace
-sees them (the driver itself only knows host PIDs)."""
+sees them (the driver does too: gpu_rmapi.c, _gpuConvertPid; vgpu.ko keeps
+the slice's among them, docs/nvml.md), GET_PID_INFO takes that number."""
 from __future__ import annotations
 
 import ctypes
