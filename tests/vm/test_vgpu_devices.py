@@ -435,8 +435,9 @@ def test_garbage_allocs_leave_nothing(sl):
 
 # ------------------------------------------------------------- lifecycles
 def test_1000_open_alloc_close_cycles(sl, kern):
-    """1000 x (open ctl + gpu, attach, client, device, 4 KiB of FB (a 64 KiB page in RM), close without
-    freeing): nothing left in vgpu or nvsim, and the slice's use is 0."""
+    """1000 x (open ctl + gpu, attach, client, device, 4 KiB of FB: a 64 KiB
+    page in RM, close without freeing): nothing left in vgpu or nvsim, and
+    the slice's use is 0."""
     card = RmClient(sl.prefix, alloc_client=False)
     gpu_id = card.cards[0].gpu_id
     card.close()
