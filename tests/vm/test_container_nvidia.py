@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 import nvsim_reload
-from cuda_lib import PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace
-from test_cuda import sequence_body
+from cuda_lib import (PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace,
+                      sequence_body)
 from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
                                video_memory)
 
