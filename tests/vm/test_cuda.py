@@ -116,8 +116,6 @@ CTX_CREATE = """
     print(json.dumps(out))
 """
 
-# CUresult
-CUDA_ERROR_INVALID_VALUE = 1
 # uvm_ioctl.h
 UVM_MAP_DYNAMIC_PARALLELISM_REGION = 65
 UVM_ALLOC_SEMAPHORE_POOL = 68
@@ -160,8 +158,8 @@ def assert_ctx_create_answers(lines):
     for cmd in (UVM_ALLOC_SEMAPHORE_POOL, UVM_VALIDATE_VA_RANGE,
                 UVM_MAP_DYNAMIC_PARALLELISM_REGION):
         assert f"nvidia-uvm uvm cmd={cmd} ret=0 errno=0" in lines, cmd
-    # Where it stops: no call fails before the teardown (its first
-    # UVM_UNREGISTER_CHANNEL, which nvsim does not answer) but the
+    # No call fails before cuCtxDestroy's teardown (its first
+    # UVM_UNREGISTER_CHANNEL, which nvsim does not answer yet) but the
     # controls libcuda goes on without (NV_ERR_NOT_SUPPORTED, or vgpu.ko's
     # refusal of 0x20808161 through a slice).
     teardown = lines.index(f"nvidia-uvm uvm cmd={UVM_UNREGISTER_CHANNEL} ret=-1 errno=22")
