@@ -415,3 +415,125 @@ def test_snippets_say_what_configure_writes(name, version):
     assert doc["version"] == version
     cri = rtconfig.CRI[version]
     assert runtimes(doc, cri)["vgpu"] == rtconfig.wanted_handler(RT, None)
+
+
+# ------------------------------------------------------------ beside NVIDIA's toolkit
+# What `nvidia-ctk runtime configure --runtime=containerd --set-as-default`
+# writes (the toolkit's pkg/config/engine/containerd): a runc handler named
+# nvidia running nvidia-container-runtime, made the default.
+TOOLKIT_HANDLER = ('\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+                   '  runtime_type = "io.containerd.runc.v2"\n'
+                   '  privileged_without_host_devices = false\n'
+                   '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+                   '    BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+                   '    SystemdCgroup = true\n')
+
+
+def toolkit_v2(tmp_path, default=True) -> pathlib.Path:
+    p = tmp_path / "config.toml"
+    text = 'version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+    if default:
+        text += '  default_runtime_name = "nvidia"\n'
+    p.write_text(text + TOOLKIT_HANDLER)
+    return p
+
+
+def test_set_default_never_replaces_the_toolkits_default_without_force(tmp_path, capsys):
+    p = toolkit_v2(tmp_path)
+    before = p.read_text()
+    rc, out, err = run(capsys, "--config", str(p), "--set-default",
+                       "--toolkit-config", str(tmp_path / "none.toml"))
+    assert rc == 1 and out == ""
+    assert err == (f"vgpuctl: runtime configure: containerd's default runtime in {p} is "
+                   f"\"nvidia\" (NVIDIA Container Toolkit's): --set-default moves every pod "
+                   f"that names no runtimeClassName from it to \"vgpu\", where pods that asked "
+                   f"the toolkit for GPUs get none; --force replaces it; nothing changed\n")
+    assert p.read_text() == before
+    assert not (tmp_path / "config.toml.vgpu-backup").exists()
+    rc, out, err = run(capsys, "--config", str(p), "--set-default", "--force",
+                       "--toolkit-config", str(tmp_path / "none.toml"))
+    assert rc == 0, err
+    assert 'note: --force: replacing the default runtime "nvidia" with "vgpu"' in out
+    d = tomllib.loads(p.read_text())
+    assert dig(d, *CRI2, "containerd", "default_runtime_name") == "vgpu"
+
+
+def test_without_set_default_the_toolkits_default_stays(tmp_path, capsys):
+    p = toolkit_v2(tmp_path)
+    rc, out, err = run(capsys, "--config", str(p),
+                       "--toolkit-config", str(tmp_path / "none.toml"))
+    assert rc == 0, err
+    d = tomllib.loads(p.read_text())
+    assert dig(d, *CRI2, "containerd", "default_runtime_name") == "nvidia"
+    # set up as the handler pods get by default: its runc options, its
+    # privileged_without_host_devices, not its binary
+    v = runtimes(d)["vgpu"]
+    assert v["options"] == {"BinaryName": RT, "SystemdCgroup": True}
+    assert v["privileged_without_host_devices"] is False
+    assert "SystemdCgroup = true, privileged_without_host_devices = false as the nvidia " \
+        "handler" in out
+
+
+@pytest.mark.parametrize("setting, warned", [(None, True), ("true", True), ("false", False)])
+def test_the_toolkits_envvar_acceptance_is_reported(tmp_path, capsys, setting, warned):
+    """The toolkit's default (accept-nvidia-visible-devices-envvar-when-
+    unprivileged = true) lets any pod that runs with its handler and sets
+    NVIDIA_VISIBLE_DEVICES=all past every slice: said, with the fix."""
+    p = toolkit_v2(tmp_path)
+    tk = tmp_path / "nvidia-container-runtime.toml"
+    tk.write_text('disable-require = false\n' + (
+        f'accept-nvidia-visible-devices-envvar-when-unprivileged = {setting}\n'
+        if setting else '') + '\n[nvidia-container-cli]\nldconfig = "@/sbin/ldconfig"\n')
+    rc, out, err = run(capsys, "--config", str(p), "--toolkit-config", str(tk), "--json")
+    assert rc == 0, err
+    notes = [n for n in json.loads(out)["notes"] if "NVIDIA_VISIBLE_DEVICES" in n]
+    if not warned:
+        assert notes == []
+        return
+    assert notes == [
+        "NVIDIA Container Toolkit's runtime handler nvidia (the default runtime) gives an "
+        "unprivileged container every GPU its NVIDIA_VISIBLE_DEVICES names (CUDA images set "
+        "it to all): the host's real /dev/nvidia*, outside any slice.  Set "
+        f"accept-nvidia-visible-devices-envvar-when-unprivileged = false in {tk} "
+        "(docs/containers.md, Beside NVIDIA's Container Toolkit)"]
+
+
+@needs_containerd
+def test_runc_options_beyond_systemd_cgroup_are_cloned(tmp_path, capsys):
+    """The runc handler's options (all but BinaryName) and the handler keys
+    that say how containerd sets a container up go to the vgpu handler, as
+    containerd loads them."""
+    p = tmp_path / "config.toml"
+    p.write_text('version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+                 '  runtime_type = "io.containerd.runc.v2"\n'
+                 '  base_runtime_spec = "/etc/containerd/base.json"\n'
+                 '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+                 '    SystemdCgroup = true\n    NoPivotRoot = true\n'
+                 '    Root = "/run/containerd/runc-alt"\n')
+    rc, out, err = run(capsys, "--config", str(p))
+    assert rc == 0, err
+    v = runtimes(dump(p))["vgpu"]
+    assert v["options"]["NoPivotRoot"] is True and v["options"]["SystemdCgroup"] is True
+    assert v["options"]["Root"] == "/run/containerd/runc-alt"
+    assert v["options"]["BinaryName"] == RT
+    assert v["base_runtime_spec"] == "/etc/containerd/base.json"
+    # the second run finds it as wanted
+    assert "nothing changed" in run(capsys, "--config", str(p))[1]
+
+
+def test_a_non_runc_default_lends_nothing(tmp_path, capsys):
+    """A default handler of another shim (kata's options mean nothing to
+    runc): the vgpu handler is set up as runc."""
+    p = tmp_path / "config.toml"
+    p.write_text('version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+                 '  default_runtime_name = "kata"\n'
+                 '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]\n'
+                 '  runtime_type = "io.containerd.kata.v2"\n'
+                 '  privileged_without_host_devices = true\n'
+                 '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata.options]\n'
+                 '    ConfigPath = "/opt/kata/configuration.toml"\n')
+    rc, out, err = run(capsys, "--config", str(p))
+    assert rc == 0, err
+    v = runtimes(tomllib.loads(p.read_text()))["vgpu"]
+    assert v["options"] == {"BinaryName": RT}
+    assert "privileged_without_host_devices" not in v

@@ -72,8 +72,7 @@ def two_gh100_with_vgpu():
 
 # The container's driver-API program: what a CUDA application asks first.
 # cuCtxCreate and what follows it (cuMemGetInfo, cuMemAlloc until the
-# quota's NO_MEMORY) are tried and recorded: on nvsim cuCtxCreate does not
-# succeed yet (docs/cuda.md), test_context_memory_is_the_slices says so.
+# quota's NO_MEMORY) are recorded for test_context_memory_is_the_slices.
 CUDA = textwrap.dedent("""
     import ctypes, json, sys
     from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p

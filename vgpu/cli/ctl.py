@@ -580,7 +580,10 @@ COMMANDS = (
         Opt("--in-place", None, "version 3: edit the main file instead of a drop-in"),
         Opt("--config-version", "2|3", "the version to write when there is no config (default "
             "2: containerd 1.x reads it, 2.x migrates it)", rtconfig.parse_config_version),
-        Opt("--force", None, "replace a different handler of that name"),
+        Opt("--force", None, "replace a different handler of that name, or another default "
+            "runtime (--set-default)"),
+        Opt("--toolkit-config", "PATH", "NVIDIA Container Toolkit's config, checked when its "
+            f"handler is there (default {rtconfig.TOOLKIT_CONFIG})", rtconfig.parse_path),
         Opt("--dry-run", None, "print the diff of what would change; write nothing"),
     ), "runtime configure: add the vgpu runtime handler to containerd's config "
        "(then restart containerd)", cmd_runtime),

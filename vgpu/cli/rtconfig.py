@@ -394,12 +394,71 @@ class Plan:
         return bool(self.changes)
 
 
-def wanted_handler(runtime_path: str, systemd) -> dict:
-    options = {"BinaryName": runtime_path}
-    if isinstance(systemd, bool):
-        options["SystemdCgroup"] = systemd
-    return {"runtime_type": RUNC_TYPE, "pod_annotations": list(POD_ANNOTATIONS),
+#: what of the handler it clones the vgpu handler keeps: the runc shim's
+#: options (all but BinaryName, which is vgpu-runtime) and these handler keys,
+#: which say how containerd sets the container up rather than which runtime
+#: runs it (containerd's pkg/cri/config Runtime struct)
+CLONED_KEYS = ("privileged_without_host_devices",
+               "privileged_without_host_devices_all_devices_allowed", "base_runtime_spec",
+               "cni_conf_dir", "cni_max_conf_num", "snapshotter", "sandboxer", "io_type")
+
+
+def cloned_settings(source: dict | None) -> tuple[dict, dict]:
+    """-> (handler keys, runc options) the vgpu handler copies from the
+    handler ``source`` (the one pods get by default, else runc): only from a
+    runc shim (no runtime_type means runc.v2 in both versions), whose options
+    vgpu-runtime's runc understands."""
+    if not isinstance(source, dict) or source.get("runtime_type", RUNC_TYPE) != RUNC_TYPE:
+        return {}, {}
+    keys = {k: copy.deepcopy(source[k]) for k in CLONED_KEYS if _plain(source.get(k))}
+    opts = source.get("options")
+    opts = {k: copy.deepcopy(v) for k, v in opts.items() if k != "BinaryName" and _plain(v)} \
+        if isinstance(opts, dict) else {}
+    return keys, opts
+
+
+def _plain(v) -> bool:
+    """A value the emitter writes (runc's options are scalars)."""
+    scalar = (bool, int, str)
+    return isinstance(v, scalar) or (isinstance(v, list) and all(isinstance(x, scalar)
+                                                                  for x in v))
+
+
+def wanted_handler(runtime_path: str, source: dict | None = None) -> dict:
+    keys, options = cloned_settings(source)
+    options["BinaryName"] = runtime_path
+    return {"runtime_type": RUNC_TYPE, **keys, "pod_annotations": list(POD_ANNOTATIONS),
             "container_annotations": list(CONTAINER_ANNOTATIONS), "options": options}
+
+
+# ------------------------------------------------------------ NVIDIA's toolkit
+#: NVIDIA Container Toolkit's config (nvidia-container-runtime and its hook)
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+#: its key, true unless set (the toolkit's getDefaultConfig: AcceptEnvvarUnprivileged)
+TOOLKIT_ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+
+
+def toolkit_handlers(runtimes_table) -> list[str]:
+    """The handlers `nvidia-ctk runtime configure` writes: a runc shim whose
+    BinaryName is nvidia-container-runtime (or its .cdi / .legacy modes)."""
+    out = []
+    for name, h in (runtimes_table or {}).items():
+        b = _dig(h, ("options", "BinaryName"))
+        if isinstance(b, str) and os.path.basename(b).startswith("nvidia-container-runtime"):
+            out.append(name)
+    return sorted(out)
+
+
+def toolkit_takes_envvar(path: str) -> bool:
+    """Whether the toolkit gives an unprivileged container the GPUs its
+    NVIDIA_VISIBLE_DEVICES names: its key, else its default (true).  An
+    unreadable config counts as the default: the toolkit then runs on it."""
+    text = read_text(path)
+    try:
+        doc = tomllib.loads(text) if text else {}
+    except tomllib.TOMLDecodeError:
+        return True
+    return doc.get(TOOLKIT_ENVVAR_KEY, True) is not False
 
 
 def _check_tables(doc: dict, path: tuple, where: str) -> None:
@@ -426,7 +485,7 @@ def _verify(path: str, text: str, expected: dict) -> None:
 def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,
          runtime_path: str = DEFAULT_RUNTIME_PATH, set_default: bool = False,
          force: bool = False, drop_in: str | None = None, in_place: bool = False,
-         new_version: int = 2) -> Plan:
+         new_version: int = 2, toolkit_config: str = TOOLKIT_CONFIG) -> Plan:
     """Decide what to write; reads files, writes none.  Raises Refused."""
     notes: list[str] = []
     text = read_text(config)
@@ -470,14 +529,32 @@ def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,
                               f"containerd 1.x puts in place of the main file's whole section: "
                               f"configure that file instead (--config {path}); nothing changed")
     default_name = _dig(eff, (*ctd, "default_runtime_name")) or "runc"
-    # SystemdCgroup as the handler pods get by default (not our own, after
-    # --set-default), else runc
+    # Set up as the handler pods get by default (not our own, after
+    # --set-default), else as runc
     source = default_name if default_name != handler else "runc"
-    systemd = _dig(eff, (*runtimes, source, "options", "SystemdCgroup"))
-    if systemd is None and source != "runc":
+    if not any(cloned_settings(_dig(eff, (*runtimes, source)))) and source != "runc":
         source = "runc"
-        systemd = _dig(eff, (*runtimes, source, "options", "SystemdCgroup"))
-    wanted = wanted_handler(runtime_path, systemd)
+    wanted = wanted_handler(runtime_path, _dig(eff, (*runtimes, source)))
+    toolkit = toolkit_handlers(_dig(eff, runtimes))
+    if set_default and default_name not in ("runc", handler) and not force:
+        raise Refused(f'containerd\'s default runtime in {config} is "{default_name}"'
+                      + (" (NVIDIA Container Toolkit's)" if default_name in toolkit else "")
+                      + f': --set-default moves every pod that names no runtimeClassName '
+                      f'from it to "{handler}"'
+                      + (", where pods that asked the toolkit for GPUs get none"
+                         if default_name in toolkit else "")
+                      + "; --force replaces it; nothing changed")
+    if set_default and default_name not in ("runc", handler):
+        notes.append(f'--force: replacing the default runtime "{default_name}" with '
+                     f'"{handler}"')
+    if toolkit and toolkit_takes_envvar(toolkit_config):
+        notes.append(f"NVIDIA Container Toolkit's runtime handler{'s' * (len(toolkit) > 1)} "
+                     f"{', '.join(toolkit)} "
+                     + ("(the default runtime) " if default_name in toolkit else "")
+                     + f"give{'s' * (len(toolkit) == 1)} an unprivileged container every GPU its "
+                     f"NVIDIA_VISIBLE_DEVICES names (CUDA images set it to all): the host's "
+                     f"real /dev/nvidia*, outside any slice.  Set {TOOLKIT_ENVVAR_KEY} = false in "
+                     f"{toolkit_config} (docs/containers.md, Beside NVIDIA's Container Toolkit)")
     existing = _dig(eff, hpath)
     diffs = _differences(existing, wanted) if isinstance(existing, dict) else None
     want_default = set_default and _dig(eff, (*ctd, "default_runtime_name")) != handler
@@ -553,8 +630,9 @@ def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,
                       f"nothing changed")
     how = (f"as a drop-in (config version {version})" if use_drop_in
            else f"in place (config version {version})")
-    extra = f", SystemdCgroup = {_value(systemd)} as the {source} handler" \
-        if isinstance(systemd, bool) else ""
+    keys, opts = cloned_settings(_dig(eff, (*runtimes, source)))
+    copied = [f"{k} = {_value(v)}" for k, v in {**opts, **keys}.items()]
+    extra = f", {', '.join(copied)} as the {source} handler" if copied else ""
     if want_default:
         extra += f", default_runtime_name = \"{handler}\""
     return result("drop-in" if use_drop_in else "in-place", changes,
@@ -611,7 +689,8 @@ def run(o: dict, out=None) -> int:
              runtime_path=o.get("runtime_path") or DEFAULT_RUNTIME_PATH,
              set_default=bool(o.get("set_default")), force=bool(o.get("force")),
              drop_in=o.get("drop_in"), in_place=bool(o.get("in_place")),
-             new_version=o.get("config_version") or 2)
+             new_version=o.get("config_version") or 2,
+             toolkit_config=o.get("toolkit_config") or TOOLKIT_CONFIG)
     if p.version == 2 and o.get("drop_in"):
         p.notes.append("--drop-in is for version 3 configs only: ignored")
     rp = p.wanted["options"]["BinaryName"]
