@@ -7,6 +7,7 @@ example's image has."""
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import subprocess
 from pathlib import Path
@@ -76,10 +77,33 @@ def test_config_map_is_a_config_vgpud_takes():
 
 
 def test_runtime_class_and_daemonset_select_the_same_nodes():
+    """And tolerate the same taints: a pod of the class can be scheduled
+    wherever vgpud runs (the RuntimeClass's tolerations join the pod's)."""
     (rc,) = by_kind("RuntimeClass")
     (ds,) = by_kind("DaemonSet")
     assert rc["handler"] == "vgpu"
     assert rc["scheduling"]["nodeSelector"] == ds["spec"]["template"]["spec"]["nodeSelector"]
+    assert rc["scheduling"]["tolerations"] == ds["spec"]["template"]["spec"]["tolerations"]
+
+
+def test_metrics_stay_on_the_nodes_loopback():
+    """Under hostNetwork the metrics port is the node's, and the metrics
+    name every tenant's pods: the DaemonSet's vgpud serves them on loopback
+    only."""
+    (cm,) = by_kind("ConfigMap")
+    cfg = parse_config(cm["data"]["vgpud.toml"], "vgpud-config")
+    host = cfg.metrics_listen.rpartition(":")[0].strip("[]")
+    assert ipaddress.ip_address(host).is_loopback, cfg.metrics_listen
+
+
+def test_the_namespace_admits_vgpud_by_its_own_label():
+    """vgpud is privileged, with the host's network and PIDs: only Pod
+    Security's "privileged" level admits it; the namespace says so itself
+    rather than relying on the cluster's default."""
+    (ns,) = by_kind("Namespace")
+    (ds,) = by_kind("DaemonSet")
+    assert ds["metadata"]["namespace"] == ns["metadata"]["name"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
 
 def test_example_asks_for_what_the_plugin_advertises():
