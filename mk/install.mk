@@ -20,7 +20,10 @@ PIP_INSTALL_ARGS ?=
 VGPU_VERSION := $(shell sed -n 's/^__version__ *= *"\(.*\)"/\1/p' vgpu/__init__.py)
 VGPU_VENV := $(VGPU_HOME)/venv
 VGPU_SRC := $(DKMSDIR)/vgpu-$(VGPU_VERSION)
-VGPU_COMMANDS := vgpud vgpuctl vgpu-oci-hook
+# every console script of pyproject.toml's [project.scripts] (one list), but
+# vgpu-runtime: that one is the C fast path, compiled below
+VGPU_COMMANDS := $(filter-out vgpu-runtime,$(shell sed -n \
+	'/^\[project\.scripts\]/,/^\[/s/^\([a-z][a-z-]*\) *=.*/\1/p' pyproject.toml))
 VGPU_DOCS := README.md $(wildcard docs/*.md)
 # systemctl only on the live system, not into a staging tree
 LIVE_SYSTEMD := $(if $(DESTDIR),,$(wildcard /run/systemd/system))

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-ENTRY_POINTS = ["vgpu.daemon.main", "vgpu.cli.ctl", "vgpu.cli.hook", "vgpu.cli.runtime", "vgpu.abi.nvclient", "vgpu.abi.replay"]
+ROOT = Path(__file__).resolve().parents[2]
+#: pyproject.toml's [project.scripts]: name -> "module:main"
+PYPROJECT_SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+ENTRY_POINTS = sorted(v.split(":")[0] for v in PYPROJECT_SCRIPTS.values())
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)
@@ -22,8 +25,7 @@ def test_help_exits_zero(module):
     assert "usage:" in r.stdout.lower()
 
 
-SCRIPTS = {"vgpu.daemon.main": "vgpud", "vgpu.cli.ctl": "vgpuctl", "vgpu.cli.hook": "vgpu-oci-hook",
-           "vgpu.abi.nvclient": "vgpu-nvclient", "vgpu.abi.replay": "vgpu-replay"}
+SCRIPTS = {v.split(":")[0]: k for k, v in PYPROJECT_SCRIPTS.items() if k != "vgpu-runtime"}
 
 
 @pytest.mark.parametrize("module", sorted(SCRIPTS))
@@ -61,3 +63,14 @@ def test_make_install_scripts_run_the_console_scripts_modules():
     assert set(pairs) == {"vgpu-oci-hook", "vgpu-runtime"}
     for name, mod in pairs.items():
         assert scripts[name] == f"vgpu.{mod}:main", (name, mod)
+
+
+def test_make_install_puts_every_console_script_on_path():
+    """make install links every command of [project.scripts] into BINDIR
+    (vgpu-runtime is compiled there instead): vgpu-device-plugin,
+    vgpu-replay and vgpu-nvclient were once left in the venv only."""
+    r = subprocess.run(["make", "-s", "--no-print-directory", "-f", "mk/install.mk",
+                        "--eval", "print-commands: ; @echo $(VGPU_COMMANDS)", "print-commands"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == sorted(set(PYPROJECT_SCRIPTS) - {"vgpu-runtime"})
