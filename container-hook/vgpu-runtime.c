@@ -18,14 +18,15 @@
  *     else ".") could carry a request: it cannot be opened, is not a
  *     regular file, is larger than MAX_CONFIG, or contains anywhere the
  *     bytes "vgpu.io" (an annotation, "vgpu.io/..." or "vgpu.io\/..."),
- *     "VGPU_" (the image's environment) or "\u" (a JSON escape could spell
- *     either);
+ *     "VGPU_" (the image's environment), or a "\u" escape that could spell
+ *     one of their characters (see may_spell; not Go's \u0026, \u003c and
+ *     \u003e, which containerd writes for every "&", "<" and ">");
  *   - the only argument is --version (vgpu's line, then runc's).
  * Assumed: a request is only ever read from config.json's annotations and
  * process.env (vgpu.common.request), config.json is JSON text in UTF-8, and
- * the only JSON escapes that can spell a letter, a dot, an underscore or a
- * slash are "\uXXXX" and "\/" (RFC 8259); so a file with none of the three
- * byte strings above carries no request.
+ * the only JSON escapes that can spell a letter, a dot or an underscore are
+ * "\uXXXX" (RFC 8259: the others are \" \\ \/ \b \f \n \r \t); so a
+ * file with neither byte string above nor such an escape carries no request.
  *
  * runc is $VGPU_RUNC, else the first executable "runc" on PATH that is not
  * this program; the slow path gets it in $VGPU_RUNC, so both run the same.
@@ -126,6 +127,47 @@ static int has(const char *buf, size_t n, const char *needle)
 	return memmem(buf, n, needle, strlen(needle)) != NULL;
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Whether a "\u" in the text could be an escape of a character of "vgpu.io"
+ * or "VGPU_" (either case of every letter, so that no reading of the keys
+ * is assumed).  Every "\u" is taken as an escape, even one whose backslash
+ * is itself escaped ("\\u0076" is text): only a path taken by mistake.  A
+ * "\u" not followed by four hex digits is not JSON: the slow path says so.
+ */
+static int may_spell(const char *buf, size_t n)
+{
+	static const char spelled[] = "vgpuioVGPUIO._";
+	const char *p = buf, *end = buf + n;
+	int i, d;
+	unsigned int v;
+
+	while ((p = memmem(p, (size_t)(end - p), "\\u", 2))) {
+		if (end - p < 6)
+			return 1;
+		for (v = 0, i = 2; i < 6; i++) {
+			d = hexval(p[i]);
+			if (d < 0)
+				return 1;
+			v = v << 4 | (unsigned int)d;
+		}
+		if (v && v < 0x80 && strchr(spelled, (int)v))
+			return 1;
+		p += 2;
+	}
+	return 0;
+}
+
 /* Whether bundle/config.json could carry a request (see the header). */
 static int may_ask(const char *bundle)
 {
@@ -168,7 +210,7 @@ static int may_ask(const char *bundle)
 	}
 	close(fd);
 	r = got > MAX_CONFIG || has(buf, got, "vgpu.io") || has(buf, got, "VGPU_") ||
-	    has(buf, got, "\\u");
+	    may_spell(buf, got);
 	free(buf);
 	return r;
 }

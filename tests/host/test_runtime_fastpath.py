@@ -110,7 +110,11 @@ def test_create_of_a_bundle_without_a_request_execs_runc(rig):
     '{"annotations": {"vgpu.io/container-memory": "4Gi"}}',
     '{"annotations": {"vgpu.io\\/memory": "4Gi"}}',             # "\/" spells "/"
     '{"annotations": {"\\u0076gpu.io/memory": "4Gi"}}',         # "\u0076" spells "v"
-    '{"annotations": {"x": "\\u00e9"}}',                       # any \u escape: judged in Python
+    '{"process": {"env": ["\\u0056GPU_MEMORY=1Gi"]}}',          # "\u0056" spells "V"
+    '{"annotations": {"vgpu\\u002eio/memory": "4Gi"}}',       # "\u002e" spells "."
+    '{"annotations": {"vgpu.i\\u006F/memory": "4Gi"}}',       # upper-case hex digits
+    '{"annotations": {"x": "\\u00zz"}}',                       # not JSON: Python says so
+    '{"annotations": {"x": "a"}, "y": "\\u00',                  # cut short
     '{"process": {"env": ["VGPU_MEMORY=1Gi", "VGPU_PROFILE=p"]}}',
     '{"hooks": {"prestart": [{"path": "/bin/true", "args": ["vgpu.io"]}]}}',
 ])
@@ -120,6 +124,23 @@ def test_a_bundle_that_could_ask_takes_the_slow_path(rig, text):
     r = rig.run(*argv)
     assert (r.returncode, r.who, r.argv) == (9, "slow", argv), r.stderr
     assert r.runc_env == str(rig.runc)              # the slow path runs the same runc
+
+
+@pytest.mark.parametrize("text", [
+    # what containerd (Go's encoding/json, HTML-safe) writes for "&&", "<", ">"
+    '{"process": {"args": ["sh", "-c", "a \\u0026\\u0026 b 2\\u003e\\u00261 \\u003c x"]}}',
+    '{"annotations": {"x": "caf\\u00e9 \\u2028 \\ud83d\\ude00"}}',   # no ASCII spelled
+    '{"annotations": {"x": "\\u0000"}}',
+])
+def test_escapes_that_spell_no_request_stay_on_the_fast_path(rig, text):
+    """Every config.json containerd writes for a command with "&&" or "2>&1"
+    carries \u0026: only an escape of a character of "vgpu.io" or "VGPU_"
+    can hide a request, so the others go straight to runc."""
+    assert json.loads(text)
+    b = rig.bundle("plain", raw=text.encode())
+    argv = ["create", "-b", str(b), "c1"]
+    r = rig.run(*argv)
+    assert (r.returncode, r.who, r.argv) == (7, "runc", argv), r.stderr
 
 
 def test_missing_odd_or_huge_config_takes_the_slow_path(rig):
