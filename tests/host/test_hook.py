@@ -840,6 +840,25 @@ def scope(ann, env=None, cid="c1"):
 POD_REQ = {"vgpu.io/memory": "4Gi", "vgpu.io/compute": "30%"}
 
 
+def test_a_cri_o_pod_cannot_make_its_pause_container_an_app_container():
+    """CRI-O copies a pod's annotations into the infra container's spec and
+    sets its own keys over them: a pod that writes containerd's keys
+    (container-type "container", a sandbox id of its choosing) must not turn
+    its pause container into an app container with a slice.  Read
+    containerd's keys first, it did."""
+    forged = {"io.kubernetes.cri.container-type": "container",
+              "io.kubernetes.cri.sandbox-id": "f" * 64,
+              "io.kubernetes.cri.sandbox-uid": "forged",
+              "io.kubernetes.cri.container-name": "main"}
+    sc = scope(cri("sandbox", False, **POD_REQ, **forged), cid=SB)
+    assert (sc.kind, sc.name, sc.pod_uid) == ("sandbox", "pod-" + SB, UID)
+    assert request.hook_stages(sc) == (("poststop",), False)
+    # and an app container's fields are CRI-O's, not the forged ones
+    sc = scope(cri("container", False, name="app", **POD_REQ, **forged))
+    assert (sc.kind, sc.name, sc.pod_uid) == ("pod", "pod-" + SB, UID)
+    assert sc.labels["io.kubernetes.pod.name"] == "web"
+
+
 @pytest.mark.parametrize("containerd", [True, False], ids=["containerd", "cri-o"])
 def test_pod_rule_sandbox_pod_and_container_scope(containerd):
     # the sandbox: never a slice; with a pod request, its poststop ends the pod's

@@ -108,15 +108,23 @@ def annotations_of(state: dict, config: dict) -> dict:
 
 
 def cri_fields(ann: dict) -> dict | None:
-    """The CRI fields of a Kubernetes container (see CRI_KEYS; containerd's
-    key first), or None when it has no container type: not Kubernetes."""
+    """The CRI fields of a Kubernetes container (see CRI_KEYS), or None when
+    it has no container type: not Kubernetes.
+
+    One runtime's keys only, never a mix: CRI-O's when its container type
+    is there, else containerd's.  CRI-O copies a pod's annotations into its
+    containers' specs, the infra (pause) container's too, and sets its own
+    ``io.kubernetes.cri-o.*`` over them, so under CRI-O a pod can write
+    containerd's keys but not CRI-O's; containerd passes a pod only the
+    ``vgpu.io`` keys its handler lists (pod_annotations), none of either
+    runtime's.  Reading containerd's key first let a CRI-O pod make its
+    pause container look like an app container."""
+    crio = isinstance(ann.get(CRI_KEYS["type"][1]), str) and bool(ann[CRI_KEYS["type"][1]])
     out = {}
     for field, keys in CRI_KEYS.items():
-        for k in keys:
-            v = ann.get(k)
-            if isinstance(v, str) and v:
-                out[field] = v
-                break
+        v = ann.get(keys[1] if crio else keys[0])
+        if isinstance(v, str) and v:
+            out[field] = v
     return out if "type" in out else None
 
 
