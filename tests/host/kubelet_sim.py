@@ -45,6 +45,7 @@ class KubeletSim:
         self.options: dict[str, object] = {}    # resource -> DevicePluginOptions
         self.devices: dict[str, list[tuple[str, str]]] = {}   # resource -> [(ID, health)]
         self.updates: dict[str, int] = {}       # resource -> ListAndWatch messages seen
+        self.healths: dict[str, set[str]] = {}  # resource -> every health ever listed
         self.cond = threading.Condition()
         self.server: grpc.Server | None = None
         self.channels: list[grpc.Channel] = []
@@ -76,6 +77,8 @@ class KubeletSim:
                 with self.cond:
                     self.devices[req.resource_name] = [(d.ID, d.health) for d in resp.devices]
                     self.updates[req.resource_name] = self.updates.get(req.resource_name, 0) + 1
+                    self.healths.setdefault(req.resource_name, set()).update(
+                        d.health for d in resp.devices)
                     self.cond.notify_all()
         except grpc.RpcError:
             return                      # the plugin went, or we closed the channel

@@ -248,7 +248,7 @@ def test_oversubscription_changes_the_count(node, factor, over, expect):
 
 def test_vgpud_down_makes_devices_unhealthy_not_gone(node):
     start, kubelet, _ = node
-    v = start()
+    v = start("--unhealthy-after", "0")
     kubelet.wait_devices(MEM, lambda d: len(d) == 32 and d[0][1] == "Healthy")
     v.stop()
     mem = kubelet.wait_devices(MEM, lambda d: {h for _, h in d} == {"Unhealthy"})
@@ -256,6 +256,47 @@ def test_vgpud_down_makes_devices_unhealthy_not_gone(node):
     assert len(kubelet.wait_devices(PCT, lambda d: {h for _, h in d} == {"Unhealthy"})) == 200
     v.start()
     kubelet.wait_devices(MEM, lambda d: len(d) == 32 and {h for _, h in d} == {"Healthy"})
+
+
+def test_a_vgpud_restart_keeps_the_devices_healthy(node):
+    """vgpud restarting leaves every slice and vgpu.ko's enforcement in
+    place: within --unhealthy-after the kubelet never sees a device
+    Unhealthy (every vgpud restart once took the whole node's devices out)."""
+    start, kubelet, state = node
+    v = start("--unhealthy-after", "600")
+    kubelet.wait_devices(MEM, lambda d: len(d) == 32 and d[0][1] == "Healthy")
+    v.stop()
+    time.sleep(1.0)                 # polls at 0.1 s that vgpud does not answer
+    v.inv.gpus = FakeInventory(1, 24 * GiB).gpus            # and back with one GPU:
+    v.start()
+    kubelet.wait_devices(MEM, lambda d: len(d) == 24)       # the plugin has seen it again
+    out = stop_plugin(state["plugin"])
+    state["plugin"] = None
+    assert "does not answer" in out and "devices stay as they were for 600 s" in out, out
+    assert "vgpud answers again" in out, out
+    assert kubelet.healths[MEM] == {"Healthy"} and kubelet.healths[PCT] == {"Healthy"}
+
+
+def test_a_second_plugin_on_the_same_kubelet_directory_is_refused(node, tmp_path):
+    """Two plugins on one kubelet directory would each find the other's
+    socket in place of its own and serve and register again, in turn (38
+    registrations in 10 s): the second stops at once, naming the first."""
+    start, kubelet, state = node
+    v = start()
+    first = state["plugin"].pid
+    second = start_plugin(tmp_path, v.sock)
+    try:
+        out, _ = second.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        second.kill()
+        raise AssertionError("the second plugin did not stop: " + second.communicate()[0])
+    assert second.returncode == 1, out
+    assert (f"another vgpu-device-plugin (pid {first}) already serves "
+            f"{os.path.realpath(tmp_path / 'kubelet')}") in out, out
+    time.sleep(0.5)
+    assert len(kubelet.registrations) == 2
+    assert state["plugin"].poll() is None
+    assert len(kubelet.wait_devices(MEM, lambda d: len(d) == 32)) == 32
 
 
 def test_kubelet_restart_reregisters_and_serves_again(node):
@@ -284,7 +325,14 @@ def test_waits_for_an_absent_kubelet(tmp_path):
     kdir = tmp_path / "kubelet"
     p = start_plugin(tmp_path, v.sock)
     try:
-        time.sleep(1.5)                         # no kubelet.sock: it waits, it does not exit
+        # no kubelet.sock: it serves, says it waits, and does not exit.  Both
+        # sockets there mean its first look at the directory is over (on a
+        # loaded machine its start alone has taken more than a second).
+        deadline = time.monotonic() + 60
+        while not all((kdir / r[1]).exists() for r in devices.RESOURCES.values()):
+            assert p.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.2)
         assert p.poll() is None
         kubelet = KubeletSim(kdir).start()
         kubelet.wait(lambda: len(kubelet.registrations) == 2, what="late registrations")

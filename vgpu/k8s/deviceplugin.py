@@ -13,9 +13,10 @@ What it must never do: talk to vgpu.ko, create or change slices (the hook
 asks vgpud when the container is created), put env, mounts or device nodes
 into a container (the hook makes the slice and mounts its nodes), or import
 vgpu.daemon: it is a client of vgpud's admin API (vgpu.common.apiclient, `status`
-and `gpus`), polled every --poll-interval; while vgpud does not answer, the
-last known devices are advertised Unhealthy (not withdrawn: pods holding them
-keep their accounting).
+and `gpus`), polled every --poll-interval; once vgpud has not answered for
+--unhealthy-after, the last known devices are advertised Unhealthy (not
+withdrawn: pods holding them keep their accounting).  One plugin per
+kubelet directory (server.claim): a second one is refused.
 
 The kubelet's API is loaded at start from deviceplugin_v1beta1.proto beside
 this file: protoc (grpcio-tools, in process) writes the file's descriptor set
@@ -58,7 +59,7 @@ from vgpu import __version__
 from vgpu.common import apiclient as ac
 from vgpu.common.values import BadValue, parse_duration, parse_profile, quote
 from vgpu.k8s.devices import RESOURCES, node_from_api
-from vgpu.k8s.server import API_VERSION, DEVICE_PLUGIN_PATH, PROTO, Plugin
+from vgpu.k8s.server import API_VERSION, DEVICE_PLUGIN_PATH, PROTO, AlreadyServed, Plugin
 
 log = logging.getLogger("vgpu-device-plugin")
 
@@ -71,6 +72,8 @@ FACTOR_MAX = 16.0
 # ---------------------------------------------------------------- CLI
 def _duration(opt: str, lo: float, hi: float):
     def conv(v: str) -> float:
+        if lo == 0 and v in ("0", "0s"):
+            return 0.0              # "at once", which parse_duration does not take
         try:
             x = parse_duration(v)
         except BadValue as e:
@@ -127,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "it runs by hand too.",
         epilog=f"""exit status:
   {EXIT_OK}  stopped by SIGTERM or SIGINT (or --list printed the devices)
-  {EXIT_ERROR}  a fatal error: the plugin's sockets cannot be made in --kubelet-dir
+  {EXIT_ERROR}  a fatal error: the plugin's sockets cannot be made in --kubelet-dir,
+     or another vgpu-device-plugin serves it
   {EXIT_USAGE}  usage error: unknown option or a bad value (quoted)
   {EXIT_UNAVAILABLE}  --list: vgpud is not running
   {EXIT_PERMISSION}  --list: permission denied on vgpud's socket
@@ -153,6 +157,10 @@ docs/kubernetes.md.""")
                    type=_duration("--watch-interval", 0.01, 60),
                    help="how often the kubelet's directory is checked for a restart "
                         "(default 1s)")
+    p.add_argument("--unhealthy-after", metavar="D", default=30.0,
+                   type=_duration("--unhealthy-after", 0, 3600),
+                   help="how long vgpud may not answer before its devices are advertised "
+                        "Unhealthy (default 30s: a restart keeps every slice; 0: at once)")
     p.add_argument("--timeout", metavar="D", default=5.0, type=_duration("--timeout", 0.1, 300),
                    help="the bound on every call to the kubelet and to vgpud (default 5s)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
@@ -204,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     plugin = Plugin(args.kubelet_dir, args.socket, profile=args.profile,
                     factor=args.oversubscribe_factor, poll_interval=args.poll_interval,
-                    watch_interval=args.watch_interval, timeout=args.timeout)
+                    watch_interval=args.watch_interval, timeout=args.timeout,
+                    unhealthy_after=args.unhealthy_after)
     log.info("%s %s: API %s loaded from %s in %.0f ms; kubelet directory %s, vgpud %s%s",
              PROG, __version__, API_VERSION, PROTO.name, (time.monotonic() - t0) * 1e3,
              args.kubelet_dir, ac.socket_path(args.socket),
@@ -217,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         plugin.run()
+    except AlreadyServed as e:
+        log.error("%s", e.strerror)
+        return EXIT_ERROR
     except OSError as e:
         log.error("%s", e)
         return EXIT_ERROR

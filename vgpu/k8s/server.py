@@ -6,9 +6,13 @@ served and registered through kubelet restarts (docs/kubernetes.md)."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import logging
 import os
+import socket
 import stat
+import struct
 import tempfile
 import threading
 import time
@@ -202,20 +206,61 @@ class Endpoint:
         return True
 
 
+class AlreadyServed(OSError):
+    """Another vgpu-device-plugin serves this kubelet directory."""
+
+
+def claim(kubelet_dir: Path) -> socket.socket:
+    """One plugin per kubelet directory, held while the returned socket is
+    open: an abstract Unix socket named by the directory (it goes with the
+    process, so a crashed plugin leaves nothing to clean up, and nothing in
+    the directory can remove it: the kubelet empties the directory when it
+    restarts).  Two plugins on one directory would each find the other's
+    sockets in place of its own and serve and register again, in turn, for
+    ever; the second is refused instead, naming the first.  Assumed: every
+    plugin of a node runs in the host's network namespace (vgpud's systemd
+    unit and the DaemonSet, hostNetwork: abstract sockets are per network
+    namespace)."""
+    real = os.path.realpath(kubelet_dir)
+    name = b"\0vgpu-device-plugin/" + hashlib.sha256(os.fsencode(real)).hexdigest()[:40].encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        s.bind(name)
+        s.listen(8)
+        return s
+    except OSError as e:
+        s.close()
+        if e.errno != errno.EADDRINUSE:
+            raise
+    pid = "?"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as c:
+        try:
+            c.settimeout(1.0)
+            c.connect(name)
+            pid = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                   struct.calcsize("3i")))[0]
+        except OSError:
+            pass
+    raise AlreadyServed(errno.EADDRINUSE, f"another vgpu-device-plugin (pid {pid}) already "
+                        f"serves {real}: two would take each other's sockets and register in "
+                        f"turn; stop it first")
+
+
 class Plugin:
     """Both endpoints, the vgpud watch and the loop that keeps them served
     and registered through kubelet restarts."""
 
     def __init__(self, kubelet_dir: str | Path, socket: str | None = None, *,
                  profile: str | None = None, factor: float = 2.0, poll_interval: float = 5.0,
-                 watch_interval: float = 1.0, timeout: float = 5.0, api: Api | None = None):
+                 watch_interval: float = 1.0, timeout: float = 5.0, api: Api | None = None,
+                 unhealthy_after: float = 0.0):
         self.kubelet_dir = Path(kubelet_dir)
         self.profile = profile or None
         self.factor = factor
         self.watch_interval = watch_interval
         self.timeout = timeout
         self.api = api or Api()
-        self.watch = NodeWatch(socket, poll_interval, timeout)
+        self.watch = NodeWatch(socket, poll_interval, timeout, unhealthy_after)
         self.endpoints = [Endpoint(self, r) for r in RESOURCES]
         self.stopping = threading.Event()
         self.waiting = False            # "waiting for the kubelet" logged
@@ -263,7 +308,9 @@ class Plugin:
                 ep.register(kubelet_ino)
 
     def run(self) -> None:
-        """Until stop(): vgpud's watch, both endpoints, the directory watch."""
+        """Until stop(): vgpud's watch, both endpoints, the directory watch.
+        AlreadyServed when another plugin serves the directory."""
+        held = claim(self.kubelet_dir)
         self.watch.start()
         try:
             while not self.stopping.is_set():
@@ -275,6 +322,7 @@ class Plugin:
                 ep.stop()
                 if ep.socket_ok():
                     ep.path.unlink(missing_ok=True)
+            held.close()
             log.info("stopped")
 
     def stop(self) -> None:

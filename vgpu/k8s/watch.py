@@ -1,11 +1,15 @@
 """vgpud as vgpu-device-plugin sees it: NodeWatch polls vgpud's admin API
 (``status`` and ``gpus``, vgpu.common.apiclient) in a thread of its own;
-while vgpud does not answer, the last known devices are Unhealthy."""
+once vgpud has not answered for ``unhealthy_after`` seconds, the last known
+devices are Unhealthy.  Until then they stay as they were: a vgpud restart
+leaves every slice and vgpu.ko's enforcement in place (docs/vgpufs.md), so
+it is no reason for the kubelet to count the node's devices out."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from vgpu.common import apiclient as ac
 from vgpu.k8s.devices import GiB, Node, node_from_api
@@ -18,10 +22,14 @@ class NodeWatch:
     of its own; ``version`` changes with every change of what it says, and
     ``wait(version, timeout)`` waits for the next."""
 
-    def __init__(self, socket: str | None, interval: float, timeout: float):
+    def __init__(self, socket: str | None, interval: float, timeout: float,
+                 unhealthy_after: float = 0.0):
         self.socket = socket
         self.interval = interval
         self.timeout = timeout
+        self.unhealthy_after = unhealthy_after
+        self.last_ok: float | None = None       # monotonic: vgpud's last answer
+        self.silent = False                     # "does not answer" logged
         self.node = Node()
         self.version = 0
         self.cond = threading.Condition()
@@ -34,6 +42,10 @@ class NodeWatch:
         try:
             with ac.ApiClient(self.socket, self.timeout) as c:
                 new = node_from_api(c.request("status"), c.request("gpus"))
+            self.last_ok = time.monotonic()
+            if self.silent and self.node.up:
+                log.info("vgpud answers again on %s", ac.socket_path(self.socket))
+            self.silent = False
             if not self.node.up:
                 log.info("vgpud answers on %s: %d GPU(s) (%s), placement %s%s",
                          ac.socket_path(self.socket), len(new.gpus),
@@ -41,6 +53,14 @@ class NodeWatch:
                          or "none", new.placement,
                          ", memory oversubscribed" if new.oversubscribe else "")
         except (ac.ClientError, ValueError, OSError) as e:
+            quiet = time.monotonic() - self.last_ok if self.last_ok is not None else None
+            if self.node.up and quiet is not None and quiet < self.unhealthy_after:
+                if not self.silent:
+                    self.silent = True
+                    log.warning("vgpud on %s does not answer (%s): devices stay as they were "
+                                "for %g s (a restart keeps its slices)",
+                                ac.socket_path(self.socket), e, self.unhealthy_after)
+                return self.node
             if self.node.up or not self.node.known and self.version == 0:
                 log.warning("vgpud on %s does not answer (%s): devices Unhealthy until it "
                             "does", ac.socket_path(self.socket), e)
