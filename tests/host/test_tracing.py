@@ -246,9 +246,10 @@ async def test_a_trace_client_that_stops_reading_is_dropped(env):
             if i % 50 == 0:
                 await trio.sleep(0)
         # never read: after idle_timeout the connection (and its tracing) ends,
-        # and the server lives on
-        await until(lambda: not mgr.tracing.slices)
-        assert k.slices_[sid].trace is False
+        # and the server lives on.  The tracer is gone from mgr.tracing before
+        # the kernel call that turns tracing off returns (it runs in a
+        # thread): wait for both, as a loaded machine shows the gap.
+        await until(lambda: not mgr.tracing.slices and k.slices_[sid].trace is False)
         c = await connect(srv.path)
         assert (await rpc(c, {"v": 1, "id": 2, "op": "status"}))["ok"]
         await c.aclose()
