@@ -80,8 +80,10 @@ class KubeletSim:
                     self.healths.setdefault(req.resource_name, set()).update(
                         d.health for d in resp.devices)
                     self.cond.notify_all()
-        except grpc.RpcError:
-            return                      # the plugin went, or we closed the channel
+        except (grpc.RpcError, ValueError):
+            # the plugin went, or we closed the channel (ValueError: closed
+            # before this thread's first call on it)
+            return
 
     # -- life
     def _serve(self, name: str = "kubelet.sock") -> grpc.Server:

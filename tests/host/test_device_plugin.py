@@ -32,11 +32,12 @@ from vgpu import __version__
 from vgpu.common.apiclient import ApiClient
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import parse_config
+from vgpu.daemon.inventory import synth_uuid
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.ops import Ops
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
-from vgpu.k8s import devices, server
+from vgpu.k8s import devices, server, watch
 from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,8 +136,17 @@ def node(tmp_path):
         state["vgpud"].stop()
 
 
+#: the UUIDs of ThreadVgpud's GPUs (FakeInventory's, made from their PCI ids)
+UU = [synth_uuid(f"0000:0{i + 1}:00.0") for i in range(4)]
+
+
+def dev(gpu: int, kind: str, n) -> str:
+    """A device ID: the GPU's UUID, the kind, the number."""
+    return f"{UU[gpu]}-{kind}-{n}"
+
+
 def ids(gpu: int, kind: str, ns) -> list[str]:
-    return [f"gpu{gpu}-{kind}-{n}" for n in ns]
+    return [dev(gpu, kind, n) for n in ns]
 
 
 def rpc_error(fn, *args) -> grpc.RpcError:
@@ -242,7 +252,7 @@ def test_oversubscription_changes_the_count(node, factor, over, expect):
     args = ("--oversubscribe-factor", factor) if factor else ()
     start(*args, extra="[node]\noversubscribe_memory = true\n" if over else "")
     mem = kubelet.wait_devices(MEM, lambda d: len(d) == expect)
-    assert f"gpu1-mem-{expect // 2 - 1}" in {i for i, _ in mem}
+    assert dev(1, "mem", expect // 2 - 1) in {i for i, _ in mem}
     assert len(kubelet.wait_devices(PCT, lambda d: len(d) == 200)) == 200
 
 
@@ -354,15 +364,15 @@ def test_preferred_allocation_keeps_memory_on_one_gpu(node):
     assert got == ids(0, "mem", range(6))                               # binpack: the fuller
     got = kubelet.preferred(MEM, avail, size=10)
     assert got == ids(1, "mem", range(4, 14))                           # only GPU 1 holds 10
-    got = kubelet.preferred(MEM, avail, must=["gpu1-mem-15"], size=3)
-    assert got == ["gpu1-mem-15", "gpu1-mem-4", "gpu1-mem-5"]
+    got = kubelet.preferred(MEM, avail, must=[dev(1, "mem", 15)], size=3)
+    assert got == [dev(1, "mem", 15), dev(1, "mem", 4), dev(1, "mem", 5)]
     # compute: one GPU too when it can
     avail_pct = ids(0, "pct", range(40)) + ids(1, "pct", range(70))
     assert kubelet.preferred(PCT, avail_pct, size=30) == ids(0, "pct", range(30))
     assert kubelet.preferred(PCT, avail_pct, size=60) == ids(1, "pct", range(60))
     # past any one GPU, compute is taken from several (counted per node)
     got = kubelet.preferred(PCT, avail_pct, size=90)
-    assert len(got) == 90 and len({g.split("-")[0] for g in got}) == 2
+    assert len(got) == 90 and len({g.rsplit("-", 2)[0] for g in got}) == 2
 
 
 def test_preferred_allocation_spread(node):
@@ -371,8 +381,8 @@ def test_preferred_allocation_spread(node):
     kubelet.wait_devices(MEM, lambda d: len(d) == 32)
     avail = ids(0, "mem", range(8)) + ids(1, "mem", range(4, 16))
     assert kubelet.preferred(MEM, avail, size=6) == ids(1, "mem", range(4, 10))
-    assert kubelet.preferred(MEM, avail, must=["gpu0-mem-7"], size=2) == ["gpu0-mem-7",
-                                                                          "gpu0-mem-0"]
+    assert kubelet.preferred(MEM, avail, must=[dev(0, "mem", 7)], size=2) == [dev(0, "mem", 7),
+                                                                          dev(0, "mem", 0)]
 
 
 def test_preferred_allocation_heeds_vgpuds_own_slices(node):
@@ -415,8 +425,8 @@ def test_allocate_annotations(node):
     kubelet.wait_devices(MEM, lambda d: len(d) == 32)
     r = kubelet.allocate(MEM, ids(1, "mem", range(4)), ids(0, "mem", [9]))
     assert [dict(c.annotations) for c in r.container_responses] == [
-        {"vgpu.io/container-memory": "4Gi", "vgpu.io/container-gpus": "1"},
-        {"vgpu.io/container-memory": "1Gi", "vgpu.io/container-gpus": "0"}]
+        {"vgpu.io/container-memory": "4Gi", "vgpu.io/container-gpus": UU[1]},
+        {"vgpu.io/container-memory": "1Gi", "vgpu.io/container-gpus": UU[0]}]
     r = kubelet.allocate(PCT, ids(0, "pct", range(20)) + ids(1, "pct", range(10)))
     assert dict(r.container_responses[0].annotations) == {"vgpu.io/container-compute": "30%"}
     for c in r.container_responses:
@@ -429,7 +439,7 @@ def test_allocate_annotations_carry_the_profile(node):
     kubelet.wait_devices(MEM, lambda d: len(d) == 32)
     r = kubelet.allocate(MEM, ids(0, "mem", range(2)))
     assert dict(r.container_responses[0].annotations) == {
-        "vgpu.io/container-memory": "2Gi", "vgpu.io/container-gpus": "0",
+        "vgpu.io/container-memory": "2Gi", "vgpu.io/container-gpus": UU[0],
         "vgpu.io/container-profile": "small"}
     r = kubelet.allocate(PCT, ids(0, "pct", range(5)))
     assert dict(r.container_responses[0].annotations) == {
@@ -442,14 +452,20 @@ def test_bad_kubelet_requests_get_clear_errors(node):
     kubelet.wait_devices(MEM, lambda d: len(d) == 32)
     inv = grpc.StatusCode.INVALID_ARGUMENT
     cases = [
-        (kubelet.allocate, (MEM, ["gpu0-pct-1"]), inv,
-         'vgpu.io/memory-gib: container request 0: "gpu0-pct-1" is not a device ID of this '
-         'resource (gpu<index>-mem-<n>)'),
+        (kubelet.allocate, (MEM, [dev(0, "pct", 1)]), inv,
+         f'vgpu.io/memory-gib: container request 0: "{dev(0, "pct", 1)}" is not a device ID of '
+         f'this resource (<GPU UUID>-mem-<n>)'),
         (kubelet.allocate, (MEM, ["nonsense"]), inv, '"nonsense" is not a device ID'),
-        (kubelet.allocate, (MEM, ["gpu7-mem-0"]), inv,
-         '"gpu7-mem-0" names GPU 7, which vgpud does not slice (GPUs: 0, 1)'),
-        (kubelet.allocate, (MEM, ["gpu0-mem-16"]), inv, '"gpu0-mem-16" is past GPU 0\'s 16 devices'),
-        (kubelet.allocate, (MEM, ["gpu0-mem-1", "gpu0-mem-1"]), inv, '"gpu0-mem-1" is named twice'),
+        (kubelet.allocate, (MEM, [dev(3, "mem", 0)]), inv,
+         f'"{dev(3, "mem", 0)}" names GPU {UU[3]}, which vgpud does not slice (GPUs: '
+         f'{UU[0]} (GPU 0), {UU[1]} (GPU 1))'),
+        # an index where the UUID goes (the IDs of an older plugin)
+        (kubelet.allocate, (MEM, ["gpu0-mem-0"]), inv,
+         '"gpu0-mem-0" names GPU gpu0, which vgpud does not slice'),
+        (kubelet.allocate, (MEM, [dev(0, "mem", 16)]), inv,
+         f'"{dev(0, "mem", 16)}" is past GPU 0\'s 16 devices'),
+        (kubelet.allocate, (MEM, [dev(0, "mem", 1), dev(0, "mem", 1)]), inv,
+         f'"{dev(0, "mem", 1)}" is named twice'),
         (kubelet.allocate, (MEM, []), inv, "vgpu.io/memory-gib: container request 0 names no device"),
         (kubelet.allocate, (MEM,), inv, "vgpu.io/memory-gib: Allocate names no container"),
         (kubelet.allocate, (PCT, ids(0, "pct", range(100)) + ids(1, "pct", range(50))),
@@ -463,13 +479,13 @@ def test_bad_kubelet_requests_get_clear_errors(node):
          grpc.StatusCode.RESOURCE_EXHAUSTED, "no single GPU has that many available"),
         (kubelet.preferred, (MEM, ids(0, "mem", range(4)), ids(0, "mem", range(3)), 2), inv,
          "3 devices must be included, more than the 2 asked for"),
-        (kubelet.preferred, (MEM, ids(0, "mem", range(4)), ["gpu0-mem-0", "gpu1-mem-0"], 3),
+        (kubelet.preferred, (MEM, ids(0, "mem", range(4)), [dev(0, "mem", 0), dev(1, "mem", 0)], 3),
          grpc.StatusCode.RESOURCE_EXHAUSTED, "the devices it must include are on GPUs 0, 1"),
         (kubelet.preferred, (PCT, ids(0, "pct", range(100)) + ids(1, "pct", range(100)), (), 101),
          inv, "compute 101% is more than one GPU's 100%"),
-        (kubelet.preferred, (MEM, [f"gpu0-mem-{n}" for n in range(70000)], (), 1), inv,
+        (kubelet.preferred, (MEM, ids(0, "mem", range(70000)), (), 1), inv,
          "70000 device IDs is more than 65536"),
-        (kubelet.preferred, (MEM, ["gpu0-mem-" + "9" * 40], (), 1), inv,
+        (kubelet.preferred, (MEM, [UU[0] + "-mem-" + "9" * 40], (), 1), inv,
          "is not a device ID of this resource"),
     ]
     for fn, args, code, text in cases:
@@ -482,40 +498,74 @@ def test_bad_kubelet_requests_get_clear_errors(node):
 
 # ------------------------------------------------------------------ pure parts
 def test_preferred_pure_cases():
-    n = devices.Node(gpus=(devices.Gpu(0, 16 * GiB), devices.Gpu(1, 16 * GiB)), up=True, known=True)
+    g0, g1 = devices.Gpu(0, 16 * GiB, uuid=UU[0]), devices.Gpu(1, 16 * GiB, uuid=UU[1])
+    n = devices.Node(gpus=(g0, g1), up=True, known=True)
     avail = ids(0, "mem", range(16)) + ids(1, "mem", range(16))
     # a tie of counts goes to the lower index, spread and binpack alike
     assert devices.preferred("mem", avail, (), 3, n, 2.0) == ids(0, "mem", range(3))
     nb = devices.Node(n.gpus, placement="binpack", up=True, known=True)
     assert devices.preferred("mem", avail, (), 3, nb, 2.0) == ids(0, "mem", range(3))
     # vgpud's allocations: GPU 0 has 12 of 16 GiB given to slices outside the kubelet
-    full0 = devices.Node((devices.Gpu(0, 16 * GiB, 12 * GiB), devices.Gpu(1, 16 * GiB)), up=True, known=True)
+    full0 = devices.Node((devices.Gpu(0, 16 * GiB, 12 * GiB, UU[0]), g1), up=True, known=True)
     assert devices.preferred("mem", avail, (), 6, full0, 2.0) == ids(1, "mem", range(6))
     # while oversubscribed, devices are the GiB times the factor
     over = devices.Node(n.gpus, oversubscribe=True, up=True, known=True)
     assert len(devices.devices(over, "mem", 2.0)) == 64 and len(devices.devices(over, "mem", 1.0)) == 32
     assert len(devices.devices(over, "pct", 2.0)) == 200
     # a GPU of 79.6 GiB advertises 79
-    odd = devices.Node((devices.Gpu(0, int(79.6 * GiB)),), up=True, known=True)
+    odd = devices.Node((devices.Gpu(0, int(79.6 * GiB), uuid=UU[0]),), up=True, known=True)
     assert len(devices.devices(odd, "mem", 2.0)) == 79
     down = devices.Node(n.gpus, up=False, known=True)
-    assert {h for _, h in devices.devices(down, "mem", 2.0)} == {"Unhealthy"}
+    assert {h for _, h, _ in devices.devices(down, "mem", 2.0)} == {"Unhealthy"}
 
 
 def test_allocate_before_vgpud_answered_is_refused():
     with pytest.raises(devices.Refused, match="vgpud has not answered yet"):
-        devices.allocate("mem", ["gpu0-mem-0"], devices.Node(), 2.0, None)
+        devices.allocate("mem", [dev(0, "mem", 0)], devices.Node(), 2.0, None)
     with pytest.raises(devices.Refused, match="vgpud has not answered yet"):
-        devices.preferred("mem", ["gpu0-mem-0"], (), 1, devices.Node(), 2.0)
+        devices.preferred("mem", [dev(0, "mem", 0)], (), 1, devices.Node(), 2.0)
 
 
 def test_node_from_api_leaves_out_unsliced_gpus_and_refuses_junk():
+    numa = {"00000000:02:00.0": 1}
     n = devices.node_from_api({"node": {"placement": "binpack", "oversubscribe_memory": True}},
-                         {"gpus": [{"index": 0, "memory_total": GiB, "sliced": False},
-                                   {"index": 1, "memory_total": 2 * GiB, "memory_allocated": 5}]})
-    assert n.gpus == (devices.Gpu(1, 2 * GiB, 5),) and n.placement == "binpack" and n.oversubscribe
-    with pytest.raises(ValueError, match="without index or memory_total"):
-        devices.node_from_api({}, {"gpus": [{"index": "0"}]})
+                              {"gpus": [{"index": 0, "memory_total": GiB, "sliced": False,
+                                         "uuid": UU[0]},
+                                        {"index": 1, "memory_total": 2 * GiB, "uuid": UU[1],
+                                         "memory_allocated": 5,
+                                         "pci_bus_id": "00000000:02:00.0"}]}, numa.get)
+    assert n.gpus == (devices.Gpu(1, 2 * GiB, 5, UU[1], 1),) and n.placement == "binpack" \
+        and n.oversubscribe
+    for junk in ({"index": "0"}, {"index": 0, "memory_total": 1},
+                 {"index": 0, "memory_total": 1, "uuid": "GPU 1"}):
+        with pytest.raises(ValueError, match="without index, memory_total or a UUID"):
+            devices.node_from_api({}, {"gpus": [junk]})
+
+
+def test_numa_node_from_sysfs(tmp_path):
+    """NVML's "00000000:3B:00.0" is sysfs's 0000:3b:00.0; -1 (no NUMA), an
+    absent device (nvsim's) and anything that is no PCI address are None."""
+    for bdf, node in (("0000:3b:00.0", "1\n"), ("0000:5e:00.0", "-1\n"), ("0000:af:00.0", "x")):
+        d = tmp_path / "bus" / "pci" / "devices" / bdf
+        d.mkdir(parents=True)
+        (d / "numa_node").write_text(node)
+    assert watch.numa_node("00000000:3B:00.0", str(tmp_path)) == 1
+    assert watch.numa_node("0000:3b:00.0", str(tmp_path)) == 1
+    for none in ("00000000:5E:00.0", "00000000:AF:00.0", "00000000:01:00.0",
+                 "0000:../../../x:00.0", "", "GPU-1"):
+        assert watch.numa_node(none, str(tmp_path)) is None, none
+
+
+def test_devices_carry_their_gpus_numa_node():
+    """The kubelet's Topology Manager aligns CPUs with a device's NUMA node:
+    each Device message names its GPU's, where known, and none otherwise."""
+    api = server.Api()
+    node = devices.Node((devices.Gpu(0, 2 * GiB, uuid=UU[0], numa=1),
+                         devices.Gpu(1, 2 * GiB, uuid=UU[1])), up=True, known=True)
+    msgs = server.device_messages(api, devices.devices(node, "mem", 2.0))
+    assert [(m.ID, [n.ID for n in m.topology.nodes], m.HasField("topology")) for m in msgs] == [
+        (dev(0, "mem", 0), [1], True), (dev(0, "mem", 1), [1], True),
+        (dev(1, "mem", 0), [], False), (dev(1, "mem", 1), [], False)]
 
 
 # ------------------------------------------------------------------ the command line
@@ -663,7 +713,7 @@ def test_vgpud_absent_at_start(tmp_path):
         kubelet.wait(lambda: len(kubelet.registrations) == 2, what="registrations")
         assert kubelet.wait(lambda: MEM in kubelet.devices, what="a list") and \
             kubelet.devices[MEM] == []
-        e = rpc_error(kubelet.allocate, MEM, ["gpu0-mem-0"])
+        e = rpc_error(kubelet.allocate, MEM, [dev(0, "mem", 0)])
         assert e.code() == grpc.StatusCode.UNAVAILABLE and "vgpud has not answered yet" in e.details()
         v.start()
         kubelet.wait_devices(MEM, lambda d: len(d) == 32 and {h for _, h in d} == {"Healthy"})

@@ -39,7 +39,11 @@ ANN_PROFILE = CONTAINER_ANNOTATIONS["profile"]
 #: at a factor of 16 has 18048 memory devices)
 MAX_IDS = 65536
 
-_ID_RE = re.compile(r"gpu(\d{1,4})-(mem|pct)-(\d{1,7})\Z")
+#: a device ID: the GPU's UUID, the kind, the device's number on that GPU.
+#: By UUID, not index: the kubelet checkpoints the IDs it allocated, and an
+#: index names another GPU once the node's GPUs are numbered otherwise (one
+#: removed, a driver that enumerates in another order).
+_ID_RE = re.compile(r"(?P<uuid>[^\s,]{1,128})-(?P<kind>mem|pct)-(?P<n>\d{1,7})\Z")
 
 
 class Refused(Exception):
@@ -59,6 +63,8 @@ class Gpu:
     index: int
     memory_total: int              # bytes
     memory_allocated: int = 0      # bytes, the sum of its slices' quotas (vgpud's)
+    uuid: str = ""                 # what its device IDs are named by
+    numa: int | None = None        # its PCI device's NUMA node; None: unknown or none
 
 
 @dataclass(frozen=True)
@@ -86,19 +92,24 @@ class Node:
         return max(self.gib(g, factor) - -(-g.memory_allocated // GiB), 0)
 
 
-def node_from_api(status: dict, gpus: dict) -> Node:
+def node_from_api(status: dict, gpus: dict, numa_of=lambda pci_bus_id: None) -> Node:
     """A Node from vgpud's ``status`` and ``gpus`` results (docs/api.md);
-    GPUs vgpud does not slice (``sliced`` false) are left out.  Raises
-    ValueError for a reply without the fields it needs."""
+    GPUs vgpud does not slice (``sliced`` false) are left out.  ``numa_of``
+    gives a GPU's NUMA node from its PCI bus id (the caller reads sysfs:
+    this module does no I/O).  Raises ValueError for a reply without the
+    fields it needs."""
     out = []
     for g in gpus.get("gpus") or []:
         if g.get("sliced", True) is False:
             continue
-        idx, total = g.get("index"), g.get("memory_total")
-        if not isinstance(idx, int) or not isinstance(total, int):
-            raise ValueError(f"vgpud's gpus result has a GPU without index or memory_total: "
-                             f"{quote(g)}")
-        out.append(Gpu(idx, total, int(g.get("memory_allocated") or 0)))
+        idx, total, uuid = g.get("index"), g.get("memory_total"), g.get("uuid")
+        if not isinstance(idx, int) or not isinstance(total, int) or \
+                not isinstance(uuid, str) or not _ID_RE.match(f"{uuid}-mem-0"):
+            raise ValueError(f"vgpud's gpus result has a GPU without index, memory_total or "
+                             f"a UUID: {quote(g)}")
+        pci = g.get("pci_bus_id")
+        out.append(Gpu(idx, total, int(g.get("memory_allocated") or 0), uuid,
+                       numa_of(pci) if isinstance(pci, str) else None))
     node = status.get("node") or {}
     return Node(gpus=tuple(sorted(out, key=lambda g: g.index)),
                 placement=node.get("placement", "spread"),
@@ -106,14 +117,15 @@ def node_from_api(status: dict, gpus: dict) -> Node:
                 up=True, known=True)
 
 
-def device_id(index: int, kind: str, n: int) -> str:
-    return f"gpu{index}-{kind}-{n}"
+def device_id(g: Gpu, kind: str, n: int) -> str:
+    return f"{g.uuid}-{kind}-{n}"
 
 
-def devices(node: Node, kind: str, factor: float) -> list[tuple[str, str]]:
-    """(ID, health) of every device of the resource with this ID kind."""
+def devices(node: Node, kind: str, factor: float) -> list[tuple[str, str, int | None]]:
+    """(ID, health, NUMA node) of every device of the resource with this ID
+    kind."""
     health = HEALTHY if node.up else UNHEALTHY
-    return [(device_id(g.index, kind, n), health)
+    return [(device_id(g, kind, n), health, g.numa)
             for g in node.gpus for n in range(node.count(kind, g, factor))]
 
 
@@ -126,18 +138,20 @@ def parse_ids(ids, kind: str, node: Node, factor: float, what: str) -> dict[int,
     if len(ids) > MAX_IDS:
         raise Refused(inv, f"{what}: {len(ids)} device IDs is more than {MAX_IDS}")
     gpus = {g.index: g for g in node.gpus}
+    by_uuid = {g.uuid: g.index for g in node.gpus}
     out: dict[int, list[int]] = {}
     seen = set()
     for i in ids:
         m = _ID_RE.match(i)
-        if m is None or m.group(2) != kind:
+        if m is None or m.group("kind") != kind:
             raise Refused(inv, f"{what}: {quote(i)} is not a device ID of this resource "
-                          f"(gpu<index>-{kind}-<n>)")
-        idx, n = int(m.group(1)), int(m.group(3))
-        if idx not in gpus:
-            known = ", ".join(str(x) for x in gpus) or "none"
-            raise Refused(inv, f"{what}: {quote(i)} names GPU {idx}, which vgpud does not "
-                          f"slice (GPUs: {known})")
+                          f"(<GPU UUID>-{kind}-<n>)")
+        n = int(m.group("n"))
+        if m.group("uuid") not in by_uuid:
+            known = ", ".join(f"{g.uuid} (GPU {g.index})" for g in node.gpus) or "none"
+            raise Refused(inv, f"{what}: {quote(i)} names GPU {m.group('uuid')}, which vgpud "
+                          f"does not slice (GPUs: {known})")
+        idx = by_uuid[m.group("uuid")]
         if n >= node.count(kind, gpus[idx], factor):
             raise Refused(inv, f"{what}: {quote(i)} is past GPU {idx}'s "
                           f"{node.count(kind, gpus[idx], factor)} devices")
@@ -202,7 +216,7 @@ def preferred(kind: str, available, must_include, size: int, node: Node,
         best = min(cands, key=order)
         chosen = sorted(must.get(best, []))
         chosen += [n for n in sorted(avail[best]) if n not in chosen][:size - len(chosen)]
-        return [device_id(best, kind, n) for n in chosen]
+        return [device_id(gpus[best], kind, n) for n in chosen]
     if kind == "mem":
         if len(must) > 1:
             why = f"the devices it must include are on GPUs {', '.join(map(str, sorted(must)))}"
@@ -213,10 +227,10 @@ def preferred(kind: str, available, must_include, size: int, node: Node,
         raise Refused("RESOURCE_EXHAUSTED",
                       f"{what} GiB: a container's memory must come from one GPU and {why} "
                       f"({describe_gpus(node, factor, avail)})")
-    out = [device_id(i, kind, n) for i in sorted(must) for n in sorted(must[i])]
+    out = [device_id(gpus[i], kind, n) for i in sorted(must) for n in sorted(must[i])]
     for i in sorted(avail, key=order):
-        out += [device_id(i, kind, n) for n in sorted(avail[i])
-                if device_id(i, kind, n) not in out]
+        out += [device_id(gpus[i], kind, n) for n in sorted(avail[i])
+                if device_id(gpus[i], kind, n) not in out]
     return out[:size]
 
 
@@ -242,8 +256,10 @@ def allocate(kind: str, ids, node: Node, factor: float, profile: str | None,
                           f"{what}: {n} GiB spans GPUs ({spread}); a container's memory "
                           f"must come from one GPU and no single GPU had {n} GiB of devices "
                           f"free ({describe_gpus(node, factor)})")
+        # the GPU by its UUID: the container is created later, and an index
+        # could name another GPU by then (vgpud takes either: docs/api.md)
         ann[ANN_MEMORY] = f"{n}Gi"
-        ann[ANN_GPUS] = str(next(iter(by_gpu)))
+        ann[ANN_GPUS] = {g.index: g.uuid for g in node.gpus}[next(iter(by_gpu))]
     else:
         if n > COMPUTE_PER_GPU:
             raise Refused("FAILED_PRECONDITION",

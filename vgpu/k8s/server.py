@@ -74,6 +74,15 @@ def compile_proto(path: Path) -> descriptor_pb2.FileDescriptorSet:
 
 
 
+def device_messages(api: Api, devs) -> list:
+    """v1beta1 Devices of (ID, health, NUMA node): the node, where known, as
+    the device's TopologyInfo, which the kubelet's Topology Manager aligns
+    with the CPUs it gives the container."""
+    Device, Topo, Numa = api.msg["Device"], api.msg["TopologyInfo"], api.msg["NUMANode"]
+    return [Device(ID=i, health=h, topology=Topo(nodes=[Numa(ID=n)]) if n is not None else None)
+            for i, h, n in devs]
+
+
 # ---------------------------------------------------------------- gRPC
 class Endpoint:
     """One resource's device plugin: its gRPC server on its socket, and its
@@ -107,9 +116,9 @@ class Endpoint:
             devs = devices(node, self.kind, p.factor)
             if devs != last:
                 last = devs
-                healthy = sum(1 for _, h in devs if h == HEALTHY)
+                healthy = sum(1 for _, h, _ in devs if h == HEALTHY)
                 log.info("%s: %d device(s), %d healthy", self.resource, len(devs), healthy)
-                yield Resp(devices=[Device(ID=i, health=h) for i, h in devs])
+                yield Resp(devices=device_messages(p.api, devs))
 
     def GetPreferredAllocation(self, req, ctx):
         p = self.plugin

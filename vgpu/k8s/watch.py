@@ -8,6 +8,8 @@ it is no reason for the kubelet to count the node's devices out."""
 from __future__ import annotations
 
 import logging
+import os
+import re
 import threading
 import time
 
@@ -17,14 +19,35 @@ from vgpu.k8s.devices import GiB, Node, node_from_api
 log = logging.getLogger("vgpu-device-plugin")
 
 
+_BDF = re.compile(r"([0-9a-f]{1,8}):([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\Z")
+
+
+def numa_node(pci_bus_id: str, sysfs: str = "/sys") -> int | None:
+    """The NUMA node of the PCI device NVML names "00000000:3B:00.0": sysfs
+    spells it "0000:3b:00.0" (a 4-digit domain, lower case).  None where the
+    kernel knows none (-1: one node, or no NUMA), the device is not there
+    (nvsim's GPUs have no PCI device) or the id is no PCI address."""
+    m = _BDF.match(pci_bus_id.strip().lower())
+    if m is None:
+        return None
+    bdf = f"{int(m.group(1), 16):04x}:{m.group(2)}"
+    try:
+        with open(os.path.join(sysfs, "bus", "pci", "devices", bdf, "numa_node")) as f:
+            n = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return n if n >= 0 else None
+
+
 class NodeWatch:
     """The node as vgpud says it is, polled every ``interval`` in a thread
     of its own; ``version`` changes with every change of what it says, and
     ``wait(version, timeout)`` waits for the next."""
 
     def __init__(self, socket: str | None, interval: float, timeout: float,
-                 unhealthy_after: float = 0.0):
+                 unhealthy_after: float = 0.0, sysfs: str = "/sys"):
         self.socket = socket
+        self.sysfs = sysfs
         self.interval = interval
         self.timeout = timeout
         self.unhealthy_after = unhealthy_after
@@ -41,7 +64,8 @@ class NodeWatch:
         does not answer."""
         try:
             with ac.ApiClient(self.socket, self.timeout) as c:
-                new = node_from_api(c.request("status"), c.request("gpus"))
+                new = node_from_api(c.request("status"), c.request("gpus"),
+                                    lambda pci: numa_node(pci, self.sysfs))
             self.last_ok = time.monotonic()
             if self.silent and self.node.up:
                 log.info("vgpud answers again on %s", ac.socket_path(self.socket))
