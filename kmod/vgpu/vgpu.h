@@ -519,7 +519,7 @@ NV_STATUS vgpu_handle_for(NvHandle hClient, NvHandle *h);
 NV_STATUS vgpu_created_anyway(struct vgpu_file *vf, NvHandle hc, NvHandle hp,
 			      NvHandle h, NV_STATUS st);
 
-/* report.c */
+/* control.c */
 NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
 int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size);
 int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size);

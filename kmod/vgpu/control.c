@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * report.c - what a container is told: RM controls (the release's policy
+ * control.c - what a container is told: RM controls (the release's policy
  * table, made on a call page at the caller's privilege) with the GPU
  * identity, memory and PID reports rewritten and the peer and fabric
  * queries answered for a GPU with neither; VID_HEAP INFO, CARD_INFO
