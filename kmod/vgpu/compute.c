@@ -24,7 +24,7 @@
  * user_enabled AND "the slice holds the GPU": an enable while the slice is
  * paused is answered NV_OK and changes nothing in the driver.  Disabling
  * (bEnable=0), PREEMPT, SET_TIMESLICE and SET_INTERLEAVE_LEVEL stay refused
- * (NV_ERR_INSUFFICIENT_PERMISSIONS, as report.c's allow-list answers): the
+ * (NV_ERR_INSUFFICIENT_PERMISSIONS, as control.c's allow-list answers): the
  * runlist state of a slice's TSGs is vgpu.ko's.
  */
 #include <linux/slab.h>

@@ -152,7 +152,7 @@ static int vgpu_devfs_fill_super(struct super_block *sb, struct fs_context *fc)
 	for (i = 0; i < nr_gpus; i++) {
 		/*
 		 * nvidia<i> is the slice's GPU i, (195, i): the minor the
-		 * slice's CARD_INFO reports for it (report.c renumbers
+		 * slice's CARD_INFO reports for it (cards.c renumbers
 		 * minor_number to the slice's index), where NVML and libcuda
 		 * look for it.
 		 */

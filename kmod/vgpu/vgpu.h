@@ -519,13 +519,15 @@ NV_STATUS vgpu_handle_for(NvHandle hClient, NvHandle *h);
 NV_STATUS vgpu_created_anyway(struct vgpu_file *vf, NvHandle hc, NvHandle hp,
 			      NvHandle h, NV_STATUS st);
 
-/* report.c */
+/* control.c */
 NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p);
+void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p);
+
+/* cards.c */
 int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size);
 int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size);
 int vgpu_numa_info(struct vgpu_file *vf, nv_ioctl_numa_info_t *p, u32 size);
 int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p);
-void vgpu_heap_info_rewrite(struct vgpu_slice *s, u32 gpu, NVOS32_PARAMETERS *p);
 
 /* call.c */
 #define VGPU_CALL_MAX_BUFS 4    /* params and up to three lists */

@@ -4,7 +4,7 @@ nvabi.h pins (kmod/vgpu/policy/595.45.04.tsv, tools/nvgen/policy.py).
 Which items a release lets through is the generated table's
 (kmod/include/nvrel_tables.h, kmod/vgpu/policy.c); what vgpu.ko does beyond
 forwarding is in hand-written lists (the typed classes of memory.c, the
-control handlers of report.c, the escapes of mediate.c, the UVM commands of
+control handlers of control.c, the escapes of mediate.c, the UVM commands of
 uvm.c).  Those lists are read out of the C source here: every item they
 name must be one the policy does not refuse, and what a handler does
 (forward, rewrite, virtualise) must be what the policy says.  Items a
@@ -63,7 +63,7 @@ def _body(src: str, start: str) -> str:
     return src[i:src.index("\n}", i)]
 
 
-# vgpu.ko's control kinds (report.c) that change the driver's answer or
+# vgpu.ko's control kinds (control.c) that change the driver's answer or
 # answer it themselves; the others forward (SURFACE_INFO only copies its
 # embedded list).
 REWRITE_KINDS = {"FB_INFO", "FB_INFO_V2", "GET_PIDS", "GET_PID_INFO", "GPU_ID", "ID_INFO_V2",
@@ -91,7 +91,7 @@ def kmod_items() -> dict[tuple[str, str], str]:
                            _body(mem, "vgpu_classes[] = {")):
         items[("class", name[0])] = ("rewrite" if name[1] == "DEVICE" or name[0] in CHECKED_CLASSES
                                      else "forward")
-    rep = (KMOD / "report.c").read_text()
+    rep = (KMOD / "control.c").read_text()
     for name, kind in re.findall(r"\{ (NV\w+_CTRL_CMD_\w+), VGPU_CTRL_(\w+) \}",
                                  _body(rep, "vgpu_ctrls[] = {")):
         items[("control", name)] = ("rewrite" if kind in REWRITE_KINDS else

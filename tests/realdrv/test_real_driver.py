@@ -37,7 +37,7 @@ def test_nv0000_controls_on_a_root_client():
         p = A.NV0000_CTRL_SYSTEM_GET_FABRIC_STATUS_PARAMS(fabricStatus=7)
         c.control(c.hClient, A.NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS, p)
         # cliresCtrlCmdSystemGetFabricStatus: SKIP unless a fabric manager
-        # manages the system -- what vgpu.ko answers a slice (report.c)
+        # manages the system -- what vgpu.ko answers a slice (control.c)
         assert p.fabricStatus == A.NV0000_CTRL_GET_SYSTEM_FABRIC_STATUS_SKIP
 
 

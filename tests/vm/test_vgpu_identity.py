@@ -1,5 +1,6 @@
 """What a slice is told about GPU identity, peers, fabric, sharing, FB
-regions and NUMA memory: the rewrites and virtualisations of report.c.
+regions and NUMA memory: the rewrites and virtualisations of control.c
+(NUMA_INFO: cards.c).
 
 nvsim presents two GPUs; each slice here sits on the second, so that
 "another GPU" is always one the host has and the slice does not.  Every

@@ -80,7 +80,7 @@ KNOWN_GAPS = (
     "GPU-wide counters that cannot be split per slice (PCIe throughput, ECC counts, NVENC/NVFBC session "
     "statistics) are forwarded unchanged.",
     "vgpu.ko follows these tables (kmod/include/nvrel_tables.h, made by tools/nvgen/kernel.py): every "
-    "rewrite and virtualisation of the controls has a handler in kmod/vgpu/report.c "
+    "rewrite and virtualisation of the controls has a handler in kmod/vgpu/control.c "
     "(tests/host/test_kmod_policy.py checks), and tests/vm/test_vgpu_policy.py holds every forwarded "
     "control and class to reaching the driver, NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through RM_ALLOC "
     "excepted (its reason says why).  An item vgpu.ko could not carry safely (CUDA IPC's export fds, "

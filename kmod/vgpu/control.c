@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * report.c - what a container is told: RM controls (the release's policy
+ * control.c - what a container is told: RM controls (the release's policy
  * table, made on a call page at the caller's privilege) with the GPU
  * identity, memory and PID reports rewritten and the peer and fabric
- * queries answered for a GPU with neither; VID_HEAP INFO, CARD_INFO
- * filtered and renumbered, ATTACH_GPUS_TO_FD checked.
+ * queries answered for a GPU with neither; VID_HEAP INFO.  The escapes
+ * that name GPUs (CARD_INFO, STATUS_CODE, NUMA_INFO, ATTACH_GPUS_TO_FD)
+ * are cards.c's.
  */
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -44,6 +45,7 @@ enum vgpu_ctrl_kind {
 	VGPU_CTRL_NO_PEERS,     /* virtualised: no peer, no NVLink, no fabric */
 	VGPU_CTRL_SHARE_POLICY, /* inherited share: PID, NONE, revoke */
 	VGPU_CTRL_FB_REGIONS,   /* the regions cut to the slice's quota */
+	VGPU_CTRL_NR,           /* the size of vgpu_ctrl_ops[] */
 };
 
 struct vgpu_ctrl {
@@ -189,46 +191,6 @@ static void vgpu_lists_free(struct vgpu_list *l, u32 n)
 {
 	while (n--)
 		kvfree(l[n].kbuf);
-}
-
-/* The 595.45.04 struct a handler reads and writes in place. */
-static u32 vgpu_ctrl_struct_size(enum vgpu_ctrl_kind kind)
-{
-	switch (kind) {
-	case VGPU_CTRL_ID_INFO_V2:
-		return sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS);
-	case VGPU_CTRL_ATTACHED_IDS:
-		return NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32);
-	case VGPU_CTRL_PROBED_IDS:
-		return 3 * NV0000_CTRL_GPU_MAX_PROBED_GPUS * sizeof(u32);
-	case VGPU_CTRL_FB_INFO:
-		return sizeof(NV2080_CTRL_FB_GET_INFO_PARAMS);
-	case VGPU_CTRL_FB_INFO_V2:
-		return sizeof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS);
-	case VGPU_CTRL_SURFACE_INFO:
-		return sizeof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS);
-	case VGPU_CTRL_GET_PIDS:
-		return sizeof(NV2080_CTRL_GPU_GET_PIDS_PARAMS);
-	case VGPU_CTRL_GET_PID_INFO:
-		return sizeof(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS);
-	case VGPU_CTRL_ID_INFO:
-		return sizeof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS);
-	case VGPU_CTRL_ID_LIST:
-		return sizeof(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS);
-	case VGPU_CTRL_DEVICE_IDS:
-		return sizeof(NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS);
-	case VGPU_CTRL_ACTIVE_DEVICES:
-		return sizeof(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS);
-	case VGPU_CTRL_NO_PEERS:
-		/* The largest of the structs it fills; the rest is zeroed. */
-		return sizeof(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS);
-	case VGPU_CTRL_SHARE_POLICY:
-		return sizeof(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS);
-	case VGPU_CTRL_FB_REGIONS:
-		return sizeof(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS);
-	default:
-		return 0;
-	}
 }
 
 /* The container's number of a driver gpu_id, or -1 if not the slice's. */
@@ -689,31 +651,417 @@ static NV_STATUS vgpu_ctrl_unexported(struct vgpu_file *vf, NVOS54_PARAMETERS *p
 	return st;
 }
 
-NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
-{
-	struct vgpu_slice *s = vf->slice;
-	void __user *uparams = u64_to_user_ptr(p->params);
-	static const struct vgpu_ctrl plain = { .kind = VGPU_CTRL_PLAIN };
-	static const struct vgpu_ctrl lists_ctrl = { .kind = VGPU_CTRL_LISTS };
-	struct vgpu_list lists[VGPU_CTRL_MAX_LISTS] = {};
-	u32 nlists = 0;
-	const struct vgpu_ctrl *ctrl;
-	const struct nvrel_item *item;
-	NV2080_CTRL_FB_INFO *list = NULL;
-	void __user *ulist = NULL;
-	struct vgpu_client *c;
-	u32 gpu = 0, n = 0, i, size;
-	void *kp = NULL;
-	NV_STATUS st;
+/* ------------------------------------------------- per-kind handlers */
 
-	if (p->flags & NVOS54_FLAGS_FINN_SERIALIZED)
-		return NV_ERR_NOT_SUPPORTED;
-	if ((p->cmd & RM_CTRL_PRIVILEGED_MASK) == RM_CTRL_PRIVILEGED_MASK)
-		return NV_ERR_INSUFFICIENT_PERMISSIONS;
-	if (p->cmd == VGPU_GSS_LEGACY_CUINIT_QUERY)
-		return vgpu_gss_legacy_query(vf, p);
-	if (vgpu_ctrl_nonexistent(p->cmd))
-		return NV_ERR_NOT_SUPPORTED;
+/* One control on its way through vgpu_control_path: what its handlers share. */
+struct vgpu_ctrl_ctx {
+	struct vgpu_file *vf;
+	struct vgpu_slice *s;
+	NVOS54_PARAMETERS *p;
+	void __user *uparams;           /* the caller's params */
+	const struct nvrel_item *item;  /* the release's policy entry */
+	u32 size;                       /* the release's params size */
+	void *kp;                       /* vgpu.ko's copy of them (NULL: size 0) */
+	/* FB_GET_INFO V1, GET_SURFACE_INFO: the embedded list carried */
+	NV2080_CTRL_FB_INFO *list;
+	void __user *ulist;
+	u32 n;
+	/* VGPU_CTRL_LISTS: the table's embedded lists */
+	struct vgpu_list lists[VGPU_CTRL_MAX_LISTS];
+	u32 nlists;
+	NvP64 name;                     /* ID_INFO's szName, kept from the driver */
+};
+
+/*
+ * What vgpu_control_path does for a kind besides forwarding it, as a
+ * genl_ops entry does for a command.  The flags are checked in the
+ * driver's order: the object (VGPU_CTRLF_OBJECT) before the params are
+ * read, gpuId (VGPU_CTRLF_GPU_ID) after they are.
+ */
+#define VGPU_CTRLF_OBJECT       BIT(0)  /* the object must exist (serverControl) */
+#define VGPU_CTRLF_GPU_ID       BIT(1)  /* gpuId, the first member, a slice GPU's */
+#define VGPU_CTRLF_KERNEL_ENTRY BIT(2)  /* asked through vgpu_rm_ctrl, no call page */
+#define VGPU_CTRLF_ANSWERED     BIT(3)  /* never reaches the driver (below) */
+
+/*
+ * A VGPU_CTRLF_ANSWERED kind is answered by its before, whose status is the
+ * call's (the params copied out on NV_OK); one with no before is answered
+ * NV_OK once its checks pass (the object found), its params never read.
+ */
+struct vgpu_ctrl_ops {
+	/* The 595.45.04 struct a handler reads and writes in place (0: none). */
+	u32 struct_size;
+	unsigned int flags;             /* VGPU_CTRLF_* */
+	/* Before the call: embedded lists to the call page, PIDs to host. */
+	NV_STATUS (*before)(struct vgpu_ctrl_ctx *x);
+	/* After: vgpu.ko's own numbers, whatever came back (on NV_OK). */
+	NV_STATUS (*after)(struct vgpu_ctrl_ctx *x);
+};
+
+/* LISTS: the table's embedded lists copied in, to go on the call page. */
+static NV_STATUS vgpu_ctrl_lists_in(struct vgpu_ctrl_ctx *x)
+{
+	if (!x->kp)
+		return NV_ERR_INVALID_ARGUMENT;
+	return vgpu_lists_in(x->item, x->kp, x->size, x->lists, &x->nlists);
+}
+
+/* The lists back where the caller's pointers (kept in kp) say. */
+static NV_STATUS vgpu_ctrl_lists_out(struct vgpu_ctrl_ctx *x)
+{
+	NV_STATUS st = NV_OK;
+	u32 i;
+
+	for (i = 0; i < x->nlists; i++)
+		if (x->lists[i].kbuf &&
+		    copy_to_user(x->lists[i].uptr, x->lists[i].kbuf, x->lists[i].size))
+			st = NV_ERR_INVALID_ARGUMENT;
+	return st;
+}
+
+/* NO_PEERS: answered here; the driver never sees it. */
+static NV_STATUS vgpu_ctrl_no_peers(struct vgpu_ctrl_ctx *x)
+{
+	return x->kp ? vgpu_no_peers(x->s, x->p->cmd, x->kp, x->size) :
+	       NV_ERR_INVALID_ARGUMENT;
+}
+
+/* DEVICE_IDS: answered here from the driver's attached list (kernel entry). */
+static NV_STATUS vgpu_ctrl_device_ids(struct vgpu_ctrl_ctx *x)
+{
+	return x->kp ? vgpu_device_ids(x->s, x->p, x->kp) : NV_ERR_INVALID_ARGUMENT;
+}
+
+/* ATTACH/DETACH_IDS: every id a slice GPU's, then forwarded. */
+static NV_STATUS vgpu_ctrl_id_list(struct vgpu_ctrl_ctx *x)
+{
+	return x->kp && x->size >= NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32) ?
+	       vgpu_id_list_check(x->s, x->kp) : NV_ERR_INVALID_ARGUMENT;
+}
+
+/* SET_INHERITED_SHARE_POLICY: PID, NONE or a revoke, then forwarded. */
+static NV_STATUS vgpu_ctrl_share_policy(struct vgpu_ctrl_ctx *x)
+{
+	return x->kp ? vgpu_share_policy_check(x->s, x->kp) : NV_ERR_INVALID_ARGUMENT;
+}
+
+/* FB_GET_INFO V1, GET_SURFACE_INFO: the embedded list copied in. */
+static NV_STATUS vgpu_ctrl_fb_list_in(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_FB_GET_INFO_PARAMS *fp = x->kp;
+
+	BUILD_BUG_ON(offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS, fbInfoList) !=
+		     offsetof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS, surfaceInfoList));
+	x->n = fp->fbInfoListSize;
+	/*
+	 * An empty list is the driver's to answer: nothing is carried
+	 * (the caller's pointer goes as it is, and no byte of it is
+	 * read for a count of 0).
+	 */
+	if (!x->n)
+		return NV_OK;
+	if (x->n > 256 || !fp->fbInfoList)
+		return NV_ERR_INVALID_ARGUMENT;
+	x->ulist = u64_to_user_ptr(fp->fbInfoList);
+	x->list = kmalloc_array(x->n, sizeof(*x->list), GFP_KERNEL_ACCOUNT);
+	if (!x->list)
+		return NV_ERR_NO_MEMORY;
+	if (copy_from_user(x->list, x->ulist, x->n * sizeof(*x->list)))
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+/* The list back to the caller, FB_GET_INFO's rewritten first. */
+static NV_STATUS vgpu_ctrl_fb_list_out(struct vgpu_ctrl_ctx *x, bool rewrite)
+{
+	NV2080_CTRL_FB_GET_INFO_PARAMS *fp = x->kp;
+	u32 gpu = 0;
+
+	if (!x->list)
+		return NV_OK;
+	if (rewrite && !vgpu_ctrl_gpu(x->p, &gpu))
+		vgpu_fb_rewrite(x->s, gpu, x->list, x->n);
+	fp->fbInfoList = (u64)(uintptr_t)x->ulist;   /* kept by the call */
+	if (copy_to_user(x->ulist, x->list, x->n * sizeof(*x->list)))
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_fb_info_out(struct vgpu_ctrl_ctx *x)
+{
+	return vgpu_ctrl_fb_list_out(x, true);
+}
+
+static NV_STATUS vgpu_ctrl_surface_info_out(struct vgpu_ctrl_ctx *x)
+{
+	return vgpu_ctrl_fb_list_out(x, false);
+}
+
+static NV_STATUS vgpu_ctrl_fb_info_v2_out(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_FB_GET_INFO_V2_PARAMS *fp = x->kp;
+	/* The list this release's struct holds (grown over releases). */
+	u32 max = (x->size - offsetof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
+				      fbInfoList)) / sizeof(fp->fbInfoList[0]);
+	u32 gpu = 0;
+
+	if (!vgpu_ctrl_gpu(x->p, &gpu))
+		vgpu_fb_rewrite(x->s, gpu, fp->fbInfoList,
+				min_t(u32, min(fp->fbInfoListSize, max),
+				      NV2080_CTRL_FB_INFO_MAX_LIST_SIZE));
+	return NV_OK;
+}
+
+/*
+ * ID_INFO's szName is a pointer the driver never reads (gpumgrGetGpuIdInfo):
+ * NULL for the kernel call, the caller's value back after it.
+ */
+static NV_STATUS vgpu_ctrl_id_info_in(struct vgpu_ctrl_ctx *x)
+{
+	NV0000_CTRL_GPU_GET_ID_INFO_PARAMS *ip = x->kp;
+
+	x->name = ip->szName;
+	ip->szName = 0;
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_id_info_v2_out(struct vgpu_ctrl_ctx *x)
+{
+	NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS *ip = x->kp;
+	int idx = vgpu_slice_gpu_of(x->s, ip->gpuId);
+
+	BUILD_BUG_ON(offsetof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, deviceInstance) !=
+		     offsetof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, deviceInstance));
+	/* As NV0080's deviceId: the container's number (memory.c). */
+	if (idx < 0)
+		return NV_ERR_INVALID_ARGUMENT;
+	ip->deviceInstance = idx;
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_id_info_out(struct vgpu_ctrl_ctx *x)
+{
+	NV0000_CTRL_GPU_GET_ID_INFO_PARAMS *ip = x->kp;
+
+	ip->szName = x->name;
+	return vgpu_ctrl_id_info_v2_out(x);
+}
+
+static NV_STATUS vgpu_ctrl_active_devices_out(struct vgpu_ctrl_ctx *x)
+{
+	vgpu_active_devices_filter(x->s, x->kp, x->size);
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_fb_regions_out(struct vgpu_ctrl_ctx *x)
+{
+	u32 gpu = 0;
+
+	if (vgpu_ctrl_gpu(x->p, &gpu))
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	vgpu_fb_regions_rewrite(x->s, gpu, x->kp, x->size);
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_attached_ids_out(struct vgpu_ctrl_ctx *x)
+{
+	vgpu_ids_filter(x->s, x->kp, NULL, min_t(u32, x->size / sizeof(u32),
+						 NV0000_CTRL_GPU_MAX_ATTACHED_GPUS));
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_probed_ids_out(struct vgpu_ctrl_ctx *x)
+{
+	u32 *ids = x->kp, m = NV0000_CTRL_GPU_MAX_PROBED_GPUS, i;
+
+	/* gpuIds[32], excludedGpuIds[32], from 580 on gpuFlags[32]. */
+	vgpu_ids_filter(x->s, ids, x->size >= 3 * m * sizeof(u32) ? ids + 2 * m : NULL, m);
+	for (i = 0; i < m && x->size >= 2 * m * sizeof(u32); i++)
+		ids[m + i] = NV0000_CTRL_GPU_INVALID_ID;
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_get_pids_out(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_GPU_GET_PIDS_PARAMS *pp = x->kp;
+	u32 i, out = 0, cnt = min_t(u32, pp->pidTblCount,
+				    NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT);
+	pid_t v;
+
+	/*
+	 * The driver named each process as the caller's PID namespace
+	 * sees it (gpu_rmapi.c, _gpuConvertPid: os_find_ns_pid's
+	 * pid_vnr, in the caller's context, as this call runs), leaving
+	 * out those it does not see.  Kept: those that name a process
+	 * of the slice in that namespace.  The table came back through
+	 * the call page, so a sibling may have rewritten it: what it
+	 * can make this list is the slice's own processes, which the
+	 * caller may see anyway.
+	 */
+	for (i = 0; i < cnt; i++) {
+		v = pp->pidTbl[i];
+		if (v > 0 && vgpu_slice_pid_in(x->s, v))
+			pp->pidTbl[out++] = v;
+	}
+	for (i = out; i < cnt; i++)
+		pp->pidTbl[i] = 0;
+	pp->pidTblCount = out;
+	return NV_OK;
+}
+
+/* GET_PID_INFO: the container's PIDs to the host's. */
+static NV_STATUS vgpu_ctrl_pid_info_in(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_GPU_GET_PID_INFO_PARAMS *pp = x->kp;
+	u32 i;
+
+	if (pp->pidInfoListCount > NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES)
+		return NV_ERR_INVALID_ARGUMENT;
+	for (i = 0; i < pp->pidInfoListCount; i++)
+		pp->pidInfoList[i].pid = vgpu_slice_pid_in(x->s, pp->pidInfoList[i].pid);
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_pid_info_out(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_GPU_GET_PID_INFO_PARAMS *pp = x->kp;
+	/* The count came back through the call page: bounded again. */
+	u32 i, cnt = min_t(u32, pp->pidInfoListCount,
+			   NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES);
+
+	for (i = 0; i < cnt; i++)
+		pp->pidInfoList[i].pid = vgpu_slice_pid_out(x->s, pp->pidInfoList[i].pid);
+	return NV_OK;
+}
+
+/*
+ * Per kind (vgpu_ctrls[] above names each control's).  The identity reads
+ * go through the kernel entry (VGPU_CTRLF_KERNEL_ENTRY): the driver's
+ * answer names every GPU of the host (or the host's numbering of the
+ * slice's), and a call page is readable by the caller's other threads:
+ * asked through the kernel entry, on the caller's own client (a read that
+ * creates nothing, the same answer at any privilege), it stays in kernel
+ * memory until cut to the slice's GPUs.
+ */
+static const struct vgpu_ctrl_ops vgpu_ctrl_ops[VGPU_CTRL_NR] = {
+	[VGPU_CTRL_PLAIN] = { },
+	[VGPU_CTRL_LISTS] = {
+		.before = vgpu_ctrl_lists_in,
+		.after = vgpu_ctrl_lists_out,
+	},
+	[VGPU_CTRL_ANSWER_OK] = {
+		.flags = VGPU_CTRLF_OBJECT | VGPU_CTRLF_ANSWERED,
+	},
+	[VGPU_CTRL_GPU_ID] = {
+		.flags = VGPU_CTRLF_GPU_ID,
+	},
+	[VGPU_CTRL_ID_INFO_V2] = {
+		.struct_size = sizeof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS),
+		.flags = VGPU_CTRLF_GPU_ID | VGPU_CTRLF_KERNEL_ENTRY,
+		.after = vgpu_ctrl_id_info_v2_out,
+	},
+	[VGPU_CTRL_ATTACHED_IDS] = {
+		.struct_size = NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32),
+		.flags = VGPU_CTRLF_KERNEL_ENTRY,
+		.after = vgpu_ctrl_attached_ids_out,
+	},
+	[VGPU_CTRL_PROBED_IDS] = {
+		.struct_size = 3 * NV0000_CTRL_GPU_MAX_PROBED_GPUS * sizeof(u32),
+		.flags = VGPU_CTRLF_KERNEL_ENTRY,
+		.after = vgpu_ctrl_probed_ids_out,
+	},
+	[VGPU_CTRL_FB_INFO] = {
+		.struct_size = sizeof(NV2080_CTRL_FB_GET_INFO_PARAMS),
+		.before = vgpu_ctrl_fb_list_in,
+		.after = vgpu_ctrl_fb_info_out,
+	},
+	[VGPU_CTRL_FB_INFO_V2] = {
+		.struct_size = sizeof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS),
+		.after = vgpu_ctrl_fb_info_v2_out,
+	},
+	[VGPU_CTRL_SURFACE_INFO] = {
+		.struct_size = sizeof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS),
+		.before = vgpu_ctrl_fb_list_in,
+		.after = vgpu_ctrl_surface_info_out,
+	},
+	[VGPU_CTRL_GET_PIDS] = {
+		.struct_size = sizeof(NV2080_CTRL_GPU_GET_PIDS_PARAMS),
+		.after = vgpu_ctrl_get_pids_out,
+	},
+	[VGPU_CTRL_GET_PID_INFO] = {
+		.struct_size = sizeof(NV2080_CTRL_GPU_GET_PID_INFO_PARAMS),
+		.before = vgpu_ctrl_pid_info_in,
+		.after = vgpu_ctrl_pid_info_out,
+	},
+	[VGPU_CTRL_ID_INFO] = {
+		.struct_size = sizeof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS),
+		.flags = VGPU_CTRLF_GPU_ID | VGPU_CTRLF_KERNEL_ENTRY,
+		.before = vgpu_ctrl_id_info_in,
+		.after = vgpu_ctrl_id_info_out,
+	},
+	[VGPU_CTRL_ID_LIST] = {
+		.struct_size = sizeof(NV0000_CTRL_GPU_ATTACH_IDS_PARAMS),
+		.before = vgpu_ctrl_id_list,
+	},
+	[VGPU_CTRL_DEVICE_IDS] = {
+		.struct_size = sizeof(NV0000_CTRL_GPU_GET_DEVICE_IDS_PARAMS),
+		.flags = VGPU_CTRLF_ANSWERED,
+		.before = vgpu_ctrl_device_ids,
+	},
+	[VGPU_CTRL_ACTIVE_DEVICES] = {
+		.struct_size = sizeof(NV0000_CTRL_GPU_GET_ACTIVE_DEVICE_IDS_PARAMS),
+		.flags = VGPU_CTRLF_KERNEL_ENTRY,
+		.after = vgpu_ctrl_active_devices_out,
+	},
+	[VGPU_CTRL_NO_PEERS] = {
+		/* The largest of the structs it fills; the rest is zeroed. */
+		.struct_size = sizeof(NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS),
+		.flags = VGPU_CTRLF_OBJECT | VGPU_CTRLF_ANSWERED,
+		.before = vgpu_ctrl_no_peers,
+	},
+	[VGPU_CTRL_SHARE_POLICY] = {
+		.struct_size = sizeof(NV0000_CTRL_CLIENT_SET_INHERITED_SHARE_POLICY_PARAMS),
+		.before = vgpu_ctrl_share_policy,
+	},
+	[VGPU_CTRL_FB_REGIONS] = {
+		.struct_size = sizeof(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS),
+		.after = vgpu_ctrl_fb_regions_out,
+	},
+};
+
+/* ------------------------------------------------------ the control path */
+
+/*
+ * The verdict: what vgpu.ko does with the control.  NULL, with the status
+ * in *st, when it is answered, refused or forwarded as made here; else its
+ * kind's ops, with x->item and x->size the release's.
+ */
+static const struct vgpu_ctrl_ops *vgpu_ctrl_admit(struct vgpu_ctrl_ctx *x,
+						   NV_STATUS *st)
+{
+	struct vgpu_file *vf = x->vf;
+	struct vgpu_slice *s = x->s;
+	NVOS54_PARAMETERS *p = x->p;
+	const struct nvrel_item *item;
+	const struct vgpu_ctrl *ctrl;
+	enum vgpu_ctrl_kind kind;
+
+	if (p->flags & NVOS54_FLAGS_FINN_SERIALIZED) {
+		*st = NV_ERR_NOT_SUPPORTED;
+		return NULL;
+	}
+	if ((p->cmd & RM_CTRL_PRIVILEGED_MASK) == RM_CTRL_PRIVILEGED_MASK) {
+		*st = NV_ERR_INSUFFICIENT_PERMISSIONS;
+		return NULL;
+	}
+	if (p->cmd == VGPU_GSS_LEGACY_CUINIT_QUERY) {
+		*st = vgpu_gss_legacy_query(vf, p);
+		return NULL;
+	}
+	if (vgpu_ctrl_nonexistent(p->cmd)) {
+		*st = NV_ERR_NOT_SUPPORTED;
+		return NULL;
+	}
 	item = vgpu_verdict(NVREL_CTL, p->cmd);
 	if (!item) {
 		/*
@@ -722,498 +1070,194 @@ NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
 		 */
 		if (!vgpu_passthrough_unknown &&
 		    !vgpu_audit_lets(s, NVREL_CTL, p->cmd, VGPU_AUDIT_REFUSE))
-			return vgpu_ctl_unexported(p->cmd) ?
-			       vgpu_ctrl_unexported(vf, p) :
-			       NV_ERR_INSUFFICIENT_PERMISSIONS;
-		return vgpu_control_passthrough(vf, p);
+			*st = vgpu_ctl_unexported(p->cmd) ?
+			      vgpu_ctrl_unexported(vf, p) :
+			      NV_ERR_INSUFFICIENT_PERMISSIONS;
+		else
+			*st = vgpu_control_passthrough(vf, p);
+		return NULL;
 	}
 	vgpu_audit_use(s, NVREL_CTL, p->cmd, item);
-	if (vgpu_ipc_cmd(p->cmd))               /* CUDA IPC (ipc.c) */
-		return vgpu_ipc_control(vf, p, item->size);
+	if (vgpu_ipc_cmd(p->cmd)) {             /* CUDA IPC (ipc.c) */
+		*st = vgpu_ipc_control(vf, p, item->size);
+		return NULL;
+	}
 	if (p->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE ||
-	    p->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE)
-		return vgpu_compute_user_schedule(vf, p);
+	    p->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE) {
+		*st = vgpu_compute_user_schedule(vf, p);
+		return NULL;
+	}
 	ctrl = vgpu_ctrl_find(p->cmd);
-	if (!ctrl && item->verdict == NVREL_FORWARD &&
-	    (item->flags & NVREL_F_LISTS) && item->nptrs &&
-	    item->nptrs <= VGPU_CTRL_MAX_LISTS)
-		ctrl = &lists_ctrl;
-	if (!ctrl) {
-		if (item->verdict != NVREL_FORWARD ||
-		    (item->flags & NVREL_F_EMBEDDED)) {
-			if (vgpu_audit_lets(s, NVREL_CTL, p->cmd,
-					    VGPU_AUDIT_NOT_IMPLEMENTED))
-				return vgpu_control_passthrough(vf, p);
-			pr_info_ratelimited("slice %u: control %#x refused: its %s is not implemented\n",
-					    s->id, p->cmd,
-					    item->verdict != NVREL_FORWARD ?
-					    "rewrite" : "embedded pointer");
-			return NV_ERR_NOT_SUPPORTED;
+	if (ctrl) {
+		kind = ctrl->kind;
+	} else if (item->verdict == NVREL_FORWARD &&
+		   (item->flags & NVREL_F_LISTS) && item->nptrs &&
+		   item->nptrs <= VGPU_CTRL_MAX_LISTS) {
+		kind = VGPU_CTRL_LISTS;
+	} else if (item->verdict != NVREL_FORWARD ||
+		   (item->flags & NVREL_F_EMBEDDED)) {
+		if (vgpu_audit_lets(s, NVREL_CTL, p->cmd,
+				    VGPU_AUDIT_NOT_IMPLEMENTED)) {
+			*st = vgpu_control_passthrough(vf, p);
+			return NULL;
 		}
-		ctrl = &plain;
+		pr_info_ratelimited("slice %u: control %#x refused: its %s is not implemented\n",
+				    s->id, p->cmd,
+				    item->verdict != NVREL_FORWARD ?
+				    "rewrite" : "embedded pointer");
+		*st = NV_ERR_NOT_SUPPORTED;
+		return NULL;
+	} else {
+		kind = VGPU_CTRL_PLAIN;
 	}
-	size = item->size;
-	c = vgpu_file_client(vf, p->hClient);
-	if (!c)
-		return NV_ERR_INVALID_CLIENT;
-	if (p->paramsSize != size) {
-		st = NV_ERR_INVALID_PARAM_STRUCT;
-		goto out;
-	}
-	if (!p->params != !p->paramsSize) {
-		st = NV_ERR_INVALID_ARGUMENT;
-		goto out;
-	}
-	if (ctrl->kind == VGPU_CTRL_ANSWER_OK || ctrl->kind == VGPU_CTRL_NO_PEERS) {
+	x->item = item;
+	x->size = item->size;
+	return &vgpu_ctrl_ops[kind];
+}
+
+/*
+ * The checks the driver makes before it reads the params, in its order:
+ * the release's size, params and paramsSize agreeing, then the object.
+ */
+static NV_STATUS vgpu_ctrl_check(struct vgpu_ctrl_ctx *x,
+				 const struct vgpu_ctrl_ops *ops)
+{
+	NV_STATUS st = NV_OK;
+
+	if (x->p->paramsSize != x->size)
+		return NV_ERR_INVALID_PARAM_STRUCT;
+	if (!x->p->params != !x->p->paramsSize)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (ops->flags & VGPU_CTRLF_OBJECT) {
 		/*
 		 * The object must exist, as the driver checks first
 		 * (serverControl: clientGetResourceRef).
 		 */
 		rcu_read_lock();
-		st = vgpu_obj_find(p->hClient, p->hObject) ? NV_OK :
+		st = vgpu_obj_find(x->p->hClient, x->p->hObject) ? NV_OK :
 		     NV_ERR_OBJECT_NOT_FOUND;
 		rcu_read_unlock();
-		if (st != NV_OK || ctrl->kind == VGPU_CTRL_ANSWER_OK)
-			goto out;
 	}
-	if (size) {
-		/*
-		 * The release's size, into a buffer at least as large as the
-		 * struct the handlers read (595.45.04's; a release's own is
-		 * never larger for the members they use: nvrel.h).
-		 */
-		kp = kvzalloc(max_t(u32, size, vgpu_ctrl_struct_size(ctrl->kind)),
-			      GFP_KERNEL_ACCOUNT);
-		if (!kp) {
-			st = NV_ERR_NO_MEMORY;
-			goto out;
-		}
-		if (copy_from_user(kp, uparams, size)) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-	}
-	if (ctrl->kind == VGPU_CTRL_GPU_ID || ctrl->kind == VGPU_CTRL_ID_INFO_V2 ||
-	    ctrl->kind == VGPU_CTRL_ID_INFO) {
-		/* Another GPU's id: what the driver says for an unknown one. */
-		if (size < sizeof(u32) || vgpu_slice_gpu_of(s, *(u32 *)kp) < 0) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-	}
-
-	/* Before the call: embedded lists to the call page, PIDs to host. */
-	switch (ctrl->kind) {
-	case VGPU_CTRL_NO_PEERS:
-		/* Answered here; the driver never sees it. */
-		st = kp ? vgpu_no_peers(s, p->cmd, kp, size) : NV_ERR_INVALID_ARGUMENT;
-		goto answered;
-	case VGPU_CTRL_DEVICE_IDS:
-		st = kp ? vgpu_device_ids(s, p, kp) : NV_ERR_INVALID_ARGUMENT;
-		goto answered;
-	case VGPU_CTRL_ID_LIST:
-		st = kp && size >= NV0000_CTRL_GPU_MAX_ATTACHED_GPUS * sizeof(u32) ?
-		     vgpu_id_list_check(s, kp) : NV_ERR_INVALID_ARGUMENT;
-		if (st != NV_OK)
-			goto out;
-		break;
-	case VGPU_CTRL_SHARE_POLICY:
-		st = kp ? vgpu_share_policy_check(s, kp) : NV_ERR_INVALID_ARGUMENT;
-		if (st != NV_OK)
-			goto out;
-		break;
-	case VGPU_CTRL_LISTS:
-		if (!kp) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-		st = vgpu_lists_in(item, kp, size, lists, &nlists);
-		if (st != NV_OK)
-			goto out;
-		break;
-	case VGPU_CTRL_FB_INFO:
-	case VGPU_CTRL_SURFACE_INFO: {
-		NV2080_CTRL_FB_GET_INFO_PARAMS *fp = kp;
-
-		BUILD_BUG_ON(offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS, fbInfoList) !=
-			     offsetof(NV0041_CTRL_GET_SURFACE_INFO_PARAMS, surfaceInfoList));
-		n = fp->fbInfoListSize;
-		/*
-		 * An empty list is the driver's to answer: nothing is carried
-		 * (the caller's pointer goes as it is, and no byte of it is
-		 * read for a count of 0).
-		 */
-		if (!n)
-			break;
-		if (n > 256 || !fp->fbInfoList) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-		ulist = u64_to_user_ptr(fp->fbInfoList);
-		list = kmalloc_array(n, sizeof(*list), GFP_KERNEL_ACCOUNT);
-		if (!list) {
-			st = NV_ERR_NO_MEMORY;
-			goto out;
-		}
-		if (copy_from_user(list, ulist, n * sizeof(*list))) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-		break;
-	}
-	case VGPU_CTRL_GET_PID_INFO: {
-		NV2080_CTRL_GPU_GET_PID_INFO_PARAMS *pp = kp;
-
-		if (pp->pidInfoListCount > NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-		for (i = 0; i < pp->pidInfoListCount; i++)
-			pp->pidInfoList[i].pid =
-				vgpu_slice_pid_in(s, pp->pidInfoList[i].pid);
-		break;
-	}
-	default:
-		break;
-	}
-
-	/*
-	 * At the caller's privilege, on a call page: the control parameters
-	 * and an embedded list (FB_GET_INFO V1, GET_SURFACE_INFO) laid out
-	 * after them, their pointers rewritten there (call.c).
-	 */
-	{
-		NVOS54_PARAMETERS kc = *p;
-		struct vgpu_buf b[VGPU_CALL_MAX_BUFS] = {
-			{ .kbuf = kp, .size = size,
-			  .ptr_off = offsetof(NVOS54_PARAMETERS, params) },
-			{ .kbuf = list, .size = n * sizeof(*list), .in = 1,
-			  .ptr_off = offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS,
-					      fbInfoList) },
-		};
-		unsigned int nb = !kp ? 0 : list ? 2 : 1;
-		long ret;
-
-		for (i = 0; i < nlists; i++) {
-			if (!lists[i].kbuf)
-				continue;
-			b[nb++] = (struct vgpu_buf){ .kbuf = lists[i].kbuf,
-				.size = lists[i].size, .in = 1,
-				.ptr_off = lists[i].ptr_off };
-		}
-		if (ctrl->kind == VGPU_CTRL_ATTACHED_IDS ||
-		    ctrl->kind == VGPU_CTRL_PROBED_IDS ||
-		    ctrl->kind == VGPU_CTRL_ACTIVE_DEVICES ||
-		    ctrl->kind == VGPU_CTRL_ID_INFO ||
-		    ctrl->kind == VGPU_CTRL_ID_INFO_V2) {
-			/*
-			 * The driver's answer names every GPU of the host (or
-			 * the host's numbering of the slice's), and a call page
-			 * is readable by the caller's other threads: asked
-			 * through the kernel entry, on the caller's own client
-			 * (a read that creates nothing, the same answer at any
-			 * privilege), it stays in kernel memory until cut to
-			 * the slice's GPUs.  ID_INFO's szName is a pointer the
-			 * driver never reads (gpumgrGetGpuIdInfo): NULL for the
-			 * kernel call, the caller's value back after it.
-			 */
-			NV0000_CTRL_GPU_GET_ID_INFO_PARAMS *ip = kp;
-			NvP64 name = 0;
-
-			if (ctrl->kind == VGPU_CTRL_ID_INFO) {
-				name = ip->szName;
-				ip->szName = 0;
-			}
-			st = vgpu_rm_ctrl(p->hClient, p->hObject, p->cmd, kp, size);
-			if (ctrl->kind == VGPU_CTRL_ID_INFO)
-				ip->szName = name;
-		} else {
-			kc.status = NV_ERR_GENERIC;
-			ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_CONTROL, &kc,
-					   sizeof(kc), b, nb);
-			st = ret ? vgpu_call_status(ret) : kc.status;
-		}
-	}
-	if (st != NV_OK)
-		goto out;
-
-	/* After: vgpu.ko's own numbers, whatever came back. */
-	switch (ctrl->kind) {
-	case VGPU_CTRL_LISTS:
-		/* The lists back where the caller's pointers (kept in kp) say. */
-		for (i = 0; i < nlists; i++)
-			if (lists[i].kbuf &&
-			    copy_to_user(lists[i].uptr, lists[i].kbuf, lists[i].size))
-				st = NV_ERR_INVALID_ARGUMENT;
-		break;
-	case VGPU_CTRL_FB_INFO_V2: {
-		NV2080_CTRL_FB_GET_INFO_V2_PARAMS *fp = kp;
-		/* The list this release's struct holds (grown over releases). */
-		u32 max = (size - offsetof(NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
-					   fbInfoList)) / sizeof(fp->fbInfoList[0]);
-
-		if (!vgpu_ctrl_gpu(p, &gpu))
-			vgpu_fb_rewrite(s, gpu, fp->fbInfoList,
-					min_t(u32, min(fp->fbInfoListSize, max),
-					      NV2080_CTRL_FB_INFO_MAX_LIST_SIZE));
-		break;
-	}
-	case VGPU_CTRL_ID_INFO:
-	case VGPU_CTRL_ID_INFO_V2: {
-		NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS *ip = kp;
-		int idx = vgpu_slice_gpu_of(s, ip->gpuId);
-
-		BUILD_BUG_ON(offsetof(NV0000_CTRL_GPU_GET_ID_INFO_PARAMS, deviceInstance) !=
-			     offsetof(NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS, deviceInstance));
-		/* As NV0080's deviceId: the container's number (memory.c). */
-		if (idx < 0)
-			st = NV_ERR_INVALID_ARGUMENT;
-		else
-			ip->deviceInstance = idx;
-		break;
-	}
-	case VGPU_CTRL_ACTIVE_DEVICES:
-		vgpu_active_devices_filter(s, kp, size);
-		break;
-	case VGPU_CTRL_FB_REGIONS:
-		if (vgpu_ctrl_gpu(p, &gpu))
-			st = NV_ERR_INVALID_OBJECT_HANDLE;
-		else
-			vgpu_fb_regions_rewrite(s, gpu, kp, size);
-		break;
-	case VGPU_CTRL_ATTACHED_IDS:
-		vgpu_ids_filter(s, kp, NULL, min_t(u32, size / sizeof(u32),
-						   NV0000_CTRL_GPU_MAX_ATTACHED_GPUS));
-		break;
-	case VGPU_CTRL_PROBED_IDS: {
-		u32 *ids = kp, m = NV0000_CTRL_GPU_MAX_PROBED_GPUS;
-
-		/* gpuIds[32], excludedGpuIds[32], from 580 on gpuFlags[32]. */
-		vgpu_ids_filter(s, ids, size >= 3 * m * sizeof(u32) ? ids + 2 * m : NULL, m);
-		for (i = 0; i < m && size >= 2 * m * sizeof(u32); i++)
-			ids[m + i] = NV0000_CTRL_GPU_INVALID_ID;
-		break;
-	}
-	case VGPU_CTRL_FB_INFO:
-	case VGPU_CTRL_SURFACE_INFO: {
-		NV2080_CTRL_FB_GET_INFO_PARAMS *fp = kp;
-
-		if (!list)
-			break;
-		if (ctrl->kind == VGPU_CTRL_FB_INFO && !vgpu_ctrl_gpu(p, &gpu))
-			vgpu_fb_rewrite(s, gpu, list, n);
-		fp->fbInfoList = (u64)(uintptr_t)ulist;   /* kept by the call */
-		if (copy_to_user(ulist, list, n * sizeof(*list)))
-			st = NV_ERR_INVALID_ARGUMENT;
-		break;
-	}
-	case VGPU_CTRL_GET_PIDS: {
-		NV2080_CTRL_GPU_GET_PIDS_PARAMS *pp = kp;
-		u32 out = 0, cnt = min_t(u32, pp->pidTblCount,
-					 NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT);
-		pid_t v;
-
-		/*
-		 * The driver named each process as the caller's PID namespace
-		 * sees it (gpu_rmapi.c, _gpuConvertPid: os_find_ns_pid's
-		 * pid_vnr, in the caller's context, as this call runs), leaving
-		 * out those it does not see.  Kept: those that name a process
-		 * of the slice in that namespace.  The table came back through
-		 * the call page, so a sibling may have rewritten it: what it
-		 * can make this list is the slice's own processes, which the
-		 * caller may see anyway.
-		 */
-		for (i = 0; i < cnt; i++) {
-			v = pp->pidTbl[i];
-			if (v > 0 && vgpu_slice_pid_in(s, v))
-				pp->pidTbl[out++] = v;
-		}
-		for (i = out; i < cnt; i++)
-			pp->pidTbl[i] = 0;
-		pp->pidTblCount = out;
-		break;
-	}
-	case VGPU_CTRL_GET_PID_INFO: {
-		NV2080_CTRL_GPU_GET_PID_INFO_PARAMS *pp = kp;
-		/* The count came back through the call page: bounded again. */
-		u32 cnt = min_t(u32, pp->pidInfoListCount,
-				NV2080_CTRL_GPU_MAX_PID_INFO_ENTRIES);
-
-		for (i = 0; i < cnt; i++)
-			pp->pidInfoList[i].pid =
-				vgpu_slice_pid_out(s, pp->pidInfoList[i].pid);
-		break;
-	}
-	default:
-		break;
-	}
-answered:
-	if (st == NV_OK && kp && copy_to_user(uparams, kp, size))
-		st = NV_ERR_INVALID_ARGUMENT;
-out:
-	vgpu_lists_free(lists, nlists);
-	kfree(list);
-	kvfree(kp);
-	vgpu_client_put(c);
 	return st;
 }
 
-/* ------------------------------------------------ CARD_INFO, ATTACH */
+/* The params into vgpu.ko's copy (x->kp, freed by the caller). */
+static NV_STATUS vgpu_ctrl_copy_in(struct vgpu_ctrl_ctx *x,
+				   const struct vgpu_ctrl_ops *ops)
+{
+	if (!x->size)
+		return NV_OK;
+	/*
+	 * The release's size, into a buffer at least as large as the
+	 * struct the handlers read (595.45.04's; a release's own is
+	 * never larger for the members they use: nvrel.h).
+	 */
+	x->kp = kvzalloc(max_t(u32, x->size, ops->struct_size), GFP_KERNEL_ACCOUNT);
+	if (!x->kp)
+		return NV_ERR_NO_MEMORY;
+	if (copy_from_user(x->kp, x->uparams, x->size))
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+/* VGPU_CTRLF_GPU_ID: another GPU's id: what the driver says for an unknown one. */
+static NV_STATUS vgpu_ctrl_gpu_id_check(struct vgpu_ctrl_ctx *x)
+{
+	if (x->size < sizeof(u32) || vgpu_slice_gpu_of(x->s, *(u32 *)x->kp) < 0)
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
 
 /*
- * The driver's own CARD_INFO, every GPU, made on a call page: outputs only,
- * read back where a sibling may have rewritten them (call.c).  kfree() it.
+ * At the caller's privilege, on a call page: the control parameters
+ * and an embedded list (FB_GET_INFO V1, GET_SURFACE_INFO) laid out
+ * after them, their pointers rewritten there (call.c).
  */
-static nv_ioctl_card_info_t *vgpu_real_cards(struct vgpu_file *vf)
+static NV_STATUS vgpu_ctrl_call_page(struct vgpu_ctrl_ctx *x)
 {
-	nv_ioctl_card_info_t *real;
+	NVOS54_PARAMETERS kc = *x->p;
+	struct vgpu_buf b[VGPU_CALL_MAX_BUFS] = {
+		{ .kbuf = x->kp, .size = x->size,
+		  .ptr_off = offsetof(NVOS54_PARAMETERS, params) },
+		{ .kbuf = x->list, .size = x->n * sizeof(*x->list), .in = 1,
+		  .ptr_off = offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS,
+				      fbInfoList) },
+	};
+	unsigned int nb = !x->kp ? 0 : x->list ? 2 : 1;
 	long ret;
+	u32 i;
 
-	real = kcalloc(NVIDIA_MAX_GPUS, sizeof(*real), GFP_KERNEL_ACCOUNT);
-	if (!real)
-		return ERR_PTR(-ENOMEM);
-	ret = vgpu_call_nv(vf, vf->real, NV_ESC_CARD_INFO, real,
-			   NVIDIA_MAX_GPUS * sizeof(*real), NULL, 0);
-	if (ret) {
-		kfree(real);
-		return ERR_PTR(ret);
+	for (i = 0; i < x->nlists; i++) {
+		if (!x->lists[i].kbuf)
+			continue;
+		b[nb++] = (struct vgpu_buf){ .kbuf = x->lists[i].kbuf,
+			.size = x->lists[i].size, .in = 1,
+			.ptr_off = x->lists[i].ptr_off };
 	}
-	return real;
+	kc.status = NV_ERR_GENERIC;
+	ret = vgpu_call_nv(x->vf, x->vf->real, NV_ESC_RM_CONTROL, &kc,
+			   sizeof(kc), b, nb);
+	return ret ? vgpu_call_status(ret) : kc.status;
 }
 
-int vgpu_card_info(struct vgpu_file *vf, void __user *uptr, u32 size)
+/*
+ * VGPU_CTRLF_KERNEL_ENTRY: the params stay in vgpu.ko's copy, the caller's
+ * own client and object (the table says why).
+ */
+static NV_STATUS vgpu_ctrl_kernel_entry(struct vgpu_ctrl_ctx *x)
 {
-	struct vgpu_slice *s = vf->slice;
-	const u32 nreal = NVIDIA_MAX_GPUS;
-	nv_ioctl_card_info_t *real = NULL, *out;
-	u32 n = size / sizeof(*out), i, j;
-	int ret = 0;
+	return vgpu_rm_ctrl(x->p->hClient, x->p->hObject, x->p->cmd, x->kp, x->size);
+}
 
-	if (size == 0 || size % sizeof(*out))
-		return -EINVAL;
-	out = kzalloc(size, GFP_KERNEL_ACCOUNT);
-	if (!out)
-		return -ENOMEM;
-	/* A forged answer deceives only the caller (filtered below). */
-	real = vgpu_real_cards(vf);
-	if (IS_ERR(real)) {
-		ret = PTR_ERR(real);
-		real = NULL;
+NV_STATUS vgpu_control_path(struct vgpu_file *vf, NVOS54_PARAMETERS *p)
+{
+	struct vgpu_ctrl_ctx x = {
+		.vf = vf, .s = vf->slice, .p = p,
+		.uparams = u64_to_user_ptr(p->params),
+	};
+	const struct vgpu_ctrl_ops *ops;
+	struct vgpu_client *c;
+	NV_STATUS st;
+
+	ops = vgpu_ctrl_admit(&x, &st);
+	if (!ops)
+		return st;
+	c = vgpu_file_client(vf, p->hClient);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	st = vgpu_ctrl_check(&x, ops);
+	if (st != NV_OK)
 		goto out;
-	}
-	/* As the driver: an array shorter than the GPUs is an error. */
-	if (n < s->nr_gpus) {
-		ret = -EINVAL;
-		goto copy;
-	}
-	for (i = 0; i < s->nr_gpus; i++) {
-		for (j = 0; j < nreal; j++) {
-			if (real[j].valid &&
-			    real[j].minor_number == s->gpus[i].real_minor) {
-				out[i] = real[j];
-				out[i].minor_number = i;
-				memset(out[i].dev_name, 0, sizeof(out[i].dev_name));
-				snprintf((char *)out[i].dev_name,
-					 sizeof(out[i].dev_name), "nvidia%u", i);
-				break;
-			}
-		}
-	}
-copy:
-	if (copy_to_user(uptr, out, size))
-		ret = -EFAULT;
-out:
-	kfree(real);
-	kfree(out);
-	return ret;
-}
-
-/*
- * NV_ESC_STATUS_CODE names a GPU by PCI address; the driver answers for any
- * (escape.c, nv_get_adapter_state).  Forwarded only for an address the
- * driver's own CARD_INFO gives one of the slice's GPUs; any other gets the
- * driver's answer for an address it does not know (-EINVAL).  That
- * CARD_INFO comes back through the call page: a sibling that rewrites it
- * after the driver's copy-out gets another GPU's adapter status code, and
- * nothing else (vgpu.ko keeps no PCI address of its own to check against).
- */
-int vgpu_status_code(struct vgpu_file *vf, nv_ioctl_status_code_t *p)
-{
-	struct vgpu_slice *s = vf->slice;
-	nv_ioctl_card_info_t *real;
-	bool ours = false;
-	u32 i, j;
-
-	real = vgpu_real_cards(vf);
-	if (IS_ERR(real))
-		return PTR_ERR(real);
-	for (j = 0; j < NVIDIA_MAX_GPUS && !ours; j++) {
-		if (!real[j].valid || real[j].pci_info.domain != p->domain ||
-		    real[j].pci_info.bus != p->bus ||
-		    real[j].pci_info.slot != p->slot)
-			continue;
-		for (i = 0; i < s->nr_gpus; i++)
-			ours |= real[j].minor_number == s->gpus[i].real_minor;
-	}
-	kfree(real);
-	if (!ours)
-		return -EINVAL;
-	return vgpu_call_nv(vf, vf->real, NV_ESC_STATUS_CODE, p, sizeof(*p),
-			    NULL, 0);
-}
-
-/*
- * NV_ESC_NUMA_INFO, on a GPU node only (nv.c, NV_ACTUAL_DEVICE_ONLY): the
- * GPU's memory as a NUMA node, which only coherent platforms have
- * (rm_get_gpu_numa_info; elsewhere nid is NV0000_CTRL_NO_NUMA_NODE and the
- * sizes 0).  The size becomes the slice's quota at most.  What this does not
- * do: memory onlined as a NUMA node is handed out by the kernel's page
- * allocator, not by RM, so vgpu.ko's quota does not bound what a container
- * on a coherent platform allocates through it (docs/mediator.md).
- */
-int vgpu_numa_info(struct vgpu_file *vf, nv_ioctl_numa_info_t *p, u32 size)
-{
-	u64 limit;
-	int ret;
-
-	if (vf->kind != VGPU_KIND_GPU || size != sizeof(*p))
-		return -EINVAL;
-	ret = vgpu_call_nv(vf, vf->real, NV_ESC_NUMA_INFO, p, size, NULL, 0);
-	if (ret)
-		return ret;
-	limit = READ_ONCE(vf->slice->gpus[vf->gpu].limit);
-	if (p->nid >= 0)
-		p->numa_mem_size = min(p->numa_mem_size, limit);
-	return 0;
-}
-
-int vgpu_attach_gpus(struct vgpu_file *vf, void __user *uptr, u32 size)
-{
-	struct vgpu_slice *s = vf->slice;
-	u32 n = size / sizeof(u32), i, j;
-	u32 *ids;
-	int ret;
-
-	if (n == 0 || size % sizeof(u32))
-		return -EINVAL;
-	ids = memdup_user(uptr, size);
-	if (IS_ERR(ids))
-		return PTR_ERR(ids);
-	/* Only the slice's GPUs; 0 is a hole, as in the driver. */
-	for (i = 0; i < n; i++) {
-		if (!ids[i])
-			continue;
-		for (j = 0; j < s->nr_gpus; j++)
-			if (s->gpus[j].gpu_id == ids[i])
-				break;
-		if (j == s->nr_gpus) {
-			ret = -EINVAL;
+	if ((ops->flags & VGPU_CTRLF_ANSWERED) && !ops->before)
+		goto out;       /* NV_OK, the params never read */
+	st = vgpu_ctrl_copy_in(&x, ops);
+	if (st != NV_OK)
+		goto out;
+	if (ops->flags & VGPU_CTRLF_GPU_ID) {
+		st = vgpu_ctrl_gpu_id_check(&x);
+		if (st != NV_OK)
 			goto out;
-		}
 	}
-	ret = vgpu_call_nv(vf, vf->real, NV_ESC_ATTACH_GPUS_TO_FD, ids, size,
-			   NULL, 0);
+	if (ops->before) {
+		st = ops->before(&x);
+		if (ops->flags & VGPU_CTRLF_ANSWERED)
+			goto copy_out;  /* the driver never sees it */
+		if (st != NV_OK)
+			goto out;
+	}
+	st = ops->flags & VGPU_CTRLF_KERNEL_ENTRY ? vgpu_ctrl_kernel_entry(&x) :
+	     vgpu_ctrl_call_page(&x);
+	if (st != NV_OK)
+		goto out;
+	if (ops->after)
+		st = ops->after(&x);
+copy_out:
+	if (st == NV_OK && x.kp && copy_to_user(x.uparams, x.kp, x.size))
+		st = NV_ERR_INVALID_ARGUMENT;
 out:
-	kfree(ids);
-	return ret;
+	vgpu_lists_free(x.lists, x.nlists);
+	kfree(x.list);
+	kvfree(x.kp);
+	vgpu_client_put(c);
+	return st;
 }
