@@ -1114,8 +1114,8 @@ static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
  * admit the class, copy its parameters in, check the parent and what the
  * parameters name, note what the driver will tie the object to, reserve
  * quota and a channel, make the call, record the object, copy back.  What
- * the steps share: everything that decides is vgpu.ko's (p, the kernel copy
- * kparams, the tables), never the call page after the driver has written it.
+ * decides is vgpu.ko's own (p, its copy kparams, its tables); of the call
+ * page only the driver's status is read back (vgpu_alloc_call).
  */
 struct vgpu_alloc_req {
 	struct vgpu_file *vf;
@@ -1125,7 +1125,7 @@ struct vgpu_alloc_req {
 	void *kparams;                  /* vgpu.ko's copy, what the driver gets */
 	u32 psize;                      /* the release's size of the class */
 	enum vgpu_obj_type type;
-	struct vgpu_client *c;          /* locked from the parent step on */
+	struct vgpu_client *c;          /* the caller's, locked */
 	struct vgpu_obj *parent;
 	u32 gpu;                        /* the slice's GPU the object is on */
 	bool fb;                        /* FB memory: reserved is held */
