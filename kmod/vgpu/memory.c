@@ -1109,6 +1109,329 @@ static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
 	return ret ? vgpu_call_status(ret) : st;
 }
 
+/*
+ * RM_ALLOC of a non-root class, in the steps vgpu_rm_alloc_path takes them:
+ * admit the class, copy its parameters in, check the parent and what the
+ * parameters name, note what the driver will tie the object to, reserve
+ * quota and a channel, make the call, record the object, copy back.  What
+ * decides is vgpu.ko's own (p, its copy kparams, its tables); of the call
+ * page only the driver's status is read back (vgpu_alloc_call).
+ */
+struct vgpu_alloc_req {
+	struct vgpu_file *vf;
+	struct vgpu_slice *s;
+	NVOS64_PARAMETERS *p;           /* kernel memory: decisions use it */
+	void __user *uparams;           /* the caller's pAllocParms */
+	void *kparams;                  /* vgpu.ko's copy, what the driver gets */
+	u32 psize;                      /* the release's size of the class */
+	enum vgpu_obj_type type;
+	struct vgpu_client *c;          /* the caller's, locked */
+	struct vgpu_obj *parent;
+	u32 gpu;                        /* the slice's GPU the object is on */
+	bool fb;                        /* FB memory: reserved is held */
+	bool chan;                      /* a channel: a cap reservation is held */
+	u64 reserved;
+	NvHandle huserd, deps[VGPU_DEPS_MAX], pins[VGPU_PINS_MAX];
+};
+
+/*
+ * Admit the class against the policy: only what the release lets a
+ * container allocate, with the size the release gives it, before anything
+ * is copied or locked.  vgpu.ko reads parameters by their struct layout:
+ * serialized (FINN) ones it could not check.
+ */
+static NV_STATUS vgpu_alloc_admit(struct vgpu_alloc_req *a)
+{
+	if (!vgpu_class_find(a->p->hClass, &a->type, &a->psize))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (a->p->flags & NVOS64_FLAGS_FINN_SERIALIZED)
+		return NV_ERR_NOT_SUPPORTED;
+	return NV_OK;
+}
+
+/*
+ * The release's size, into a zeroed buffer at least as large as the
+ * 595.45.04 struct the typed paths read (nvrel.h: the members they use
+ * lie within every release's size).  Copied once: every check below and
+ * the driver read this copy (docs/mediator.md, "The double fetch").
+ */
+static NV_STATUS vgpu_alloc_copy_in(struct vgpu_alloc_req *a)
+{
+	a->kparams = kzalloc(max_t(u32, a->psize, sizeof(NV_CHANNEL_ALLOC_PARAMS)),
+			     GFP_KERNEL_ACCOUNT);
+	if (!a->kparams)
+		return NV_ERR_NO_MEMORY;
+	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV_MEMORY_ALLOCATION_PARAMS));
+	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV0080_ALLOC_PARAMETERS));
+	if (a->psize && a->p->pAllocParms &&
+	    copy_from_user(a->kparams, a->uparams, a->psize))
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+/*
+ * The parent: an object vgpu.ko tracks in the caller's client, which the
+ * file owns and which is locked for the whole call (vgpu_client_lock_live),
+ * so the table matches the driver until the object is recorded.
+ */
+static NV_STATUS vgpu_alloc_parent(struct vgpu_alloc_req *a)
+{
+	a->parent = vgpu_obj_find(a->p->hRoot, a->p->hObjectParent);
+	/* A parent the driver invalidated has nothing to hold a child. */
+	if (!a->parent || a->parent->lost)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	a->gpu = a->parent->gpu;
+	return NV_OK;
+}
+
+/*
+ * A device: on one of the slice's GPUs, numbered as the container numbers
+ * them, in a VA space of the caller's own client.  The copy the driver
+ * gets is rewritten to the driver's device instance.
+ */
+static NV_STATUS vgpu_alloc_check_device(struct vgpu_alloc_req *a)
+{
+	NV0080_ALLOC_PARAMETERS *dp = a->kparams;
+	u32 idx = dp->deviceId;
+
+	if (a->parent->type != VGPU_OBJ_CLIENT)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	/* The container numbers its GPUs from 0; others do not exist. */
+	if (idx >= a->s->nr_gpus)
+		return NV_ERR_INVALID_CLASS;
+	/*
+	 * hClientShare picks the VA space the device joins
+	 * (device_share.c, deviceInitClientShare): 0 is the GPU's
+	 * global one, shared with every other client that asks for
+	 * it (other slices included); another client's handle is
+	 * that client's, found by handle alone.  A container's device
+	 * always gets a VA space of its own client: 0 becomes the
+	 * client itself ("a new share"), any other client is refused.
+	 * hTargetClient/hTargetDevice (a device standing for another
+	 * client's) and the vGPU host's flags are not for containers.
+	 */
+	if (!dp->hClientShare)
+		dp->hClientShare = a->p->hRoot;
+	if (dp->hClientShare != a->p->hRoot || dp->hTargetClient ||
+	    dp->hTargetDevice ||
+	    (dp->flags & (NV_DEVICE_ALLOCATION_FLAGS_HOST_VGPU_DEVICE |
+			  NV_DEVICE_ALLOCATION_FLAGS_PLUGIN_CONTEXT)))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	/* The driver's device instance of that GPU (vgpu_rm_device_instance). */
+	dp->deviceId = a->s->gpus[idx].dev_inst;
+	a->gpu = idx;
+	return NV_OK;
+}
+
+/*
+ * Memory: below a device or subdevice, without the flags only kernel
+ * callers may set.  FB memory (NV01_MEMORY_LOCAL_USER) is marked to be
+ * reserved (vgpu_alloc_reserve).
+ */
+static NV_STATUS vgpu_alloc_check_memory(struct vgpu_alloc_req *a)
+{
+	NV_MEMORY_ALLOCATION_PARAMS *mp;
+
+	if (!vgpu_gpu_parent(a->parent))
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	/* Its 24-byte parameters have no flags to clear. */
+	if (a->p->hClass == NV01_MEMORY_VIRTUAL)
+		return NV_OK;
+	mp = a->kparams;
+	if (!a->p->pAllocParms)
+		return NV_ERR_INVALID_ARGUMENT;
+	/* Only kernel callers may set internal flags. */
+	mp->internalflags = 0;
+	a->fb = a->p->hClass == NV01_MEMORY_LOCAL_USER;
+	return NV_OK;
+}
+
+/*
+ * Any other class: what an event's, an SM debugger's or a P2P object's
+ * parameters name must be the caller's own; an event may have any parent,
+ * of the rest only NV_CONFIDENTIAL_COMPUTE and NV50_P2P the client.
+ */
+static NV_STATUS vgpu_alloc_check_other(struct vgpu_alloc_req *a)
+{
+	NVOS64_PARAMETERS *p = a->p;
+
+	if (vgpu_is_event(p->hClass)) {
+		/* Any parent, the client included (RS_ANY_PARENT). */
+		return p->pAllocParms ? vgpu_event_check(a->vf, p->hRoot, a->kparams) :
+					NV_ERR_INVALID_ARGUMENT;
+	}
+	/*
+	 * NV_CONFIDENTIAL_COMPUTE is the one forwarded class whose
+	 * parent is the client (resource_list.h: RmClientResource,
+	 * RS_FLAGS_ALLOC_NON_PRIVILEGED): CUDA 535's cuInit makes one
+	 * and asks it SYSTEM_GET_CAPABILITIES, the machine's CC state
+	 * (the policy decides each of its controls).  Any other class
+	 * a client parents is not for a slice.
+	 */
+	if (p->hClass == NV50_P2P) {
+		/*
+		 * Its parent is the client (resource_list.h): another
+		 * is the driver's to refuse, after this check.
+		 */
+		return !p->pAllocParms ? NV_ERR_INVALID_ARGUMENT :
+		       vgpu_p2p_check(p->hRoot, a->kparams, &a->gpu);
+	}
+	if (a->parent->type == VGPU_OBJ_CLIENT && p->hClass != VGPU_CONF_COMPUTE)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	/* Zeroed parameters when none were given: the driver's to refuse. */
+	if (p->hClass == GT200_DEBUGGER)
+		return vgpu_debugger_check(p->hRoot, a->kparams);
+	return NV_OK;
+}
+
+/* Check the parent's kind and what the class's parameters name. */
+static NV_STATUS vgpu_alloc_check(struct vgpu_alloc_req *a)
+{
+	switch (a->type) {
+	case VGPU_OBJ_DEVICE:
+		return vgpu_alloc_check_device(a);
+	case VGPU_OBJ_SUBDEVICE:
+		return a->parent->type == VGPU_OBJ_DEVICE ? NV_OK :
+		       NV_ERR_INVALID_OBJECT_PARENT;
+	case VGPU_OBJ_MEMORY:
+		return vgpu_alloc_check_memory(a);
+	default:
+		return vgpu_alloc_check_other(a);
+	}
+}
+
+/*
+ * What the driver will make the object depend on, read before the call,
+ * from the copy the driver is given: after it, the call page is the
+ * sibling's to rewrite.
+ */
+static void vgpu_alloc_read_refs(struct vgpu_alloc_req *a)
+{
+	if (a->type == VGPU_OBJ_CHANNEL)
+		a->huserd = *(NvHandle *)((u8 *)a->kparams + VGPU_CHANNEL_HUSERD_OFF);
+	vgpu_dep_handles(a->type, a->p->hClass, a->kparams, a->deps);
+	vgpu_pin_handles(a->type, a->kparams, a->pins);
+}
+
+/*
+ * Reserve before the call, so that concurrent calls cannot pass the quota
+ * or the channel cap between check and charge: FB memory's size as RM
+ * will round it (vgpu_rm_rounded), a channel's place under the cap.  On
+ * failure nothing is held.
+ */
+static NV_STATUS vgpu_alloc_reserve(struct vgpu_alloc_req *a)
+{
+	struct vgpu_slice *s = a->s;
+
+	if (a->fb) {
+		NV_MEMORY_ALLOCATION_PARAMS *mp = a->kparams;
+
+		a->reserved = vgpu_rm_rounded(mp->size, mp->attr, mp->attr2);
+		if (!vgpu_reserve(s, a->parent->gpu, a->reserved)) {
+			vgpu_refused(s, a->parent->gpu, a->reserved);
+			a->fb = false;          /* nothing reserved */
+			return NV_ERR_NO_MEMORY;
+		}
+	}
+	if (a->type == VGPU_OBJ_CHANNEL) {
+		if (!vgpu_chan_reserve(s, a->gpu)) {
+			pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
+					    s->id, READ_ONCE(s->max_channels), a->gpu);
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+		}
+		a->chan = true;
+	}
+	return NV_OK;
+}
+
+/* The channel cap's reservation goes back; a channel made counts itself. */
+static void vgpu_alloc_chan_return(struct vgpu_alloc_req *a)
+{
+	if (a->chan)
+		atomic_dec(&a->s->gpus[a->gpu].chans_held);
+}
+
+/*
+ * The call, on a call page at the caller's privilege (call.c), with a copy
+ * of p and vgpu.ko's copy of the parameters.  Its status comes back on the
+ * call page, where a sibling may have rewritten it: a failure on an object
+ * that exists all the same is refused (vgpu_created_anyway), and nothing
+ * else read back from the page is used.
+ */
+static NV_STATUS vgpu_alloc_call(struct vgpu_alloc_req *a)
+{
+	NVOS64_PARAMETERS *p = a->p;
+	/* Device and subdevice always get (zeroed) parameters: the defaults. */
+	struct vgpu_buf b = {
+		.kbuf = a->kparams, .size = a->psize,
+		.ptr_off = offsetof(NVOS64_PARAMETERS, pAllocParms),
+	};
+	bool with = a->psize &&
+		    (a->uparams || a->type == VGPU_OBJ_DEVICE ||
+		     a->type == VGPU_OBJ_SUBDEVICE);
+	NVOS64_PARAMETERS q = *p;
+	long ret;
+
+	/* Decisions use p; q goes to the driver and comes back forgeable. */
+	q.pAllocParms = 0;
+	q.pRightsRequested = 0;
+	q.status = NV_ERR_GENERIC;
+	ret = vgpu_call_nv(a->vf, a->vf->real, NV_ESC_RM_ALLOC, &q, sizeof(q),
+			   with ? &b : NULL, with ? 1 : 0);
+	return vgpu_created_anyway(a->vf, p->hRoot, p->hObjectParent,
+				   p->hObjectNew, vgpu_status_of(ret, q.status));
+}
+
+/*
+ * Record the object the driver made: FB memory is charged what the driver
+ * says it allocated (vgpu_commit: the reservation becomes the charge, or
+ * goes back with the object); anything else is tracked with the
+ * dependencies and pins read before the call.  On failure the object is
+ * freed again: it must not exist untracked.
+ */
+static NV_STATUS vgpu_alloc_record(struct vgpu_alloc_req *a)
+{
+	NVOS64_PARAMETERS *p = a->p;
+	NV_STATUS st;
+
+	if (a->fb)
+		return vgpu_commit(a->c, a->parent, p->hObjectNew, p->hClass,
+				   a->reserved);
+	st = vgpu_track(a->c, a->parent, p->hObjectNew, p->hClass, a->type,
+			a->gpu);
+	if (st == NV_OK)
+		st = vgpu_obj_depend_on(a->c, p->hObjectParent, p->hObjectNew,
+					a->deps);
+	if (st == NV_OK)
+		st = vgpu_obj_pin_on(a->c, p->hObjectParent, p->hObjectNew,
+				     a->pins);
+	if (st == NV_OK && a->type == VGPU_OBJ_CHANNEL)
+		vgpu_chan_hold_userd(p->hRoot, p->hObjectNew, a->huserd);
+	return st;
+}
+
+/* The parameters back to the caller, as the driver would write them. */
+static NV_STATUS vgpu_alloc_copy_out(struct vgpu_alloc_req *a)
+{
+	NVOS64_PARAMETERS *p = a->p;
+	struct vgpu_obj *o;
+
+	/* The caller sees its own numbering back. */
+	if (a->type == VGPU_OBJ_DEVICE)
+		((NV0080_ALLOC_PARAMETERS *)a->kparams)->deviceId = a->gpu;
+	if (!a->psize || !a->uparams ||
+	    !copy_to_user(a->uparams, a->kparams, a->psize))
+		return NV_OK;
+	/* As the driver: parameters that cannot be written back undo. */
+	o = vgpu_obj_find(p->hRoot, p->hObjectNew);
+	if (o)
+		vgpu_obj_unmap_closure(o);
+	vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectNew);
+	if (o)
+		vgpu_obj_remove(o);
+	return NV_ERR_INVALID_ARGUMENT;
+}
+
 /**
  * vgpu_rm_alloc_path - RM_ALLOC (NVOS21/NVOS64) and RM_ALLOC_OBJECT of a
  * non-root class, made through the real control file at the caller's
@@ -1119,248 +1442,55 @@ static NV_STATUS vgpu_status_of(long ret, NV_STATUS st)
  */
 NV_STATUS vgpu_rm_alloc_path(struct vgpu_file *vf, NVOS64_PARAMETERS *p)
 {
-	struct vgpu_slice *s = vf->slice;
-	NV_MEMORY_ALLOCATION_PARAMS *mp;
-	void __user *uparams = u64_to_user_ptr(p->pAllocParms);
-	struct vgpu_obj *parent;
-	struct vgpu_client *c;
-	enum vgpu_obj_type type;
-	u64 reserved = 0;
-	bool fb = false, chan = false;
-	u32 gpu = 0, psize;
-	NvHandle huserd = 0, deps[VGPU_DEPS_MAX] = {}, pins[VGPU_PINS_MAX] = {};
-	void *kparams;
+	struct vgpu_alloc_req a = {
+		.vf = vf, .s = vf->slice, .p = p,
+		.uparams = u64_to_user_ptr(p->pAllocParms),
+	};
 	NV_STATUS st;
 
-	if (!vgpu_class_find(p->hClass, &type, &psize))
-		return NV_ERR_INSUFFICIENT_PERMISSIONS;
-	if (p->flags & NVOS64_FLAGS_FINN_SERIALIZED)
-		return NV_ERR_NOT_SUPPORTED;
-
-	/*
-	 * The release's size, into a zeroed buffer at least as large as the
-	 * 595.45.04 struct the typed paths read (nvrel.h: the members they use
-	 * lie within every release's size).
-	 */
-	kparams = kzalloc(max_t(u32, psize, sizeof(NV_CHANNEL_ALLOC_PARAMS)),
-			  GFP_KERNEL_ACCOUNT);
-	if (!kparams)
-		return NV_ERR_NO_MEMORY;
-	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV_MEMORY_ALLOCATION_PARAMS));
-	BUILD_BUG_ON(sizeof(NV_CHANNEL_ALLOC_PARAMS) < sizeof(NV0080_ALLOC_PARAMETERS));
-	if (psize && p->pAllocParms &&
-	    copy_from_user(kparams, uparams, psize)) {
-		kfree(kparams);
-		return NV_ERR_INVALID_ARGUMENT;
+	st = vgpu_alloc_admit(&a);
+	if (st != NV_OK)
+		return st;
+	st = vgpu_alloc_copy_in(&a);
+	if (st != NV_OK)
+		goto out_free;
+	a.c = vgpu_client_lock_live(vf, p->hRoot);
+	if (!a.c) {
+		st = NV_ERR_INVALID_CLIENT;
+		goto out_free;
 	}
-
-	c = vgpu_client_lock_live(vf, p->hRoot);
-	if (!c) {
-		kfree(kparams);
-		return NV_ERR_INVALID_CLIENT;
-	}
-	parent = vgpu_obj_find(p->hRoot, p->hObjectParent);
-	/* A parent the driver invalidated has nothing to hold a child. */
-	if (!parent || parent->lost) {
-		st = NV_ERR_INVALID_OBJECT_PARENT;
-		goto out;
-	}
-
-	gpu = parent->gpu;
-	switch (type) {
-	case VGPU_OBJ_DEVICE: {
-		NV0080_ALLOC_PARAMETERS *dp = (void *)kparams;
-		u32 idx = dp->deviceId;
-
-		if (parent->type != VGPU_OBJ_CLIENT) {
-			st = NV_ERR_INVALID_OBJECT_PARENT;
-			goto out;
-		}
-		/* The container numbers its GPUs from 0; others do not exist. */
-		if (idx >= s->nr_gpus) {
-			st = NV_ERR_INVALID_CLASS;
-			goto out;
-		}
-		/*
-		 * hClientShare picks the VA space the device joins
-		 * (device_share.c, deviceInitClientShare): 0 is the GPU's
-		 * global one, shared with every other client that asks for
-		 * it (other slices included); another client's handle is
-		 * that client's, found by handle alone.  A container's device
-		 * always gets a VA space of its own client: 0 becomes the
-		 * client itself ("a new share"), any other client is refused.
-		 * hTargetClient/hTargetDevice (a device standing for another
-		 * client's) and the vGPU host's flags are not for containers.
-		 */
-		if (!dp->hClientShare)
-			dp->hClientShare = p->hRoot;
-		if (dp->hClientShare != p->hRoot || dp->hTargetClient ||
-		    dp->hTargetDevice ||
-		    (dp->flags & (NV_DEVICE_ALLOCATION_FLAGS_HOST_VGPU_DEVICE |
-				  NV_DEVICE_ALLOCATION_FLAGS_PLUGIN_CONTEXT))) {
-			st = NV_ERR_INSUFFICIENT_PERMISSIONS;
-			goto out;
-		}
-		/* The driver's device instance of that GPU (vgpu_rm_device_instance). */
-		dp->deviceId = s->gpus[idx].dev_inst;
-		gpu = idx;
-		break;
-	}
-	case VGPU_OBJ_SUBDEVICE:
-		if (parent->type != VGPU_OBJ_DEVICE) {
-			st = NV_ERR_INVALID_OBJECT_PARENT;
-			goto out;
-		}
-		break;
-	case VGPU_OBJ_MEMORY:
-		if (!vgpu_gpu_parent(parent)) {
-			st = NV_ERR_INVALID_OBJECT_PARENT;
-			goto out;
-		}
-		/* Its 24-byte parameters have no flags to clear. */
-		if (p->hClass == NV01_MEMORY_VIRTUAL)
-			break;
-		mp = (void *)kparams;
-		if (!p->pAllocParms) {
-			st = NV_ERR_INVALID_ARGUMENT;
-			goto out;
-		}
-		/* Only kernel callers may set internal flags. */
-		mp->internalflags = 0;
-		if (p->hClass == NV01_MEMORY_LOCAL_USER) {
-			fb = true;
-			reserved = vgpu_rm_rounded(mp->size, mp->attr, mp->attr2);
-			if (!vgpu_reserve(s, parent->gpu, reserved)) {
-				vgpu_refused(s, parent->gpu, reserved);
-				st = NV_ERR_NO_MEMORY;
-				goto out;
-			}
-		}
-		break;
-	default:
-		if (vgpu_is_event(p->hClass)) {
-			/* Any parent, the client included (RS_ANY_PARENT). */
-			st = p->pAllocParms ? vgpu_event_check(vf, p->hRoot, kparams) :
-					      NV_ERR_INVALID_ARGUMENT;
-			if (st != NV_OK)
-				goto out;
-			break;
-		}
-		/*
-		 * NV_CONFIDENTIAL_COMPUTE is the one forwarded class whose
-		 * parent is the client (resource_list.h: RmClientResource,
-		 * RS_FLAGS_ALLOC_NON_PRIVILEGED): CUDA 535's cuInit makes one
-		 * and asks it SYSTEM_GET_CAPABILITIES, the machine's CC state
-		 * (the policy decides each of its controls).  Any other class
-		 * a client parents is not for a slice.
-		 */
-		if (p->hClass == NV50_P2P) {
-			/*
-			 * Its parent is the client (resource_list.h): another
-			 * is the driver's to refuse, after this check.
-			 */
-			st = !p->pAllocParms ? NV_ERR_INVALID_ARGUMENT :
-			     vgpu_p2p_check(p->hRoot, kparams, &gpu);
-			if (st != NV_OK)
-				goto out;
-			break;
-		}
-		if (parent->type == VGPU_OBJ_CLIENT && p->hClass != VGPU_CONF_COMPUTE) {
-			st = NV_ERR_INVALID_OBJECT_PARENT;
-			goto out;
-		}
-		/* Zeroed parameters when none were given: the driver's to refuse. */
-		if (p->hClass == GT200_DEBUGGER) {
-			st = vgpu_debugger_check(p->hRoot, kparams);
-			if (st != NV_OK)
-				goto out;
-		}
-		break;
-	}
-
-	chan = type == VGPU_OBJ_CHANNEL;
-	if (chan)
-		huserd = *(NvHandle *)((u8 *)kparams + VGPU_CHANNEL_HUSERD_OFF);
-	/* What the driver will make the object depend on, read before the call. */
-	vgpu_dep_handles(type, p->hClass, kparams, deps);
-	vgpu_pin_handles(type, kparams, pins);
-	if (chan && !vgpu_chan_reserve(s, gpu)) {
-		pr_info_ratelimited("slice %u: channel refused: %u on GPU %u is the cap\n",
-				    s->id, READ_ONCE(s->max_channels), gpu);
-		chan = false;           /* nothing reserved */
-		st = NV_ERR_INSUFFICIENT_RESOURCES;
-		goto undo;
-	}
+	st = vgpu_alloc_parent(&a);
+	if (st != NV_OK)
+		goto out_unlock;
+	st = vgpu_alloc_check(&a);
+	if (st != NV_OK)
+		goto out_unlock;
+	vgpu_alloc_read_refs(&a);
+	st = vgpu_alloc_reserve(&a);
+	if (st != NV_OK)
+		goto out_unlock;
 	st = vgpu_handle_for(p->hRoot, &p->hObjectNew);
 	if (st != NV_OK)
 		goto undo;
-	/* Device and subdevice always get (zeroed) parameters: the defaults. */
-	{
-		struct vgpu_buf b = {
-			.kbuf = kparams, .size = psize,
-			.ptr_off = offsetof(NVOS64_PARAMETERS, pAllocParms),
-		};
-		bool with = psize &&
-			    (uparams || type == VGPU_OBJ_DEVICE ||
-			     type == VGPU_OBJ_SUBDEVICE);
-		long ret;
-
-		NVOS64_PARAMETERS q = *p;
-
-		/* Decisions use p; q goes to the driver and comes back forgeable. */
-		q.pAllocParms = 0;
-		q.pRightsRequested = 0;
-		q.status = NV_ERR_GENERIC;
-		ret = vgpu_call_nv(vf, vf->real, NV_ESC_RM_ALLOC, &q, sizeof(q),
-				   with ? &b : NULL, with ? 1 : 0);
-		st = vgpu_created_anyway(vf, p->hRoot, p->hObjectParent,
-					 p->hObjectNew,
-					 vgpu_status_of(ret, q.status));
-	}
+	st = vgpu_alloc_call(&a);
 	if (st != NV_OK)
 		goto undo;
-	if (fb) {
-		st = vgpu_commit(c, parent, p->hObjectNew, p->hClass, reserved);
-	} else {
-		st = vgpu_track(c, parent, p->hObjectNew, p->hClass, type, gpu);
-		if (st == NV_OK)
-			st = vgpu_obj_depend_on(c, p->hObjectParent,
-						p->hObjectNew, deps);
-		if (st == NV_OK)
-			st = vgpu_obj_pin_on(c, p->hObjectParent,
-					     p->hObjectNew, pins);
-		if (st == NV_OK && type == VGPU_OBJ_CHANNEL)
-			vgpu_chan_hold_userd(p->hRoot, p->hObjectNew, huserd);
-	}
+	st = vgpu_alloc_record(&a);
 	/* The channel, if tracked, counts itself now. */
-	if (chan)
-		atomic_dec(&s->gpus[gpu].chans_held);
-	/* The caller sees its own numbering back. */
-	if (type == VGPU_OBJ_DEVICE)
-		((NV0080_ALLOC_PARAMETERS *)kparams)->deviceId = gpu;
-	if (st == NV_OK && psize && uparams &&
-	    copy_to_user(uparams, kparams, psize)) {
-		/* As the driver: parameters that cannot be written back undo. */
-		struct vgpu_obj *o = vgpu_obj_find(p->hRoot, p->hObjectNew);
-
-		if (o)
-			vgpu_obj_unmap_closure(o);
-		vgpu_rm_free(p->hRoot, p->hObjectParent, p->hObjectNew);
-		if (o)
-			vgpu_obj_remove(o);
-		st = NV_ERR_INVALID_ARGUMENT;
-	}
-	goto out;
+	vgpu_alloc_chan_return(&a);
+	if (st == NV_OK)
+		st = vgpu_alloc_copy_out(&a);
+	goto out_unlock;
 undo:
 	/* Nothing was made: the reservations go back. */
-	if (fb)
-		vgpu_unreserve(s, parent->gpu, reserved);
-	if (chan)
-		atomic_dec(&s->gpus[gpu].chans_held);
-out:
-	mutex_unlock(&c->lock);
-	vgpu_client_put(c);
-	kfree(kparams);
+	if (a.fb)
+		vgpu_unreserve(a.s, a.parent->gpu, a.reserved);
+	vgpu_alloc_chan_return(&a);
+out_unlock:
+	mutex_unlock(&a.c->lock);
+	vgpu_client_put(a.c);
+out_free:
+	kfree(a.kparams);
 	return st;
 }
 
