@@ -43,14 +43,11 @@ import re
 import sys
 import tomllib
 
+from vgpu.cli.rtdefaults import DEFAULT_CONFIG, DEFAULT_HANDLER, DEFAULT_RUNTIME_PATH, DROP_IN_NAME
 from vgpu.common import request
 from vgpu.common.files import atomic_write
 from vgpu.common.values import BadValue
 
-DEFAULT_CONFIG = "/etc/containerd/config.toml"
-DEFAULT_RUNTIME_PATH = "/usr/local/bin/vgpu-runtime"
-DEFAULT_HANDLER = "vgpu"
-DROP_IN_NAME = "conf.d/vgpu.toml"
 RESTART = "restart containerd to load it: systemctl restart containerd"
 
 #: the pod-level request, key by key: a pod cannot forge the container-scope keys
