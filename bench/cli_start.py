@@ -3,7 +3,12 @@ start to its exit, beside the bare interpreter start of the same
 interpreter, interleaved so that drift of the machine hits all alike.  On the
 host, no VM, no vgpu.ko:
 
-    .venv/bin/python bench/cli_start.py [--runs 200]
+    .venv/bin/python bench/cli_start.py [--runs 200] [--package DIR] [--compare DIR]
+
+(--package: the directory whose vgpu package is measured, default this
+checkout; --compare: another one, e.g. an older commit's, whose --help and
+list run in the same loop, so that a loaded machine hits both alike:
+`git archive ee7b375 vgpu | tar -x -C /tmp/base`, then --compare /tmp/base.)
 
 `list` talks to tools/testbed/fake_vgpud.py (the CLI's test fake, on a socket
 under a temporary directory, with three slices), so it is the CLI's own
@@ -69,16 +74,22 @@ def vgpuctl_script() -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--package", default=REPO,
+                    help="the directory holding the vgpu package to measure (default: this "
+                         "checkout)")
+    ap.add_argument("--compare", metavar="DIR",
+                    help="also run --help and list of the vgpu package in DIR, interleaved")
     a = ap.parse_args()
+    pkg = os.path.abspath(a.package)
 
     tmp = tempfile.mkdtemp(prefix="vgpuctl-start-")
     sock = os.path.join(tmp, "vgpud.sock")
-    env = dict(os.environ, PYTHONPATH=REPO, VGPU_SOCKET=sock)
+    env = dict(os.environ, PYTHONPATH=pkg, VGPU_SOCKET=sock)
     env_none = dict(env, VGPU_SOCKET=os.path.join(tmp, "none.sock"))
     py = sys.executable
     ctl = vgpuctl_script()
     # the same main() without site: sys.path gets this checkout by hand
-    nosite = [py, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {REPO!r}); "
+    nosite = [py, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {pkg!r}); "
               "from vgpu.cli.ctl import main; sys.exit(main())"]
     series = [  # (group, label, command, env, exit status)
         ("venv", "python -I -c pass", [py, "-I", "-c", "pass"], env, 0),
@@ -86,6 +97,14 @@ def main() -> int:
         ("venv", "vgpuctl --help", [*ctl, "--help"], env, 0),
         ("venv", "vgpuctl list", [*ctl, "list"], env, 0),
         ("venv", "list, no vgpud", [*ctl, "list"], env_none, 3),
+    ]
+    if a.compare:
+        other = dict(env, PYTHONPATH=os.path.abspath(a.compare))
+        series += [
+            ("venv", "--help, --compare", [*ctl, "--help"], other, 0),
+            ("venv", "list, --compare", [*ctl, "list"], other, 0),
+        ]
+    series += [
         ("no site", "python -I -S -c pass", [py, "-I", "-S", "-c", "pass"], env, 0),
         ("no site", "vgpuctl --help", [*nosite, "--help"], env, 0),
         ("no site", "vgpuctl list", [*nosite, "list"], env, 0),
@@ -102,7 +121,8 @@ def main() -> int:
                 times[k].append(timed(cmd, e, rc))
     os.rmdir(tmp)
 
-    print(f"runs: {a.runs}   vgpuctl: {' '.join(ctl)}   python: {py}   package: {REPO}")
+    print(f"runs: {a.runs}   vgpuctl: {' '.join(ctl)}   python: {py}\npackage: {pkg}"
+          + (f"   --compare: {os.path.abspath(a.compare)}" if a.compare else ""))
     print(f"{'':<30}{'median ms':>10}{'p90 ms':>10}{'min ms':>10}{'+ms med':>10}")
     med = {}
     base = {"venv": None, "no site": None}
