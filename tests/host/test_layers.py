@@ -1,7 +1,9 @@
 """The package's layers (README.md, "Layout"): vgpu.cli, vgpu.abi and vgpu.common.values
 import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
-every module's imports are at its top, where a reader sees them."""
+every module's imports are at its top, where a reader sees them; the one
+module imported by name at run time is through vgpuctl's command table
+(LATE_IMPORTERS)."""
 import ast
 import fnmatch
 import json
