@@ -27,6 +27,10 @@ Two groups of rows:
   against `python -I -S -c pass`: every module vgpuctl needs beyond the
   interpreter's own is paid for, as on a node whose site imports none.
 
+Beside the wall-clock medians, the median CPU time (user + system) of each
+process: on a machine other work keeps busy, the wall-clock figures grow
+with the wait for a CPU, the CPU times much less.
+
 Target (issue 34): `vgpuctl --help` and `vgpuctl list` within 20 ms of the
 bare `python -I -c pass` (median).
 """
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,14 +54,21 @@ from tools.testbed.fake_vgpud import FakeVgpud, make_slice  # noqa: E402
 TARGET_MS = 20.0
 
 
-def timed(cmd: list[str], env: dict, expect: int) -> float:
+def cpu_children() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed(cmd: list[str], env: dict, expect: int) -> tuple[float, float]:
+    """-> (wall seconds, CPU seconds of the process, user + system)."""
+    c = cpu_children()
     t = time.perf_counter()
     r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     dt = time.perf_counter() - t
     if r.returncode != expect:
         sys.exit(f"cli_start: {' '.join(cmd)} exited {r.returncode}, not {expect}: "
                  f"{r.stderr.decode().strip()}")
-    return dt
+    return dt, cpu_children() - c
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -110,6 +122,7 @@ def main() -> int:
         ("no site", "vgpuctl list", [*nosite, "list"], env, 0),
     ]
     times: list[list[float]] = [[] for _ in series]
+    cpus: list[list[float]] = [[] for _ in series]
     with FakeVgpud(sock) as fake:
         for i, name in enumerate(("train-a", "infer-b", "notebook-c")):
             fake.slices[name] = make_slice(name, i + 1, {"gpus": [i % 2], "pid": 100 + i})
@@ -118,21 +131,25 @@ def main() -> int:
                 timed(cmd, e, rc)
         for _ in range(a.runs):
             for k, (_g, _l, cmd, e, rc) in enumerate(series):
-                times[k].append(timed(cmd, e, rc))
+                wall, cpu = timed(cmd, e, rc)
+                times[k].append(wall)
+                cpus[k].append(cpu)
     os.rmdir(tmp)
 
     print(f"runs: {a.runs}   vgpuctl: {' '.join(ctl)}   python: {py}\npackage: {pkg}"
           + (f"   --compare: {os.path.abspath(a.compare)}" if a.compare else ""))
-    print(f"{'':<30}{'median ms':>10}{'p90 ms':>10}{'min ms':>10}{'+ms med':>10}")
+    print(f"{'':<30}{'median ms':>10}{'p90 ms':>10}{'min ms':>10}{'+ms med':>10}"
+          f"{'cpu ms':>10}{'+cpu ms':>10}")
     med = {}
     base = {"venv": None, "no site": None}
-    for (group, label, _c, _e, _rc), xs in zip(series, times):
-        m = statistics.median(xs) * 1e3
+    cbase = {"venv": None, "no site": None}
+    for (group, label, _c, _e, _rc), xs, cs in zip(series, times, cpus):
+        m, c = statistics.median(xs) * 1e3, statistics.median(cs) * 1e3
         med[(group, label)] = m
         if base[group] is None:
-            base[group] = m
+            base[group], cbase[group] = m, c
         print(f"{group + ': ' + label:<30}{m:>10.2f}{pct(xs, 90) * 1e3:>10.2f}"
-              f"{min(xs) * 1e3:>10.2f}{m - base[group]:>+10.2f}")
+              f"{min(xs) * 1e3:>10.2f}{m - base[group]:>+10.2f}{c:>10.2f}{c - cbase[group]:>+10.2f}")
     for label in ("vgpuctl --help", "vgpuctl list"):
         added = med[("venv", label)] - base["venv"]
         print(f"{label} adds {added:.2f} ms (median) to `python -I -c pass`; "
