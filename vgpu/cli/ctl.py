@@ -10,7 +10,7 @@ table names by "module:name" reference and vgpuctl imports only when that
 command runs (vgpu.cli.ctlargv.resolve): ``audit`` (vgpu.cli.ctlaudit),
 ``trace`` (vgpu.cli.ctltrace), ``history``, ``report`` and ``forecast``
 (vgpu.cli.ctlhist), ``runtime`` (vgpu.cli.ctlruntime).  So --help and the
-everyday commands, here, start without them (bench/cli_start.py).
+commands defined here start without them (bench/cli_start.py).
 
 Every value is checked by vgpu.common.values, the parsers the daemon's API and
 config file use too, before anything is sent; a bad one is a usage error
