@@ -451,6 +451,42 @@ def test_help_imports_little():
     assert "'socket'" not in r.stdout and "'argparse'" not in r.stdout, r.stdout
 
 
+#: what only some commands need (the modules their table entries name by
+#: reference, and what those import): --help and list load none of it
+HEAVY = ("vgpu.abi.trace", "vgpu.abi.allowlist", "vgpu.abi.nvabi", "vgpu.abi.nvnames",
+         "vgpu.cli.tracefile", "vgpu.cli.histview", "vgpu.cli.report", "vgpu.cli.rtconfig",
+         "vgpu.cli.ctlaudit", "vgpu.cli.ctltrace", "vgpu.cli.ctlhist", "vgpu.cli.ctlruntime",
+         "dataclasses", "inspect", "ctypes", "typing", "tomllib", "difflib", "gzip", "shutil")
+
+
+def loaded_by(fake, *argv: str) -> list[str]:
+    """The modules `vgpuctl ARGV` loads beyond the interpreter's start, in a
+    fresh interpreter (this checkout's package) against the fake."""
+    code = ("import sys, io; before = set(sys.modules); sys.stdout = io.StringIO(); "
+            f"from vgpu.cli import ctl; rc = ctl.main({list(argv)!r}); "
+            "new = sorted(set(sys.modules) - before); sys.stdout = sys.__stdout__; "
+            "import json; print(json.dumps([rc, new]))")
+    r = subprocess.run([sys.executable, "-E", "-s", "-c", code], cwd=REPO, capture_output=True,
+                       text=True, env=dict(os.environ, VGPU_SOCKET=fake.path))
+    assert r.returncode == 0, r.stderr
+    rc, mods = json.loads(r.stdout)
+    assert rc == 0, r.stderr
+    return mods
+
+
+def test_help_and_list_load_only_what_they_need(fake):
+    """issue 34: vgpuctl --help and list start within 20 ms of a bare
+    interpreter (bench/cli_start.py): the commands with heavy imports are
+    imported only when they run (vgpu.cli.ctlargv.resolve)."""
+    with_slice(fake)
+    for argv in (["--help"], ["list"], ["status"], ["show", "c1"], ["help", "trace"]):
+        loaded = loaded_by(fake, *argv)
+        assert "vgpu.cli.ctl" in loaded
+        assert not [m for m in HEAVY if m in loaded], (argv, [m for m in HEAVY if m in loaded])
+    # and a command that needs them gets them
+    assert "vgpu.cli.ctlhist" in loaded_by(fake, "history", "--json")
+
+
 # ------------------------------------------------------------ audit
 def test_audit_table_sorted_with_summary(fake, capsys):
     with_slice(fake)

@@ -1,7 +1,9 @@
 """The package's layers (README.md, "Layout"): vgpu.cli, vgpu.abi and vgpu.common.values
 import the standard library only, so vgpuctl and the OCI hook start without
 the daemon's dependencies, and nothing outside vgpu.daemon imports it.  And
-every module's imports are at its top, where a reader sees them."""
+every module's imports are at its top, where a reader sees them; the one
+module imported by name at run time is through vgpuctl's command table
+(LATE_IMPORTERS)."""
 import ast
 import fnmatch
 import json
@@ -14,6 +16,7 @@ import tomllib
 import pytest
 
 import vgpu
+from vgpu.cli import ctl, ctlargv
 
 PKG = pathlib.Path(vgpu.__file__).parent
 
@@ -164,6 +167,69 @@ def test_every_import_is_at_module_level():
         tree = ast.parse(path.read_text(encoding="utf-8"), rel)
         bad += [f"{rel}:{n.lineno}: {ast.unparse(n)}" for n in imports_below_module_level(tree)]
     assert not bad, "imports below module level:\n" + "\n".join(bad)
+
+
+#: the functions allowed to import a module by name at run time
+#: (importlib.import_module, __import__), each with its reason: one
+LATE_IMPORTERS = {
+    "vgpu/cli/ctlargv.py:resolve": "vgpuctl's command table names the commands with heavy "
+                                   "imports (trace, audit, history, runtime) as 'module:name', "
+                                   "imported when that command runs, so that --help and list "
+                                   "start fast (issue 34, bench/cli_start.py)",
+}
+
+
+def late_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, enclosing function) of each call that imports a module by name:
+    importlib.import_module(...), import_module(...), __import__(...)."""
+    out = []
+
+    def walk(node, fn):
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+            if isinstance(child, ast.Call):
+                f = child.func
+                callee = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if callee in ("import_module", "__import__"):
+                    out.append((child.lineno, fn or "<module>"))
+            walk(child, name)
+    walk(tree, None)
+    return out
+
+
+def test_late_imports_are_found():
+    tree = ast.parse("import importlib\nx = __import__('os')\n"
+                     "def f(m):\n    return importlib.import_module(m)\n")
+    assert late_imports(tree) == [(2, "<module>"), (4, "f")]
+
+
+def test_modules_are_imported_by_name_only_where_allowed():
+    """No module is imported by a name computed at run time, but by vgpuctl's
+    one documented mechanism (vgpu.cli.ctlargv.resolve)."""
+    found = set()
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).as_posix()
+        for line, fn in late_imports(ast.parse(path.read_text(encoding="utf-8"), rel)):
+            if f"{rel}:{fn}" in LATE_IMPORTERS:
+                found.add(f"{rel}:{fn}")
+            else:
+                bad.append(f"{rel}:{line}: in {fn}")
+    assert not bad, "modules imported by name at run time:\n" + "\n".join(bad)
+    assert found == set(LATE_IMPORTERS), "listed but gone: drop it from LATE_IMPORTERS"
+
+
+def test_vgpuctls_references_resolve_to_its_own_modules():
+    """Every "module:name" of vgpuctl's table names a function of a vgpu.cli
+    module, so a typo fails here and not on a node."""
+    refs = [c.run for c in ctl.COMMANDS]
+    refs += [o.conv for c in ctl.COMMANDS for o in c.opts] + [o.conv for o in ctlargv.GLOBAL_OPTS]
+    refs += list(ctlargv.ARG_CONV.values())
+    names = [r for r in refs if isinstance(r, str)]
+    assert names, "no reference left: drop resolve and LATE_IMPORTERS"
+    for r in names:
+        assert re.fullmatch(r"vgpu\.cli\.\w+:\w+", r), r
+        assert callable(ctlargv.resolve(r)), r
 
 
 def test_every_data_file_of_the_package_is_installed():

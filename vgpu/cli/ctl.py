@@ -5,6 +5,13 @@ options (with the converter that validates each value locally, before
 anything is sent), its one-line summary and its function.  The parser and
 the usage texts are generated from it, as in ``wg``.
 
+The commands with heavy imports live in modules of their own, which the
+table names by "module:name" reference and vgpuctl imports only when that
+command runs (vgpu.cli.ctlargv.resolve): ``audit`` (vgpu.cli.ctlaudit),
+``trace`` (vgpu.cli.ctltrace), ``history``, ``report`` and ``forecast``
+(vgpu.cli.ctlhist), ``runtime`` (vgpu.cli.ctlruntime).  So --help and the
+commands defined here start without them (bench/cli_start.py).
+
 Every value is checked by vgpu.common.values, the parsers the daemon's API and
 config file use too, before anything is sent; a bad one is a usage error
 quoting it.  Standard library only (and vgpu.common.values, vgpu.abi, vgpu.cli).
@@ -14,23 +21,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import time
 
 from vgpu import __version__
-from vgpu.abi import allowlist
-from vgpu.abi import trace
-from vgpu.cli import histview, report, rtconfig
+from vgpu.cli import rtdefaults
 from vgpu.cli.cdi import CDI_HOOK, cdi_spec
 from vgpu.cli.ctlargv import (ARG_CONV, ARG_KEYS, ARG_LABELS, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK,
                               EXIT_PERMISSION, EXIT_TEXT, EXIT_UNAVAILABLE, EXIT_USAGE, GLOBAL_OPTS,
                               HISTORY_OPTS, O_GPU, PROG, QUOTA_OPTS, Cmd, Opt, UsageError, c_count,
-                              c_duration, c_gpus, c_hours, c_label, c_nonempty, c_pid, invalid)
-from vgpu.cli.ctlrender import (as_int, count_text, emit_json, err, fmt_event, fmt_time,
-                                fmt_uptime, gpu_row, pct_text, plural, print_audit, print_slice,
-                                print_table, run_top, size_text, slice_row)
-from vgpu.cli.tracefile import SeqGaps, StopSignals, copy_records, emit_line, open_output
+                              c_duration, c_gpus, c_hours, c_label, c_nonempty, c_pid, invalid,
+                              resolve)
+from vgpu.cli.ctlrender import (count_text, emit_json, err, fmt_event, fmt_uptime, gpu_row,
+                                pct_text, print_slice, print_table, run_top, slice_row)
 from vgpu.common import apiclient as ac
 from vgpu.common.files import atomic_write
 from vgpu.common.request import LABELS as K8S_LABELS
@@ -106,55 +108,6 @@ def cmd_delete(client, o):
         return emit_json(res)
     print(f"deleted {o['container']}")
     return EXIT_OK
-
-
-def cmd_audit(client, o):
-    res = client.request("audit", container=o["container"])
-    if o["json"]:
-        emit_json(res)
-    else:
-        print_audit(res)
-    path = o.get("allow_list")
-    if path is None:
-        return EXIT_OK
-    items, skipped = audit_allow_items(res.get("entries") or [])
-    try:
-        n = allowlist.write(path, items)
-    except OSError as e:
-        err(f"audit: cannot write {path}: {e.strerror or e}")
-        return EXIT_ERROR
-    # stdout stays the JSON document with --json
-    out = sys.stderr if o["json"] else sys.stdout
-    note = f" ({skipped} of an unknown kind left out)" if skipped else ""
-    out.write(f"wrote {n} item{'' if n == 1 else 's'} the policy refused or vgpu.ko does not "
-              f"implement to {path}{note}\n")
-    return EXIT_OK
-
-
-#: the verdicts whose items an allow-list is for
-ALLOW_VERDICTS = ("refuse", "not-implemented")
-
-
-def audit_allow_items(entries: list) -> tuple[list, int]:
-    """The items of an audit record's entries that an allow-list would
-    forward: the policy refuses them or vgpu.ko does not implement them,
-    and the slice called them (refused, or let through by audit mode or
-    its allow-list).  -> (allowlist.AllowItem list, entries of a kind this
-    vgpuctl does not know)."""
-    items, skipped = [], 0
-    for e in entries:
-        if not isinstance(e, dict) or e.get("verdict") not in ALLOW_VERDICTS:
-            continue
-        if not (as_int(e.get("refused")) > 0 or as_int(e.get("let_through")) > 0):
-            continue
-        kind, number = e.get("kind"), e.get("number")
-        if kind not in allowlist.KINDS or isinstance(number, bool) or \
-                not isinstance(number, int) or not 0 <= number <= 0xFFFFFFFF:
-            skipped += 1
-            continue
-        name = e.get("name") if isinstance(e.get("name"), str) else ""
-        items.append(allowlist.AllowItem.of(kind, number, name))
-    return items, skipped
 
 
 def cmd_set_audit(client, o):
@@ -280,53 +233,6 @@ def cmd_top(client, o):
     return run_top(client, o, sys.stdout)
 
 
-def cmd_trace(client, o):
-    """Record a slice's calls (docs/trace.md) to --output: the header, each
-    record as it comes (flushed: a crash loses nothing written), and on any
-    stop a trailer with the counts; then one summary line on stderr."""
-    path = o["output"]
-    if path != "-" and not o.get("force") and os.path.lexists(path):
-        err(f"trace: {quote(path)} exists (--force overwrites it)")
-        return EXIT_ERROR
-    header, records = client.trace(o["container"])
-    seqs = SeqGaps()
-    with records:
-        try:
-            out = open_output(path, bool(o.get("force")))
-        except OSError as e:
-            err(f"trace: cannot write {quote(path)}: {e.strerror or e}")
-            return EXIT_ERROR
-        try:
-            # A stop signal is taken only while waiting for vgpud, so that
-            # no line is half written before the trailer; not on stdout,
-            # whose reader may stop reading while Ctrl-C must still work
-            with StopSignals(guard=out is not sys.stdout) as sig:
-                emit_line(out, trace.dumps(header))
-                reason, failure = copy_records(records, out, seqs, o, sig)
-                records.close()                     # vgpud stops tracing now
-                emit_line(out, trace.dumps({"end": True, "records": seqs.records,
-                                    "lost": seqs.lost()}))
-                if out is not sys.stdout:
-                    out.close()
-        except BrokenPipeError:
-            raise                                   # main's: the reader went away
-        except OSError as e:
-            err(f"trace: writing {quote(path)}: {e.strerror or e}")
-            return EXIT_ERROR
-        finally:
-            if out is not sys.stdout and not out.closed:
-                try:
-                    out.close()
-                except OSError:
-                    pass
-    where = "stdout" if path == "-" else path
-    sys.stderr.write(f"trace of {o['container']}: {plural(seqs.records, 'record')}, "
-                     f"{seqs.lost()} lost -> {where}{f' ({reason})' if reason else ''}\n")
-    if failure is not None:
-        raise failure
-    return EXIT_OK
-
-
 def cmd_cdi(client, o):
     if o["generate"] != "generate":
         raise UsageError(f'cdi: unknown action {quote(o["generate"])} (only "generate")')
@@ -346,142 +252,6 @@ def cmd_cdi(client, o):
         err(f"cdi generate: cannot write {out}: {e.strerror or e}")
         return EXIT_ERROR
     return EXIT_OK
-
-
-def cmd_runtime(client, o):
-    if o["configure"] != "configure":
-        raise UsageError(f'runtime: unknown action {quote(o["configure"])} (only "configure")')
-    try:
-        return rtconfig.run(o)
-    except rtconfig.Refused as e:
-        err(f"runtime configure: {e}")
-        return EXIT_ERROR
-
-
-def history_doc(client, o, columns: int = 120) -> dict:
-    """The ``history`` op's document for the selectors and range of o
-    (--since default -24h, --until now; --step default: a round step for
-    ``columns`` columns)."""
-    now = time.time()
-    since_text, since = o.get("since", (None, now - 86400.0))
-    until_text, until = o.get("until", (None, now))
-    try:
-        histview.check_range(since, until, since_text, until_text)
-    except BadValue as e:
-        label = "--until" if until_text is not None else "--since"
-        raise invalid(label, e.value, e) from None
-    step = o.get("step") or histview.auto_step(since, until, columns)
-    args = {"since": since, "until": until, "step": step}
-    for k, key in (("container", "container"), ("labels", "label"), ("gpu", "gpu")):
-        if k in o:
-            args[key] = o[k]
-    return client.request("history", **args)
-
-
-def cmd_history(client, o):
-    if o.get("csv") and o["json"]:
-        raise UsageError("history: give --json or --csv, not both")
-    tty = sys.stdout.isatty()
-    width = _term_width() if tty else 100
-    doc = history_doc(client, o, max(40, width - 40))
-    if o["json"]:
-        return emit_json(doc)
-    if o.get("csv"):
-        sys.stdout.write(histview.render_csv(doc))
-        return EXIT_OK
-    if not doc.get("series"):
-        print(f"no history between {fmt_time(doc.get('since'))} and "
-              f"{fmt_time(doc.get('until'))} for this selection")
-        return EXIT_OK
-    sys.stdout.write(histview.render_terminal(doc, width, color=tty and
-                                              not os.environ.get("NO_COLOR")))
-    return EXIT_OK
-
-
-def _term_width() -> int:
-    return shutil.get_terminal_size((100, 24)).columns
-
-
-def cmd_report(client, o):
-    doc = history_doc(client, o, 480)
-    page = report.render_html(doc, generated=time.time())
-    path = o["html"]
-    if path == "-":
-        sys.stdout.write(page)
-        return EXIT_OK
-    try:
-        atomic_write(path, page)
-    except OSError as e:
-        err(f"report: cannot write {path}: {e.strerror or e}")
-        return EXIT_ERROR
-    if o["json"]:
-        return emit_json({"path": path, "series": len(doc.get("series") or []),
-                          "bytes": len(page.encode())})
-    print(f"wrote {path} ({len(doc.get('series') or [])} series)")
-    return EXIT_OK
-
-
-def cmd_forecast(client, o):
-    if o.get("reset") and o.get("resume"):
-        raise UsageError("forecast: give --reset or --resume, not both")
-    args = {"label": o["label"]}
-    if o.get("reset") or o.get("resume"):
-        if "hours" in o:
-            raise UsageError("forecast: --hours has no use with --reset or --resume")
-        args["reset" if o.get("reset") else "resume"] = True
-        res = client.request("forecast", **args)
-        if o["json"]:
-            return emit_json(res)
-        if o.get("reset"):
-            done = res.get("restored") or []
-            print(f"{o['label']}: configured values restored"
-                  f"{' for ' + ', '.join(map(str, done)) if done else ' (nothing was adjusted)'}"
-                  f"; no new adjustment until --resume or a restart of vgpud")
-        else:
-            print(f"{o['label']}: forecast adjustments resumed")
-        return EXIT_OK
-    if "hours" in o:
-        args["hours"] = o["hours"]
-    res = client.request("forecast", **args)
-    if o["json"]:
-        return emit_json(res)
-    print_forecast(res)
-    return EXIT_OK
-
-
-def print_forecast(res: dict) -> None:
-    h = res.get("history") or {}
-    n = h.get("samples") or 0
-    print(f"forecast for {res.get('label')}: {res.get('slices', 0)} slice(s) now; "
-          f"history: {n} point(s)"
-          + (f" from {fmt_time(h.get('first'))} to {fmt_time(h.get('last'))}" if n else ""))
-    rows = []
-    for p in res.get("points") or []:
-        m, g = p.get("memory") or {}, p.get("gpu") or {}
-        t = p.get("t")
-        rows.append([time.strftime("%a %H:%M", time.localtime(t))
-                     if isinstance(t, (int, float)) else "-",
-                     histview.fmt_bytes(m.get("p50")), histview.fmt_bytes(m.get("p95")),
-                     histview.fmt_share(g.get("p50")), histview.fmt_share(g.get("p95")),
-                     f"{g.get('confidence', 0):.2f}" if isinstance(g.get("confidence"),
-                                                                   (int, float)) else "-",
-                     str(g.get("source", "-"))])
-    if rows:
-        print()
-        print_table(["TIME", "MEM P50", "MEM P95", "GPU P50", "GPU P95", "CONF", "FROM"], rows)
-    rec = res.get("recommended") or {}
-    rm, rc = rec.get("memory") or {}, rec.get("compute") or {}
-    print()
-    print(f"recommended: memory {size_text(rm.get('bytes'))} for the label"
-          + (f" ({size_text(rm.get('per_slice'))} a slice)" if rm.get("per_slice") is not None else "")
-          + f", compute {pct_text(rc.get('percent'))} of a GPU"
-          + (f" ({pct_text(rc.get('per_slice'))} a slice)" if rc.get("per_slice") is not None else "")
-          + (f"; confidence {rc.get('confidence'):.2f}"
-             if isinstance(rc.get("confidence"), (int, float)) else ""))
-    adj = res.get("adjustments") or []
-    if adj:
-        print("adjusted now: " + ", ".join(f"{a.get('container')} compute "
-                                           f"{pct_text(a.get('compute'))}" for a in adj))
 
 
 def cmd_help(client, o):
@@ -519,7 +289,7 @@ COMMANDS = (
             "not implement, as an allow-list for a profile's allow_list (kind, number, "
             "name; replaced atomically)", c_nonempty),
     ), "a slice's audit record: what it called, the policy's verdicts, the counts",
-        cmd_audit),
+        "vgpu.cli.ctlaudit:cmd_audit"),
     Cmd("set-audit", ("CONTAINER", "on|off"), (),
         "audit mode: forward and record what the policy refuses (trusted workloads only)",
         cmd_set_audit),
@@ -536,24 +306,24 @@ COMMANDS = (
         Opt("--seconds", "S", "stop after S seconds (e.g. 30, 500ms, 2m)", c_duration),
         Opt("--force", None, "overwrite FILE if it exists"),
     ), "record a slice's calls through vgpu.ko to a file until Ctrl-C, --count or "
-       "--seconds", cmd_trace),
+       "--seconds", "vgpu.cli.ctltrace:cmd_trace"),
     Cmd("history", (), (*HISTORY_OPTS,
         Opt("--csv", None, "CSV, one line per point (header first; times in UTC)"),
     ), "the slices' memory and GPU time over a time range (sparklines on a terminal; "
-       "--json, --csv)", cmd_history),
+       "--json, --csv)", "vgpu.cli.ctlhist:cmd_history"),
     Cmd("report", (), (
         Opt("--html", "FILE", "write the report here (one self-contained HTML page; - is "
             "stdout)", c_nonempty, required=True),
         *HISTORY_OPTS,
     ), "an HTML report of the history: configured vs used memory, target vs achieved "
-       "GPU time", cmd_report),
+       "GPU time", "vgpu.cli.ctlhist:cmd_report"),
     Cmd("forecast", ("LABEL",), (
         Opt("--hours", "N", "hours ahead (default 24, at most 168)", c_hours),
         Opt("--reset", None, "restore the configured values of the label's slices that "
             "forecasts adjusted, and hold it (until --resume or a restart of vgpud)"),
         Opt("--resume", None, "let forecasts adjust the label's slices again"),
     ), "a label's (KEY=VALUE) predicted memory and GPU time by hour, and the quotas that "
-       "would cover them", cmd_forecast),
+       "would cover them", "vgpu.cli.ctlhist:cmd_forecast"),
     Cmd("status", (), (), "vgpud's version, uptime and counts; whether vgpu.ko is loaded "
         "and the state file saved", cmd_status),
     Cmd("cdi", ("generate",), (
@@ -566,27 +336,30 @@ COMMANDS = (
     ), "cdi generate: write a CDI spec (kind vgpu.io/slice) with one device per slice",
         cmd_cdi),
     Cmd("runtime", ("configure",), (
-        Opt("--config", "PATH", f"containerd's config (default {rtconfig.DEFAULT_CONFIG}); "
+        Opt("--config", "PATH", f"containerd's config (default {rtdefaults.DEFAULT_CONFIG}); "
             "version 2 (containerd 1.x) is edited in place, version 3 (2.x) gets a drop-in",
-            rtconfig.parse_path),
+            "vgpu.cli.rtconfig:parse_path"),
         Opt("--runtime-path", "PATH", f"the vgpu-runtime binary the handler runs (default "
-            f"{rtconfig.DEFAULT_RUNTIME_PATH})", rtconfig.parse_abs_path),
+            f"{rtdefaults.DEFAULT_RUNTIME_PATH})", "vgpu.cli.rtconfig:parse_abs_path"),
         Opt("--handler", "NAME", f"the handler's name, a RuntimeClass's handler (default "
-            f"{rtconfig.DEFAULT_HANDLER})", rtconfig.parse_handler),
+            f"{rtdefaults.DEFAULT_HANDLER})", "vgpu.cli.rtconfig:parse_handler"),
         Opt("--set-default", None, "also make it containerd's default_runtime_name (every "
             "pod then runs through vgpu-runtime, which hands those asking for no slice to runc)"),
         Opt("--drop-in", "PATH", "version 3: the drop-in file (default "
-            f"CONFIGDIR/{rtconfig.DROP_IN_NAME}), added to imports", rtconfig.parse_path),
+            f"CONFIGDIR/{rtdefaults.DROP_IN_NAME}), added to imports",
+            "vgpu.cli.rtconfig:parse_path"),
         Opt("--in-place", None, "version 3: edit the main file instead of a drop-in"),
         Opt("--config-version", "2|3", "the version to write when there is no config (default "
-            "2: containerd 1.x reads it, 2.x migrates it)", rtconfig.parse_config_version),
+            "2: containerd 1.x reads it, 2.x migrates it)",
+            "vgpu.cli.rtconfig:parse_config_version"),
         Opt("--force", None, "replace a different handler of that name, or another default "
             "runtime (--set-default)"),
         Opt("--toolkit-config", "PATH", "NVIDIA Container Toolkit's config, checked when its "
-            f"handler is there (default {rtconfig.TOOLKIT_CONFIG})", rtconfig.parse_path),
+            f"handler is there (default {rtdefaults.TOOLKIT_CONFIG})",
+            "vgpu.cli.rtconfig:parse_path"),
         Opt("--dry-run", None, "print the diff of what would change; write nothing"),
     ), "runtime configure: add the vgpu runtime handler to containerd's config "
-       "(then restart containerd)", cmd_runtime),
+       "(then restart containerd)", "vgpu.cli.ctlruntime:cmd_runtime"),
     Cmd("help", ("[COMMAND]",), (), "this text, or a command's", cmd_help),
 )
 
@@ -676,7 +449,7 @@ def parse_args(argv: list[str]) -> tuple[Cmd | None, dict]:
             value = argv[i]
             i += 1
         try:
-            v = opt.conv(value) if opt.conv else value
+            v = resolve(opt.conv)(value) if opt.conv else value
         except BadValue as e:
             raise invalid(name, value, e) from None
         if opt.multi:
@@ -742,11 +515,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"{PROG} {__version__}\n")
         return EXIT_OK
     if cmd.name == "help":
-        return cmd.run(None, o)
+        return resolve(cmd.run)(None, o)
 
     client = ac.ApiClient(o.get("socket"), o.get("timeout", 5.0))
     try:
-        return cmd.run(client, o)
+        return resolve(cmd.run)(client, o)
     except UsageError as e:
         err(str(e))
         return EXIT_USAGE

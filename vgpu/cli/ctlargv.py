@@ -2,12 +2,13 @@
 usage error, the value converters (each option's text -> the value sent,
 vgpu.common.values' parsers where the daemon takes the value too), the
 ``Opt`` and ``Cmd`` shapes of the command table and the options commands
-share.  The table itself (``COMMANDS``), the parser and the usage texts
-generated from it are vgpu.cli.ctl's.  Standard library only."""
+share, and ``resolve``, how the table names what it loads only when used.
+The table itself (``COMMANDS``), the parser and the usage texts generated
+from it are vgpu.cli.ctl's.  Standard library only."""
 from __future__ import annotations
 
+import importlib
 
-from vgpu.cli import histview
 from vgpu.common.values import (POLICIES, PRIORITIES, BadValue, parse_compute, parse_container,
                                 parse_duration, parse_gpus, parse_label, parse_pid, parse_policy,
                                 parse_priority, parse_profile, parse_size, quote)
@@ -79,13 +80,6 @@ def c_count(text: str) -> int:
 c_onoff = _choice("on", "off")
 
 
-def c_time(text: str) -> tuple[str, float]:
-    """--since/--until: histview.parse_time's times (-24h, yesterday, 08:00,
-    2026-12-01T08:00, @<unix seconds>); the text is kept for check_range's
-    message."""
-    return text, histview.parse_time(text)
-
-
 def c_one_gpu(text: str) -> int | str:
     gpus = parse_gpus(text)
     if len(gpus) != 1:
@@ -120,10 +114,29 @@ def invalid(label: str, text: str, e: BadValue) -> UsageError:
 
 
 # ------------------------------------------------------------ the table
+#: A command's function and an option's converter are either the function
+#: itself or a "module:name" reference, which ``resolve`` imports when that
+#: command runs or that option is given.  vgpuctl's start (issue 34: --help
+#: and list within 20 ms of a bare interpreter's) pays only for what its
+#: command needs: the references name the modules of the commands with heavy
+#: imports (vgpu.abi.trace's ctypes and dataclasses, the history's renderers,
+#: rtconfig's tomllib and difflib).  This is the package's one import below
+#: module level; tests/host/test_layers.py allows it here only and checks
+#: that every reference in the table resolves.
+def resolve(ref):
+    """``ref`` itself, or for a "module:name" string that module's ``name``
+    (the module imported now, once)."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class Opt:
-    """``--name METAVAR``: ``conv`` validates; ``multi`` collects repeats
-    (lists are extended, pairs go into a dict); ``metavar=None`` is a flag;
-    ``required``: the command refuses to run without it."""
+    """``--name METAVAR``: ``conv`` validates (a function or a "module:name"
+    reference, ``resolve``); ``multi`` collects repeats (lists are extended,
+    pairs go into a dict); ``metavar=None`` is a flag; ``required``: the
+    command refuses to run without it."""
     __slots__ = ("name", "metavar", "help", "conv", "dest", "multi", "required")
 
     def __init__(self, name, metavar, help, conv=None, dest=None, multi=False, required=False):
@@ -136,6 +149,8 @@ class Opt:
 
 
 class Cmd:
+    """A subcommand: ``run(client, options)`` is its function or a
+    "module:name" reference to it (``resolve``)."""
     __slots__ = ("name", "args", "opts", "summary", "run", "groups")
 
     def __init__(self, name, args, opts, summary, run, groups=()):
@@ -169,8 +184,8 @@ HISTORY_OPTS = (
     Opt("--label", "KEY=VALUE", "slices with this label; repeat: all of them", c_label,
         dest="labels", multi=True),
     Opt("--gpu", "GPU", "slices on this GPU (host index or UUID)", c_one_gpu),
-    Opt("--since", "T", f"from (default -24h; {TIME_HELP})", c_time),
-    Opt("--until", "T", "to (default now)", c_time),
+    Opt("--since", "T", f"from (default -24h; {TIME_HELP})", "vgpu.cli.ctlhist:c_time"),
+    Opt("--until", "T", "to (default now)", "vgpu.cli.ctlhist:c_time"),
     Opt("--step", "D", "bucket size (e.g. 1m, 5m, 1h; default: to fit the width)", c_step),
 )
 

@@ -43,14 +43,12 @@ import re
 import sys
 import tomllib
 
+from vgpu.cli.rtdefaults import (DEFAULT_CONFIG, DEFAULT_HANDLER, DEFAULT_RUNTIME_PATH,
+                                 DROP_IN_NAME, TOOLKIT_CONFIG)
 from vgpu.common import request
 from vgpu.common.files import atomic_write
 from vgpu.common.values import BadValue
 
-DEFAULT_CONFIG = "/etc/containerd/config.toml"
-DEFAULT_RUNTIME_PATH = "/usr/local/bin/vgpu-runtime"
-DEFAULT_HANDLER = "vgpu"
-DROP_IN_NAME = "conf.d/vgpu.toml"
 RESTART = "restart containerd to load it: systemctl restart containerd"
 
 #: the pod-level request, key by key: a pod cannot forge the container-scope keys
@@ -432,8 +430,6 @@ def wanted_handler(runtime_path: str, source: dict | None = None) -> dict:
 
 
 # ------------------------------------------------------------ NVIDIA's toolkit
-#: NVIDIA Container Toolkit's config (nvidia-container-runtime and its hook)
-TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 #: its key, true unless set (the toolkit's getDefaultConfig: AcceptEnvvarUnprivileged)
 TOOLKIT_ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 
