@@ -4,6 +4,7 @@ import io
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -416,12 +417,22 @@ def test_top_ctrl_c_in_a_real_process(fake):
                          cwd=REPO, env=dict(os.environ, VGPU_SOCKET=fake.path, PYTHONPATH=REPO),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=_sigint_default)
+    seen = b""
     try:
-        time.sleep(1.0)
+        # two frames drawn (not a fixed second: a loaded machine starts the
+        # process slower than that), then Ctrl-C
+        deadline = time.monotonic() + 60
+        while seen.count(b"vgpud 0.1.0") < 2 and time.monotonic() < deadline:
+            if select.select([p.stdout], [], [], 0.5)[0]:
+                chunk = os.read(p.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                seen += chunk
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=10)
+        out, err = p.communicate(timeout=30)
     finally:
         p.kill()
+    out = seen + out
     assert p.returncode == 0, err
     assert err == b"" and out.endswith(b"\x1b[?25h") and out.count(b"vgpud 0.1.0") >= 2
 
