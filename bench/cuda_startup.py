@@ -164,10 +164,15 @@ def kind(line: str) -> str:
     return f"{node} {word}"
 
 
-def count(code: str, prefix: list[str], log: Path) -> collections.Counter:
+def count(code: str, prefix: list[str], log: Path) -> tuple[collections.Counter,
+                                                             collections.Counter]:
+    """(the run's ioctls by kind, its RM controls by command)."""
     log.unlink(missing_ok=True)
     run_once(code, prefix, nvlog=log)
-    return collections.Counter(kind(ln) for ln in nvlog_lines(log))
+    lines = nvlog_lines(log)
+    cmds = collections.Counter(ln.split(" cmd=")[1].split()[0] for ln in lines
+                               if " control " in ln and " cmd=" in ln)
+    return collections.Counter(kind(ln) for ln in lines), cmds
 
 
 ESC = {0x27: "ALLOC_MEMORY", 0x29: "FREE", 0x2a: "CONTROL", 0x2b: "ALLOC",
@@ -222,14 +227,24 @@ def profile(code: str, prefix: list[str], log: Path) -> dict[str, list[float]]:
     return acc
 
 
-def perf_top(code: str, prefix: list[str], data: Path, n: int = 20) -> list[str]:
+def perf_top(code: str, prefix: list[str], data: Path, callers: str | None,
+             n: int = 20) -> list[str]:
     """One run under perf record (cpu-clock samples of the child, kernel and
-    user): the n symbols with most samples, as perf report prints them."""
+    user): the n symbols with most samples, as perf report prints them; with
+    callers, also the call chains into that symbol (perf record -g)."""
     run_once(code, [*prefix, "perf", "record", "-q", "-e", "cpu-clock", "-F", "997",
-                    "-o", str(data), "--"])
+                    *(["-g"] if callers else []), "-o", str(data), "--"])
     r = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "-q",
-                        "--sort", "dso,sym"], capture_output=True, text=True, timeout=600)
-    return [ln.rstrip() for ln in r.stdout.splitlines() if ln.strip()][:n] or [r.stderr[-500:]]
+                        "-g", "none", "--sort", "dso,sym"],
+                       capture_output=True, text=True, timeout=600)
+    out = [ln.rstrip() for ln in r.stdout.splitlines() if ln.strip()][:n] or [r.stderr[-500:]]
+    if callers:
+        r = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "-q",
+                            "--sort", "sym", "-S", callers, "-G", "-g", "caller,2,callee"],
+                           capture_output=True, text=True, timeout=600)
+        out += [f"callers of {callers}:"] + [ln.rstrip() for ln in r.stdout.splitlines()
+                                             if ln.strip()][:60]
+    return out
 
 
 def check_nvsim() -> str | None:
@@ -257,6 +272,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-count", action="store_true", help="skip the nvlog-counted runs")
     ap.add_argument("--perf", action="store_true",
                     help="also one run each under perf record: the top symbols")
+    ap.add_argument("--perf-callers", metavar="SYM",
+                    help="with --perf: record call graphs, print the callers of SYM")
     ap.add_argument("--strace", action="store_true",
                     help="also one run each under strace -f -T: time in each kind of call")
     args = ap.parse_args(argv)
@@ -301,7 +318,8 @@ def main(argv=None) -> int:
         if args.perf:
             with tempfile.TemporaryDirectory() as tmp:
                 for name, prefix in sides.items():
-                    perf[name] = perf_top(code, prefix, Path(tmp) / f"{name}.data")
+                    perf[name] = perf_top(code, prefix, Path(tmp) / f"{name}.data",
+                                          args.perf_callers)
 
         others = {}
         for name, prefix in sides.items():
@@ -373,6 +391,8 @@ def report(args, res, counts, left, profiles, others, perf) -> None:
     print(f"target: whole sequence through a slice <= 1.15x of direct: {whole:.2f}x, {verdict}")
     print(f"the slice's memory charge after the runs: {left} bytes")
     if counts:
+        cmds = {n: c[1] for n, c in counts.items()}
+        counts = {n: c[0] for n, c in counts.items()}
         total = {n: sum(c.values()) for n, c in counts.items()}
         print(f"NVIDIA ioctls per run (nvlog): direct {total['direct']}, "
               f"slice {total['slice']}")
@@ -381,6 +401,10 @@ def report(args, res, counts, left, profiles, others, perf) -> None:
         for key in keys:
             a, b = counts["direct"][key], counts["slice"][key]
             print(f"  {key:<28} {a:>6} {b:>6}{'' if a == b else '   <-'}")
+        diff = sorted(k for k in set(cmds["direct"]) | set(cmds["slice"])
+                      if cmds["direct"][k] != cmds["slice"][k])
+        print("RM controls whose count differs (direct, slice): "
+              + (", ".join(f"{k} {cmds['direct'][k]}/{cmds['slice'][k]}" for k in diff) or "none"))
     if profiles:
         a, b = profiles["direct"], profiles["slice"]
         keys = sorted(set(a) | set(b), key=lambda x: -(b.get(x, [0, 0])[1] - a.get(x, [0, 0])[1]))
