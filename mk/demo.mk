@@ -1,5 +1,5 @@
 # make demo, and the compute accuracy benchmark (bench/; README "The two commands")
-.PHONY: demo demo-run bench-compute
+.PHONY: demo demo-run bench-compute bench-cuda
 
 demo: deps
 	@$(MAKE) --no-print-directory demo-run
@@ -24,3 +24,14 @@ bench-compute: deps-python modules
 	  sed -n '/^---- markdown ----$$/,/^---- end ----$$/p' build/bench-compute.log | sed '1d;$$d'; \
 	} > bench/compute-report.md
 	@echo "wrote bench/compute-report.md"
+
+# NVIDIA's libcuda (535.261.03) start-up and a fixed allocation/copy sequence
+# on nvsim directly and through a vgpu.ko slice, interleaved in one run
+# (bench/cuda_startup.py): nvsim as the GH100 presenting 535.261.03 with
+# fb_backing=1 that libcuda's cuCtxCreate needs.  BENCH_CUDA_ARGS: e.g.
+# --rounds 4 --strace --perf.
+BENCH_CUDA_ARGS ?= --rounds 10
+bench-cuda: deps-python modules build/nvlog.so
+	$(VM) --load-nvsim --load-vgpu --timeout 3000 \
+		--nvsim-params "num_gpus=1 fb_size=17179869184 driver_version=535.261.03 fb_backing=1" \
+		-- $(VPY) bench/cuda_startup.py $(BENCH_CUDA_ARGS)

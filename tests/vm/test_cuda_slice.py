@@ -29,7 +29,7 @@ import tempfile
 import pytest
 
 import nvsim_reload
-from cuda_lib import libcuda_missing, popen_cuda, run_cuda
+from cuda_lib import in_slice, libcuda_missing, popen_cuda, run_cuda
 from test_cuda import (DEVICE_QUERIES, GH100, IPC_EXPORTER, IPC_IMPORTER, IPC_SIZE,
                        assert_ctx_create_answers, ctx_create_calls, ipc_body, ipc_finish,
                        ipc_step, sequence_body)
@@ -74,17 +74,6 @@ def slice_dir():
             d.rmdir()
             k.close()
             subprocess.run(["rmmod", "vgpu"], check=True)
-
-
-def in_slice(d) -> list[str]:
-    """The argv prefix that runs a command with the slice's vgpudev nodes as /dev/nvidia*."""
-    script = (
-        f"mount --bind {d}/nvidiactl /dev/nvidiactl && "
-        f"mount --bind {d}/nvidia0 /dev/nvidia0 && "
-        f"mount --bind {d}/nvidia-uvm /dev/nvidia-uvm && "
-        "mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && "
-        "printf 'ModifyDeviceFiles: 0\\n' > /proc/driver/nvidia/params && exec \"$@\"")
-    return ["unshare", "-m", "sh", "-c", script, "sh"]
 
 
 def test_cuinit_and_device_queries_in_a_slice(slice_dir):
