@@ -416,12 +416,21 @@ def test_top_ctrl_c_in_a_real_process(fake):
                          cwd=REPO, env=dict(os.environ, VGPU_SOCKET=fake.path, PYTHONPATH=REPO),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=_sigint_default)
+    # Ctrl-C once two frames are drawn (not after a fixed sleep: on a loaded
+    # machine the child may still be importing, where SIGINT is Python's)
+    first = b""
     try:
-        time.sleep(1.0)
+        end = time.monotonic() + 60
+        while first.count(b"vgpud 0.1.0") < 2 and time.monotonic() < end:
+            chunk = os.read(p.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            first += chunk
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=10)
+        out, err = p.communicate(timeout=60)
     finally:
         p.kill()
+    out = first + out
     assert p.returncode == 0, err
     assert err == b"" and out.endswith(b"\x1b[?25h") and out.count(b"vgpud 0.1.0") >= 2
 
