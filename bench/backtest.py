@@ -50,10 +50,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if not __package__:      # run as a script (python bench/backtest.py): the checkout's packages
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import traces  # noqa: E402  (bench/ is not a package)
+# by the package's name (bench, a namespace package): tests/host/test_backtest.py
+# imports this module as bench.backtest, with the repository root on sys.path
+from bench import traces  # noqa: E402
 from vgpu.common.forecast import Model  # noqa: E402
 
 HIGH, LOW = 1, 0

@@ -4,7 +4,7 @@
 # example config (as the config only where none exists), the systemd unit,
 # and vgpu.ko's sources with dkms.conf under /usr/src/vgpu-<version>.
 # install-unit (the unit and the docs its Documentation= names) and
-# install-dkms (the DKMS sources) stage alone too: tests/vm/test_unit.py and
+# install-dkms (the DKMS sources) stage alone too: tests/vm/test_systemd_unit.py and
 # tests/host/test_dkms.py install what they check that way.
 # DESTDIR stages the whole tree (paths inside it are the final ones).
 # PIP_INSTALL_ARGS passes options to pip (e.g. --no-index --find-links DIR).

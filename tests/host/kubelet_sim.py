@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 import threading
 import time
 from concurrent import futures
@@ -27,13 +26,11 @@ from pathlib import Path
 
 import grpc
 
+# grpc finds the .proto on sys.path, where pytest's pythonpath (pyproject.toml)
+# puts the repository root: the modules it makes are tests.data.kubelet.api_pb2
+# and api_pb2_grpc, the proto's package (v1beta1) the kubelet's
+pb, pb_grpc = grpc.protos_and_services("tests/data/kubelet/api.proto")
 PROTO_DIR = Path(__file__).resolve().parents[1] / "data" / "kubelet"
-
-sys.path.insert(0, str(PROTO_DIR))
-try:
-    pb, pb_grpc = grpc.protos_and_services("api.proto")
-finally:
-    sys.path.remove(str(PROTO_DIR))
 
 VERSION = "v1beta1"
 

@@ -2,16 +2,10 @@
 short replay where forecasts must beat the static windows."""
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import backtest  # noqa: E402  (bench/ is not a package)
-import traces  # noqa: E402
+# the repository root is on sys.path (pytest's pythonpath, pyproject.toml)
+from bench import backtest, traces
 
 
 def test_allocate_follows_the_classes_of_docs_compute():

@@ -339,26 +339,37 @@ def test_no_test_file_imports_another():
     assert not still, f"{still} no longer import a test file: drop them from the list"
 
 
-#: host test modules that put a directory on sys.path themselves, with why
-SYS_PATH_ALLOWED = {
-    "tests/host/kubelet_sim.py": "the kubelet API's generated gRPC modules import each other "
-                                 "by top-level name",
-    "tests/host/test_backtest.py": "bench/ is scripts, not a package",
-}
-
-
-def test_host_tests_have_one_import_path():
-    """pytest's pythonpath (pyproject.toml) puts the repository root on
-    sys.path, rootdir conftest the test directory: no host test inserts a
-    path of its own (a string of code for a child process may)."""
+def sys_path_edits(p: pathlib.Path) -> list[str]:
+    """The calls in p's code that change sys.path: insert, append, extend,
+    remove or an assignment to it (a string of code for a child process is
+    not code of p's and may)."""
     bad = []
-    for p in sorted((ROOT / "tests" / "host").glob("*.py")):
-        rel = p.relative_to(ROOT).as_posix()
-        if rel in SYS_PATH_ALLOWED:
-            continue
-        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                    n.func.attr in ("insert", "append") and \
-                    ast.unparse(n.func.value) == "sys.path":
-                bad.append(f"{rel}:{n.lineno}: {ast.unparse(n)}")
+    for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr in ("insert", "append", "extend", "remove") and \
+                ast.unparse(n.func.value) == "sys.path":
+            bad.append(f"{n.lineno}: {ast.unparse(n)}")
+        elif isinstance(n, (ast.Assign, ast.AugAssign)) and any(
+                ast.unparse(t).startswith("sys.path")
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
+            bad.append(f"{n.lineno}: {ast.unparse(n)}")
+    return bad
+
+
+def test_sys_path_edits_are_found(tmp_path):
+    p = tmp_path / "x.py"
+    p.write_text("import sys\nsys.path.insert(0, 'a')\nsys.path += ['b']\n"
+                 "CHILD = 'import sys; sys.path.insert(0, ROOT)'\n")
+    assert sorted(b.split(":")[0] for b in sys_path_edits(p)) == ["2", "3"]
+
+
+def test_tests_have_one_import_path():
+    """pytest's pythonpath (pyproject.toml) puts the repository root and
+    tests/vm on sys.path, pytest's prepend import mode each test file's
+    directory: no
+    file under tests/ (host, vm, realdrv*) changes sys.path itself."""
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert ini["pythonpath"] == [".", "tests/vm"]
+    bad = [f"{p.relative_to(ROOT)}:{b}" for p in sorted((ROOT / "tests").rglob("*.py"))
+           for b in sys_path_edits(p)]
     assert not bad, "\n".join(bad)

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT, ROOT / "tests" / "vm"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+# tests/vm's helpers (vgpu_fixtures) are imported by their top-level names:
+# pytest's pythonpath (pyproject.toml) puts tests/vm on sys.path
 
 NV_MAJOR = 195
 RELEASE = "535.261.03"

@@ -15,18 +15,14 @@ example vgpu's virtual ones); the leak check always reads nvsim's state.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-from vgpu.abi.nvclient import RmClient  # noqa: E402
-from polling import wait_until  # noqa: E402
+# the repository root and tests/vm are on sys.path by pytest's pythonpath
+# (pyproject.toml), the one import path of every test
+from vgpu.abi.nvclient import RmClient
+from polling import wait_until
 
 DEV = os.environ.get("VGPU_DEV_PREFIX", "/dev")
 CTL = os.path.join(DEV, "nvidiactl")

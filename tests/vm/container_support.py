@@ -1,7 +1,7 @@
 """What the container tests share: a vgpud with vgpufs, runc bundles made
 as containerd makes them (through vgpu-runtime), a containerd of their own,
 and the readers of what a container printed.  Used by test_containers.py,
-test_pods.py, test_unit.py, test_tinygrad_slice.py and
+test_pods.py, test_systemd_unit.py, test_tinygrad_slice.py and
 test_container_nvidia.py (a helper module: no test file imports another).
 """
 

@@ -1,7 +1,7 @@
 """vgpud under deploy/systemd/vgpud.service's own settings, in the VM.
 
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
-        /work/main/.venv/bin/python -m pytest -q tests/vm/test_unit.py
+        /work/main/.venv/bin/python -m pytest -q tests/vm/test_systemd_unit.py
 
 The VM has no systemd as PID 1 (busybox init, chrooted into the host's
 root), so systemd-run cannot start the unit.  Instead this file reads the
@@ -279,7 +279,7 @@ def reproduce(service: list[tuple[str, str]], files: Path) -> Plan:
             ns[k] = v
         else:
             raise AssertionError(f"{UNIT}: [Service] {k}={v}: the test does not know how "
-                                 f"to reproduce it; add it to tests/vm/test_unit.py first")
+                                 f"to reproduce it; add it to tests/vm/test_systemd_unit.py first")
     # the settings that make systemd give the service a mount namespace, and
     # the mounts each implies (systemd.exec(5))
     for k, v in ns.items():
