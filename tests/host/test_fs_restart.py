@@ -62,10 +62,13 @@ async def test_vgpufs_mounted_again_when_its_connection_ends(env, monkeypatch, c
         view = f"{mp}/c1/proc/driver/nvidia/version"
         assert "container c1" in await in_thread(lambda: open(view).read())
 
-        # 1. unmounted from outside, nothing else holds it: the FUSE loop ends
+        # 1. unmounted from outside, nothing else holds it: the FUSE loop
+        # ends, or (whichever sees it first: on a loaded machine the mount
+        # watch, every 0.1 s here, can) the mount watch finds it gone
         await in_thread(umount, mp)
         await serving(first)
-        assert "stopped serving: its FUSE connection ended" in caplog.text
+        assert "stopped serving: its FUSE connection ended" in caplog.text or \
+            "is no longer mounted (unmounted from outside)" in caplog.text, caplog.text
         assert "vgpufs mounted again" in caplog.text
         assert "c1" in await in_thread(os.listdir, mp)
 
