@@ -75,6 +75,7 @@ async def test_vgpufs_mounted_again_when_its_connection_ends(env, monkeypatch, c
         # 2. lazily unmounted while a file of it is open: the superblock (and
         # the connection) lives on, so only the mount watch can tell
         second = d.fs
+        caplog.clear()              # what follows says why the second one went
         held = await in_thread(os.open, view, os.O_RDONLY)
         try:
             await in_thread(umount, mp, F.MNT_DETACH)
