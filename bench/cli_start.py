@@ -49,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+from bench.setquota import vgpuctl_cmd  # noqa: E402
 from tools.testbed.fake_vgpud import FakeVgpud, make_slice  # noqa: E402
 
 TARGET_MS = 20.0
@@ -76,13 +77,6 @@ def pct(xs: list[float], p: float) -> float:
     return xs[max(0, min(len(xs) - 1, round(p / 100 * len(xs) + 0.5) - 1))]
 
 
-def vgpuctl_script() -> list[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "vgpuctl")
-    if os.access(script, os.X_OK):
-        return [script]
-    return [sys.executable, "-m", "vgpu.cli.ctl"]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
@@ -99,7 +93,7 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=pkg, VGPU_SOCKET=sock)
     env_none = dict(env, VGPU_SOCKET=os.path.join(tmp, "none.sock"))
     py = sys.executable
-    ctl = vgpuctl_script()
+    ctl = vgpuctl_cmd(None)
     # the same main() without site: sys.path gets this checkout by hand
     nosite = [py, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {pkg!r}); "
               "from vgpu.cli.ctl import main; sys.exit(main())"]
