@@ -188,7 +188,7 @@ def driver_files_edits(warn) -> dict:
     files = df.discover(version, lib_dirs=df.env_dirs(df.ENV_LIB_DIRS),
                         bin_dirs=df.env_dirs(df.ENV_BIN_DIRS))
     path, args, env = hook_command("createRuntime")
-    return df.driver_edits(files, (path, args[:-1], env), HOOK_TIMEOUT)
+    return df.driver_edits(files, (path, args[:-1], env))
 
 
 def add_driver_files(config: dict, edits: dict) -> bool:

@@ -55,6 +55,10 @@ BIN_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin
 FIRMWARE_ROOT = "/lib/firmware/nvidia"
 #: every driver file is bound read-only, no suid, no device nodes
 MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind")
+#: runc's bound on the driver files' hook, in seconds: the container's
+#: ldconfig rescans every library directory of its ld.so.conf (the hook
+#: bounds ldconfig itself at 45 s: vgpu.cli.hook.driver)
+DRIVER_HOOK_TIMEOUT = 60
 #: vgpu-oci-hook's options for the driver files' hook
 HOOK_LINK, HOOK_LDCONFIG = "--cdi-link", "--cdi-ldconfig"
 
@@ -224,7 +228,7 @@ def discover(version: str, ldcache: list[tuple[str, str]] | None = None,
 
 
 def driver_edits(df: DriverFiles, hook: tuple[str, list[str], list[str]],
-                 timeout: int = 15) -> dict:
+                 timeout: int = DRIVER_HOOK_TIMEOUT) -> dict:
     """CDI containerEdits for ``df``: a read-only bind of each file at its
     container path, and one createRuntime hook (``hook``: (path, args up to
     the stage, env)) that makes the SONAME links and runs the container's

@@ -45,8 +45,9 @@ from vgpu.cli.hook.cmdline import PROG, HookError
 from vgpu.cli.hook.mounts import Mounter
 from vgpu.common.elf import LDCONFIG, elf_is_static
 
-#: bound on the container's ldconfig, in seconds
-LDCONFIG_TIMEOUT = 10.0
+#: bound on the container's ldconfig, in seconds (under the hook entry's
+#: 60: vgpu.common.driverfiles.DRIVER_HOOK_TIMEOUT)
+LDCONFIG_TIMEOUT = 45.0
 
 
 def make_links(cid: str, m: Mounter, root: int, links: list[tuple[str, str]], debug) -> list[str]:
