@@ -508,3 +508,40 @@ def test_hook_end_to_end_in_a_process_root(tmp_path):
     assert r.returncode == 0, r.stderr
     assert os.readlink(root / "drv/libnvidia-z.so.1") == f"libnvidia-z.so.{V}"
     assert (root / "etc/ld.so.cache").exists()
+
+
+def _inject_cdi(config: dict, edits: dict) -> None:
+    """What a CDI runtime (containerd 1.7+, podman) does with containerEdits'
+    mounts and hooks (container-device-interface's ContainerEdits.Apply:
+    mounts as OCI mounts, hooks appended to their stage)."""
+    for m in edits.get("mounts", []):
+        config.setdefault("mounts", []).append({"destination": m["containerPath"],
+                                                "source": m["hostPath"],
+                                                "options": list(m.get("options", []))})
+    for h in edits.get("hooks", []):
+        config.setdefault("hooks", {}).setdefault(h["hookName"], []).append(
+            {k: h[k] for k in ("path", "args", "env", "timeout") if k in h})
+
+
+def test_a_cdi_injected_spec_and_the_wrapper_do_not_double(fake, monkeypatch):
+    """containerd 1.7+ with the spec and vgpu-runtime both: the wrapper finds
+    the spec's driver binds and hook in config.json and adds neither again;
+    and the spec's edits, injected, are the ones the wrapper would add."""
+    monkeypatch.setenv(df.ENV_LIB_DIRS, str(fake["extra"]))
+    monkeypatch.setattr(df, "driver_version", lambda: V)
+    monkeypatch.setattr(df, "host_ldcache", lambda *a, **k: fake["ldcache"])
+    d = df.discover(V, lib_dirs=[str(fake["extra"])])
+    spec = cdi.cdi_spec([SLICE], "/run/vgpu/fs", driver=d)
+    injected: dict = {}
+    _inject_cdi(injected, spec["containerEdits"])
+    wrapped: dict = {}
+    assert runtime.add_driver_files(wrapped, runtime.driver_files_edits(pytest.fail))
+    assert [(m["source"], m["destination"], m["options"]) for m in injected["mounts"]] == \
+        [(m["source"], m["destination"], m["options"]) for m in wrapped["mounts"]]
+    # the same hook arguments after each one's command
+    (a,), (b,) = injected["hooks"]["createRuntime"], wrapped["hooks"]["createRuntime"]
+    i, j = a["args"].index("--cdi-link"), b["args"].index("--cdi-link")
+    assert a["args"][i:] == b["args"][j:]
+    before = json.dumps(injected)
+    assert not runtime.add_driver_files(injected, runtime.driver_files_edits(pytest.fail))
+    assert json.dumps(injected) == before
