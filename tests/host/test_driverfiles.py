@@ -25,6 +25,7 @@ from vgpu.cli.hook.driver import make_links, open_ldconfig, run_ldconfig
 from vgpu.cli.hook.mounts import Mounter
 from vgpu.common import driverfiles as df
 from vgpu.common.request import HOOK_ENV, PKG_PARENT
+from runc_support import REPO, RUNC, env, make_bundle, runc_run  # noqa: F401
 from tools.testbed.fake_vgpud import FakeVgpud
 
 V = "535.261.03"
@@ -545,3 +546,44 @@ def test_a_cdi_injected_spec_and_the_wrapper_do_not_double(fake, monkeypatch):
     before = json.dumps(injected)
     assert not runtime.add_driver_files(injected, runtime.driver_files_edits(pytest.fail))
     assert json.dumps(injected) == before
+
+
+@needs_root
+@pytest.mark.skipif(LIBZ is None or not os.access(RUNC, os.X_OK), reason="needs runc and libz")
+def test_runc_runs_a_container_with_the_specs_driver_files(tmp_path, env):  # noqa: F811
+    """The spec's driver edits, applied as a CDI runtime applies them, run
+    by real runc: the library is bound read-only at its path, the hook
+    (createRuntime, explicit env) made the SONAME link inside the root and
+    the container's /etc/ld.so.cache, which names the library at its
+    container path."""
+    drv = tmp_path / "host" / "drv"
+    drv.mkdir(parents=True)
+    shutil.copyfile(os.path.realpath(LIBZ), drv / f"libnvidia-z.so.{V}")
+    d = df.discover(V, ldcache=[], lib_dirs=[str(drv)], path=(),
+                    firmware_root=str(tmp_path / "none"))
+    assert d.links == [(str(drv / "libz.so.1"), f"libnvidia-z.so.{V}")]
+    shim = tmp_path / "vgpu-oci-hook"                 # as make install writes it
+    shim.write_text(f"#!{sys.executable} -I\nimport sys\nsys.path.insert(0, {REPO!r})\n"
+                    f"from vgpu.cli.hook import main\nsys.exit(main())\n")
+    shim.chmod(0o755)
+    spec = cdi.cdi_spec([], "/run/vgpu/fs", str(shim), driver=d)
+    check_cdi(spec)
+    b = make_bundle(tmp_path, "drv", args=("sh", "-c", f"ls {drv}; cat {drv}/libz.so.1 "
+                                           f"| wc -c; echo x > {drv}/libnvidia-z.so.{V} "
+                                           f"|| echo READ-ONLY"))
+    (b / "rootfs" / "etc").mkdir()
+    config = json.loads((b / "config.json").read_text())
+    _inject_cdi(config, spec["containerEdits"])
+    (b / "config.json").write_text(json.dumps(config))
+    r = runc_run(env, b, "ctr-drv", wrapper=False)
+    assert r.returncode == 0, r.stderr
+    assert f"libnvidia-z.so.{V}" in r.stdout and "libz.so.1" in r.stdout, r.stdout
+    assert str(os.path.getsize(drv / f"libnvidia-z.so.{V}")) in r.stdout.split(), r.stdout
+    assert "READ-ONLY" in r.stdout, r.stdout
+    root = b / "rootfs"
+    assert os.readlink(root / str(drv).lstrip("/") / "libz.so.1") == f"libnvidia-z.so.{V}"
+    out = subprocess.run([df.LDCONFIG, "-p", "-C", str(root / "etc/ld.so.cache")],
+                         capture_output=True, text=True).stdout
+    assert f"=> {drv}/libz.so.1" in out, out
+    # nothing was written on the host's side of the bind
+    assert sorted(os.listdir(drv)) == [f"libnvidia-z.so.{V}"]
