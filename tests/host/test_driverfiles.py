@@ -587,3 +587,27 @@ def test_runc_runs_a_container_with_the_specs_driver_files(tmp_path, env):  # no
     assert f"=> {drv}/libz.so.1" in out, out
     # nothing was written on the host's side of the bind
     assert sorted(os.listdir(drv)) == [f"libnvidia-z.so.{V}"]
+
+
+@needs_root
+@pytest.mark.skipif(LIBZ is None, reason="no libz.so.1 in the host's ldcache")
+def test_a_root_without_etc_gets_the_links_and_no_ldcache(tmp_path):
+    root = _root_with_lib(tmp_path)
+    (root / "etc").rmdir()
+    (tmp_path / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        state = json.dumps({"id": "c1", "pid": sleeper.pid, "status": "creating",
+                            "bundle": str(tmp_path)})
+        boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
+                f"from vgpu.cli.hook import main; sys.exit(main())")
+        r = subprocess.run([sys.executable, "-I", "-S", "-c", boot, "--debug",
+                            "--cdi-link", f"libnvidia-z.so.{V}::/drv/libnvidia-z.so.1",
+                            "--cdi-ldconfig", "/drv", "createRuntime"],
+                           input=state, capture_output=True, text=True, timeout=60, env={})
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert r.returncode == 0 and "no ldcache made" in r.stderr, r.stderr
+    assert os.readlink(root / "drv/libnvidia-z.so.1") == f"libnvidia-z.so.{V}"
+    assert not (root / "etc").exists()

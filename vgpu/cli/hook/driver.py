@@ -30,7 +30,9 @@ mount namespace (setns through a pidfd, as mount_views) and:
   inside the chroot (as NVIDIA's hook does); the chroot keeps its paths in
   the root, it does not contain a hostile ldconfig.  It writes the
   container's /etc/ld.so.cache: a read-only /etc fails the start (one line
-  with ldconfig's output).
+  with ldconfig's output); a root with no /etc at all (an image FROM
+  scratch) gets the links but no ldcache (as NVIDIA's hook skips a
+  container without ldconfig).
 """
 from __future__ import annotations
 
@@ -152,6 +154,19 @@ def run_ldconfig(cid: str, root: int, ldconfig: int, dirs: list[str],
                         f"(exit {os.waitstatus_to_exitcode(status)}): {text}")
 
 
+def has_etc(m: Mounter, root: int) -> bool:
+    """Whether the root has an /etc directory (a symlink to one, resolved
+    inside the root, counts: ldconfig runs chrooted)."""
+    how = m.RESOLVE_IN_ROOT | m.RESOLVE_NO_MAGICLINKS
+    ct = m.ctypes
+    arg = (ct.c_uint64 * 3)(os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY, 0, how)
+    fd = m.libc.syscall(m.SYS_OPENAT2, root, b"etc", arg, ct.sizeof(arg))
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
 def driver_files(cid: str, pid: int, rootfs: str, links: list[tuple[str, str]],
                  dirs: list[str], debug, ldconfig_path: str = LDCONFIG) -> int:
     """The hook's work for the driver files (module doc)."""
@@ -166,7 +181,11 @@ def driver_files(cid: str, pid: int, rootfs: str, links: list[tuple[str, str]],
             raise HookError(f"container {cid}: {e.strerror or e}") from None
         try:
             make_links(cid, m, root, links, debug)
-            if ldconfig is not None:
+            if ldconfig is not None and not has_etc(m, root):
+                # an image with no /etc (FROM scratch) has no ldcache to
+                # make; the links are there for a loader given the path
+                debug(f"{rootfs} has no /etc: no ldcache made")
+            elif ldconfig is not None:
                 run_ldconfig(cid, root, ldconfig, dirs)
                 debug(f"ldconfig {' '.join(dirs)} in {rootfs}")
         finally:
