@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -247,16 +248,23 @@ class Containerd:
         slow.chmod(0o755)
         assert FAST_PATH.exists(), f"{FAST_PATH} is missing: `make runtime` builds it"
         self.shim = d / "vgpu-runtime"
-        self.shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={daemon.sock} "
-                             f"VGPU_FUSE_MOUNT={daemon.fs} VGPU_RUNTIME_SLOW={slow}\n"
-                             f"exec {FAST_PATH} \"$@\"\n")
-        self.shim.chmod(0o755)
+        self.slow = slow
+        self.runtime_env()
         with open(d / "containerd.log", "wb") as log:
             self.proc = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],
                                          stdout=log, stderr=log)
         self.addr = str(d / "sock")
         self.ids: list[str] = []
         assert poll(lambda: self.ctr("version").returncode == 0, 120), self.log()
+
+    def runtime_env(self, **env: str) -> None:
+        """(Re)write the runtime containerd runs: vgpu-runtime with the
+        test bed's variables, plus ``env`` (e.g. VGPU_DRIVER_LIB_DIRS)."""
+        extra = "".join(f" {k}={shlex.quote(v)}" for k, v in env.items())
+        self.shim.write_text(f"#!/bin/sh\nexport VGPU_RUNC={RUNC} VGPU_SOCKET={self.daemon.sock} "
+                             f"VGPU_FUSE_MOUNT={self.daemon.fs} VGPU_RUNTIME_SLOW={self.slow}"
+                             f"{extra}\nexec {FAST_PATH} \"$@\"\n")
+        self.shim.chmod(0o755)
 
     def log(self) -> str:
         return (self.d / "containerd.log").read_text(errors="replace")[-3000:]
@@ -266,14 +274,25 @@ class Containerd:
                               text=True, timeout=timeout)
 
     def run(self, cid: str, script: str, annotations: dict, *, detach: bool, timeout=300,
-            binds: tuple[str, ...] = ()):
+            binds: tuple[str, ...] = (), own_etc: bool = False):
         """ctr run of /bin/sh -c script; in the foreground (returns when
         the task exited, its output in stdout) or detached; ``binds``: more
-        host directories bound read-only at the same path."""
+        host directories bound read-only at the same path; ``own_etc``: the
+        rootfs has an /etc of its own (the host's ld.so.conf files, writable
+        until the container runs, as an image's) instead of the host's bound
+        read-only: the container's ldconfig writes its ld.so.cache there."""
         self.ids.append(cid)
         b = self.runc.bundle(cid, "true")           # only for its rootfs directory
+        if own_etc:
+            etc = b / "rootfs" / "etc"
+            for f in ("ld.so.conf", "passwd", "group"):
+                if os.path.isfile(f"/etc/{f}"):
+                    shutil.copyfile(f"/etc/{f}", etc / f)
+            if os.path.isdir("/etc/ld.so.conf.d"):
+                shutil.copytree("/etc/ld.so.conf.d", etc / "ld.so.conf.d", symlinks=True)
         mounts = []
-        for src in ("/usr", "/etc", "/root/.pyenv", str(ROOT), *worktree_venv(), *binds):
+        for src in ("/usr", *(() if own_etc else ("/etc",)), "/root/.pyenv", str(ROOT),
+                    *worktree_venv(), *binds):
             if os.path.isdir(src):
                 mounts += ["--mount", f"type=bind,src={src},dst={src},options=rbind:ro"]
         mounts += ["--mount", f"type=bind,src={self.runc.shared},dst=/shared,options=rbind:rw",

@@ -12,9 +12,16 @@ The container asks for 4 GiB of host GPU 1.  The hook binds the slice's
 nodes from a vgpu.ko "vgpudev" mount (they open as vgpu.ko's minors and
 stat as NVIDIA's 195:N) and makes /dev/char/195:<minor>; vgpufs's view
 gives /proc/driver/nvidia.  No LD_PRELOAD shim, no /dev/char links of the
-test's.  The test binds NVIDIA's unpacked user space (libcuda, libnvidia-ml,
-nvidia-smi from $VGPU_CACHE) into the container itself: injecting the
-driver's libraries (CDI / the container toolkit's job) is a later issue's.
+test's.  The image has no NVIDIA file (the VM's /usr, no ldcache entry of
+NVIDIA's, an /etc of its own with the host's ld.so.conf): NVIDIA's
+unpacked 535.261.03 user space ($VGPU_CACHE) arrives only through the
+driver-file edits vgpu-runtime makes from vgpu.common.driverfiles (the
+ones `vgpuctl cdi generate` writes into a CDI spec; docs/containers.md,
+"Driver files"), found in the directories $VGPU_DRIVER_LIB_DIRS and
+$VGPU_DRIVER_BIN_DIRS name: each file bound read-only at its path, the
+SONAME links and the container's ld.so.cache made by the hook.  The
+container loads libcuda.so.1 by name and runs nvidia-smi without
+LD_LIBRARY_PATH.
 
 One container run (slow under TCG) writes everything the tests check; the
 first test starts it, the others read its output.
@@ -31,6 +38,7 @@ from pathlib import Path
 import pytest
 
 import nvsim_reload
+from vgpu.common import driverfiles as df
 from cuda_lib import (PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace,
                       sequence_body)
 from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
@@ -118,7 +126,13 @@ PROBE = textwrap.dedent("""
                      if n.startswith('nvidia')},
            'char': {n: os.readlink('/dev/char/' + n) for n in sorted(os.listdir('/dev/char'))}
                    if os.path.isdir('/dev/char') else None,
-           'preload': os.environ.get('LD_PRELOAD')}
+           'preload': os.environ.get('LD_PRELOAD'),
+           'ld_library_path': os.environ.get('LD_LIBRARY_PATH'),
+           # the driver files' binds: read-only, nosuid, nodev
+           'driver_mounts': [ln.split()[4:6] for ln in open('/proc/self/mountinfo')
+                             if 'nvidia-userspace' in ln.split()[4]],
+           'links': {n: os.readlink('%(lib)s/' + n) for n in sorted(os.listdir('%(lib)s'))
+                     if os.path.islink('%(lib)s/' + n)}}
     # fstat of an open node says what stat says (NVML and libcuda look at both)
     fd = os.open('/dev/nvidiactl', os.O_RDWR)
     st = os.fstat(fd)
@@ -138,20 +152,37 @@ PROBE = textwrap.dedent("""
         except OSError as e:
             out['open195'] = errno.errorcode[e.errno]
     print('PROBE-JSON', json.dumps(out), flush=True)
-""") % {"gpu": HOST_GPU}
+""") % {"gpu": HOST_GPU, "lib": nvidia_lib("libcuda.so.1").parent}
 
 
 def _script() -> str:
-    smi, lib = nvidia_userspace()
-    return (f"{SHOW}"
-            f"{PY} /shared/probe.py; "
-            f"{PY} /shared/cuda.py {nvidia_lib('libcuda.so.1')}; "
-            f"echo SEQ; LD_LIBRARY_PATH={lib} {PY} /shared/seq.py {nvidia_lib('libcuda.so.1')}; "
-            "echo SEQ-rc $?; "
-            f"echo SMI-L; LD_LIBRARY_PATH={lib} {smi} -L; echo SMI-L-rc $?; "
-            f"echo SMI-Q; LD_LIBRARY_PATH={lib} {smi} "
+    """The container's commands, their output also in /shared/out.log (what
+    the test shows when the run takes too long), each step timed."""
+    smi, _ = nvidia_userspace()
+    return "(" + _steps(smi) + ") 2>&1 | tee /shared/out.log"
+
+
+def _steps(smi: Path) -> str:
+    return (f"echo T-start $(date +%T); {SHOW}"
+            f"{PY} /shared/probe.py; echo T-probe $(date +%T); "
+            "echo LDCACHE; /sbin/ldconfig -p | grep -E 'libcuda|libnvidia'; echo LDCACHE-rc $?; "
+            f"{PY} /shared/cuda.py libcuda.so.1; echo T-cuda $(date +%T); "
+            f"echo SEQ; {PY} /shared/seq.py libcuda.so.1; "
+            "echo SEQ-rc $?; echo T-seq $(date +%T); "
+            f"echo SMI-L; {smi} -L; echo SMI-L-rc $?; "
+            f"echo SMI-Q; {smi} "
             "--query-gpu=name,memory.total,memory.used --format=csv,noheader,nounits; "
             "echo SMI-Q-rc $?")
+
+
+def _no_nvidia_file_in_the_image() -> None:
+    """Nothing of NVIDIA's where the container's /usr and ldcache come from:
+    without the extra directories the discovery finds no driver file."""
+    bare = df.discover(RELEASE)
+    assert not bare.libraries and not bare.binaries, (bare.libraries, bare.binaries)
+    # (the CUDA toolkit's libcudart & co. may be there: not the driver's)
+    assert not any(n.startswith(("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjit"))
+                   for n, _ in df.host_ldcache())
 
 
 RUN: dict = {}
@@ -175,14 +206,24 @@ def _after(text: str, tag: str) -> list[str]:
     return [ln for ln in lines[i + 1:] if not ln.startswith(tag + "-rc")][:8]
 
 
+# The one container run: under TCG on a loaded host it takes longer than
+# the suite's 600 s default (the driver files add the container's ldconfig).
+@pytest.mark.timeout(1800)
 def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
     (runc.shared / "cuda.py").write_text(CUDA)
     (runc.shared / "seq.py").write_text(PRELUDE + textwrap.dedent(sequence_body(SEQ_CHUNK)))
     (runc.shared / "probe.py").write_text(PROBE)
-    cache = Path(os.environ.get("VGPU_CACHE", "/var/cache/vgpu")) / "nvidia-userspace" / RELEASE
-    r = containerd.run("nv-a", _script(), {"vgpu.io/memory": f"{QUOTA // MiB}MiB",
-                                          "vgpu.io/gpus": str(HOST_GPU)},
-                       detach=False, timeout=900, binds=(str(cache),))
+    _no_nvidia_file_in_the_image()
+    smi, lib = nvidia_userspace()
+    containerd.runtime_env(**{df.ENV_LIB_DIRS: str(lib), df.ENV_BIN_DIRS: str(smi.parent)})
+    try:
+        r = containerd.run("nv-a", _script(), {"vgpu.io/memory": f"{QUOTA // MiB}MiB",
+                                              "vgpu.io/gpus": str(HOST_GPU)},
+                           detach=False, timeout=1500, own_etc=True)
+    except subprocess.TimeoutExpired:
+        log = runc.shared / "out.log"
+        pytest.fail(f"the container ran past 1500 s; its output so far:\n"
+                    f"{log.read_text() if log.exists() else '(none)'}\n{daemon.log()}")
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"{out[-6000:]}\n{daemon.log()}"
     seq = [ln for ln in _after(out, "SEQ") if ln.startswith("{")]
@@ -204,6 +245,30 @@ def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
     assert [row[:2] for row in rows] == [["NVIDIA nvsim H100", str(QUOTA // MiB)]], out
     # the container exited: its slice went with it
     assert not daemon.slices()
+
+
+def test_driver_files_arrive_through_the_edits():
+    """The driver's libraries and nvidia-smi came as read-only binds of the
+    unpacked user space at its own path, the SONAME links and the
+    container's ld.so.cache were made in the container by the hook, and
+    nothing set LD_LIBRARY_PATH."""
+    text, p = _out()["text"], _out()["probe"]
+    _, lib = nvidia_userspace()
+    assert p["ld_library_path"] is None, p
+    mounts = dict((m[0], m[1]) for m in p["driver_mounts"])
+    for name in (f"libcuda.so.{RELEASE}", f"libnvidia-ml.so.{RELEASE}",
+                 f"libnvidia-ptxjitcompiler.so.{RELEASE}"):
+        opts = mounts.get(f"{lib}/{name}")
+        assert opts is not None, p["driver_mounts"]
+        assert {"ro", "nosuid", "nodev"} <= set(opts.split(",")), (name, opts)
+    smi, _ = nvidia_userspace()
+    assert str(smi) in mounts, p["driver_mounts"]
+    assert p["links"].get("libcuda.so.1") == f"libcuda.so.{RELEASE}", p["links"]
+    assert p["links"].get("libnvidia-ml.so.1") == f"libnvidia-ml.so.{RELEASE}", p["links"]
+    cache = _after(text, "LDCACHE")
+    assert any(ln.strip().startswith("libcuda.so.1 ") and ln.endswith(f"{lib}/libcuda.so.1")
+               for ln in cache), cache
+    assert any(ln.strip().startswith("libnvidia-ml.so.1 ") for ln in cache), cache
 
 
 def test_nodes_stat_as_nvidias_and_no_shim():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from vgpu.common.driverfiles import DriverFiles, driver_edits
 from vgpu.common.request import HOOK_ENV
 
 __all__ = ["CDI_HOOK", "cdi_spec"]
@@ -14,7 +15,7 @@ CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
 
 
 def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
-             socket: str | None = None) -> dict:
+             socket: str | None = None, driver: DriverFiles | None = None) -> dict:
     """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
     slice, named by its container, whose nodes are the slice's vgpufs nodes
     (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
@@ -23,7 +24,14 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
     hook also attaches the slice to the container's cgroup through vgpud
     (``socket``, when not the default): vgpu.ko opens an unbound slice for
     host administrators only.  The hook entry's env is explicit (runc would
-    otherwise choose it)."""
+    otherwise choose it).
+
+    With ``driver`` (vgpu.common.driverfiles.discover()), the spec's own
+    containerEdits, which apply with any of its devices, bring the host
+    driver's user space: each file bound read-only at its path, and the
+    hook's createRuntime entry that makes the SONAME links and the
+    container's ldcache (driverfiles.driver_edits: the edits vgpu-runtime
+    puts into config.json too)."""
     devices = []
     for s in slices:
         cid = str(s.get("container", ""))
@@ -59,4 +67,9 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
                            "env": list(HOOK_ENV), "timeout": 15}],
             },
         })
-    return {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
+    spec = {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
+    if driver is not None:
+        edits = driver_edits(driver, (hook, ["vgpu-oci-hook"], list(HOOK_ENV)))
+        if edits:
+            spec["containerEdits"] = edits
+    return spec

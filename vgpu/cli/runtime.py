@@ -25,7 +25,15 @@ says the container needs:
   /proc/devices (runc's cgroup-v2 device program only allows what
   config.json lists; the slice's minors are not known before the hook has
   made it, and vgpu.ko's cgroup binding decides which minors open); never
-  for a sandbox.
+  for a sandbox;
+- the host driver's user-space files (docs/containers.md, "Driver files"),
+  for a container that gets a slice's nodes: the mounts and the hook entry
+  of vgpu.common.driverfiles.driver_edits(), the edits ``vgpuctl cdi
+  generate`` writes into the CDI spec (containerd 1.6 has no CDI), as
+  config.json mounts and a hooks.createRuntime entry.  The driver's
+  version comes from /proc/driver/nvidia/version, else vgpud's status;
+  $VGPU_DRIVER_LIB_DIRS and $VGPU_DRIVER_BIN_DIRS add directories to
+  search, $VGPU_DRIVER_FILES=0 turns it off.
 
 Then it execs runc ($VGPU_RUNC, else ``runc`` on PATH) with the same argv.
 Every other command goes straight to runc.  It imports as little as it can
@@ -39,6 +47,8 @@ import os
 import sys
 
 from vgpu import __version__
+from vgpu.common import apiclient as ac
+from vgpu.common import driverfiles as df
 from vgpu.common.files import atomic_write
 from vgpu.common.request import (HOOK_ENV, ScopeError, honoured_scope, hook_argv, hook_stages,
                                  vgpu_major)
@@ -113,6 +123,8 @@ def _is_ours(h: object, stage: str) -> bool:
     if not isinstance(h, dict) or not isinstance(h.get("args"), list):
         return False
     args = h["args"]
+    if _is_driver_hook(h):
+        return False
     return stage in args and (any("vgpu.cli.hook" in str(a) for a in args) or
                               os.path.basename(str(h.get("path", ""))) == "vgpu-oci-hook")
 
@@ -146,8 +158,65 @@ def edit_config(config: dict, major: int | None,
     return changed
 
 
+def _is_driver_hook(h: object) -> bool:
+    return isinstance(h, dict) and isinstance(h.get("args"), list) and \
+        any(str(a) in (df.HOOK_LINK, df.HOOK_LDCONFIG) for a in h["args"])
+
+
 #: bound on asking vgpud whether a profile takes requests from images
 STATUS_TIMEOUT = 3.0
+
+
+def driver_files_edits(warn) -> dict:
+    """The driver files' CDI edits (vgpu.common.driverfiles.driver_edits)
+    with this wrapper's hook command; {} when turned off or when the
+    driver's version is not known (``warn`` says so)."""
+    if os.environ.get(df.ENV_FILES) == "0":
+        return {}
+    version = df.driver_version()
+    if version is None:
+        try:
+            with ac.ApiClient(None, STATUS_TIMEOUT) as client:
+                version = client.request("status").get("driver_version")
+        except ac.ClientError as e:
+            warn(f"no driver files: the NVIDIA driver's version is not known (no "
+                 f"/proc/driver/nvidia/version; vgpud: {e})")
+            return {}
+    if not df.valid_version(version):
+        warn("no driver files: the NVIDIA driver's version is not known")
+        return {}
+    files = df.discover(version, lib_dirs=df.env_dirs(df.ENV_LIB_DIRS),
+                        bin_dirs=df.env_dirs(df.ENV_BIN_DIRS))
+    path, args, env = hook_command("createRuntime")
+    return df.driver_edits(files, (path, args[:-1], env))
+
+
+def add_driver_files(config: dict, edits: dict) -> bool:
+    """The CDI ``edits`` as config.json's mounts (a bind at each container
+    path not mounted yet) and a hooks.createRuntime entry (unless one of
+    ours is there); True when it changed anything."""
+    changed = False
+    if edits.get("mounts"):
+        mounts = config.setdefault("mounts", [])
+        if not isinstance(mounts, list):
+            raise ValueError("config.json: mounts is not a list")
+        have = {m.get("destination") for m in mounts if isinstance(m, dict)}
+        for m in edits["mounts"]:
+            if m["containerPath"] not in have:
+                mounts.append({"destination": m["containerPath"], "type": "bind",
+                               "source": m["hostPath"], "options": list(m["options"])})
+                changed = True
+    for h in edits.get("hooks", ()):
+        hooks = config.setdefault("hooks", {})
+        if not isinstance(hooks, dict):
+            raise ValueError("config.json: hooks is not an object")
+        lst = hooks.setdefault(h["hookName"], [])
+        if not isinstance(lst, list):
+            raise ValueError(f"config.json: hooks.{h['hookName']} is not a list")
+        if not any(_is_driver_hook(x) for x in lst):
+            lst.append({k: h[k] for k in ("path", "args", "env", "timeout") if k in h})
+            changed = True
+    return changed
 
 
 def prepare_bundle(bundle: str, cid: str = "") -> bool:
@@ -166,7 +235,12 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     stages, device = hook_stages(sc)
     if not stages:
         return False
-    if edit_config(config, vgpu_major() if device else None, stages):
+    changed = edit_config(config, vgpu_major() if device else None, stages)
+    if device:
+        edits = driver_files_edits(lambda m: sys.stderr.write(f"{PROG}: container {cid}: "
+                                                              f"warning: {m}\n"))
+        changed = add_driver_files(config, edits) or changed
+    if changed:
         # runc reads it at once; worthless after a crash: no fsync on a
         # container's start path
         atomic_write(path, json.dumps(config, separators=(",", ":")), like=path, fsync=False)

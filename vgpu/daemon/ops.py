@@ -168,6 +168,9 @@ class Ops:
                 "state": {"path": str(mgr.store.path), "saved": mgr.state_error is None,
                           "error": dict(mgr.state_error) if mgr.state_error else None},
                 "config": mgr.config_path, "inventory": getattr(mgr.inventory, "source", None),
+                # the NVIDIA driver's version (vgpuctl cdi generate and
+                # vgpu-runtime pick its user-space files by it)
+                "driver_version": getattr(mgr.inventory, "driver_version", "") or None,
                 # what vgpu-oci-hook and vgpu-runtime ask before an image's
                 # VGPU_* environment may count (config.Limits.allow_image_env)
                 "image_env_profiles": cfg.image_env_profiles,

@@ -54,6 +54,14 @@ uses too, before anything is sent.
 container (its /proc/driver/nvidia, which runc refuses as a config.json
 mount "inside /proc"); no request is read, nothing is created or deleted.
 
+``vgpu-oci-hook --cdi-link TARGET::LINK ... --cdi-ldconfig DIR ...
+createRuntime`` (the driver files, wired by ``vgpuctl cdi generate`` and
+vgpu-runtime: vgpu.common.driverfiles): inside the container's mount
+namespace and root, make each SONAME link LINK -> TARGET (by fd, no
+symlink followed) and run the host's static /sbin/ldconfig on the DIRs
+chrooted into the root (vgpu.cli.hook.driver); no request is read, no
+slice touched.
+
 ``vgpu-oci-hook --cgroup DIR|--pid-start TICKS --rebind PID CONTAINER`` (run
 by vgpud after it mounted vgpufs afresh, e.g. after a restart; stdin
 unused): re-bind the container's /proc/driver/nvidia, whose bind mount

@@ -19,6 +19,7 @@ USAGE = f"""\
 usage: {PROG} [--socket PATH] [--timeout S] [--fuse-mount DIR] [--debug] [STAGE]
        {PROG} [--fuse-mount DIR] [--debug] --mount-slice SLICE createRuntime
        {PROG} [--fuse-mount DIR] [--debug] --cgroup DIR|--pid-start TICKS --rebind PID CONTAINER
+       {PROG} [--debug] [--cdi-link TARGET::LINK]... [--cdi-ldconfig DIR]... createRuntime
 
 OCI hook: attach a vgpu slice to a container that asks for one (annotations
 vgpu.io/memory, vgpu.io/compute, vgpu.io/priority, vgpu.io/policy,
@@ -44,6 +45,12 @@ options:
   --rebind PID CONTAINER
                     re-bind a running container's /proc/driver/nvidia view to
                     the current vgpufs mount (vgpud does this after a restart)
+  --cdi-link TARGET::LINK
+                    driver files (CDI and vgpu-runtime): make the symlink LINK
+                    (an absolute path in the container) -> TARGET (a file name)
+  --cdi-ldconfig DIR
+                    driver files: run the host's static ldconfig chrooted into
+                    the container's root with DIR (repeatable)
   --cgroup DIR, --pid-start TICKS
                     with --rebind: what PID must be to count as the container's
                     (in the cgroup v2 directory DIR or below; started at TICKS)
@@ -68,10 +75,35 @@ class Opts:
     rebind_cgroup: str | None = None      # what --rebind checks the pid against
     rebind_start: int | None = None
     mount_slice: str | None = None
+    cdi_links: list[tuple[str, str]]       # (target name, link path in the container)
+    cdi_ldconfig: list[str]                # container directories for ldconfig
+
+    def __init__(self):
+        self.cdi_links, self.cdi_ldconfig = [], []
 
 
 def _invalid(label: str, text: str, e: BadValue) -> ValueError:
     return ValueError(f"invalid {label} {quote(text)}: {e.reason}")
+
+
+def _container_path(text: str, what: str) -> str:
+    """An absolute, normalised path (no "..", no "." component, no NUL):
+    what the hook resolves inside the container's root."""
+    parts = text.split("/")
+    if not text.startswith("/") or "\0" in text or len(text) > 4096 or \
+            any(p in (".", "..") for p in parts) or os.path.normpath(text) != text or \
+            text == "/":
+        raise ValueError(f"invalid {what} {quote(text)}: an absolute, normalised path "
+                         f"in the container")
+    return text
+
+
+def _cdi_link(text: str) -> tuple[str, str]:
+    target, sep, link = text.partition("::")
+    if not sep or not target or "/" in target or target in (".", "..") or "\0" in target:
+        raise ValueError(f"invalid --cdi-link {quote(text)}: TARGET::LINK, TARGET a file "
+                         f"name in LINK's directory")
+    return target, _container_path(link, "--cdi-link link")
 
 
 def parse_argv(argv: list[str]) -> Opts:
@@ -84,7 +116,7 @@ def parse_argv(argv: list[str]) -> Opts:
         i += 1
         name, eq, value = a.partition("=")
         if name in ("--socket", "--timeout", "--fuse-mount", "--mount-slice", "--cgroup",
-                    "--pid-start"):
+                    "--pid-start", "--cdi-link", "--cdi-ldconfig"):
             if not eq:
                 if i >= len(argv):
                     raise ValueError(f"{name} needs a value")
@@ -99,6 +131,10 @@ def parse_argv(argv: list[str]) -> Opts:
                     raise _invalid(name, value, e) from None
             elif name == "--socket":
                 o.socket = value
+            elif name == "--cdi-link":
+                o.cdi_links.append(_cdi_link(value))
+            elif name == "--cdi-ldconfig":
+                o.cdi_ldconfig.append(_container_path(value, "--cdi-ldconfig"))
             elif name == "--mount-slice":
                 try:
                     o.mount_slice = parse_container(value)

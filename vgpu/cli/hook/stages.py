@@ -1,5 +1,6 @@
 """The hook's stages: createRuntime/prestart (attach), poststop (release),
-the CDI flow (mount_slice) and --rebind (rebind); run() picks one from the
+the CDI flow (mount_slice), the driver files (--cdi-link/--cdi-ldconfig:
+vgpu.cli.hook.driver) and --rebind (rebind); run() picks one from the
 stage argument and the container's state."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from vgpu.cli.hook.cgroups import (allow_devices, cgroup2_mount, cgroup_of, not_
                                    own_cgroup, pod_cgroup)
 from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_of,
                                      runtime_argv, validate)
+from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
 from vgpu.common.request import Scope, ScopeError, honoured_scope
@@ -290,6 +292,13 @@ def run(o: Opts, data: bytes) -> int:
         debug(f"stage {stage}: nothing to do for container {cid}")
         return 0
     config = read_config(state)
+    if o.cdi_links or o.cdi_ldconfig:
+        # the driver files' links and ldcache (vgpu.cli.hook.driver): no
+        # request is read, no slice touched
+        if stage == "poststop":
+            return 0
+        return driver_files(cid, creating_pid(state), rootfs_of(state, config), o.cdi_links,
+                            o.cdi_ldconfig, debug)
     if o.mount_slice is not None:
         if stage == "poststop":
             debug(f"container {cid}: slice {o.mount_slice} is the operator's; nothing to do")
