@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from vgpu.cli import ctl, hook, runtime
+from vgpu.cli import cdi, ctl, hook, runtime
 from vgpu.cli.hook import cgroups, cmdline, container
 from vgpu.common import request
 
@@ -631,7 +631,7 @@ def test_runtime_fails_on_missing_bundle(tmp_path):
 def test_cdi_spec_shape():
     s = {"container": "c1", "slice_id": 3, "gpus": [{"index": 0}, {"index": 1}],
          "devices": {"major": 510, "ctl_minor": 0, "uvm_minor": 1, "gpu_minors": [2, 3]}}
-    spec = ctl.cdi_spec([s], "/run/vgpu/fs")
+    spec = cdi.cdi_spec([s], "/run/vgpu/fs")
     assert spec["cdiVersion"] == "0.6.0" and spec["kind"] == "vgpu.io/slice"
     (dev,) = spec["devices"]
     assert dev["name"] == "c1"
@@ -645,7 +645,7 @@ def test_cdi_spec_shape():
     # reaches the hook)
     assert "mounts" not in dev["containerEdits"]
     (h,) = dev["containerEdits"]["hooks"]
-    assert h["hookName"] == "createRuntime" and h["path"] == ctl.CDI_HOOK
+    assert h["hookName"] == "createRuntime" and h["path"] == cdi.CDI_HOOK
     assert h["args"] == ["vgpu-oci-hook", "--fuse-mount", "/run/vgpu/fs", "--mount-slice", "c1",
                          "createRuntime"]
     assert h["env"] == list(request.HOOK_ENV)

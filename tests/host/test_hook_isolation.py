@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.access(RUNC, os.X_OK) or not os.access(BUSYBOX, os.X_OK),
     reason="needs root, runc and busybox")
 
-from vgpu.cli import ctl, runtime
+from vgpu.cli import cdi, runtime
 from vgpu.cli.hook import cgroups
 from vgpu.common import request  # noqa: E402
 
@@ -257,7 +257,7 @@ def test_cdi_spec_starts_a_container_with_the_slices_nodes_and_view(tmp_path, en
     shim.write_text(f"#!{sys.executable} -I\nimport sys\nsys.path.insert(0, {REPO!r})\n"
                     f"from vgpu.cli.hook import main\nsys.exit(main())\n")
     shim.chmod(0o755)
-    spec = ctl.cdi_spec([s], str(fs), str(shim), str(env["fake"].path))
+    spec = cdi.cdi_spec([s], str(fs), str(shim), str(env["fake"].path))
     b = make_bundle(tmp_path, "cdi", args=("sh", "-c", LIST))
     set_config(b, lambda c: cdi_apply(c, spec, "cdi-a"))
     r = runc_run(env, b, "ctr-cdi")

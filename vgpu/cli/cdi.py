@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 
+from vgpu.cli.rtdefaults import CDI_HOOK
 from vgpu.common.driverfiles import DriverFiles, driver_edits
 from vgpu.common.request import HOOK_ENV
 
 __all__ = ["CDI_HOOK", "cdi_spec"]
 
 
-#: the hook `vgpuctl cdi generate` wires in by default (make install's link)
-CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
 
 
 def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,

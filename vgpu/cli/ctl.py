@@ -25,7 +25,6 @@ import sys
 
 from vgpu import __version__
 from vgpu.cli import rtdefaults
-from vgpu.cli.cdi import CDI_HOOK, cdi_spec
 from vgpu.cli.ctlargv import (ARG_CONV, ARG_KEYS, ARG_LABELS, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK,
                               EXIT_PERMISSION, EXIT_TEXT, EXIT_UNAVAILABLE, EXIT_USAGE, GLOBAL_OPTS,
                               HISTORY_OPTS, O_GPU, PROG, QUOTA_OPTS, Cmd, Opt, UsageError, c_count,
@@ -34,8 +33,6 @@ from vgpu.cli.ctlargv import (ARG_CONV, ARG_KEYS, ARG_LABELS, EXIT_ERROR, EXIT_N
 from vgpu.cli.ctlrender import (count_text, emit_json, err, fmt_event, fmt_uptime, gpu_row,
                                 pct_text, print_slice, print_table, run_top, slice_row)
 from vgpu.common import apiclient as ac
-from vgpu.common import driverfiles as df
-from vgpu.common.files import atomic_write
 from vgpu.common.request import LABELS as K8S_LABELS
 from vgpu.common.values import POLICIES, PRIORITIES, BadValue, format_duration, quote
 
@@ -234,61 +231,6 @@ def cmd_top(client, o):
     return run_top(client, o, sys.stdout)
 
 
-def c_driver_version(text: str) -> str:
-    if not df.valid_version(text):
-        raise BadValue(text, "is not a driver version (e.g. 535.261.03)")
-    return text
-
-
-def c_abs_dir(text: str) -> list[str]:
-    if not text.startswith("/"):
-        raise BadValue(text, "is not an absolute directory")
-    return [os.path.normpath(text)]
-
-
-def cmd_cdi(client, o):
-    if o["generate"] != "generate":
-        raise UsageError(f'cdi: unknown action {quote(o["generate"])} (only "generate")')
-    slices = client.request("list").get("slices", [])
-    fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/private/fs"
-    sock = ac.socket_path(o.get("socket"))
-    driver = None
-    if not o.get("no_driver_files"):
-        # the host driver's user space (vgpu.common.driverfiles): its
-        # version from the kernel module, else vgpud's inventory
-        version = o.get("driver_version") or df.driver_version()
-        if version is None:
-            try:
-                version = client.request("status").get("driver_version")
-            except ac.ApiError:
-                version = None
-        if df.valid_version(version):
-            driver = df.discover(version, lib_dirs=o.get("driver_lib_dir") or
-                                 df.env_dirs(df.ENV_LIB_DIRS),
-                                 bin_dirs=o.get("driver_bin_dir") or df.env_dirs(df.ENV_BIN_DIRS))
-            if not driver.libraries:
-                sys.stderr.write(f"vgpuctl: cdi generate: warning: no library of driver "
-                                 f"{version} found (ldcache, --driver-lib-dir)\n")
-        else:
-            sys.stderr.write("vgpuctl: cdi generate: warning: the NVIDIA driver's version is "
-                             "not known (no /proc/driver/nvidia/version, none from vgpud): no "
-                             "driver files in the spec (--driver-version V brings them)\n")
-    text = json.dumps(cdi_spec(slices, fuse, o.get("hook") or CDI_HOOK,
-                               None if sock == ac.DEFAULT_SOCKET else sock, driver),
-                      indent=2) + "\n"
-    out = o.get("output")
-    if not out or out == "-":
-        sys.stdout.write(text)
-        return EXIT_OK
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        atomic_write(out, text)
-    except OSError as e:
-        err(f"cdi generate: cannot write {out}: {e.strerror or e}")
-        return EXIT_ERROR
-    return EXIT_OK
-
-
 def cmd_help(client, o):
     name = o.get("command")
     if name is None:
@@ -367,19 +309,22 @@ COMMANDS = (
         Opt("--fuse-mount", "DIR", "where vgpufs is mounted (default $VGPU_FUSE_MOUNT, "
             "else /run/vgpu/private/fs)", c_nonempty),
         Opt("--hook", "PATH", f"the vgpu-oci-hook the spec's createRuntime hook runs "
-            f"(default {CDI_HOOK})", c_nonempty),
+            f"(default {rtdefaults.CDI_HOOK})", c_nonempty),
         Opt("--driver-version", "V", "the NVIDIA driver's version whose files the spec "
-            "brings (default: /proc/driver/nvidia/version, else vgpud's)", c_driver_version),
+            "brings (default: /proc/driver/nvidia/version, else vgpud's)",
+            "vgpu.cli.ctlcdi:c_driver_version"),
         Opt("--driver-lib-dir", "DIR", "also take the driver's libraries (lib*.so.<version>) "
-            "from DIR; repeat for several (default $VGPU_DRIVER_LIB_DIRS)", c_abs_dir,
+            "from DIR; repeat for several (default $VGPU_DRIVER_LIB_DIRS)",
+            "vgpu.cli.ctlcdi:c_abs_dir",
             multi=True),
         Opt("--driver-bin-dir", "DIR", "look for nvidia-smi and the driver's other tools in "
-            "DIR before PATH; repeat for several (default $VGPU_DRIVER_BIN_DIRS)", c_abs_dir,
+            "DIR before PATH; repeat for several (default $VGPU_DRIVER_BIN_DIRS)",
+            "vgpu.cli.ctlcdi:c_abs_dir",
             multi=True),
         Opt("--no-driver-files", None, "device nodes and the views only: no driver "
             "library, tool or firmware"),
     ), "cdi generate: write a CDI spec (kind vgpu.io/slice) with one device per slice",
-        cmd_cdi),
+        "vgpu.cli.ctlcdi:cmd_cdi"),
     Cmd("runtime", ("configure",), (
         Opt("--config", "PATH", f"containerd's config (default {rtdefaults.DEFAULT_CONFIG}); "
             "version 2 (containerd 1.x) is edited in place, version 3 (2.x) gets a drop-in",
