@@ -1,7 +1,7 @@
 """The host driver's user-space files for a slice's container
 (vgpu.common.driverfiles, docs/containers.md "Driver files"): discovery on
-a fake root, the CDI spec's edits checked against the CDI JSON schema
-(tests/data/cdi-schema, cncf-tags/container-device-interface's), the same
+a fake root, the CDI spec's edits checked against a JSON schema of the CDI
+specification's fields (written here, stricter than the project's), the same
 edits in vgpu-runtime's config.json, and the hook that makes the SONAME
 links and the container's ldcache inside a root."""
 from __future__ import annotations
@@ -30,7 +30,6 @@ from tools.testbed.fake_vgpud import FakeVgpud
 
 V = "535.261.03"
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT / "tests" / "data" / "cdi-schema"
 
 
 def make_elf(path: Path, soname: str | None = None, interp: str | None = None) -> Path:
@@ -234,19 +233,72 @@ def test_elf_soname_and_static(tmp_path):
 
 # ------------------------------------------------------------ the CDI spec
 def _schema_validator():
-    """The CDI schema (schema.json with defs.json's definitions inlined:
-    its "$ref"s name defs.json)."""
-    schema = json.loads((SCHEMA / "schema.json").read_text())
-    defs = json.loads((SCHEMA / "defs.json").read_text())["definitions"]
-    text = json.dumps(schema).replace('"defs.json#/definitions/', '"#/definitions/')
-    schema = json.loads(text)
-    schema["definitions"] = defs
+    """The CDI spec document's shape, written here from the CDI
+    specification's field list (container-device-interface SPEC.md, "CDI
+    JSON Specification": cdiVersion, kind, devices with name and
+    containerEdits; containerEdits' env, deviceNodes, mounts, hooks, ...;
+    which fields each requires) as a JSON schema of our own, stricter than
+    the project's (no field it does not name: a misspelt key of the
+    generator fails here)."""
+    strings = {"type": "array", "items": {"type": "string"}}
+    u32 = {"type": "integer", "minimum": 0, "maximum": 0xFFFFFFFF}
+
+    def obj(props, required=()):
+        return {"type": "object", "properties": props, "required": list(required),
+                "additionalProperties": False}
+
+    edits = obj({
+        "env": strings,
+        "deviceNodes": {"type": "array", "items": obj({
+            "path": {"type": "string"}, "hostPath": {"type": "string"},
+            "type": {"enum": ["b", "c", "u", "p"]}, "major": {"type": "integer"},
+            "minor": {"type": "integer"}, "fileMode": u32,
+            "permissions": {"type": "string", "pattern": "^[rwm]*$"},
+            "uid": u32, "gid": u32}, ["path"])},
+        "mounts": {"type": "array", "items": obj({
+            "hostPath": {"type": "string"}, "containerPath": {"type": "string"},
+            "options": strings, "type": {"type": "string"}}, ["hostPath", "containerPath"])},
+        "hooks": {"type": "array", "items": obj({
+            "hookName": {"type": "string"}, "path": {"type": "string"}, "args": strings,
+            "env": strings, "timeout": {"type": "integer"}}, ["hookName", "path"])},
+        "additionalGids": {"type": "array", "items": u32},
+        "intelRdt": {"type": "object"},
+        "netDevices": {"type": "array", "items": {"type": "object"}},
+    })
+    annotations = {"type": "object", "additionalProperties": {"type": "string"}}
+    schema = obj({
+        "cdiVersion": {"type": "string"},
+        "kind": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+        "annotations": annotations,
+        "devices": {"type": "array", "items": obj({
+            "name": {"type": "string"}, "annotations": annotations,
+            "containerEdits": edits}, ["name", "containerEdits"])},
+        "containerEdits": edits,
+    }, ["cdiVersion", "kind", "devices"])
+    schema["$schema"] = "http://json-schema.org/draft-07/schema#"
     return jsonschema.Draft7Validator(schema)
 
 
 #: what CDI's Go validation adds to the schema (pkg/cdi: hook names, absolute paths)
 OCI_HOOKS = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart",
              "poststop"}
+
+
+def test_the_cdi_schema_check_can_fail():
+    """The schema above refuses what the specification does: a device
+    without containerEdits, a mount without containerPath, a field it does
+    not name."""
+    v = _schema_validator()
+    good = {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice",
+            "devices": [{"name": "c1", "containerEdits": {
+                "mounts": [{"hostPath": "/a", "containerPath": "/a"}]}}]}
+    assert v.is_valid(good)
+    for bad in ({**good, "devices": [{"name": "c1"}]},
+                {**good, "devices": [{"name": "c1", "containerEdits": {
+                    "mounts": [{"hostPath": "/a"}]}}]},
+                {**good, "devices": [{"name": "c1", "containerEdits": {"hostpath": "/a"}}]},
+                {k: v2 for k, v2 in good.items() if k != "kind"}):
+        assert not v.is_valid(bad), bad
 
 
 def check_cdi(spec: dict) -> None:
