@@ -538,26 +538,33 @@ def test_ldconfig_failure_is_one_line(tmp_path):
 
 @needs_root
 @pytest.mark.skipif(LIBZ is None, reason="no libz.so.1 in the host's ldcache")
+def _hook_in_bundle(bundle):
+    """vgpu-oci-hook's createRuntime with the driver files' link and ldcache
+    options, isolated (-I -S, empty environment) as make install runs it,
+    on the bundle's rootfs for a container whose process is a sleeper."""
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        state = json.dumps({"id": "c1", "pid": sleeper.pid, "status": "creating",
+                            "bundle": str(bundle)})
+        boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
+                f"from vgpu.cli.hook import main; sys.exit(main())")
+        return subprocess.run([sys.executable, "-I", "-S", "-c", boot, "--debug",
+                               "--cdi-link", f"libnvidia-z.so.{V}::/drv/libnvidia-z.so.1",
+                               "--cdi-ldconfig", "/drv", "createRuntime"],
+                              input=state, capture_output=True, text=True, timeout=60, env={})
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_hook_end_to_end_in_a_process_root(tmp_path):
     """vgpu-oci-hook --cdi-link ... --cdi-ldconfig ... createRuntime with a
     state whose pid is a live process of this mount namespace (a
     container's init before pivot_root sees the same): links and ldcache
     made in the bundle's rootfs."""
     root = _root_with_lib(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
-        state = json.dumps({"id": "c1", "pid": sleeper.pid, "status": "creating",
-                            "bundle": str(tmp_path)})
-        boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
-                f"from vgpu.cli.hook import main; sys.exit(main())")
-        r = subprocess.run([sys.executable, "-I", "-S", "-c", boot, "--debug",
-                            "--cdi-link", f"libnvidia-z.so.{V}::/drv/libnvidia-z.so.1",
-                            "--cdi-ldconfig", "/drv", "createRuntime"],
-                           input=state, capture_output=True, text=True, timeout=60, env={})
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    r = _hook_in_bundle(tmp_path)
     assert r.returncode == 0, r.stderr
     assert os.readlink(root / "drv/libnvidia-z.so.1") == f"libnvidia-z.so.{V}"
     assert (root / "etc/ld.so.cache").exists()
@@ -646,20 +653,7 @@ def test_runc_runs_a_container_with_the_specs_driver_files(tmp_path, env):  # no
 def test_a_root_without_etc_gets_the_links_and_no_ldcache(tmp_path):
     root = _root_with_lib(tmp_path)
     (root / "etc").rmdir()
-    (tmp_path / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
-        state = json.dumps({"id": "c1", "pid": sleeper.pid, "status": "creating",
-                            "bundle": str(tmp_path)})
-        boot = (f"import sys; sys.path.insert(0, {PKG_PARENT!r}); "
-                f"from vgpu.cli.hook import main; sys.exit(main())")
-        r = subprocess.run([sys.executable, "-I", "-S", "-c", boot, "--debug",
-                            "--cdi-link", f"libnvidia-z.so.{V}::/drv/libnvidia-z.so.1",
-                            "--cdi-ldconfig", "/drv", "createRuntime"],
-                           input=state, capture_output=True, text=True, timeout=60, env={})
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    r = _hook_in_bundle(tmp_path)
     assert r.returncode == 0 and "no ldcache made" in r.stderr, r.stderr
     assert os.readlink(root / "drv/libnvidia-z.so.1") == f"libnvidia-z.so.{V}"
     assert not (root / "etc").exists()
