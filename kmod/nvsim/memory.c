@@ -4,9 +4,11 @@
  *
  * FB is pure accounting: an allocation is a number charged to its GPU and to
  * the process that made it, never RAM.  (Pages appear only when something is
- * mmap()ed, see mmap.c.)  Sizes allocated through NV_MEMORY_ALLOCATION_PARAMS
- * or the vidheap are rounded to the page as RM rounds them (nvsim_rm_round,
- * nvsim_rm_sysmem_round); NVOS02's are counted to the byte.
+ * mmap()ed, see mmap.c.)  Sizes allocated through NV_MEMORY_ALLOCATION_PARAMS,
+ * the vidheap or NVOS02's NV01_MEMORY_LOCAL_USER are rounded to the page as
+ * RM rounds them (nvsim_rm_round, nvsim_rm_sysmem_round); NVOS02's
+ * NV01_MEMORY_LOCAL_PRIVILEGED is counted to the byte (simplified: RM's
+ * takes no size, _rmAllocMemoryLocalPrivileged).
  *
  * The paths: RM_ALLOC of a memory class (objects.c), RM_ALLOC_MEMORY
  * (NVOS02) and RM_VID_HEAP_CONTROL (NVOS32), all ending in
@@ -313,6 +315,11 @@ static NV_STATUS nvsim_mem_parent(const struct nvsim_call *call,
  *
  * Classes 0x40 and 0x3F are FB; 0x3E is system memory, not counted.  The
  * escape (rm.c) creates the mmap context for system memory afterwards.
+ * 0x40 is RM_ALLOC of NV01_MEMORY_LOCAL_USER with a DEFAULT page size
+ * (_rmAllocMemoryLocalUser, rmapi_deprecated_allocmemory.c;
+ * RmDeprecatedConvertOs02ToOs32Flags sets PAGE_SIZE DEFAULT), so its size
+ * is rounded as RM rounds it (nvsim_rm_round); the limit is not written
+ * back (the shim leaves *pLimit as it was).
  */
 void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 {
@@ -320,6 +327,7 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	struct nvsim_object *parent, *obj;
 	NvHandle h = p->hObjectNew;
 	NV_STATUS status;
+	u64 size;
 
 	status = nvsim_fault_rm(NVSIM_FK_RM_ALLOC_MEMORY, p->hClass, call);
 	if (status != NV_OK) {
@@ -343,6 +351,16 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 		p->status = NV_ERR_INVALID_ARGUMENT;
 		return;
 	}
+	size = p->limit + 1;
+	if (p->hClass == NV01_MEMORY_LOCAL_USER) {
+		u32 attr = 0, attr2 = 0;        /* PAGE_SIZE DEFAULT */
+
+		status = nvsim_rm_round(&size, &attr, &attr2);
+		if (status != NV_OK) {
+			p->status = status;
+			return;
+		}
+	}
 
 	mutex_lock(&nvsim.lock);
 	status = nvsim_mem_parent(call, p->hRoot, p->hObjectParent,
@@ -350,7 +368,7 @@ void nvsim_rm_alloc_memory(const struct nvsim_call *call, NVOS02_PARAMETERS *p)
 	if (status != NV_OK)
 		goto out;
 	status = nvsim_alloc_memory_object(call, client, parent, &h, p->hClass,
-					   p->limit + 1, &obj);
+					   size, &obj);
 	if (status != NV_OK)
 		goto out;
 	p->hObjectNew = h;

@@ -750,20 +750,24 @@ static bool vgpu_gpu_parent(struct vgpu_obj *o)
 }
 
 /*
- * What RM allocates for an FB request that names its page size, from
- * vgpu.ko's own copy of the request: memmgrDeterminePageSize_IMPL
+ * The most RM allocates for an FB request, from vgpu.ko's own copy of it,
+ * reserved before the call so that no request passes the quota even for
+ * the call's length, however many run at once.  memmgrDeterminePageSize_IMPL
  * (mem_mgr.c; dmaNvos32ToPageSizeAttr, mem.c) takes attr's PAGE_SIZE (and
  * attr2's PAGE_SIZE_HUGE: DEFAULT or 2MB is 2 MiB, 512MB 512 MiB, 256GB
- * 256 GiB), memmgrAllocDetermineAlignment_GM107 (mem_mgr_gm107.c) rounds
- * the size up to it, and vidmemConstruct allocates that.  BIG is taken as
- * 64 KiB (kgmmuGetMaxBigPageSize_GM107 without per-VA-space big pages, off
- * unless the host sets RMDisableBigPagePerAddressSpace).  A DEFAULT page
- * size is RM's to pick (_memmgrPickDefaultGpuPageSize: 64 KiB, or 2 MiB from
- * 2 MiB up), compression may round further (comprPageSize): neither is
- * reserved here.  This is only what is reserved before the call, so that an
- * explicit huge page cannot pass the quota even for the call's length;
- * the charge is what the driver says through the kernel entry
- * (vgpu_commit).  U64_MAX: wraps (the driver refuses it).
+ * 256 GiB); a DEFAULT page size is RM's to pick, and
+ * _memmgrPickDefaultGpuPageSize picks at most 2 MiB from 2 MiB up, else at
+ * most the big page (4 KiB on a GPU without big pages: less, and the charge
+ * is trimmed to the driver's size after).  memmgrAllocDetermineAlignment_GM107
+ * (mem_mgr_gm107.c) rounds the size up to the page and vidmemConstruct
+ * allocates that.  BIG is taken as 64 KiB (kgmmuGetMaxBigPageSize_GM107
+ * without per-VA-space big pages, off unless the host sets
+ * RMDisableBigPagePerAddressSpace).  Compression may round further
+ * (comprPageSize): not reserved here, charged after (vgpu_commit).
+ * RM_ALLOC_MEMORY's NV01_MEMORY_LOCAL_USER is the same allocation with a
+ * DEFAULT page size (_rmAllocMemoryLocalUser, rmapi_deprecated_allocmemory.c;
+ * RmDeprecatedConvertOs02ToOs32Flags).  U64_MAX: wraps (the driver refuses
+ * it).
  */
 static u64 vgpu_rm_rounded(u64 size, u32 attr, u32 attr2)
 {
@@ -790,8 +794,9 @@ static u64 vgpu_rm_rounded(u64 size, u32 attr, u32 attr2)
 			break;
 		}
 		break;
-	default:
-		return size;
+	default:        /* DEFAULT */
+		page = size >= SZ_2M ? SZ_2M : SZ_64K;
+		break;
 	}
 	if (size + page - 1 < size)
 		return U64_MAX;
@@ -802,12 +807,14 @@ static u64 vgpu_rm_rounded(u64 size, u32 attr, u32 attr2)
  * After an FB allocation: charge what the driver allocated, asked through
  * the kernel entry (vgpu_rm_mem_size), never the size written back to the
  * call page, which a sibling can rewrite after the driver's copy-out (a
- * 4 KiB request with a huge page attribute is 2 MiB in the driver).  At
- * least what was reserved.  A size larger than reserved is reserved too;
- * if that fails, or the driver cannot say (the object is not there: the
- * status read back was not the driver's), the object is freed again and the
- * caller gets NV_ERR_NO_MEMORY.  Until then the slice may hold up to one
- * page of RM's rounding more than its quota (docs/mediator.md).
+ * 4 KiB request with a huge page attribute is 2 MiB in the driver).  Less
+ * than reserved (RM picked a smaller page than the most vgpu_rm_rounded
+ * allows for) gives the rest back; more (compression's rounding) is
+ * reserved too, and if that fails, or the driver cannot say (the object is
+ * not there: the status read back was not the driver's), the object is
+ * freed again and the caller gets NV_ERR_NO_MEMORY.  Only in that last case
+ * may the slice hold more than its quota, for the call's length
+ * (docs/mediator.md).
  */
 static NV_STATUS vgpu_commit(struct vgpu_client *c, struct vgpu_obj *parent,
 			     NvHandle h, u32 hclass, u64 reserved)
@@ -829,6 +836,9 @@ static NV_STATUS vgpu_commit(struct vgpu_client *c, struct vgpu_obj *parent,
 			vgpu_refused(s, gpu, actual);
 			return NV_ERR_NO_MEMORY;
 		}
+		reserved = actual;
+	} else if (actual < reserved) {
+		vgpu_unreserve(s, gpu, reserved - actual);
 		reserved = actual;
 	}
 	ch = vgpu_charge_new(s, gpu, reserved);
@@ -1808,7 +1818,8 @@ NV_STATUS vgpu_alloc_memory_path(struct vgpu_file *vf, NVOS02_PARAMETERS *p)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	if (p->limit == U64_MAX)
 		return NV_ERR_INVALID_ARGUMENT;
-	size = p->limit + 1;
+	/* RM's DEFAULT page size (_rmAllocMemoryLocalUser): vgpu_rm_rounded. */
+	size = vgpu_rm_rounded(p->limit + 1, 0, 0);
 
 	c = vgpu_client_lock_live(vf, p->hRoot);
 	if (!c)
@@ -1963,8 +1974,7 @@ NV_STATUS vgpu_vid_heap_path(struct vgpu_file *vf, NVOS32_PARAMETERS *p)
 			 * The caller gets the driver's outputs (offset, size,
 			 * address...); what vgpu.ko decides with stays its own:
 			 * the size charged is the driver's, asked through the
-			 * kernel entry, and at least the one reserved
-			 * (vgpu_commit).
+			 * kernel entry (vgpu_commit).
 			 */
 			if (st == NV_OK) {
 				q.function = p->function;

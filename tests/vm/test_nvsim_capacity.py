@@ -1,6 +1,6 @@
 """Exact framebuffer capacity: the whole FB can be allocated by every path
-(NVOS02 to the byte, the others in RM's pages), one byte more is NV_ERR_NO_MEMORY, freeing makes room again, and
-the GPUs are independent."""
+(in RM's pages), one byte more is NV_ERR_NO_MEMORY, freeing makes room
+again, and the GPUs are independent."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from vgpu.abi import nvabi as A
 from vgpu.abi.nvclient import RmError
 
+KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -72,15 +73,21 @@ def test_exact_fill_mixing_paths(gpu0, state, fb_size):
 
 
 def test_sizes_add_up_as_rm_rounds_them(gpu0, state, fb_size):
-    """NVOS02's sizes are counted to the byte; NV_MEMORY_ALLOCATION_PARAMS'
-    and the vidheap's are RM's page multiples (64 KiB below 2 MiB: a byte
-    takes 64 KiB), so the last 64 KiB hold one of those, then nothing."""
-    gpu0.alloc(fb_size - (64 << 10) - 1, "alloc-memory")
+    """Every path's sizes are RM's page multiples (2 MiB from 2 MiB up, 64 KiB
+    below: a byte takes 64 KiB; NVOS02's 0x40 is RM_ALLOC with a DEFAULT
+    page size, _rmAllocMemoryLocalUser), so the last 2 MiB hold 32 of the
+    small ones, then nothing."""
+    gpu0.alloc(fb_size - 4 * MiB + 1, "alloc-memory")
+    assert state().fb_used(0) == fb_size - 2 * MiB
     gpu0.alloc(1, "alloc-memory")
-    assert state().fb_used(0) == fb_size - (64 << 10)
-    gpu0.alloc(1, "rm-alloc")
+    gpu0.alloc(64 * KiB - 1, "rm-alloc")
+    gpu0.alloc(1, "vid-heap")
+    assert state().fb_used(0) == fb_size - 2 * MiB + 3 * 64 * KiB
+    for i in range(29):
+        path, kw = PATHS[i % len(PATHS)]
+        gpu0.alloc(1 + i, path, **kw)
     assert state().fb_used(0) == fb_size
-    _no_memory(gpu0.alloc, 1, "vid-heap")
+    _no_memory(gpu0.alloc, 1, "alloc-memory")
 
 
 def test_gpus_are_independent(gpu0, gpu1, state, fb_size):

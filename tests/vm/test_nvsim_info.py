@@ -91,12 +91,12 @@ def test_vid_heap_info_counts_all_clients(res, fb_size):
 
 
 @pytest.mark.parametrize("path,allocated", [("rm-alloc", 3 * GiB + 6 * MiB),
-                                            ("alloc-memory", 3 * GiB + 5 * MiB),
+                                            ("alloc-memory", 3 * GiB + 6 * MiB),
                                             ("vid-heap", 3 * GiB + 6 * MiB)])
 def test_surface_info_size(gpu0, path, allocated):
     """The surface's size is what the driver allocated: RM's 2 MiB default
-    page for NV_MEMORY_ALLOCATION_PARAMS and the vidheap, the bytes asked
-    for through NVOS02."""
+    page on every path (NVOS02's 0x40 is RM_ALLOC with a DEFAULT page size,
+    _rmAllocMemoryLocalUser)."""
     h = gpu0.alloc(3 * GiB + 5 * MiB, path)
     assert gpu0.client.surface_size(h) == allocated
 

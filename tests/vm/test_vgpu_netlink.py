@@ -308,8 +308,10 @@ def test_events(kern, sl):
         assert ei.value.status == A.NV_ERR_NO_MEMORY
         refused = ev.wait_for(lambda e: e.type == U.VGPU_EVENT_ALLOC_REFUSED)
         assert refused is not None, "no ALLOC_REFUSED event"
+        # the size refused is what RM would allocate: 2 MiB pages from
+        # 2 MiB up (vgpu_rm_rounded, reserved before the call)
         assert (refused.slice_id, refused.pid, refused.gpu, refused.size) == \
-            (sl.id, os.getpid(), 0, 16 * MiB + 1)
+            (sl.id, os.getpid(), 0, 18 * MiB)
         assert kern.slice_get(sl.id).gpu(0).refusals == 1
         sl.close_all()
         emptied = ev.wait_for(lambda e: e.type == U.VGPU_EVENT_SLICE_EMPTIED and e.slice_id == sl.id)
