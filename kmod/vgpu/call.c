@@ -76,9 +76,16 @@
 
 struct vgpu_call {
 	struct kref ref;        /* the caller's, and the VMA's while mapped */
-	void *kaddr;            /* vmalloc'd: zeroed, page aligned, charged */
-	size_t len;             /* a multiple of PAGE_SIZE */
+	void *kbase;            /* vmalloc'd: zeroed, page aligned, charged */
+	size_t len;             /* the VMA's: a multiple of PAGE_SIZE */
+	unsigned long ubase;    /* the VMA's start */
+	unsigned int nslots;    /* VGPU_CALL_RING (pooled) or 1 */
+	unsigned int next;      /* the next slot never written since the zap */
+	/* The slot of the call in flight: */
+	void *kaddr;
 	unsigned long uaddr;
+	size_t slot_off;
+	size_t slot_len;
 	struct address_space *mapping;  /* of its own inode: the zap's handle */
 	struct mm_struct *mm;   /* mapped there; not referenced (the VMA is) */
 	struct task_struct *owner;      /* the task calling through it, NULL idle */
@@ -92,17 +99,29 @@ struct vgpu_call {
 
 /*
  * Reuse.  Mapping and unmapping a page per call costs more than the call
- * (an mmap_lock write section each, a VMA, a TLB flush), so a call page of
- * VGPU_CALL_POOL_LEN stays mapped in its mm after the call, idle, for the
- * next call of any thread of that mm (at most VGPU_CALL_IDLE_MAX per mm).
- * Idle, its PTEs may still be writable (the last call's copy-out made them
- * so), and a sibling may write it: harmless, nothing reads it then.  Taken
- * for a call, its PTEs are zapped under the mmap lock before vgpu.ko fills
- * it through the kernel mapping, so from then on every user write faults
- * again and only the caller's is granted.  An idle page whose VMA goes
- * (munmap, MAP_FIXED over it, exit) leaves the list in .close.
+ * (an mmap_lock write section each, a VMA, a TLB flush), so a pooled call
+ * page stays mapped in its mm after the call, idle, for the next call of
+ * any thread of that mm (at most VGPU_CALL_IDLE_MAX per mm).
+ *
+ * A pooled call page is a ring of VGPU_CALL_RING slots of
+ * VGPU_CALL_POOL_LEN, each used for one call and not again until every
+ * slot's PTEs were zapped together.  A slot's PTE is made writable only by
+ * pfn_mkwrite, for the calling task, while the driver runs, and only within
+ * that call's slot (vgpu_call_writer), so a slot not used since the last
+ * zap is read-only to every task of the mm; a used one may be writable
+ * (the driver's copy-out made it so) and a sibling may write it: harmless,
+ * nothing reads it until it is reused, after the zap.  The zap is under the
+ * mmap lock and unmap_mapping_range flushes the TLB before it returns, so
+ * then no CPU holds a writable entry for any slot; the slots are mapped
+ * read-only again at once (vgpu_call_populate).  One zap, and with a
+ * multi-threaded mm one TLB shootdown, per VGPU_CALL_RING calls instead of
+ * per call (bench/README.md, "The call page's cost").  A zap that catches
+ * another slot mid-call only makes its next access fault again.  An idle
+ * page whose VMA goes (munmap, MAP_FIXED over it, exit) leaves the list in
+ * .close.
  */
 #define VGPU_CALL_POOL_LEN      PAGE_SIZE
+#define VGPU_CALL_RING          16
 #define VGPU_CALL_IDLE_MAX      8
 static DEFINE_SPINLOCK(vgpu_idle_lock);
 static DEFINE_HASHTABLE(vgpu_idle, 6);
@@ -111,7 +130,7 @@ static void vgpu_call_free(struct kref *ref)
 {
 	struct vgpu_call *c = container_of(ref, struct vgpu_call, ref);
 
-	vfree(c->kaddr);
+	vfree(c->kbase);
 	kfree(c);
 }
 
@@ -123,9 +142,15 @@ static vm_fault_t vgpu_call_insert(struct vm_area_struct *vma,
 				pfn_to_pfn_t(vmalloc_to_pfn(kaddr)));
 }
 
-static bool vgpu_call_writer(struct vgpu_call *c)
+/*
+ * The calling task while the driver runs, at an offset in its call's slot:
+ * a pointer the caller passed through to the driver that names another
+ * slot of the ring makes no slot writable but its own.
+ */
+static bool vgpu_call_writer(struct vgpu_call *c, unsigned long off)
 {
-	return current == c->owner && READ_ONCE(c->in_call);
+	return current == c->owner && READ_ONCE(c->in_call) &&
+	       off - c->slot_off < c->slot_len;
 }
 
 static vm_fault_t vgpu_call_fault(struct vm_fault *vmf)
@@ -135,17 +160,17 @@ static vm_fault_t vgpu_call_fault(struct vm_fault *vmf)
 
 	if (off >= c->len)
 		return VM_FAULT_SIGBUS;
-	if ((vmf->flags & FAULT_FLAG_WRITE) && !vgpu_call_writer(c))
+	if ((vmf->flags & FAULT_FLAG_WRITE) && !vgpu_call_writer(c, off))
 		return VM_FAULT_SIGBUS;
 	/* Read-only (write-notify); a write refaults into pfn_mkwrite. */
-	return vgpu_call_insert(vmf->vma, vmf->address, c->kaddr + off);
+	return vgpu_call_insert(vmf->vma, vmf->address, c->kbase + off);
 }
 
 static vm_fault_t vgpu_call_pfn_mkwrite(struct vm_fault *vmf)
 {
 	struct vgpu_call *c = vmf->vma->vm_private_data;
 
-	return vgpu_call_writer(c) ? 0 : VM_FAULT_SIGBUS;
+	return vgpu_call_writer(c, vmf->pgoff << PAGE_SHIFT) ? 0 : VM_FAULT_SIGBUS;
 }
 
 /* A copy of the VMA (mremap's new one): the original is leaving. */
@@ -333,7 +358,7 @@ static void vgpu_call_populate(struct vm_area_struct *vma, struct vgpu_call *c)
 	size_t off;
 
 	for (off = 0; off < c->len; off += PAGE_SIZE)
-		if (vgpu_call_insert(vma, c->uaddr + off, c->kaddr + off) !=
+		if (vgpu_call_insert(vma, c->ubase + off, c->kbase + off) !=
 		    VM_FAULT_NOPAGE)
 			break;  /* the fault handler will do it */
 }
@@ -356,6 +381,15 @@ static struct vgpu_call *vgpu_call_unidle(struct mm_struct *mm)
 	return found;
 }
 
+/* The call in flight uses slot i. */
+static void vgpu_call_slot(struct vgpu_call *c, unsigned int i, size_t len)
+{
+	c->slot_off = (size_t)i * VGPU_CALL_POOL_LEN;
+	c->slot_len = len;
+	c->kaddr = c->kbase + c->slot_off;
+	c->uaddr = c->ubase + c->slot_off;
+}
+
 /* An idle call page of current's mm, taken (a reference), or NULL. */
 static struct vgpu_call *vgpu_call_take_idle(void)
 {
@@ -367,9 +401,14 @@ static struct vgpu_call *vgpu_call_take_idle(void)
 	if (!c)
 		return NULL;
 	c->owner = current;
-	/* From here a sibling's write faults again: zap what the last call granted. */
+	if (c->next < c->nslots && !READ_ONCE(c->broken)) {
+		/* Never writable since the last zap: read-only to all. */
+		vgpu_call_slot(c, c->next++, VGPU_CALL_POOL_LEN);
+		return c;
+	}
+	/* Every slot used: from here a sibling's write faults again. */
 	mmap_read_lock(mm);
-	vma = vma_lookup(mm, c->uaddr);
+	vma = vma_lookup(mm, c->ubase);
 	if (READ_ONCE(c->broken) || !vma || vma->vm_ops != &vgpu_call_vm_ops ||
 	    vma->vm_private_data != c) {
 		mmap_read_unlock(mm);
@@ -384,6 +423,8 @@ static struct vgpu_call *vgpu_call_take_idle(void)
 	unmap_mapping_range(c->mapping, 0, c->len, 1);
 	vgpu_call_populate(vma, c);
 	mmap_read_unlock(mm);
+	c->next = 1;
+	vgpu_call_slot(c, 0, VGPU_CALL_POOL_LEN);
 	return c;
 }
 
@@ -398,13 +439,21 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 		c = vgpu_call_take_idle();
 		if (c)
 			return c;
-		len = VGPU_CALL_POOL_LEN;
 	}
 	c = kzalloc(sizeof(*c), GFP_KERNEL_ACCOUNT);
 	if (!c)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&c->ref);
-	c->len = PAGE_ALIGN(len);
+	if (len <= VGPU_CALL_POOL_LEN) {
+		c->nslots = VGPU_CALL_RING;
+		c->len = VGPU_CALL_RING * VGPU_CALL_POOL_LEN;
+		len = VGPU_CALL_POOL_LEN;
+	} else {
+		c->nslots = 1;
+		c->len = PAGE_ALIGN(len);
+		len = c->len;
+	}
+	c->next = 1;
 	c->owner = current;
 	c->mm = current->mm;
 	/*
@@ -415,8 +464,8 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 	 * VM_USERMAP serves only remap_vmalloc_range, which vgpu.ko does not
 	 * use (the PTEs are inserted one by one, vgpu_call_insert).
 	 */
-	c->kaddr = __vmalloc(c->len, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-	if (!c->kaddr) {
+	c->kbase = __vmalloc(c->len, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!c->kbase) {
 		kfree(c);
 		return ERR_PTR(-ENOMEM);
 	}
@@ -431,7 +480,8 @@ static struct vgpu_call *vgpu_call_begin(size_t len)
 		kref_put(&c->ref, vgpu_call_free);
 		return ERR_PTR((long)addr);
 	}
-	c->uaddr = addr;
+	c->ubase = addr;
+	vgpu_call_slot(c, 0, len);
 	mmap_read_lock(current->mm);
 	vma = vma_lookup(current->mm, addr);
 	if (vma && vma->vm_ops == &vgpu_call_vm_ops && vma->vm_private_data == c)
@@ -447,7 +497,7 @@ static bool vgpu_call_keep(struct vgpu_call *c)
 	unsigned int n = 0;
 	bool kept = false;
 
-	if (c->len != VGPU_CALL_POOL_LEN)
+	if (c->nslots == 1)
 		return false;
 	c->owner = NULL;
 	spin_lock(&vgpu_idle_lock);
@@ -478,12 +528,12 @@ static void vgpu_call_unmap(struct vgpu_call *c)
 	 * there still: unmap it only if the mapping at the address is ours.
 	 */
 	mmap_read_lock(mm);
-	vma = vma_lookup(mm, c->uaddr);
+	vma = vma_lookup(mm, c->ubase);
 	ours = vma && vma->vm_ops == &vgpu_call_vm_ops &&
 	       vma->vm_private_data == c;
 	mmap_read_unlock(mm);
 	if (ours)
-		vm_munmap(c->uaddr, c->len);
+		vm_munmap(c->ubase, c->len);
 	kref_put(&c->ref, vgpu_call_free);
 }
 

@@ -10,7 +10,8 @@
  *
  *   MODE_WRITE   vgpu.ko's call pages ("[vgpu-call]" in /proc/self/maps),
  *                over and over, and the first new small mapping: write
- *                the forged parameters into them
+ *                the forged parameters into them, at every page (a
+ *                pooled call page is a ring of one-page slots)
  *   MODE_REPLACE the same: mmap(MAP_FIXED) over it, then write
  *   MODE_DUP     every new descriptor: dup() it and keep the copy
  *   MODE_CHAIN   each call page that shows while a call uses it, in turn:
@@ -162,6 +163,25 @@ static void attack_mapping(unsigned long a, unsigned long l)
 		/* Published after the write (below) in MODE_CHAIN: the test waits on it. */
 		if (S.mode == MODE_REPLACE)
 			S.res.replaced++;
+	}
+	if (S.mode == MODE_WRITE) {
+		/*
+		 * Every page: a pooled call page is a ring of one-page slots
+		 * (call.c), the call in flight in any of them.
+		 */
+		for (volatile unsigned long off = 0; off < l; off += 4096) {
+			size_t n = l - off < S.forged_len ? l - off : S.forged_len;
+
+			in_attack = 1;
+			if (sigsetjmp(fault_jmp, 1) == 0) {
+				memcpy((void *)(a + off), S.forged, n);
+				S.res.writes++;
+			} else {
+				S.res.faults++;
+			}
+			in_attack = 0;
+		}
+		return;
 	}
 	in_attack = 1;
 	if (sigsetjmp(fault_jmp, 1) == 0) {
@@ -395,4 +415,40 @@ int sibling_stop(struct result *out)
 	sigaction(SIGSEGV, &old_segv, NULL);
 	*out = S.res;
 	return 0;
+}
+
+/*
+ * For each page of [a, a + l): 1 if this thread can write it now (the byte
+ * written is the one read, so nothing changes), 0 if the write faults.
+ * From the test's own thread between calls: vgpu.ko grants a write only to
+ * a task inside a call, so a page takes it only if its PTE is writable
+ * already (a ring slot the driver wrote since the last zap, call.c).
+ */
+int sibling_probe_writable(unsigned long a, unsigned long l, unsigned char *out)
+{
+	struct sigaction sa, ob, os_;
+	int n = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &ob);
+	sigaction(SIGSEGV, &sa, &os_);
+	old_bus = ob;
+	old_segv = os_;
+	for (volatile unsigned long off = 0; off < l; off += 4096, n++) {
+		volatile unsigned char *p = (volatile unsigned char *)(a + off);
+
+		out[n] = 0;
+		in_attack = 1;
+		if (sigsetjmp(fault_jmp, 1) == 0) {
+			*p = *p;
+			out[n] = 1;
+		}
+		in_attack = 0;
+	}
+	sigaction(SIGBUS, &ob, NULL);
+	sigaction(SIGSEGV, &os_, NULL);
+	return n;
 }

@@ -63,6 +63,7 @@ def sibling(tmp_path_factory):
     lib.sibling_chain_addr.restype = ctypes.c_ulong
     lib.sibling_start_chain.argtypes = [ctypes.POINTER(ctypes.c_void_p),
                                         ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+    lib.sibling_probe_writable.argtypes = [ctypes.c_ulong, ctypes.c_ulong, ctypes.c_void_p]
     return lib
 
 
@@ -135,6 +136,52 @@ def test_sibling_cannot_write_the_parameters(sibling, delay, sl):
     # The file stays usable: it was not attacked successfully.
     g.alloc(MiB)
     assert sl.used(0) == used0 + MiB
+
+
+def _call_rings() -> list[tuple[int, int]]:
+    """(start, length) of every vgpu.ko call page mapped in this process."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if line.rstrip().endswith("[vgpu-call]"):
+                a, b = (int(x, 16) for x in line.split()[0].split("-"))
+                out.append((a, b - a))
+    return out
+
+
+def test_call_page_slots_are_writable_only_once_used(sibling, sl):
+    """The pooled call page is a ring of one-page slots (call.c): a slot the
+    driver wrote into is writable to the whole mm until the ring is zapped,
+    so no slot may be used twice between zaps, and one not used since the
+    zap must take no write from anyone.  Probed from this very thread between
+    calls: the writable slots are always the ones used since the last zap,
+    in order from the first; and the ring does come round (a zap makes them
+    read-only again)."""
+    c = sl.client()
+    g = c.open_gpus()[0]
+    p = A.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=1)
+    p.fbInfoList[0].index = A.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE
+    c.control(g.hSubdevice, A.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+    rings = _call_rings()
+    assert len(rings) == 1, rings
+    base, length = rings[0]
+    nslots = length // 4096
+    assert nslots > 1, "one-page call pages: no ring"
+    out = (ctypes.c_ubyte * nslots)()
+    seen, wrapped = [], False
+    for _ in range(3 * nslots):
+        assert sibling.sibling_probe_writable(base, length, out) == nslots
+        w = list(out)
+        k = sum(w)
+        assert w == [1] * k + [0] * (nslots - k), f"writable slots not a prefix: {w}"
+        if seen and k < seen[-1]:
+            wrapped = True
+            assert k == 1, f"after the zap only the new call's slot: {w}"
+        seen.append(k)
+        c.control(g.hSubdevice, A.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+        assert _call_rings() == rings, "the ring was remapped"
+    assert wrapped, f"the ring never came round: {seen}"
+    assert max(seen) == nslots, f"never every slot used before the zap: {seen}"
 
 
 def test_mapping_put_over_the_parameters_is_caught(sibling, delay, sl, vstate, kern,
