@@ -30,6 +30,7 @@ from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB
 from kubelet_sim import PROTO_DIR, KubeletSim
 from vgpu import __version__
 from vgpu.common.apiclient import ApiClient
+from vgpu.common.request import RUNTIME_GUARD_DEST
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.inventory import synth_uuid
@@ -93,7 +94,8 @@ def start_plugin(tmp: Path, sock: str, *args: str) -> subprocess.Popen:
     kdir.mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "vgpu.k8s.deviceplugin", "--socket", sock,
                              "--kubelet-dir", str(kdir), "--poll-interval", "0.1",
-                             "--watch-interval", "0.05", "--timeout", "2", *args],
+                             "--watch-interval", "0.05", "--timeout", "2",
+                             "--guard-file", str(tmp / "run-vgpu" / "guard"), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
@@ -419,7 +421,7 @@ def test_ten_gib_over_two_gpus_with_eight_free_each_is_refused(node):
         "allocated to slices)")
 
 
-def test_allocate_annotations(node):
+def test_allocate_annotations(node, tmp_path):
     start, kubelet, _ = node
     start()
     kubelet.wait_devices(MEM, lambda d: len(d) == 32)
@@ -427,10 +429,30 @@ def test_allocate_annotations(node):
     assert [dict(c.annotations) for c in r.container_responses] == [
         {"vgpu.io/container-memory": "4Gi", "vgpu.io/container-gpus": UU[1]},
         {"vgpu.io/container-memory": "1Gi", "vgpu.io/container-gpus": UU[0]}]
+    guard = [(RUNTIME_GUARD_DEST, str(tmp_path / "run-vgpu" / "guard"), True)]
+    for c in r.container_responses:
+        assert [(m.container_path, m.host_path, m.read_only) for m in c.mounts] == guard
     r = kubelet.allocate(PCT, ids(0, "pct", range(20)) + ids(1, "pct", range(10)))
     assert dict(r.container_responses[0].annotations) == {"vgpu.io/container-compute": "30%"}
     for c in r.container_responses:
-        assert not c.envs and not c.mounts and not c.devices and not c.cdi_devices
+        assert not c.envs and not c.devices and not c.cdi_devices
+        assert [(m.container_path, m.host_path, m.read_only) for m in c.mounts] == guard
+    # what a user who finds it reads
+    assert "runtimeClassName: vgpu" in (tmp_path / "run-vgpu" / "guard").read_text()
+
+
+def test_guard_file_that_cannot_be_written_is_a_warning(node, tmp_path):
+    """Where the guard's source cannot be written the plugin still serves
+    (containerd makes a missing source a directory; runc refuses the mount
+    all the same), and says so."""
+    start, kubelet, state = node
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    start("--guard-file", str(blocker / "guard"))
+    kubelet.wait_devices(MEM, lambda d: len(d) == 32)
+    out = stop_plugin(state["plugin"])
+    state["plugin"] = None
+    assert f"cannot write {blocker}/guard" in out and "runtimeClassName: vgpu" in out, out
 
 
 def test_allocate_annotations_carry_the_profile(node):
@@ -588,6 +610,7 @@ def test_cli_help_version_and_bad_values(tmp_path):
         (["--oversubscribe-factor", "x"], '--oversubscribe-factor: "x" is not a number'),
         (["--oversubscribe-factor", "0.5"], '--oversubscribe-factor: "0.5" is out of range'),
         (["--kubelet-dir", "rel/dir"], '--kubelet-dir: "rel/dir" is not an absolute path'),
+        (["--guard-file", "guard"], '--guard-file: "guard" is not an absolute path'),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     ]:
         r = run_cli(*args)

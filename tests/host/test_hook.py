@@ -607,6 +607,24 @@ def test_runtime_edits_config_then_execs_runc(tmp_path):
     assert (bundle / "config.json").read_bytes() == first
 
 
+def test_runtime_takes_out_the_device_plugins_guard_mount(tmp_path):
+    """The mount that fails a start without vgpu-runtime (the device
+    plugin's, RUNTIME_GUARD_DEST inside /proc) is taken out, with or
+    without a request beside it; other mounts stay, in order."""
+    guard = {"destination": request.RUNTIME_GUARD_DEST, "type": "bind",
+             "source": "/run/vgpu/requires-runtimeClassName-vgpu", "options": ["rbind", "ro"]}
+    other = {"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]}
+    for ann in ({"vgpu.io/container-memory": "1Gi"}, None):
+        bundle, _ = make_bundle(tmp_path / str(bool(ann)), ann)
+        config = json.loads((bundle / "config.json").read_text())
+        config["mounts"] = [other, guard, dict(other, destination="/data2")]
+        (bundle / "config.json").write_text(json.dumps(config))
+        r, got = run_runtime(tmp_path, "create", "--bundle", str(bundle), "c1")
+        assert got == ["create", "--bundle", str(bundle), "c1"], r.stderr
+        mounts = json.loads((bundle / "config.json").read_text())["mounts"]
+        assert mounts == [other, dict(other, destination="/data2")], ann
+
+
 def test_runtime_leaves_unasked_containers_and_other_commands_alone(tmp_path):
     bundle, _ = make_bundle(tmp_path)
     before = (bundle / "config.json").read_bytes()

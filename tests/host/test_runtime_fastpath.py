@@ -14,6 +14,7 @@ import time
 import pytest
 
 from vgpu.cli import runtime
+from vgpu.common.request import RUNTIME_GUARD_DEST
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(REPO, "container-hook", "vgpu-runtime.c")
@@ -117,6 +118,9 @@ def test_create_of_a_bundle_without_a_request_execs_runc(rig):
     '{"annotations": {"x": "a"}, "y": "\\u00',                  # cut short
     '{"process": {"env": ["VGPU_MEMORY=1Gi", "VGPU_PROFILE=p"]}}',
     '{"hooks": {"prestart": [{"path": "/bin/true", "args": ["vgpu.io"]}]}}',
+    # the device plugin's guard mount alone: the slow path takes it out
+    json.dumps({"mounts": [{"destination": RUNTIME_GUARD_DEST, "type": "bind",
+                            "source": "/run/vgpu/x", "options": ["rbind", "ro"]}]}),
 ])
 def test_a_bundle_that_could_ask_takes_the_slow_path(rig, text):
     b = rig.bundle("ask", raw=text.encode())

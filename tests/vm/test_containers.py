@@ -48,6 +48,32 @@ def test_slice_container_sees_its_nodes_allocates_its_quota_and_exit_releases(ru
     assert any("vgpu.cli.hook" in " ".join(h["args"]) for h in config["hooks"]["poststop"])
 
 
+def test_allocated_container_without_the_runtime_fails_naming_it(runc, daemon, tmp_path):
+    """What the device plugin's Allocate hands a container (its annotations
+    and the guard mount, vgpu.k8s.devices): under plain runc (a pod without
+    runtimeClassName: vgpu) the start fails and the error names what is
+    missing; through vgpu-runtime the guard is taken out and the container
+    gets its slice."""
+    from vgpu.k8s.devices import GUARD_TEXT, guard_mount
+    src = tmp_path / "guard"
+    src.write_text(GUARD_TEXT)
+    dest, host, ro = guard_mount(src)
+    ann = {"vgpu.io/container-memory": "64Mi", "vgpu.io/container-gpus": "0"}
+    for cid in ("c-plain", "c-guarded"):
+        b = runc.bundle(cid, SHOW, ann)
+        config = json.loads((b / "config.json").read_text())
+        config["mounts"].append({"destination": dest, "type": "bind", "source": host,
+                                 "options": ["rbind", "ro" if ro else "rw"]})
+        (b / "config.json").write_text(json.dumps(config))
+    r = runc.runc("run", "--bundle", str(runc.tmp / "c-plain"), "c-plain")
+    assert r.returncode != 0, r.stdout
+    assert "requires-runtimeClassName-vgpu" in r.stderr and "inside /proc" in r.stderr, r.stderr
+    assert daemon.slices() == {}
+    r = runc.run("c-guarded", runc.tmp / "c-guarded")
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{daemon.log()}"
+    assert video_memory(r.stdout) == ["64 MB"], r.stdout
+
+
 def test_container_without_annotations_sees_no_gpu(runc, daemon):
     b = runc.bundle("c-none", "ls /dev; ls /proc/driver/nvidia 2>&1 || echo NO-PROC")
     r = runc.run("c-none", b)

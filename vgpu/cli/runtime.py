@@ -50,8 +50,8 @@ from vgpu import __version__
 from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles as df
 from vgpu.common.files import atomic_write
-from vgpu.common.request import (HOOK_ENV, ScopeError, honoured_scope, hook_argv, hook_stages,
-                                 vgpu_major)
+from vgpu.common.request import (HOOK_ENV, RUNTIME_GUARD_DEST, ScopeError, honoured_scope,
+                                 hook_argv, hook_stages, vgpu_major)
 
 PROG = "vgpu-runtime"
 # runc's global options that take a value (Go's flag package: -name or --name)
@@ -219,6 +219,20 @@ def add_driver_files(config: dict, edits: dict) -> bool:
     return changed
 
 
+def strip_guard(config: dict) -> bool:
+    """Take out the device plugin's guard mount (request.RUNTIME_GUARD_DEST:
+    the mount that fails a start without this wrapper); True if it was there."""
+    mounts = config.get("mounts")
+    if not isinstance(mounts, list):
+        return False
+    keep = [m for m in mounts if not (isinstance(m, dict) and
+                                      m.get("destination") == RUNTIME_GUARD_DEST)]
+    if len(keep) == len(mounts):
+        return False
+    config["mounts"] = keep
+    return True
+
+
 def prepare_bundle(bundle: str, cid: str = "") -> bool:
     """Edit ``bundle``/config.json for a container that asks for a slice
     (or a pod sandbox whose pod does); False when it asked for nothing that
@@ -231,11 +245,14 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
         config = json.loads(f.read())
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not an OCI config")
+    guarded = strip_guard(config)
     sc = honoured_scope({"id": cid}, config, None, STATUS_TIMEOUT, lambda m: None, PROG)
     stages, device = hook_stages(sc)
     if not stages:
+        if guarded:
+            atomic_write(path, json.dumps(config, separators=(",", ":")), like=path, fsync=False)
         return False
-    changed = edit_config(config, vgpu_major() if device else None, stages)
+    changed = edit_config(config, vgpu_major() if device else None, stages) or guarded
     if device:
         edits = driver_files_edits(lambda m: sys.stderr.write(f"{PROG}: container {cid}: "
                                                               f"warning: {m}\n"))

@@ -43,6 +43,18 @@ CONTAINER_PREFIX = "vgpu.io/container-"
 POD_ANNOTATIONS = tuple(ANNOTATION_PREFIX + k for k in KEYS)
 CONTAINER_ANNOTATIONS = {k: CONTAINER_PREFIX + k for k in KEYS}
 ENV_PREFIX = "VGPU_"
+#: the bind mount the device plugin's Allocate gives every container it
+#: gives vgpu devices, and vgpu-runtime takes out again.  runc refuses a
+#: mount inside /proc (checkProcMount, libcontainer/rootfs_linux.go: "...
+#: cannot be mounted because it is inside /proc"), so a container started
+#: without vgpu-runtime (a pod without ``runtimeClassName: vgpu``) fails to
+#: start with an error that names what it lacks, instead of running without
+#: its slice while its devices count as used (docs/kubernetes.md, "Without
+#: the RuntimeClass").  "vgpu.io" in the destination sends the config to
+#: vgpu-runtime's slow path (container-hook/vgpu-runtime.c).
+RUNTIME_GUARD_DEST = "/proc/vgpu.io-requires-runtimeClassName-vgpu"
+#: its source: a file the device plugin writes at start, saying the same
+RUNTIME_GUARD_SOURCE = "/run/vgpu/requires-runtimeClassName-vgpu"
 #: the whole environment of every hook entry vgpu writes or ships: runc runs
 #: an entry without "env" with an environment it does not choose (the
 #: container's own at createContainer), and LD_PRELOAD, PYTHON* and the like

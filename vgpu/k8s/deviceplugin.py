@@ -7,11 +7,15 @@ device plugin (API v1beta1, gRPC on a Unix socket in the kubelet's
 device-plugins directory, one Register each); which devices of which GPU a
 container gets (GetPreferredAllocation: all of one GPU, by vgpud's placement
 policy); and the annotations Allocate hands the container runtime, which the
-OCI hook turns into the container's slice.
+OCI hook turns into the container's slice.  With them goes one mount, the
+guard (--guard-file at vgpu.common.request.RUNTIME_GUARD_DEST, inside
+/proc): vgpu-runtime takes it out, runc refuses it, so a container started
+without ``runtimeClassName: vgpu`` fails to start, naming it, instead of
+running without its slice.
 
 What it must never do: talk to vgpu.ko, create or change slices (the hook
-asks vgpud when the container is created), put env, mounts or device nodes
-into a container (the hook makes the slice and mounts its nodes), or import
+asks vgpud when the container is created), put env or device nodes into a
+container (the hook makes the slice and mounts its nodes), or import
 vgpu.daemon: it is a client of vgpud's admin API (vgpu.common.apiclient, `status`
 and `gpus`), polled every --poll-interval; once vgpud has not answered for
 --unhealthy-after, the last known devices are advertised Unhealthy (not
@@ -36,7 +40,8 @@ back-off (1 s doubling to 30 s).  Logs are plain lines on stderr.
 
     vgpu-device-plugin [--socket PATH] [--kubelet-dir DIR] [--profile NAME]
                        [--oversubscribe-factor N] [--poll-interval D]
-                       [--watch-interval D] [--timeout D] [--log-level L]
+                       [--watch-interval D] [--timeout D] [--guard-file PATH]
+                       [--log-level L]
     vgpu-device-plugin --list        # ask vgpud once, print the devices, exit
 
 Its rooms, as NVIDIA's device plugin keeps its resource manager apart from
@@ -57,6 +62,7 @@ from pathlib import Path
 
 from vgpu import __version__
 from vgpu.common import apiclient as ac
+from vgpu.common.request import RUNTIME_GUARD_DEST, RUNTIME_GUARD_SOURCE
 from vgpu.common.values import BadValue, parse_duration, parse_profile, quote
 from vgpu.k8s.devices import RESOURCES, node_from_api
 from vgpu.k8s.server import API_VERSION, DEVICE_PLUGIN_PATH, PROTO, AlreadyServed, Plugin
@@ -106,10 +112,15 @@ def _factor(v: str) -> float:
     return x
 
 
-def _dir(v: str) -> Path:
-    if not v.startswith("/"):
-        raise argparse.ArgumentTypeError(f"--kubelet-dir: {quote(v)} is not an absolute path")
-    return Path(v)
+def _abs(opt: str):
+    def check(v: str) -> Path:
+        if not v.startswith("/"):
+            raise argparse.ArgumentTypeError(f"{opt}: {quote(v)} is not an absolute path")
+        return Path(v)
+    return check
+
+
+_dir = _abs("--kubelet-dir")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -163,6 +174,12 @@ docs/kubernetes.md.""")
                         "Unhealthy (default 30s: a restart keeps every slice; 0: at once)")
     p.add_argument("--timeout", metavar="D", default=5.0, type=_duration("--timeout", 0.1, 300),
                    help="the bound on every call to the kubelet and to vgpud (default 5s)")
+    p.add_argument("--guard-file", metavar="PATH", type=_abs("--guard-file"),
+                   default=RUNTIME_GUARD_SOURCE,
+                   help="the file every allocated container gets a mount of at "
+                        f"{RUNTIME_GUARD_DEST}, which vgpu-runtime takes out and runc refuses: "
+                        "a container started without runtimeClassName: vgpu fails, naming it "
+                        f"(default {RUNTIME_GUARD_SOURCE}; written at start)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.add_argument("--list", action="store_true",
                    help="ask vgpud once, print each resource's devices per GPU, and exit")
@@ -213,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin = Plugin(args.kubelet_dir, args.socket, profile=args.profile,
                     factor=args.oversubscribe_factor, poll_interval=args.poll_interval,
                     watch_interval=args.watch_interval, timeout=args.timeout,
-                    unhealthy_after=args.unhealthy_after)
+                    unhealthy_after=args.unhealthy_after, guard_file=args.guard_file)
     log.info("%s %s: API %s loaded from %s in %.0f ms; kubelet directory %s, vgpud %s%s",
              PROG, __version__, API_VERSION, PROTO.name, (time.monotonic() - t0) * 1e3,
              args.kubelet_dir, ac.socket_path(args.socket),

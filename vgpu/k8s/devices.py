@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vgpu.common.request import CONTAINER_ANNOTATIONS
+from vgpu.common.request import CONTAINER_ANNOTATIONS, RUNTIME_GUARD_DEST, RUNTIME_GUARD_SOURCE
 from vgpu.common.values import quote
 
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
@@ -268,6 +268,18 @@ def allocate(kind: str, ids, node: Node, factor: float, profile: str | None,
     if profile:
         ann[ANN_PROFILE] = profile
     return ann
+
+
+#: what the file at the guard mount's source says (written by the plugin)
+GUARD_TEXT = ("This container was given vgpu.io devices but started without vgpu-runtime.\n"
+              "Set runtimeClassName: vgpu in its pod spec (docs/kubernetes.md).\n")
+
+
+def guard_mount(source=RUNTIME_GUARD_SOURCE) -> tuple[str, str, bool]:
+    """(container path, host path, read-only) of the mount Allocate adds to
+    every container: vgpu-runtime takes it out; runc fails the start on it
+    (vgpu.common.request.RUNTIME_GUARD_DEST)."""
+    return RUNTIME_GUARD_DEST, str(source), True
 
 
 def resource_of(kind: str) -> str:

@@ -23,7 +23,9 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
-from vgpu.k8s.devices import HEALTHY, RESOURCES, Refused, allocate, devices, preferred
+from vgpu.common.request import RUNTIME_GUARD_SOURCE
+from vgpu.k8s.devices import (GUARD_TEXT, HEALTHY, RESOURCES, Refused, allocate, devices,
+                              guard_mount, preferred)
 from vgpu.k8s.watch import NodeWatch
 
 log = logging.getLogger("vgpu-device-plugin")
@@ -142,7 +144,9 @@ class Endpoint:
                              p.profile, i)
             log.info("%s: allocated %s", self.resource,
                      ", ".join(f"{k}={v}" for k, v in sorted(ann.items())))
-            out.container_responses.add(annotations=ann)
+            dest, src, ro = guard_mount(p.guard_file)
+            out.container_responses.add(annotations=ann, mounts=[
+                p.api.msg["Mount"](container_path=dest, host_path=src, read_only=ro)])
         return out
 
     def PreStartContainer(self, req, ctx):
@@ -255,6 +259,20 @@ def claim(kubelet_dir: Path) -> socket.socket:
                         f"turn; stop it first")
 
 
+def write_guard(path: Path) -> None:
+    """The file Allocate's guard mount names (vgpu.k8s.devices.guard_mount),
+    saying what the container lacks to anyone who finds it.  Where it
+    cannot be written the mount still guards (containerd makes a missing
+    source a directory; runc refuses the mount all the same): a warning."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text() != GUARD_TEXT:
+            path.write_text(GUARD_TEXT)
+    except OSError as e:
+        log.warning("cannot write %s (%s): a container without runtimeClassName: vgpu "
+                    "still fails to start, on a directory there", path, e.strerror or e)
+
+
 class Plugin:
     """Both endpoints, the vgpud watch and the loop that keeps them served
     and registered through kubelet restarts."""
@@ -262,8 +280,9 @@ class Plugin:
     def __init__(self, kubelet_dir: str | Path, socket: str | None = None, *,
                  profile: str | None = None, factor: float = 2.0, poll_interval: float = 5.0,
                  watch_interval: float = 1.0, timeout: float = 5.0, api: Api | None = None,
-                 unhealthy_after: float = 0.0):
+                 unhealthy_after: float = 0.0, guard_file: str | Path = RUNTIME_GUARD_SOURCE):
         self.kubelet_dir = Path(kubelet_dir)
+        self.guard_file = Path(guard_file)
         self.profile = profile or None
         self.factor = factor
         self.watch_interval = watch_interval
@@ -320,6 +339,7 @@ class Plugin:
         """Until stop(): vgpud's watch, both endpoints, the directory watch.
         AlreadyServed when another plugin serves the directory."""
         held = claim(self.kubelet_dir)
+        write_guard(self.guard_file)
         self.watch.start()
         try:
             while not self.stopping.is_set():
