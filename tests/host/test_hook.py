@@ -337,6 +337,56 @@ def test_bad_value_fails_without_contacting_daemon(tmp_path, fake):
     assert fake.requests == [] and fake.slices == {}
 
 
+NV_DEV = {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}
+TK_HOOK = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["x", "prestart"]}
+
+
+@pytest.mark.parametrize("edit,why", [
+    ({"linux": {"devices": [NV_DEV]}}, "linux.devices has /dev/nvidia0"),
+    ({"linux": {"devices": [{"path": "/dev/gpu0", "type": "c", "major": 195, "minor": 0}]}},
+     "linux.devices has /dev/gpu0"),
+    ({"linux": {"devices": [{"path": "/dev/nvidia-uvm", "type": "c", "major": 508,
+                             "minor": 0}]}}, "linux.devices has /dev/nvidia-uvm"),
+    ({"mounts": [{"destination": "/dev/nvidiactl", "source": "/dev/nvidiactl",
+                  "type": "bind"}]}, "mounts bind /dev/nvidiactl"),
+    ({"hooks": {"prestart": [TK_HOOK]}, "env": ["NVIDIA_VISIBLE_DEVICES=all"]},
+     "nvidia-container-runtime-hook runs at prestart with NVIDIA_VISIBLE_DEVICES=all"),
+    ({"hooks": {"prestart": [TK_HOOK]}, "env": ["CUDA_VERSION=12.2"]},
+     "CUDA_VERSION set, NVIDIA_VISIBLE_DEVICES unset"),
+    # nothing that reaches the GPU: the toolkit's hook told "void", a CUDA
+    # image without the hook, the slice's own nodes (vgpu's major) at
+    # /dev/nvidia0 (the CDI flow's device nodes)
+    ({"hooks": {"prestart": [TK_HOOK]}, "env": ["NVIDIA_VISIBLE_DEVICES=void",
+                                                 "CUDA_VERSION=12.2"]}, None),
+    ({"env": ["NVIDIA_VISIBLE_DEVICES=all", "CUDA_VERSION=12.2"]}, None),
+    ({"linux": {"devices": [dict(NV_DEV, major=240)]}}, None),
+])
+def test_real_gpu_access(edit, why):
+    """A container that asks for a slice and would also get NVIDIA's own
+    nodes (the toolkit, its CDI devices, another device plugin) reaches the
+    GPU past its quotas: the rule both vgpu-runtime and the hook refuse by."""
+    config = {"process": {"env": ["PATH=/bin"] + edit.get("env", [])},
+              **{k: v for k, v in edit.items() if k != "env"}}
+    got = request.real_gpu_access(config, 240)
+    assert (got is None) if why is None else (why in (got or "")), got
+
+
+def test_hook_and_runtime_refuse_a_slice_beside_the_real_gpu(tmp_path, fake):
+    bundle, state = make_bundle(tmp_path, {"vgpu.io/memory": "1GiB"}, cid="both1")
+    config = json.loads((bundle / "config.json").read_text())
+    config["linux"]["devices"] = [NV_DEV]
+    (bundle / "config.json").write_text(json.dumps(config))
+    before = (bundle / "config.json").read_bytes()
+    r = run_hook(state, "createRuntime", "--socket", fake.path)
+    assert r.returncode == 1, r.stderr
+    assert "container both1: asks for a vgpu slice but would reach the real GPU" in r.stderr
+    assert "/dev/nvidia0" in r.stderr and fake.requests == [] and fake.slices == {}
+    r, got = run_runtime(tmp_path, "create", "--bundle", str(bundle), "both1")
+    assert r.returncode == 1 and got is None, r.stderr
+    assert "vgpu-runtime: container both1: asks for a vgpu slice" in r.stderr, r.stderr
+    assert (bundle / "config.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("data,words", [
     ("", "no container state"),
     ("not json at all", "cannot parse"),

@@ -51,7 +51,7 @@ from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles as df
 from vgpu.common.files import atomic_write
 from vgpu.common.request import (HOOK_ENV, RUNTIME_GUARD_DEST, ScopeError, honoured_scope,
-                                 hook_argv, hook_stages, vgpu_major)
+                                 hook_argv, hook_stages, real_gpu_access, vgpu_major)
 
 PROG = "vgpu-runtime"
 # runc's global options that take a value (Go's flag package: -name or --name)
@@ -233,6 +233,16 @@ def strip_guard(config: dict) -> bool:
     return True
 
 
+def refuse_real_gpu(config: dict, major: int | None) -> None:
+    """ScopeError when the container would reach NVIDIA's own GPU beside
+    its slice (request.real_gpu_access)."""
+    why = real_gpu_access(config, major)
+    if why:
+        raise ScopeError(f"asks for a vgpu slice but would reach the real GPU past its quotas: "
+                         f"{why}; drop one (NVIDIA_VISIBLE_DEVICES=void, or no NVIDIA "
+                         f"device request)")
+
+
 def prepare_bundle(bundle: str, cid: str = "") -> bool:
     """Edit ``bundle``/config.json for a container that asks for a slice
     (or a pod sandbox whose pod does); False when it asked for nothing that
@@ -252,7 +262,10 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
         if guarded:
             atomic_write(path, json.dumps(config, separators=(",", ":")), like=path, fsync=False)
         return False
-    changed = edit_config(config, vgpu_major() if device else None, stages) or guarded
+    major = vgpu_major() if device else None
+    if device:
+        refuse_real_gpu(config, major)
+    changed = edit_config(config, major, stages) or guarded
     if device:
         edits = driver_files_edits(lambda m: sys.stderr.write(f"{PROG}: container {cid}: "
                                                               f"warning: {m}\n"))

@@ -239,6 +239,59 @@ def hook_stages(sc: Scope) -> tuple[tuple[str, ...], bool]:
     return ("createRuntime", "poststop"), True
 
 
+#: NVIDIA's character major (kernel-open/nvidia/nv.c, NV_MAJOR_DEVICE_NUMBER)
+NVIDIA_MAJOR = 195
+#: NVIDIA's container toolkit hooks that add the GPUs NVIDIA_VISIBLE_DEVICES
+#: names when they run (the legacy prestart hook, under either name)
+TOOLKIT_DEVICE_HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-toolkit")
+_VISIBLE_NONE = ("", "void", "none")
+
+
+def real_gpu_access(config: dict, vgpu: int | None = None) -> str | None:
+    """What in config.json would hand the container NVIDIA's own device
+    nodes beside its slice, or None: a device node of NVIDIA's in
+    linux.devices (a CDI device of NVIDIA's toolkit, another device
+    plugin's DeviceSpec), a bind mount of one, or the toolkit's legacy hook
+    with NVIDIA_VISIBLE_DEVICES naming GPUs (unset counts where the image
+    sets CUDA_VERSION, as the toolkit reads a legacy CUDA image).  Through
+    any of them the container reaches the real GPU past every quota, so a
+    container that asks for a slice and has one is refused (vgpu-runtime,
+    vgpu-oci-hook).  ``vgpu``: vgpu.ko's major (vgpu_major()): a slice's own
+    nodes at /dev/nvidia* (the CDI flow's device nodes) are not NVIDIA's.
+    Not seen here: what a runtime other than runc adds after config.json
+    (nvidia-container-runtime as vgpu-runtime's runc)."""
+    linux = config.get("linux")
+    for d in (linux.get("devices") if isinstance(linux, dict) else None) or ():
+        if not isinstance(d, dict):
+            continue
+        path, major = str(d.get("path", "")), d.get("major")
+        if vgpu is not None and major == vgpu:
+            continue
+        if path.startswith("/dev/nvidia") or major == NVIDIA_MAJOR:
+            return f"linux.devices has {path or 'major ' + str(NVIDIA_MAJOR)}, NVIDIA's own node"
+    for m in config.get("mounts") or ():
+        if isinstance(m, dict) and str(m.get("source", "")).startswith("/dev/nvidia"):
+            return f"mounts bind {m.get('source')}, NVIDIA's own node"
+    proc = config.get("process")
+    env = {}
+    for item in (proc.get("env") if isinstance(proc, dict) else None) or ():
+        if isinstance(item, str):
+            k, _, v = item.partition("=")
+            env[k] = v
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    asks = visible.strip().lower() not in _VISIBLE_NONE if visible is not None else \
+        "CUDA_VERSION" in env
+    hooks = config.get("hooks")
+    for stage, lst in (hooks.items() if isinstance(hooks, dict) else ()):
+        for h in lst if isinstance(lst, list) else ():
+            name = os.path.basename(str(h.get("path", ""))) if isinstance(h, dict) else ""
+            if name in TOOLKIT_DEVICE_HOOKS and asks:
+                what = f"NVIDIA_VISIBLE_DEVICES={visible}" if visible is not None else \
+                    "CUDA_VERSION set, NVIDIA_VISIBLE_DEVICES unset"
+                return f"NVIDIA's {name} runs at {stage} with {what}"
+    return None
+
+
 def is_pod_cgroup(name: str, uid: str) -> bool:
     """Whether the cgroup directory ``name`` (one component) is the pod
     ``uid``'s as the kubelet names it: ``pod<uid>`` (cgroupfs driver) or
