@@ -4,7 +4,7 @@
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
-	python3-venv python3-dev patch chromium
+	python3-venv python3-dev patch chromium podman
 
 deps: deps-apt deps-python deps-nvidia
 

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -245,6 +248,73 @@ def test_libcuda_and_nvidia_smi_in_a_container(containerd, runc, daemon):
     assert [row[:2] for row in rows] == [["NVIDIA nvsim H100", str(QUOTA // MiB)]], out
     # the container exited: its slice went with it
     assert not daemon.slices()
+
+
+PODMAN = shutil.which("podman")
+
+
+@pytest.mark.timeout(1800)
+def test_the_cdi_spec_through_podman(runc, daemon, tmp_path):
+    """The second CDI consumer, not ours: podman 4.3 (Debian 12's, its own
+    CDI library) injects the spec `vgpuctl cdi generate` wrote for a slice
+    made beforehand (`vgpuctl create`, no cgroup): the slice's nodes, the
+    hook that attaches the slice to podman's container and mounts its
+    /proc/driver/nvidia (--mount-slice), and the driver files.  Inside,
+    whose image has no NVIDIA file, nvidia-smi and libcuda see the slice's
+    one GPU of 4 GiB.  podman ran the spec as written: no vgpu-runtime."""
+    if PODMAN is None:
+        pytest.skip("no podman (make deps installs it)")
+    smi, lib = nvidia_userspace()
+    name = "cdi-pm"
+    hook = tmp_path / "vgpu-oci-hook"
+    hook.write_text(f"#!/bin/sh\nexec {PY} -I -S -c 'import sys; sys.path.insert(0, "
+                    f"\"{ROOT}\"); from vgpu.cli.hook import main; sys.exit(main())' \"$@\"\n")
+    hook.chmod(0o755)
+    (runc.shared / "cuda.py").write_text(CUDA)
+    daemon.ctl("create", name, "--memory", f"{QUOTA // MiB}Mi", "--gpu", str(HOST_GPU))
+    spec = Path("/var/run/cdi/vgpu-test.json")
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    run_root = tempfile.mkdtemp(prefix="pm", dir="/tmp")   # podman: under 50 characters
+    pm = [PODMAN, "--root", str(tmp_path / "pm"), "--runroot", run_root,
+          "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+          "--runtime", "/usr/sbin/runc"]
+    try:
+        daemon.ctl("cdi", "generate", "--output", str(spec), "--fuse-mount", daemon.fs,
+                   "--hook", str(hook), "--driver-version", RELEASE,
+                   "--driver-lib-dir", str(lib), "--driver-bin-dir", str(smi.parent))
+        b = runc.bundle(name, "true")               # only for its rootfs directory
+        etc = b / "rootfs" / "etc"
+        for f in ("ld.so.conf", "passwd", "group"):
+            if os.path.isfile(f"/etc/{f}"):
+                shutil.copyfile(f"/etc/{f}", etc / f)
+        if os.path.isdir("/etc/ld.so.conf.d"):
+            shutil.copytree("/etc/ld.so.conf.d", etc / "ld.so.conf.d", symlinks=True)
+        vols = []
+        for src in ("/usr", "/root/.pyenv", str(ROOT)):
+            if os.path.isdir(src):
+                vols += ["-v", f"{src}:{src}:ro"]
+        script = (f"{smi} -L; echo SMI-L-rc $?; {PY} /shared/cuda.py libcuda.so.1; "
+                  "head -3 /proc/driver/nvidia/gpus/*/information")
+        r = subprocess.run([*pm, "run", "--rm", "--network", "none", *vols,
+                            "-v", f"{runc.shared}:/shared:rw", "--env", "PATH=/usr/bin:/bin",
+                            "--env", "HOME=/tmp", "--env", f"PYTHONPATH={ROOT}",
+                            "--workdir", str(ROOT), "--device", f"vgpu.io/slice={name}",
+                            "--rootfs", str(b / "rootfs"), "/bin/sh", "-c", script],
+                           capture_output=True, text=True, timeout=1500)
+        out = r.stdout + r.stderr
+        print(out)
+        assert r.returncode == 0, f"{out[-6000:]}\n{daemon.log()}"
+        assert "SMI-L-rc 0" in out, out
+        gpus = [ln for ln in out.splitlines() if re.match(r"GPU \d+: ", ln)]
+        assert len(gpus) == 1 and gpus[0].startswith("GPU 0: NVIDIA nvsim H100"), out
+        cu = _json(out, "CUDA-JSON")
+        assert (cu["init"], cu["totalResult"], cu["total"]) == (0, 0, QUOTA), cu
+        assert cu["ctx"] == 0 and cu["allocated"] <= QUOTA, cu
+    finally:
+        spec.unlink(missing_ok=True)
+        subprocess.run([*pm, "rm", "--all", "--force"], capture_output=True, timeout=300)
+        daemon.ctl_raw("delete", name, "--force")
+        shutil.rmtree(run_root, ignore_errors=True)
 
 
 def test_driver_files_arrive_through_the_edits():

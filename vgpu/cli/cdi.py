@@ -8,14 +8,19 @@ from vgpu.cli.rtdefaults import CDI_HOOK
 from vgpu.common.driverfiles import DriverFiles, driver_edits
 from vgpu.common.request import HOOK_ENV
 
-__all__ = ["CDI_HOOK", "cdi_spec"]
+__all__ = ["CDI_HOOK", "CDI_VERSION", "cdi_spec"]
 
-
+#: the oldest CDI version whose fields the spec uses, so that consumers with
+#: an older CDI library read it: podman 4.3 (Debian 12's) skips a spec of a
+#: version it does not know ("unresolvable CDI devices") and, at 0.5.0,
+#: refuses a device's ``annotations`` (added in 0.6.0), so the spec has none
+#: (tests/vm/test_container_nvidia.py runs it through podman)
+CDI_VERSION = "0.5.0"
 
 
 def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
              socket: str | None = None, driver: DriverFiles | None = None) -> dict:
-    """A CDI spec (cdiVersion 0.6.0, kind vgpu.io/slice): one device per
+    """A CDI spec (cdiVersion CDI_VERSION, kind vgpu.io/slice): one device per
     slice, named by its container, whose nodes are the slice's vgpufs nodes
     (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
     the slice's proc view on /proc/driver/nvidia: runc refuses a config.json
@@ -56,7 +61,6 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
         node("nvidia-uvm", dev.get("uvm_minor"))
         devices.append({
             "name": cid,
-            "annotations": {"vgpu.io/slice-id": str(s.get("slice_id", ""))},
             "containerEdits": {
                 "deviceNodes": nodes,
                 "hooks": [{"hookName": "createRuntime", "path": hook,
@@ -66,7 +70,7 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
                            "env": list(HOOK_ENV), "timeout": 15}],
             },
         })
-    spec = {"cdiVersion": "0.6.0", "kind": "vgpu.io/slice", "devices": devices}
+    spec = {"cdiVersion": CDI_VERSION, "kind": "vgpu.io/slice", "devices": devices}
     if driver is not None:
         edits = driver_edits(driver, (hook, ["vgpu-oci-hook"], list(HOOK_ENV)))
         if edits:
