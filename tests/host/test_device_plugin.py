@@ -399,6 +399,47 @@ def test_preferred_allocation_heeds_vgpuds_own_slices(node):
     assert kubelet.preferred(MEM, avail, size=4) == ids(0, "mem", range(4))
 
 
+def test_capacity_taken_outside_kubernetes_is_withdrawn(node):
+    """Slices the kubelet did not allocate (vgpuctl create, a pod's
+    annotations) hold capacity the kubelet would hand out again: as many of
+    that GPU's devices as they hold (rounded up) are advertised Unhealthy;
+    a slice made from the plugin's own Allocate (the hook's
+    vgpu.io/allocated-by label) withdraws nothing: the kubelet counts it."""
+    start, kubelet, _ = node
+    v = start()
+    kubelet.wait_devices(MEM, lambda d: len(d) == 32)
+
+    def unhealthy(res):
+        return sorted((i for i, h in kubelet.devices[res] if h != "Healthy"),
+                      key=lambda i: int(i.rsplit("-", 1)[1]))
+    with v.api() as c:
+        c.request("create", container="batch", memory="2560Mi", compute="30%",
+                  policy="fixed", gpus=[1])
+        c.request("create", container="k8s-pod", memory="4Gi", compute="20%", policy="fixed",
+                  gpus=[0], labels={"vgpu.io/allocated-by": "device-plugin"})
+    kubelet.wait_devices(MEM, lambda d: unhealthy(MEM) == ids(1, "mem", range(13, 16)))
+    kubelet.wait_devices(PCT, lambda d: unhealthy(PCT) == ids(1, "pct", range(70, 100)))
+    with v.api() as c:
+        c.request("delete", container="batch")
+    kubelet.wait_devices(MEM, lambda d: not unhealthy(MEM))
+    kubelet.wait_devices(PCT, lambda d: not unhealthy(PCT))
+
+
+def test_withdrawn_devices_by_kind_and_factor():
+    g0 = devices.Gpu(0, 16 * GiB, uuid=UU[0], memory_outside=3 * GiB + 1, compute_outside=12.5)
+    g1 = devices.Gpu(1, 16 * GiB, uuid=UU[1])
+    node = devices.Node(gpus=(g0, g1), up=True, known=True)
+    assert [node.withdrawn(k, g, 2.0) for k in ("mem", "pct") for g in (g0, g1)] == [4, 0, 13, 0]
+    over = devices.Node(gpus=(g0, g1), oversubscribe=True, up=True, known=True)
+    assert over.withdrawn("mem", g0, 2.0) == 7              # (3 GiB + 1 byte) x 2, rounded up
+    big = devices.Gpu(0, 16 * GiB, uuid=UU[0], memory_outside=40 * GiB, compute_outside=250)
+    assert node.withdrawn("mem", big, 1.0) == 16 and node.withdrawn("pct", big, 1.0) == 100
+    health = [h for _, h, _ in devices.devices(node, "mem", 1.0)]
+    assert health == ["Healthy"] * 12 + ["Unhealthy"] * 4 + ["Healthy"] * 16
+    down = devices.Node(gpus=(g0, g1), up=False, known=True)
+    assert {h for _, h, _ in devices.devices(down, "pct", 1.0)} == {"Unhealthy"}
+
+
 def test_ten_gib_over_two_gpus_with_eight_free_each_is_refused(node):
     start, kubelet, _ = node
     start()

@@ -955,8 +955,10 @@ def test_pod_rule_sandbox_pod_and_container_scope(containerd):
                    **{"vgpu.io/container-memory": "2Gi", "vgpu.io/container-gpus": "1"}))
     assert (sc.kind, sc.name, sc.raw) == ("container", "c1", {"memory": "2Gi", "gpus": "1"})
     assert sc.names == {"memory": "vgpu.io/container-memory", "gpus": "vgpu.io/container-gpus"}
+    # ... marked as the kubelet's (its capacity is counted there already)
     assert sc.labels == {"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "team",
-                         "io.kubernetes.container.name": "gpu"}
+                         "io.kubernetes.container.name": "gpu",
+                         "vgpu.io/allocated-by": "device-plugin"}
     assert request.hook_stages(sc) == (("createRuntime", "poststop"), True)
     # a container of a pod that asked nothing
     assert scope(cri("container", containerd)).kind == ""

@@ -77,6 +77,16 @@ POD_UID_KEYS = CRI_KEYS["pod_uid"]
 LABELS = {"pod_name": "io.kubernetes.pod.name", "pod_namespace": "io.kubernetes.pod.namespace",
           "container_name": "io.kubernetes.container.name"}
 LABEL_MAX = 253                 # vgpu.common.values' bound on a label value
+#: the label of a slice made from the device plugin's per-container request
+#: (a Kubernetes container with vgpu.io/container-*): the kubelet counts its
+#: capacity already; vgpud's ``gpus`` sums every other slice's per GPU
+#: (memory_outside, compute_outside) and the plugin withdraws that much
+#: (docs/kubernetes.md, "One count").  Under containerd a pod cannot set
+#: those annotations (pod_annotations lists only vgpu.io/<key>); under CRI-O,
+#: which copies every pod annotation into its containers, it can, and its
+#: slice is then counted as the kubelet's.
+ALLOCATED_LABEL = "vgpu.io/allocated-by"
+ALLOCATED_BY = "device-plugin"
 POD_SLICE_PREFIX = "pod-"
 SANDBOX_ID_MAX = 120            # "pod-" + id within a slice name's 127 bytes
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -205,7 +215,8 @@ def scope_of(state: dict, config: dict) -> Scope:
         raise ScopeError(f"unknown Kubernetes container type {kind!r} (sandbox or container)")
     if own:
         return Scope("container", cid, own, own_names, "annotation",
-                     _labels(cri, "pod_name", "pod_namespace", "container_name"))
+                     {**_labels(cri, "pod_name", "pod_namespace", "container_name"),
+                      ALLOCATED_LABEL: ALLOCATED_BY})
     if pod:
         if "sandbox" not in cri:
             raise ScopeError("the pod asks for a slice (vgpu.io/*) but the container names "

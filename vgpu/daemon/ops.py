@@ -221,11 +221,14 @@ class Ops:
         await mgr.poll_inventory()
         await mgr.refresh_scheds(max_age=1.0)
         views = mgr.views()
+        outside = mgr.outside()
         out = []
         for g in mgr.gpus:
             v = views.get(g.index)
             d = g.as_dict()
+            mo, co = outside.get(g.index, (0, 0.0))
             d.update({"memory_allocated": v.memory_allocated if v else 0,
+                      "memory_outside": mo, "compute_outside": co,
                       "sliced": v is not None,
                       "scheduler": mgr.sched_view(g.minor),
                       "slices": sum(1 for r in mgr.records.values()

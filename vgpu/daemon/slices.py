@@ -51,6 +51,7 @@ import trio
 
 from vgpu import __version__
 from vgpu.abi import uapi
+from vgpu.common.request import ALLOCATED_BY, ALLOCATED_LABEL
 from vgpu.common.values import format_size
 from vgpu.daemon import compute, policy, reconcile
 from vgpu.daemon.config import SliceSpec
@@ -215,6 +216,24 @@ class SliceManager:
         """What the slice has: the settings last applied, else the ones it
         should have."""
         return rec.applied or self.eff(rec)
+
+    def outside(self) -> dict[int, tuple[int, float]]:
+        """Per GPU index, (memory, compute) the slices not made from the
+        device plugin's per-container request hold (no
+        request.ALLOCATED_LABEL): what the kubelet does not count.  Compute
+        only where the policy reserves it (policy.reserves_compute)."""
+        out: dict[int, tuple[int, float]] = {}
+        for rec in self.records.values():
+            if rec.labels.get(ALLOCATED_LABEL) == ALLOCATED_BY:
+                continue
+            e = self.in_force(rec)
+            lim = rec.limits(e)
+            pct = e.spec.compute if policy.reserves_compute(e.spec.policy) and \
+                e.spec.compute is not None else 0.0
+            for i, g in enumerate(rec.gpus):
+                m, c = out.get(g.gpu, (0, 0.0))
+                out[g.gpu] = (m + lim[i], c + pct)
+        return out
 
     def views(self, exclude: str | None = None) -> dict[int, policy.GpuView]:
         views = {g.index: policy.GpuView(g.index, g.uuid, g.memory_total) for g in self.sliced_gpus()}

@@ -65,6 +65,8 @@ class Gpu:
     memory_allocated: int = 0      # bytes, the sum of its slices' quotas (vgpud's)
     uuid: str = ""                 # what its device IDs are named by
     numa: int | None = None        # its PCI device's NUMA node; None: unknown or none
+    memory_outside: int = 0        # bytes held by slices the kubelet does not count
+    compute_outside: float = 0.0   # percent reserved by them
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,19 @@ class Node:
 
     def count(self, kind: str, g: Gpu, factor: float) -> int:
         return self.gib(g, factor) if kind == "mem" else COMPUTE_PER_GPU
+
+    def withdrawn(self, kind: str, g: Gpu, factor: float) -> int:
+        """How many of GPU g's devices of this kind capacity taken outside
+        Kubernetes holds (slices not made from the plugin's Allocate: made
+        with vgpuctl, from pod annotations, ...): they are advertised
+        Unhealthy, so the kubelet does not hand them out again."""
+        n = self.count(kind, g, factor)
+        if kind == "mem":
+            gib = g.memory_outside / GiB
+            want = gib * factor if self.oversubscribe else gib
+        else:
+            want = g.compute_outside
+        return min(n, max(0, -int(-want // 1)))     # whole devices, rounded up
 
     def free_gib(self, g: Gpu, factor: float) -> int:
         """What vgpud has not allocated to slices on GPU g, in whole GiB (of
@@ -108,8 +123,11 @@ def node_from_api(status: dict, gpus: dict, numa_of=lambda pci_bus_id: None) -> 
             raise ValueError(f"vgpud's gpus result has a GPU without index, memory_total or "
                              f"a UUID: {quote(g)}")
         pci = g.get("pci_bus_id")
+        mo, co = g.get("memory_outside"), g.get("compute_outside")
         out.append(Gpu(idx, total, int(g.get("memory_allocated") or 0), uuid,
-                       numa_of(pci) if isinstance(pci, str) else None))
+                       numa_of(pci) if isinstance(pci, str) else None,
+                       mo if isinstance(mo, int) and mo > 0 else 0,
+                       float(co) if isinstance(co, (int, float)) and co > 0 else 0.0))
     node = status.get("node") or {}
     return Node(gpus=tuple(sorted(out, key=lambda g: g.index)),
                 placement=node.get("placement", "spread"),
@@ -123,10 +141,15 @@ def device_id(g: Gpu, kind: str, n: int) -> str:
 
 def devices(node: Node, kind: str, factor: float) -> list[tuple[str, str, int | None]]:
     """(ID, health, NUMA node) of every device of the resource with this ID
-    kind."""
-    health = HEALTHY if node.up else UNHEALTHY
-    return [(device_id(g, kind, n), health, g.numa)
-            for g in node.gpus for n in range(node.count(kind, g, factor))]
+    kind: a GPU's last ``Node.withdrawn`` devices Unhealthy (capacity taken
+    outside Kubernetes), all of them while vgpud does not answer."""
+    out = []
+    for g in node.gpus:
+        n = node.count(kind, g, factor)
+        keep = n - node.withdrawn(kind, g, factor)
+        out += [(device_id(g, kind, i), HEALTHY if node.up and i < keep else UNHEALTHY, g.numa)
+                for i in range(n)]
+    return out
 
 
 def parse_ids(ids, kind: str, node: Node, factor: float, what: str) -> dict[int, list[int]]:
