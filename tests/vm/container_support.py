@@ -227,6 +227,18 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 HAVE_CONTAINERD = bool(shutil.which("containerd") and shutil.which("ctr"))
 
 
+def own_etc_of(rootfs: Path) -> None:
+    """Give ``rootfs`` an /etc of its own, as an image has (the host's
+    ld.so.conf files, passwd and group), writable until the container runs:
+    the container's ldconfig writes its ld.so.cache there."""
+    etc = rootfs / "etc"
+    for f in ("ld.so.conf", "passwd", "group"):
+        if os.path.isfile(f"/etc/{f}"):
+            shutil.copyfile(f"/etc/{f}", etc / f)
+    if os.path.isdir("/etc/ld.so.conf.d"):
+        shutil.copytree("/etc/ld.so.conf.d", etc / "ld.so.conf.d", symlinks=True)
+
+
 class Containerd:
     """A containerd of the test's own (no CRI), whose containers go through
     vgpu-runtime (as `--runc-binary`) exactly as a node's do; rootfs: the
@@ -284,12 +296,7 @@ class Containerd:
         self.ids.append(cid)
         b = self.runc.bundle(cid, "true")           # only for its rootfs directory
         if own_etc:
-            etc = b / "rootfs" / "etc"
-            for f in ("ld.so.conf", "passwd", "group"):
-                if os.path.isfile(f"/etc/{f}"):
-                    shutil.copyfile(f"/etc/{f}", etc / f)
-            if os.path.isdir("/etc/ld.so.conf.d"):
-                shutil.copytree("/etc/ld.so.conf.d", etc / "ld.so.conf.d", symlinks=True)
+            own_etc_of(b / "rootfs")
         mounts = []
         for src in ("/usr", *(() if own_etc else ("/etc",)), "/root/.pyenv", str(ROOT),
                     *worktree_venv(), *binds):

@@ -90,6 +90,19 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	raise(sig);
 }
 
+/* SIGBUS and SIGSEGV to on_fault; the handlers before are kept to put back. */
+static void catch_faults(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+}
+
 static int seen(unsigned long v)
 {
 	for (int i = 0; i < S.nseen; i++)
@@ -339,7 +352,6 @@ static void *attacker(void *arg)
 static int start(int mode, const void *forged, size_t forged_len,
 		 const void **blocks, const size_t *lens, int n)
 {
-	struct sigaction sa;
 	int ret;
 
 	memset(&S, 0, sizeof(S));
@@ -352,12 +364,7 @@ static int start(int mode, const void *forged, size_t forged_len,
 		S.chain_len[i] = lens[i];
 	}
 	S.nchain = n;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_fault;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &old_bus);
-	sigaction(SIGSEGV, &sa, &old_segv);
+	catch_faults();
 	ret = pthread_create(&S.thread, NULL, attacker, NULL);
 	if (ret)
 		return ret;
@@ -426,17 +433,9 @@ int sibling_stop(struct result *out)
  */
 int sibling_probe_writable(unsigned long a, unsigned long l, unsigned char *out)
 {
-	struct sigaction sa, ob, os_;
 	int n = 0;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_fault;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &ob);
-	sigaction(SIGSEGV, &sa, &os_);
-	old_bus = ob;
-	old_segv = os_;
+	catch_faults();
 	for (volatile unsigned long off = 0; off < l; off += 4096, n++) {
 		volatile unsigned char *p = (volatile unsigned char *)(a + off);
 
@@ -448,7 +447,7 @@ int sibling_probe_writable(unsigned long a, unsigned long l, unsigned char *out)
 		}
 		in_attack = 0;
 	}
-	sigaction(SIGBUS, &ob, NULL);
-	sigaction(SIGSEGV, &os_, NULL);
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
 	return n;
 }

@@ -44,8 +44,8 @@ import nvsim_reload
 from vgpu.common import driverfiles as df
 from cuda_lib import (PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace,
                       sequence_body)
-from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, runc,  # noqa: F401
-                               video_memory)
+from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, own_etc_of,  # noqa: F401
+                               runc, video_memory)
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -283,12 +283,7 @@ def test_the_cdi_spec_through_podman(runc, daemon, tmp_path):
                    "--hook", str(hook), "--driver-version", RELEASE,
                    "--driver-lib-dir", str(lib), "--driver-bin-dir", str(smi.parent))
         b = runc.bundle(name, "true")               # only for its rootfs directory
-        etc = b / "rootfs" / "etc"
-        for f in ("ld.so.conf", "passwd", "group"):
-            if os.path.isfile(f"/etc/{f}"):
-                shutil.copyfile(f"/etc/{f}", etc / f)
-        if os.path.isdir("/etc/ld.so.conf.d"):
-            shutil.copytree("/etc/ld.so.conf.d", etc / "ld.so.conf.d", symlinks=True)
+        own_etc_of(b / "rootfs")
         vols = []
         for src in ("/usr", "/root/.pyenv", str(ROOT)):
             if os.path.isdir(src):
