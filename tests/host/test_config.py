@@ -840,19 +840,20 @@ def test_describe_audit_changes(tmp_path):
 
 def test_kubernetes_defaults_and_values():
     k = parse_config("").kubernetes
-    assert (k.device_plugin, str(k.kubelet_dir), k.profile, k.oversubscribe_factor) == \
-        (False, "/var/lib/kubelet/device-plugins", "", 2.0)
+    assert (k.device_plugin, str(k.kubelet_dir), k.profile, k.oversubscribe_factor,
+            k.runtime_guard) == (False, "/var/lib/kubelet/device-plugins", "", 2.0, True)
     k = parse_config('[kubernetes]\ndevice_plugin = true\nkubelet_dir = "/k/dp"\n'
-                     'profile = "small"\noversubscribe_factor = 1.5\n'
+                     'profile = "small"\noversubscribe_factor = 1.5\nruntime_guard = false\n'
                      '[node]\noversubscribe_memory = true\n'
                      '[profiles.small]\nmemory = "4GiB"\n').kubernetes
-    assert (k.device_plugin, str(k.kubelet_dir), k.profile, k.oversubscribe_factor) == \
-        (True, "/k/dp", "small", 1.5)
+    assert (k.device_plugin, str(k.kubelet_dir), k.profile, k.oversubscribe_factor,
+            k.runtime_guard) == (True, "/k/dp", "small", 1.5, False)
 
 
 @pytest.mark.parametrize("body,error", [
     ('foo = 1', 'kubernetes.foo: unknown key (known: device_plugin, kubelet_dir, profile, '
-                'oversubscribe_factor)'),
+                'oversubscribe_factor, runtime_guard)'),
+    ('runtime_guard = "no"', 'kubernetes.runtime_guard: "no" is not true or false'),
     ('device_plugin = "yes"', 'kubernetes.device_plugin: "yes" is not true or false'),
     ('kubelet_dir = "var/lib"', 'kubernetes.kubelet_dir: "var/lib" is not an absolute path'),
     ('kubelet_dir = "/' + "d" * 90 + '"', "is too long for the plugin's Unix sockets in it "

@@ -482,6 +482,19 @@ def test_allocate_annotations(node, tmp_path):
     assert "runtimeClassName: vgpu" in (tmp_path / "run-vgpu" / "guard").read_text()
 
 
+def test_no_guard_no_mount(node, tmp_path):
+    """--no-guard (vgpud's [kubernetes] runtime_guard = false): for nodes
+    whose containers get their slice without vgpu-runtime (hooks.d, CDI),
+    where runc would refuse the guard: no mount, no file."""
+    start, kubelet, _ = node
+    start("--no-guard")
+    kubelet.wait_devices(MEM, lambda d: len(d) == 32)
+    r = kubelet.allocate(MEM, ids(0, "mem", range(2)))
+    assert dict(r.container_responses[0].annotations)["vgpu.io/container-memory"] == "2Gi"
+    assert not r.container_responses[0].mounts
+    assert not (tmp_path / "run-vgpu" / "guard").exists()
+
+
 def test_guard_file_that_cannot_be_written_is_a_warning(node, tmp_path):
     """Where the guard's source cannot be written the plugin still serves
     (containerd makes a missing source a directory; runc refuses the mount
@@ -733,6 +746,7 @@ def test_plugin_argv():
         sys.executable, "-m", "vgpu.k8s.deviceplugin", "--socket", "/run/vgpu/vgpud.sock",
         "--kubelet-dir", "/var/lib/kubelet/device-plugins", "--profile", "small",
         "--oversubscribe-factor", "1.5"]
+    assert plugin_argv("/s", "/k", guard=False)[-1] == "--no-guard"
 
 
 def children(pid: int) -> list[int]:

@@ -392,7 +392,8 @@ class Daemon:
         if not k.device_plugin:
             return None
         return plugin_argv(self.cfg.paths.socket, k.kubelet_dir, k.profile,
-                           k.oversubscribe_factor if self.cfg.node.oversubscribe_memory else None)
+                           k.oversubscribe_factor if self.cfg.node.oversubscribe_memory else None,
+                           k.runtime_guard)
 
     # ------------------------------------------------------------- signals
     async def _signals(self, sigs, *, task_status):

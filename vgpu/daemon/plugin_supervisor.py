@@ -36,7 +36,7 @@ PKG_PARENT = str(Path(vgpu.__file__).resolve().parent.parent)
 
 
 def plugin_argv(socket: str, kubelet_dir: str, profile: str = "",
-                factor: float | None = None) -> list[str]:
+                factor: float | None = None, guard: bool = True) -> list[str]:
     """``vgpu-device-plugin`` for vgpud's API socket, run by this very
     interpreter (python -m, so that it is the same installation)."""
     argv = [sys.executable, "-m", "vgpu.k8s.deviceplugin", "--socket", str(socket),
@@ -45,6 +45,8 @@ def plugin_argv(socket: str, kubelet_dir: str, profile: str = "",
         argv += ["--profile", profile]
     if factor is not None:
         argv += ["--oversubscribe-factor", f"{factor:g}"]
+    if not guard:
+        argv += ["--no-guard"]
     return argv
 
 

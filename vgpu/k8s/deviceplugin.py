@@ -40,7 +40,7 @@ back-off (1 s doubling to 30 s).  Logs are plain lines on stderr.
 
     vgpu-device-plugin [--socket PATH] [--kubelet-dir DIR] [--profile NAME]
                        [--oversubscribe-factor N] [--poll-interval D]
-                       [--watch-interval D] [--timeout D] [--guard-file PATH]
+                       [--watch-interval D] [--timeout D] [--guard-file PATH | --no-guard]
                        [--log-level L]
     vgpu-device-plugin --list        # ask vgpud once, print the devices, exit
 
@@ -180,6 +180,9 @@ docs/kubernetes.md.""")
                         f"{RUNTIME_GUARD_DEST}, which vgpu-runtime takes out and runc refuses: "
                         "a container started without runtimeClassName: vgpu fails, naming it "
                         f"(default {RUNTIME_GUARD_SOURCE}; written at start)")
+    p.add_argument("--no-guard", action="store_true",
+                   help="no guard mount: for nodes where containers get their slice without "
+                        "vgpu-runtime (OCI hooks.d under CRI-O, CDI), where runc would refuse it")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.add_argument("--list", action="store_true",
                    help="ask vgpud once, print each resource's devices per GPU, and exit")
@@ -230,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     plugin = Plugin(args.kubelet_dir, args.socket, profile=args.profile,
                     factor=args.oversubscribe_factor, poll_interval=args.poll_interval,
                     watch_interval=args.watch_interval, timeout=args.timeout,
-                    unhealthy_after=args.unhealthy_after, guard_file=args.guard_file)
+                    unhealthy_after=args.unhealthy_after,
+                    guard_file=None if args.no_guard else args.guard_file)
     log.info("%s %s: API %s loaded from %s in %.0f ms; kubelet directory %s, vgpud %s%s",
              PROG, __version__, API_VERSION, PROTO.name, (time.monotonic() - t0) * 1e3,
              args.kubelet_dir, ac.socket_path(args.socket),

@@ -144,9 +144,12 @@ class Endpoint:
                              p.profile, i)
             log.info("%s: allocated %s", self.resource,
                      ", ".join(f"{k}={v}" for k, v in sorted(ann.items())))
-            dest, src, ro = guard_mount(p.guard_file)
-            out.container_responses.add(annotations=ann, mounts=[
-                p.api.msg["Mount"](container_path=dest, host_path=src, read_only=ro)])
+            mounts = []
+            if p.guard_file is not None:
+                dest, src, ro = guard_mount(p.guard_file)
+                mounts.append(p.api.msg["Mount"](container_path=dest, host_path=src,
+                                                 read_only=ro))
+            out.container_responses.add(annotations=ann, mounts=mounts)
         return out
 
     def PreStartContainer(self, req, ctx):
@@ -280,9 +283,10 @@ class Plugin:
     def __init__(self, kubelet_dir: str | Path, socket: str | None = None, *,
                  profile: str | None = None, factor: float = 2.0, poll_interval: float = 5.0,
                  watch_interval: float = 1.0, timeout: float = 5.0, api: Api | None = None,
-                 unhealthy_after: float = 0.0, guard_file: str | Path = RUNTIME_GUARD_SOURCE):
+                 unhealthy_after: float = 0.0,
+                 guard_file: str | Path | None = RUNTIME_GUARD_SOURCE):
         self.kubelet_dir = Path(kubelet_dir)
-        self.guard_file = Path(guard_file)
+        self.guard_file = Path(guard_file) if guard_file is not None else None
         self.profile = profile or None
         self.factor = factor
         self.watch_interval = watch_interval
@@ -339,7 +343,8 @@ class Plugin:
         """Until stop(): vgpud's watch, both endpoints, the directory watch.
         AlreadyServed when another plugin serves the directory."""
         held = claim(self.kubelet_dir)
-        write_guard(self.guard_file)
+        if self.guard_file is not None:
+            write_guard(self.guard_file)
         self.watch.start()
         try:
             while not self.stopping.is_set():

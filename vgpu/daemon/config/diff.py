@@ -57,6 +57,7 @@ def _flatten(c: Config) -> dict[str, str]:
         "kubernetes.kubelet_dir": _show(c.kubernetes.kubelet_dir),
         "kubernetes.profile": _show(c.kubernetes.profile),
         "kubernetes.oversubscribe_factor": f"{c.kubernetes.oversubscribe_factor:g}",
+        "kubernetes.runtime_guard": _show(c.kubernetes.runtime_guard),
         "history.enabled": _show(c.history.enabled),
         "history.path": _show(c.history.path) if c.history.path is not None
         else "<state_dir>/history.db",

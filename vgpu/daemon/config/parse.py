@@ -516,12 +516,17 @@ class _Parser:
                          profiles: Mapping[str, SliceSpec], bad_profiles: set[str]) -> Kubernetes:
         base = Kubernetes()
         self.unknown(t, "kubernetes.", ("device_plugin", "kubelet_dir", "profile",
-                                        "oversubscribe_factor"))
+                                        "oversubscribe_factor", "runtime_guard"))
         try:
             enabled = parse_bool(t.get("device_plugin", False))
         except BadValue as e:
             self.err("kubernetes.device_plugin", str(e))
             enabled = False
+        try:
+            guard = parse_bool(t.get("runtime_guard", True))
+        except BadValue as e:
+            self.err("kubernetes.runtime_guard", str(e))
+            guard = True
         kdir = self.abspath(t, "kubelet_dir", "kubernetes.kubelet_dir", base.kubelet_dir)
         if len(str(kdir).rstrip("/").encode()) + K8S_SOCK_NAME_MAX > SUN_PATH_MAX:
             self.err("kubernetes.kubelet_dir", f"{quote(str(kdir))} is too long for the "
@@ -546,7 +551,7 @@ class _Parser:
             self.err("kubernetes.oversubscribe_factor", f"{quote(factor)} has no effect: "
                      f"node.oversubscribe_memory is false (set it, or leave the factor out)")
         return Kubernetes(device_plugin=enabled, kubelet_dir=kdir, profile=profile,
-                          oversubscribe_factor=float(factor))
+                          oversubscribe_factor=float(factor), runtime_guard=guard)
 
     def parse_schedule(self, v: Any, profiles: Mapping[str, SliceSpec],
                        bad_profiles: set[str]) -> tuple[Window, ...]:

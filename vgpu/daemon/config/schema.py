@@ -261,11 +261,15 @@ class Node:
 class Kubernetes:
     """[kubernetes]: the kubelet device plugin vgpud runs (vgpu.k8s,
     docs/kubernetes.md).  ``oversubscribe_factor``: memory devices per GiB
-    of a GPU while node.oversubscribe_memory is on."""
+    of a GPU while node.oversubscribe_memory is on.  ``runtime_guard``:
+    Allocate's guard mount, which fails a container started without
+    vgpu-runtime (off where containers get their slice otherwise: OCI
+    hooks.d under CRI-O, CDI)."""
     device_plugin: bool = False
     kubelet_dir: Path = Path("/var/lib/kubelet/device-plugins")
     profile: str = ""
     oversubscribe_factor: float = 2.0
+    runtime_guard: bool = True
 
 
 @dataclass(frozen=True)
