@@ -51,7 +51,7 @@ from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles as df
 from vgpu.common.files import atomic_write
 from vgpu.common.request import (HOOK_ENV, RUNTIME_GUARD_DEST, ScopeError, honoured_scope,
-                                 hook_argv, hook_stages, real_gpu_access, vgpu_major)
+                                 hook_argv, hook_stages, real_gpu_refusal, vgpu_major)
 
 PROG = "vgpu-runtime"
 # runc's global options that take a value (Go's flag package: -name or --name)
@@ -236,11 +236,9 @@ def strip_guard(config: dict) -> bool:
 def refuse_real_gpu(config: dict, major: int | None) -> None:
     """ScopeError when the container would reach NVIDIA's own GPU beside
     its slice (request.real_gpu_access)."""
-    why = real_gpu_access(config, major)
+    why = real_gpu_refusal(config, major)
     if why:
-        raise ScopeError(f"asks for a vgpu slice but would reach the real GPU past its quotas: "
-                         f"{why}; drop one (NVIDIA_VISIBLE_DEVICES=void, or no NVIDIA "
-                         f"device request)")
+        raise ScopeError(why)
 
 
 def prepare_bundle(bundle: str, cid: str = "") -> bool:

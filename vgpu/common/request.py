@@ -303,6 +303,15 @@ def real_gpu_access(config: dict, vgpu: int | None = None) -> str | None:
     return None
 
 
+def real_gpu_refusal(config: dict, vgpu: int | None = None) -> str | None:
+    """The one-line refusal of a slice beside NVIDIA's own nodes
+    (real_gpu_access), or None; vgpu-runtime and the hook both say it."""
+    why = real_gpu_access(config, vgpu)
+    return None if why is None else (
+        f"asks for a vgpu slice but would reach the real GPU past its quotas: {why}; drop "
+        f"one (NVIDIA_VISIBLE_DEVICES=void, or no NVIDIA device request)")
+
+
 def is_pod_cgroup(name: str, uid: str) -> bool:
     """Whether the cgroup directory ``name`` (one component) is the pod
     ``uid``'s as the kubelet names it: ``pod<uid>`` (cgroupfs driver) or

@@ -16,7 +16,7 @@ from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_o
 from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
-from vgpu.common.request import (Scope, ScopeError, honoured_scope, real_gpu_access,
+from vgpu.common.request import (Scope, ScopeError, honoured_scope, real_gpu_refusal,
                                  vgpu_major)
 
 
@@ -325,10 +325,8 @@ def run(o: Opts, data: bytes) -> int:
                   f"deletes it)")
             return 0
         return release(state, config, o, debug, sc.name)
-    why = real_gpu_access(config, vgpu_major())
+    why = real_gpu_refusal(config, vgpu_major())
     if why:
-        raise HookError(f"container {cid}: asks for a vgpu slice but would reach the real GPU "
-                        f"past its quotas: {why}; drop one (NVIDIA_VISIBLE_DEVICES=void, or no "
-                        f"NVIDIA device request)")
+        raise HookError(f"container {cid}: {why}")
     creating_pid(state)
     return attach(state, config, o, debug, sc)
