@@ -812,9 +812,10 @@ static u64 vgpu_rm_rounded(u64 size, u32 attr, u32 attr2)
  * allows for) gives the rest back; more (compression's rounding) is
  * reserved too, and if that fails, or the driver cannot say (the object is
  * not there: the status read back was not the driver's), the object is
- * freed again and the caller gets NV_ERR_NO_MEMORY.  Only in that last case
- * may the slice hold more than its quota, for the call's length
- * (docs/mediator.md).
+ * freed again and the caller gets NV_ERR_NO_MEMORY.  So only a rounding past
+ * vgpu_rm_rounded's (compression, a big page over 64 KiB) can make the
+ * slice hold more than its quota, by that rounding, while the call runs
+ * (docs/mediator.md, "Open").
  */
 static NV_STATUS vgpu_commit(struct vgpu_client *c, struct vgpu_obj *parent,
 			     NvHandle h, u32 hclass, u64 reserved)
