@@ -19,6 +19,10 @@ spec.loader.exec_module(vm)
     "[    3.0] WARNING: possible circular locking dependency detected",
     "[    4.0] BUG: sleeping function called from invalid context at mm/slab.h:1",
     "[    5.0] refcount_t: underflow; use-after-free.",
+    "[   92.4] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+    "[   23.7] rcu: INFO: rcu_preempt self-detected stall on CPU",
+    "[  243.1] INFO: task python:312 blocked for more than 120 seconds.",
+    "[  116.5] watchdog: BUG: soft lockup - CPU#0 stuck for 45s! [runc:189]",
 ])
 def test_dmesg_patterns_catch_kernel_reports(line):
     assert vm.DMESG_BAD.search(line)
@@ -85,3 +89,40 @@ def test_console_lines_lose_firmware_screen_codes():
     assert vm.console_line(b"\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2)\r\n") is None
     assert vm.console_line(b"\x1bc\x1b[?7l\x1b[2Jvm-guest: running: x\r\n") == "vm-guest: running: x\n"
     assert vm.console_line(b"314 passed in 21.70s\n") == "314 passed in 21.70s\n"
+
+
+# A soft lockup's panic as the guest's console shows it (softlockup_panic,
+# panic_print=0x40: qemu_cmd), cut to the lines the check reads.
+LOCKUP = """[   48.750051] watchdog: BUG: soft lockup - CPU#1 stuck for 45s! [runc:150]
+[   48.755148] Kernel panic - not syncing: softlockup: hung tasks
+[   48.755148] Call Trace:
+[   48.755148]  <IRQ>
+[   48.755148]  dump_stack_lvl+0x44/0x5c
+[   48.755148]  panic+0x118/0x2ed
+[   48.762126] RIP: 0010:{frame}
+[   48.762126] Call Trace:
+[   48.762126]  <TASK>
+[   48.762126]  do_syscall_64+0x55/0xb0
+""".splitlines()
+
+
+def test_a_lockup_outside_our_modules_is_told_apart():
+    """vm.py runs a command once more only where the guest livelocked with
+    every backtrace outside vgpu.ko and nvsim.ko (README.md, "A guest
+    that livelocks"); a lockup in our modules, or one without a backtrace to
+    tell by, fails as it is."""
+    outside = [l.format(frame="p9_client_rpc+0x2e/0x470 [9pnet]") for l in LOCKUP]
+    assert vm.lockup_outside_our_modules(outside) == "runc:150"
+    for ours in ("vgpu_ioctl+0x2e/0x1000 [vgpu]", "nvsim_rm_alloc+0x10/0x80 [nvsim]"):
+        assert vm.lockup_outside_our_modules([l.format(frame=ours) for l in LOCKUP]) is None
+    no_trace = [l for l in outside if "Call Trace" not in l]
+    assert vm.lockup_outside_our_modules(no_trace) is None
+    assert vm.lockup_outside_our_modules(["[ 1.0] reboot: Power down"]) is None
+
+
+def test_the_guest_panics_on_a_soft_lockup_with_every_cpus_backtrace():
+    cmd = vm.qemu_cmd(vm.argparse.Namespace(kvm=False, append="", mem=2048, smp=2,
+                                            kernel_dir=None),
+                      vm.default_kernel_version(), Path("/initrd"), Path("/out"))
+    append = cmd[cmd.index("-append") + 1].split()
+    assert "softlockup_panic=1" in append and "panic_print=0x40" in append
