@@ -852,7 +852,18 @@ def test_kubernetes_defaults_and_values():
 
 @pytest.mark.parametrize("body,error", [
     ('foo = 1', 'kubernetes.foo: unknown key (known: device_plugin, kubelet_dir, profile, '
-                'oversubscribe_factor, runtime_guard)'),
+                'oversubscribe_factor, runtime_guard, pod_requests, namespace_profiles)'),
+    ('pod_requests = "some"', 'kubernetes.pod_requests: "some" is not one of allocated, any'),
+    ('pod_requests = "any"\n[kubernetes.namespace_profiles]\nteam = []',
+     'kubernetes.namespace_profiles: has no effect: kubernetes.pod_requests is "any"'),
+    ('pod_requests = "allocated"\nnamespace_profiles = 1',
+     'kubernetes.namespace_profiles: 1 is an integer, not a table'),
+    ('pod_requests = "allocated"\n[kubernetes.namespace_profiles]\nTeam_A = []',
+     'kubernetes.namespace_profiles.Team_A: "Team_A" is not a Kubernetes namespace name'),
+    ('pod_requests = "allocated"\n[kubernetes.namespace_profiles]\nteam = "small"',
+     'kubernetes.namespace_profiles.team: "small" is a string, not an array of profile names'),
+    ('pod_requests = "allocated"\n[kubernetes.namespace_profiles]\nteam = ["big"]',
+     'kubernetes.namespace_profiles.team: "big" is not a defined profile'),
     ('runtime_guard = "no"', 'kubernetes.runtime_guard: "no" is not true or false'),
     ('device_plugin = "yes"', 'kubernetes.device_plugin: "yes" is not true or false'),
     ('kubelet_dir = "var/lib"', 'kubernetes.kubelet_dir: "var/lib" is not an absolute path'),
@@ -878,11 +889,30 @@ def test_kubernetes_factor_range(v):
     assert f"kubernetes.oversubscribe_factor: {v} is out of range (1 to 16)" in e
 
 
+def test_kubernetes_pod_requests_and_namespace_profiles():
+    """pod_requests follows device_plugin unless set; a namespace's profiles
+    are its own and "*"'s."""
+    assert parse_config("").kubernetes.pod_requests == "any"
+    assert parse_config("[kubernetes]\ndevice_plugin = true\n").kubernetes.pod_requests == \
+        "allocated"
+    k = parse_config('[profiles.a]\nmemory = "1GiB"\n[profiles.b]\npriority = "high"\n'
+                     '[kubernetes]\ndevice_plugin = true\npod_requests = "allocated"\n'
+                     '[kubernetes.namespace_profiles]\nteam-a = ["b", "a", "b"]\n'
+                     '"*" = ["a"]\n').kubernetes
+    assert k.namespace_profiles == {"team-a": ("b", "a"), "*": ("a",)}
+    assert (k.profiles_for("team-a"), k.profiles_for("other")) == (("a", "b"), ("a",))
+    a = parse_config('[profiles.a]\n[kubernetes]\ndevice_plugin = true\n')
+    b = parse_config('[profiles.a]\n[kubernetes]\ndevice_plugin = true\n'
+                     '[kubernetes.namespace_profiles]\nteam-a = ["a"]\n')
+    assert describe_changes(a, b) == ['kubernetes.namespace_profiles: {} -> {"team-a" = ["a"]}']
+
+
 def test_kubernetes_not_a_table_and_reload_lines():
     assert 'kubernetes: 1 is an integer, not a table (write [kubernetes])' in one_error("kubernetes = 1")
     a = parse_config("")
     b = parse_config('[kubernetes]\ndevice_plugin = true\n')
-    assert describe_changes(a, b) == ["kubernetes.device_plugin: false -> true"]
+    assert describe_changes(a, b) == ["kubernetes.device_plugin: false -> true",
+                                      'kubernetes.pod_requests: "any" -> "allocated"']
 
 
 # ---- [history] and forecasts ------------------------------------------------

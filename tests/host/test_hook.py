@@ -960,6 +960,13 @@ def test_pod_rule_sandbox_pod_and_container_scope(containerd):
                          "io.kubernetes.container.name": "gpu",
                          "vgpu.io/allocated-by": "device-plugin"}
     assert request.hook_stages(sc) == (("createRuntime", "poststop"), True)
+    # of the pod's request only its profile reaches an allocated container
+    # (vgpud holds it to the namespace's profiles: Config.admit_pod)
+    sc = scope(cri("container", containerd, name="gpu", **POD_REQ,
+                   **{"vgpu.io/profile": "batch", "vgpu.io/priority": "high",
+                      "vgpu.io/container-memory": "2Gi", "vgpu.io/container-profile": "k8s"}))
+    assert sc.raw == {"memory": "2Gi", "profile": "batch"}
+    assert sc.names["profile"] == "vgpu.io/profile"
     # a container of a pod that asked nothing
     assert scope(cri("container", containerd)).kind == ""
 

@@ -33,16 +33,17 @@ class PodDaemon(Daemon):
     where the test is about the hooks (no GC pass may race the poststop
     the test checks), 1 s where it is about the GC."""
 
-    def __init__(self, tmp: Path, gc: str):
+    def __init__(self, tmp: Path, gc: str, **sections):
         Vgpud.__init__(self, tmp, config(tmp, paths={"fuse_mount": "{tmp}/fs"},
-                                         gc={"interval": gc}, defaults={"compute": "10%"}),
+                                         gc={"interval": gc}, defaults={"compute": "10%"},
+                                         **sections),
                        command=[PY, "-m", "vgpu.daemon.main"], wait_fuse=True,
                        start_timeout=START_TIMEOUT)
         self.start()
 
 
-def vgpud(tmp: Path, gc: str):
-    d = PodDaemon(tmp, gc)
+def vgpud(tmp: Path, gc: str, **sections):
+    d = PodDaemon(tmp, gc, **sections)
     try:
         yield d
     finally:
@@ -64,9 +65,21 @@ def gc_daemon(tmp_path_factory):
 
 
 @pytest.fixture
+def allocated_daemon(tmp_path_factory):
+    """A node whose slices come only from the device plugin's allocation
+    ([kubernetes] pod_requests = "allocated"; the plugin itself is not run:
+    the allocation's annotations are written by hand)."""
+    yield from vgpud(tmp_path_factory.mktemp("vgpud-alloc"), "1h",
+                     profiles={"batch": {"priority": "low"}, "wide": {"compute": "50%"}},
+                     kubernetes={"pod_requests": "allocated",
+                                 "namespace_profiles": {"team": ["batch", "wide"]}})
+
+
+@pytest.fixture
 def runc(request, tmp_path):
-    daemon = request.getfixturevalue("gc_daemon" if "gc_daemon" in request.fixturenames
-                                     else "daemon")
+    fixture = next((f for f in ("gc_daemon", "allocated_daemon")
+                    if f in request.fixturenames), "daemon")
+    daemon = request.getfixturevalue(fixture)
     r = Runc(tmp_path, daemon)
     yield r
     r.cleanup()
@@ -81,11 +94,15 @@ def runc(request, tmp_path):
                 pass
 
 
-def pod_bundle(runc: Runc, tag: str, kind: str, script: str) -> Path:
+POD_REQUEST = {"vgpu.io/memory": "64MiB", "vgpu.io/gpus": "0"}
+
+
+def pod_bundle(runc: Runc, tag: str, kind: str, script: str,
+               request: dict | None = None) -> Path:
     ann = {"io.kubernetes.cri.container-type": kind, "io.kubernetes.cri.sandbox-id": SB,
            "io.kubernetes.cri.sandbox-name": "web", "io.kubernetes.cri.sandbox-namespace": "team",
            "io.kubernetes.cri.sandbox-uid": UID,
-           "vgpu.io/memory": "64MiB", "vgpu.io/gpus": "0"}
+           **(POD_REQUEST if request is None else request)}
     if kind == "container":
         ann["io.kubernetes.cri.container-name"] = tag
     b = runc.bundle(tag, script, ann)
@@ -162,3 +179,39 @@ def test_pod_slice_outlives_a_gc_pass_while_its_pod_runs(gc_daemon, runc):
     for c in ("ctr-app", SB):
         d = runc.runtime("delete", c, capture_output=True, text=True)
         assert d.returncode == 0, d.stderr
+
+
+def test_on_an_allocated_node_only_the_kubelets_allocation_makes_a_slice(allocated_daemon, runc):
+    """[kubernetes] pod_requests = "allocated": a pod's own vgpu.io/memory
+    fails the container's start with vgpud's reason and leaves no slice; a
+    container with the device plugin's allocation starts with exactly the
+    allocated memory, the profile its pod named (allowed for "team") giving
+    its priority, and a profile that would add compute the kubelet did not
+    allocate fails it."""
+    daemon = allocated_daemon
+    own = pod_bundle(runc, "own", "container", "true")
+    r = runc.run("ctr-own", own)
+    assert r.returncode != 0, r.stdout
+    assert "come only from what the kubelet allocated" in r.stderr, r.stderr
+    assert daemon.slices() == {}
+
+    alloc = {"vgpu.io/container-memory": "64Mi", "vgpu.io/container-gpus": "0",
+             "vgpu.io/memory": "1Gi", "vgpu.io/profile": "batch"}
+    app = pod_bundle(runc, "app", "container",
+                     "exec 3<>/dev/nvidiactl && touch /shared/app.open && "
+                     "while [ ! -e /shared/app.stop ]; do sleep 0.2; done", alloc)
+    runc.run_detached("ctr-app", app)
+    assert poll(lambda: (runc.shared / "app.open").exists(), 120), daemon.log()
+    sl = daemon.slices()["ctr-app"]
+    assert sl["gpus"][0]["memory_limit"] == 64 << 20, sl          # the allocation, not 1Gi
+    assert (sl["profile"], sl["compute"]["priority"]) == ("batch", "low"), sl
+    assert sl["labels"]["vgpu.io/allocated-by"] == "device-plugin", sl
+    (runc.shared / "app.stop").touch()
+
+    wide = pod_bundle(runc, "wide", "container", "true",
+                      {**alloc, "vgpu.io/profile": "wide"})
+    r = runc.run("ctr-wide", wide)
+    # (runc's log quotes the hook's message: its quotes come escaped)
+    assert r.returncode != 0 and "wide\\\" sets compute 50%, but the kubelet allocated " \
+        "this container no vgpu.io/compute-percent" in r.stderr, r.stderr
+    assert "ctr-wide" not in daemon.slices()

@@ -19,8 +19,9 @@ The rule (container-hook/README.md, "Pods"):
 - A pod's sandbox (pause) container never gets a slice.  Its poststop
   deletes the pod's slice when the pod asked for one.
 - A Kubernetes container with any ``vgpu.io/container-<key>`` (the device
-  plugin's) gets a slice of its own, named by its id; the pod-level request
-  does not apply to it.
+  plugin's) gets a slice of its own, named by its id; of the pod-level
+  request only ``vgpu.io/profile`` applies to it (in place of the plugin's
+  ``vgpu.io/container-profile``; vgpud checks the namespace may name it).
 - Otherwise, the pod's ``vgpu.io/<key>`` (passed to every container of the
   pod) asks for ONE slice for the whole pod, named ``pod-<sandbox id>``,
   made by the first container that starts and shared by all of them.
@@ -214,6 +215,12 @@ def scope_of(state: dict, config: dict) -> Scope:
     if kind != "container":
         raise ScopeError(f"unknown Kubernetes container type {kind!r} (sandbox or container)")
     if own:
+        # The pod's vgpu.io/profile names the profile of what the kubelet
+        # allocated (vgpud holds it to the namespace's allowed profiles,
+        # Config.admit_pod); its other vgpu.io/<key> do not apply here.
+        if "profile" in pod:
+            own, own_names = {**own, "profile": pod["profile"]}, \
+                {**own_names, "profile": pod_names["profile"]}
         return Scope("container", cid, own, own_names, "annotation",
                      {**_labels(cri, "pod_name", "pod_namespace", "container_name"),
                       ALLOCATED_LABEL: ALLOCATED_BY})

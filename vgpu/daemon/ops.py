@@ -258,12 +258,15 @@ class Ops:
 
     # ------------------------------------------------------------ create
     def _admit_profile(self, args) -> None:
-        """The request against its profile's limits (Config.admit): what a
-        pod's annotations, or an image's environment where a profile allows
-        it, may ask is bounded by the operator's profile, before capacity."""
+        """The request against [kubernetes] pod_requests (Config.admit_pod:
+        a Kubernetes container's quotas only from the kubelet's allocation)
+        and its profile's limits (Config.admit): what a pod's annotations,
+        or an image's environment where a profile allows it, may ask is
+        bounded by the operator, before capacity."""
+        spec = replace(explicit(args), memory=args.get("memory"))
         try:
-            self.mgr.cfg.admit(replace(explicit(args), memory=args.get("memory")),
-                               args.get("profile"), bool(args.get("from_image")))
+            self.mgr.cfg.admit_pod(spec, args.get("profile"), args.get("labels") or {})
+            self.mgr.cfg.admit(spec, args.get("profile"), bool(args.get("from_image")))
         except ValueError as ex:
             raise ApiError("admission", str(ex)) from None
 

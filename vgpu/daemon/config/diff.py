@@ -58,6 +58,10 @@ def _flatten(c: Config) -> dict[str, str]:
         "kubernetes.profile": _show(c.kubernetes.profile),
         "kubernetes.oversubscribe_factor": f"{c.kubernetes.oversubscribe_factor:g}",
         "kubernetes.runtime_guard": _show(c.kubernetes.runtime_guard),
+        "kubernetes.pod_requests": _show(c.kubernetes.pod_requests),
+        "kubernetes.namespace_profiles": "{" + ", ".join(
+            f"{quote(ns)} = {_show(p)}" for ns, p in sorted(c.kubernetes.namespace_profiles.items()))
+        + "}",
         "history.enabled": _show(c.history.enabled),
         "history.path": _show(c.history.path) if c.history.path is not None
         else "<state_dir>/history.db",

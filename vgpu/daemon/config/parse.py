@@ -31,7 +31,8 @@ from vgpu.daemon.config.schema import (AUDIT_KEYS, AuditSpec, Config, ConfigErro
                                        DEFAULT_CONFIG_PATH, FORECAST_KEYS, FORECAST_MODES,
                                        ForecastSpec, GC_MAX, GC_MIN, GROUP_RE, HISTORY_INTERVAL,
                                        HISTORY_RETENTION_MAX, HISTORY_SIZE_MIN, HISTORY_STEP,
-                                       HOSTNAME_RE, History, K8S_FACTOR_MAX, K8S_SOCK_NAME_MAX,
+                                       HOSTNAME_RE, History, K8S_FACTOR_MAX, K8S_NAMESPACE_RE,
+                                       K8S_POD_REQUESTS, K8S_SOCK_NAME_MAX,
                                        Kubernetes, LABEL_KEY_RE, LABEL_VALUE_RE, LEAD_MAX,
                                        LEAD_MIN, LIMIT_KEYS, LOG_LEVELS, Limits, MAX_CHANNELS_MAX,
                                        Node, OVER_QUOTA_ACTIONS, PERIOD_MAX, PERIOD_MIN, Paths,
@@ -516,7 +517,8 @@ class _Parser:
                          profiles: Mapping[str, SliceSpec], bad_profiles: set[str]) -> Kubernetes:
         base = Kubernetes()
         self.unknown(t, "kubernetes.", ("device_plugin", "kubelet_dir", "profile",
-                                        "oversubscribe_factor", "runtime_guard"))
+                                        "oversubscribe_factor", "runtime_guard",
+                                        "pod_requests", "namespace_profiles"))
         try:
             enabled = parse_bool(t.get("device_plugin", False))
         except BadValue as e:
@@ -550,8 +552,42 @@ class _Parser:
         elif "oversubscribe_factor" in t and not node.oversubscribe_memory:
             self.err("kubernetes.oversubscribe_factor", f"{quote(factor)} has no effect: "
                      f"node.oversubscribe_memory is false (set it, or leave the factor out)")
+        pod_requests = self.choice(t, "pod_requests", "kubernetes.pod_requests",
+                                   "allocated" if enabled else "any", K8S_POD_REQUESTS)
+        nst = t.get("namespace_profiles", {})
+        if not isinstance(nst, dict):
+            self.err("kubernetes.namespace_profiles", f"{quote(nst)} is {_typename(nst)}, not "
+                     f"a table (write [kubernetes.namespace_profiles])")
+            nst = {}
+        ns_profiles = self.parse_namespace_profiles(nst, profiles, bad_profiles)
+        if ns_profiles and pod_requests != "allocated":
+            self.err("kubernetes.namespace_profiles", "has no effect: kubernetes.pod_requests "
+                     "is \"any\" (pods' annotations are not limited); set it to "
+                     "\"allocated\", or leave the table out")
         return Kubernetes(device_plugin=enabled, kubelet_dir=kdir, profile=profile,
-                          oversubscribe_factor=float(factor), runtime_guard=guard)
+                          oversubscribe_factor=float(factor), runtime_guard=guard,
+                          pod_requests=pod_requests, namespace_profiles=ns_profiles)
+
+    def parse_namespace_profiles(self, t: Mapping[str, Any], profiles: Mapping[str, SliceSpec],
+                                 bad_profiles: set[str]) -> dict[str, tuple[str, ...]]:
+        """[kubernetes.namespace_profiles]: namespace = ["profile", ...]."""
+        out: dict[str, tuple[str, ...]] = {}
+        for ns, v in t.items():
+            key = f"kubernetes.namespace_profiles.{ns}"
+            if ns != "*" and not K8S_NAMESPACE_RE.match(ns):
+                self.err(key, f"{quote(ns)} is not a Kubernetes namespace name (lower-case "
+                              f"letters, digits and '-', at most 63) nor \"*\" (every namespace)")
+                continue
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                self.err(key, f"{quote(v)} is {_typename(v)}, not an array of profile names")
+                continue
+            unknown = [x for x in v if x not in profiles and x not in bad_profiles]
+            if unknown:
+                self.err(key, f"{quote(unknown[0])} is not a defined profile "
+                              f"(profiles: {', '.join(sorted(profiles)) or 'none defined'})")
+                continue
+            out[ns] = tuple(dict.fromkeys(v))
+        return out
 
     def parse_schedule(self, v: Any, profiles: Mapping[str, SliceSpec],
                        bad_profiles: set[str]) -> tuple[Window, ...]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vgpu.abi import allowlist
+from vgpu.common.request import ALLOCATED_BY, ALLOCATED_LABEL, LABELS
 from vgpu.common.values import (LAYER_FLAGS, BadValue, format_duration, format_percent, format_size,
                                 parse_percent, parse_policy, parse_priority, parse_size, quote)
 
@@ -270,6 +271,19 @@ class Kubernetes:
     profile: str = ""
     oversubscribe_factor: float = 2.0
     runtime_guard: bool = True
+    #: what a Kubernetes container's slice may come from (Config.admit_pod):
+    #: "allocated", only the device plugin's allocation (the default where
+    #: vgpud runs the plugin); "any", a pod's own vgpu.io/* annotations too
+    #: (the default otherwise: nothing on the node counts devices)
+    pod_requests: str = "any"
+    #: namespace (or "*", every namespace) -> the profiles a pod there may
+    #: name with vgpu.io/profile; its allocation's memory and compute stay
+    namespace_profiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def profiles_for(self, namespace: str) -> tuple[str, ...]:
+        """The profiles a pod in ``namespace`` may name, sorted."""
+        return tuple(sorted(set(self.namespace_profiles.get(namespace, ()))
+                            | set(self.namespace_profiles.get("*", ()))))
 
 
 @dataclass(frozen=True)
@@ -298,6 +312,13 @@ HISTORY_SIZE_MIN = 1 << 20
 #: [kubernetes] oversubscribe_factor's range; the longest socket name the
 #: plugin makes in kubelet_dir ("/vgpu-compute-percent.sock")
 K8S_FACTOR_MAX = 16.0
+#: the labels Config.admit_pod reads (the hook's, vgpu.common.request.LABELS)
+POD_NAMESPACE_LABEL = LABELS["pod_namespace"]
+POD_NAME_LABEL = LABELS["pod_name"]
+#: [kubernetes] pod_requests' values
+K8S_POD_REQUESTS = ("allocated", "any")
+#: a Kubernetes namespace's name (an RFC 1123 label), or "*" in namespace_profiles
+K8S_NAMESPACE_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 K8S_SOCK_NAME_MAX = 26
 
 
@@ -414,6 +435,52 @@ class Config:
         problems = self.limits[profile].problems(eff, profile)
         if problems:
             raise ValueError("; ".join(problems))
+
+    def admit_pod(self, spec: SliceSpec, profile: str | None,
+                  labels: Mapping[str, str]) -> None:
+        """A Kubernetes container's request against [kubernetes]
+        pod_requests = "allocated" (docs/kubernetes.md, "One count"): its
+        memory and compute come only from the device plugin's allocation
+        (the hook labels such a slice vgpu.io/allocated-by), and a profile
+        other than the plugin's own ([kubernetes] profile) is one the pod's
+        namespace may name that sets no memory or compute the allocation
+        left unset.  ``spec``: the request's explicit values, memory
+        included; ``labels``: the slice's (the hook's, from the CRI
+        annotations containerd or CRI-O set, which a pod cannot).  A create
+        without the pod namespace label is not a Kubernetes container's
+        (vgpuctl create, ctr, podman) and is not held to this.  Raises
+        ValueError saying what to do instead."""
+        k = self.kubernetes
+        ns = labels.get(POD_NAMESPACE_LABEL)
+        if ns is None or k.pod_requests != "allocated":
+            return
+        pod = labels.get(POD_NAME_LABEL)
+        who = f"pod {ns}/{pod}" if pod else f"a pod in namespace {ns}"
+        if labels.get(ALLOCATED_LABEL) != ALLOCATED_BY:
+            raise ValueError(
+                f"{who}: on this node a Kubernetes container's GPU memory and compute come "
+                f"only from what the kubelet allocated ([kubernetes] pod_requests = "
+                f"\"allocated\"): request the vgpu.io/memory-gib and vgpu.io/compute-percent "
+                f"resources (with runtimeClassName: vgpu); a pod's vgpu.io/* annotations may "
+                f"only name a profile (vgpu.io/profile) for them")
+        if profile is None or profile == k.profile:
+            return
+        allowed = k.profiles_for(ns)
+        if profile not in allowed:
+            raise ValueError(
+                f"{who}: profile {quote(profile)} is not allowed in namespace {quote(ns)} "
+                f"([kubernetes.namespace_profiles] allows it: {', '.join(allowed) or 'none'})")
+        prof = self.profiles.get(profile, SliceSpec())
+        if spec.memory is None and prof.memory is not None:
+            raise ValueError(
+                f"{who}: profile {quote(profile)} sets memory {format_size(prof.memory)}, but "
+                f"the kubelet allocated this container no vgpu.io/memory-gib: request it, or "
+                f"name a profile that sets no memory")
+        if spec.compute is None and prof.compute is not None:
+            raise ValueError(
+                f"{who}: profile {quote(profile)} sets compute {format_percent(prof.compute)}, "
+                f"but the kubelet allocated this container no vgpu.io/compute-percent: "
+                f"request it, or name a profile that sets no compute")
 
     def window_profile(self, labels: Mapping[str, str],
                        now: datetime.datetime) -> str | None:
