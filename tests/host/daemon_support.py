@@ -1,7 +1,8 @@
 """What the host tests of vgpud share: ``FakeKernel``, an in-memory
 stand-in for vgpu.vgpuko.client.VgpuKernel with the same method names and
 Slice objects (with ``FakeTraceStream``, its trace group), ``FakeInventory``
-(two 16 GiB GPUs), ``CONFIG`` (a config template: ``{tmp}`` is the test's
+(two 16 GiB GPUs), ``FakeNvml`` (the NVML event calls of vgpu.daemon.health:
+no GPU here raises an XID), ``CONFIG`` (a config template: ``{tmp}`` is the test's
 directory), ``call`` (one request through vgpu.daemon.api.handle_line) and a
 few client helpers for a real socket (``connect``, ``rpc``, ``readline``) and
 for trio (``until``).
@@ -18,9 +19,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import queue
 import socket
 import stat
+import threading
+from types import SimpleNamespace
 
+import pynvml
 import trio
 
 from vgpu.daemon.ops import Ops
@@ -210,6 +215,7 @@ class FakeTraceStream:
 class FakeInventory:
     source = "fake"
     driver_version = "595.45.04"
+    nvml = None                     # no NVML: vgpud's gpu-health watches nothing
 
     def __init__(self, n=2, total=16 * GiB):
         self.gpus = [GpuInfo(i, synth_uuid(f"0000:0{i + 1}:00.0"), "Sim", f"0000:0{i + 1}:00.0",
@@ -268,3 +274,54 @@ async def until(pred, timeout=10):
     with trio.fail_after(timeout):
         while not pred():
             await trio.sleep(0.01)
+
+
+class FakeNvml:
+    """The pynvml calls XidWatch makes.  ``events``: what nvmlEventSetWait_v2
+    returns, in order (an exception instance is raised instead); an empty
+    queue waits out the timeout and raises NVML_ERROR_TIMEOUT."""
+
+    NVMLError = pynvml.NVMLError
+    NVML_ERROR_TIMEOUT = pynvml.NVML_ERROR_TIMEOUT
+    nvmlEventTypeXidCriticalError = pynvml.nvmlEventTypeXidCriticalError
+
+    def __init__(self, uuids, unsupported=()):
+        self.uuids = list(uuids)
+        self.unsupported = set(unsupported)
+        self.registered: list[int] = []
+        self.events: queue.Queue = queue.Queue()
+        self.freed = threading.Event()
+
+    def nvmlEventSetCreate(self):
+        return "set"
+
+    def nvmlEventSetFree(self, es):
+        assert es == "set"
+        self.freed.set()
+
+    def nvmlDeviceGetCount(self):
+        return len(self.uuids)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("handle", i)
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.uuids[h[1]].encode()            # pynvml may give bytes
+
+    def nvmlDeviceRegisterEvents(self, h, types, es):
+        assert types == pynvml.nvmlEventTypeXidCriticalError and es == "set"
+        if h[1] in self.unsupported:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self.registered.append(h[1])
+
+    def nvmlEventSetWait_v2(self, es, timeout_ms):
+        try:
+            ev = self.events.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT) from None
+        if isinstance(ev, BaseException):
+            raise ev
+        return ev
+
+    def xid(self, gpu: int, xid: int, kind=pynvml.nvmlEventTypeXidCriticalError):
+        self.events.put(SimpleNamespace(device=("handle", gpu), eventType=kind, eventData=xid))

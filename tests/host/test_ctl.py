@@ -229,6 +229,11 @@ def test_gpus_and_status_human(fake, capsys):
     assert rc == 0
     assert out.splitlines()[1].split() == ["0", "NVSIM", "Simulated", "GPU", "GPU-00000000-fake",
                                            "0000:01:00.0", "16GiB", "0B", "0B", "-", "0"]
+    assert "unhealthy" not in out
+    fake.gpus[0]["fault"] = {"xid": 79, "at": 1.0}
+    rc, out, _ = run(capsys, "gpus")
+    assert re.search(r"^GPU 0 is unhealthy: XID 79 at \S+ \S+ \(the device plugin advertises "
+                     r"its devices Unhealthy until vgpud restarts\)$", out, re.M), out
     rc, out, _ = run(capsys, "status")
     assert rc == 0
     assert "version 0.1.0, pid 4242, up 1h 2m" in out

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -26,12 +27,13 @@ import trio
 from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
-from daemon_support import CONFIG, FakeInventory, FakeKernel, GiB
+from daemon_support import CONFIG, FakeInventory, FakeKernel, FakeNvml, GiB
 from kubelet_sim import PROTO_DIR, KubeletSim
 from vgpu import __version__
 from vgpu.common.apiclient import ApiClient
 from vgpu.common.request import RUNTIME_GUARD_DEST
 from vgpu.daemon.api import Server
+from vgpu.daemon import health
 from vgpu.daemon.config import parse_config
 from vgpu.daemon.inventory import synth_uuid
 from vgpu.daemon.kport import KernelPort
@@ -68,6 +70,7 @@ class ThreadVgpud:
             mgr = SliceManager(self.cfg, "test.toml", KernelPort(factory=lambda: self.kernel),
                                StateStore(self.tmp / "state"), self.inv)
             mgr.load_state()
+            self.mgr = mgr
             srv = Server(Ops(mgr), self.sock)
             async with trio.open_nursery() as n:
                 await n.start(srv.run)
@@ -289,6 +292,39 @@ def test_a_vgpud_restart_keeps_the_devices_healthy(node):
     assert kubelet.healths[MEM] == {"Healthy"} and kubelet.healths[PCT] == {"Healthy"}
 
 
+def test_a_gpus_critical_xid_makes_its_devices_unhealthy_and_no_others(node, monkeypatch):
+    """An XID NVML reports for GPU 1 (vgpu.daemon.health's watch over a
+    stand-in for NVML, feeding the real vgpud operations): the plugin
+    advertises GPU 1's devices of both resources Unhealthy, GPU 0's stay
+    Healthy; an application's XID on GPU 0 changes nothing."""
+    monkeypatch.setattr(health, "WAIT_MS", 20)
+    start, kubelet, state = node
+    v = start()
+    kubelet.wait_devices(MEM, lambda d: len(d) == 32 and {h for _, h in d} == {"Healthy"})
+    nv = FakeNvml(UU[:2])
+    watch = health.XidWatch(nv, partial(health.record_fault, v.mgr.gpu_faults))
+    t = threading.Thread(target=watch.run, daemon=True)
+    t.start()
+    try:
+        nv.xid(0, 13)
+        nv.xid(1, 79)
+
+        def split(d):
+            by = {i: h for i, h in d}
+            return {by[dev(0, k, n)] for k, n in (("mem", 0), ("mem", 15))} == {"Healthy"} \
+                and {h for i, h in d if i.startswith(UU[1])} == {"Unhealthy"}
+        kubelet.wait_devices(MEM, split)
+        pct = kubelet.wait_devices(PCT, lambda d: {h for i, h in d if i.startswith(UU[1])}
+                                   == {"Unhealthy"})
+        assert {h for i, h in pct if i.startswith(UU[0])} == {"Healthy"}
+    finally:
+        watch.stop()
+        t.join(5)
+    out = stop_plugin(state["plugin"])
+    state["plugin"] = None
+    assert f"GPU 1 ({UU[1]}): XID 79: its devices are Unhealthy until vgpud restarts" in out, out
+
+
 def test_a_second_plugin_on_the_same_kubelet_directory_is_refused(node, tmp_path):
     """Two plugins on one kubelet directory would each find the other's
     socket in place of its own and serve and register again, in turn (38
@@ -438,6 +474,19 @@ def test_withdrawn_devices_by_kind_and_factor():
     assert health == ["Healthy"] * 12 + ["Unhealthy"] * 4 + ["Healthy"] * 16
     down = devices.Node(gpus=(g0, g1), up=False, known=True)
     assert {h for _, h, _ in devices.devices(down, "pct", 1.0)} == {"Unhealthy"}
+
+
+def test_a_fault_in_vgpuds_gpus_makes_the_gpus_devices_unhealthy():
+    """vgpud's ``fault`` (vgpu.daemon.health): any fault, even one the plugin
+    cannot read, takes every device of that GPU out."""
+    gpus = {"gpus": [{"index": 0, "uuid": UU[0], "memory_total": 2 * GiB, "fault": None},
+                     {"index": 1, "uuid": UU[1], "memory_total": 2 * GiB,
+                      "fault": {"xid": 79, "at": 1.0}},
+                     {"index": 2, "uuid": UU[2], "memory_total": 2 * GiB, "fault": "junk"}]}
+    node = devices.node_from_api({}, gpus)
+    assert [g.xid for g in node.gpus] == [None, 79, -1]
+    assert [h for _, h, _ in devices.devices(node, "mem", 1.0)] == \
+        ["Healthy"] * 2 + ["Unhealthy"] * 4
 
 
 def test_ten_gib_over_two_gpus_with_eight_free_each_is_refused(node):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from vgpu import __version__
 from vgpu.cli import rtdefaults
@@ -130,6 +131,14 @@ def cmd_gpus(client, o):
     gpus = res.get("gpus", [])
     print_table(["GPU", "NAME", "UUID", "BUS ID", "MEMORY", "ALLOCATED", "USED", "UTIL",
                  "SLICES"], [gpu_row(g) for g in gpus])
+    for g in gpus:
+        f = g.get("fault")
+        if isinstance(f, dict):
+            at = f.get("at")
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) \
+                if isinstance(at, (int, float)) else "?"
+            print(f"GPU {g.get('index', '?')} is unhealthy: XID {f.get('xid', '?')} at {when} "
+                  f"(the device plugin advertises its devices Unhealthy until vgpud restarts)")
     sched = [g for g in gpus if isinstance(g.get("scheduler"), dict)]
     if sched:
         print()

@@ -105,6 +105,11 @@ class Inventory:
         if self._nvml is None:
             self.source = "rm"
 
+    @property
+    def nvml(self):
+        """The initialised pynvml module, or None (the RM ABI inventory)."""
+        return self._nvml
+
     def close(self) -> None:
         if self._nvml is not None:
             try:

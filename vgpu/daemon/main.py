@@ -8,6 +8,9 @@ of the list Daemon.services makes:
   finish in-flight requests, at most 10 s; kernel slices stay: vgpu.ko keeps
   enforcing), SIGHUP reloads the config file (what changed is logged; an
   invalid file is reported and the old config kept);
+- gpu-health (vgpu.daemon.health): where the inventory runs on NVML, a
+  worker thread waiting for XID events; a GPU's critical XID marks it
+  faulty (``gpus``' ``fault``: the device plugin's devices of it Unhealthy);
 - kernel: the connection to vgpu.ko, a loop that lives through module
   reloads (rmmod/insmod): connect to its netlink family (retrying with a
   back-off of 0.5 to 5 s while the module is absent), join the "events"
@@ -78,6 +81,7 @@ from vgpu.common.request import PKG_PARENT, hook_argv
 from vgpu.daemon.api import Server
 from vgpu.daemon.config import ConfigError, describe_changes, load_config
 from vgpu.daemon.fs import ManagerSource, VgpuFs
+from vgpu.daemon.health import XidWatch, record_fault
 from vgpu.daemon.inventory import Inventory
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.liveness import cgroup_path, live_pids
@@ -216,6 +220,8 @@ class Daemon:
         out = [
             Service("signals", partial(self._signals, sigs)),
             Service("inventory", self._inventory),
+            # per-GPU health from NVML's XID events (vgpu.daemon.health)
+            Service("gpu-health", self._health_service),
             Service("kernel", self._kernel_service),
             Service("api", self._api_service, (ValueError, OSError, RuntimeError),
                     self._api_failed, vital=True),
@@ -257,6 +263,23 @@ class Daemon:
         log.info("%d GPU(s) by %s: %s", len(mgr.gpus), mgr.inventory.source,
                  ", ".join(f"{g.index} {g.name} {g.pci_bus_id}" for g in mgr.gpus) or "none")
         task_status.started()
+
+    async def _health_service(self, *, task_status):
+        """XidWatch in a worker thread for the life of the daemon, where the
+        inventory runs on NVML (nothing to watch otherwise).  The thread
+        cannot be cancelled; cancelling this stops it, and it returns
+        within one wait (health.WAIT_MS), before NVML shuts down."""
+        nvml = self.mgr.inventory.nvml if self.mgr.inventory is not None else None
+        task_status.started()
+        if nvml is None:
+            return
+        watch = XidWatch(nvml, partial(record_fault, self.mgr.gpu_faults))
+        async with trio.open_nursery() as n:
+            n.start_soon(trio.to_thread.run_sync, watch.run)
+            try:
+                await trio.sleep_forever()
+            finally:
+                watch.stop()
 
     async def _api_service(self, *, task_status):
         mgr = self.mgr

@@ -73,6 +73,8 @@ METRICS = [
     ("vgpu_gpu_memory_allocated_bytes", G, "sum of the FB quotas of a GPU's slices", GPU_LABELS),
     ("vgpu_gpu_memory_used_bytes", G, "FB in use on a GPU (driver)", GPU_LABELS),
     ("vgpu_gpu_slices", G, "slices on a GPU", GPU_LABELS),
+    ("vgpu_gpu_xid_fault", G, "the critical XID that made a GPU unhealthy, 0 while healthy "
+     "(vgpu.daemon.health)", GPU_LABELS),
     ("vgpu_scheduler_switches", C, "slot changes of a GPU's compute scheduler", GPU_LABELS),
     ("vgpu_scheduler_cpu_seconds", C, "CPU time of a GPU's compute scheduler", GPU_LABELS),
     ("vgpud_build_info", G, "the vgpu version this vgpud runs (the value is 1)", ("version",)),
@@ -139,6 +141,8 @@ class Collector:
             add("vgpu_gpu_memory_used_bytes", gl, g.memory_used)
             add("vgpu_gpu_slices", gl,
                 sum(1 for r in mgr.records.values() if any(x.gpu == g.index for x in r.gpus)))
+            fault = mgr.gpu_faults.get(g.uuid)
+            add("vgpu_gpu_xid_fault", gl, fault.xid if fault else 0)
             si = mgr.scheds.get(g.minor)
             if si is not None:
                 add("vgpu_scheduler_switches", gl, si.switches)

@@ -227,8 +227,10 @@ class Ops:
             v = views.get(g.index)
             d = g.as_dict()
             mo, co = outside.get(g.index, (0, 0.0))
+            fault = mgr.gpu_faults.get(g.uuid)
             d.update({"memory_allocated": v.memory_allocated if v else 0,
                       "memory_outside": mo, "compute_outside": co,
+                      "fault": fault.as_dict() if fault else None,
                       "sliced": v is not None,
                       "scheduler": mgr.sched_view(g.minor),
                       "slices": sum(1 for r in mgr.records.values()

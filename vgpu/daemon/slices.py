@@ -56,6 +56,7 @@ from vgpu.common.values import format_size
 from vgpu.daemon import compute, policy, reconcile
 from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.events import EventBus
+from vgpu.daemon.health import Fault
 from vgpu.daemon.inventory import GpuInfo, over_quota
 from vgpu.daemon.kport import KernelPort, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
@@ -103,6 +104,9 @@ class SliceManager:
         self.kslices: dict[int, Any] = {}       # last kernel dump: id -> kernel.Slice
         self.kdump_at = 0.0
         self.gpus: list[GpuInfo] = []           # the last poll
+        #: GPU UUID -> its first critical XID (vgpu.daemon.health; set from
+        #: the watching thread): reported by ``gpus``, Unhealthy in the plugin
+        self.gpu_faults: dict[str, Fault] = {}
         self.lock = trio.Lock()
         self.started = time.time()
         self._next_id = 1

@@ -67,6 +67,7 @@ class Gpu:
     numa: int | None = None        # its PCI device's NUMA node; None: unknown or none
     memory_outside: int = 0        # bytes held by slices the kubelet does not count
     compute_outside: float = 0.0   # percent reserved by them
+    xid: int | None = None         # the critical XID that made it unhealthy (vgpud's fault)
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,14 @@ def node_from_api(status: dict, gpus: dict, numa_of=lambda pci_bus_id: None) -> 
                              f"a UUID: {quote(g)}")
         pci = g.get("pci_bus_id")
         mo, co = g.get("memory_outside"), g.get("compute_outside")
+        fault = g.get("fault")
+        xid = fault.get("xid") if isinstance(fault, dict) else None
+        if fault is not None and (not isinstance(xid, int) or isinstance(xid, bool)):
+            xid = -1                # a fault we cannot read is still a fault
         out.append(Gpu(idx, total, int(g.get("memory_allocated") or 0), uuid,
                        numa_of(pci) if isinstance(pci, str) else None,
                        mo if isinstance(mo, int) and mo > 0 else 0,
-                       float(co) if isinstance(co, (int, float)) and co > 0 else 0.0))
+                       float(co) if isinstance(co, (int, float)) and co > 0 else 0.0, xid))
     node = status.get("node") or {}
     return Node(gpus=tuple(sorted(out, key=lambda g: g.index)),
                 placement=node.get("placement", "spread"),
@@ -142,11 +147,12 @@ def device_id(g: Gpu, kind: str, n: int) -> str:
 def devices(node: Node, kind: str, factor: float) -> list[tuple[str, str, int | None]]:
     """(ID, health, NUMA node) of every device of the resource with this ID
     kind: a GPU's last ``Node.withdrawn`` devices Unhealthy (capacity taken
-    outside Kubernetes), all of them while vgpud does not answer."""
+    outside Kubernetes), all of a GPU with a critical XID (vgpud's
+    ``fault``: vgpu.daemon.health), all of them while vgpud does not answer."""
     out = []
     for g in node.gpus:
         n = node.count(kind, g, factor)
-        keep = n - node.withdrawn(kind, g, factor)
+        keep = 0 if g.xid is not None else n - node.withdrawn(kind, g, factor)
         out += [(device_id(g, kind, i), HEALTHY if node.up and i < keep else UNHEALTHY, g.numa)
                 for i in range(n)]
     return out

@@ -99,6 +99,11 @@ class NodeWatch:
                 if node.known and self.node.known and node.gpus != self.node.gpus:
                     log.info("vgpud's GPUs changed: %s", ", ".join(
                         f"GPU {g.index} {g.memory_total // GiB} GiB" for g in node.gpus) or "none")
+                was = {g.uuid: g.xid for g in self.node.gpus}
+                for g in node.gpus:
+                    if g.xid is not None and was.get(g.uuid) is None:
+                        log.warning("GPU %d (%s): XID %d: its devices are Unhealthy until "
+                                    "vgpud restarts", g.index, g.uuid, g.xid)
                 self.node = node
                 self.version += 1
                 self.cond.notify_all()
