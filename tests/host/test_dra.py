@@ -1,0 +1,135 @@
+"""Dynamic Resource Allocation, what vgpu publishes (vgpu.k8s.dra) and the
+manifests of deploy/dra: the ResourceSlice built from a vgpud's own
+``status`` and ``gpus`` answers, and every manifest, against the API's
+schema (kubernetes-validate, strict) of each release with consumable
+capacity; the claims ask for capacities the devices have, in amounts their
+request policies admit; the class selects the driver the slices name."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from vgpu.daemon.health import record_fault
+from vgpu.k8s import dra
+
+from daemon_support import call
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy" / "dra"
+#: releases whose resource.k8s.io/v1 has consumable capacity (1.34: alpha)
+K8S_VERSIONS = ("1.34", "1.37")
+FILES = ("deviceclass.yaml", "example-claim.yaml")
+MiB, GiB = 1 << 20, 1 << 30
+
+
+def docs(name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+def test_every_file_is_here():
+    assert tuple(sorted(p.name for p in DEPLOY.glob("*.yaml"))) == FILES
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("name", FILES)
+def test_manifests_schema(name, version):
+    for d in docs(name):
+        kubernetes_validate.validate(d, version, strict=True)
+
+
+async def node_slice(env, **kw) -> dict:
+    mgr, _, _ = env
+    status = (await call(mgr, "status"))["result"]
+    gpus = (await call(mgr, "gpus"))["result"]
+    return dra.resource_slice("node-1", status, gpus, **kw)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+async def test_the_nodes_resource_slice_validates_and_matches_vgpud(env, version):
+    mgr, _, _ = env
+    s = await node_slice(env, numa_of=lambda pci: 0,
+                         pcie_root_of=lambda pci: "pci0000:00")
+    kubernetes_validate.validate(s, version, strict=True)
+    spec = s["spec"]
+    assert (spec["driver"], spec["nodeName"], spec["pool"]) == (
+        dra.DRIVER, "node-1", {"name": "node-1", "generation": 1, "resourceSliceCount": 1})
+    assert [d["name"] for d in spec["devices"]] == ["gpu-0", "gpu-1"]
+    for d, g in zip(spec["devices"], mgr.inventory.gpus):
+        assert d["allowMultipleAllocations"] is True
+        assert d["capacity"]["memory"]["value"] == str(g.memory_total)
+        assert d["capacity"]["compute"]["value"] == "100"
+        a = d["attributes"]
+        assert (a["uuid"], a["index"], a["pciBusID"], a["numaNode"]) == (
+            {"string": g.uuid}, {"int": g.index}, {"string": g.pci_bus_id}, {"int": 0})
+        assert a["driverVersion"] == {"version": "595.45.4"}     # NVIDIA's 595.45.04
+        assert a["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
+
+
+async def test_a_faulty_or_unsliced_gpu_is_not_published(env):
+    mgr, _, _ = env
+    record_fault(mgr.gpu_faults, mgr.inventory.gpus[1].uuid, 79)
+    s = await node_slice(env)
+    assert [d["name"] for d in s["spec"]["devices"]] == ["gpu-0"]
+    gpus = {"gpus": [{"index": 0, "uuid": "GPU-a", "memory_total": 16 * GiB, "sliced": False}]}
+    assert dra.resource_slice("n", {}, gpus)["spec"]["devices"] == []
+
+
+@pytest.mark.parametrize("junk", [{"uuid": "GPU-a", "memory_total": GiB},
+                                  {"index": 0, "memory_total": GiB},
+                                  {"index": 0, "uuid": "GPU-a", "memory_total": "16Gi"},
+                                  {"index": 0, "uuid": "GPU-a", "memory_total": MiB}])
+def test_a_gpu_without_what_a_device_needs_is_refused(junk):
+    with pytest.raises(ValueError, match="without index, uuid or memory_total"):
+        dra.resource_slice("n", {}, {"gpus": [junk]})
+
+
+async def test_the_schema_check_can_fail(env):
+    s = await node_slice(env)
+    bad = copy.deepcopy(s)
+    bad["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"]["validRange"]["stride"] = "1"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize("given,want", [("535.261.03", "535.261.3"), ("595.45.04", "595.45.4"),
+                                        ("580", "580.0.0"), ("1.2.3.4", None), ("", None),
+                                        ("535.x.1", None)])
+def test_driver_version_as_semver(given, want):
+    assert dra.semver(given) == want
+
+
+def quantity(q: str) -> int:
+    """The few Quantity spellings the manifests use: plain, Ki/Mi/Gi."""
+    for suffix, mult in (("Ki", 1 << 10), ("Mi", MiB), ("Gi", GiB)):
+        if q.endswith(suffix):
+            return int(q[:-len(suffix)]) * mult
+    return int(q)
+
+
+async def test_the_examples_ask_for_what_the_devices_have(env):
+    """The class selects the driver the slices name, and every claim's
+    capacity requests name capacities the devices have, in amounts their
+    request policies take as they are (a multiple of the step, in range)."""
+    s = await node_slice(env)
+    (cls,) = docs("deviceclass.yaml")
+    assert f'device.driver == "{dra.DRIVER}"' in cls["spec"]["selectors"][0]["cel"]["expression"]
+    dev = s["spec"]["devices"][0]
+    claims = [d for d in docs("example-claim.yaml") if d["kind"] in ("ResourceClaimTemplate",
+                                                                     "ResourceClaim")]
+    asked = 0
+    for c in claims:
+        spec = c["spec"]["spec"] if c["kind"] == "ResourceClaimTemplate" else c["spec"]
+        for r in spec["devices"]["requests"]:
+            assert r["exactly"]["deviceClassName"] == cls["metadata"]["name"]
+            for name, q in (r["exactly"].get("capacity") or {}).get("requests", {}).items():
+                pol = dev["capacity"][name]["requestPolicy"]
+                lo, hi, step = (quantity(pol["validRange"][k]) for k in ("min", "max", "step"))
+                v = quantity(str(q))
+                assert lo <= v <= hi and (v - lo) % step == 0, (name, q, pol)
+                asked += 1
+    assert asked == 2
