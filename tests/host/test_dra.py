@@ -133,3 +133,75 @@ async def test_the_examples_ask_for_what_the_devices_have(env):
                 assert lo <= v <= hi and (v - lo) % step == 0, (name, q, pol)
                 asked += 1
     assert asked == 2
+
+
+# ---- the scheduler's arithmetic against vgpud's admission ------------------
+#
+# KEP-5075's rules for a device with allowMultipleAllocations, re-implemented
+# from its text (the API's field descriptions): a request's amount of each
+# capacity is what the claim names, else the policy's default; with a
+# validRange, an amount below min or off a step is raised to the next valid
+# one (min + k * step), one above max cannot be allocated; the device holds
+# a claim while every capacity's consumed sum stays within its value.
+
+def consumed(dev: dict, asked: dict[str, int]) -> dict[str, int] | None:
+    out = {}
+    for name, cap in dev["capacity"].items():
+        pol = cap.get("requestPolicy") or {}
+        v = asked.get(name, quantity(pol["default"]) if "default" in pol else
+                      quantity(cap["value"]))
+        rng = pol.get("validRange")
+        if rng:
+            lo, step = quantity(rng["min"]), quantity(rng.get("step", "1"))
+            if v < lo:
+                v = lo
+            v = lo + -(-(v - lo) // step) * step
+            if "max" in rng and v > quantity(rng["max"]):
+                return None
+        out[name] = v
+    return out
+
+
+def fits(dev: dict, used: dict[str, int], need: dict[str, int]) -> bool:
+    return all(used.get(n, 0) + need[n] <= quantity(dev["capacity"][n]["value"]) for n in need)
+
+
+async def test_whatever_the_scheduler_admits_vgpud_admits_on_that_gpu(env):
+    """Random claims, each placed by the scheduler's rules on a device of
+    the node's own ResourceSlice (any device that fits: the scheduler may
+    pick any); each one it places, prepared as the DRA plugin will (a slice
+    on that GPU with the consumed memory, and the consumed compute as a
+    burst floor where it is above 0), is admitted by vgpud.  A claim no
+    device fits is refused by the scheduler and never reaches the node."""
+    import random
+    rnd = random.Random(5075)
+    mgr, _, _ = env
+    for rnd_round in range(6):
+        for c in list(mgr.records):
+            assert (await call(mgr, "delete", container=c, force=True))["ok"]
+        dev_slice = await node_slice(env)
+        devices = dev_slice["spec"]["devices"]
+        used = [dict() for _ in devices]
+        placed = refused = 0
+        for i in range(40):
+            asked = {}
+            if rnd.random() < 0.9:
+                asked["memory"] = rnd.choice([rnd.randrange(1, 6 * GiB), rnd.randrange(1, 8) * GiB,
+                                              rnd.randrange(1, 64) * MiB + rnd.randrange(0, MiB)])
+            if rnd.random() < 0.7:
+                asked["compute"] = rnd.randrange(0, 60)
+            where = [(j, consumed(d, asked)) for j, d in enumerate(devices)]
+            where = [(j, need) for j, need in where if need and fits(devices[j], used[j], need)]
+            if not where:
+                refused += 1
+                continue
+            j, need = rnd.choice(where)
+            for n, v in need.items():
+                used[j][n] = used[j].get(n, 0) + v
+            args = {"memory": need["memory"], "gpus": [j]}
+            if need["compute"] > 0:
+                args.update(compute=need["compute"], policy="burst")
+            r = await call(mgr, "create", container=f"claim-{rnd_round}-{i}", **args)
+            assert r["ok"], (asked, need, used[j], r)
+            placed += 1
+        assert placed >= 8 and refused >= 1, (placed, refused)
