@@ -24,11 +24,10 @@ from pathlib import Path
 import grpc
 import pytest
 import trio
-from google.protobuf import descriptor_pb2
-from grpc_tools import protoc
 
 from daemon_support import CONFIG, FakeInventory, FakeKernel, FakeNvml, GiB
 from kubelet_sim import PROTO_DIR, KubeletSim
+from proto_support import compile_fds, shape
 from vgpu import __version__
 from vgpu.common.apiclient import ApiClient
 from vgpu.common.request import RUNTIME_GUARD_DEST
@@ -161,31 +160,6 @@ def rpc_error(fn, *args) -> grpc.RpcError:
 
 
 # ------------------------------------------------------------------ the .proto
-def compile_fds(path: Path, tmp: Path) -> descriptor_pb2.FileDescriptorProto:
-    out = tmp / (path.stem + ".pb")
-    rc = protoc.main(["protoc", f"--proto_path={path.parent}", f"--descriptor_set_out={out}",
-                      path.name])
-    assert rc == 0, f"protoc could not compile {path}"
-    fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-    assert len(fds.file) == 1
-    return fds.file[0]
-
-
-def shape(f: descriptor_pb2.FileDescriptorProto) -> dict:
-    """What the wire depends on: services, methods, messages (map entries
-    included), field names, numbers, types and labels."""
-    def msg(m):
-        return {"fields": sorted((x.number, x.name, x.type, x.label, x.type_name)
-                                 for x in m.field),
-                "nested": {n.name: msg(n) for n in m.nested_type},
-                "map_entry": m.options.map_entry, "enums": len(m.enum_type)}
-    return {"package": f.package, "syntax": f.syntax, "enums": len(f.enum_type),
-            "services": {s.name: sorted((m.name, m.input_type, m.output_type,
-                                         m.client_streaming, m.server_streaming)
-                                        for m in s.method) for s in f.service},
-            "messages": {m.name: msg(m) for m in f.message_type}}
-
-
 def test_our_proto_describes_the_kubelets_api(tmp_path):
     ours = compile_fds(server.PROTO, tmp_path)
     theirs = compile_fds(PROTO_DIR / "api.proto", tmp_path)
