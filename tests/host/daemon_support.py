@@ -1,7 +1,8 @@
 """What the host tests of vgpud share: ``FakeKernel``, an in-memory
 stand-in for vgpu.vgpuko.client.VgpuKernel with the same method names and
 Slice objects (with ``FakeTraceStream``, its trace group), ``FakeInventory``
-(two 16 GiB GPUs), ``FakeNvml`` (the NVML event calls of vgpu.daemon.health:
+(two 16 GiB GPUs), ``ThreadVgpud`` (vgpud's API server and operations in a
+thread over those), ``FakeNvml`` (the NVML event calls of vgpu.daemon.health:
 no GPU here raises an XID), ``CONFIG`` (a config template: ``{tmp}`` is the test's
 directory), ``call`` (one request through vgpu.daemon.api.handle_line) and a
 few client helpers for a real socket (``connect``, ``rpc``, ``readline``) and
@@ -23,13 +24,19 @@ import queue
 import socket
 import stat
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
 import trio
 
+from vgpu.common.apiclient import ApiClient
 from vgpu.daemon.ops import Ops
-from vgpu.daemon.api import handle_line
+from vgpu.daemon.api import Server, handle_line
+from vgpu.daemon.config import parse_config
+from vgpu.daemon.kport import KernelPort
+from vgpu.daemon.slices import SliceManager
+from vgpu.daemon.state import StateStore
 from vgpu.daemon.inventory import GpuInfo, synth_uuid
 from vgpu.vgpuko.messages import AuditEntry, AuditRecord, Compute, GpuUsage, SchedInfo, Slice, allow_keys
 from vgpu.vgpuko.netlink import VgpuError
@@ -325,3 +332,45 @@ class FakeNvml:
 
     def xid(self, gpu: int, xid: int, kind=pynvml.nvmlEventTypeXidCriticalError):
         self.events.put(SimpleNamespace(device=("handle", gpu), eventType=kind, eventData=xid))
+
+
+class ThreadVgpud:
+    """vgpud's admin API (the real server and operations) in a thread, over
+    fakes of the kernel and the GPUs; ``inv.gpus`` may be changed, ``stop()``
+    and ``start()`` again."""
+
+    def __init__(self, tmp: Path, extra: str = "", n: int = 2, total: int = 16 * GiB):
+        self.tmp = tmp
+        self.sock = str(tmp / "s.sock")
+        self.cfg = parse_config(CONFIG.format(tmp=tmp) + extra, "test.toml")
+        self.inv = FakeInventory(n, total)
+        self.kernel = FakeKernel()
+        self.thread = None
+
+    def start(self) -> "ThreadVgpud":
+        ready = threading.Event()
+
+        async def main():
+            mgr = SliceManager(self.cfg, "test.toml", KernelPort(factory=lambda: self.kernel),
+                               StateStore(self.tmp / "state"), self.inv)
+            mgr.load_state()
+            self.mgr = mgr
+            srv = Server(Ops(mgr), self.sock)
+            async with trio.open_nursery() as n:
+                await n.start(srv.run)
+                self.token = trio.lowlevel.current_trio_token()
+                self.scope = n.cancel_scope
+                ready.set()
+
+        self.thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+        self.thread.start()
+        assert ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        self.token.run_sync_soon(self.scope.cancel)
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+    def api(self) -> ApiClient:
+        return ApiClient(self.sock)

@@ -472,7 +472,7 @@ def test_help_imports_little():
 HEAVY = ("vgpu.abi.trace", "vgpu.abi.allowlist", "vgpu.abi.nvabi", "vgpu.abi.nvnames",
          "vgpu.cli.tracefile", "vgpu.cli.histview", "vgpu.cli.report", "vgpu.cli.rtconfig",
          "vgpu.cli.ctlaudit", "vgpu.cli.ctltrace", "vgpu.cli.ctlhist", "vgpu.cli.ctlruntime",
-         "vgpu.cli.ctlcdi", "vgpu.cli.cdi", "vgpu.common.driverfiles", "subprocess", "platform",
+         "vgpu.cli.ctlcdi", "vgpu.common.cdi", "vgpu.common.driverfiles", "subprocess", "platform",
          "dataclasses", "inspect", "ctypes", "typing", "tomllib", "difflib", "gzip", "shutil")
 
 

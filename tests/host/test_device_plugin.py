@@ -25,20 +25,13 @@ import grpc
 import pytest
 import trio
 
-from daemon_support import CONFIG, FakeInventory, FakeKernel, FakeNvml, GiB
+from daemon_support import FakeInventory, FakeNvml, GiB, ThreadVgpud
 from kubelet_sim import PROTO_DIR, KubeletSim
 from proto_support import compile_fds, shape
 from vgpu import __version__
-from vgpu.common.apiclient import ApiClient
 from vgpu.common.request import RUNTIME_GUARD_DEST
-from vgpu.daemon.api import Server
 from vgpu.daemon import health
-from vgpu.daemon.config import parse_config
 from vgpu.daemon.inventory import synth_uuid
-from vgpu.daemon.kport import KernelPort
-from vgpu.daemon.ops import Ops
-from vgpu.daemon.slices import SliceManager
-from vgpu.daemon.state import StateStore
 from vgpu.k8s import devices, server, watch
 from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
 
@@ -49,48 +42,6 @@ MEM, PCT = devices.MEMORY, devices.COMPUTE
 
 
 # ------------------------------------------------------------------ harness
-class ThreadVgpud:
-    """vgpud's admin API (the real server and operations) in a thread, over
-    fakes of the kernel and the GPUs; ``inv.gpus`` may be changed, ``stop()``
-    and ``start()`` again."""
-
-    def __init__(self, tmp: Path, extra: str = "", n: int = 2, total: int = 16 * GiB):
-        self.tmp = tmp
-        self.sock = str(tmp / "s.sock")
-        self.cfg = parse_config(CONFIG.format(tmp=tmp) + extra, "test.toml")
-        self.inv = FakeInventory(n, total)
-        self.kernel = FakeKernel()
-        self.thread = None
-
-    def start(self) -> "ThreadVgpud":
-        ready = threading.Event()
-
-        async def main():
-            mgr = SliceManager(self.cfg, "test.toml", KernelPort(factory=lambda: self.kernel),
-                               StateStore(self.tmp / "state"), self.inv)
-            mgr.load_state()
-            self.mgr = mgr
-            srv = Server(Ops(mgr), self.sock)
-            async with trio.open_nursery() as n:
-                await n.start(srv.run)
-                self.token = trio.lowlevel.current_trio_token()
-                self.scope = n.cancel_scope
-                ready.set()
-
-        self.thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-        self.thread.start()
-        assert ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        self.token.run_sync_soon(self.scope.cancel)
-        self.thread.join(10)
-        assert not self.thread.is_alive()
-
-    def api(self) -> ApiClient:
-        return ApiClient(self.sock)
-
-
 def start_plugin(tmp: Path, sock: str, *args: str) -> subprocess.Popen:
     kdir = tmp / "kubelet"
     kdir.mkdir(exist_ok=True)

@@ -53,3 +53,225 @@ def test_the_comparison_sees_a_changed_field(tmp_path):
     changed.write_text(text)
     assert shape(compile_fds(changed, tmp_path)) != \
         shape(compile_fds(THEIRS / "dra/v1/api.proto", tmp_path, drop_gogo=True))
+
+
+# ---- the plugin: registration, prepare and unprepare ------------------------
+# A test kubelet's calls over the plugin's real sockets, a test API server
+# (http.server) holding the claims, and vgpud's real operations in a thread
+# over fakes of vgpu.ko and the GPUs (daemon_support.ThreadVgpud).
+
+import http.server  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+
+import grpc  # noqa: E402
+
+from vgpu.k8s import draplugin  # noqa: E402
+from vgpu.k8s.draplugin import DraServices, Preparer, ApiServerClaims  # noqa: E402
+
+from daemon_support import GiB, ThreadVgpud  # noqa: E402
+
+NODE = "node-1"
+UID = "7d6c1f0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f"
+
+
+class ApiServer:
+    """GET /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME from
+    ``claims`` ({(ns, name): object}); 404 otherwise."""
+
+    def __init__(self):
+        self.claims: dict[tuple[str, str], dict] = {}
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                parts = self.path.split("/")
+                key = (parts[5], parts[7]) if len(parts) == 8 and parts[1:5] == [
+                    "apis", "resource.k8s.io", "v1", "namespaces"] else None
+                body = outer.claims.get(key)
+                self.send_response(200 if body else 404)
+                self.end_headers()
+                self.wfile.write(json.dumps(body or {"kind": "Status"}).encode())
+
+            def log_message(self, *a):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+
+def claim(uid=UID, name="gpu-claim", ns="team", results=None):
+    if results is None:
+        results = [{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-1",
+                    "consumedCapacity": {"memory": "4Gi", "compute": "30"}}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"namespace": ns, "name": name, "uid": uid},
+            "status": {"allocation": {"devices": {"results": results}}}}
+
+
+class Kubelet:
+    def __init__(self, services: DraServices, dra_sock, reg_sock):
+        self.s = services
+        self.dra = grpc.insecure_channel(f"unix://{dra_sock}")
+        self.reg = grpc.insecure_channel(f"unix://{reg_sock}")
+
+    def call(self, version: str, method: str, *claims):
+        api = self.s.apis[f"{version}.DRAPlugin"]
+        req_cls = api.msg[f"{method}Request"]
+        out_cls = api.msg[f"{method}Response"]
+        rpc = self.dra.unary_unary(f"/{api.package}.DRAPlugin/{method}",
+                                   request_serializer=req_cls.SerializeToString,
+                                   response_deserializer=out_cls.FromString)
+        return rpc(req_cls(claims=[api.msg["Claim"](namespace=ns, name=n, uid=u)
+                                   for ns, n, u in claims]), timeout=30)
+
+    def info(self):
+        r = self.s.reg
+        rpc = self.reg.unary_unary("/pluginregistration.Registration/GetInfo",
+                                   request_serializer=r.msg["InfoRequest"].SerializeToString,
+                                   response_deserializer=r.msg["PluginInfo"].FromString)
+        return rpc(r.msg["InfoRequest"](), timeout=10)
+
+    def notify(self, ok: bool, error: str = ""):
+        r = self.s.reg
+        rpc = self.reg.unary_unary(
+            "/pluginregistration.Registration/NotifyRegistrationStatus",
+            request_serializer=r.msg["RegistrationStatus"].SerializeToString,
+            response_deserializer=r.msg["RegistrationStatusResponse"].FromString)
+        return rpc(r.msg["RegistrationStatus"](plugin_registered=ok, error=error), timeout=10)
+
+
+@pytest.fixture
+def node(tmp_path):
+    v = ThreadVgpud(tmp_path).start()
+    api = ApiServer()
+    prep = Preparer(NODE, ApiServerClaims(api.url), v.sock, tmp_path / "cdi", "/run/vgpu/fs")
+    services = DraServices(prep)
+    dra_srv, reg_srv = draplugin.serve(services, tmp_path / "plugins", tmp_path / "registry")
+    kubelet = Kubelet(services, tmp_path / "plugins" / "dra.sock",
+                      tmp_path / "registry" / "gpu.vgpu.io-reg.sock")
+    yield v, api, kubelet, services, tmp_path
+    reg_srv.stop(0)
+    dra_srv.stop(0)
+    api.httpd.shutdown()
+    v.stop()
+
+
+def slices(v) -> dict:
+    with v.api() as c:
+        return {s["container"]: s for s in c.request("list")["slices"]}
+
+
+def test_the_kubelet_finds_and_registers_the_plugin(node):
+    v, api, kubelet, services, tmp = node
+    info = kubelet.info()
+    assert (info.type, info.name, info.endpoint, list(info.supported_versions)) == (
+        "DRAPlugin", "gpu.vgpu.io", str(tmp / "plugins" / "dra.sock"),
+        ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+    kubelet.notify(True)
+    assert services.registered.is_set()
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_a_claim_is_prepared_into_its_slice_and_unprepared(node, version):
+    v, api, kubelet, services, tmp = node
+    api.claims[("team", "gpu-claim")] = claim()
+    for _ in range(2):                      # a retry gets the same answer, one slice
+        r = kubelet.call(version, "NodePrepareResources", ("team", "gpu-claim", UID))
+        got = r.claims[UID]
+        assert got.error == ""
+        (d,) = got.devices
+        assert (list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids)) == (
+            ["gpu"], NODE, "gpu-1", [f"vgpu.io/slice=claim-{UID}-0"])
+    s = slices(v)
+    assert list(s) == [f"claim-{UID}-0"]
+    sl = s[f"claim-{UID}-0"]
+    assert [g["gpu"] for g in sl["gpus"]] == [1]
+    assert sl["gpus"][0]["memory_limit"] == 4 * GiB
+    assert (sl["compute"]["percent"], sl["compute"]["policy"]) == (30.0, "burst")
+    assert sl["owner"] == {"runtime": "vgpu-dra-plugin", "pod": UID}
+    assert sl["labels"]["resource.kubernetes.io/claim-uid"] == UID
+    spec = json.loads((tmp / "cdi" / f"vgpu-claim-{UID}-0.json").read_text())
+    assert spec["kind"] == "vgpu.io/slice"
+    assert [x["name"] for x in spec["devices"]] == [f"claim-{UID}-0"]
+    nodes = spec["devices"][0]["containerEdits"]["deviceNodes"]
+    assert nodes[0]["hostPath"] == f"/run/vgpu/fs/claim-{UID}-0/dev/nvidiactl"
+
+    for _ in range(2):                      # unprepare, and again: done already
+        r = kubelet.call(version, "NodeUnprepareResources", ("team", "gpu-claim", UID))
+        assert r.claims[UID].error == ""
+        assert slices(v) == {}
+        assert list((tmp / "cdi").iterdir()) == []
+
+
+@pytest.mark.parametrize("change,words", [
+    (dict(uid="0" * 8), "has uid '00000000', the kubelet asked for"),
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
+                    "device": "gpu-1"}]), "DRAConsumableCapacity"),
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": "node-2",
+                    "device": "gpu-1", "consumedCapacity": {"memory": "1Gi"}}]),
+     "not in this node's pool 'node-1'"),
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
+                    "device": "nic-0", "consumedCapacity": {"memory": "1Gi"}}]),
+     "not a device gpu.vgpu.io publishes"),
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
+                    "device": "gpu-0", "adminAccess": True}]), "admin access is not supported"),
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
+                    "device": "gpu-0", "consumedCapacity": {"memory": "1.5"}}]),
+     "is not a slice"),
+    (dict(results=[{"request": "gpu", "driver": "other.example.com", "pool": NODE,
+                    "device": "gpu-0"}]), "has no device of gpu.vgpu.io allocated"),
+    # vgpud refuses it: more than the GPU has
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
+                    "device": "gpu-0", "consumedCapacity": {"memory": "17Gi"}}]),
+     "gpu-0: vgpud:"),
+])
+def test_a_claim_that_cannot_be_prepared_says_why_and_leaves_nothing(node, change, words):
+    v, api, kubelet, services, tmp = node
+    api.claims[("team", "gpu-claim")] = claim(**change)
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert words in r.claims[UID].error, r.claims[UID].error
+    assert not r.claims[UID].devices
+    assert slices(v) == {}
+    assert not (tmp / "cdi").exists() or list((tmp / "cdi").iterdir()) == []
+
+
+def test_a_claim_the_api_server_lacks_is_an_error(node):
+    v, api, kubelet, services, tmp = node
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "nope", UID))
+    assert "the API server answered 404 for claim team/nope" in r.claims[UID].error
+
+
+def test_a_failure_midway_takes_back_what_the_call_made(node):
+    """Two devices of one claim, the second past its GPU: the first's slice
+    and spec go too."""
+    v, api, kubelet, services, tmp = node
+    api.claims[("team", "gpu-claim")] = claim(results=[
+        {"request": "a", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-0",
+         "consumedCapacity": {"memory": "2Gi"}},
+        {"request": "b", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-1",
+         "consumedCapacity": {"memory": "64Gi"}}])
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert "gpu-1: vgpud:" in r.claims[UID].error
+    assert slices(v) == {}
+    assert list((tmp / "cdi").iterdir()) == []
+
+
+@pytest.mark.parametrize("q,want", [("4Gi", 4 * GiB), ("30", 30), ("1500m", 1.5),
+                                    ("1k", 1000), ("0.5Gi", GiB // 2)])
+def test_quantities(q, want):
+    assert draplugin.quantity(q) == want
+
+
+@pytest.mark.parametrize("q", ["", "1e9", "4GB", "-1", 4, None, "1.2.3"])
+def test_not_quantities(q):
+    with pytest.raises(ValueError):
+        draplugin.quantity(q)
+
+
+def test_one_hook_path_for_both_cdi_writers():
+    """vgpuctl's usage names rtdefaults.CDI_HOOK without loading the
+    generator; both must be the one vgpu.common.cdi wires in."""
+    from vgpu.cli import rtdefaults
+    from vgpu.common import cdi
+    assert rtdefaults.CDI_HOOK == cdi.CDI_HOOK

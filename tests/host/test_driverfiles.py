@@ -18,7 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from vgpu.cli import cdi, ctl, runtime
+from vgpu.cli import ctl, runtime
+from vgpu.common import cdi
 from vgpu.cli import hook
 from vgpu.cli.hook.cmdline import HookError, parse_argv
 from vgpu.cli.hook.driver import make_links, open_ldconfig, run_ldconfig

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from vgpu.cli import cdi, ctl, hook, runtime
+from vgpu.cli import ctl, hook, runtime
+from vgpu.common import cdi
 from vgpu.cli.hook import cgroups, cmdline, container
 from vgpu.common import request
 

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.access(RUNC, os.X_OK) or not os.access(BUSYBOX, os.X_OK),
     reason="needs root, runc and busybox")
 
-from vgpu.cli import cdi, runtime
+from vgpu.cli import runtime
+from vgpu.common import cdi
 from vgpu.cli.hook import cgroups
 from vgpu.common import request  # noqa: E402
 

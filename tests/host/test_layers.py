@@ -68,7 +68,9 @@ def test_light_module_loads_only_the_standard_library(module):
 #: never the daemon
 K8S = modules("k8s")
 K8S_MAY_USE = {m for m in loaded_after("import vgpu.common.apiclient, vgpu.common.values, "
-                                        "vgpu.common.request")
+                                        "vgpu.common.request, vgpu.common.files, "
+                                        # the DRA plugin writes a claim's CDI spec
+                                        "vgpu.common.cdi")
                if m.split(".")[0] == "vgpu"}
 
 

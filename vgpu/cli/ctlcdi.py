@@ -10,12 +10,13 @@ import json
 import os
 import sys
 
-from vgpu.cli.cdi import CDI_HOOK, cdi_spec
+from vgpu.common.cdi import CDI_HOOK, cdi_spec
 from vgpu.cli.ctlargv import EXIT_ERROR, EXIT_OK, UsageError
 from vgpu.cli.ctlrender import err
 from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles as df
 from vgpu.common.files import atomic_write
+from vgpu.common.request import FUSE_MOUNT
 from vgpu.common.values import BadValue, quote
 
 
@@ -35,7 +36,7 @@ def cmd_cdi(client, o):
     if o["generate"] != "generate":
         raise UsageError(f'cdi: unknown action {quote(o["generate"])} (only "generate")')
     slices = client.request("list").get("slices", [])
-    fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or "/run/vgpu/private/fs"
+    fuse = o.get("fuse_mount") or os.environ.get("VGPU_FUSE_MOUNT") or FUSE_MOUNT
     sock = ac.socket_path(o.get("socket"))
     driver = None
     if not o.get("no_driver_files"):

@@ -5,7 +5,7 @@ way NVIDIA's container toolkit finds them, and the container edits that
 bring them in (bind mounts of each file at the same path, read-only, and
 one hook that makes the SONAME links and the container's ldcache).
 
-One source of truth: ``vgpuctl cdi generate`` (vgpu.cli.cdi) puts
+One source of truth: ``vgpuctl cdi generate`` (vgpu.common.cdi) puts
 driver_edits() into the CDI spec, and vgpu-runtime (vgpu.cli.runtime)
 puts the same edits into config.json where the runtime has no CDI
 (containerd 1.6).  The facts followed are NVIDIA's (nvidia-container-

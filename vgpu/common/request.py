@@ -56,6 +56,9 @@ ENV_PREFIX = "VGPU_"
 RUNTIME_GUARD_DEST = "/proc/vgpu.io-requires-runtimeClassName-vgpu"
 #: its source: a file the device plugin writes at start, saying the same
 RUNTIME_GUARD_SOURCE = "/run/vgpu/requires-runtimeClassName-vgpu"
+#: vgpufs's mount point when the config names none (vgpud keeps its parent
+#: 0700: docs/vgpufs.md); the hook, vgpuctl cdi and the DRA plugin default to it
+FUSE_MOUNT = "/run/vgpu/private/fs"
 #: the whole environment of every hook entry vgpu writes or ships: runc runs
 #: an entry without "env" with an environment it does not choose (the
 #: container's own at createContainer), and LD_PRELOAD, PYTHON* and the like

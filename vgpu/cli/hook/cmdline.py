@@ -6,10 +6,11 @@ import os
 import sys
 
 from vgpu import __version__
+from vgpu.common.request import FUSE_MOUNT
 from vgpu.common.values import BadValue, parse_container, parse_duration, parse_pid, quote
 
 PROG = "vgpu-oci-hook"
-DEFAULT_FUSE_MOUNT = "/run/vgpu/private/fs"   # vgpud keeps its parent 0700 (docs/vgpufs.md)
+DEFAULT_FUSE_MOUNT = FUSE_MOUNT
 STAGES = ("createRuntime", "createContainer", "prestart", "startContainer",
           "poststart", "poststop")
 TIMEOUT_MAX = 3600.0    # --timeout's bound, in seconds

@@ -1,14 +1,20 @@
-"""``vgpuctl cdi generate``'s document: a CDI spec of the slices vgpud has
-(docs/kubernetes.md, container-hook/README.md).  Standard library only."""
+"""The CDI spec of vgpu slices: ``vgpuctl cdi generate``'s document
+(vgpu.cli.ctlcdi) and what vgpu-dra-plugin writes for a prepared claim
+(vgpu.k8s.draplugin); docs/kubernetes.md, container-hook/README.md.
+Standard library only."""
 from __future__ import annotations
 
 import os
 
-from vgpu.cli.rtdefaults import CDI_HOOK
 from vgpu.common.driverfiles import DriverFiles, driver_edits
 from vgpu.common.request import HOOK_ENV
 
-__all__ = ["CDI_HOOK", "CDI_VERSION", "cdi_spec"]
+__all__ = ["CDI_HOOK", "CDI_KIND", "CDI_VERSION", "cdi_spec"]
+
+#: the hook a spec wires in by default (make install's link)
+CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
+#: the spec's kind: its devices are vgpu.io/slice=<slice>
+CDI_KIND = "vgpu.io/slice"
 
 #: the oldest CDI version whose fields the spec uses, so that consumers with
 #: an older CDI library read it: podman 4.3 (Debian 12's) skips a spec of a
@@ -70,7 +76,7 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
                            "env": list(HOOK_ENV), "timeout": 15}],
             },
         })
-    spec = {"cdiVersion": CDI_VERSION, "kind": "vgpu.io/slice", "devices": devices}
+    spec = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": devices}
     if driver is not None:
         edits = driver_edits(driver, (hook, ["vgpu-oci-hook"], list(HOOK_ENV)))
         if edits:

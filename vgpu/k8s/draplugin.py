@@ -1,0 +1,437 @@
+"""vgpu-dra-plugin: the kubelet side of Dynamic Resource Allocation for vgpu
+(docs/kubernetes.md, "Dynamic Resource Allocation").
+
+The kubelet finds the plugin's registration socket in its plugin registry
+(``<registry>/gpu.vgpu.io-reg.sock``: pluginregistration.Registration,
+GetInfo answering type "DRAPlugin", the driver's name, the service socket
+and "v1.DRAPlugin", "v1beta1.DRAPlugin") and then calls the DRAPlugin
+service, in whichever version it speaks, on ``<plugins>/gpu.vgpu.io/dra.sock``:
+
+- NodePrepareResources: for each claim, its allocation as the API server
+  has it (``ClaimSource``: the ResourceClaim by namespace and name, its UID
+  checked against the kubelet's), and for each device result of this
+  driver a slice on that GPU with the consumed memory and compute (a
+  ``burst`` floor where above 0), made through vgpud as the claim's
+  (owner ``{"runtime": "vgpu-dra-plugin", "pod": <claim uid>}``: the same
+  call again gets the same slice back), and a CDI spec naming the slice's
+  nodes (vgpu.common.cdi, the node issue's generator), written to the CDI
+  directory; the answer is the CDI device ``vgpu.io/slice=<slice>``.  A
+  failure leaves nothing this call made.
+- NodeUnprepareResources: the claim's slices deleted (as their owner) and
+  their CDI specs removed; a claim with none is done already.
+
+Nothing is kept in the plugin: what a claim was prepared into is vgpud's
+slices, labelled with the claim, so a restarted plugin (or kubelet) finds
+them where they were.
+
+Not built yet: publishing vgpu.k8s.dra's ResourceSlice to the API server,
+running under vgpud's supervision, admin access (refused, saying so), and
+a claim shared by several containers: the CDI hook binds the slice to the
+cgroup of the container that starts with it, so a second container of the
+claim would take it over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import ssl
+import threading
+import urllib.parse
+import urllib.request
+from concurrent import futures
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from vgpu.common import apiclient as ac
+from vgpu.common.cdi import CDI_KIND, cdi_spec
+from vgpu.common.files import atomic_write
+from vgpu.common.request import FUSE_MOUNT
+from vgpu.k8s import dra
+from vgpu.k8s.server import Api
+
+log = logging.getLogger("vgpu-dra-plugin")
+
+HERE = Path(__file__).parent
+#: the DRAPlugin versions served, each (its .proto, the registration's name of it)
+VERSIONS = (("dra_v1.proto", "v1.DRAPlugin"), ("dra_v1beta1.proto", "v1beta1.DRAPlugin"))
+REGISTRATION_PROTO = HERE / "pluginregistration_v1.proto"
+PLUGIN_TYPE = "DRAPlugin"
+REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
+PLUGINS_DIR = "/var/lib/kubelet/plugins"
+CDI_DIR = "/var/run/cdi"
+OWNER_RUNTIME = "vgpu-dra-plugin"
+#: the slice's labels that name its claim
+LABEL_CLAIM_UID = "resource.kubernetes.io/claim-uid"
+LABEL_CLAIM_NS = "resource.kubernetes.io/claim-namespace"
+LABEL_CLAIM_NAME = "resource.kubernetes.io/claim-name"
+_UID_RE = re.compile(r"[0-9a-fA-F-]{1,64}\Z")
+_DEVICE_RE = re.compile(r"gpu-(\d{1,3})\Z")
+
+
+class PrepareError(Exception):
+    """A claim that cannot be prepared; the message goes to the kubelet
+    (the pod's events)."""
+
+
+# ------------------------------------------------------------ the claim
+_SUFFIX = {"": 1, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15,
+           "E": 10 ** 18, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+           "Pi": 1 << 50, "Ei": 1 << 60, "m": Decimal("0.001")}
+_QUANTITY = re.compile(r"([+]?[0-9]+(?:\.[0-9]*)?|[+]?\.[0-9]+)([kMGTPE]i?|m)?\Z")
+
+
+def quantity(q: Any) -> Decimal:
+    """A Kubernetes Quantity's value ("4Gi", "30", "1500m", "1e9" is not
+    taken: the API server writes the canonical forms); ValueError quoting
+    anything else."""
+    m = _QUANTITY.match(q) if isinstance(q, str) else None
+    if not m:
+        raise ValueError(f"{q!r} is not a quantity")
+    try:
+        return Decimal(m.group(1)) * _SUFFIX[m.group(2) or ""]
+    except InvalidOperation:
+        raise ValueError(f"{q!r} is not a quantity") from None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One device result of a claim, for this driver on this node."""
+    request: str
+    pool: str
+    device: str
+    gpu: int
+    memory: int            # bytes
+    compute: int           # percent
+
+
+def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER) -> list[Allocation]:
+    """The claim's device results of ``driver``, checked: the claim is the
+    one the kubelet named (its UID), each result is in this node's pool, on
+    a device vgpu publishes, with the memory and compute it consumed
+    (consumable capacity: without it the scheduler gave the whole device,
+    which vgpu does not hand out unenforced).  PrepareError saying what is
+    wrong."""
+    meta = claim.get("metadata") or {}
+    if meta.get("uid") != uid:
+        raise PrepareError(f"the API server's claim {meta.get('namespace')}/{meta.get('name')} "
+                           f"has uid {meta.get('uid')!r}, the kubelet asked for {uid!r} (a "
+                           f"claim of that name made again?)")
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}) \
+        .get("results") or []
+    out = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("driver") != driver:
+            continue
+        what = f"device {r.get('pool')}/{r.get('device')} (request {r.get('request')!r})"
+        if r.get("adminAccess"):
+            raise PrepareError(f"{what}: admin access is not supported by {driver} yet")
+        if r.get("pool") != node:
+            raise PrepareError(f"{what}: not in this node's pool {node!r}")
+        m = _DEVICE_RE.match(str(r.get("device")))
+        if not m:
+            raise PrepareError(f"{what}: not a device {driver} publishes (gpu-<index>)")
+        cap = r.get("consumedCapacity")
+        if not isinstance(cap, dict) or dra.MEMORY not in cap:
+            raise PrepareError(f"{what}: the allocation consumed no memory capacity: the "
+                               f"cluster needs the DRAConsumableCapacity feature gate "
+                               f"(without it the whole GPU would be handed out unenforced)")
+        try:
+            mem = quantity(cap[dra.MEMORY])
+            comp = quantity(cap.get(dra.COMPUTE, "0"))
+        except ValueError as e:
+            raise PrepareError(f"{what}: consumed capacity: {e}") from None
+        if mem != int(mem) or mem <= 0 or comp != int(comp) or not 0 <= comp <= 100:
+            raise PrepareError(f"{what}: consumed capacity memory {cap.get(dra.MEMORY)!r}, "
+                               f"compute {cap.get(dra.COMPUTE)!r} is not a slice (whole bytes "
+                               f"above 0, 0 to 100 percent)")
+        out.append(Allocation(str(r.get("request", "")), node, r["device"], int(m.group(1)),
+                              int(mem), int(comp)))
+    if not out:
+        raise PrepareError(f"the claim has no device of {driver} allocated")
+    return out
+
+
+class ClaimSource(Protocol):
+    def get(self, namespace: str, name: str) -> dict: ...
+
+
+class ApiServerClaims:
+    """ResourceClaims from the API server (resource.k8s.io/v1): in-cluster
+    by default (the pod's service account), or at ``url`` (plain http only
+    for tests: ``token`` and ``ca`` are then not used)."""
+
+    SA = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+    def __init__(self, url: str | None = None, timeout: float = 10.0):
+        self.timeout = timeout
+        self.ctx = None
+        self.token = None
+        if url is None:
+            host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), \
+                os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+            if not host:
+                raise PrepareError("not in a cluster (no KUBERNETES_SERVICE_HOST) and no "
+                                   "--api-server given")
+            url = f"https://{host}:{port}"
+        self.url = url.rstrip("/")
+        if self.url.startswith("https:"):
+            self.ctx = ssl.create_default_context(cafile=str(self.SA / "ca.crt"))
+            self.token = (self.SA / "token").read_text().strip()
+
+    def get(self, namespace: str, name: str) -> dict:
+        path = (f"/apis/resource.k8s.io/v1/namespaces/{urllib.parse.quote(namespace, safe='')}"
+                f"/resourceclaims/{urllib.parse.quote(name, safe='')}")
+        req = urllib.request.Request(self.url + path, headers={"Accept": "application/json"})
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.ctx) as r:
+                return json.loads(r.read(1 << 20))
+        except urllib.error.HTTPError as e:
+            raise PrepareError(f"the API server answered {e.code} for claim "
+                               f"{namespace}/{name}") from None
+        except (OSError, ValueError) as e:
+            raise PrepareError(f"cannot read claim {namespace}/{name} from the API "
+                               f"server: {e}") from None
+
+
+# ------------------------------------------------------------ prepare
+def slice_name(uid: str, i: int) -> str:
+    return f"claim-{uid}-{i}"
+
+
+class Preparer:
+    """Claims into slices and back, through vgpud (``socket``), writing the
+    CDI specs to ``cdi_dir``."""
+
+    def __init__(self, node: str, claims: ClaimSource, socket: str | None = None,
+                 cdi_dir: str | os.PathLike = CDI_DIR, fuse_mount: str = FUSE_MOUNT,
+                 timeout: float = 10.0):
+        self.node, self.claims, self.socket = node, claims, socket
+        self.cdi_dir = Path(cdi_dir)
+        self.fuse_mount = fuse_mount
+        self.timeout = timeout
+        self.lock = threading.Lock()        # one claim at a time: vgpud serialises anyway
+
+    def owner(self, uid: str) -> dict:
+        return {"runtime": OWNER_RUNTIME, "pod": uid}
+
+    def spec_path(self, name: str) -> Path:
+        return self.cdi_dir / f"vgpu-{name}.json"
+
+    def prepare(self, namespace: str, name: str, uid: str) -> list[tuple[Allocation, str]]:
+        """(allocation, CDI device) of each device result; PrepareError."""
+        if not _UID_RE.match(uid or ""):
+            raise PrepareError(f"claim uid {uid!r} is not a UID")
+        allocs = allocations(self.claims.get(namespace, name), uid, self.node)
+        made: list[str] = []
+        out = []
+        with self.lock, ac.ApiClient(self.socket, self.timeout) as client:
+            try:
+                for i, a in enumerate(allocs):
+                    sname = slice_name(uid, i)
+                    args: dict[str, Any] = {
+                        "container": sname, "owner": self.owner(uid), "gpus": [a.gpu],
+                        "memory": a.memory,
+                        "labels": {LABEL_CLAIM_UID: uid, LABEL_CLAIM_NS: namespace,
+                                   # a label value has at most 63 bytes; a
+                                   # claim's name may have 253
+                                   **({LABEL_CLAIM_NAME: name} if len(name) <= 63 else {})}}
+                    if a.compute > 0:
+                        args.update(compute=a.compute, policy="burst")
+                    try:
+                        res = client.request("create", **args)
+                    except ac.ApiError as e:
+                        raise PrepareError(f"{a.device}: vgpud: {e.message}") from None
+                    if not res.get("reused"):
+                        made.append(sname)
+                    spec = cdi_spec([res["slice"]], self.fuse_mount, socket=self.socket)
+                    self.cdi_dir.mkdir(parents=True, exist_ok=True)
+                    atomic_write(self.spec_path(sname), json.dumps(spec, indent=1) + "\n",
+                                 mode=0o644)
+                    out.append((a, f"{CDI_KIND}={sname}"))
+            except BaseException:
+                for sname in made:
+                    self._delete(client, sname, uid)
+                raise
+        return out
+
+    def unprepare(self, uid: str) -> None:
+        """Delete the claim's slices and their CDI specs; PrepareError."""
+        with self.lock, ac.ApiClient(self.socket, self.timeout) as client:
+            try:
+                slices = client.request("list").get("slices") or []
+            except ac.ClientError as e:
+                raise PrepareError(f"vgpud: {e}") from None
+            for s in slices:
+                if (s.get("labels") or {}).get(LABEL_CLAIM_UID) == uid:
+                    self._delete(client, s["container"], uid, strict=True)
+            for p in self.cdi_dir.glob(f"vgpu-claim-{uid}-*.json"):
+                p.unlink(missing_ok=True)
+
+    def _delete(self, client, sname: str, uid: str, strict: bool = False) -> None:
+        try:
+            client.request("delete", container=sname, force=True, owner=self.owner(uid))
+        except ac.ApiError as e:
+            if e.code != "not-found" and strict:
+                raise PrepareError(f"slice {sname}: vgpud: {e.message}") from None
+        except ac.ClientError as e:
+            if strict:
+                raise PrepareError(f"slice {sname}: vgpud: {e}") from None
+        self.spec_path(sname).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------ gRPC
+class DraServices:
+    """The DRAPlugin service in every version of VERSIONS, and the
+    registration, over one Preparer."""
+
+    def __init__(self, preparer: Preparer, driver: str = dra.DRIVER):
+        self.preparer = preparer
+        self.driver = driver
+        self.apis = {svc: Api(HERE / proto) for proto, svc in VERSIONS}
+        self.reg = Api(REGISTRATION_PROTO)
+        self.registered = threading.Event()
+
+    def _prepare(self, api: Api, req):
+        out = {}
+        for c in req.claims:
+            try:
+                devs = [api.msg["Device"](request_names=[a.request] if a.request else [],
+                                          pool_name=a.pool, device_name=a.device,
+                                          cdi_device_ids=[cdi])
+                        for a, cdi in self.preparer.prepare(c.namespace, c.name, c.uid)]
+                out[c.uid] = api.msg["NodePrepareResourceResponse"](devices=devs)
+                log.info("claim %s/%s (%s) prepared: %s", c.namespace, c.name, c.uid,
+                         ", ".join(d.cdi_device_ids[0] for d in devs))
+            except PrepareError as e:
+                log.warning("claim %s/%s (%s): %s", c.namespace, c.name, c.uid, e)
+                out[c.uid] = api.msg["NodePrepareResourceResponse"](error=str(e))
+        return api.msg["NodePrepareResourcesResponse"](claims=out)
+
+    def _unprepare(self, api: Api, req):
+        out = {}
+        for c in req.claims:
+            try:
+                self.preparer.unprepare(c.uid)
+                out[c.uid] = api.msg["NodeUnprepareResourceResponse"]()
+                log.info("claim %s/%s (%s) unprepared", c.namespace, c.name, c.uid)
+            except PrepareError as e:
+                log.warning("claim %s/%s (%s): %s", c.namespace, c.name, c.uid, e)
+                out[c.uid] = api.msg["NodeUnprepareResourceResponse"](error=str(e))
+        return api.msg["NodeUnprepareResourcesResponse"](claims=out)
+
+    def handlers(self) -> list:
+        hs = []
+        for svc, api in self.apis.items():
+            methods = {
+                "NodePrepareResources": lambda req, ctx, api=api: self._prepare(api, req),
+                "NodeUnprepareResources": lambda req, ctx, api=api: self._unprepare(api, req),
+            }
+            hs.append(grpc.method_handlers_generic_handler(
+                f"{api.package}.DRAPlugin",
+                {name: grpc.unary_unary_rpc_method_handler(
+                    methods[name], request_deserializer=inp.FromString,
+                    response_serializer=outp.SerializeToString)
+                 for name, inp, outp, _ in api.services["DRAPlugin"]}))
+        return hs
+
+    def registration_handler(self, endpoint: str):
+        r = self.reg
+
+        def get_info(req, ctx):
+            return r.msg["PluginInfo"](type=PLUGIN_TYPE, name=self.driver, endpoint=endpoint,
+                                       supported_versions=[svc for _, svc in VERSIONS])
+
+        def notify(req, ctx):
+            if req.plugin_registered:
+                log.info("registered with the kubelet as %s", self.driver)
+                self.registered.set()
+            else:
+                log.error("the kubelet refused the registration: %s", req.error)
+            return r.msg["RegistrationStatusResponse"]()
+        methods = {"GetInfo": get_info, "NotifyRegistrationStatus": notify}
+        return grpc.method_handlers_generic_handler(
+            f"{r.package}.Registration",
+            {name: grpc.unary_unary_rpc_method_handler(
+                methods[name], request_deserializer=inp.FromString,
+                response_serializer=outp.SerializeToString)
+             for name, inp, outp, _ in r.services["Registration"]})
+
+
+def serve(services: DraServices, plugin_dir: str | os.PathLike,
+          registry_dir: str | os.PathLike) -> tuple[grpc.Server, grpc.Server]:
+    """Start the DRA service on ``<plugin_dir>/dra.sock`` and the
+    registration on ``<registry_dir>/<driver>-reg.sock`` (the service
+    first: the kubelet calls it once it sees the registration socket).
+    Stale sockets of an earlier run are replaced."""
+    plugin_dir, registry_dir = Path(plugin_dir), Path(registry_dir)
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    registry_dir.mkdir(parents=True, exist_ok=True)
+    dra_sock = plugin_dir / "dra.sock"
+    reg_sock = registry_dir / f"{services.driver}-reg.sock"
+    servers = []
+    for sock, handlers in ((dra_sock, services.handlers()),
+                           (reg_sock, [services.registration_handler(str(dra_sock))])):
+        sock.unlink(missing_ok=True)
+        s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        for h in handlers:
+            s.add_generic_rpc_handlers((h,))
+        if s.add_insecure_port(f"unix://{sock}") == 0:
+            raise OSError(f"cannot listen on {sock}")
+        s.start()
+        servers.append(s)
+    return servers[0], servers[1]
+
+
+# ------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="vgpu-dra-plugin",
+        description="vgpu's DRA kubelet plugin: prepares ResourceClaims of driver "
+                    f"{dra.DRIVER} into vgpu slices (docs/kubernetes.md, \"Dynamic Resource "
+                    "Allocation\"). Not yet supervised by vgpud, and it does not yet publish "
+                    "the ResourceSlice.")
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
+                   help="this node's name, the pool its devices are in (default $NODE_NAME)")
+    p.add_argument("--socket", help="vgpud's API socket (default: vgpuctl's)")
+    p.add_argument("--plugin-dir", default=f"{PLUGINS_DIR}/{dra.DRIVER}",
+                   help="where dra.sock is made (default: %(default)s)")
+    p.add_argument("--registry-dir", default=REGISTRY_DIR,
+                   help="the kubelet's plugin registry (default: %(default)s)")
+    p.add_argument("--cdi-dir", default=CDI_DIR, help="where CDI specs go (default: %(default)s)")
+    p.add_argument("--fuse-mount", default=FUSE_MOUNT,
+                   help="vgpud's vgpufs mount (default: %(default)s)")
+    p.add_argument("--api-server", help="the API server's URL (default: in-cluster)")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(levelname)s: %(message)s")
+    if not a.node_name:
+        p.error("no node name: give --node-name or set NODE_NAME")
+    try:
+        claims = ApiServerClaims(a.api_server)
+    except (PrepareError, OSError) as e:
+        p.error(str(e))
+    services = DraServices(Preparer(a.node_name, claims, a.socket, a.cdi_dir, a.fuse_mount))
+    dra_srv, reg_srv = serve(services, a.plugin_dir, a.registry_dir)
+    log.info("serving %s for node %s: %s/dra.sock, registration in %s", dra.DRIVER,
+             a.node_name, a.plugin_dir, a.registry_dir)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    reg_srv.stop(2).wait()
+    dra_srv.stop(2).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
