@@ -63,35 +63,83 @@ def test_the_comparison_sees_a_changed_field(tmp_path):
 import http.server  # noqa: E402
 import json  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
+
+import kubernetes_validate  # noqa: E402
 
 import grpc  # noqa: E402
 
 from vgpu.k8s import draplugin  # noqa: E402
-from vgpu.k8s.draplugin import DraServices, Preparer, ApiServerClaims  # noqa: E402
+from vgpu.k8s.draplugin import (ApiServerClaims, ApiServerError, DraServices,  # noqa: E402
+                                Preparer, SlicePublisher)
 
 from daemon_support import GiB, ThreadVgpud  # noqa: E402
+from vgpu.daemon.health import record_fault  # noqa: E402
 
 NODE = "node-1"
 UID = "7d6c1f0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f"
 
 
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
 class ApiServer:
-    """GET /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME from
-    ``claims`` ({(ns, name): object}); 404 otherwise."""
+    """The few API-server paths the plugin uses: GET of a ResourceClaim from
+    ``claims`` ({(ns, name): object}), GET of a Node from ``nodes``, and
+    ResourceSlices in ``slices`` (GET, POST, PUT with the stored
+    resourceVersion, else 409); ``writes`` counts POSTs and PUTs; 404 for
+    anything else."""
 
     def __init__(self):
         self.claims: dict[tuple[str, str], dict] = {}
+        self.nodes: dict[str, dict] = {NODE: {"metadata": {"name": NODE, "uid": "node-uid-1"}}}
+        self.slices: dict[str, dict] = {}
+        self.writes = 0
         outer = self
 
         class H(http.server.BaseHTTPRequestHandler):
+            def reply(self, code, body):
+                self.send_response(code)
+                self.end_headers()
+                self.wfile.write(json.dumps(body).encode())
+
             def do_GET(self):
                 parts = self.path.split("/")
-                key = (parts[5], parts[7]) if len(parts) == 8 and parts[1:5] == [
-                    "apis", "resource.k8s.io", "v1", "namespaces"] else None
-                body = outer.claims.get(key)
-                self.send_response(200 if body else 404)
-                self.end_headers()
-                self.wfile.write(json.dumps(body or {"kind": "Status"}).encode())
+                body = None
+                if len(parts) == 8 and parts[1:5] == ["apis", "resource.k8s.io", "v1",
+                                                      "namespaces"]:
+                    body = outer.claims.get((parts[5], parts[7]))
+                elif self.path.startswith("/api/v1/nodes/"):
+                    body = outer.nodes.get(parts[-1])
+                elif self.path.startswith(SLICES + "/"):
+                    body = outer.slices.get(parts[-1])
+                self.reply(200, body) if body else self.reply(404, {"message": "not found"})
+
+            def body(self):
+                return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+            def do_POST(self):
+                obj = self.body()
+                name = obj["metadata"]["name"]
+                if self.path != SLICES or name in outer.slices:
+                    return self.reply(409, {"message": "exists"})
+                obj["metadata"]["resourceVersion"] = "1"
+                outer.slices[name] = obj
+                outer.writes += 1
+                self.reply(201, obj)
+
+            def do_PUT(self):
+                obj = self.body()
+                name = self.path.rsplit("/", 1)[1]
+                cur = outer.slices.get(name)
+                if cur is None or obj["metadata"].get("resourceVersion") != \
+                        cur["metadata"]["resourceVersion"]:
+                    return self.reply(409, {"message": "conflict"})
+                obj["metadata"]["resourceVersion"] = str(int(
+                    cur["metadata"]["resourceVersion"]) + 1)
+                outer.slices[name] = obj
+                outer.writes += 1
+                self.reply(200, obj)
 
             def log_message(self, *a):
                 pass
@@ -275,3 +323,57 @@ def test_one_hook_path_for_both_cdi_writers():
     from vgpu.cli import rtdefaults
     from vgpu.common import cdi
     assert rtdefaults.CDI_HOOK == cdi.CDI_HOOK
+
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.37"])
+def test_the_resource_slice_is_published_kept_and_replaced(node, version):
+    """Created (owned by the Node), left alone while vgpud says the same,
+    replaced with the pool's generation one higher once it does not (a GPU
+    with an XID drops out); what the API server holds validates."""
+    v, api, kubelet, services, tmp = node
+    pub = SlicePublisher(draplugin.ApiServer(api.url), NODE, v.sock, sysfs=str(tmp / "nosys"))
+    assert pub.publish_once() == "created"
+    (obj,) = api.slices.values()
+    kubernetes_validate.validate(obj, version, strict=True)
+    assert obj["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node",
+                                                   "name": NODE, "uid": "node-uid-1",
+                                                   "controller": True}]
+    assert [d["name"] for d in obj["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    assert obj["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 1}
+    assert (pub.publish_once(), api.writes) == ("unchanged", 1)
+    record_fault(v.mgr.gpu_faults, v.inv.gpus[1].uuid, 79)
+    assert pub.publish_once() == "updated"
+    (obj,) = api.slices.values()
+    kubernetes_validate.validate(obj, version, strict=True)
+    assert [d["name"] for d in obj["spec"]["devices"]] == ["gpu-0"]
+    assert obj["spec"]["pool"]["generation"] == 2
+    assert obj["metadata"]["ownerReferences"][0]["uid"] == "node-uid-1"
+    assert (pub.publish_once(), api.writes) == ("unchanged", 2)
+
+
+def test_publishing_says_what_failed(node, caplog):
+    v, api, kubelet, services, tmp = node
+    api.nodes.clear()
+    pub = SlicePublisher(draplugin.ApiServer(api.url), NODE, v.sock, sysfs=str(tmp / "nosys"))
+    with pytest.raises(ApiServerError, match="404"):
+        pub.publish_once()
+    assert api.slices == {}
+    down = SlicePublisher(draplugin.ApiServer("http://127.0.0.1:1"), NODE, v.sock,
+                          interval=0.05, sysfs=str(tmp / "nosys"))
+    t = threading.Thread(target=down.run)
+    t.start()
+    time.sleep(0.3)
+    down.stop()
+    t.join(5)
+    assert not t.is_alive()
+    assert "ResourceSlice of node-1 not published" in caplog.text
+
+
+def test_the_pcie_root_is_read_from_sysfs(tmp_path):
+    dev = tmp_path / "devices" / "pci0000:00" / "0000:00:01.0" / "0000:01:00.0"
+    dev.mkdir(parents=True)
+    (tmp_path / "bus" / "pci" / "devices").mkdir(parents=True)
+    (tmp_path / "bus" / "pci" / "devices" / "0000:01:00.0").symlink_to(dev)
+    assert draplugin.pcie_root("0000:01:00.0", str(tmp_path)) == "pci0000:00"
+    assert draplugin.pcie_root("0000:02:00.0", str(tmp_path)) is None

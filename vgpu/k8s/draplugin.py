@@ -24,8 +24,12 @@ Nothing is kept in the plugin: what a claim was prepared into is vgpud's
 slices, labelled with the claim, so a restarted plugin (or kubelet) finds
 them where they were.
 
-Not built yet: publishing vgpu.k8s.dra's ResourceSlice to the API server,
-running under vgpud's supervision, admin access (refused, saying so), and
+The node's ResourceSlice (vgpu.k8s.dra) is kept on the API server by
+SlicePublisher: created, replaced with the pool's generation one higher
+when vgpud's GPUs change (a fault included), owned by the Node.
+
+Not built yet: running under vgpud's supervision (with its DaemonSet and
+RBAC), admin access (refused, saying so), and
 a claim shared by several containers: the CDI hook binds the slice to the
 cgroup of the container that starts with it, so a second container of the
 claim would take it over.
@@ -57,6 +61,7 @@ from vgpu.common.files import atomic_write
 from vgpu.common.request import FUSE_MOUNT
 from vgpu.k8s import dra
 from vgpu.k8s.server import Api
+from vgpu.k8s.watch import numa_node
 
 log = logging.getLogger("vgpu-dra-plugin")
 
@@ -164,10 +169,19 @@ class ClaimSource(Protocol):
     def get(self, namespace: str, name: str) -> dict: ...
 
 
-class ApiServerClaims:
-    """ResourceClaims from the API server (resource.k8s.io/v1): in-cluster
-    by default (the pod's service account), or at ``url`` (plain http only
-    for tests: ``token`` and ``ca`` are then not used)."""
+class ApiServerError(Exception):
+    """The API server's answer to one request: ``status`` (the HTTP code;
+    0 when it could not be reached) and what it said."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class ApiServer:
+    """A Kubernetes API server, JSON in and out: in-cluster by default (the
+    pod's service account's token and CA), or at ``url`` (plain http: tests
+    only; no token is sent then)."""
 
     SA = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -179,29 +193,149 @@ class ApiServerClaims:
             host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), \
                 os.environ.get("KUBERNETES_SERVICE_PORT", "443")
             if not host:
-                raise PrepareError("not in a cluster (no KUBERNETES_SERVICE_HOST) and no "
-                                   "--api-server given")
+                raise ApiServerError(0, "not in a cluster (no KUBERNETES_SERVICE_HOST) and no "
+                                        "--api-server given")
             url = f"https://{host}:{port}"
         self.url = url.rstrip("/")
         if self.url.startswith("https:"):
             self.ctx = ssl.create_default_context(cafile=str(self.SA / "ca.crt"))
             self.token = (self.SA / "token").read_text().strip()
 
-    def get(self, namespace: str, name: str) -> dict:
-        path = (f"/apis/resource.k8s.io/v1/namespaces/{urllib.parse.quote(namespace, safe='')}"
-                f"/resourceclaims/{urllib.parse.quote(name, safe='')}")
-        req = urllib.request.Request(self.url + path, headers={"Accept": "application/json"})
+    def request(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Accept": "application/json"})
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=self.ctx) as r:
-                return json.loads(r.read(1 << 20))
+                return json.loads(r.read(4 << 20) or b"{}")
         except urllib.error.HTTPError as e:
-            raise PrepareError(f"the API server answered {e.code} for claim "
-                               f"{namespace}/{name}") from None
+            try:
+                msg = json.loads(e.read(1 << 16)).get("message") or e.reason
+            except (ValueError, AttributeError, OSError):
+                msg = e.reason
+            raise ApiServerError(e.code, f"{method} {path}: {e.code} {msg}") from None
         except (OSError, ValueError) as e:
+            raise ApiServerError(0, f"{method} {path}: {e}") from None
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+class ApiServerClaims:
+    """ResourceClaims from the API server (resource.k8s.io/v1)."""
+
+    def __init__(self, api: ApiServer | str | None = None):
+        self.api = api if isinstance(api, ApiServer) else ApiServer(api)
+
+    def get(self, namespace: str, name: str) -> dict:
+        try:
+            return self.api.request("GET", f"/apis/resource.k8s.io/v1/namespaces/{_q(namespace)}"
+                                           f"/resourceclaims/{_q(name)}")
+        except ApiServerError as e:
+            if e.status:
+                raise PrepareError(f"the API server answered {e.status} for claim "
+                                   f"{namespace}/{name}") from None
             raise PrepareError(f"cannot read claim {namespace}/{name} from the API "
                                f"server: {e}") from None
+
+
+class SlicePublisher:
+    """The node's ResourceSlice (vgpu.k8s.dra.resource_slice, from vgpud's
+    answers) kept on the API server: created when missing, replaced when
+    what vgpud says changed (the pool's generation one higher: the
+    scheduler then drops what it knew of the older one), left alone
+    otherwise; owned by the Node object, so that it goes with the node.
+    ``publish_once`` is one round; ``run`` repeats it every ``interval``
+    seconds until ``stop``."""
+
+    RESOURCE = "/apis/resource.k8s.io/v1/resourceslices"
+
+    def __init__(self, api: ApiServer, node: str, socket: str | None = None,
+                 interval: float = 10.0, timeout: float = 10.0, sysfs: str = "/sys"):
+        self.api, self.node, self.socket = api, node, socket
+        self.interval, self.timeout, self.sysfs = interval, timeout, sysfs
+        self.published: dict | None = None      # the spec (less the generation) last written
+        self.stopping = threading.Event()
+
+    def wanted(self) -> dict:
+        with ac.ApiClient(self.socket, self.timeout) as c:
+            status, gpus = c.request("status"), c.request("gpus")
+        return dra.resource_slice(self.node, status, gpus,
+                                  numa_of=lambda pci: numa_node(pci, self.sysfs),
+                                  pcie_root_of=lambda pci: pcie_root(pci, self.sysfs))
+
+    def publish_once(self) -> str:
+        """One round: "created", "updated" or "unchanged"; raises
+        ApiServerError or vgpu.common.apiclient.ClientError."""
+        obj = self.wanted()
+        name = obj["metadata"]["name"]
+        spec = {k: v for k, v in obj["spec"].items() if k != "pool"}
+        try:
+            cur = self.api.request("GET", f"{self.RESOURCE}/{_q(name)}")
+        except ApiServerError as e:
+            if e.status != 404:
+                raise
+            cur = None
+        if cur is not None:
+            cur_spec = {k: v for k, v in (cur.get("spec") or {}).items() if k != "pool"}
+            if cur_spec == spec:
+                self.published = spec
+                return "unchanged"
+            gen = int(((cur.get("spec") or {}).get("pool") or {}).get("generation") or 0) + 1
+            obj["spec"]["pool"]["generation"] = gen
+            obj["metadata"] = {**obj["metadata"],
+                               "resourceVersion": (cur.get("metadata") or {}).get(
+                                   "resourceVersion", "")}
+            obj["metadata"]["ownerReferences"] = (cur.get("metadata") or {}).get(
+                "ownerReferences") or self.owner()
+            self.api.request("PUT", f"{self.RESOURCE}/{_q(name)}", obj)
+            what = "updated"
+        else:
+            obj["metadata"]["ownerReferences"] = self.owner()
+            self.api.request("POST", self.RESOURCE, obj)
+            what = "created"
+        self.published = spec
+        log.info("ResourceSlice %s %s: %d GPU(s), pool generation %d", name, what,
+                 len(obj["spec"]["devices"]), obj["spec"]["pool"]["generation"])
+        return what
+
+    def owner(self) -> list[dict]:
+        node = self.api.request("GET", f"/api/v1/nodes/{_q(self.node)}")
+        uid = (node.get("metadata") or {}).get("uid")
+        if not uid:
+            raise ApiServerError(0, f"node {self.node} has no uid")
+        return [{"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid,
+                 "controller": True}]
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.publish_once()
+            except (ApiServerError, ac.ClientError, ValueError) as e:
+                log.warning("ResourceSlice of %s not published: %s (again in %g s)",
+                            self.node, e, self.interval)
+            self.stopping.wait(self.interval)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def pcie_root(pci_bus_id: str, sysfs: str = "/sys") -> str | None:
+    """The PCI root complex above a device ("pci0000:00"), from where its
+    sysfs directory lies; None when sysfs does not have it."""
+    try:
+        real = os.path.realpath(os.path.join(sysfs, "bus", "pci", "devices", pci_bus_id))
+    except OSError:
+        return None
+    for part in Path(real).parts:
+        if re.match(r"pci[0-9a-f]{4}:[0-9a-f]{2}\Z", part):
+            return part
+    return None
 
 
 # ------------------------------------------------------------ prepare
@@ -398,9 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="vgpu-dra-plugin",
         description="vgpu's DRA kubelet plugin: prepares ResourceClaims of driver "
-                    f"{dra.DRIVER} into vgpu slices (docs/kubernetes.md, \"Dynamic Resource "
-                    "Allocation\"). Not yet supervised by vgpud, and it does not yet publish "
-                    "the ResourceSlice.")
+                    f"{dra.DRIVER} into vgpu slices and keeps the node's ResourceSlice on the "
+                    "API server (docs/kubernetes.md, \"Dynamic Resource Allocation\"). Not yet "
+                    "supervised by vgpud.")
     p.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
                    help="this node's name, the pool its devices are in (default $NODE_NAME)")
     p.add_argument("--socket", help="vgpud's API socket (default: vgpuctl's)")
@@ -412,15 +546,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fuse-mount", default=FUSE_MOUNT,
                    help="vgpud's vgpufs mount (default: %(default)s)")
     p.add_argument("--api-server", help="the API server's URL (default: in-cluster)")
+    p.add_argument("--publish-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="how often the ResourceSlice is checked against vgpud "
+                        "(default: %(default)s)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(levelname)s: %(message)s")
     if not a.node_name:
         p.error("no node name: give --node-name or set NODE_NAME")
+    if not 0.1 <= a.publish_interval <= 3600:
+        p.error(f"--publish-interval {a.publish_interval:g} is out of range (0.1 to 3600)")
     try:
-        claims = ApiServerClaims(a.api_server)
-    except (PrepareError, OSError) as e:
+        api = ApiServer(a.api_server)
+    except (ApiServerError, OSError) as e:
         p.error(str(e))
-    services = DraServices(Preparer(a.node_name, claims, a.socket, a.cdi_dir, a.fuse_mount))
+    services = DraServices(Preparer(a.node_name, ApiServerClaims(api), a.socket, a.cdi_dir,
+                                    a.fuse_mount))
+    publisher = SlicePublisher(api, a.node_name, a.socket, a.publish_interval)
+    threading.Thread(target=publisher.run, name="publisher", daemon=True).start()
     dra_srv, reg_srv = serve(services, a.plugin_dir, a.registry_dir)
     log.info("serving %s for node %s: %s/dra.sock, registration in %s", dra.DRIVER,
              a.node_name, a.plugin_dir, a.registry_dir)
@@ -428,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
+    publisher.stop()
     reg_srv.stop(2).wait()
     dra_srv.stop(2).wait()
     return 0
