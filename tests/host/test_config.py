@@ -852,7 +852,13 @@ def test_kubernetes_defaults_and_values():
 
 @pytest.mark.parametrize("body,error", [
     ('foo = 1', 'kubernetes.foo: unknown key (known: device_plugin, kubelet_dir, profile, '
-                'oversubscribe_factor, runtime_guard, pod_requests, namespace_profiles)'),
+                'oversubscribe_factor, runtime_guard, pod_requests, namespace_profiles, '
+                'dra_plugin, node_name, api_server, cdi_dir)'),
+    ('dra_plugin = 1', 'kubernetes.dra_plugin: 1 is not true or false'),
+    ('node_name = "Node_1"', 'kubernetes.node_name: "Node_1" is not a Kubernetes node name'),
+    ('api_server = "10.0.0.1:6443"', 'kubernetes.api_server: "10.0.0.1:6443" is not an '
+                                     'http(s) URL'),
+    ('cdi_dir = "run/cdi"', 'kubernetes.cdi_dir: "run/cdi" is not an absolute path'),
     ('pod_requests = "some"', 'kubernetes.pod_requests: "some" is not one of allocated, any'),
     ('pod_requests = "any"\n[kubernetes.namespace_profiles]\nteam = []',
      'kubernetes.namespace_profiles: has no effect: kubernetes.pod_requests is "any"'),
@@ -905,6 +911,18 @@ def test_kubernetes_pod_requests_and_namespace_profiles():
     b = parse_config('[profiles.a]\n[kubernetes]\ndevice_plugin = true\n'
                      '[kubernetes.namespace_profiles]\nteam-a = ["a"]\n')
     assert describe_changes(a, b) == ['kubernetes.namespace_profiles: {} -> {"team-a" = ["a"]}']
+
+
+def test_kubernetes_dra_plugin_keys():
+    k = parse_config("").kubernetes
+    assert (k.dra_plugin, k.node_name, k.api_server, str(k.cdi_dir)) == (
+        False, "", "", "/var/run/cdi")
+    k = parse_config('[kubernetes]\ndra_plugin = true\nnode_name = "gpu-7.example.com"\n'
+                     'api_server = "https://10.0.0.1:6443"\ncdi_dir = "/etc/cdi"\n').kubernetes
+    assert (k.dra_plugin, k.node_name, k.api_server, str(k.cdi_dir)) == (
+        True, "gpu-7.example.com", "https://10.0.0.1:6443", "/etc/cdi")
+    assert describe_changes(parse_config(""), parse_config("[kubernetes]\ndra_plugin = true\n")) \
+        == ["kubernetes.dra_plugin: false -> true"]
 
 
 def test_kubernetes_not_a_table_and_reload_lines():

@@ -60,8 +60,9 @@ def test_the_comparison_sees_a_changed_field(tmp_path):
 # (http.server) holding the claims, and vgpud's real operations in a thread
 # over fakes of vgpu.ko and the GPUs (daemon_support.ThreadVgpud).
 
-import http.server  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -69,83 +70,17 @@ import kubernetes_validate  # noqa: E402
 
 import grpc  # noqa: E402
 
-from vgpu.k8s import draplugin  # noqa: E402
+from vgpu.k8s import dra, draplugin  # noqa: E402
 from vgpu.k8s.draplugin import (ApiServerClaims, ApiServerError, DraServices,  # noqa: E402
                                 Preparer, SlicePublisher)
 
 from daemon_support import GiB, ThreadVgpud  # noqa: E402
+from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet  # noqa: E402
 from vgpu.daemon.health import record_fault  # noqa: E402
+from vgpu.daemon.plugin_supervisor import dra_plugin_argv  # noqa: E402
+from tools.testbed.vgpud_launcher import config as vgpud_config, running  # noqa: E402
 
-NODE = "node-1"
 UID = "7d6c1f0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f"
-
-
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-
-
-class ApiServer:
-    """The few API-server paths the plugin uses: GET of a ResourceClaim from
-    ``claims`` ({(ns, name): object}), GET of a Node from ``nodes``, and
-    ResourceSlices in ``slices`` (GET, POST, PUT with the stored
-    resourceVersion, else 409); ``writes`` counts POSTs and PUTs; 404 for
-    anything else."""
-
-    def __init__(self):
-        self.claims: dict[tuple[str, str], dict] = {}
-        self.nodes: dict[str, dict] = {NODE: {"metadata": {"name": NODE, "uid": "node-uid-1"}}}
-        self.slices: dict[str, dict] = {}
-        self.writes = 0
-        outer = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def reply(self, code, body):
-                self.send_response(code)
-                self.end_headers()
-                self.wfile.write(json.dumps(body).encode())
-
-            def do_GET(self):
-                parts = self.path.split("/")
-                body = None
-                if len(parts) == 8 and parts[1:5] == ["apis", "resource.k8s.io", "v1",
-                                                      "namespaces"]:
-                    body = outer.claims.get((parts[5], parts[7]))
-                elif self.path.startswith("/api/v1/nodes/"):
-                    body = outer.nodes.get(parts[-1])
-                elif self.path.startswith(SLICES + "/"):
-                    body = outer.slices.get(parts[-1])
-                self.reply(200, body) if body else self.reply(404, {"message": "not found"})
-
-            def body(self):
-                return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-
-            def do_POST(self):
-                obj = self.body()
-                name = obj["metadata"]["name"]
-                if self.path != SLICES or name in outer.slices:
-                    return self.reply(409, {"message": "exists"})
-                obj["metadata"]["resourceVersion"] = "1"
-                outer.slices[name] = obj
-                outer.writes += 1
-                self.reply(201, obj)
-
-            def do_PUT(self):
-                obj = self.body()
-                name = self.path.rsplit("/", 1)[1]
-                cur = outer.slices.get(name)
-                if cur is None or obj["metadata"].get("resourceVersion") != \
-                        cur["metadata"]["resourceVersion"]:
-                    return self.reply(409, {"message": "conflict"})
-                obj["metadata"]["resourceVersion"] = str(int(
-                    cur["metadata"]["resourceVersion"]) + 1)
-                outer.slices[name] = obj
-                outer.writes += 1
-                self.reply(200, obj)
-
-            def log_message(self, *a):
-                pass
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
 
 def claim(uid=UID, name="gpu-claim", ns="team", results=None):
@@ -155,38 +90,6 @@ def claim(uid=UID, name="gpu-claim", ns="team", results=None):
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"namespace": ns, "name": name, "uid": uid},
             "status": {"allocation": {"devices": {"results": results}}}}
-
-
-class Kubelet:
-    def __init__(self, services: DraServices, dra_sock, reg_sock):
-        self.s = services
-        self.dra = grpc.insecure_channel(f"unix://{dra_sock}")
-        self.reg = grpc.insecure_channel(f"unix://{reg_sock}")
-
-    def call(self, version: str, method: str, *claims):
-        api = self.s.apis[f"{version}.DRAPlugin"]
-        req_cls = api.msg[f"{method}Request"]
-        out_cls = api.msg[f"{method}Response"]
-        rpc = self.dra.unary_unary(f"/{api.package}.DRAPlugin/{method}",
-                                   request_serializer=req_cls.SerializeToString,
-                                   response_deserializer=out_cls.FromString)
-        return rpc(req_cls(claims=[api.msg["Claim"](namespace=ns, name=n, uid=u)
-                                   for ns, n, u in claims]), timeout=30)
-
-    def info(self):
-        r = self.s.reg
-        rpc = self.reg.unary_unary("/pluginregistration.Registration/GetInfo",
-                                   request_serializer=r.msg["InfoRequest"].SerializeToString,
-                                   response_deserializer=r.msg["PluginInfo"].FromString)
-        return rpc(r.msg["InfoRequest"](), timeout=10)
-
-    def notify(self, ok: bool, error: str = ""):
-        r = self.s.reg
-        rpc = self.reg.unary_unary(
-            "/pluginregistration.Registration/NotifyRegistrationStatus",
-            request_serializer=r.msg["RegistrationStatus"].SerializeToString,
-            response_deserializer=r.msg["RegistrationStatusResponse"].FromString)
-        return rpc(r.msg["RegistrationStatus"](plugin_registered=ok, error=error), timeout=10)
 
 
 @pytest.fixture
@@ -377,3 +280,39 @@ def test_the_pcie_root_is_read_from_sysfs(tmp_path):
     (tmp_path / "bus" / "pci" / "devices" / "0000:01:00.0").symlink_to(dev)
     assert draplugin.pcie_root("0000:01:00.0", str(tmp_path)) == "pci0000:00"
     assert draplugin.pcie_root("0000:02:00.0", str(tmp_path)) is None
+
+
+def test_the_argv_vgpud_runs_the_plugin_with():
+    argv = dra_plugin_argv("/run/vgpu/vgpud.sock", "node-1", "/var/lib/kubelet", "/var/run/cdi",
+                           "https://10.0.0.1:6443")
+    assert argv[1:] == ["-m", "vgpu.k8s.draplugin", "--socket", "/run/vgpu/vgpud.sock",
+                        "--node-name", "node-1",
+                        "--plugin-dir", f"/var/lib/kubelet/plugins/{dra.DRIVER}",
+                        "--registry-dir", "/var/lib/kubelet/plugins_registry",
+                        "--cdi-dir", "/var/run/cdi", "--api-server", "https://10.0.0.1:6443"]
+    assert draplugin.main.__module__ == "vgpu.k8s.draplugin"
+
+
+def test_a_real_vgpud_runs_the_plugin_which_registers_and_publishes(tmp_path):
+    """vgpud with [kubernetes] dra_plugin = true: its child serves the
+    registration in the kubelet's registry under kubelet_dir's parent and
+    publishes the node's ResourceSlice (this host has no GPU: no device)."""
+    api = ApiServer()
+    root = Path(tempfile.mkdtemp(prefix="vk", dir="/tmp"))    # short: Unix socket paths
+    cfg = vgpud_config(tmp_path, kubernetes={
+        "dra_plugin": True, "node_name": NODE, "api_server": api.url,
+        "kubelet_dir": str(root / "dp"), "cdi_dir": str(tmp_path / "cdi")})
+    try:
+        with running(tmp_path, cfg) as d:
+            reg = root / "plugins_registry" / f"{dra.DRIVER}-reg.sock"
+            deadline = time.monotonic() + 60
+            while not (reg.exists() and api.slices) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert reg.exists() and api.slices, d.log()
+            (obj,) = api.slices.values()
+            assert obj["spec"]["nodeName"] == NODE and obj["spec"]["devices"] == []
+            log = d.log()
+        assert "DRA plugin started" in log, log
+    finally:
+        api.httpd.shutdown()
+        shutil.rmtree(root, ignore_errors=True)

@@ -77,6 +77,11 @@ if [ "$VGPU_LOAD_VGPU" = 1 ] && [ -n "$loaded" ]; then
 	fi
 fi
 
+# The loopback interface, as any machine has it (the guest has no other
+# network): tests that serve HTTP to themselves (tests/vm/test_dra.py's
+# test API server) listen on 127.0.0.1.
+ip link set lo up 2>/dev/null || echo "vm-guest: cannot bring up lo"
+
 echo "vm-guest: running: $VGPU_CMD"
 sh -c "$VGPU_CMD"
 rc=$?

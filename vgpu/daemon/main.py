@@ -87,7 +87,7 @@ from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.liveness import cgroup_path, live_pids
 from vgpu.daemon.metrics import MetricsServer
 from vgpu.daemon.ops import Ops
-from vgpu.daemon.plugin_supervisor import plugin_argv, supervise
+from vgpu.daemon.plugin_supervisor import dra_plugin_argv, plugin_argv, supervise
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateError, StateStore
 from vgpu.daemon.usage import Forecaster, HistoryService
@@ -242,6 +242,8 @@ class Daemon:
             # [kubernetes] device_plugin: vgpu-device-plugin as a child, followed
             # through reloads (vgpu.daemon.plugin_supervisor)
             Service("device-plugin", partial(supervise, self._device_plugin_argv)),
+            # [kubernetes] dra_plugin: vgpu-dra-plugin the same way
+            Service("dra-plugin", partial(supervise, self._dra_plugin_argv, name="DRA plugin")),
         ]
         return out
 
@@ -417,6 +419,14 @@ class Daemon:
         return plugin_argv(self.cfg.paths.socket, k.kubelet_dir, k.profile,
                            k.oversubscribe_factor if self.cfg.node.oversubscribe_memory else None,
                            k.runtime_guard)
+
+    def _dra_plugin_argv(self) -> list[str] | None:
+        k = self.cfg.kubernetes
+        if not k.dra_plugin:
+            return None
+        node = k.node_name or os.environ.get("NODE_NAME") or socket.gethostname()
+        return dra_plugin_argv(self.cfg.paths.socket, node, str(k.kubelet_dir.parent),
+                               str(k.cdi_dir), k.api_server)
 
     # ------------------------------------------------------------- signals
     async def _signals(self, sigs, *, task_status):

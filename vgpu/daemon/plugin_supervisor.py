@@ -50,9 +50,25 @@ def plugin_argv(socket: str, kubelet_dir: str, profile: str = "",
     return argv
 
 
+def dra_plugin_argv(socket: str, node_name: str, kubelet_root: str, cdi_dir: str,
+                    api_server: str = "") -> list[str]:
+    """``vgpu-dra-plugin`` (vgpu.k8s.draplugin) for vgpud's API socket and
+    this node, its sockets under the kubelet's root directory, run by this
+    very interpreter."""
+    root = Path(kubelet_root)
+    argv = [sys.executable, "-m", "vgpu.k8s.draplugin", "--socket", str(socket),
+            "--node-name", node_name,
+            "--plugin-dir", str(root / "plugins" / "gpu.vgpu.io"),
+            "--registry-dir", str(root / "plugins_registry"), "--cdi-dir", str(cdi_dir)]
+    if api_server:
+        argv += ["--api-server", api_server]
+    return argv
+
+
 async def supervise(argv_of: Callable[[], list[str] | None], *, check: float = CHECK,
                     restart_min: float = RESTART_MIN, restart_max: float = RESTART_MAX,
-                    stable: float = STABLE, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    stable: float = STABLE, name: str = "device plugin",
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run ``argv_of()`` as a child for as long as this task lives; None:
     no child (the plugin is off).  ``argv_of`` is asked every ``check``
     seconds: a different command line (a reload) restarts the child."""
@@ -69,13 +85,13 @@ async def supervise(argv_of: Callable[[], list[str] | None], *, check: float = C
         changed = False
         async with trio.open_nursery() as n:
             proc = await n.start(partial(trio.run_process, argv, check=False, env=env))
-            log.info("device plugin started (pid %d): %s", proc.pid, " ".join(argv[1:]))
+            log.info("%s started (pid %d): %s", name, proc.pid, " ".join(argv[1:]))
             while proc.returncode is None:
                 with trio.move_on_after(check):
                     await proc.wait()
                 if proc.returncode is None and argv_of() != argv:
                     changed = True
-                    log.info("device plugin: the config changed; stopping pid %d", proc.pid)
+                    log.info("%s: the config changed; stopping pid %d", name, proc.pid)
                     n.cancel_scope.cancel()
                     break
         if changed:
@@ -83,7 +99,7 @@ async def supervise(argv_of: Callable[[], list[str] | None], *, check: float = C
             continue
         if trio.current_time() - t0 >= stable:
             delay = restart_min
-        log.warning("device plugin (pid %d) exited with status %s; restarting in %g s",
-                    proc.pid, proc.returncode, delay)
+        log.warning("%s (pid %d) exited with status %s; restarting in %g s",
+                    name, proc.pid, proc.returncode, delay)
         await trio.sleep(delay)
         delay = min(delay * 2, restart_max)

@@ -59,6 +59,10 @@ def _flatten(c: Config) -> dict[str, str]:
         "kubernetes.oversubscribe_factor": f"{c.kubernetes.oversubscribe_factor:g}",
         "kubernetes.runtime_guard": _show(c.kubernetes.runtime_guard),
         "kubernetes.pod_requests": _show(c.kubernetes.pod_requests),
+        "kubernetes.dra_plugin": _show(c.kubernetes.dra_plugin),
+        "kubernetes.node_name": _show(c.kubernetes.node_name),
+        "kubernetes.api_server": _show(c.kubernetes.api_server),
+        "kubernetes.cdi_dir": _show(c.kubernetes.cdi_dir),
         "kubernetes.namespace_profiles": "{" + ", ".join(
             f"{quote(ns)} = {_show(p)}" for ns, p in sorted(c.kubernetes.namespace_profiles.items()))
         + "}",

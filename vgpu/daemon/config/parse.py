@@ -518,7 +518,8 @@ class _Parser:
         base = Kubernetes()
         self.unknown(t, "kubernetes.", ("device_plugin", "kubelet_dir", "profile",
                                         "oversubscribe_factor", "runtime_guard",
-                                        "pod_requests", "namespace_profiles"))
+                                        "pod_requests", "namespace_profiles", "dra_plugin",
+                                        "node_name", "api_server", "cdi_dir"))
         try:
             enabled = parse_bool(t.get("device_plugin", False))
         except BadValue as e:
@@ -564,9 +565,28 @@ class _Parser:
             self.err("kubernetes.namespace_profiles", "has no effect: kubernetes.pod_requests "
                      "is \"any\" (pods' annotations are not limited); set it to "
                      "\"allocated\", or leave the table out")
+        try:
+            dra_on = parse_bool(t.get("dra_plugin", False))
+        except BadValue as e:
+            self.err("kubernetes.dra_plugin", str(e))
+            dra_on = False
+        node_name = self.string(t, "node_name", "kubernetes.node_name", "") or ""
+        if node_name and (len(node_name) > 253 or not HOSTNAME_RE.match(node_name)
+                          or node_name != node_name.lower()):
+            self.err("kubernetes.node_name", f"{quote(node_name)} is not a Kubernetes node "
+                     f"name (lower-case letters, digits, '-' and '.', at most 253)")
+            node_name = ""
+        api_server = self.string(t, "api_server", "kubernetes.api_server", "") or ""
+        if api_server and not re.match(r"https?://[^\s/?#]+(:\d{1,5})?/?\Z", api_server):
+            self.err("kubernetes.api_server", f"{quote(api_server)} is not an http(s) URL of "
+                     f"a host (https://host:port)")
+            api_server = ""
         return Kubernetes(device_plugin=enabled, kubelet_dir=kdir, profile=profile,
                           oversubscribe_factor=float(factor), runtime_guard=guard,
-                          pod_requests=pod_requests, namespace_profiles=ns_profiles)
+                          pod_requests=pod_requests, namespace_profiles=ns_profiles,
+                          dra_plugin=dra_on, node_name=node_name, api_server=api_server,
+                          cdi_dir=self.abspath(t, "cdi_dir", "kubernetes.cdi_dir",
+                                               base.cdi_dir))
 
     def parse_namespace_profiles(self, t: Mapping[str, Any], profiles: Mapping[str, SliceSpec],
                                  bad_profiles: set[str]) -> dict[str, tuple[str, ...]]:

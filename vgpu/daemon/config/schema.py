@@ -279,6 +279,16 @@ class Kubernetes:
     #: namespace (or "*", every namespace) -> the profiles a pod there may
     #: name with vgpu.io/profile; its allocation's memory and compute stay
     namespace_profiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: vgpud runs vgpu-dra-plugin (vgpu.k8s.draplugin): Dynamic Resource
+    #: Allocation's kubelet plugin; ``node_name``: this node's (the pool of
+    #: its ResourceSlice; "" for $NODE_NAME, else the host's name);
+    #: ``api_server``: the API server's URL ("" for in-cluster); its
+    #: sockets go under kubelet_dir's parent (plugins/, plugins_registry/),
+    #: a prepared claim's CDI spec to ``cdi_dir``
+    dra_plugin: bool = False
+    node_name: str = ""
+    api_server: str = ""
+    cdi_dir: Path = Path("/var/run/cdi")
 
     def profiles_for(self, namespace: str) -> tuple[str, ...]:
         """The profiles a pod in ``namespace`` may name, sorted."""
