@@ -8,6 +8,7 @@ request policies admit; the class selects the driver the slices name."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import kubernetes_validate
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from vgpu.daemon.health import record_fault
-from vgpu.k8s import dra
+from vgpu.k8s import dra, draplugin
 
 from daemon_support import call
 
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "dra"
 #: releases whose resource.k8s.io/v1 has consumable capacity (1.34: alpha)
 K8S_VERSIONS = ("1.34", "1.37")
-FILES = ("deviceclass.yaml", "example-claim.yaml")
+FILES = ("deviceclass.yaml", "example-claim.yaml", "rbac.yaml")
 MiB, GiB = 1 << 20, 1 << 30
 
 
@@ -205,3 +206,31 @@ async def test_whatever_the_scheduler_admits_vgpud_admits_on_that_gpu(env):
             assert r["ok"], (asked, need, used[j], r)
             placed += 1
         assert placed >= 8 and refused >= 1, (placed, refused)
+
+
+
+def test_the_plugins_role_allows_what_it_calls_and_no_more():
+    """Every API-server call of vgpu.k8s.draplugin (its ApiServer's
+    requests: claims read, the Node read, its ResourceSlice read, created,
+    replaced) is in the ClusterRole, and the role grants nothing else; the
+    binding names vgpud's ServiceAccount."""
+    role, binding = docs("rbac.yaml")
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}
+    src = Path(draplugin.__file__).read_text()
+    used = set()
+    if re.search(r'"GET", f"/apis/resource.k8s.io/v1/namespaces/[^\n]*\n\s*f"/resourceclaims/',
+                 src):
+        used.add(("resource.k8s.io", "resourceclaims", "get"))
+    if re.search(r'"GET", f"/api/v1/nodes/', src):
+        used.add(("", "nodes", "get"))
+    verbs = {"GET": "get", "POST": "create", "PUT": "update"}
+    for m in re.finditer(r'self\.api\.request\("(GET|POST|PUT)", (?:f")?\{?self\.RESOURCE', src):
+        used.add(("resource.k8s.io", "resourceslices", verbs[m.group(1)]))
+    assert len(used) == 5, used
+    assert granted == used
+    kvgpud = yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "vgpud.yaml").read_text())
+    (sa,) = [d for d in kvgpud if d and d["kind"] == "ServiceAccount"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": sa["metadata"]["namespace"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
