@@ -147,6 +147,10 @@ def test_a_claim_is_prepared_into_its_slice_and_unprepared(node, version):
     assert [x["name"] for x in spec["devices"]] == [f"claim-{UID}-0"]
     nodes = spec["devices"][0]["containerEdits"]["deviceNodes"]
     assert nodes[0]["hostPath"] == f"/run/vgpu/fs/claim-{UID}-0/dev/nvidiactl"
+    # its hook binds the pod's cgroup: the claim's containers share the slice
+    (hook,) = spec["devices"][0]["containerEdits"]["hooks"]
+    assert hook["args"][-4:] == ["--attach-pod", "--mount-slice", f"claim-{UID}-0",
+                                 "createRuntime"]
 
     for _ in range(2):                      # unprepare, and again: done already
         r = kubelet.call(version, "NodeUnprepareResources", ("team", "gpu-claim", UID))

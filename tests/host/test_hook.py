@@ -874,6 +874,10 @@ def test_runtime_adds_nothing_for_an_image_env_request_unless_allowed(tmp_path, 
 
 def test_mount_slice_argument(tmp_path, fake):
     assert cmdline.parse_argv(["--mount-slice", "c1", "createRuntime"]).mount_slice == "c1"
+    o = cmdline.parse_argv(["--attach-pod", "--mount-slice", "c1", "createRuntime"])
+    assert (o.mount_slice, o.attach_pod) == ("c1", True)
+    with pytest.raises(ValueError, match="--attach-pod goes with --mount-slice"):
+        cmdline.parse_argv(["--attach-pod", "createRuntime"])
     for bad in ("", "a/b", ".."):
         with pytest.raises(ValueError):
             cmdline.parse_argv(["--mount-slice", bad])

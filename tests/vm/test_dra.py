@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
 
-from container_support import daemon  # noqa: F401  (the fixture)
+from container_support import PY, ROOT, RUNC, poll
+from container_support import daemon, runc  # noqa: F401  (the fixtures)
 from container_support import pytestmark  # noqa: F401
 from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet
 from vgpu.k8s import dra, draplugin
@@ -123,3 +126,80 @@ def test_claims_the_scheduler_would_place_are_all_prepared(plugin, daemon):  # n
         prepared += 1
     assert prepared >= 8
     assert len(daemon.slices()) == prepared
+
+
+TOP = "vgpu-dra-test"
+SB = "9a8b7c6d5e4f30211203f4e5d6c7b8a90a1b2c3d4e5f60718293a4b5c6d7e8f9"
+POD_UID = "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a"
+
+
+def cdi_bundle(runc, tag: str, spec: dict, hook: Path, script: str) -> Path:  # noqa: F811
+    """A runc bundle of a container of pod POD_UID, with the CDI spec's
+    edits applied as a CDI runtime applies them (the device nodes by their
+    major and minor, the device rule, the createRuntime hook; the hook's
+    path is the test's stand-in for make install's link)."""
+    ann = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": SB,
+           "io.kubernetes.cri.sandbox-name": "web", "io.kubernetes.cri.sandbox-namespace": "team",
+           "io.kubernetes.cri.sandbox-uid": POD_UID, "io.kubernetes.cri.container-name": tag}
+    b = runc.bundle(tag, script, ann)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["linux"]["cgroupsPath"] = f"/{TOP}/pod{POD_UID}/{tag}"
+    edits = spec["devices"][0]["containerEdits"]
+    for n in edits["deviceNodes"]:
+        cfg["linux"].setdefault("devices", []).append(
+            {"path": n["path"], "type": "c", "major": n["major"], "minor": n["minor"],
+             "fileMode": 0o666, "uid": 0, "gid": 0})
+        cfg["linux"]["resources"].setdefault("devices", []).append(
+            {"allow": True, "type": "c", "major": n["major"], "minor": n["minor"],
+             "access": "rw"})
+    cfg.setdefault("hooks", {}).setdefault("createRuntime", []).extend(
+        {"path": str(hook), "args": h["args"], "env": h["env"], "timeout": h["timeout"]}
+        for h in edits["hooks"])
+    (b / "config.json").write_text(json.dumps(cfg))
+    return b
+
+
+def test_the_containers_of_a_pod_share_its_claims_slice(plugin, daemon, runc):  # noqa: F811
+    """A claim both containers of a pod name (the CDI spec the plugin wrote,
+    applied as a CDI runtime would): the first container's hook attaches the
+    slice to the pod's cgroup, the second's attaches the same, and both open
+    the slice's nodes at once; the slice is bound to the pod, not to either."""
+    api, kubelet, tmp = plugin
+    api.claims[("team", f"c-{UID[:8]}")] = claim(UID, [result(0, 128 * MiB)])
+    r = kubelet.call("v1", "NodePrepareResources", ("team", f"c-{UID[:8]}", UID))
+    assert r.claims[UID].error == "", r.claims[UID].error
+    name = f"claim-{UID}-0"
+    spec = json.loads((tmp / "cdi" / f"vgpu-{name}.json").read_text())
+    hook = tmp / "vgpu-oci-hook"
+    hook.write_text(f"#!/bin/sh\nexec {PY} -I -S -c 'import sys; sys.path.insert(0, "
+                    f"\"{ROOT}\"); from vgpu.cli.hook import main; sys.exit(main())' \"$@\"\n")
+    hook.chmod(0o755)
+    hold = ("exec 3<>/dev/nvidiactl && touch /shared/{t}.open && "
+            "while [ ! -e /shared/stop ]; do sleep 0.2; done")
+    try:
+        for tag in ("app", "side"):
+            b = cdi_bundle(runc, tag, spec, hook, hold.format(t=tag))
+            out = tmp / f"{tag}.out"
+            with open(out, "wb") as f:
+                rr = subprocess.run([RUNC, "--root", runc.root, "run", "-d", "--bundle", str(b),
+                                     f"dra-{tag}"], stdin=subprocess.DEVNULL, stdout=f,
+                                    stderr=f, timeout=300)
+            runc.ids.append(f"dra-{tag}")
+            assert rr.returncode == 0, f"{out.read_text()}\n{daemon.log()}"
+            assert poll(lambda tag=tag: (runc.shared / f"{tag}.open").exists(), 120), \
+                f"{out.read_text()}\n{daemon.log()}"
+        sl = daemon.ctl("show", name)["slice"]
+        assert sl["attached"].rstrip("/").endswith(f"/{TOP}/pod{POD_UID}"), sl
+        assert len(sl["pids"]) >= 2, sl              # both containers hold its nodes open
+    finally:
+        (runc.shared / "stop").touch()
+        for tag in ("app", "side"):
+            runc.runc("kill", f"dra-{tag}", "KILL")
+            poll(lambda tag=tag: runc.state(f"dra-{tag}").get("status") in (None, "stopped"), 60)
+            runc.runc("delete", "--force", f"dra-{tag}")
+        base = Path("/sys/fs/cgroup") / TOP
+        for d in sorted((p for p, _, _ in os.walk(base)), key=len, reverse=True):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass

@@ -25,7 +25,8 @@ CDI_VERSION = "0.5.0"
 
 
 def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
-             socket: str | None = None, driver: DriverFiles | None = None) -> dict:
+             socket: str | None = None, driver: DriverFiles | None = None,
+             attach_pod: bool = False) -> dict:
     """A CDI spec (cdiVersion CDI_VERSION, kind vgpu.io/slice): one device per
     slice, named by its container, whose nodes are the slice's vgpufs nodes
     (hostPath) at /dev/nvidia*, and a createRuntime hook that bind-mounts
@@ -33,8 +34,9 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
     mount there ("inside /proc"), so the view cannot be a CDI mount.  The
     hook also attaches the slice to the container's cgroup through vgpud
     (``socket``, when not the default): vgpu.ko opens an unbound slice for
-    host administrators only.  The hook entry's env is explicit (runc would
-    otherwise choose it).
+    host administrators only (``attach_pod``: to the cgroup of the
+    container's pod, so that the pod's containers share it: a DRA claim).
+    The hook entry's env is explicit (runc would otherwise choose it).
 
     With ``driver`` (vgpu.common.driverfiles.discover()), the spec's own
     containerEdits, which apply with any of its devices, bring the host
@@ -72,6 +74,7 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
                 "hooks": [{"hookName": "createRuntime", "path": hook,
                            "args": ["vgpu-oci-hook", "--fuse-mount", fuse_mount,
                                     *(["--socket", socket] if socket else []),
+                                    *(["--attach-pod"] if attach_pod else []),
                                     "--mount-slice", cid, "createRuntime"],
                            "env": list(HOOK_ENV), "timeout": 15}],
             },

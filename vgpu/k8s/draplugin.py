@@ -28,11 +28,14 @@ The node's ResourceSlice (vgpu.k8s.dra) is kept on the API server by
 SlicePublisher: created, replaced with the pool's generation one higher
 when vgpud's GPUs change (a fault included), owned by the Node.
 
-Not built yet: running under vgpud's supervision (with its DaemonSet and
-RBAC), admin access (refused, saying so), and
-a claim shared by several containers: the CDI hook binds the slice to the
-cgroup of the container that starts with it, so a second container of the
-claim would take it over.
+The spec's hook attaches the slice to the pod's cgroup (``--attach-pod``),
+so the containers of a pod share their claim's slice; a claim shared by
+another pod too is refused at that pod's start while the first one runs
+(vgpud's attach: one cgroup at a time).  vgpud runs the plugin with
+``[kubernetes] dra_plugin = true``.
+
+Not built yet: a DRA variant of the DaemonSet, and admin access (refused,
+saying so).
 """
 
 from __future__ import annotations
@@ -388,7 +391,8 @@ class Preparer:
                         raise PrepareError(f"{a.device}: vgpud: {e.message}") from None
                     if not res.get("reused"):
                         made.append(sname)
-                    spec = cdi_spec([res["slice"]], self.fuse_mount, socket=self.socket)
+                    spec = cdi_spec([res["slice"]], self.fuse_mount, socket=self.socket,
+                                    attach_pod=True)
                     self.cdi_dir.mkdir(parents=True, exist_ok=True)
                     atomic_write(self.spec_path(sname), json.dumps(spec, indent=1) + "\n",
                                  mode=0o644)

@@ -18,7 +18,7 @@ TIMEOUT_MAX = 3600.0    # --timeout's bound, in seconds
 
 USAGE = f"""\
 usage: {PROG} [--socket PATH] [--timeout S] [--fuse-mount DIR] [--debug] [STAGE]
-       {PROG} [--fuse-mount DIR] [--debug] --mount-slice SLICE createRuntime
+       {PROG} [--fuse-mount DIR] [--debug] [--attach-pod] --mount-slice SLICE createRuntime
        {PROG} [--fuse-mount DIR] [--debug] --cgroup DIR|--pid-start TICKS --rebind PID CONTAINER
        {PROG} [--debug] [--cdi-link TARGET::LINK]... [--cdi-ldconfig DIR]... createRuntime
 
@@ -43,6 +43,10 @@ options:
   --mount-slice SLICE
                     CDI flow: mount the views of the existing slice SLICE
                     into the container (createRuntime); nothing is created
+  --attach-pod      with --mount-slice: attach the slice to the cgroup of the
+                    container's Kubernetes pod (its CRI annotations name it),
+                    so that every container of the pod opens it (a DRA claim
+                    its containers share); another pod's is refused
   --rebind PID CONTAINER
                     re-bind a running container's /proc/driver/nvidia view to
                     the current vgpufs mount (vgpud does this after a restart)
@@ -76,6 +80,7 @@ class Opts:
     rebind_cgroup: str | None = None      # what --rebind checks the pid against
     rebind_start: int | None = None
     mount_slice: str | None = None
+    attach_pod = False                     # --mount-slice: bind the pod's cgroup
     cdi_links: list[tuple[str, str]]       # (target name, link path in the container)
     cdi_ldconfig: list[str]                # container directories for ldconfig
 
@@ -153,6 +158,8 @@ def parse_argv(argv: list[str]) -> Opts:
                 o.fuse_mount = value
         elif a == "--debug":
             o.debug = True
+        elif a == "--attach-pod":
+            o.attach_pod = True
         elif a == "--rebind":
             if i + 2 > len(argv):
                 raise ValueError("--rebind needs PID and CONTAINER")
@@ -176,4 +183,6 @@ def parse_argv(argv: list[str]) -> Opts:
             o.stage = a
         else:
             raise ValueError(f"unexpected argument {quote(a)}")
+    if o.attach_pod and o.mount_slice is None:
+        raise ValueError("--attach-pod goes with --mount-slice")
     return o

@@ -16,8 +16,8 @@ from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_o
 from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
-from vgpu.common.request import (Scope, ScopeError, honoured_scope, real_gpu_refusal,
-                                 vgpu_major)
+from vgpu.common.request import (Scope, ScopeError, annotations_of, cri_fields, honoured_scope,
+                                 real_gpu_refusal, vgpu_major)
 
 
 def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
@@ -128,6 +128,13 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     # vgpu.ko opens an unbound slice for host administrators only: bind the
     # operator's slice to this container's own cgroup for as long as it runs
     cg = own_cgroup(cid, pid, cgroup_of(pid)[0])
+    if o.attach_pod:
+        # a claim its pod's containers share: the pod's cgroup (the parent
+        # of the container's own, named by the uid the CRI annotations
+        # give), which vgpud's attach keeps while it has processes, so a
+        # second container of the pod attaches the same and another pod's
+        # is refused (pod_cgroup refuses a parent of any other name)
+        cg = pod_cgroup(cid, cg, (cri_fields(annotations_of(state, config)) or {}).get("pod_uid"))
     client = ac.ApiClient(o.socket, o.timeout)
     try:
         res = client.request("attach", container=name, cgroup=cg)
