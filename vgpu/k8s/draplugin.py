@@ -47,6 +47,7 @@ import os
 import re
 import signal
 import ssl
+import tempfile
 import threading
 import urllib.parse
 import urllib.request
@@ -69,8 +70,11 @@ from vgpu.k8s.watch import numa_node
 log = logging.getLogger("vgpu-dra-plugin")
 
 HERE = Path(__file__).parent
-#: the DRAPlugin versions served, each (its .proto, the registration's name of it)
-VERSIONS = (("dra_v1.proto", "v1.DRAPlugin"), ("dra_v1beta1.proto", "v1beta1.DRAPlugin"))
+#: the DRAPlugin versions served (the registration's names of them); the
+#: API is the same in both, only its package differs: dra_v1.proto is its
+#: one text, and v1beta1's is made from it (dra_proto)
+VERSIONS = ("v1", "v1beta1")
+DRA_PROTO = HERE / "dra_v1.proto"
 REGISTRATION_PROTO = HERE / "pluginregistration_v1.proto"
 PLUGIN_TYPE = "DRAPlugin"
 REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
@@ -429,6 +433,18 @@ class Preparer:
 
 
 # ------------------------------------------------------------ gRPC
+def dra_proto(version: str, directory: Path) -> Path:
+    """The DRA API's .proto for ``version`` ("v1", "v1beta1") in
+    ``directory``: dra_v1.proto with its package's last part replaced."""
+    text = DRA_PROTO.read_text()
+    old = "package k8s.io.kubelet.pkg.apis.dra.v1;"
+    if old not in text:
+        raise RuntimeError(f"{DRA_PROTO} names no package {old!r}")
+    out = Path(directory) / f"dra_{version}.proto"
+    out.write_text(text.replace(old, f"package k8s.io.kubelet.pkg.apis.dra.{version};"))
+    return out
+
+
 class DraServices:
     """The DRAPlugin service in every version of VERSIONS, and the
     registration, over one Preparer."""
@@ -436,7 +452,10 @@ class DraServices:
     def __init__(self, preparer: Preparer, driver: str = dra.DRIVER):
         self.preparer = preparer
         self.driver = driver
-        self.apis = {svc: Api(HERE / proto) for proto, svc in VERSIONS}
+        self.apis = {}
+        for v in VERSIONS:
+            with tempfile.TemporaryDirectory(prefix="vgpu-dra-") as d:
+                self.apis[f"{v}.DRAPlugin"] = Api(dra_proto(v, Path(d)))
         self.reg = Api(REGISTRATION_PROTO)
         self.registered = threading.Event()
 
@@ -488,7 +507,7 @@ class DraServices:
 
         def get_info(req, ctx):
             return r.msg["PluginInfo"](type=PLUGIN_TYPE, name=self.driver, endpoint=endpoint,
-                                       supported_versions=[svc for _, svc in VERSIONS])
+                                       supported_versions=[f"{v}.DRAPlugin" for v in VERSIONS])
 
         def notify(req, ctx):
             if req.plugin_registered:
