@@ -855,6 +855,8 @@ def test_kubernetes_defaults_and_values():
                 'oversubscribe_factor, runtime_guard, pod_requests, namespace_profiles, '
                 'dra_plugin, node_name, api_server, cdi_dir)'),
     ('dra_plugin = 1', 'kubernetes.dra_plugin: 1 is not true or false'),
+    ('dra_plugin = true\nkubelet_dir = "/' + "d" * 70 + '/dp"',
+     "parent is too long for the DRA plugin's Unix sockets in it (at most 69 bytes)"),
     ('node_name = "Node_1"', 'kubernetes.node_name: "Node_1" is not a Kubernetes node name'),
     ('api_server = "10.0.0.1:6443"', 'kubernetes.api_server: "10.0.0.1:6443" is not an '
                                      'http(s) URL'),

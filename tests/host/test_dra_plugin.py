@@ -67,6 +67,7 @@ from vgpu.k8s.draplugin import (ApiServerClaims, ApiServerError, DraServices,  #
 from daemon_support import GiB, ThreadVgpud  # noqa: E402
 from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet  # noqa: E402
 from vgpu.daemon.health import record_fault  # noqa: E402
+from vgpu.daemon.config.schema import K8S_DRA_SOCK_MAX  # noqa: E402
 from vgpu.daemon.plugin_supervisor import dra_plugin_argv  # noqa: E402
 from tools.testbed.vgpud_launcher import config as vgpud_config, running  # noqa: E402
 
@@ -285,6 +286,9 @@ def test_the_argv_vgpud_runs_the_plugin_with():
                         "--registry-dir", "/var/lib/kubelet/plugins_registry",
                         "--cdi-dir", "/var/run/cdi", "--api-server", "https://10.0.0.1:6443"]
     assert draplugin.main.__module__ == "vgpu.k8s.draplugin"
+    # the config's bound on kubelet_dir's parent is the longest of those paths
+    assert K8S_DRA_SOCK_MAX == len(f"/plugins_registry/{dra.DRIVER}-reg.sock") >= \
+        len(f"/plugins/{dra.DRIVER}/dra.sock")
 
 
 def test_a_real_vgpud_runs_the_plugin_which_registers_and_publishes(tmp_path):

@@ -32,7 +32,7 @@ from vgpu.daemon.config.schema import (AUDIT_KEYS, AuditSpec, Config, ConfigErro
                                        ForecastSpec, GC_MAX, GC_MIN, GROUP_RE, HISTORY_INTERVAL,
                                        HISTORY_RETENTION_MAX, HISTORY_SIZE_MIN, HISTORY_STEP,
                                        HOSTNAME_RE, History, K8S_FACTOR_MAX, K8S_NAMESPACE_RE,
-                                       K8S_POD_REQUESTS, K8S_SOCK_NAME_MAX,
+                                       K8S_DRA_SOCK_MAX, K8S_POD_REQUESTS, K8S_SOCK_NAME_MAX,
                                        Kubernetes, LABEL_KEY_RE, LABEL_VALUE_RE, LEAD_MAX,
                                        LEAD_MIN, LIMIT_KEYS, LOG_LEVELS, Limits, MAX_CHANNELS_MAX,
                                        Node, OVER_QUOTA_ACTIONS, PERIOD_MAX, PERIOD_MIN, Paths,
@@ -570,6 +570,10 @@ class _Parser:
         except BadValue as e:
             self.err("kubernetes.dra_plugin", str(e))
             dra_on = False
+        if dra_on and len(str(kdir.parent).rstrip("/").encode()) + K8S_DRA_SOCK_MAX > SUN_PATH_MAX:
+            self.err("kubernetes.kubelet_dir", f"{quote(str(kdir))}'s parent is too long for "
+                     f"the DRA plugin's Unix sockets in it (at most "
+                     f"{SUN_PATH_MAX - K8S_DRA_SOCK_MAX} bytes)")
         node_name = self.string(t, "node_name", "kubernetes.node_name", "") or ""
         if node_name and (len(node_name) > 253 or not HOSTNAME_RE.match(node_name)
                           or node_name != node_name.lower()):

@@ -330,6 +330,9 @@ K8S_POD_REQUESTS = ("allocated", "any")
 #: a Kubernetes namespace's name (an RFC 1123 label), or "*" in namespace_profiles
 K8S_NAMESPACE_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 K8S_SOCK_NAME_MAX = 26
+#: the longest socket path the DRA plugin makes under kubelet_dir's parent
+#: (vgpu.daemon.plugin_supervisor.dra_plugin_argv)
+K8S_DRA_SOCK_MAX = len("/plugins_registry/gpu.vgpu.io-reg.sock")
 
 
 @dataclass(frozen=True)
