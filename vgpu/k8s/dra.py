@@ -7,9 +7,8 @@ Resource Allocation").
 
 This module only describes; it does no I/O.  ``resource_slice`` builds the
 object from vgpud's ``status`` and ``gpus`` results (docs/api.md), the
-shape deploy/dra/'s DeviceClass and claims select and consume; the
-plugin that publishes it and prepares claims into slices is issue 35's
-next step (not built yet).
+shape deploy/dra/'s DeviceClass and claims select and consume;
+vgpu.k8s.draplugin publishes it and prepares claims into slices.
 
 One device per GPU vgpud slices, named ``gpu-<index>``:
 
