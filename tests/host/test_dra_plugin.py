@@ -5,12 +5,27 @@ services, methods, messages, field numbers and types."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
+import threading
+import time
 from pathlib import Path
 
+import grpc
+import kubernetes_validate
 import pytest
 
+from daemon_support import GiB, ThreadVgpud
 from proto_support import compile_fds, shape
-from vgpu.k8s.draplugin import dra_proto
+from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet
+from tools.testbed.vgpud_launcher import config as vgpud_config, running
+from vgpu.daemon.config.schema import K8S_DRA_SOCK_MAX
+from vgpu.daemon.health import record_fault
+from vgpu.daemon.plugin_supervisor import dra_plugin_argv
+from vgpu.k8s import dra, draplugin
+from vgpu.k8s.draplugin import (ApiServerClaims, ApiServerError, DraServices, Preparer,
+                                SlicePublisher, dra_proto)
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = REPO / "vgpu" / "k8s"
@@ -50,26 +65,6 @@ def test_the_comparison_sees_a_changed_field(tmp_path):
 # (http.server) holding the claims, and vgpud's real operations in a thread
 # over fakes of vgpu.ko and the GPUs (daemon_support.ThreadVgpud).
 
-import json  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-import kubernetes_validate  # noqa: E402
-
-import grpc  # noqa: E402
-
-from vgpu.k8s import dra, draplugin  # noqa: E402
-from vgpu.k8s.draplugin import (ApiServerClaims, ApiServerError, DraServices,  # noqa: E402
-                                Preparer, SlicePublisher)
-
-from daemon_support import GiB, ThreadVgpud  # noqa: E402
-from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet  # noqa: E402
-from vgpu.daemon.health import record_fault  # noqa: E402
-from vgpu.daemon.config.schema import K8S_DRA_SOCK_MAX  # noqa: E402
-from vgpu.daemon.plugin_supervisor import dra_plugin_argv  # noqa: E402
-from tools.testbed.vgpud_launcher import config as vgpud_config, running  # noqa: E402
 
 UID = "7d6c1f0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f"
 
@@ -180,6 +175,21 @@ def test_a_claim_that_cannot_be_prepared_says_why_and_leaves_nothing(node, chang
     assert not r.claims[UID].devices
     assert slices(v) == {}
     assert not (tmp / "cdi").exists() or list((tmp / "cdi").iterdir()) == []
+
+
+@pytest.mark.parametrize("uid", ["*", "../x", "", "a" * 65])
+def test_a_uid_that_is_not_one_names_no_slice_and_no_file(node, uid):
+    """The kubelet's claim UID names slices and a glob of the CDI
+    directory: anything else is refused in both directions, touching
+    nothing (a spec of another claim stays)."""
+    v, api, kubelet, services, tmp = node
+    (tmp / "cdi").mkdir()
+    other = tmp / "cdi" / f"vgpu-claim-{UID}-0.json"
+    other.write_text("{}")
+    for method in ("NodePrepareResources", "NodeUnprepareResources"):
+        r = kubelet.call("v1", method, ("team", "gpu-claim", uid))
+        assert f"claim uid {uid!r} is not a UID" in r.claims[uid].error
+    assert other.exists() and slices(v) == {}
 
 
 def test_a_claim_the_api_server_lacks_is_an_error(node):

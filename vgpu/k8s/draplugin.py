@@ -346,6 +346,12 @@ def pcie_root(pci_bus_id: str, sysfs: str = "/sys") -> str | None:
 
 
 # ------------------------------------------------------------ prepare
+def check_uid(uid: str) -> None:
+    """The kubelet's claim UID, before it names a slice or a file."""
+    if not _UID_RE.match(uid or ""):
+        raise PrepareError(f"claim uid {uid!r} is not a UID")
+
+
 def slice_name(uid: str, i: int) -> str:
     return f"claim-{uid}-{i}"
 
@@ -371,8 +377,7 @@ class Preparer:
 
     def prepare(self, namespace: str, name: str, uid: str) -> list[tuple[Allocation, str]]:
         """(allocation, CDI device) of each device result; PrepareError."""
-        if not _UID_RE.match(uid or ""):
-            raise PrepareError(f"claim uid {uid!r} is not a UID")
+        check_uid(uid)
         allocs = allocations(self.claims.get(namespace, name), uid, self.node)
         made: list[str] = []
         out = []
@@ -409,6 +414,7 @@ class Preparer:
 
     def unprepare(self, uid: str) -> None:
         """Delete the claim's slices and their CDI specs; PrepareError."""
+        check_uid(uid)          # it names files: a glob of the CDI directory
         with self.lock, ac.ApiClient(self.socket, self.timeout) as client:
             try:
                 slices = client.request("list").get("slices") or []
