@@ -100,6 +100,7 @@ except ImportError:     # pragma: no cover
     pyfuse3 = None
 
 from vgpu.abi import uapi
+from vgpu.common.request import FUSE_MOUNT
 from vgpu.common.values import BadValue, parse_container
 
 log = logging.getLogger("vgpud.fs")
@@ -118,7 +119,7 @@ MNT_DETACH = 2
 #: closed): a container cannot grow vgpud's memory without bound
 MAX_OPEN_PER_SLICE = 1024
 #: the default mount point ([paths] fuse_mount): its parent is vgpud's, 0700
-DEFAULT_MOUNT = "/run/vgpu/private/fs"
+DEFAULT_MOUNT = FUSE_MOUNT
 
 MINOR_CTL = getattr(uapi, "VGPU_MINOR_CTL", 0)
 MINOR_UVM = getattr(uapi, "VGPU_MINOR_UVM", 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vgpu.abi import allowlist
-from vgpu.common.request import ALLOCATED_BY, ALLOCATED_LABEL, LABELS
+from vgpu.common.request import ALLOCATED_BY, ALLOCATED_LABEL, FUSE_MOUNT, LABELS
 from vgpu.common.values import (LAYER_FLAGS, BadValue, format_duration, format_percent, format_size,
                                 parse_percent, parse_policy, parse_priority, parse_size, quote)
 
@@ -239,7 +239,7 @@ def items_text(n: int) -> str:
 class Paths:
     socket: Path = Path("/run/vgpu/vgpud.sock")
     state_dir: Path = Path("/var/lib/vgpu")
-    fuse_mount: Path | None = Path("/run/vgpu/private/fs")   # None: no vgpufs; parent 0700
+    fuse_mount: Path | None = Path(FUSE_MOUNT)   # None: no vgpufs; parent 0700
 
 
 @dataclass(frozen=True)
