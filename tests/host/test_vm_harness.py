@@ -70,6 +70,32 @@ def test_summary_fails_on_kernel_warning(capsys):
     assert "kernel log holds warnings" in capsys.readouterr().out
 
 
+STARVED = """\
+[   86.777574] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[   86.777574] rcu: \tAll QSes seen, last rcu_preempt kthread activity 5252 (4294914001-4294908749), jiffies_till_next_fqs=1, root ->qsmask 0x0
+[   86.777574] rcu: rcu_preempt kthread starved for 5252 jiffies! g13757 f0x2 RCU_GP_WAIT_FQS(5) ->state=0x0 ->cpu=1
+[   86.777574] rcu: \tUnless rcu_preempt kthread gets sufficient CPU time, OOM is now expected behavior.
+"""
+STALLED = """\
+[   92.4] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[   92.4] rcu: \t1-...!: (0 ticks this GP) idle=9a4/1/0x4000000000000000 softirq=1/1 fqs=0
+[   92.4] \t(detected by 0, t=5252 jiffies, g=13757, q=12 ncpus=2)
+"""
+
+
+def test_an_rcu_report_of_host_starvation_is_noted_not_failed(capsys):
+    """No CPU stalled ("All QSes seen"): the host did not run the vCPU;
+    a report naming a stalled CPU fails as before."""
+    result = {"rc": 0, "checks": []}
+    assert vm.summarize(result, STARVED, False, 1.0, _args()) == 0
+    out = capsys.readouterr().out
+    assert "vm: note: 1 RCU report(s) with no CPU or task stalled" in out
+    assert "dmesg check: ok" in out
+    assert vm.summarize(result, STALLED, False, 1.0, _args()) == 125
+    assert vm.summarize(result, STARVED + "[ 90.0] WARNING: CPU: 1 PID: 2 at x.c:3 f\n", False,
+                        1.0, _args()) == 125
+
+
 def test_summary_fails_on_failed_check(capsys):
     result = {"rc": 0, "checks": [{"name": "nvsim-leaks", "ok": False, "detail": "objects 3"}]}
     assert vm.summarize(result, "", False, 1.0, _args()) == 125
