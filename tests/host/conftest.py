@@ -24,6 +24,7 @@ def env(tmp_path):
     mgr = SliceManager(cfg, "test.toml", KernelPort(factory=lambda: k), StateStore(tmp_path / "state"),
                        FakeInventory())
     mgr.load_state()
+    mgr.sysfs = str(tmp_path / "sys")       # no adapter, not the machine's own
     return mgr, k, tmp_path
 
 

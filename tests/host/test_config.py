@@ -55,6 +55,15 @@ def test_example_documents_every_key():
         assert re.search(rf"^{key} = ", text, re.M), key
     for section in ["paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc"]:
         assert f"[{section}]" in text
+    # and every key of these tables, as the parser lists them (commented
+    # out where the default is right for most nodes)
+    for section in ["paths", "api", "scheduler", "metrics", "log", "gc", "history", "node",
+                    "kubernetes"]:
+        (err,) = errors(f"[{section}]\nzz = 1")
+        known = re.search(r"\(known: ([^)]*)\)", err).group(1).split(", ")
+        for key in known:
+            assert re.search(rf"^(# )?({key} = |\[{section}\.{key}\]$)", text, re.M), \
+                f"{section}.{key}"
 
 
 def test_docs_example_parses():
@@ -853,7 +862,11 @@ def test_kubernetes_defaults_and_values():
 @pytest.mark.parametrize("body,error", [
     ('foo = 1', 'kubernetes.foo: unknown key (known: device_plugin, kubelet_dir, profile, '
                 'oversubscribe_factor, runtime_guard, pod_requests, namespace_profiles, '
-                'dra_plugin, node_name, api_server, cdi_dir)'),
+                'dra_plugin, dra_admin_access, node_name, api_server, cdi_dir)'),
+    ('dra_admin_access = true', 'kubernetes.dra_admin_access: has no effect without '
+                                'kubernetes.dra_plugin = true'),
+    ('dra_plugin = true\ndra_admin_access = "yes"',
+     'kubernetes.dra_admin_access: "yes" is not true or false'),
     ('dra_plugin = 1', 'kubernetes.dra_plugin: 1 is not true or false'),
     ('dra_plugin = true\nkubelet_dir = "/' + "d" * 70 + '/dp"',
      "parent is too long for the DRA plugin's Unix sockets in it (at most 69 bytes)"),
@@ -925,6 +938,8 @@ def test_kubernetes_dra_plugin_keys():
         True, "gpu-7.example.com", "https://10.0.0.1:6443", "/etc/cdi")
     assert describe_changes(parse_config(""), parse_config("[kubernetes]\ndra_plugin = true\n")) \
         == ["kubernetes.dra_plugin: false -> true"]
+    k = parse_config("[kubernetes]\ndra_plugin = true\ndra_admin_access = true\n").kubernetes
+    assert k.dra_admin_access is True
 
 
 def test_kubernetes_not_a_table_and_reload_lines():

@@ -234,6 +234,10 @@ def test_gpus_and_status_human(fake, capsys):
     rc, out, _ = run(capsys, "gpus")
     assert re.search(r"^GPU 0 is unhealthy: XID 79 at \S+ \S+ \(the device plugin advertises "
                      r"its devices Unhealthy until vgpud restarts\)$", out, re.M), out
+    assert "RDMA ADAPTER" not in out
+    fake.gpus[0]["hca"] = {"name": "mlx5_0", "link": "PIX"}
+    rc, out, _ = run(capsys, "gpus")
+    assert re.search(r"^GPU\s+RDMA ADAPTER\s+LINK\n0\s+mlx5_0\s+PIX$", out, re.M), out
     rc, out, _ = run(capsys, "status")
     assert rc == 0
     assert "version 0.1.0, pid 4242, up 1h 2m" in out

@@ -15,6 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+import kustomize_subset
+from vgpu.daemon.config import parse_config
 from vgpu.daemon.health import record_fault
 from vgpu.k8s import dra, draplugin
 
@@ -33,7 +35,72 @@ def docs(name: str) -> list[dict]:
 
 
 def test_every_file_is_here():
-    assert tuple(sorted(p.name for p in DEPLOY.glob("*.yaml"))) == FILES
+    assert tuple(sorted(p.name for p in DEPLOY.glob("*.yaml"))) == tuple(sorted(
+        FILES + ("kustomization.yaml",)))
+
+
+# ---- the DaemonSet for DRA: deploy/dra/kustomization.yaml --------------------
+def dra_build() -> dict[str, dict]:
+    return {d["kind"]: d for d in kustomize_subset.build(DEPLOY)}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_dra_daemonset_validates(version):
+    objs = kustomize_subset.build(DEPLOY)
+    for d in objs:
+        kubernetes_validate.validate(d, version, strict=True)
+    assert sorted(d["kind"] for d in objs) == [
+        "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "DeviceClass",
+        "Namespace", "ServiceAccount"]            # no RuntimeClass: a claim carries the slice
+
+
+def test_the_dra_daemonset_runs_the_plugin_with_what_it_needs():
+    """The overlay's config is one vgpud takes, with the DRA plugin on and the
+    device plugin off; the pod has every path the plugin uses (the kubelet's
+    plugin directories under kubelet_dir's parent, the CDI directory), its
+    node's name, and the token the role is bound to; the rest of the
+    DaemonSet is deploy/kubernetes's."""
+    objs = dra_build()
+    toml = (DEPLOY / "vgpud.toml").read_text()
+    assert objs["ConfigMap"]["data"] == {"vgpud.toml": toml}
+    cfg = parse_config(toml, "deploy/dra/vgpud.toml")
+    k = cfg.kubernetes
+    assert k.dra_plugin and not k.device_plugin and k.pod_requests == "allocated"
+    assert not k.dra_admin_access and not k.node_name
+    pod = objs["DaemonSet"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    for path in (k.kubelet_dir.parent / "plugins", k.kubelet_dir.parent / "plugins_registry",
+                 k.cdi_dir):
+        assert vols[mounts[str(path)]] == str(path), path
+    assert c["env"] == [{"name": "NODE_NAME",
+                         "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    sa = objs["ServiceAccount"]
+    assert sa["automountServiceAccountToken"] and pod["automountServiceAccountToken"]
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    (subject,) = objs["ClusterRoleBinding"]["subjects"]
+    assert (subject["name"], subject["namespace"]) == (sa["metadata"]["name"],
+                                                       sa["metadata"]["namespace"])
+    base = {d["kind"]: d for d in kustomize_subset.build(REPO / "deploy" / "kubernetes")}
+    bpod = base["DaemonSet"]["spec"]["template"]["spec"]
+    strip = ("env", "volumeMounts")
+    assert {x: y for x, y in c.items() if x not in strip} == \
+        {x: y for x, y in bpod["containers"][0].items() if x not in strip}
+    assert bpod["containers"][0]["volumeMounts"] == c["volumeMounts"][:-3]
+    assert bpod["volumes"] == pod["volumes"][:-3]
+
+
+def test_the_kustomize_reading_can_fail():
+    """The subset refuses what kustomize would (a path that does not
+    resolve) and what it does not read."""
+    with pytest.raises(KeyError):
+        kustomize_subset.json_patch({"a": {}}, [{"op": "replace", "path": "/a/b", "value": 1}])
+    with pytest.raises(kustomize_subset.Unsupported):
+        kustomize_subset.json_patch({"a": 1}, [{"op": "move", "from": "/a", "path": "/b"}])
+    assert kustomize_subset.json_patch({"a": [1]}, [{"op": "add", "path": "/a/-", "value": 2},
+                                                    {"op": "add", "path": "/b~1c", "value": 3}]) \
+        == {"a": [1, 2], "b/c": 3}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -69,6 +136,22 @@ async def test_the_nodes_resource_slice_validates_and_matches_vgpud(env, version
             {"string": g.uuid}, {"int": g.index}, {"string": g.pci_bus_id}, {"int": 0})
         assert a["driverVersion"] == {"version": "595.45.4"}     # NVIDIA's 595.45.04
         assert a["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
+        assert "rdmaAdapter" not in a                             # no adapter on the node
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+async def test_the_gpus_rdma_adapter_is_an_attribute(env, version):
+    """What vgpud pairs a GPU with (vgpu.common.topology) is published, so
+    a claim can select a GPU by its adapter or by how close it is."""
+    mgr, _, _ = env
+    status = (await call(mgr, "status"))["result"]
+    gpus = (await call(mgr, "gpus"))["result"]
+    gpus["gpus"][0]["hca"] = {"name": "mlx5_0", "link": "PIX"}
+    s = dra.resource_slice("node-1", status, gpus)
+    kubernetes_validate.validate(s, version, strict=True)
+    a = s["spec"]["devices"][0]["attributes"]
+    assert (a["rdmaAdapter"], a["rdmaLink"]) == ({"string": "mlx5_0"}, {"string": "PIX"})
+    assert "rdmaAdapter" not in s["spec"]["devices"][1]["attributes"]
 
 
 async def test_a_faulty_or_unsliced_gpu_is_not_published(env):

@@ -22,7 +22,10 @@ from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet
 from tools.testbed.vgpud_launcher import config as vgpud_config, running
 from vgpu.daemon.config.schema import K8S_DRA_SOCK_MAX
 from vgpu.daemon.health import record_fault
+from vgpu.common.driverfiles import DriverFiles, driver_edits
+from vgpu.common.request import HOOK_ENV
 from vgpu.daemon.plugin_supervisor import dra_plugin_argv
+from vgpu.common import topology
 from vgpu.k8s import dra, draplugin
 from vgpu.k8s.draplugin import (ApiServerClaims, ApiServerError, DraServices, Preparer,
                                 SlicePublisher, dra_proto)
@@ -69,12 +72,22 @@ def test_the_comparison_sees_a_changed_field(tmp_path):
 UID = "7d6c1f0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f"
 
 
-def claim(uid=UID, name="gpu-claim", ns="team", results=None):
+def claim(uid=UID, name="gpu-claim", ns="team", results=None, admin_requests=None):
+    """A claim as the API server has it: the spec's requests those of the
+    results (with admin access where a result has it, or those named in
+    ``admin_requests``), the allocation the results."""
     if results is None:
         results = [{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-1",
                     "consumedCapacity": {"memory": "4Gi", "compute": "30"}}]
+    names = dict.fromkeys(r.get("request") for r in results)
+    if admin_requests is None:
+        admin_requests = {r.get("request") for r in results if r.get("adminAccess") is True}
+    requests = [{"name": n, "exactly": {"deviceClassName": "gpu.vgpu.io",
+                                        **({"adminAccess": True} if n in admin_requests else {})}}
+                for n in names]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"namespace": ns, "name": name, "uid": uid},
+            "spec": {"devices": {"requests": requests}},
             "status": {"allocation": {"devices": {"results": results}}}}
 
 
@@ -156,7 +169,10 @@ def test_a_claim_is_prepared_into_its_slice_and_unprepared(node, version):
                     "device": "nic-0", "consumedCapacity": {"memory": "1Gi"}}]),
      "not a device gpu.vgpu.io publishes"),
     (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
-                    "device": "gpu-0", "adminAccess": True}]), "admin access is not supported"),
+                    "device": "gpu-0", "adminAccess": True}]), "admin access is off on this node"),
+    (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
+                    "device": "gpu-0", "adminAccess": "yes",
+                    "consumedCapacity": {"memory": "1Gi"}}]), "adminAccess 'yes' is not a boolean"),
     (dict(results=[{"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE,
                     "device": "gpu-0", "consumedCapacity": {"memory": "1.5"}}]),
      "is not a slice"),
@@ -175,6 +191,101 @@ def test_a_claim_that_cannot_be_prepared_says_why_and_leaves_nothing(node, chang
     assert not r.claims[UID].devices
     assert slices(v) == {}
     assert not (tmp / "cdi").exists() or list((tmp / "cdi").iterdir()) == []
+
+
+def test_admin_access_where_allowed_is_the_gpu_itself_and_no_slice(node):
+    """With --admin-access (vgpud's [kubernetes] dra_admin_access): an
+    admin-access result is prepared into a CDI device of kind vgpu.io/gpu
+    naming the driver's own nvidiactl and the GPU's node by its minor (no
+    nvidia-uvm, no hook: nothing to attach); it consumes nothing, so the
+    claim's other result is the one slice; unprepare takes both away."""
+    v, api, kubelet, services, tmp = node
+    services.preparer.admin_access = True
+    with v.api() as c:
+        minor = {g["index"]: g["minor"] for g in c.request("gpus")["gpus"]}[0]
+    api.claims[("team", "gpu-claim")] = claim(results=[
+        {"request": "watch", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-0",
+         "adminAccess": True},
+        {"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-1",
+         "consumedCapacity": {"memory": "1Gi"}}])
+    for _ in range(2):                              # a retry: the same
+        r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+        assert r.claims[UID].error == ""
+        assert [list(d.cdi_device_ids) for d in r.claims[UID].devices] == [
+            [f"vgpu.io/gpu=admin-{UID}-0"], [f"vgpu.io/slice=claim-{UID}-1"]]
+    assert list(slices(v)) == [f"claim-{UID}-1"]
+    spec = json.loads((tmp / "cdi" / f"vgpu-admin-{UID}-0.json").read_text())
+    assert (spec["kind"], [d["name"] for d in spec["devices"]]) == (
+        "vgpu.io/gpu", [f"admin-{UID}-0"])
+    edits = spec["devices"][0]["containerEdits"]
+    assert edits == {"deviceNodes": [
+        {"path": "/dev/nvidiactl", "hostPath": "/dev/nvidiactl", "type": "c",
+         "permissions": "rw"},
+        {"path": f"/dev/nvidia{minor}", "hostPath": f"/dev/nvidia{minor}", "type": "c",
+         "permissions": "rw"}]}
+    r = kubelet.call("v1", "NodeUnprepareResources", ("team", "gpu-claim", UID))
+    assert r.claims[UID].error == ""
+    assert slices(v) == {} and list((tmp / "cdi").iterdir()) == []
+
+
+def test_admin_access_the_claims_spec_did_not_ask_for_is_refused(node):
+    """The allocation (status) says admin access, the claim's request
+    (spec, which the API server admits with admin access only in a
+    labelled namespace) does not: refused, nothing made."""
+    v, api, kubelet, services, tmp = node
+    services.preparer.admin_access = True
+    api.claims[("team", "gpu-claim")] = claim(results=[
+        {"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-0",
+         "adminAccess": True}], admin_requests=set())
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert "does not ask for it" in r.claims[UID].error, r.claims[UID].error
+    assert slices(v) == {} and not (tmp / "cdi").exists()
+
+
+def test_the_specs_bring_the_drivers_user_space(node):
+    """With the host driver's files (driverfiles.for_spec, found at the
+    plugin's start), a claim's spec and an admin one carry them as
+    `vgpuctl cdi generate`'s does: each file bound read-only at its path and
+    the hook's createRuntime entry for the SONAME links and ldconfig."""
+    v, api, kubelet, services, tmp = node
+    drv = DriverFiles("535.261.03")
+    drv.libraries.append("/usr/lib/x86_64-linux-gnu/libcuda.so.535.261.03")
+    drv.links.append(("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "libcuda.so.535.261.03"))
+    drv.lib_dirs.append("/usr/lib/x86_64-linux-gnu")
+    drv.binaries.append(("/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi"))
+    services.preparer.driver, services.preparer.hook = drv, "/opt/vgpu/hook"
+    services.preparer.admin_access = True
+    api.claims[("team", "gpu-claim")] = claim(results=[
+        {"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-1",
+         "consumedCapacity": {"memory": "1Gi"}},
+        {"request": "watch", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-0",
+         "adminAccess": True}])
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert r.claims[UID].error == ""
+    want = driver_edits(drv, ("/opt/vgpu/hook", ["vgpu-oci-hook"], list(HOOK_ENV)))
+    assert want["mounts"] and want["hooks"]
+    for name in (f"claim-{UID}-0", f"admin-{UID}-1"):
+        spec = json.loads((tmp / "cdi" / f"vgpu-{name}.json").read_text())
+        assert spec["containerEdits"] == want, name
+    spec = json.loads((tmp / "cdi" / f"vgpu-claim-{UID}-0.json").read_text())
+    assert spec["devices"][0]["containerEdits"]["hooks"][0]["path"] == "/opt/vgpu/hook"
+
+
+def test_admin_access_on_a_gpu_vgpud_lacks_leaves_nothing(node):
+    """A failure after a slice and an admin spec were made in the same call
+    takes both back."""
+    v, api, kubelet, services, tmp = node
+    services.preparer.admin_access = True
+    api.claims[("team", "gpu-claim")] = claim(results=[
+        {"request": "gpu", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-1",
+         "consumedCapacity": {"memory": "1Gi"}},
+        {"request": "watch", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-0",
+         "adminAccess": True},
+        {"request": "watch", "driver": "gpu.vgpu.io", "pool": NODE, "device": "gpu-9",
+         "adminAccess": True}])
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert "gpu-9: vgpud has no GPU 9 with a device minor" in r.claims[UID].error
+    assert slices(v) == {} and list((tmp / "cdi").iterdir()) == []
 
 
 @pytest.mark.parametrize("uid", ["*", "../x", "", "a" * 65])
@@ -283,13 +394,14 @@ def test_the_pcie_root_is_read_from_sysfs(tmp_path):
     dev.mkdir(parents=True)
     (tmp_path / "bus" / "pci" / "devices").mkdir(parents=True)
     (tmp_path / "bus" / "pci" / "devices" / "0000:01:00.0").symlink_to(dev)
-    assert draplugin.pcie_root("0000:01:00.0", str(tmp_path)) == "pci0000:00"
-    assert draplugin.pcie_root("0000:02:00.0", str(tmp_path)) is None
+    assert topology.pcie_root("0000:01:00.0", str(tmp_path)) == "pci0000:00"
+    assert topology.pcie_root("0000:02:00.0", str(tmp_path)) is None
 
 
 def test_the_argv_vgpud_runs_the_plugin_with():
     argv = dra_plugin_argv("/run/vgpu/vgpud.sock", "node-1", "/var/lib/kubelet", "/var/run/cdi",
                            "https://10.0.0.1:6443")
+    assert dra_plugin_argv("/s", "n", "/k", "/c", admin_access=True)[-1] == "--admin-access"
     assert argv[1:] == ["-m", "vgpu.k8s.draplugin", "--socket", "/run/vgpu/vgpud.sock",
                         "--node-name", "node-1",
                         "--plugin-dir", f"/var/lib/kubelet/plugins/{dra.DRIVER}",

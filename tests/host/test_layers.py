@@ -63,14 +63,16 @@ def test_light_module_loads_only_the_standard_library(module):
 
 
 # ------------------------------------------------------------ vgpu.k8s
-#: what of vgpu the Kubernetes side (vgpu-device-plugin, its supervisor) may
+#: what of vgpu the Kubernetes side (the device and DRA plugins, their supervisor) may
 #: load: vgpud's API client and the value parsers (with what they load),
 #: never the daemon
 K8S = modules("k8s")
 K8S_MAY_USE = {m for m in loaded_after("import vgpu.common.apiclient, vgpu.common.values, "
                                         "vgpu.common.request, vgpu.common.files, "
                                         # the DRA plugin writes a claim's CDI spec
-                                        "vgpu.common.cdi")
+                                        "vgpu.common.cdi, "
+                                        # NUMA nodes and PCI roots from sysfs
+                                        "vgpu.common.topology")
                if m.split(".")[0] == "vgpu"}
 
 

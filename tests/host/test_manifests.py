@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+import kustomize_subset
 from vgpu.daemon.config import parse_config
 from vgpu.k8s.devices import RESOURCES
 
@@ -38,7 +39,14 @@ FILES = ("example-pod.yaml", "runtimeclass.yaml", "vgpud.yaml")
 
 
 def test_every_file_is_here():
-    assert tuple(sorted(p.name for p in DEPLOY.glob("*.yaml"))) == FILES
+    assert tuple(sorted(p.name for p in DEPLOY.glob("*.yaml"))) == tuple(sorted(
+        FILES + ("kustomization.yaml",)))
+
+
+def test_the_kustomization_is_the_daemonset_and_its_runtime_class():
+    """kubectl apply -k deploy/kubernetes: vgpud.yaml and runtimeclass.yaml
+    as they are (deploy/dra builds on it)."""
+    assert kustomize_subset.build(DEPLOY) == docs("vgpud.yaml") + docs("runtimeclass.yaml")
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

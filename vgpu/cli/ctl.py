@@ -139,6 +139,14 @@ def cmd_gpus(client, o):
                 if isinstance(at, (int, float)) else "?"
             print(f"GPU {g.get('index', '?')} is unhealthy: XID {f.get('xid', '?')} at {when} "
                   f"(the device plugin advertises its devices Unhealthy until vgpud restarts)")
+    paired = [g for g in gpus if isinstance(g.get("hca"), dict)]
+    if paired:
+        # nvidia-smi topo's words: PIX one switch, PXB switches, PHB one
+        # host bridge, NODE one NUMA node, SYS across
+        print()
+        print_table(["GPU", "RDMA ADAPTER", "LINK"],
+                    [[str(g.get("index", "?")), str(g["hca"].get("name", "?")),
+                      str(g["hca"].get("link", "?"))] for g in paired])
     sched = [g for g in gpus if isinstance(g.get("scheduler"), dict)]
     if sched:
         print()

@@ -48,17 +48,10 @@ def cmd_cdi(client, o):
                 version = client.request("status").get("driver_version")
             except ac.ApiError:
                 version = None
-        if df.valid_version(version):
-            driver = df.discover(version, lib_dirs=o.get("driver_lib_dir") or
-                                 df.env_dirs(df.ENV_LIB_DIRS),
-                                 bin_dirs=o.get("driver_bin_dir") or df.env_dirs(df.ENV_BIN_DIRS))
-            if not driver.libraries:
-                sys.stderr.write(f"vgpuctl: cdi generate: warning: no library of driver "
-                                 f"{version} found (ldcache, --driver-lib-dir)\n")
-        else:
-            sys.stderr.write("vgpuctl: cdi generate: warning: the NVIDIA driver's version is "
-                             "not known (no /proc/driver/nvidia/version, none from vgpud): no "
-                             "driver files in the spec (--driver-version V brings them)\n")
+        driver, warning = df.for_spec(version, o.get("driver_lib_dir"), o.get("driver_bin_dir"))
+        if warning:
+            sys.stderr.write(f"vgpuctl: cdi generate: warning: {warning}"
+                             f"{' (--driver-version V brings them)' if driver is None else ''}\n")
     text = json.dumps(cdi_spec(slices, fuse, o.get("hook") or CDI_HOOK,
                                None if sock == ac.DEFAULT_SOCKET else sock, driver),
                       indent=2) + "\n"

@@ -9,12 +9,14 @@ import os
 from vgpu.common.driverfiles import DriverFiles, driver_edits
 from vgpu.common.request import HOOK_ENV
 
-__all__ = ["CDI_HOOK", "CDI_KIND", "CDI_VERSION", "cdi_spec"]
+__all__ = ["ADMIN_CDI_KIND", "CDI_HOOK", "CDI_KIND", "CDI_VERSION", "admin_cdi_spec", "cdi_spec"]
 
 #: the hook a spec wires in by default (make install's link)
 CDI_HOOK = "/usr/local/bin/vgpu-oci-hook"
 #: the spec's kind: its devices are vgpu.io/slice=<slice>
 CDI_KIND = "vgpu.io/slice"
+#: a whole GPU, unmediated: a DRA claim's admin access (vgpu.k8s.draplugin)
+ADMIN_CDI_KIND = "vgpu.io/gpu"
 
 #: the oldest CDI version whose fields the spec uses, so that consumers with
 #: an older CDI library read it: podman 4.3 (Debian 12's) skips a spec of a
@@ -80,6 +82,25 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
             },
         })
     spec = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": devices}
+    if driver is not None:
+        edits = driver_edits(driver, (hook, ["vgpu-oci-hook"], list(HOOK_ENV)))
+        if edits:
+            spec["containerEdits"] = edits
+    return spec
+
+
+def admin_cdi_spec(name: str, minor: int, dev_dir: str = "/dev",
+                   driver: DriverFiles | None = None, hook: str = CDI_HOOK) -> dict:
+    """The CDI spec of one admin-access device ``name``: the driver's own
+    /dev/nvidiactl and /dev/nvidia<minor>, at their paths (NVML finds a GPU
+    by its minor), and no nvidia-uvm, so CUDA does not initialise; no
+    slice, so nothing is counted or rewritten.  The runtime takes each
+    node's major and minor from the host's file.  With ``driver``, the
+    driver's user space as cdi_spec brings it (nvidia-smi, libnvidia-ml)."""
+    nodes = [{"path": f"/dev/{n}", "hostPath": os.path.join(dev_dir, n), "type": "c",
+              "permissions": "rw"} for n in ("nvidiactl", f"nvidia{int(minor)}")]
+    spec = {"cdiVersion": CDI_VERSION, "kind": ADMIN_CDI_KIND,
+            "devices": [{"name": name, "containerEdits": {"deviceNodes": nodes}}]}
     if driver is not None:
         edits = driver_edits(driver, (hook, ["vgpu-oci-hook"], list(HOOK_ENV)))
         if edits:

@@ -41,7 +41,7 @@ import subprocess
 
 from vgpu.common.elf import LDCONFIG, elf_is_static, elf_soname
 
-__all__ = ["DRIVER_BINARIES", "LDCONFIG", "DriverFiles", "ParseError", "discover",
+__all__ = ["DRIVER_BINARIES", "LDCONFIG", "DriverFiles", "ParseError", "discover", "for_spec",
            "driver_edits", "driver_version", "elf_is_static", "env_dirs", "ENV_LIB_DIRS", "ENV_BIN_DIRS", "ENV_FILES", "elf_soname", "host_ldcache", "parse_ldconfig_p",
            "valid_version", "MOUNT_OPTIONS", "HOOK_LINK", "HOOK_LDCONFIG"]
 
@@ -248,3 +248,19 @@ def driver_edits(df: DriverFiles, hook: tuple[str, list[str], list[str]],
                            "args": [*pre, *args, "createRuntime"], "env": list(env),
                            "timeout": timeout}]
     return edits
+
+
+def for_spec(version: str | None, lib_dirs: list[str] | None = None,
+             bin_dirs: list[str] | None = None) -> tuple[DriverFiles | None, str | None]:
+    """The driver files a CDI spec carries (``vgpuctl cdi generate``, the DRA
+    plugin): those of ``version`` (None: not known), looked for in the
+    ldcache and ``lib_dirs``/``bin_dirs`` (default: $VGPU_DRIVER_LIB_DIRS,
+    $VGPU_DRIVER_BIN_DIRS).  Returns (files or None, a warning or None)."""
+    if not valid_version(version):
+        return None, ("the NVIDIA driver's version is not known (no "
+                      "/proc/driver/nvidia/version, none from vgpud): no driver files in the spec")
+    files = discover(version, lib_dirs=lib_dirs or env_dirs(ENV_LIB_DIRS),
+                     bin_dirs=bin_dirs or env_dirs(ENV_BIN_DIRS))
+    if not files.libraries:
+        return files, f"no library of driver {version} found (ldcache, the library directories)"
+    return files, None

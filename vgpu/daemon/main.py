@@ -426,7 +426,7 @@ class Daemon:
             return None
         node = k.node_name or os.environ.get("NODE_NAME") or socket.gethostname()
         return dra_plugin_argv(self.cfg.paths.socket, node, str(k.kubelet_dir.parent),
-                               str(k.cdi_dir), k.api_server)
+                               str(k.cdi_dir), k.api_server, k.dra_admin_access)
 
     # ------------------------------------------------------------- signals
     async def _signals(self, sigs, *, task_status):

@@ -28,6 +28,7 @@ from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
 from vgpu.daemon.records import NO_MEMORY, GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
+from vgpu.common import topology
 from vgpu.common.values import format_size, quote
 
 log = logging.getLogger("vgpud.ops")
@@ -222,6 +223,11 @@ class Ops:
         await mgr.refresh_scheds(max_age=1.0)
         views = mgr.views()
         outside = mgr.outside()
+        # each GPU's closest RDMA adapter, as nvidia-smi topo would rank
+        # it (vgpu.common.topology: sysfs reads, off the event loop)
+        pairs = await trio.to_thread.run_sync(
+            lambda: topology.pair([(g.index, g.pci_bus_id) for g in mgr.gpus],
+                                  topology.hcas(mgr.sysfs), mgr.sysfs))
         out = []
         for g in mgr.gpus:
             v = views.get(g.index)
@@ -232,6 +238,8 @@ class Ops:
                       "memory_outside": mo, "compute_outside": co,
                       "fault": fault.as_dict() if fault else None,
                       "sliced": v is not None,
+                      "hca": ({"name": pairs[g.index][0], "link": pairs[g.index][1]}
+                              if g.index in pairs else None),
                       "scheduler": mgr.sched_view(g.minor),
                       "slices": sum(1 for r in mgr.records.values()
                                     if any(x.gpu == g.index for x in r.gpus))})

@@ -51,7 +51,7 @@ def plugin_argv(socket: str, kubelet_dir: str, profile: str = "",
 
 
 def dra_plugin_argv(socket: str, node_name: str, kubelet_root: str, cdi_dir: str,
-                    api_server: str = "") -> list[str]:
+                    api_server: str = "", admin_access: bool = False) -> list[str]:
     """``vgpu-dra-plugin`` (vgpu.k8s.draplugin) for vgpud's API socket and
     this node, its sockets under the kubelet's root directory, run by this
     very interpreter."""
@@ -62,6 +62,8 @@ def dra_plugin_argv(socket: str, node_name: str, kubelet_root: str, cdi_dir: str
             "--registry-dir", str(root / "plugins_registry"), "--cdi-dir", str(cdi_dir)]
     if api_server:
         argv += ["--api-server", api_server]
+    if admin_access:
+        argv.append("--admin-access")
     return argv
 
 

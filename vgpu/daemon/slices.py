@@ -112,6 +112,7 @@ class SliceManager:
         self._next_id = 1
         self.wake_gc = trio.Event()
         self.inv_limiter = trio.CapacityLimiter(1)
+        self.sysfs = "/sys"                     # the PCI tree and RDMA adapters (topology)
         self.meter = compute.ShareMeter()
         #: the API's event subscribers (vgpu.daemon.events)
         self.events = EventBus()

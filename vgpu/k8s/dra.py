@@ -24,7 +24,9 @@ One device per GPU vgpud slices, named ``gpu-<index>``:
   ``pciBusID``, ``numaNode`` where known, and the standard
   ``resource.kubernetes.io/pcieRoot`` where sysfs names the GPU's PCI root
   (what a NIC's driver publishes too, so a claim can ask for both under one
-  root: the RDMA issue).
+  root), and ``rdmaAdapter`` and ``rdmaLink``: the RDMA adapter vgpud
+  pairs with the GPU (the closest, vgpu.common.topology) and how close, in
+  nvidia-smi topo's words (``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``).
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def _device(g: dict, driver_version: str | None, numa: int | None,
         attrs["numaNode"] = {"int": numa}
     if pcie_root:
         attrs["resource.kubernetes.io/pcieRoot"] = {"string": pcie_root}
+    hca = g.get("hca")
+    if isinstance(hca, dict) and isinstance(hca.get("name"), str) \
+            and isinstance(hca.get("link"), str):
+        attrs["rdmaAdapter"] = {"string": hca["name"]}
+        attrs["rdmaLink"] = {"string": hca["link"]}
     total = g["memory_total"]
     capacity = {
         MEMORY: {"value": str(total),

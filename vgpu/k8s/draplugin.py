@@ -34,8 +34,15 @@ another pod too is refused at that pod's start while the first one runs
 (vgpud's attach: one cgroup at a time).  vgpud runs the plugin with
 ``[kubernetes] dra_plugin = true``.
 
-Not built yet: a DRA variant of the DaemonSet, and admin access (refused,
-saying so).
+Admin access (a result with ``adminAccess``: a monitoring claim, which
+Kubernetes admits only in namespaces labelled
+``resource.kubernetes.io/admin-access: "true"``) is refused unless vgpud
+runs the plugin with ``--admin-access`` (``[kubernetes]
+dra_admin_access = true``); then it gets the GPU itself, unmediated: the
+driver's own /dev/nvidiactl and /dev/nvidia<minor>, no nvidia-uvm (NVML
+works, CUDA does not initialise), in a CDI spec of kind ``vgpu.io/gpu``.
+That is root-equivalent over the GPU's memory (raw RM calls allocate
+outside every slice's quota): docs/kubernetes.md says so.
 """
 
 from __future__ import annotations
@@ -59,13 +66,16 @@ from typing import Any, Protocol
 
 import grpc
 
+from vgpu import __version__
 from vgpu.common import apiclient as ac
-from vgpu.common.cdi import CDI_KIND, cdi_spec
+from vgpu.common import driverfiles
+from vgpu.common.cdi import ADMIN_CDI_KIND, CDI_HOOK, CDI_KIND, admin_cdi_spec, cdi_spec
+from vgpu.common.driverfiles import DriverFiles
+from vgpu.common.topology import numa_node, pcie_root
 from vgpu.common.files import atomic_write
 from vgpu.common.request import FUSE_MOUNT
 from vgpu.k8s import dra
 from vgpu.k8s.server import Api
-from vgpu.k8s.watch import numa_node
 
 log = logging.getLogger("vgpu-dra-plugin")
 
@@ -123,15 +133,18 @@ class Allocation:
     gpu: int
     memory: int            # bytes
     compute: int           # percent
+    admin: bool = False    # admin access: the GPU itself, no slice
 
 
-def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER) -> list[Allocation]:
+def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER,
+                admin_access: bool = False) -> list[Allocation]:
     """The claim's device results of ``driver``, checked: the claim is the
     one the kubelet named (its UID), each result is in this node's pool, on
     a device vgpu publishes, with the memory and compute it consumed
     (consumable capacity: without it the scheduler gave the whole device,
-    which vgpu does not hand out unenforced).  PrepareError saying what is
-    wrong."""
+    which vgpu does not hand out unenforced), or with admin access where
+    ``admin_access`` allows it (it consumes nothing).  PrepareError saying
+    what is wrong."""
     meta = claim.get("metadata") or {}
     if meta.get("uid") != uid:
         raise PrepareError(f"the API server's claim {meta.get('namespace')}/{meta.get('name')} "
@@ -144,13 +157,29 @@ def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER) -> l
         if not isinstance(r, dict) or r.get("driver") != driver:
             continue
         what = f"device {r.get('pool')}/{r.get('device')} (request {r.get('request')!r})"
-        if r.get("adminAccess"):
-            raise PrepareError(f"{what}: admin access is not supported by {driver} yet")
         if r.get("pool") != node:
             raise PrepareError(f"{what}: not in this node's pool {node!r}")
         m = _DEVICE_RE.match(str(r.get("device")))
         if not m:
             raise PrepareError(f"{what}: not a device {driver} publishes (gpu-<index>)")
+        if r.get("adminAccess") is True:
+            if not admin_access:
+                raise PrepareError(f"{what}: admin access is off on this node (vgpud's "
+                                   f"[kubernetes] dra_admin_access = false): it would hand "
+                                   f"out the GPU itself, outside every slice")
+            if not _asked_admin(claim, r.get("request")):
+                # the result is status, the request is spec: the API server
+                # admits a request with admin access only in a namespace
+                # labelled for it, at creation (spec is immutable after);
+                # a result claiming it for a request that did not ask is
+                # not the scheduler's
+                raise PrepareError(f"{what}: admin access in the allocation, but the claim's "
+                                   f"request {r.get('request')!r} does not ask for it")
+            out.append(Allocation(str(r.get("request", "")), node, r["device"],
+                                  int(m.group(1)), 0, 0, admin=True))
+            continue
+        if r.get("adminAccess") not in (None, False):
+            raise PrepareError(f"{what}: adminAccess {r.get('adminAccess')!r} is not a boolean")
         cap = r.get("consumedCapacity")
         if not isinstance(cap, dict) or dra.MEMORY not in cap:
             raise PrepareError(f"{what}: the allocation consumed no memory capacity: the "
@@ -170,6 +199,17 @@ def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER) -> l
     if not out:
         raise PrepareError(f"the claim has no device of {driver} allocated")
     return out
+
+
+def _asked_admin(claim: dict, request: Any) -> bool:
+    """Whether the claim's spec has a request named ``request`` asking
+    for admin access (``exactly.adminAccess``; a sub-request of
+    ``firstAvailable`` cannot)."""
+    reqs = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
+    for q in reqs if isinstance(reqs, list) else []:
+        if isinstance(q, dict) and q.get("name") == request:
+            return ((q.get("exactly") or {}).get("adminAccess") is True)
+    return False
 
 
 class ClaimSource(Protocol):
@@ -332,19 +372,6 @@ class SlicePublisher:
         self.stopping.set()
 
 
-def pcie_root(pci_bus_id: str, sysfs: str = "/sys") -> str | None:
-    """The PCI root complex above a device ("pci0000:00"), from where its
-    sysfs directory lies; None when sysfs does not have it."""
-    try:
-        real = os.path.realpath(os.path.join(sysfs, "bus", "pci", "devices", pci_bus_id))
-    except OSError:
-        return None
-    for part in Path(real).parts:
-        if re.match(r"pci[0-9a-f]{4}:[0-9a-f]{2}\Z", part):
-            return part
-    return None
-
-
 # ------------------------------------------------------------ prepare
 def check_uid(uid: str) -> None:
     """The kubelet's claim UID, before it names a slice or a file."""
@@ -356,14 +383,23 @@ def slice_name(uid: str, i: int) -> str:
     return f"claim-{uid}-{i}"
 
 
+def admin_name(uid: str, i: int) -> str:
+    """The CDI device of a claim's ``i``-th result with admin access."""
+    return f"admin-{uid}-{i}"
+
+
 class Preparer:
     """Claims into slices and back, through vgpud (``socket``), writing the
     CDI specs to ``cdi_dir``."""
 
     def __init__(self, node: str, claims: ClaimSource, socket: str | None = None,
                  cdi_dir: str | os.PathLike = CDI_DIR, fuse_mount: str = FUSE_MOUNT,
-                 timeout: float = 10.0):
+                 timeout: float = 10.0, admin_access: bool = False, dev_dir: str = "/dev",
+                 driver: DriverFiles | None = None, hook: str = CDI_HOOK):
         self.node, self.claims, self.socket = node, claims, socket
+        self.driver, self.hook = driver, hook      # the driver files the specs bring
+        self.admin_access = admin_access
+        self.dev_dir = dev_dir             # where the driver's own nodes are (admin access)
         self.cdi_dir = Path(cdi_dir)
         self.fuse_mount = fuse_mount
         self.timeout = timeout
@@ -375,15 +411,40 @@ class Preparer:
     def spec_path(self, name: str) -> Path:
         return self.cdi_dir / f"vgpu-{name}.json"
 
+    def _write_spec(self, name: str, spec: dict) -> None:
+        self.cdi_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.spec_path(name), json.dumps(spec, indent=1) + "\n", mode=0o644)
+
+    def _admin(self, client, a: Allocation, name: str) -> str:
+        """An admin-access result: the CDI spec of the GPU's own nodes
+        (its minor as vgpud knows it); no slice, nothing consumed."""
+        try:
+            gpus = client.request("gpus").get("gpus") or []
+        except ac.ClientError as e:
+            raise PrepareError(f"{a.device}: vgpud: {e}") from None
+        g = next((g for g in gpus if g.get("index") == a.gpu), None)
+        minor = g.get("minor") if g else None
+        if isinstance(minor, bool) or not isinstance(minor, int) or not 0 <= minor < 255:
+            raise PrepareError(f"{a.device}: vgpud has no GPU {a.gpu} with a device minor")
+        self._write_spec(name, admin_cdi_spec(name, minor, self.dev_dir, self.driver,
+                                              self.hook))
+        return f"{ADMIN_CDI_KIND}={name}"
+
     def prepare(self, namespace: str, name: str, uid: str) -> list[tuple[Allocation, str]]:
         """(allocation, CDI device) of each device result; PrepareError."""
         check_uid(uid)
-        allocs = allocations(self.claims.get(namespace, name), uid, self.node)
+        allocs = allocations(self.claims.get(namespace, name), uid, self.node,
+                             admin_access=self.admin_access)
         made: list[str] = []
         out = []
         with self.lock, ac.ApiClient(self.socket, self.timeout) as client:
             try:
                 for i, a in enumerate(allocs):
+                    if a.admin:
+                        aname = admin_name(uid, i)
+                        made.append(aname)          # a spec only: _delete removes it
+                        out.append((a, self._admin(client, a, aname)))
+                        continue
                     sname = slice_name(uid, i)
                     args: dict[str, Any] = {
                         "container": sname, "owner": self.owner(uid), "gpus": [a.gpu],
@@ -400,11 +461,9 @@ class Preparer:
                         raise PrepareError(f"{a.device}: vgpud: {e.message}") from None
                     if not res.get("reused"):
                         made.append(sname)
-                    spec = cdi_spec([res["slice"]], self.fuse_mount, socket=self.socket,
-                                    attach_pod=True)
-                    self.cdi_dir.mkdir(parents=True, exist_ok=True)
-                    atomic_write(self.spec_path(sname), json.dumps(spec, indent=1) + "\n",
-                                 mode=0o644)
+                    self._write_spec(sname, cdi_spec([res["slice"]], self.fuse_mount,
+                                                     self.hook, self.socket, self.driver,
+                                                     attach_pod=True))
                     out.append((a, f"{CDI_KIND}={sname}"))
             except BaseException:
                 for sname in made:
@@ -423,10 +482,14 @@ class Preparer:
             for s in slices:
                 if (s.get("labels") or {}).get(LABEL_CLAIM_UID) == uid:
                     self._delete(client, s["container"], uid, strict=True)
-            for p in self.cdi_dir.glob(f"vgpu-claim-{uid}-*.json"):
-                p.unlink(missing_ok=True)
+            for prefix in ("claim", "admin"):
+                for p in self.cdi_dir.glob(f"vgpu-{prefix}-{uid}-*.json"):
+                    p.unlink(missing_ok=True)
 
     def _delete(self, client, sname: str, uid: str, strict: bool = False) -> None:
+        if sname.startswith("admin-"):        # admin access made no slice
+            self.spec_path(sname).unlink(missing_ok=True)
+            return
         try:
             client.request("delete", container=sname, force=True, owner=self.owner(uid))
         except ac.ApiError as e:
@@ -557,13 +620,34 @@ def serve(services: DraServices, plugin_dir: str | os.PathLike,
 
 
 # ------------------------------------------------------------ main
+def spec_driver_files(socket: str | None) -> DriverFiles | None:
+    """The host driver's user space for the specs (as ``vgpuctl cdi
+    generate`` finds it): the kernel module's version, else vgpud's; found
+    once, at start (a driver upgrade restarts the node's services)."""
+    version = driverfiles.driver_version()
+    if version is None:
+        try:
+            with ac.ApiClient(socket, 10.0) as c:
+                version = c.request("status").get("driver_version")
+        except ac.ClientError as e:
+            log.warning("vgpud: %s", e)
+    files, warning = driverfiles.for_spec(version)
+    if warning:
+        log.warning("%s", warning)
+    elif files is not None:
+        log.info("driver %s: %d libraries, %d binaries for the CDI specs", files.version,
+                 len(files.libraries), len(files.binaries))
+    return files
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="vgpu-dra-plugin",
         description="vgpu's DRA kubelet plugin: prepares ResourceClaims of driver "
                     f"{dra.DRIVER} into vgpu slices and keeps the node's ResourceSlice on the "
-                    "API server (docs/kubernetes.md, \"Dynamic Resource Allocation\"). Not yet "
-                    "supervised by vgpud.")
+                    "API server (docs/kubernetes.md, \"Dynamic Resource Allocation\"). vgpud "
+                    "runs it with [kubernetes] dra_plugin = true.")
+    p.add_argument("--version", action="version", version=f"vgpu-dra-plugin {__version__}")
     p.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
                    help="this node's name, the pool its devices are in (default $NODE_NAME)")
     p.add_argument("--socket", help="vgpud's API socket (default: vgpuctl's)")
@@ -575,6 +659,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fuse-mount", default=FUSE_MOUNT,
                    help="vgpud's vgpufs mount (default: %(default)s)")
     p.add_argument("--api-server", help="the API server's URL (default: in-cluster)")
+    p.add_argument("--hook", default=CDI_HOOK,
+                   help="the vgpu-oci-hook the specs run (default: %(default)s)")
+    p.add_argument("--no-driver-files", action="store_true",
+                   help="specs without the driver's user space (the image brings its own)")
+    p.add_argument("--admin-access", action="store_true",
+                   help="prepare admin-access results (monitoring) into the GPU's own device "
+                        "nodes, unmediated; without it they are refused")
     p.add_argument("--publish-interval", type=float, default=10.0, metavar="SECONDS",
                    help="how often the ResourceSlice is checked against vgpud "
                         "(default: %(default)s)")
@@ -588,13 +679,16 @@ def main(argv: list[str] | None = None) -> int:
         api = ApiServer(a.api_server)
     except (ApiServerError, OSError) as e:
         p.error(str(e))
+    driver = None if a.no_driver_files else spec_driver_files(a.socket)
     services = DraServices(Preparer(a.node_name, ApiServerClaims(api), a.socket, a.cdi_dir,
-                                    a.fuse_mount))
+                                    a.fuse_mount, admin_access=a.admin_access, driver=driver,
+                                    hook=a.hook))
     publisher = SlicePublisher(api, a.node_name, a.socket, a.publish_interval)
     threading.Thread(target=publisher.run, name="publisher", daemon=True).start()
     dra_srv, reg_srv = serve(services, a.plugin_dir, a.registry_dir)
-    log.info("serving %s for node %s: %s/dra.sock, registration in %s", dra.DRIVER,
-             a.node_name, a.plugin_dir, a.registry_dir)
+    log.info("vgpu-dra-plugin %s serving %s for node %s: %s/dra.sock, registration in %s%s",
+             __version__, dra.DRIVER, a.node_name, a.plugin_dir, a.registry_dir,
+             ", admin access on" if a.admin_access else "")
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -8,35 +8,14 @@ it is no reason for the kubelet to count the node's devices out."""
 from __future__ import annotations
 
 import logging
-import os
-import re
 import threading
 import time
 
 from vgpu.common import apiclient as ac
+from vgpu.common.topology import numa_node
 from vgpu.k8s.devices import GiB, Node, node_from_api
 
 log = logging.getLogger("vgpu-device-plugin")
-
-
-_BDF = re.compile(r"([0-9a-f]{1,8}):([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\Z")
-
-
-def numa_node(pci_bus_id: str, sysfs: str = "/sys") -> int | None:
-    """The NUMA node of the PCI device NVML names "00000000:3B:00.0": sysfs
-    spells it "0000:3b:00.0" (a 4-digit domain, lower case).  None where the
-    kernel knows none (-1: one node, or no NUMA), the device is not there
-    (nvsim's GPUs have no PCI device) or the id is no PCI address."""
-    m = _BDF.match(pci_bus_id.strip().lower())
-    if m is None:
-        return None
-    bdf = f"{int(m.group(1), 16):04x}:{m.group(2)}"
-    try:
-        with open(os.path.join(sysfs, "bus", "pci", "devices", bdf, "numa_node")) as f:
-            n = int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-    return n if n >= 0 else None
 
 
 class NodeWatch:

@@ -60,6 +60,7 @@ def _flatten(c: Config) -> dict[str, str]:
         "kubernetes.runtime_guard": _show(c.kubernetes.runtime_guard),
         "kubernetes.pod_requests": _show(c.kubernetes.pod_requests),
         "kubernetes.dra_plugin": _show(c.kubernetes.dra_plugin),
+        "kubernetes.dra_admin_access": _show(c.kubernetes.dra_admin_access),
         "kubernetes.node_name": _show(c.kubernetes.node_name),
         "kubernetes.api_server": _show(c.kubernetes.api_server),
         "kubernetes.cdi_dir": _show(c.kubernetes.cdi_dir),

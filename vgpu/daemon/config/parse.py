@@ -519,7 +519,8 @@ class _Parser:
         self.unknown(t, "kubernetes.", ("device_plugin", "kubelet_dir", "profile",
                                         "oversubscribe_factor", "runtime_guard",
                                         "pod_requests", "namespace_profiles", "dra_plugin",
-                                        "node_name", "api_server", "cdi_dir"))
+                                        "dra_admin_access", "node_name", "api_server",
+                                        "cdi_dir"))
         try:
             enabled = parse_bool(t.get("device_plugin", False))
         except BadValue as e:
@@ -570,6 +571,14 @@ class _Parser:
         except BadValue as e:
             self.err("kubernetes.dra_plugin", str(e))
             dra_on = False
+        try:
+            dra_admin = parse_bool(t.get("dra_admin_access", False))
+        except BadValue as e:
+            self.err("kubernetes.dra_admin_access", str(e))
+            dra_admin = False
+        if dra_admin and not dra_on:
+            self.err("kubernetes.dra_admin_access", "has no effect without "
+                     "kubernetes.dra_plugin = true")
         if dra_on and len(str(kdir.parent).rstrip("/").encode()) + K8S_DRA_SOCK_MAX > SUN_PATH_MAX:
             self.err("kubernetes.kubelet_dir", f"{quote(str(kdir))}'s parent is too long for "
                      f"the DRA plugin's Unix sockets in it (at most "
@@ -588,7 +597,8 @@ class _Parser:
         return Kubernetes(device_plugin=enabled, kubelet_dir=kdir, profile=profile,
                           oversubscribe_factor=float(factor), runtime_guard=guard,
                           pod_requests=pod_requests, namespace_profiles=ns_profiles,
-                          dra_plugin=dra_on, node_name=node_name, api_server=api_server,
+                          dra_plugin=dra_on, dra_admin_access=dra_admin,
+                          node_name=node_name, api_server=api_server,
                           cdi_dir=self.abspath(t, "cdi_dir", "kubernetes.cdi_dir",
                                                base.cdi_dir))
 

@@ -286,6 +286,9 @@ class Kubernetes:
     #: sockets go under kubelet_dir's parent (plugins/, plugins_registry/),
     #: a prepared claim's CDI spec to ``cdi_dir``
     dra_plugin: bool = False
+    #: the DRA plugin prepares admin-access results (monitoring claims)
+    #: into the GPU's own nodes, unmediated; refused when False
+    dra_admin_access: bool = False
     node_name: str = ""
     api_server: str = ""
     cdi_dir: Path = Path("/var/run/cdi")
