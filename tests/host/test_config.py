@@ -58,7 +58,7 @@ def test_example_documents_every_key():
     # and every key of these tables, as the parser lists them (commented
     # out where the default is right for most nodes)
     for section in ["paths", "api", "scheduler", "metrics", "log", "gc", "history", "node",
-                    "kubernetes"]:
+                    "kubernetes", "rdma"]:
         (err,) = errors(f"[{section}]\nzz = 1")
         known = re.search(r"\(known: ([^)]*)\)", err).group(1).split(", ")
         for key in known:
@@ -1019,3 +1019,18 @@ def test_history_and_forecast_changes_described():
     lines = describe_changes(a, b)
     assert "history.interval: 10s -> 20s (takes effect on restart)" in lines
     assert "profiles.p: forecast off -> forecast act for a=b, lead 30m" in lines
+
+
+def test_rdma_limits():
+    c = parse_config("")
+    assert (c.rdma.hca_handles, c.rdma.hca_objects) == (16, 65536)
+    c = parse_config("[rdma]\nhca_handles = 4\nhca_objects = 1000\n")
+    assert (c.rdma.hca_handles, c.rdma.hca_objects) == (4, 1000)
+    assert describe_changes(parse_config(""), c) == ["rdma.hca_handles: 16 -> 4",
+                                                     "rdma.hca_objects: 65536 -> 1000"]
+    assert one_error("[rdma]\nhca_handles = 0") == \
+        "f.toml: rdma.hca_handles: 0 is not a whole number from 1 to 65536"
+    assert one_error('[rdma]\nhca_objects = "many"') == \
+        'f.toml: rdma.hca_objects: "many" is not a whole number from 1 to 16777216'
+    assert "rdma.max: unknown key (known: hca_handles, hca_objects)" in \
+        one_error("[rdma]\nmax = 1")

@@ -134,6 +134,32 @@ def test_create_sends_validated_values(fake, capsys):
         "profile": "small", "labels": {"vgpu.io/class": "inference", "team": "a=b"}}}
 
 
+def test_create_and_set_quota_send_rdma(fake, capsys):
+    """--rdma alone: true (the closest adapter, [rdma]'s limits); any
+    --rdma-* option: the object; set-quota takes the limits only."""
+    run(capsys, "create", "c1", "--rdma")
+    assert fake.requests[-1]["args"] == {"container": "c1", "rdma": True}
+    run(capsys, "create", "c2", "--rdma-hca", "mlx5_1", "--rdma-handles", "4")
+    assert fake.requests[-1]["args"] == {"container": "c2",
+                                         "rdma": {"hca": "mlx5_1", "handles": 4}}
+    n = len(fake.requests)
+    rc, _, err = run(capsys, "create", "c3", "--rdma-objects", "0")
+    assert rc == 2 and 'invalid --rdma-objects "0": not a positive whole number' in err, err
+    assert len(fake.requests) == n
+    run(capsys, "set-quota", "c1", "--rdma-objects", "500")
+    assert fake.requests[-1]["args"] == {"container": "c1", "rdma": {"objects": 500}}
+
+
+def test_show_says_the_slices_rdma(fake, capsys):
+    with_slice(fake, "c1")
+    fake.slices["c1"]["rdma"] = {"hca": "mlx5_0", "nodes": [["uverbs0", 231, 192],
+                                                           ["rdma_cm", 10, 58]],
+                                 "handles": 4, "objects": 100}
+    rc, out, _ = run(capsys, "show", "c1")
+    assert re.search(r"^rdma:\s+mlx5_0 \(uverbs0 rdma_cm\), 4 contexts, 100 objects$", out,
+                     re.M), out
+
+
 def test_set_quota_sends_only_what_is_given(fake, capsys):
     with_slice(fake)
     rc, out, err = run(capsys, "set-quota", "c1", "--memory", "8GiB", "--compute", "12.5",

@@ -28,7 +28,8 @@ from vgpu import __version__
 from vgpu.cli import rtdefaults
 from vgpu.cli.ctlargv import (ARG_CONV, ARG_KEYS, ARG_LABELS, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK,
                               EXIT_PERMISSION, EXIT_TEXT, EXIT_UNAVAILABLE, EXIT_USAGE, GLOBAL_OPTS,
-                              HISTORY_OPTS, O_GPU, PROG, QUOTA_OPTS, Cmd, Opt, UsageError, c_count,
+                              HISTORY_OPTS, O_GPU, PROG, QUOTA_OPTS, RDMA_OPTS, Cmd, Opt, UsageError,
+                              c_count,
                               c_duration, c_gpus, c_hours, c_label, c_nonempty, c_pid, invalid,
                               resolve)
 from vgpu.cli.ctlrender import (count_text, emit_json, err, fmt_event, fmt_uptime, gpu_row,
@@ -75,11 +76,19 @@ def cmd_show(client, o):
     return EXIT_OK
 
 
+def _rdma_arg(o) -> dict:
+    """--rdma-hca, --rdma-handles, --rdma-objects as the API's rdma object."""
+    return {k: o[f"rdma_{k}"] for k in ("hca", "handles", "objects") if f"rdma_{k}" in o}
+
+
 def cmd_create(client, o):
     if "cgroup" in o and "pid" in o:
         raise UsageError("create: give --cgroup or --pid, not both")
     args = {k: o[k] for k in ("cgroup", "pid", "gpus", "memory", "compute", "priority",
                               "policy", "profile", "labels") if k in o}
+    rdma = _rdma_arg(o)
+    if rdma or o.get("rdma"):
+        args["rdma"] = rdma or True
     res = client.request("create", container=o["container"], **args)
     if o["json"]:
         return emit_json(res)
@@ -90,9 +99,11 @@ def cmd_create(client, o):
 def cmd_set_quota(client, o):
     args = {k: o[k] for k in ("memory", "compute", "priority", "policy", "profile", "gpus")
             if k in o}
+    if _rdma_arg(o):
+        args["rdma"] = _rdma_arg(o)
     if not (args.keys() - {"gpus"}):
         raise UsageError("set-quota: nothing to change (give --memory, --compute, "
-                         "--priority, --policy or --profile)")
+                         "--priority, --policy, --profile, --rdma-handles or --rdma-objects)")
     res = client.request("set-quota", container=o["container"], **args)
     if o["json"]:
         return emit_json(res)
@@ -267,10 +278,15 @@ COMMANDS = (
         O_GPU, *QUOTA_OPTS,
         Opt("--label", "KEY=VALUE", "a label (schedules select slices by label); repeatable",
             c_label, dest="labels", multi=True),
+        Opt("--rdma", None, "give the slice the RDMA adapter closest to its GPU, with "
+            "[rdma]'s limits (docs/rdma.md)"),
+        Opt("--rdma-hca", "NAME", "that adapter instead of the closest (implies --rdma)",
+            c_nonempty),
+        *RDMA_OPTS,
     ), "create a slice for a container (unset quotas: profile, then defaults)",
         cmd_create),
     Cmd("set-quota", ("CONTAINER",), (
-        *QUOTA_OPTS,
+        *QUOTA_OPTS, *RDMA_OPTS,
         Opt("--gpu", "GPU", "change the memory quota on these GPUs of the slice only "
             "(index or UUID; repeat or comma-separate)", c_gpus, dest="gpus", multi=True),
     ), "change an existing slice's quotas; returns once the kernel has applied them",

@@ -178,6 +178,9 @@ O_PROFILE = Opt("--profile", "NAME", "a profile of the config file", c_profile)
 O_GPU = Opt("--gpu", "GPU", "GPU index or UUID; repeat or comma-separate for several",
             c_gpus, dest="gpus", multi=True)
 QUOTA_OPTS = (O_MEMORY, O_COMPUTE, O_PRIORITY, O_POLICY, O_PROFILE)
+#: the rdma cgroup's limits on a slice's RDMA adapter (docs/rdma.md)
+RDMA_OPTS = (Opt("--rdma-handles", "N", "RDMA user contexts (rdma.max hca_handle)", c_count),
+             Opt("--rdma-objects", "N", "RDMA verbs objects (rdma.max hca_object)", c_count))
 TIME_HELP = "-24h, -90m, yesterday, 08:00, 2026-12-01T08:00, @<unix seconds>"
 HISTORY_OPTS = (
     Opt("--container", "C", "one container's slice", c_container),

@@ -132,6 +132,12 @@ def print_slice(s: dict) -> None:
                                 f"{dev.get('ctl_minor', '-')}, uvm minor {dev.get('uvm_minor', '-')}, "
                                 f"gpu minors "
                                 f"{' '.join(map(str, minors)) if isinstance(minors, list) else '-'}"))
+    rd = s.get("rdma")
+    if isinstance(rd, dict):
+        nodes = [n[0] for n in rd.get("nodes") or [] if isinstance(n, list) and n]
+        rows.append(("rdma", f"{rd.get('hca', '?')} ({' '.join(nodes) or 'no node'}), "
+                             f"{rd.get('handles', '?')} contexts, {rd.get('objects', '?')} "
+                             f"objects"))
     for k, v in rows:
         print(f"{k + ':':<11} {v}")
     gpus = s.get("gpus") or []

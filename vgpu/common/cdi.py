@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from vgpu.common.driverfiles import DriverFiles, driver_edits
+from vgpu.common.rdma import node_ok
 from vgpu.common.request import HOOK_ENV
 
 __all__ = ["ADMIN_CDI_KIND", "CDI_HOOK", "CDI_KIND", "CDI_VERSION", "admin_cdi_spec", "cdi_spec"]
@@ -69,6 +70,14 @@ def cdi_spec(slices: list, fuse_mount: str, hook: str = CDI_HOOK,
         for i, m in enumerate(minors):
             node(f"nvidia{i}", m)
         node("nvidia-uvm", dev.get("uvm_minor"))
+        # the slice's RDMA adapter (docs/rdma.md): its uverbs node(s) and
+        # rdma_cm, each a node of its own: a rule per node, not per major
+        rd = s.get("rdma") if isinstance(s.get("rdma"), dict) else {}
+        for n in rd.get("nodes") or []:
+            if node_ok(n):
+                nodes.append({"path": f"/dev/infiniband/{n[0]}",
+                              "hostPath": f"/dev/infiniband/{n[0]}", "type": "c",
+                              "major": n[1], "minor": n[2], "permissions": "rw"})
         devices.append({
             "name": cid,
             "containerEdits": {

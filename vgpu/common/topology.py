@@ -20,8 +20,18 @@ import os
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["LINKS", "Hca", "bdf_of", "hcas", "link", "numa_node", "pair", "pci_chain",
-           "pcie_root"]
+from vgpu.common.rdma import RdmaGrant
+
+__all__ = ["LINKS", "Hca", "RdmaError", "bdf_of", "choose", "grant", "hcas", "link",
+           "numa_node", "pair", "pci_chain", "pcie_root", "rdma_cm_node"]
+
+#: the kernel's rdma_cm node, shared by every adapter (a misc device: its
+#: numbers read from sysfs, never assumed)
+RDMA_CM = "rdma_cm"
+
+
+class RdmaError(ValueError):
+    """A slice's RDMA that cannot be: no adapter, an unknown one."""
 
 #: the distances, closest first
 LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -183,3 +193,50 @@ def pair(gpus: list[tuple[int, str]], adapters: list[Hca],
         load[best.name] += 1
         out[index] = (best.name, link(chain, best.chain, numa, best.numa))
     return out
+
+
+def rdma_cm_node(sysfs: str = "/sys") -> tuple[str, int, int] | None:
+    """/dev/infiniband/rdma_cm's numbers, from sysfs (the rdma_ucm
+    module's misc device); None when the module is not loaded."""
+    for p in (os.path.join(sysfs, "class", "misc", RDMA_CM, "dev"),
+              os.path.join(sysfs, "class", "infiniband_cm", RDMA_CM, "dev")):
+        try:
+            with open(p) as f:
+                m = re.match(r"(\d{1,4}):(\d{1,7})\Z", f.read(32).strip())
+        except OSError:
+            continue
+        if m:
+            return (RDMA_CM, int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def choose(gpu_pci: str, adapters: list[Hca], use: dict[str, int],
+           want: str | None = None, sysfs: str = "/sys") -> Hca:
+    """The adapter for a slice on the GPU at ``gpu_pci``: ``want`` where
+    named, else the closest (nvidia-smi topo's order), then the one fewer
+    slices use (``use``: adapter -> RDMA slices), then by name.  An
+    adapter without a uverbs node cannot be given (RdmaError)."""
+    usable = [h for h in adapters if h.uverbs]
+    if want is not None:
+        for h in usable:
+            if h.name == want:
+                return h
+        raise RdmaError(f"no RDMA adapter {want!r} with a uverbs device on this node "
+                        f"(there are: {', '.join(h.name for h in usable) or 'none'})")
+    if not usable:
+        raise RdmaError("no RDMA adapter with a uverbs device on this node "
+                        "(/sys/class/infiniband)")
+    chain, numa = pci_chain(gpu_pci, sysfs), numa_node(gpu_pci, sysfs)
+    return min(usable, key=lambda h: (
+        LINKS.index(link(chain, h.chain, numa, h.numa)), h.chain is None,
+        use.get(h.name, 0), h.name))
+
+
+def grant(hca: Hca, handles: int, objects: int,
+          sysfs: str = "/sys") -> RdmaGrant:
+    """The grant of ``hca``: its uverbs nodes and rdma_cm where present."""
+    nodes = list(hca.uverbs)
+    cm = rdma_cm_node(sysfs)
+    if cm is not None:
+        nodes.append(cm)
+    return RdmaGrant(hca.name, tuple(nodes), handles, objects)

@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 import trio
 
+from vgpu.common.rdma import HANDLES_MAX, OBJECTS_MAX, limit as rdma_limit
 from vgpu.common.values import (CONTAINER_MAX, BadValue, parse_bool, parse_container, parse_duration,
                          parse_gpu, parse_gpus, parse_label, parse_labels, parse_percent, parse_pid, parse_policy, parse_priority,
                          parse_profile, parse_size, quote)
@@ -216,6 +217,37 @@ def v_owner(name: str, v: Any) -> dict:
     return out
 
 
+_RDMA_KEYS = ("hca", "handles", "objects")
+_HCA_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def v_rdma(name: str, v: Any) -> dict:
+    """A slice's RDMA (docs/rdma.md): true (the closest adapter, [rdma]'s
+    limits), or {"hca"?: an adapter's name, "handles"?: 1..HANDLES_MAX,
+    "objects"?: 1..OBJECTS_MAX}.  Returns the object (its keys as given)."""
+    if v is True:
+        return {}
+    if not isinstance(v, dict):
+        raise ApiError("bad-request", f"{name}: {quote(v)} is not true or an object "
+                       f"({', '.join(_RDMA_KEYS)})")
+    out: dict[str, Any] = {}
+    for k, x in v.items():
+        if k == "hca":
+            if not isinstance(x, str) or not _HCA_RE.fullmatch(x):
+                raise ApiError("bad-request", f"{name}.hca: {quote(x)} is not an RDMA "
+                               f"adapter's name (letters, digits, _.-, at most 64)")
+        elif k in ("handles", "objects"):
+            try:
+                x = rdma_limit(f"{name}.{k}", x, HANDLES_MAX if k == "handles" else OBJECTS_MAX)
+            except ValueError as e:
+                raise ApiError("bad-request", str(e)) from None
+        else:
+            raise ApiError("bad-request", f"{name}.{k}: unknown key (known: "
+                           f"{', '.join(_RDMA_KEYS)})")
+        out[k] = x
+    return out
+
+
 @dataclass(frozen=True)
 class OpSpec:
     args: dict[str, Callable[[str, Any], Any]] = field(default_factory=dict)
@@ -232,9 +264,9 @@ OPS: dict[str, OpSpec] = {
     "show": OpSpec({"container": v_container}, ("container",)),
     "create": OpSpec({"container": v_container, "cgroup": v_str, "pid": v_pid, "gpus": v_gpus,
                       "labels": v_labels, "from_image": v_bool, "owner": v_owner,
-                      **QUOTA_ARGS}, ("container",)),
-    "set-quota": OpSpec({"container": v_container, "gpus": v_gpus, **QUOTA_ARGS},
-                        ("container",)),
+                      "rdma": v_rdma, **QUOTA_ARGS}, ("container",)),
+    "set-quota": OpSpec({"container": v_container, "gpus": v_gpus, "rdma": v_rdma,
+                         **QUOTA_ARGS}, ("container",)),
     "delete": OpSpec({"container": v_container, "force": v_bool, "owner": v_owner},
                      ("container",)),
     "attach": OpSpec({"container": v_container, "cgroup": v_str}, ("container", "cgroup")),

@@ -28,7 +28,8 @@ from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
 from vgpu.daemon.records import NO_MEMORY, GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
-from vgpu.common import topology
+from vgpu.common import rdma, topology
+from vgpu.common.rdma import RdmaGrant
 from vgpu.common.values import format_size, quote
 
 log = logging.getLogger("vgpud.ops")
@@ -329,6 +330,8 @@ class Ops:
                 raise ApiError("admission", str(ex)) from None
             rec.gpus = [GpuSlot(gpu=g.index, uuid=g.uuid, real_minor=g.minor, gpu_id=g.gpu_id)
                         for g in refs]
+            if "rdma" in args:
+                rec.rdma = await self._rdma_grant(args["rdma"], refs[0])
             if "memory" in args:
                 rec.memory = rec.with_memory(args["memory"])
             lim = rec.limits(e)
@@ -375,11 +378,45 @@ class Ops:
             mgr.put(rec)
             mgr.keep(ks)
             mgr.save_state()
-        log.info("created slice %d for %s on GPU(s) %s, %s", sid, c,
-                 ",".join(str(g.index) for g in refs), format_size(mem))
+        log.info("created slice %d for %s on GPU(s) %s, %s%s", sid, c,
+                 ",".join(str(g.index) for g in refs), format_size(mem),
+                 f", RDMA {rec.rdma.rdma_max()}" if rec.rdma else "")
         mgr.log_audit(rec, kw)
         mgr.publish("slice-created", c, slice_id=sid)
         return {"slice": mgr.slice_view(rec, ks)}
+
+    async def _rdma_grant(self, want: dict, gpu) -> RdmaGrant:
+        """The RDMA a new slice on ``gpu`` gets (docs/rdma.md): the adapter
+        it names or the closest one, the rdma cgroup limits it asks for or
+        [rdma]'s."""
+        mgr = self.mgr
+        use: dict[str, int] = {}
+        for r in mgr.records.values():
+            if r.rdma is not None:
+                use[r.rdma.hca] = use.get(r.rdma.hca, 0) + 1
+
+        def pick():
+            h = topology.choose(gpu.pci_bus_id, topology.hcas(mgr.sysfs), use, want.get("hca"),
+                            mgr.sysfs)
+            return topology.grant(h, want.get("handles", mgr.cfg.rdma.hca_handles),
+                                  want.get("objects", mgr.cfg.rdma.hca_objects), mgr.sysfs)
+        try:
+            return await trio.to_thread.run_sync(pick)
+        except topology.RdmaError as e:
+            raise ApiError("admission", str(e)) from None
+
+    def _apply_rdma(self, rec) -> None:
+        """The slice's rdma cgroup limits on its container's (or attached)
+        cgroup, where it has one; a refusal is logged (the next start of
+        the container applies them through its hook)."""
+        cg = rec.cgroup or rec.attached
+        if rec.rdma is None or not cg:
+            return
+        try:
+            rdma.write_rdma_max(cgroup_path(cg), rec.rdma)
+        except OSError as e:
+            log.warning("slice %s: rdma.max of %s not set (%s): %s", rec.container,
+                        cgroup_path(cg), e.strerror or e, rec.rdma.rdma_max())
 
     # ------------------------------------------------------------ change
     async def set_quota(self, args) -> dict:
@@ -400,6 +437,16 @@ class Ops:
                 memory = rec.with_memory(args["memory"], targets)
             new = rec.changed(explicit=explicit(args).merged_over(rec.explicit), memory=memory,
                               profile=args["profile"] if "profile" in args else rec.profile)
+            if "rdma" in args:
+                want = args["rdma"]
+                if rec.rdma is None:
+                    raise ApiError("bad-request", f"args.rdma: the slice of {quote(c)} has no "
+                                   f"RDMA (it is given at create)")
+                if want.get("hca", rec.rdma.hca) != rec.rdma.hca:
+                    raise ApiError("bad-request", f"args.rdma.hca: the slice of {quote(c)} has "
+                                   f"adapter {rec.rdma.hca}; it is chosen at create")
+                new = new.changed(rdma=rec.rdma.with_limits(
+                    want.get("handles", rec.rdma.handles), want.get("objects", rec.rdma.objects)))
             e = self._eff(new)
             # The GPUs' totals include this slice's current quota, handed to
             # admit() as `replacing`: keeping or shrinking what it has is
@@ -423,6 +470,8 @@ class Ops:
             ks = await mgr.kport.call(lambda k: k.slice_set(rec.slice_id, limits=lim, **kw))
             new = new.changed(applied=e)
             mgr.put(new)
+            if new.rdma != rec.rdma:
+                self._apply_rdma(new)
             view = await self._show(new, ks)
             mgr.save_state()
         log.info("set quota of %s: %s; compute %s %s %s", c,

@@ -38,6 +38,7 @@ import logging
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from vgpu.common.rdma import RdmaGrant
 from vgpu.daemon.config import SliceSpec
 from vgpu.daemon.state import STATE_VERSION
 from vgpu.common.values import BadValue, parse_percent, parse_policy, parse_priority, parse_size
@@ -124,6 +125,8 @@ class SliceRecord:
     adopted: bool = False
     #: the effective settings last sent to vgpu.ko
     applied: Effective | None = None
+    #: the RDMA adapter, nodes and rdma cgroup limits the slice was given
+    rdma: RdmaGrant | None = None
 
     def __post_init__(self):
         if self.explicit.memory is not None:
@@ -175,6 +178,8 @@ class SliceRecord:
             out["adopted"] = True
         if self.applied is not None:
             out["applied"] = self.applied.to_json()
+        if self.rdma is not None:
+            out["rdma"] = self.rdma.to_json()
         return out
 
     @classmethod
@@ -199,6 +204,10 @@ class SliceRecord:
                                     or not isinstance(created, (int, float))):
             raise RecordError(f"created: {created!r} is not a time")
         applied = d.get("applied")
+        try:
+            rdma = RdmaGrant.from_json(d["rdma"]) if d.get("rdma") is not None else None
+        except ValueError as e:
+            raise RecordError(str(e)) from None
         slots = [GpuSlot.from_json(g) for g in gpus]
         memory = {i: g["memory"] for i, g in enumerate(gpus)
                   if _opt(g, "memory", int, "gpus") is not None}
@@ -213,12 +222,13 @@ class SliceRecord:
                    pid_start=_opt(d, "pid_start", int, ""), created=created, owner=owner,
                    attached=_opt(d, "attached", str, ""), audit=_opt(d, "audit", bool, ""),
                    adopted=bool(_opt(d, "adopted", bool, "")),
-                   applied=Effective.from_json(applied) if applied is not None else None)
+                   applied=Effective.from_json(applied) if applied is not None else None,
+                   rdma=rdma)
 
 
 _RECORD_KEYS = frozenset({"slice_id", "gpus", "explicit", "profile", "labels", "cgroup", "pid",
                           "pid_start", "created", "owner", "attached", "audit", "adopted",
-                          "applied"})
+                          "applied", "rdma"})
 
 
 # ---------------------------------------------------------------- the document

@@ -450,7 +450,8 @@ class SliceManager:
                 "adopted": rec.adopted, "owner": rec.owner, "gpus": gpus,
                 "compute": {"percent": e.spec.compute, "policy": e.spec.policy,
                             "priority": e.spec.priority},
-                "devices": devices}
+                "devices": devices,
+                "rdma": rec.rdma.to_json() if rec.rdma is not None else None}
 
     # ------------------------------------------------------------ reconcile
     async def reconcile(self, *, startup: bool = False) -> dict:

@@ -16,6 +16,7 @@ from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_o
 from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
+from vgpu.common.rdma import RdmaGrant, enable_rdma_controller, write_rdma_max
 from vgpu.common.request import (Scope, ScopeError, annotations_of, cri_fields, honoured_scope,
                                  real_gpu_refusal, vgpu_major)
 
@@ -143,6 +144,7 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
         raise HookError(f"container {cid}: slice {name}: vgpud: {e}") from None
     finally:
         client.close()
+    limit_rdma(cid, name, res.get("slice") if isinstance(res, dict) else None, cg, debug)
     try:
         m = Mounter()
         m.setns_mnt(pid)
@@ -152,6 +154,24 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     except OSError as e:
         raise HookError(f"container {cid}: slice {name}: {e.strerror or e}") from None
     return 0
+
+
+def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug) -> None:
+    """A slice with RDMA (docs/rdma.md): its rdma cgroup limits on the
+    cgroup it was attached to (the container's, or its pod's), the rdma
+    controller enabled down to it.  The container does not start without
+    them: its uverbs node would then be unlimited."""
+    g = (slice_ or {}).get("rdma")
+    if g is None:
+        return
+    try:
+        grant = RdmaGrant.from_json(g)
+        enable_rdma_controller(cg, cgroup2_mount() or "/sys/fs/cgroup")
+        write_rdma_max(cg, grant)
+    except (ValueError, OSError) as e:
+        raise HookError(f"container {cid}: slice {name}: the rdma cgroup limits on {cg}: "
+                        f"{getattr(e, 'strerror', None) or e}") from None
+    debug(f"rdma.max of {cg}: {grant.rdma_max()}")
 
 
 def release(state: dict, config: dict, o: Opts, debug, name: str | None = None) -> int:

@@ -67,6 +67,8 @@ def _flatten(c: Config) -> dict[str, str]:
         "kubernetes.namespace_profiles": "{" + ", ".join(
             f"{quote(ns)} = {_show(p)}" for ns, p in sorted(c.kubernetes.namespace_profiles.items()))
         + "}",
+        "rdma.hca_handles": str(c.rdma.hca_handles),
+        "rdma.hca_objects": str(c.rdma.hca_objects),
         "history.enabled": _show(c.history.enabled),
         "history.path": _show(c.history.path) if c.history.path is not None
         else "<state_dir>/history.db",

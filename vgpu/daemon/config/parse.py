@@ -27,7 +27,8 @@ from vgpu.common.values import (POLICIES, PRIORITIES, BadValue, format_duration,
                                 parse_bool, parse_clock, parse_duration, parse_gpu, parse_percent,
                                 parse_policy, parse_priority, parse_profile, parse_size, quote,
                                 read_utf8)
-from vgpu.daemon.config.schema import (AUDIT_KEYS, AuditSpec, Config, ConfigError, DAYS,
+from vgpu.common.rdma import HANDLES_MAX, OBJECTS_MAX, limit
+from vgpu.daemon.config.schema import (Rdma, AUDIT_KEYS, AuditSpec, Config, ConfigError, DAYS,
                                        DEFAULT_CONFIG_PATH, FORECAST_KEYS, FORECAST_MODES,
                                        ForecastSpec, GC_MAX, GC_MIN, GROUP_RE, HISTORY_INTERVAL,
                                        HISTORY_RETENTION_MAX, HISTORY_SIZE_MIN, HISTORY_STEP,
@@ -72,7 +73,7 @@ def parse_config(text: str, path: str = "<string>") -> Config:
 
 
 _SECTIONS = ("paths", "api", "node", "defaults", "scheduler", "metrics", "log", "gc",
-             "history", "profiles", "schedule", "kubernetes")
+             "history", "profiles", "schedule", "kubernetes", "rdma")
 
 
 def _typename(v: Any) -> str:
@@ -220,6 +221,18 @@ class _Parser:
 
         history = self.parse_history(self.table(raw, "history"))
 
+        t = self.table(raw, "rdma")
+        self.unknown(t, "rdma.", ("hca_handles", "hca_objects"))
+        rdma_lim = {}
+        for key, top in (("hca_handles", HANDLES_MAX), ("hca_objects", OBJECTS_MAX)):
+            v = t.get(key, getattr(base.rdma, key))
+            try:
+                rdma_lim[key] = limit(f"rdma.{key}", v, top)
+            except ValueError:
+                self.err(f"rdma.{key}", f"{quote(v)} is not a whole number from 1 to {top}")
+                rdma_lim[key] = getattr(base.rdma, key)
+        rdma_cfg = Rdma(**rdma_lim)
+
         profiles: dict[str, SliceSpec] = {}
         limits: dict[str, Limits] = {}
         audit: dict[str, AuditSpec] = {}
@@ -260,7 +273,7 @@ class _Parser:
                       metrics_listen=listen,
                       log_level=level, gc_interval=gc_interval, profiles=profiles,
                       limits=limits, audit=audit, schedule=schedule, history=history,
-                      forecasts=forecasts)
+                      forecasts=forecasts, rdma=rdma_cfg)
 
     def long_duration(self, tbl, key, dotted, default, lo, hi) -> float:
         """A duration that may also be given in days or weeks ("35d", "2w")."""

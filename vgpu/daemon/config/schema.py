@@ -300,6 +300,15 @@ class Kubernetes:
 
 
 @dataclass(frozen=True)
+class Rdma:
+    """[rdma]: the rdma cgroup limits a slice with RDMA gets on its adapter
+    unless its request says otherwise (docs/rdma.md): user contexts
+    (hca_handle) and verbs objects (hca_object)."""
+    hca_handles: int = 16
+    hca_objects: int = 65536
+
+
+@dataclass(frozen=True)
 class History:
     """[history]: the usage history (vgpu.daemon.history, docs/history.md).
     ``path`` None: <paths.state_dir>/history.db.  Durations in seconds."""
@@ -415,6 +424,7 @@ class Config:
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     history: History = field(default_factory=History)
     forecasts: dict[str, ForecastSpec] = field(default_factory=dict)   # by profile name
+    rdma: Rdma = field(default_factory=Rdma)
 
     def forecast_of(self, profile: str | None) -> ForecastSpec:
         """A profile's forecast settings (off for no profile, or one that sets none)."""

@@ -1,0 +1,220 @@
+"""RDMA beside a slice (docs/rdma.md), on the host: the adapter vgpud gives
+a slice (the closest to its GPU, or the named one), what it records and
+keeps over a restart, the API's checks, live limit changes, the CDI spec's
+nodes, and the hook setting the rdma cgroup's limits.  Fake sysfs trees
+(topology_fixtures.py) stand in for the node's PCI tree and adapters;
+soft-RoCE in the VM is tests/vm/test_rdma.py's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from daemon_support import FakeInventory, call
+from topology_fixtures import IB_MAJOR, make_sysfs
+from vgpu.cli.hook.cmdline import HookError
+from vgpu.cli.hook import stages
+from vgpu.common import rdma, topology
+from vgpu.common.cdi import cdi_spec
+from vgpu.common.rdma import RdmaGrant
+from vgpu.daemon import liveness
+from vgpu.daemon.kport import KernelPort
+from vgpu.daemon.slices import SliceManager
+from vgpu.daemon.state import StateStore
+
+MISC_MAJOR = 10
+
+
+def two_gpu_node(sysfs, cm: bool = True) -> None:
+    """The env's two GPUs (0000:01:00.0, 0000:02:00.0), each under a switch
+    with an adapter (mlx5_0 beside GPU 0, mlx5_1 beside GPU 1), and
+    rdma_cm as a misc device."""
+    layout = []
+    for i in range(2):
+        b = 0x40 * (i + 1)
+        root, rp, usp = f"pci0000:{b:02x}", f"0000:{b:02x}:01.0", f"0000:{b + 1:02x}:00.0"
+        gpu, nic = f"0000:0{i + 1}:00.0", f"0000:{b + 3:02x}:00.0"
+        layout += [("gpu", f"GPU{i}", gpu, 0, (root, rp, usp, f"0000:{b + 2:02x}:00.0", gpu)),
+                   ("hca", f"mlx5_{i}", nic, 0, (root, rp, usp, f"0000:{b + 2:02x}:01.0", nic))]
+    make_sysfs(sysfs, layout)
+    if cm:
+        d = sysfs / "class" / "misc" / "rdma_cm"
+        d.mkdir(parents=True)
+        (d / "dev").write_text(f"{MISC_MAJOR}:58\n")
+
+
+# ---- the grant -----------------------------------------------------------
+def test_a_grant_round_trips_and_junk_is_refused():
+    g = RdmaGrant("mlx5_0", (("uverbs0", IB_MAJOR, 192), ("rdma_cm", 10, 58)), 4, 1000)
+    assert RdmaGrant.from_json(json.loads(json.dumps(g.to_json()))) == g
+    assert g.rdma_max() == "mlx5_0 hca_handle=4 hca_object=1000"
+    assert g.with_limits(2, 9) == RdmaGrant("mlx5_0", g.nodes, 2, 9)
+    good = g.to_json()
+    for bad in ({**good, "hca": "../x"}, {**good, "nodes": []},
+                {**good, "nodes": [["sda", 8, 0]]}, {**good, "nodes": [["uverbs0", -1, 0]]},
+                {**good, "handles": 0}, {**good, "objects": True}, {**good, "extra": 1},
+                {k: v for k, v in good.items() if k != "hca"}, [], None):
+        with pytest.raises(ValueError):
+            RdmaGrant.from_json(bad)
+
+
+def test_the_closest_adapter_then_the_least_used(tmp_path):
+    two_gpu_node(tmp_path)
+    hs = topology.hcas(str(tmp_path))
+    assert topology.choose("0000:02:00.0", hs, {}, sysfs=str(tmp_path)).name == "mlx5_1"
+    assert topology.choose("0000:01:00.0", hs, {"mlx5_0": 9}, sysfs=str(tmp_path)).name \
+        == "mlx5_0"                                   # closer wins over less used
+    # equally far (a GPU sysfs does not know): the less used, then by name
+    assert topology.choose("0000:0f:00.0", hs, {"mlx5_0": 1}, sysfs=str(tmp_path)).name \
+        == "mlx5_1"
+    assert topology.choose("0000:0f:00.0", hs, {}, "mlx5_0", str(tmp_path)).name == "mlx5_0"
+    with pytest.raises(topology.RdmaError, match="no RDMA adapter 'mlx5_7'.*mlx5_0, mlx5_1"):
+        topology.choose("0000:01:00.0", hs, {}, "mlx5_7", str(tmp_path))
+    with pytest.raises(topology.RdmaError, match="no RDMA adapter with a uverbs device"):
+        topology.choose("0000:01:00.0", [], {}, sysfs=str(tmp_path))
+    g = topology.grant(hs[0], 3, 30, str(tmp_path))
+    assert g.nodes == (("uverbs0", IB_MAJOR, 192), ("rdma_cm", MISC_MAJOR, 58))
+
+
+# ---- vgpud ---------------------------------------------------------------
+async def test_a_slice_with_rdma_gets_the_adapter_beside_its_gpu(env):
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    r = await call(mgr, "create", container="c", gpus=[1], memory="1GiB", rdma=True)
+    rd = r["result"]["slice"]["rdma"]
+    assert rd == {"hca": "mlx5_1", "nodes": [["uverbs1", IB_MAJOR, 193],
+                                            ["rdma_cm", MISC_MAJOR, 58]],
+                  "handles": mgr.cfg.rdma.hca_handles, "objects": mgr.cfg.rdma.hca_objects}
+    r = await call(mgr, "create", container="d", gpus=[1], memory="1GiB",
+                   rdma={"hca": "mlx5_0", "handles": 2, "objects": 100})
+    assert r["result"]["slice"]["rdma"]["hca"] == "mlx5_0"
+    assert r["result"]["slice"]["rdma"]["handles"] == 2
+    # kept over a restart: the state file has it
+    m2 = SliceManager(mgr.cfg, "x", KernelPort(factory=lambda: k), StateStore(tmp / "state"),
+                      FakeInventory())
+    m2.load_state()
+    assert m2.records["c"].rdma == mgr.records["c"].rdma
+    assert m2.records["d"].rdma.handles == 2
+    # without: none
+    r = await call(mgr, "create", container="e", memory="1GiB")
+    assert r["result"]["slice"]["rdma"] is None
+
+
+async def test_rdma_where_there_is_none_is_refused_and_leaves_nothing(env):
+    mgr, k, tmp = env
+    r = await call(mgr, "create", container="c", memory="1GiB", rdma=True)
+    assert r["error"]["code"] == "admission", r
+    assert "no RDMA adapter with a uverbs device on this node" in r["error"]["message"]
+    assert "c" not in mgr.records and not k.slices_
+    two_gpu_node(tmp / "sys")
+    r = await call(mgr, "create", container="c", memory="1GiB", rdma={"hca": "mlx5_9"})
+    assert r["error"]["code"] == "admission" and "mlx5_9" in r["error"]["message"]
+    assert "c" not in mgr.records and not k.slices_
+
+
+@pytest.mark.parametrize("rd,words", [
+    ("yes", 'args.rdma: "yes" is not true or an object'),
+    (False, "args.rdma: false is not true or an object"),
+    ({"hca": "a/b"}, "args.rdma.hca"),
+    ({"handles": 0}, "args.rdma.handles: 0 is not a whole number from 1 to 65536"),
+    ({"objects": 1 << 30}, "args.rdma.objects"),
+    ({"handles": "4"}, "args.rdma.handles"),
+    ({"max": 1}, "args.rdma.max: unknown key (known: hca, handles, objects)"),
+])
+async def test_a_bad_rdma_argument_is_refused(env, rd, words):
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    r = await call(mgr, "create", container="c", memory="1GiB", rdma=rd)
+    assert r["error"]["code"] == "bad-request" and words in r["error"]["message"], r
+    assert "c" not in mgr.records
+
+
+async def test_set_quota_changes_the_limits_not_the_adapter(env):
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    await call(mgr, "create", container="c", gpus=[0], memory="1GiB", rdma=True)
+    await call(mgr, "create", container="plain", memory="1GiB")
+    r = await call(mgr, "set-quota", container="c", rdma={"handles": 3})
+    assert (r["result"]["slice"]["rdma"]["handles"], r["result"]["slice"]["rdma"]["objects"]) \
+        == (3, mgr.cfg.rdma.hca_objects)
+    assert mgr.records["c"].rdma.handles == 3
+    r = await call(mgr, "set-quota", container="c", rdma={"hca": "mlx5_1"})
+    assert r["error"]["code"] == "bad-request" and "it is chosen at create" in \
+        r["error"]["message"]
+    r = await call(mgr, "set-quota", container="plain", rdma={"objects": 5})
+    assert r["error"]["code"] == "bad-request" and "has no RDMA" in r["error"]["message"]
+
+
+async def test_set_quota_writes_the_limits_where_the_slice_is_attached(env, monkeypatch):
+    """vgpud sets the new rdma.max on the cgroup the slice is bound to (the
+    hook set the first at the container's start); one it cannot write is
+    logged, the record still changes."""
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    await call(mgr, "create", container="c", gpus=[0], memory="1GiB", rdma=True)
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp / "cg"))
+    cg = tmp / "cg" / "pod1"
+    cg.mkdir(parents=True)
+    (cg / "rdma.max").write_text("")
+    mgr.records["c"] = mgr.records["c"].changed(attached="/pod1")
+    await call(mgr, "set-quota", container="c", rdma={"handles": 5, "objects": 50})
+    assert (cg / "rdma.max").read_text() == "mlx5_0 hca_handle=5 hca_object=50"
+    (cg / "rdma.max").unlink()
+    r = await call(mgr, "set-quota", container="c", rdma={"handles": 6})
+    assert "error" not in r and mgr.records["c"].rdma.handles == 6
+
+
+# ---- the container's side ------------------------------------------------
+def test_the_cdi_spec_gives_the_adapters_nodes_one_rule_each():
+    s = {"container": "c", "gpus": [{"gpu": 0}],
+         "devices": {"major": 240, "ctl_minor": 0, "uvm_minor": 1, "gpu_minors": [2]},
+         "rdma": {"hca": "mlx5_0", "nodes": [["uverbs0", IB_MAJOR, 192], ["rdma_cm", 10, 58]],
+                  "handles": 4, "objects": 100}}
+    nodes = cdi_spec([s], "/run/vgpu/fs")["devices"][0]["containerEdits"]["deviceNodes"]
+    assert nodes[-2:] == [
+        {"path": "/dev/infiniband/uverbs0", "hostPath": "/dev/infiniband/uverbs0", "type": "c",
+         "major": IB_MAJOR, "minor": 192, "permissions": "rw"},
+        {"path": "/dev/infiniband/rdma_cm", "hostPath": "/dev/infiniband/rdma_cm", "type": "c",
+         "major": 10, "minor": 58, "permissions": "rw"}]
+    # a node that is not an adapter's is never written into a spec
+    s["rdma"]["nodes"] = [["../sda", 8, 0], ["uverbs0", "231", 192]]
+    nodes = cdi_spec([s], "/run/vgpu/fs")["devices"][0]["containerEdits"]["deviceNodes"]
+    assert not [n for n in nodes if "infiniband" in n["path"]]
+
+
+def cgroup_tree(tmp):
+    root = tmp / "cgroup"
+    pod = root / "kubepods" / "pod1"
+    pod.mkdir(parents=True)
+    (root / "cgroup.subtree_control").write_text("cpu memory\n")
+    (root / "kubepods" / "cgroup.subtree_control").write_text("cpu memory rdma\n")
+    (pod / "cgroup.subtree_control").write_text("")
+    (pod / "rdma.max").write_text("")
+    return root, pod
+
+
+def test_the_hook_sets_the_limits_and_enables_the_controller(tmp_path, monkeypatch):
+    root, pod = cgroup_tree(tmp_path)
+    monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))
+    g = {"hca": "mlx5_0", "nodes": [["uverbs0", IB_MAJOR, 192]], "handles": 2, "objects": 20}
+    said = []
+    stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), said.append)
+    assert (pod / "rdma.max").read_text() == "mlx5_0 hca_handle=2 hca_object=20"
+    # "+rdma" written where it was missing (the file keeps the last write)
+    assert (root / "cgroup.subtree_control").read_text() == "+rdma"
+    assert (root / "kubepods" / "cgroup.subtree_control").read_text() == "cpu memory rdma\n"
+    assert said == [f"rdma.max of {pod}: mlx5_0 hca_handle=2 hca_object=20"]
+    stages.limit_rdma("ctr", "s", {"rdma": None}, str(pod), said.append)   # none: nothing
+
+
+def test_the_hook_fails_closed_when_it_cannot_set_them(tmp_path, monkeypatch):
+    root, pod = cgroup_tree(tmp_path)
+    monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))
+    (pod / "rdma.max").unlink()                  # no rdma controller there
+    g = {"hca": "mlx5_0", "nodes": [["uverbs0", IB_MAJOR, 192]], "handles": 2, "objects": 20}
+    with pytest.raises(HookError, match="the rdma cgroup limits on"):
+        stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), lambda m: None)
+    with pytest.raises(HookError, match="not a grant"):
+        stages.limit_rdma("ctr", "s", {"rdma": {"hca": "x"}}, str(pod), lambda m: None)
+    with pytest.raises(OSError, match="is not under"):
+        rdma.enable_rdma_controller(str(tmp_path), str(root))

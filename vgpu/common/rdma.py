@@ -1,0 +1,123 @@
+"""RDMA beside a slice (docs/rdma.md): what a slice was given (the
+adapter, the nodes its container may open, the rdma cgroup's limits) and
+setting those limits.  The adapter is chosen by vgpud
+(vgpu.common.topology.choose); this module is what the hook needs too.
+
+What the container is given is the adapter's uverbs
+node(s) and /dev/infiniband/rdma_cm, each by its own major and minor
+(no major-wide rule: another adapter's uverbs share the major), and the
+rdma cgroup's ``rdma.max`` line for the adapter on the container's (or its
+pod's) cgroup: ``hca_handle`` (user contexts: ibv_open_device) and
+``hca_object`` (every verbs object: PDs, CQs, QPs, MRs, ...), which the
+kernel refuses past (ib_uverbs: -EAGAIN from rdmacg_try_charge).  Standard
+library only."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+#: bounds on the limits a slice may ask for (the kernel takes up to
+#: INT_MAX; these keep a typo from meaning "unlimited")
+HANDLES_MAX = 1 << 16
+OBJECTS_MAX = 1 << 24
+_NODE = re.compile(r"(uverbs\d{1,4}|rdma_cm)\Z")
+_HCA = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+
+
+class RdmaGrant:
+    """What a slice was given: the adapter, its nodes ((name under
+    /dev/infiniband, major, minor)), and the rdma cgroup's limits.  (A
+    plain class: the hook loads this module, and no dataclasses.)"""
+    __slots__ = ("hca", "nodes", "handles", "objects")
+
+    def __init__(self, hca: str, nodes: tuple[tuple[str, int, int], ...], handles: int,
+                 objects: int):
+        self.hca, self.nodes, self.handles, self.objects = hca, tuple(nodes), handles, objects
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RdmaGrant) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash((self.hca, self.nodes, self.handles, self.objects))
+
+    def __repr__(self) -> str:
+        return f"RdmaGrant({self.to_json()!r})"
+
+    def with_limits(self, handles: int, objects: int) -> "RdmaGrant":
+        return RdmaGrant(self.hca, self.nodes, handles, objects)
+
+    def rdma_max(self) -> str:
+        """The line for the cgroup's rdma.max."""
+        return f"{self.hca} hca_handle={self.handles} hca_object={self.objects}"
+
+    def to_json(self) -> dict:
+        return {"hca": self.hca, "nodes": [list(n) for n in self.nodes],
+                "handles": self.handles, "objects": self.objects}
+
+    @classmethod
+    def from_json(cls, d: Any) -> "RdmaGrant":
+        """The inverse of to_json, checked (a state file, an API answer)."""
+        if not isinstance(d, dict) or set(d) != {"hca", "nodes", "handles", "objects"}:
+            raise ValueError(f"rdma: {d!r} is not a grant (hca, nodes, handles, objects)")
+        hca, nodes = d["hca"], d["nodes"]
+        if not isinstance(hca, str) or not _HCA.match(hca):
+            raise ValueError(f"rdma.hca: {hca!r} is not an adapter name")
+        if not isinstance(nodes, list) or not nodes:
+            raise ValueError(f"rdma.nodes: {nodes!r} is not a list of nodes")
+        out = []
+        for n in nodes:
+            if not node_ok(n):
+                raise ValueError(f"rdma.nodes: {n!r} is not [name, major, minor]")
+            out.append((n[0], n[1], n[2]))
+        return cls(hca, tuple(out), limit("rdma.handles", d["handles"], HANDLES_MAX),
+                   limit("rdma.objects", d["objects"], OBJECTS_MAX))
+
+
+def node_ok(n: Any) -> bool:
+    """[name, major, minor] of a node under /dev/infiniband: uverbsN or
+    rdma_cm, and numbers a dev_t holds."""
+    return isinstance(n, (list, tuple)) and len(n) == 3 and isinstance(n[0], str) \
+        and _NODE.match(n[0]) is not None and _uint(n[1], 1 << 12) and _uint(n[2], 1 << 20)
+
+
+def _uint(x: Any, top: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < top
+
+
+def limit(name: str, v: Any, top: int) -> int:
+    if not _uint(v, top + 1) or v < 1:
+        raise ValueError(f"{name}: {v!r} is not a whole number from 1 to {top}")
+    return v
+
+
+def write_rdma_max(cgroup_dir: str, g: RdmaGrant) -> None:
+    """Set the grant's limits on a cgroup v2 directory (rdma.max; the rdma
+    controller must be enabled for it, by its parent's subtree_control).
+    OSError as the kernel says it."""
+    fd = os.open(os.path.join(cgroup_dir, "rdma.max"), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, g.rdma_max().encode())
+    finally:
+        os.close(fd)
+
+
+def enable_rdma_controller(cgroup_dir: str, v2root: str) -> None:
+    """Make rdma.max exist in ``cgroup_dir``: "+rdma" in the
+    subtree_control of every directory from the hierarchy's root down to
+    its parent (a runtime enables only the controllers it uses; runc's
+    cgroupfs driver leaves rdma out when config.json has no rdma limit).
+    OSError where the kernel refuses (no rdma controller)."""
+    root = os.path.realpath(v2root)
+    target = os.path.realpath(cgroup_dir)
+    if target != root and not target.startswith(root.rstrip("/") + "/"):
+        raise OSError(f"{cgroup_dir} is not under {v2root}")
+    parts = [p for p in target[len(root):].split("/") if p]
+    d = root
+    for p in parts:
+        with open(os.path.join(d, "cgroup.subtree_control")) as f:
+            on = f.read().split()
+        if "rdma" not in on:
+            with open(os.path.join(d, "cgroup.subtree_control"), "w") as f:
+                f.write("+rdma")
+        d = os.path.join(d, p)
