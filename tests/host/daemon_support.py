@@ -346,6 +346,7 @@ class ThreadVgpud:
         self.inv = FakeInventory(n, total)
         self.kernel = FakeKernel()
         self.thread = None
+        self.sysfs = tmp / "sys"            # the PCI tree and RDMA adapters: none, not the machine's
 
     def start(self) -> "ThreadVgpud":
         ready = threading.Event()
@@ -354,6 +355,7 @@ class ThreadVgpud:
             mgr = SliceManager(self.cfg, "test.toml", KernelPort(factory=lambda: self.kernel),
                                StateStore(self.tmp / "state"), self.inv)
             mgr.load_state()
+            mgr.sysfs = str(self.sysfs)
             self.mgr = mgr
             srv = Server(Ops(mgr), self.sock)
             async with trio.open_nursery() as n:

@@ -216,7 +216,13 @@ async def test_the_examples_ask_for_what_the_devices_have(env):
                 v = quantity(str(q))
                 assert lo <= v <= hi and (v - lo) % step == 0, (name, q, pol)
                 asked += 1
-    assert asked == 2
+        # its parameters are ones the plugin takes, as the allocation copies them
+        if spec["devices"].get("config"):
+            alloc = {"status": {"allocation": {"devices": {"config": [
+                {"source": "FromClaim", **x} for x in spec["devices"]["config"]]}}}}
+            for r in spec["devices"]["requests"]:
+                assert draplugin.slice_parameters(alloc, r["name"]).get("rdma"), c
+    assert asked == 4
 
 
 # ---- the scheduler's arithmetic against vgpud's admission ------------------

@@ -22,6 +22,7 @@ from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet
 from tools.testbed.vgpud_launcher import config as vgpud_config, running
 from vgpu.daemon.config.schema import K8S_DRA_SOCK_MAX
 from vgpu.daemon.health import record_fault
+from topology_fixtures import make_sysfs
 from vgpu.common.driverfiles import DriverFiles, driver_edits
 from vgpu.common.request import HOOK_ENV
 from vgpu.daemon.plugin_supervisor import dra_plugin_argv
@@ -226,6 +227,67 @@ def test_admin_access_where_allowed_is_the_gpu_itself_and_no_slice(node):
     r = kubelet.call("v1", "NodeUnprepareResources", ("team", "gpu-claim", UID))
     assert r.claims[UID].error == ""
     assert slices(v) == {} and list((tmp / "cdi").iterdir()) == []
+
+
+def rdma_claim(params, requests=None):
+    c = claim()
+    c["status"]["allocation"]["devices"]["config"] = [
+        {"source": "FromClass", "opaque": {"driver": "other.example.com",
+                                           "parameters": {"anything": 1}}},
+        {"source": "FromClaim", **({"requests": requests} if requests is not None else {}),
+         "opaque": {"driver": "gpu.vgpu.io", "parameters": params}}]
+    return c
+
+
+def test_a_claims_parameters_give_its_slice_rdma(node):
+    """SliceParameters' rdma (the claim's opaque config of gpu.vgpu.io,
+    for its request or all) reaches vgpud's create: the slice gets the
+    adapter beside its GPU and the limits asked; the CDI spec its nodes."""
+    v, api, kubelet, services, tmp = node
+    make_sysfs(v.sysfs, [("gpu", "GPU1", "0000:02:00.0", 0,
+                          ("pci0000:40", "0000:40:01.0", "0000:02:00.0")),
+                         ("hca", "mlx5_3", "0000:41:00.0", 0,
+                          ("pci0000:40", "0000:40:02.0", "0000:41:00.0"))])
+    api.claims[("team", "gpu-claim")] = rdma_claim(
+        {"apiVersion": "gpu.vgpu.io/v1alpha1", "kind": "SliceParameters",
+         "rdma": {"handles": 3}}, requests=["gpu"])
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert r.claims[UID].error == "", r.claims[UID].error
+    sl = slices(v)[f"claim-{UID}-0"]
+    assert (sl["rdma"]["hca"], sl["rdma"]["handles"]) == ("mlx5_3", 3)
+    spec = json.loads((tmp / "cdi" / f"vgpu-claim-{UID}-0.json").read_text())
+    paths = [n["path"] for n in spec["devices"][0]["containerEdits"]["deviceNodes"]]
+    assert "/dev/infiniband/uverbs0" in paths
+
+
+@pytest.mark.parametrize("params,words", [
+    ({"apiVersion": "v1", "kind": "SliceParameters"}, "are not apiVersion gpu.vgpu.io/v1alpha1"),
+    ({"apiVersion": "gpu.vgpu.io/v1alpha1", "kind": "SliceParameters", "memory": "1Gi"},
+     "SliceParameters has no memory (known: rdma)"),
+    ({"apiVersion": "gpu.vgpu.io/v1alpha1", "kind": "SliceParameters", "rdma": "yes"},
+     "rdma 'yes' is not true, false or {handles, objects}"),
+    ({"apiVersion": "gpu.vgpu.io/v1alpha1", "kind": "SliceParameters",
+      "rdma": {"objects": 0}}, "rdma.objects 0 is not a whole number"),
+    # no adapter on the node: vgpud refuses, nothing is left
+    ({"apiVersion": "gpu.vgpu.io/v1alpha1", "kind": "SliceParameters", "rdma": True},
+     "no RDMA adapter with a uverbs device on this node"),
+])
+def test_bad_parameters_are_refused_and_leave_nothing(node, params, words):
+    v, api, kubelet, services, tmp = node
+    api.claims[("team", "gpu-claim")] = rdma_claim(params)
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert words in r.claims[UID].error, r.claims[UID].error
+    assert slices(v) == {}
+
+
+def test_parameters_for_another_request_do_not_apply(node):
+    v, api, kubelet, services, tmp = node
+    api.claims[("team", "gpu-claim")] = rdma_claim(
+        {"apiVersion": "gpu.vgpu.io/v1alpha1", "kind": "SliceParameters", "rdma": True},
+        requests=["other"])
+    r = kubelet.call("v1", "NodePrepareResources", ("team", "gpu-claim", UID))
+    assert r.claims[UID].error == ""
+    assert slices(v)[f"claim-{UID}-0"]["rdma"] is None
 
 
 def test_admin_access_the_claims_spec_did_not_ask_for_is_refused(node):

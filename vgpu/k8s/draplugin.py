@@ -71,6 +71,7 @@ from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles
 from vgpu.common.cdi import ADMIN_CDI_KIND, CDI_HOOK, CDI_KIND, admin_cdi_spec, cdi_spec
 from vgpu.common.driverfiles import DriverFiles
+from vgpu.common.rdma import HANDLES_MAX, OBJECTS_MAX
 from vgpu.common.topology import numa_node, pcie_root
 from vgpu.common.files import atomic_write
 from vgpu.common.request import FUSE_MOUNT
@@ -134,6 +135,61 @@ class Allocation:
     memory: int            # bytes
     compute: int           # percent
     admin: bool = False    # admin access: the GPU itself, no slice
+    rdma: Any = None       # the slice's RDMA (SliceParameters' rdma): True or a dict
+
+
+#: the opaque parameters a claim (or its class) may give vgpu's devices:
+#: {"apiVersion": PARAMS_API, "kind": PARAMS_KIND, "rdma": true | {"handles"?,
+#: "objects"?}} (docs/kubernetes.md, "Parameters")
+PARAMS_API = "gpu.vgpu.io/v1alpha1"
+PARAMS_KIND = "SliceParameters"
+_RDMA_LIMITS = {"handles": HANDLES_MAX, "objects": OBJECTS_MAX}
+
+
+def slice_parameters(claim: dict, request: str, driver: str = dra.DRIVER) -> dict:
+    """The merged opaque configuration of ``driver`` that applies to the
+    result of ``request`` (the allocation's config: the class's first,
+    then the claim's, later keys over earlier); PrepareError for anything
+    but SliceParameters."""
+    configs = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}) \
+        .get("config") or []
+    main = request.split("/", 1)[0]
+    out: dict[str, Any] = {}
+    for c in configs if isinstance(configs, list) else []:
+        if not isinstance(c, dict):
+            continue
+        op = c.get("opaque")
+        if not isinstance(op, dict) or op.get("driver") != driver:
+            continue
+        reqs = c.get("requests") or []
+        if reqs and request not in reqs and main not in reqs:
+            continue
+        p = op.get("parameters")
+        if not isinstance(p, dict) or (p.get("apiVersion"), p.get("kind")) != (PARAMS_API,
+                                                                              PARAMS_KIND):
+            raise PrepareError(f"request {request!r}: the {driver} parameters are not "
+                               f"apiVersion {PARAMS_API}, kind {PARAMS_KIND}")
+        extra = set(p) - {"apiVersion", "kind", "rdma"}
+        if extra:
+            raise PrepareError(f"request {request!r}: {PARAMS_KIND} has no "
+                               f"{', '.join(sorted(extra))} (known: rdma)")
+        if "rdma" in p:
+            out["rdma"] = _rdma_param(request, p["rdma"])
+    return out
+
+
+def _rdma_param(request: str, v: Any) -> Any:
+    if v is True or v is False:
+        return v
+    if not isinstance(v, dict) or set(v) - set(_RDMA_LIMITS):
+        raise PrepareError(f"request {request!r}: rdma {v!r} is not true, false or "
+                           f"{{handles, objects}}")
+    for k, top in _RDMA_LIMITS.items():
+        x = v.get(k, 1)
+        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= top:
+            raise PrepareError(f"request {request!r}: rdma.{k} {x!r} is not a whole number "
+                               f"from 1 to {top}")
+    return dict(v)
 
 
 def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER,
@@ -194,8 +250,10 @@ def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER,
             raise PrepareError(f"{what}: consumed capacity memory {cap.get(dra.MEMORY)!r}, "
                                f"compute {cap.get(dra.COMPUTE)!r} is not a slice (whole bytes "
                                f"above 0, 0 to 100 percent)")
-        out.append(Allocation(str(r.get("request", "")), node, r["device"], int(m.group(1)),
-                              int(mem), int(comp)))
+        rq = str(r.get("request", ""))
+        rdma = slice_parameters(claim, rq, driver).get("rdma")
+        out.append(Allocation(rq, node, r["device"], int(m.group(1)), int(mem), int(comp),
+                              rdma=None if rdma is None or rdma is False else (rdma or True)))
     if not out:
         raise PrepareError(f"the claim has no device of {driver} allocated")
     return out
@@ -455,6 +513,8 @@ class Preparer:
                                    **({LABEL_CLAIM_NAME: name} if len(name) <= 63 else {})}}
                     if a.compute > 0:
                         args.update(compute=a.compute, policy="burst")
+                    if a.rdma is not None:
+                        args["rdma"] = a.rdma       # the closest adapter, its limits
                     try:
                         res = client.request("create", **args)
                     except ac.ApiError as e:
