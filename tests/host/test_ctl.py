@@ -158,6 +158,10 @@ def test_show_says_the_slices_rdma(fake, capsys):
     rc, out, _ = run(capsys, "show", "c1")
     assert re.search(r"^rdma:\s+mlx5_0 \(uverbs0 rdma_cm\), 4 contexts, 100 objects$", out,
                      re.M), out
+    fake.slices["c1"]["rdma"]["used"] = {"handles": 1, "objects": 7}
+    rc, out, _ = run(capsys, "show", "c1")
+    assert re.search(r"^rdma:\s+mlx5_0 \(uverbs0 rdma_cm\), 1 of 4 contexts, 7 of 100 "
+                     r"objects$", out, re.M), out
 
 
 def test_set_quota_sends_only_what_is_given(fake, capsys):

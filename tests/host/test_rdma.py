@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
 from daemon_support import FakeInventory, call
 from topology_fixtures import IB_MAJOR, make_sysfs
 from vgpu.cli.hook.cmdline import HookError
@@ -17,7 +19,7 @@ from vgpu.cli.hook import stages
 from vgpu.common import rdma, topology
 from vgpu.common.cdi import cdi_spec
 from vgpu.common.rdma import RdmaGrant
-from vgpu.daemon import liveness
+from vgpu.daemon import liveness, metrics
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
@@ -84,7 +86,8 @@ async def test_a_slice_with_rdma_gets_the_adapter_beside_its_gpu(env):
     rd = r["result"]["slice"]["rdma"]
     assert rd == {"hca": "mlx5_1", "nodes": [["uverbs1", IB_MAJOR, 193],
                                             ["rdma_cm", MISC_MAJOR, 58]],
-                  "handles": mgr.cfg.rdma.hca_handles, "objects": mgr.cfg.rdma.hca_objects}
+                  "handles": mgr.cfg.rdma.hca_handles, "objects": mgr.cfg.rdma.hca_objects,
+                  "used": None}                       # bound to no cgroup yet
     r = await call(mgr, "create", container="d", gpus=[1], memory="1GiB",
                    rdma={"hca": "mlx5_0", "handles": 2, "objects": 100})
     assert r["result"]["slice"]["rdma"]["hca"] == "mlx5_0"
@@ -218,3 +221,37 @@ def test_the_hook_fails_closed_when_it_cannot_set_them(tmp_path, monkeypatch):
         stages.limit_rdma("ctr", "s", {"rdma": {"hca": "x"}}, str(pod), lambda m: None)
     with pytest.raises(OSError, match="is not under"):
         rdma.enable_rdma_controller(str(tmp_path), str(root))
+
+
+# ---- what it holds ---------------------------------------------------------
+def test_usage_is_read_from_rdma_current(tmp_path):
+    (tmp_path / "rdma.current").write_text("mlx5_1 hca_handle=0 hca_object=0\n"
+                                           "mlx5_0 hca_handle=2 hca_object=41\n")
+    assert rdma.read_usage(str(tmp_path), "mlx5_0") == {"handles": 2, "objects": 41}
+    assert rdma.read_usage(str(tmp_path), "mlx5_9") is None
+    (tmp_path / "rdma.current").write_text("mlx5_0 hca_handle=max\n")
+    assert rdma.read_usage(str(tmp_path), "mlx5_0") is None
+    assert rdma.read_usage(str(tmp_path / "gone"), "mlx5_0") is None
+
+
+async def test_show_and_the_metrics_say_what_the_slice_holds(env, monkeypatch):
+    """Slice.rdma.used (and the metrics) from the rdma cgroup's count on
+    the cgroup the slice is bound to; null while it is bound to none."""
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    await call(mgr, "create", container="c", gpus=[0], memory="1GiB",
+               rdma={"handles": 4, "objects": 64})
+    r = await call(mgr, "show", container="c")
+    assert r["result"]["slice"]["rdma"]["used"] is None
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp / "cg"))
+    (tmp / "cg" / "ctr").mkdir(parents=True)
+    (tmp / "cg" / "ctr" / "rdma.current").write_text("mlx5_0 hca_handle=1 hca_object=5\n")
+    mgr.records["c"] = mgr.records["c"].changed(attached="/ctr")
+    r = await call(mgr, "show", container="c")
+    assert r["result"]["slice"]["rdma"]["used"] == {"handles": 1, "objects": 5}
+    got = {s.name: s for fam in parse_text(metrics.render(mgr)) for s in fam.samples
+           if s.name.startswith("vgpu_slice_rdma")}
+    assert {n: (s.labels["hca"], s.value) for n, s in got.items()} == {
+        "vgpu_slice_rdma_handles_limit": ("mlx5_0", 4),
+        "vgpu_slice_rdma_objects_limit": ("mlx5_0", 64),
+        "vgpu_slice_rdma_handles": ("mlx5_0", 1), "vgpu_slice_rdma_objects": ("mlx5_0", 5)}

@@ -135,9 +135,12 @@ def print_slice(s: dict) -> None:
     rd = s.get("rdma")
     if isinstance(rd, dict):
         nodes = [n[0] for n in rd.get("nodes") or [] if isinstance(n, list) and n]
+        used = rd.get("used") if isinstance(rd.get("used"), dict) else None
+        held = (f"{used.get('handles', '?')} of " if used else "", f"{used.get('objects', '?')} of "
+                if used else "")
         rows.append(("rdma", f"{rd.get('hca', '?')} ({' '.join(nodes) or 'no node'}), "
-                             f"{rd.get('handles', '?')} contexts, {rd.get('objects', '?')} "
-                             f"objects"))
+                             f"{held[0]}{rd.get('handles', '?')} contexts, "
+                             f"{held[1]}{rd.get('objects', '?')} objects"))
     for k, v in rows:
         print(f"{k + ':':<11} {v}")
     gpus = s.get("gpus") or []

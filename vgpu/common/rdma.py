@@ -121,3 +121,24 @@ def enable_rdma_controller(cgroup_dir: str, v2root: str) -> None:
             with open(os.path.join(d, "cgroup.subtree_control"), "w") as f:
                 f.write("+rdma")
         d = os.path.join(d, p)
+
+
+def read_usage(cgroup_dir: str, hca: str) -> dict | None:
+    """What a cgroup holds of ``hca`` by the rdma cgroup's count
+    (rdma.current: "rxe0 hca_handle=1 hca_object=4"): {"handles",
+    "objects"}; None where the file or the adapter's line is missing."""
+    try:
+        with open(os.path.join(cgroup_dir, "rdma.current")) as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0] != hca:
+            continue
+        kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+        try:
+            return {"handles": int(kv["hca_handle"]), "objects": int(kv["hca_object"])}
+        except (KeyError, ValueError):
+            return None
+    return None

@@ -69,6 +69,14 @@ METRICS = [
     ("vgpu_slice_compute_achieved_ratio", G,
      "share of wall time a slice got on one GPU over the last window (0..1)", SLICE_GPU_LABELS),
     ("vgpu_slice_open_files", G, "open files on a slice's device nodes", SLICE_LABELS),
+    ("vgpu_slice_rdma_handles_limit", G, "RDMA user contexts a slice may hold on its adapter "
+     "(rdma.max hca_handle)", (*SLICE_LABELS, "hca")),
+    ("vgpu_slice_rdma_objects_limit", G, "RDMA verbs objects a slice may hold on its adapter "
+     "(rdma.max hca_object)", (*SLICE_LABELS, "hca")),
+    ("vgpu_slice_rdma_handles", G, "RDMA user contexts a slice holds on its adapter "
+     "(rdma.current)", (*SLICE_LABELS, "hca")),
+    ("vgpu_slice_rdma_objects", G, "RDMA verbs objects a slice holds on its adapter "
+     "(rdma.current)", (*SLICE_LABELS, "hca")),
     ("vgpu_gpu_memory_total_bytes", G, "FB of a GPU", GPU_LABELS),
     ("vgpu_gpu_memory_allocated_bytes", G, "sum of the FB quotas of a GPU's slices", GPU_LABELS),
     ("vgpu_gpu_memory_used_bytes", G, "FB in use on a GPU (driver)", GPU_LABELS),
@@ -116,6 +124,14 @@ class Collector:
                 add("vgpu_slice_compute_target_percent", sl, e.spec.compute)
             if ks is not None:
                 add("vgpu_slice_open_files", sl, ks.open_files)
+            rv = mgr.rdma_view(rec)
+            if rv is not None:
+                hl = [*sl, rv["hca"]]
+                add("vgpu_slice_rdma_handles_limit", hl, rv["handles"])
+                add("vgpu_slice_rdma_objects_limit", hl, rv["objects"])
+                if rv["used"] is not None:
+                    add("vgpu_slice_rdma_handles", hl, rv["used"]["handles"])
+                    add("vgpu_slice_rdma_objects", hl, rv["used"]["objects"])
             for i, g in enumerate(rec.gpus):
                 gl = [*sl, g.gpu, g.uuid or ""]
                 ku = next((x for x in ks.gpus if x.index == i), None) if ks is not None else None

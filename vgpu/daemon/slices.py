@@ -51,6 +51,7 @@ import trio
 
 from vgpu import __version__
 from vgpu.abi import uapi
+from vgpu.common import rdma
 from vgpu.common.request import ALLOCATED_BY, ALLOCATED_LABEL
 from vgpu.common.values import format_size
 from vgpu.daemon import compute, policy, reconcile
@@ -59,7 +60,7 @@ from vgpu.daemon.events import EventBus
 from vgpu.daemon.health import Fault
 from vgpu.daemon.inventory import GpuInfo, over_quota
 from vgpu.daemon.kport import KernelPort, KernelUnavailable
-from vgpu.daemon.liveness import CgroupError, container_gone, gone, open_cgroup
+from vgpu.daemon.liveness import CgroupError, cgroup_path, container_gone, gone, open_cgroup
 from vgpu.daemon.overquota import OverQuota
 from vgpu.daemon.records import NO_MEMORY, Effective, SliceRecord, State, from_doc
 from vgpu.daemon.saver import StateSaver
@@ -451,7 +452,16 @@ class SliceManager:
                 "compute": {"percent": e.spec.compute, "policy": e.spec.policy,
                             "priority": e.spec.priority},
                 "devices": devices,
-                "rdma": rec.rdma.to_json() if rec.rdma is not None else None}
+                "rdma": self.rdma_view(rec)}
+
+    def rdma_view(self, rec: SliceRecord) -> dict | None:
+        """The slice's RDMA grant and, where its cgroup is known, what the
+        rdma cgroup counts it holding of the adapter (rdma.current)."""
+        if rec.rdma is None:
+            return None
+        cg = rec.cgroup or rec.attached
+        used = rdma.read_usage(cgroup_path(cg), rec.rdma.hca) if cg else None
+        return {**rec.rdma.to_json(), "used": used}
 
     # ------------------------------------------------------------ reconcile
     async def reconcile(self, *, startup: bool = False) -> dict:
