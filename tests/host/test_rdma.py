@@ -198,10 +198,12 @@ def cgroup_tree(tmp):
 
 def test_the_hook_sets_the_limits_and_enables_the_controller(tmp_path, monkeypatch):
     root, pod = cgroup_tree(tmp_path)
+    two_gpu_node(tmp_path / "sys")
     monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))
-    g = {"hca": "mlx5_0", "nodes": [["uverbs0", IB_MAJOR, 192]], "handles": 2, "objects": 20}
+    g = {"hca": "mlx5_0", "nodes": [["uverbs0", IB_MAJOR, 192], ["rdma_cm", MISC_MAJOR, 58]],
+         "handles": 2, "objects": 20}
     said = []
-    stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), said.append)
+    stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), said.append, str(tmp_path / "sys"))
     assert (pod / "rdma.max").read_text() == "mlx5_0 hca_handle=2 hca_object=20"
     # "+rdma" written where it was missing (the file keeps the last write)
     assert (root / "cgroup.subtree_control").read_text() == "+rdma"
@@ -210,13 +212,37 @@ def test_the_hook_sets_the_limits_and_enables_the_controller(tmp_path, monkeypat
     stages.limit_rdma("ctr", "s", {"rdma": None}, str(pod), said.append)   # none: nothing
 
 
+@pytest.mark.parametrize("nodes,words", [
+    ([["uverbs1", IB_MAJOR, 193]], "uverbs1 (231:193, mlx5_1)"),      # another adapter's now
+    ([["uverbs0", IB_MAJOR, 200]], "uverbs0 (231:192)"),              # other numbers
+    ([["uverbs5", IB_MAJOR, 197]], "uverbs5 (absent)"),
+    ([["uverbs0", IB_MAJOR, 192], ["rdma_cm", MISC_MAJOR, 59]], "rdma_cm (10:58)"),
+])
+def test_the_hook_refuses_nodes_that_are_no_longer_the_adapters(tmp_path, monkeypatch, nodes,
+                                                                 words):
+    """uverbs numbers follow the order adapters appeared in: the grant's
+    must still be its adapter's when the container starts, or the device
+    rules would hand it another adapter."""
+    root, pod = cgroup_tree(tmp_path)
+    two_gpu_node(tmp_path / "sys")
+    monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))
+    g = {"hca": "mlx5_0", "nodes": nodes, "handles": 2, "objects": 20}
+    with pytest.raises(HookError, match="no longer mlx5_0's") as ei:
+        stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), lambda m: None,
+                          str(tmp_path / "sys"))
+    assert words in str(ei.value), ei.value
+    assert (pod / "rdma.max").read_text() == ""                 # nothing written
+
+
 def test_the_hook_fails_closed_when_it_cannot_set_them(tmp_path, monkeypatch):
     root, pod = cgroup_tree(tmp_path)
     monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))
     (pod / "rdma.max").unlink()                  # no rdma controller there
+    two_gpu_node(tmp_path / "sys")
     g = {"hca": "mlx5_0", "nodes": [["uverbs0", IB_MAJOR, 192]], "handles": 2, "objects": 20}
     with pytest.raises(HookError, match="the rdma cgroup limits on"):
-        stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), lambda m: None)
+        stages.limit_rdma("ctr", "s", {"rdma": g}, str(pod), lambda m: None,
+                          str(tmp_path / "sys"))
     with pytest.raises(HookError, match="not a grant"):
         stages.limit_rdma("ctr", "s", {"rdma": {"hca": "x"}}, str(pod), lambda m: None)
     with pytest.raises(OSError, match="is not under"):

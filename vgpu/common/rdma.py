@@ -142,3 +142,31 @@ def read_usage(cgroup_dir: str, hca: str) -> dict | None:
         except (KeyError, ValueError):
             return None
     return None
+
+
+def stale_nodes(g: RdmaGrant, sysfs: str = "/sys") -> list[str]:
+    """The grant's uverbs nodes that are no longer its adapter's: uverbs
+    numbers are handed out as adapters appear, so after an adapter went and
+    another came, uverbsN (and its major:minor) may be another adapter's.
+    Each is checked against /sys/class/infiniband_verbs/<name>/{ibdev,dev};
+    rdma_cm against the misc device's numbers.  Empty: all still hold."""
+    bad = []
+    for name, major, minor in g.nodes:
+        if name == "rdma_cm":
+            d = os.path.join(sysfs, "class", "misc", name)
+            ib = None
+        else:
+            d = os.path.join(sysfs, "class", "infiniband_verbs", name)
+            ib = _read(os.path.join(d, "ibdev"))
+        dev = _read(os.path.join(d, "dev"))
+        if dev != f"{major}:{minor}" or (name != "rdma_cm" and ib != g.hca):
+            bad.append(f"{name} ({dev or 'absent'}{', ' + ib if ib and ib != g.hca else ''})")
+    return bad
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read(256).strip()
+    except OSError:
+        return None

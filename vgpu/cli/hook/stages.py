@@ -16,7 +16,7 @@ from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_o
 from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
-from vgpu.common.rdma import RdmaGrant, enable_rdma_controller, write_rdma_max
+from vgpu.common.rdma import RdmaGrant, enable_rdma_controller, stale_nodes, write_rdma_max
 from vgpu.common.request import (Scope, ScopeError, annotations_of, cri_fields, honoured_scope,
                                  real_gpu_refusal, vgpu_major)
 
@@ -156,7 +156,8 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
     return 0
 
 
-def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug) -> None:
+def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug,
+               sysfs: str = "/sys") -> None:
     """A slice with RDMA (docs/rdma.md): its rdma cgroup limits on the
     cgroup it was attached to (the container's, or its pod's), the rdma
     controller enabled down to it.  The container does not start without
@@ -166,6 +167,12 @@ def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug) -> None
         return
     try:
         grant = RdmaGrant.from_json(g)
+        stale = stale_nodes(grant, sysfs)
+        if stale:
+            # the device rules the spec (or config.json) gives name these
+            # numbers: they must still be this adapter's
+            raise ValueError(f"its nodes are no longer {grant.hca}'s: {', '.join(stale)} "
+                             f"(the adapters changed since the slice was made; make it again)")
         enable_rdma_controller(cg, cgroup2_mount() or "/sys/fs/cgroup")
         write_rdma_max(cg, grant)
     except (ValueError, OSError) as e:
