@@ -162,6 +162,9 @@ def test_show_says_the_slices_rdma(fake, capsys):
     rc, out, _ = run(capsys, "show", "c1")
     assert re.search(r"^rdma:\s+mlx5_0 \(uverbs0 rdma_cm\), 1 of 4 contexts, 7 of 100 "
                      r"objects$", out, re.M), out
+    fake.slices["c1"]["rdma"]["objects_by_type"] = {"qp": 2, "cq": 2, "mr": 2, "pd": 1}
+    rc, out, _ = run(capsys, "show", "c1")
+    assert re.search(r"^rdma held:\s+2 QP, 2 CQ, 2 MR, 1 PD$", out, re.M), out
 
 
 def test_set_quota_sends_only_what_is_given(fake, capsys):

@@ -16,7 +16,7 @@ from daemon_support import FakeInventory, call
 from topology_fixtures import IB_MAJOR, make_sysfs
 from vgpu.cli.hook.cmdline import HookError
 from vgpu.cli.hook import stages
-from vgpu.common import rdma, topology
+from vgpu.common import rdma, rdmanl, topology
 from vgpu.common.cdi import cdi_spec
 from vgpu.common.rdma import RdmaGrant
 from vgpu.daemon import liveness, metrics
@@ -281,3 +281,35 @@ async def test_show_and_the_metrics_say_what_the_slice_holds(env, monkeypatch):
         "vgpu_slice_rdma_handles_limit": ("mlx5_0", 4),
         "vgpu_slice_rdma_objects_limit": ("mlx5_0", 64),
         "vgpu_slice_rdma_handles": ("mlx5_0", 1), "vgpu_slice_rdma_objects": ("mlx5_0", 5)}
+
+
+async def test_show_counts_the_objects_of_the_slices_processes(env, monkeypatch):
+    """Slice.rdma.objects_by_type: the RDMA netlink dump's objects on the
+    slice's adapter, of the processes in the cgroup it is bound to (and
+    below), not another's."""
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    await call(mgr, "create", container="c", gpus=[0], memory="1GiB", rdma=True)
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp / "cg"))
+    (tmp / "cg" / "pod" / "ctr").mkdir(parents=True)
+    (tmp / "cg" / "pod" / "cgroup.procs").write_text("")
+    (tmp / "cg" / "pod" / "ctr" / "cgroup.procs").write_text("100\n101\n")
+    mgr.records["c"] = mgr.records["c"].changed(attached="/pod")
+    asked = []
+
+    def dump(hca, timeout=2.0):
+        asked.append(hca)
+        return {100: {"qp": 1, "cq": 2, "mr": 1, "pd": 1}, 101: {"qp": 1, "cq": 0, "mr": 3,
+                                                                  "pd": 0},
+                300: {"qp": 9, "cq": 9, "mr": 9, "pd": 9}}
+    monkeypatch.setattr(rdmanl, "objects_by_pid", dump)
+    r = await call(mgr, "show", container="c")
+    assert r["result"]["slice"]["rdma"]["objects_by_type"] == {"qp": 2, "cq": 2, "mr": 4,
+                                                               "pd": 1}
+    assert asked == ["mlx5_0"]
+
+    def fails(hca, timeout=2.0):
+        raise OSError(93, "Protocol not supported")       # no ib_core: no NETLINK_RDMA
+    monkeypatch.setattr(rdmanl, "objects_by_pid", fails)
+    r = await call(mgr, "show", container="c")
+    assert r["result"]["slice"]["rdma"]["objects_by_type"] is None

@@ -141,6 +141,9 @@ def print_slice(s: dict) -> None:
         rows.append(("rdma", f"{rd.get('hca', '?')} ({' '.join(nodes) or 'no node'}), "
                              f"{held[0]}{rd.get('handles', '?')} contexts, "
                              f"{held[1]}{rd.get('objects', '?')} objects"))
+        by = rd.get("objects_by_type") if isinstance(rd.get("objects_by_type"), dict) else None
+        if by:
+            rows.append(("rdma held", ", ".join(f"{n} {k.upper()}" for k, n in by.items())))
     for k, v in rows:
         print(f"{k + ':':<11} {v}")
     gpus = s.get("gpus") or []

@@ -170,3 +170,20 @@ def _read(path: str) -> str | None:
             return f.read(256).strip()
     except OSError:
         return None
+
+
+def cgroup_pids(cgroup_dir: str, limit: int = 1 << 16) -> set[int]:
+    """The processes of a cgroup v2 directory and of every one below it
+    (at most ``limit``)."""
+    out: set[int] = set()
+    for d, _dirs, files in os.walk(cgroup_dir):
+        if "cgroup.procs" not in files:
+            continue
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                out.update(int(x) for x in f.read().split() if x.isdigit())
+        except OSError:
+            continue
+        if len(out) >= limit:
+            break
+    return out

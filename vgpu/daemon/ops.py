@@ -28,7 +28,7 @@ from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
 from vgpu.daemon.records import NO_MEMORY, GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
-from vgpu.common import rdma, topology
+from vgpu.common import rdma, rdmanl, topology
 from vgpu.common.rdma import RdmaGrant
 from vgpu.common.values import format_size, quote
 
@@ -265,7 +265,32 @@ class Ops:
         except KernelRefused as e:
             if e.errno != errno.ENOENT:
                 raise
-        return {"slice": mgr.slice_view(rec, ks)}
+        view = mgr.slice_view(rec, ks)
+        if view["rdma"] is not None:
+            view["rdma"]["objects_by_type"] = await trio.to_thread.run_sync(self._rdma_objects,
+                                                                            rec)
+        return {"slice": view}
+
+    def _rdma_objects(self, rec) -> dict | None:
+        """The RDMA objects by type (QPs, CQs, MRs, PDs) the slice's
+        processes hold on its adapter: the kernel's RDMA netlink dump,
+        counted for the processes of the cgroup the slice is bound to; None
+        where either cannot be read."""
+        cg = rec.cgroup or rec.attached
+        if not cg:
+            return None
+        try:
+            by_pid = rdmanl.objects_by_pid(rec.rdma.hca)
+        except OSError as e:
+            log.debug("RDMA netlink: %s", e)
+            return None
+        pids = rdma.cgroup_pids(cgroup_path(cg))
+        out = dict.fromkeys(rdmanl.RES, 0)
+        for pid, counts in by_pid.items():
+            if pid in pids:
+                for k, n in counts.items():
+                    out[k] += n
+        return out
 
     # ------------------------------------------------------------ create
     def _admit_profile(self, args) -> None:
