@@ -50,7 +50,6 @@ static const struct nvrel_item nvrel_535_261_03_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2600, 2600, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 };
 
 static const struct nvrel_item nvrel_535_261_03_cls[] = {
@@ -801,7 +800,6 @@ static const struct nvrel_item nvrel_535_288_01_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2600, 2600, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 };
 
 static const struct nvrel_item nvrel_535_288_01_cls[] = {
@@ -1360,7 +1358,6 @@ static const struct nvrel_item nvrel_550_163_01_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2600, 2600, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x000000da, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 };
 
@@ -1941,7 +1938,6 @@ static const struct nvrel_item nvrel_570_211_01_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2608, 2608, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x000000da, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 };
 
@@ -2556,7 +2552,6 @@ static const struct nvrel_item nvrel_575_64_05_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2608, 2608, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x000000da, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 };
 
@@ -3177,7 +3172,6 @@ static const struct nvrel_item nvrel_580_142_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2608, 2608, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x000000da, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 };
 
@@ -3812,7 +3806,6 @@ static const struct nvrel_item nvrel_590_48_01_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2608, 2608, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x000000da, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 };
 
@@ -4448,7 +4441,6 @@ static const struct nvrel_item nvrel_595_45_04_esc[] = {
 	{ 0x000000d4, 4, 4, NVREL_REWRITE, 0, 0, 0 },
 	{ 0x000000d6, 8, 8, NVREL_VIRTUALISE, 0, 0, 0 },
 	{ 0x000000d7, 560, 560, NVREL_REWRITE, 0, 0, 0 },
-	{ 0x000000d9, 2608, 2608, NVREL_FORWARD, NVREL_F_EMBEDDED, 0, 0 },
 	{ 0x000000da, 8, 8, NVREL_FORWARD, 0, 0, 0 },
 };
 

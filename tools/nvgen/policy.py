@@ -199,8 +199,12 @@ ESCAPES: dict[str, tuple[str, str]] = {
     "NV_ESC_NUMA_INFO": ("rewrite", "reports the GPU's NUMA memory (coherent platforms): the slice's share"),
     "NV_ESC_SET_NUMA_STATUS": ("refuse", "driver: root only (nv.c, NV_IS_SUSER); onlines or offlines the "
                                          "GPU's memory"),
-    "NV_ESC_EXPORT_TO_DMABUF_FD": ("forward", "dma-buf of the caller's own memory (the new fd is the "
-                                              "caller's)"),
+    "NV_ESC_EXPORT_TO_DMABUF_FD": ("refuse", "isolation: the driver dups the memory of the client the "
+                                             "params name, not checked to be the caller's, into RM's "
+                                             "internal client at kernel privilege (nv-dmabuf.c "
+                                             "nv_dma_buf_dup_mem_handles); the FB then lives until the "
+                                             "dma-buf's last close (nv_dma_buf_release), which no "
+                                             "ioctl reports"),
     "NV_ESC_WAIT_OPEN_COMPLETE": ("forward", "waits for the caller's own open"),
 }
 

@@ -53,10 +53,16 @@ JUDGMENT_CALLS = (
     ("PERF_GET_GPUMON_PERFMON_UTIL_SAMPLES_V2 (nvidia-smi's utilisation)", "refuse",
      "the slice's share needs per-slice GPU-time accounting vgpu.ko does not keep yet; nvidia-smi then "
      "shows no utilisation inside the container"),
-    ("NV_ESC_EXPORT_TO_DMABUF_FD", "forward",
-     "a dma-buf of the caller's own memory (GPUDirect RDMA; nvproxy gates it behind its rdma capability); "
-     "vgpu.ko refuses it today, and a dma-buf handed to another container would let it map this "
-     "slice's memory"),
+    ("NV_ESC_EXPORT_TO_DMABUF_FD", "refuse",
+     "GPUDirect RDMA's dma-buf path (nvproxy gates it behind its rdma capability).  Read in 535.261.03 "
+     "and 595.45.04: nv_dma_buf_export (kernel-open/nvidia/nv-dmabuf.c) dups each named handle of the "
+     "params' hClient into RM's internal client (rm_dma_buf_dup_mem_handle, osapi.c) at kernel "
+     "privilege, which skips the access check (clientCopyResource_IMPL, rs_client.c), and nothing "
+     "checks that the client is the caller's: forwarded, it would export another slice's memory.  The "
+     "dup keeps the whole object's FB until the dma-buf's last close (nv_dma_buf_release), which "
+     "crosses no nvidia ioctl, so a charge could not follow it; forwarding needs vgpu.ko's own "
+     "ownership check, a charge held from before the call to that release, and a reaper of the "
+     "dma-buf's file (docs/rdma.md, \"GPUDirect RDMA\")"),
     ("NV0080_CTRL_CMD_GPU_GET_CLASSLIST(_V2)", "forward",
      "the list names classes this policy refuses (debugger, profiler, P2P); CUDA copes with a refused "
      "allocation, so it is not filtered"),
