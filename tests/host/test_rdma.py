@@ -234,6 +234,22 @@ def test_the_hook_refuses_nodes_that_are_no_longer_the_adapters(tmp_path, monkey
     assert (pod / "rdma.max").read_text() == ""                 # nothing written
 
 
+async def test_the_hook_takes_the_grant_as_vgpud_shows_it(env, monkeypatch):
+    """What the hook gets is attach's answer, the slice view (with `used`
+    beside the grant): it sets the limits from it (this failed in the VM:
+    the view's extra key was refused as "not a grant")."""
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    r = await call(mgr, "create", container="c", gpus=[0], memory="1GiB",
+                   rdma={"handles": 5, "objects": 9})
+    view = r["result"]["slice"]
+    assert "used" in view["rdma"]
+    root, pod = cgroup_tree(tmp)
+    monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))
+    stages.limit_rdma("ctr", "c", view, str(pod), lambda m: None, str(tmp / "sys"))
+    assert (pod / "rdma.max").read_text() == "mlx5_0 hca_handle=5 hca_object=9"
+
+
 def test_the_hook_fails_closed_when_it_cannot_set_them(tmp_path, monkeypatch):
     root, pod = cgroup_tree(tmp_path)
     monkeypatch.setattr(stages, "cgroup2_mount", lambda: str(root))

@@ -81,6 +81,18 @@ def node_ok(n: Any) -> bool:
         and _NODE.match(n[0]) is not None and _uint(n[1], 1 << 12) and _uint(n[2], 1 << 20)
 
 
+GRANT_KEYS = ("hca", "nodes", "handles", "objects")
+
+
+def grant_of_view(v: Any) -> RdmaGrant:
+    """The grant in a slice's ``rdma`` as vgpud's API shows it (the grant's
+    keys beside what the view adds: ``used``, ``objects_by_type``); the
+    grant's own keys are checked as from_json checks them."""
+    if not isinstance(v, dict):
+        raise ValueError(f"rdma: {v!r} is not a grant (hca, nodes, handles, objects)")
+    return RdmaGrant.from_json({k: v[k] for k in GRANT_KEYS if k in v})
+
+
 def _uint(x: Any, top: int) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < top
 

@@ -16,7 +16,7 @@ from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_o
 from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
-from vgpu.common.rdma import RdmaGrant, enable_rdma_controller, stale_nodes, write_rdma_max
+from vgpu.common.rdma import enable_rdma_controller, grant_of_view, stale_nodes, write_rdma_max
 from vgpu.common.request import (Scope, ScopeError, annotations_of, cri_fields, honoured_scope,
                                  real_gpu_refusal, vgpu_major)
 
@@ -166,7 +166,7 @@ def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug,
     if g is None:
         return
     try:
-        grant = RdmaGrant.from_json(g)
+        grant = grant_of_view(g)
         stale = stale_nodes(grant, sysfs)
         if stale:
             # the device rules the spec (or config.json) gives name these
