@@ -4,7 +4,8 @@
 
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static \
 	libfuse3-dev fuse3 pkg-config kmod cpio runc containerd build-essential gcc make \
-	python3-venv python3-dev patch chromium podman
+	python3-venv python3-dev patch chromium podman \
+	ibverbs-utils rdmacm-utils perftest
 
 deps: deps-apt deps-python deps-nvidia
 
