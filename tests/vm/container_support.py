@@ -227,6 +227,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 HAVE_CONTAINERD = bool(shutil.which("containerd") and shutil.which("ctr"))
 
 
+def remove_cgroups(base: Path) -> None:
+    """rmdir a test's cgroup tree, deepest first (whatever still holds a
+    process stays)."""
+    for d in sorted((p for p, _, _ in os.walk(base)), key=len, reverse=True):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
 def own_etc_of(rootfs: Path) -> None:
     """Give ``rootfs`` an /etc of its own, as an image has (the host's
     ld.so.conf files, passwd and group), writable until the container runs:

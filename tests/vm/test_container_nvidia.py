@@ -45,7 +45,7 @@ from vgpu.common import driverfiles as df
 from cuda_lib import (PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace,
                       sequence_body)
 from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, own_etc_of,  # noqa: F401
-                               runc, video_memory)
+                               remove_cgroups, runc, video_memory)
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -311,6 +311,85 @@ def test_the_cdi_spec_through_podman(runc, daemon, tmp_path):
         daemon.ctl_raw("delete", name, "--force")
         shutil.rmtree(run_root, ignore_errors=True)
 
+
+def test_a_dra_claims_spec_through_podman(runc, daemon, tmp_path):
+    """A CDI runtime that is not ours consumes the DRA plugin's spec as
+    written: a claim prepared by vgpu.k8s.draplugin (driven by the test
+    kubelet of tools/testbed/dra_fakes.py, the claim on its test API
+    server) leaves its spec in /var/run/cdi, and podman 4.3 runs a
+    container of the claim's pod from it (its cgroup under pod<uid>, the
+    CRI annotations containerd would set): the spec's hook attaches the
+    slice to the pod's cgroup and mounts its /proc/driver/nvidia, and the
+    driver files the plugin found bring nvidia-smi, which sees the claim's
+    one GPU with the claim's memory."""
+    if PODMAN is None:
+        pytest.skip("no podman (make deps installs it)")
+    from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet
+    from vgpu.k8s import dra, draplugin
+    smi, lib = nvidia_userspace()
+    hook = tmp_path / "vgpu-oci-hook"
+    hook.write_text(f"#!/bin/sh\nexec {PY} -I -S -c 'import sys; sys.path.insert(0, "
+                    f"\"{ROOT}\"); from vgpu.cli.hook import main; sys.exit(main())' \"$@\"\n")
+    hook.chmod(0o755)
+    uid, pod_uid, top = "3f2a9c1e-5b6d-4e7f-8a9b-0c1d2e3f4a5c", \
+        "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1b", "vgpu-dra-pm"
+    api = ApiServer()
+    api.claims[("team", "c")] = {
+        "metadata": {"namespace": "team", "name": "c", "uid": uid},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": dra.DRIVER, "pool": NODE, "device": f"gpu-{HOST_GPU}",
+             "consumedCapacity": {"memory": str(192 * MiB), "compute": "0"}}]}}}}
+    prep = draplugin.Preparer(
+        NODE, draplugin.ApiServerClaims(api.url), daemon.sock, "/var/run/cdi", daemon.fs,
+        hook=str(hook),
+        driver=df.discover(RELEASE, lib_dirs=[str(lib)], bin_dirs=[str(smi.parent)]))
+    assert prep.driver.libraries and prep.driver.binaries
+    services = draplugin.DraServices(prep)
+    dra_srv, reg_srv = draplugin.serve(services, tmp_path / "plugins", tmp_path / "registry")
+    kubelet = Kubelet(services, tmp_path / "plugins" / "dra.sock",
+                      tmp_path / "registry" / f"{dra.DRIVER}-reg.sock")
+    name = f"claim-{uid}-0"
+    run_root = tempfile.mkdtemp(prefix="pm", dir="/tmp")       # podman: under 50 characters
+    pm = [PODMAN, "--root", str(tmp_path / "pm"), "--runroot", run_root,
+          "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+          "--runtime", "/usr/sbin/runc"]
+    try:
+        r = kubelet.call("v1", "NodePrepareResources", ("team", "c", uid))
+        assert r.claims[uid].error == "", r.claims[uid].error
+        (dev,) = r.claims[uid].devices
+        (cdi,) = dev.cdi_device_ids
+        assert cdi == f"vgpu.io/slice={name}" and Path(f"/var/run/cdi/vgpu-{name}.json").exists()
+        b = runc.bundle("dra-pm", "true")                   # only for its rootfs directory
+        own_etc_of(b / "rootfs")
+        vols = [x for src in ("/usr", "/root/.pyenv", str(ROOT)) if os.path.isdir(src)
+                for x in ("-v", f"{src}:{src}:ro")]
+        script = (f"{smi} --query-gpu=name,memory.total --format=csv,noheader; "
+                  "echo SMI-rc $?; ls /proc/driver/nvidia/gpus | wc -l")
+        rr = subprocess.run(
+            [*pm, "run", "--rm", "--network", "none", *vols, "--env", "PATH=/usr/bin:/bin",
+             "--env", "HOME=/tmp", "--cgroup-parent", f"/{top}/pod{pod_uid}",
+             "--annotation", "io.kubernetes.cri.container-type=container",
+             "--annotation", f"io.kubernetes.cri.sandbox-uid={pod_uid}",
+             "--device", cdi, "--rootfs", str(b / "rootfs"), "/bin/sh", "-c", script],
+            capture_output=True, text=True, timeout=1500)
+        out = rr.stdout + rr.stderr
+        print(out)
+        assert rr.returncode == 0, f"{out[-6000:]}\n{daemon.log()}"
+        assert "SMI-rc 0" in out, out
+        assert re.search(r"NVIDIA nvsim H100, 192 MiB\n", out), out
+        assert out.rstrip().endswith("\n1"), out              # one GPU in its proc view
+        sl = daemon.ctl("show", name)["slice"]
+        assert sl["attached"].rstrip("/").endswith(f"/{top}/pod{pod_uid}"), sl
+    finally:
+        subprocess.run([*pm, "rm", "--all", "--force"], capture_output=True, timeout=300)
+        shutil.rmtree(run_root, ignore_errors=True)
+        kubelet.call("v1", "NodeUnprepareResources", ("team", "c", uid))
+        reg_srv.stop(0)
+        dra_srv.stop(0)
+        api.httpd.shutdown()
+        remove_cgroups(Path("/sys/fs/cgroup") / top)
+    assert not Path(f"/var/run/cdi/vgpu-{name}.json").exists()
+    assert daemon.ctl_raw("show", name).returncode != 0
 
 def test_driver_files_arrive_through_the_edits():
     """The driver's libraries and nvidia-smi came as read-only binds of the

@@ -18,7 +18,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from container_support import PY, ROOT, RUNC, poll
+from container_support import PY, ROOT, RUNC, poll, remove_cgroups
 from container_support import daemon, runc  # noqa: F401  (the fixtures)
 from container_support import pytestmark  # noqa: F401
 from tools.testbed.dra_fakes import NODE, ApiServer, Kubelet
@@ -197,9 +197,4 @@ def test_the_containers_of_a_pod_share_its_claims_slice(plugin, daemon, runc):  
             runc.runc("kill", f"dra-{tag}", "KILL")
             poll(lambda tag=tag: runc.state(f"dra-{tag}").get("status") in (None, "stopped"), 60)
             runc.runc("delete", "--force", f"dra-{tag}")
-        base = Path("/sys/fs/cgroup") / TOP
-        for d in sorted((p for p, _, _ in os.walk(base)), key=len, reverse=True):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+        remove_cgroups(Path("/sys/fs/cgroup") / TOP)
