@@ -329,3 +329,24 @@ async def test_show_counts_the_objects_of_the_slices_processes(env, monkeypatch)
     monkeypatch.setattr(rdmanl, "objects_by_pid", fails)
     r = await call(mgr, "show", container="c")
     assert r["result"]["slice"]["rdma"]["objects_by_type"] is None
+
+
+async def test_delete_sets_the_limits_back_to_max_where_the_cgroup_stays(env, monkeypatch):
+    """A slice deleted while its cgroup remains (a pod's, before the
+    kubelet removes it): its rdma.max goes back to max, so the kernel frees
+    the cgroup's pool before the cgroup goes; a cgroup already gone is no
+    error."""
+    mgr, k, tmp = env
+    two_gpu_node(tmp / "sys")
+    monkeypatch.setattr(liveness, "CGROUP_ROOT", str(tmp / "cg"))
+    for name in ("pod1", "pod2"):
+        await call(mgr, "create", container=name, gpus=[0], memory="1GiB", rdma=True)
+        mgr.records[name] = mgr.records[name].changed(attached=f"/{name}")
+    (tmp / "cg" / "pod1").mkdir(parents=True)
+    (tmp / "cg" / "pod1" / "rdma.max").write_text("mlx5_0 hca_handle=16 hca_object=65536")
+    r = await call(mgr, "delete", container="pod1", force=True)
+    assert "error" not in r
+    assert (tmp / "cg" / "pod1" / "rdma.max").read_text() == \
+        "mlx5_0 hca_handle=max hca_object=max"
+    r = await call(mgr, "delete", container="pod2", force=True)       # its cgroup is gone
+    assert "error" not in r and not mgr.records

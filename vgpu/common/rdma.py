@@ -107,7 +107,7 @@ def write_rdma_max(cgroup_dir: str, g: RdmaGrant) -> None:
     """Set the grant's limits on a cgroup v2 directory (rdma.max; the rdma
     controller must be enabled for it, by its parent's subtree_control).
     OSError as the kernel says it."""
-    fd = os.open(os.path.join(cgroup_dir, "rdma.max"), os.O_WRONLY | os.O_CLOEXEC)
+    fd = os.open(os.path.join(cgroup_dir, "rdma.max"), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     try:
         os.write(fd, g.rdma_max().encode())
     finally:
@@ -199,3 +199,17 @@ def cgroup_pids(cgroup_dir: str, limit: int = 1 << 16) -> set[int]:
         if len(out) >= limit:
             break
     return out
+
+
+def release_limits(cgroup_dir: str, hca: str) -> None:
+    """Set a cgroup's limits on ``hca`` back to max before the cgroup goes.
+    With every limit at max the kernel frees the cgroup's pool of the
+    adapter at once (or at its last uncharge); a pool left with a limit
+    when its cgroup is removed stays on the adapter's list, and the
+    adapter's unregistration later corrupts it (docs/rdma.md, "A kernel
+    bug").  OSError as the kernel says it."""
+    fd = os.open(os.path.join(cgroup_dir, "rdma.max"), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    try:
+        os.write(fd, f"{hca} hca_handle=max hca_object=max".encode())
+    finally:
+        os.close(fd)

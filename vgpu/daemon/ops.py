@@ -443,6 +443,23 @@ class Ops:
             log.warning("slice %s: rdma.max of %s not set (%s): %s", rec.container,
                         cgroup_path(cg), e.strerror or e, rec.rdma.rdma_max())
 
+    def _release_rdma(self, rec) -> None:
+        """A slice going: its rdma cgroup limits back to max where its
+        cgroup still exists (a pod's, which the kubelet removes after
+        unprepare; an operator's), so that the kernel frees the cgroup's
+        pool of the adapter before the cgroup goes (docs/rdma.md, "A kernel
+        bug").  A cgroup already gone is past helping."""
+        cg = rec.cgroup or rec.attached
+        if rec.rdma is None or not cg:
+            return
+        path = cgroup_path(cg)
+        try:
+            rdma.release_limits(path, rec.rdma.hca)
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                log.warning("slice %s: rdma.max of %s not reset: %s", rec.container, path,
+                            e.strerror or e)
+
     # ------------------------------------------------------------ change
     async def set_quota(self, args) -> dict:
         mgr = self.mgr
@@ -567,6 +584,7 @@ class Ops:
                                    f"use force to delete it anyway", errno="EBUSY") from None
                 if ex.errno != errno.ENOENT:
                     raise
+            self._release_rdma(rec)
             mgr.forget(c)
             mgr.save_state()
         log.info("deleted slice %d of %s", rec.slice_id, c)
