@@ -246,3 +246,47 @@ def test_show_says_what_the_slices_processes_hold(rxe, daemon, pm, slices):  # n
     finally:
         srv.kill()
         srv.communicate(timeout=300)
+
+
+def test_an_adapter_can_go_after_a_deleted_slices_cgroup(rxe, daemon):  # noqa: F811
+    """The kernel's stale-pool bug (docs/rdma.md, "A kernel bug") avoided:
+    a slice with limits on its own adapter, attached to a cgroup that
+    outlives it (as a pod's does), used by a process there; deleting the
+    slice sets the limits back to max, so after the cgroup is removed the
+    adapter can be deleted without the rdma cgroup's list corruption (the
+    harness fails the run on the BUG it would print)."""
+    from vgpu.common import apiclient, rdma
+    link, hca = "vgpurx1", "rxe_gone"
+    sh("ip", "link", "add", link, "type", "dummy")
+    cg = Path("/sys/fs/cgroup/vgpu-rdma-gone")
+    try:
+        sh("ip", "addr", "add", "10.78.0.1/24", "dev", link)
+        sh("ip", "link", "set", link, "up")
+        sh("rdma", "link", "add", hca, "type", "rxe", "netdev", link)
+        daemon.ctl("create", "rd-gone", "--memory", "64Mi", "--rdma", "--rdma-hca", hca,
+                   "--rdma-handles", "2")
+        cg.mkdir()
+        with apiclient.ApiClient(daemon.sock, 30) as c:
+            view = c.request("attach", container="rd-gone", cgroup=str(cg))["slice"]
+        grant = rdma.grant_of_view(view["rdma"])
+        rdma.enable_rdma_controller(str(cg), "/sys/fs/cgroup")
+        rdma.write_rdma_max(str(cg), grant)
+        r = subprocess.run(["sh", "-c", f"echo $$ > {cg}/cgroup.procs; exec timeout 5 "
+                                        f"ibv_rc_pingpong -d {hca} -p 18700"],
+                           capture_output=True, text=True, timeout=120)
+        assert "Couldn't" not in r.stdout + r.stderr, r.stdout + r.stderr   # it held a context
+
+        def limit():
+            (line,) = [ln for ln in (cg / "rdma.max").read_text().splitlines()
+                       if ln.split()[0] == hca]
+            return line.split()
+        assert limit()[:2] == [hca, "hca_handle=2"], limit()
+        daemon.ctl("delete", "rd-gone", "--force")
+        assert limit() == [hca, "hca_handle=max", "hca_object=max"], limit()
+        cg.rmdir()
+        sh("rdma", "link", "delete", hca)
+    finally:
+        daemon.ctl_raw("delete", "rd-gone", "--force")
+        if cg.exists():
+            cg.rmdir()
+        sh("ip", "link", "delete", link, check=False)
