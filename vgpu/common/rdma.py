@@ -107,9 +107,13 @@ def write_rdma_max(cgroup_dir: str, g: RdmaGrant) -> None:
     """Set the grant's limits on a cgroup v2 directory (rdma.max; the rdma
     controller must be enabled for it, by its parent's subtree_control).
     OSError as the kernel says it."""
+    _write_max(cgroup_dir, g.rdma_max())
+
+
+def _write_max(cgroup_dir: str, line: str) -> None:
     fd = os.open(os.path.join(cgroup_dir, "rdma.max"), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     try:
-        os.write(fd, g.rdma_max().encode())
+        os.write(fd, line.encode())
     finally:
         os.close(fd)
 
@@ -169,17 +173,18 @@ def stale_nodes(g: RdmaGrant, sysfs: str = "/sys") -> list[str]:
             ib = None
         else:
             d = os.path.join(sysfs, "class", "infiniband_verbs", name)
-            ib = _read(os.path.join(d, "ibdev"))
-        dev = _read(os.path.join(d, "dev"))
+            ib = read_attr(os.path.join(d, "ibdev"))
+        dev = read_attr(os.path.join(d, "dev"))
         if dev != f"{major}:{minor}" or (name != "rdma_cm" and ib != g.hca):
             bad.append(f"{name} ({dev or 'absent'}{', ' + ib if ib and ib != g.hca else ''})")
     return bad
 
 
-def _read(path: str) -> str | None:
+def read_attr(path: str, limit: int = 256) -> str | None:
+    """A small sysfs attribute, stripped; None where it cannot be read."""
     try:
-        with open(path) as f:
-            return f.read(256).strip()
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read(limit).strip()
     except OSError:
         return None
 
@@ -208,8 +213,4 @@ def release_limits(cgroup_dir: str, hca: str) -> None:
     when its cgroup is removed stays on the adapter's list, and the
     adapter's unregistration later corrupts it (docs/rdma.md, "A kernel
     bug").  OSError as the kernel says it."""
-    fd = os.open(os.path.join(cgroup_dir, "rdma.max"), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    try:
-        os.write(fd, f"{hca} hca_handle=max hca_object=max".encode())
-    finally:
-        os.close(fd)
+    _write_max(cgroup_dir, f"{hca} hca_handle=max hca_object=max")

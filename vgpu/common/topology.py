@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from vgpu.common.rdma import RdmaGrant
+from vgpu.common.rdma import RdmaGrant, read_attr
 
 __all__ = ["LINKS", "Hca", "RdmaError", "bdf_of", "choose", "grant", "hcas", "link",
            "numa_node", "pair", "pci_chain", "pcie_root", "rdma_cm_node"]
@@ -129,14 +129,6 @@ class Hca:
     uverbs: tuple[tuple[str, int, int], ...] = field(default=())
 
 
-def _read(path: str, limit: int = 256) -> str | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            return f.read(limit).strip()
-    except OSError:
-        return None
-
-
 def hcas(sysfs: str = "/sys") -> list[Hca]:
     """The node's RDMA adapters, by name; [] where the kernel has none."""
     base = os.path.join(sysfs, "class", "infiniband")
@@ -153,8 +145,8 @@ def hcas(sysfs: str = "/sys") -> list[Hca]:
     for v in vnames:
         if not re.match(r"uverbs\d{1,4}\Z", v):
             continue
-        ib = _read(os.path.join(vbase, v, "ibdev"))
-        dev = _read(os.path.join(vbase, v, "dev"))
+        ib = read_attr(os.path.join(vbase, v, "ibdev"))
+        dev = read_attr(os.path.join(vbase, v, "dev"))
         m = re.match(r"(\d{1,4}):(\d{1,7})\Z", dev or "")
         if ib and m:
             verbs.setdefault(ib, []).append((v, int(m.group(1)), int(m.group(2))))

@@ -276,7 +276,7 @@ class Ops:
         processes hold on its adapter: the kernel's RDMA netlink dump,
         counted for the processes of the cgroup the slice is bound to; None
         where either cannot be read."""
-        cg = rec.cgroup or rec.attached
+        cg = self.mgr.bound_cgroup(rec)
         if not cg:
             return None
         try:
@@ -284,7 +284,7 @@ class Ops:
         except OSError as e:
             log.debug("RDMA netlink: %s", e)
             return None
-        pids = rdma.cgroup_pids(cgroup_path(cg))
+        pids = rdma.cgroup_pids(cg)
         out = dict.fromkeys(rdmanl.RES, 0)
         for pid, counts in by_pid.items():
             if pid in pids:
@@ -434,14 +434,14 @@ class Ops:
         """The slice's rdma cgroup limits on its container's (or attached)
         cgroup, where it has one; a refusal is logged (the next start of
         the container applies them through its hook)."""
-        cg = rec.cgroup or rec.attached
+        cg = self.mgr.bound_cgroup(rec)
         if rec.rdma is None or not cg:
             return
         try:
-            rdma.write_rdma_max(cgroup_path(cg), rec.rdma)
+            rdma.write_rdma_max(cg, rec.rdma)
         except OSError as e:
-            log.warning("slice %s: rdma.max of %s not set (%s): %s", rec.container,
-                        cgroup_path(cg), e.strerror or e, rec.rdma.rdma_max())
+            log.warning("slice %s: rdma.max of %s not set (%s): %s", rec.container, cg,
+                        e.strerror or e, rec.rdma.rdma_max())
 
     def _release_rdma(self, rec) -> None:
         """A slice going: its rdma cgroup limits back to max where its
@@ -449,15 +449,14 @@ class Ops:
         unprepare; an operator's), so that the kernel frees the cgroup's
         pool of the adapter before the cgroup goes (docs/rdma.md, "A kernel
         bug").  A cgroup already gone is past helping."""
-        cg = rec.cgroup or rec.attached
+        cg = self.mgr.bound_cgroup(rec)
         if rec.rdma is None or not cg:
             return
-        path = cgroup_path(cg)
         try:
-            rdma.release_limits(path, rec.rdma.hca)
+            rdma.release_limits(cg, rec.rdma.hca)
         except OSError as e:
             if e.errno != errno.ENOENT:
-                log.warning("slice %s: rdma.max of %s not reset: %s", rec.container, path,
+                log.warning("slice %s: rdma.max of %s not reset: %s", rec.container, cg,
                             e.strerror or e)
 
     # ------------------------------------------------------------ change

@@ -454,14 +454,20 @@ class SliceManager:
                 "devices": devices,
                 "rdma": self.rdma_view(rec)}
 
+    @staticmethod
+    def bound_cgroup(rec: SliceRecord) -> str | None:
+        """The cgroup v2 directory the slice is bound to: its container's,
+        else the one it was attached to; None for neither."""
+        cg = rec.cgroup or rec.attached
+        return cgroup_path(cg) if cg else None
+
     def rdma_view(self, rec: SliceRecord) -> dict | None:
         """The slice's RDMA grant and, where its cgroup is known, what the
         rdma cgroup counts it holding of the adapter (rdma.current)."""
         if rec.rdma is None:
             return None
-        cg = rec.cgroup or rec.attached
-        used = rdma.read_usage(cgroup_path(cg), rec.rdma.hca) if cg else None
-        return {**rec.rdma.to_json(), "used": used}
+        cg = self.bound_cgroup(rec)
+        return {**rec.rdma.to_json(), "used": rdma.read_usage(cg, rec.rdma.hca) if cg else None}
 
     # ------------------------------------------------------------ reconcile
     async def reconcile(self, *, startup: bool = False) -> dict:

@@ -179,8 +179,10 @@ def slice_parameters(claim: dict, request: str, driver: str = dra.DRIVER) -> dic
 
 
 def _rdma_param(request: str, v: Any) -> Any:
+    """SliceParameters' rdma as create's: None (false: none), True (true, or
+    {}: [rdma]'s limits) or the limits asked."""
     if v is True or v is False:
-        return v
+        return v or None
     if not isinstance(v, dict) or set(v) - set(_RDMA_LIMITS):
         raise PrepareError(f"request {request!r}: rdma {v!r} is not true, false or "
                            f"{{handles, objects}}")
@@ -189,7 +191,7 @@ def _rdma_param(request: str, v: Any) -> Any:
         if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= top:
             raise PrepareError(f"request {request!r}: rdma.{k} {x!r} is not a whole number "
                                f"from 1 to {top}")
-    return dict(v)
+    return dict(v) or True
 
 
 def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER,
@@ -251,9 +253,8 @@ def allocations(claim: dict, uid: str, node: str, driver: str = dra.DRIVER,
                                f"compute {cap.get(dra.COMPUTE)!r} is not a slice (whole bytes "
                                f"above 0, 0 to 100 percent)")
         rq = str(r.get("request", ""))
-        rdma = slice_parameters(claim, rq, driver).get("rdma")
         out.append(Allocation(rq, node, r["device"], int(m.group(1)), int(mem), int(comp),
-                              rdma=None if rdma is None or rdma is False else (rdma or True)))
+                              rdma=slice_parameters(claim, rq, driver).get("rdma")))
     if not out:
         raise PrepareError(f"the claim has no device of {driver} allocated")
     return out
