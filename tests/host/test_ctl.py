@@ -417,6 +417,30 @@ def test_top_once(fake, capsys):
     assert doc["gpus"] == fake.gpus and len(doc["slices"]) == 2 and doc["status"]["pid"] == 4242
 
 
+def test_top_shows_the_rdma_of_slices_that_have_it(fake, capsys):
+    """A table of the RDMA slices (adapter, contexts and objects against
+    their limits, objects by type) below the slices'; none without any."""
+    with_slice(fake, "plain")
+    rc, out, _ = run(capsys, "top", "--once")
+    assert "ADAPTER" not in out
+    with_slice(fake, "net", gpu="1")
+    fake.slices["net"]["rdma"] = {"hca": "mlx5_1", "nodes": [["uverbs1", 231, 193]],
+                                  "handles": 4, "objects": 100,
+                                  "used": {"handles": 1, "objects": 7},
+                                  "objects_by_type": {"qp": 2, "cq": 2, "mr": 2, "pd": 1}}
+    rc, out, err = run(capsys, "top", "--once")
+    assert rc == 0, err
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["CONTAINER", "ADAPTER"])
+    assert lines[head].split() == ["CONTAINER", "ADAPTER", "CONTEXTS", "OBJECTS", "QP", "CQ",
+                                   "MR", "PD"]
+    assert [ln.split() for ln in lines[head + 1:]] == [["net", "mlx5_1", "1/4", "7/100", "2",
+                                                        "2", "2", "1"]]
+    fake.slices["net"]["rdma"].update(used=None, objects_by_type=None)
+    rc, out, _ = run(capsys, "top", "--once")
+    assert out.splitlines()[-1].split() == ["net", "mlx5_1", "-/4", "-/100", "-", "-", "-", "-"]
+
+
 def test_top_not_a_terminal_prints_one_frame(fake, capsys):
     rc, out, _ = run(capsys, "top")
     assert rc == 0 and out.count("vgpud 0.1.0") == 1

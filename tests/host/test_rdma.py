@@ -87,7 +87,7 @@ async def test_a_slice_with_rdma_gets_the_adapter_beside_its_gpu(env):
     assert rd == {"hca": "mlx5_1", "nodes": [["uverbs1", IB_MAJOR, 193],
                                             ["rdma_cm", MISC_MAJOR, 58]],
                   "handles": mgr.cfg.rdma.hca_handles, "objects": mgr.cfg.rdma.hca_objects,
-                  "used": None}                       # bound to no cgroup yet
+                  "used": None, "objects_by_type": None}    # bound to no cgroup yet
     r = await call(mgr, "create", container="d", gpus=[1], memory="1GiB",
                    rdma={"hca": "mlx5_0", "handles": 2, "objects": 100})
     assert r["result"]["slice"]["rdma"]["hca"] == "mlx5_0"
@@ -323,6 +323,18 @@ async def test_show_counts_the_objects_of_the_slices_processes(env, monkeypatch)
     assert r["result"]["slice"]["rdma"]["objects_by_type"] == {"qp": 2, "cq": 2, "mr": 4,
                                                                "pd": 1}
     assert asked == ["mlx5_0"]
+    # list (vgpuctl top) and the metrics carry them too, dumped at most
+    # once a second (show's dump just now serves)
+    r = await call(mgr, "list")
+    assert r["result"]["slices"][0]["rdma"]["objects_by_type"] == {"qp": 2, "cq": 2, "mr": 4,
+                                                                   "pd": 1}
+    await call(mgr, "list")
+    assert asked == ["mlx5_0"]
+    got = {s.labels["type"]: (s.labels["hca"], s.value)
+           for fam in parse_text(metrics.render(mgr)) for s in fam.samples
+           if s.name == "vgpu_slice_rdma_objects_by_type"}
+    assert got == {"qp": ("mlx5_0", 2), "cq": ("mlx5_0", 2), "mr": ("mlx5_0", 4),
+                   "pd": ("mlx5_0", 1)}
 
     def fails(hca, timeout=2.0):
         raise OSError(93, "Protocol not supported")       # no ib_core: no NETLINK_RDMA

@@ -290,11 +290,29 @@ def render_top(frame: dict, width: int | None = None, height: int | None = None)
                      count_text(_sum(gpus, "refusals"))])
     lines += format_table(["CONTAINER", "GPUS", "USED", "LIMIT", "USE", "PEAK", "TARGET",
                            "ACHIEVED", "PRIORITY", "POLICY", "REFUSALS"], rows)
+    rdma_rows = [rdma_row(s) for s in slices if isinstance(s.get("rdma"), dict)]
+    if rdma_rows:
+        lines.append("")
+        lines += format_table(["CONTAINER", "ADAPTER", "CONTEXTS", "OBJECTS", "QP", "CQ", "MR",
+                               "PD"], rdma_rows)
     if height is not None and len(lines) > height:
         lines = lines[:max(height - 1, 1)] + [f"... {len(lines) - height + 1} more lines"]
     if width is not None:
         lines = [ln[:width] for ln in lines]
     return lines
+
+
+def rdma_row(s: dict) -> list[str]:
+    """A slice's RDMA in `top`: its adapter, what the rdma cgroup counts
+    against its limits, and the objects by type its processes hold."""
+    rd = s["rdma"]
+    used = rd.get("used") if isinstance(rd.get("used"), dict) else {}
+    by = rd.get("objects_by_type") if isinstance(rd.get("objects_by_type"), dict) else {}
+
+    def of(k: str, limit: str) -> str:
+        return f"{count_text(used.get(k))}/{count_text(rd.get(limit))}"
+    return [str(s.get("container", "?")), str(rd.get("hca", "?")), of("handles", "handles"),
+            of("objects", "objects"), *(count_text(by.get(k)) for k in ("qp", "cq", "mr", "pd"))]
 
 
 def run_top(client, o, out) -> int:

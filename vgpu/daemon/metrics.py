@@ -77,6 +77,9 @@ METRICS = [
      "(rdma.current)", (*SLICE_LABELS, "hca")),
     ("vgpu_slice_rdma_objects", G, "RDMA verbs objects a slice holds on its adapter "
      "(rdma.current)", (*SLICE_LABELS, "hca")),
+    ("vgpu_slice_rdma_objects_by_type", G, "RDMA objects of one type (qp, cq, mr, pd) the "
+     "processes of a slice's cgroup hold on its adapter (the RDMA netlink dump)",
+     (*SLICE_LABELS, "hca", "type")),
     ("vgpu_gpu_memory_total_bytes", G, "FB of a GPU", GPU_LABELS),
     ("vgpu_gpu_memory_allocated_bytes", G, "sum of the FB quotas of a GPU's slices", GPU_LABELS),
     ("vgpu_gpu_memory_used_bytes", G, "FB in use on a GPU (driver)", GPU_LABELS),
@@ -132,6 +135,8 @@ class Collector:
                 if rv["used"] is not None:
                     add("vgpu_slice_rdma_handles", hl, rv["used"]["handles"])
                     add("vgpu_slice_rdma_objects", hl, rv["used"]["objects"])
+                for kind, n in sorted((rv["objects_by_type"] or {}).items()):
+                    add("vgpu_slice_rdma_objects_by_type", [*hl, kind], n)
             for i, g in enumerate(rec.gpus):
                 gl = [*sl, g.gpu, g.uuid or ""]
                 ku = next((x for x in ks.gpus if x.index == i), None) if ks is not None else None
@@ -227,6 +232,7 @@ class MetricsServer:
                 if len(line) >= 2 and line[0] == "GET" and line[1].split("?")[0] == "/metrics":
                     await self.mgr.kdump(max_age=1.0)
                     await self.mgr.refresh_scheds(max_age=1.0)
+                    await self.mgr.refresh_rdma(max_age=1.0)
                     encoder, ctype = choose_encoder(_header(lines[1:], "accept"))
                     body = encoder(self.registry)
                     status = "200 OK"

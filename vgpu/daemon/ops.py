@@ -28,7 +28,7 @@ from vgpu.daemon.kport import KernelRefused, KernelUnavailable
 from vgpu.daemon.liveness import CgroupError, cgroup_path, gone, open_cgroup, proc_start
 from vgpu.daemon.records import NO_MEMORY, GpuSlot, SliceRecord
 from vgpu.daemon.slices import NoFreeId, SliceManager, package_version
-from vgpu.common import rdma, rdmanl, topology
+from vgpu.common import rdma, topology
 from vgpu.common.rdma import RdmaGrant
 from vgpu.common.values import format_size, quote
 
@@ -249,6 +249,7 @@ class Ops:
 
     async def list(self, args) -> dict:
         ks = await self.mgr.kdump()
+        await self.mgr.refresh_rdma(max_age=1.0)
         return {"slices": [self.mgr.slice_view(r, ks.get(r.slice_id))
                            for r in sorted(self.mgr.records.values(), key=lambda r: r.slice_id)]}
 
@@ -265,32 +266,9 @@ class Ops:
         except KernelRefused as e:
             if e.errno != errno.ENOENT:
                 raise
-        view = mgr.slice_view(rec, ks)
-        if view["rdma"] is not None:
-            view["rdma"]["objects_by_type"] = await trio.to_thread.run_sync(self._rdma_objects,
-                                                                            rec)
-        return {"slice": view}
-
-    def _rdma_objects(self, rec) -> dict | None:
-        """The RDMA objects by type (QPs, CQs, MRs, PDs) the slice's
-        processes hold on its adapter: the kernel's RDMA netlink dump,
-        counted for the processes of the cgroup the slice is bound to; None
-        where either cannot be read."""
-        cg = self.mgr.bound_cgroup(rec)
-        if not cg:
-            return None
-        try:
-            by_pid = rdmanl.objects_by_pid(rec.rdma.hca)
-        except OSError as e:
-            log.debug("RDMA netlink: %s", e)
-            return None
-        pids = rdma.cgroup_pids(cg)
-        out = dict.fromkeys(rdmanl.RES, 0)
-        for pid, counts in by_pid.items():
-            if pid in pids:
-                for k, n in counts.items():
-                    out[k] += n
-        return out
+        if rec.rdma is not None:
+            await mgr.refresh_rdma()
+        return {"slice": mgr.slice_view(rec, ks)}
 
     # ------------------------------------------------------------ create
     def _admit_profile(self, args) -> None:

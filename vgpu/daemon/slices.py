@@ -51,7 +51,7 @@ import trio
 
 from vgpu import __version__
 from vgpu.abi import uapi
-from vgpu.common import rdma
+from vgpu.common import rdma, rdmanl
 from vgpu.common.request import ALLOCATED_BY, ALLOCATED_LABEL
 from vgpu.common.values import format_size
 from vgpu.daemon import compute, policy, reconcile
@@ -93,6 +93,32 @@ def package_version() -> str:
     return __version__
 
 
+def _rdma_objects_of(want: dict[str, tuple[str, str | None]]) -> dict[str, dict | None]:
+    """{container: objects by type} for SliceManager.refresh_rdma: ``want``
+    maps a container to its slice's adapter and bound cgroup directory."""
+    dumps: dict[str, dict | None] = {}
+    out: dict[str, dict | None] = {}
+    for c, (hca, cg) in want.items():
+        if hca not in dumps:
+            try:
+                dumps[hca] = rdmanl.objects_by_pid(hca)
+            except OSError as e:
+                log.debug("RDMA netlink dump of %s: %s", hca, e)
+                dumps[hca] = None
+        by_pid = dumps[hca]
+        if by_pid is None or not cg:
+            out[c] = None
+            continue
+        pids = rdma.cgroup_pids(cg)
+        total = dict.fromkeys(rdmanl.RES, 0)
+        for pid, counts in by_pid.items():
+            if pid in pids:
+                for k, n in counts.items():
+                    total[k] += n
+        out[c] = total
+    return out
+
+
 class SliceManager:
     def __init__(self, cfg, config_path: str, kernel: KernelPort, store, inventory=None):
         self.cfg = cfg
@@ -104,6 +130,10 @@ class SliceManager:
         self.by_id: dict[int, str] = {}
         self.kslices: dict[int, Any] = {}       # last kernel dump: id -> kernel.Slice
         self.kdump_at = 0.0
+        #: container -> the RDMA objects by type its slice's processes hold
+        #: on its adapter (None: not readable), as of rdma_objects_at
+        self.rdma_objects: dict[str, dict[str, int] | None] = {}
+        self.rdma_objects_at = 0.0
         self.gpus: list[GpuInfo] = []           # the last poll
         #: GPU UUID -> its first critical XID (vgpu.daemon.health; set from
         #: the watching thread): reported by ``gpus``, Unhealthy in the plugin
@@ -467,7 +497,22 @@ class SliceManager:
         if rec.rdma is None:
             return None
         cg = self.bound_cgroup(rec)
-        return {**rec.rdma.to_json(), "used": rdma.read_usage(cg, rec.rdma.hca) if cg else None}
+        return {**rec.rdma.to_json(), "used": rdma.read_usage(cg, rec.rdma.hca) if cg else None,
+                "objects_by_type": self.rdma_objects.get(rec.container)}
+
+    async def refresh_rdma(self, max_age: float = 0.0) -> None:
+        """rdma_objects afresh (unless younger than ``max_age`` s): the
+        objects by type (QPs, CQs, MRs, PDs) the processes of each RDMA
+        slice's bound cgroup (and below) hold on its adapter, from one RDMA
+        netlink dump per adapter, in a thread.  None for a slice bound to no
+        cgroup, or whose adapter's dump fails (no ib_core: no NETLINK_RDMA)."""
+        want = {c: (r.rdma.hca, self.bound_cgroup(r)) for c, r in self.records.items()
+                if r.rdma is not None}
+        if max_age and time.monotonic() - self.rdma_objects_at < max_age \
+                and want.keys() == self.rdma_objects.keys():
+            return
+        self.rdma_objects = await trio.to_thread.run_sync(_rdma_objects_of, want) if want else {}
+        self.rdma_objects_at = time.monotonic()
 
     # ------------------------------------------------------------ reconcile
     async def reconcile(self, *, startup: bool = False) -> dict:
