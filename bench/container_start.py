@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -101,18 +102,20 @@ class Env:
         for n in ("nvidiactl", "nvidia0", "nvidia-uvm"):
             os.mknod(d / n, 0o666 | 0o020000, st.st_rdev)
 
-    def wrapper(self) -> str:
-        """vgpu-runtime (C) and its slow path, as make install lays them out."""
-        out = self.tmp / "vgpu-runtime"
+    def wrapper(self, repo: Path = REPO) -> str:
+        """vgpu-runtime (C) and its slow path, as make install lays them out,
+        from the checkout ``repo`` (this one, or --baseline's)."""
+        tag = "" if repo == REPO else "-baseline"
+        out = self.tmp / f"vgpu-runtime{tag}"
         if not out.exists():
-            slow = self.tmp / "vgpu-runtime-slow"
-            slow.write_text(f"#!{PY} -IS\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+            slow = self.tmp / f"vgpu-runtime-slow{tag}"
+            slow.write_text(f"#!{PY} -IS\nimport sys\nsys.path.insert(0, {str(repo)!r})\n"
                             f"from vgpu.cli.runtime import main\nsys.exit(main())\n")
             slow.chmod(0o755)
             cc = shutil.which("cc") or shutil.which("gcc") or sys.exit("bench: needs cc")
             subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror",
                             f'-DVGPU_SLOW_PATH="{slow}"', "-o", str(out),
-                            str(REPO / "container-hook" / "vgpu-runtime.c")], check=True)
+                            str(repo / "container-hook" / "vgpu-runtime.c")], check=True)
         return str(out)
 
     def env(self) -> dict:
@@ -146,19 +149,31 @@ def bundle(tmp: Path, name: str, annotations: dict | None) -> Path:
     return b
 
 
-def start_once(e: Env, kind: str, i: int) -> tuple[float, float]:
-    """One start (create + start) and one delete of a container of ``kind``."""
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the children waited for so far: runc
+    waits for its hooks, we wait for runc."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def start_once(e: Env, kind: str, i: int,
+               baseline: Path | None = None) -> tuple[float, float, float]:
+    """One start (create + start) and one delete of a container of
+    ``kind``: (start s, delete s, start CPU s)."""
     root = str(e.tmp / "runc-root")
     cid = f"{kind}-{i}"
-    ann = {"vgpu.io/memory": "16MiB", "vgpu.io/gpus": "0"} if kind == "slice" else None
+    slice_ = kind.startswith("slice")
+    ann = {"vgpu.io/memory": "16MiB", "vgpu.io/gpus": "0"} if slice_ else None
     b = bundle(e.tmp, cid, ann)
-    if kind == "slice":
+    if slice_:
         e.add_fake_nodes(cid)
-    pre = [RUNC, "--root", root] if kind == "plain" else [e.wrapper(), "--root", root]
+    pre = [RUNC, "--root", root] if kind == "plain" else \
+        [e.wrapper(baseline if kind == "slice-base" else REPO), "--root", root]
     # the container inherits runc's stdio: a file, never a pipe (runc
     # create returns while the container holds it open)
     logp = e.tmp / "runc.out"
     env = e.env()
+    c0 = children_cpu()
     t0 = time.perf_counter()
     for cmd in (["create", "--bundle", str(b), cid], ["start", cid]):
         with open(logp, "wb") as out:
@@ -167,6 +182,7 @@ def start_once(e: Env, kind: str, i: int) -> tuple[float, float]:
         if r.returncode != 0:
             sys.exit(f"bench: {kind} {cmd[0]} {cid}: {logp.read_text().strip()}")
     start = time.perf_counter() - t0
+    cpu = children_cpu() - c0
     while json.loads(subprocess.run([RUNC, "--root", root, "state", cid], capture_output=True,
                                     text=True).stdout or "{}").get("status") == "running":
         time.sleep(0.01)
@@ -176,21 +192,24 @@ def start_once(e: Env, kind: str, i: int) -> tuple[float, float]:
     delete = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"bench: delete {cid}: {r.stderr.strip()}")
-    return start, delete
+    return start, delete, cpu
 
 
 KINDS = ("plain", "no-slice", "slice")
 
 
-def start_times(e: Env, n: int) -> dict[str, tuple[list[float], list[float]]]:
+def start_times(e: Env, n: int, baseline: Path | None = None
+                ) -> dict[str, tuple[list[float], list[float], list[float]]]:
     """n starts of each kind, the kinds interleaved (plain, no-slice, slice,
-    plain, ...) so that a busy host weighs on all of them alike."""
-    res: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in KINDS}
+    plain, ...) so that a busy host weighs on all of them alike; with a
+    ``baseline`` checkout, its slice path too ("slice-base")."""
+    kinds = (*KINDS, "slice-base") if baseline else KINDS
+    res: dict[str, tuple[list[float], list[float], list[float]]] = \
+        {k: ([], [], []) for k in kinds}
     for i in range(n):
-        for k in KINDS:
-            s, d = start_once(e, k, i)
-            res[k][0].append(s)
-            res[k][1].append(d)
+        for k in kinds:
+            for got, x in zip(res[k], start_once(e, k, i, baseline)):
+                got.append(x)
     return res
 
 
@@ -240,7 +259,12 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=20, help="container starts per kind (default 20)")
     ap.add_argument("--fuse-calls", type=int, default=1000, help="vgpufs calls per figure")
     ap.add_argument("--fuse-slices", type=int, default=100, help="live slices for vgpufs figures")
+    ap.add_argument("--baseline", metavar="DIR", type=Path,
+                    help="another checkout (e.g. a git worktree of an older commit) whose "
+                         "vgpu-runtime and hook are timed too, interleaved ('slice-base')")
     a = ap.parse_args()
+    if a.baseline and not (a.baseline / "vgpu" / "cli" / "runtime.py").is_file():
+        sys.exit(f"bench: --baseline {a.baseline}: not a vgpu checkout")
     if os.geteuid() != 0 or not os.access(RUNC, os.X_OK):
         sys.exit("bench: needs root and runc")
     tmp = Path(tempfile.mkdtemp(prefix="vgpu-bench-"))
@@ -248,15 +272,21 @@ def main() -> int:
     try:
         where = "VM (TCG): vgpud + vgpufs + vgpu.ko" if IN_VM else "host: fake vgpud, mknod nodes"
         print(f"container start, {where}; runc create+start of busybox `true`, n={a.n}")
-        res = start_times(e, a.n)
-        for k, (s, d) in res.items():
-            print(f"  {k:<9} start {fmt_ms(s)}   delete {fmt_ms(d)}")
+        res = start_times(e, a.n, a.baseline)
+        for k, (s, d, c) in res.items():
+            print(f"  {k:<10} start {fmt_ms(s)}   delete {fmt_ms(d)}   start CPU median "
+                  f"{statistics.median(c) * 1e3:6.1f} ms")
         base = statistics.median(res["plain"][0])
-        for k in ("no-slice", "slice"):
-            print(f"  {k}: the wrapper{' and hook' if k == 'slice' else ''} add "
+        base_cpu = statistics.median(res["plain"][2])
+        for k in res:
+            if k == "plain":
+                continue
+            print(f"  {k}: the wrapper{'' if k == 'no-slice' else ' and hook'} add "
                   f"{(statistics.median(res[k][0]) - base) * 1e3:.1f} ms to the start (median), "
                   f"{(statistics.median(res[k][1]) - statistics.median(res['plain'][1])) * 1e3:.1f}"
-                  f" ms to the delete")
+                  f" ms to the delete, {(statistics.median(res[k][2]) - base_cpu) * 1e3:.1f} ms "
+                  f"of CPU to the start")
+        print(f"  load average {os.getloadavg()[0]:.2f} at the end")
         if IN_VM:
             fuse_latency(e, a.fuse_calls, a.fuse_slices)
     finally:

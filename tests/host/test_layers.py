@@ -62,6 +62,25 @@ def test_light_module_loads_only_the_standard_library(module):
     assert not daemon, f"{module} pulls in the daemon's {daemon}"
 
 
+#: what a container's start must not import (issue 34, bench/README.md,
+#: "container_start.py"): vgpu-runtime's slow path and the OCI hook run on
+#: every start of a container with a slice, each a fresh interpreter
+START_PATH = ["vgpu.cli.runtime", "vgpu.cli.hook"]
+START_PATH_HEAVY = {"json", "re", "enum", "typing", "subprocess", "dataclasses", "inspect",
+                    "signal", "selectors", "threading", "platform", "asyncio"}
+
+
+@pytest.mark.parametrize("module", START_PATH)
+def test_the_container_start_path_imports_nothing_heavy(module):
+    code = (f"import sys; sys.path.insert(0, {str(PKG.parent)!r}); import {module}; "
+            "print(' '.join(sorted(sys.modules)))")
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    heavy = sorted(START_PATH_HEAVY & set(r.stdout.split()))
+    assert not heavy, f"{module} imports {heavy} on every container start"
+
+
 # ------------------------------------------------------------ vgpu.k8s
 #: what of vgpu the Kubernetes side (the device and DRA plugins, their supervisor) may
 #: load: vgpud's API client and the value parsers (with what they load),
@@ -174,8 +193,13 @@ def test_every_import_is_at_module_level():
 
 
 #: the functions allowed to import a module by name at run time
-#: (importlib.import_module, __import__), each with its reason: one
+#: (importlib.import_module, __import__), each with its reason
 LATE_IMPORTERS = {
+    "vgpu/common/fastjson.py:_with_json": "the json package's C scanner raises a parse error "
+                                          "as json.decoder.JSONDecodeError, looked up in "
+                                          "sys.modules, not imported: on malformed JSON only, "
+                                          "json is imported then, so that a container start "
+                                          "never pays for it (issue 34, bench/README.md)",
     "vgpu/cli/ctlargv.py:resolve": "vgpuctl's command table names the commands with heavy "
                                    "imports (trace, audit, history, runtime) as 'module:name', "
                                    "imported when that command runs, so that --help and list "
@@ -208,8 +232,8 @@ def test_late_imports_are_found():
 
 
 def test_modules_are_imported_by_name_only_where_allowed():
-    """No module is imported by a name computed at run time, but by vgpuctl's
-    one documented mechanism (vgpu.cli.ctlargv.resolve)."""
+    """No module is imported by a name computed at run time, but by the
+    documented mechanisms of LATE_IMPORTERS."""
     found = set()
     bad = []
     for path in sorted(PKG.rglob("*.py")):

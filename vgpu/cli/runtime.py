@@ -42,13 +42,13 @@ path of a container's start.  Standard library only.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from vgpu import __version__
 from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles as df
+from vgpu.common import fastjson
 from vgpu.common.files import atomic_write
 from vgpu.common.request import (HOOK_ENV, RUNTIME_GUARD_DEST, ScopeError, honoured_scope,
                                  hook_argv, hook_stages, real_gpu_refusal, vgpu_major)
@@ -250,7 +250,7 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     GPU."""
     path = os.path.join(bundle, "config.json")
     with open(path, "rb") as f:
-        config = json.loads(f.read())
+        config = fastjson.loads(f.read())
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not an OCI config")
     guarded = strip_guard(config)
@@ -258,7 +258,7 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     stages, device = hook_stages(sc)
     if not stages:
         if guarded:
-            atomic_write(path, json.dumps(config, separators=(",", ":")), like=path, fsync=False)
+            atomic_write(path, fastjson.dumps(config), like=path, fsync=False)
         return False
     major = vgpu_major() if device else None
     if device:
@@ -271,7 +271,7 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     if changed:
         # runc reads it at once; worthless after a crash: no fsync on a
         # container's start path
-        atomic_write(path, json.dumps(config, separators=(",", ":")), like=path, fsync=False)
+        atomic_write(path, fastjson.dumps(config), like=path, fsync=False)
     return True
 
 

@@ -1,6 +1,6 @@
 """A blocking client of vgpud's admin API (docs/api.md, version 1).
 
-Used by vgpuctl and the OCI hook.  Standard library only (_socket, json, os, time),
+Used by vgpuctl and the OCI hook.  Standard library only (_socket, _json through vgpu.common.fastjson, os, time),
 and cheap to import: both tools import it on every start.
 
     with ApiClient() as c:                       # $VGPU_SOCKET or the default
@@ -27,9 +27,10 @@ Errors, all subclasses of ``ClientError``:
 from __future__ import annotations
 
 import errno
-import json
 import os
 from time import monotonic, sleep
+
+from vgpu.common import fastjson
 
 try:                    # the C module: socket.py (selectors, enum, array) costs
     import _socket      # ~3 ms on every vgpuctl start and adds nothing we use
@@ -214,7 +215,7 @@ class _Conn:
 
 def _decode(line: bytes) -> dict:
     try:
-        doc = json.loads(line)
+        doc = fastjson.loads(line)
     except ValueError:
         raise ProtocolError(f"vgpud sent something that is not JSON: {line[:120]!r}") from None
     if not isinstance(doc, dict):
@@ -317,7 +318,7 @@ class ApiClient:
         req = {"v": VERSION, "id": rid, "op": op}
         if args:
             req["args"] = args
-        data = (json.dumps(req, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        data = (fastjson.dumps(req, ensure_ascii=False) + "\n").encode()
         if len(data) > MAX_LINE:
             raise ApiError("too-large", f"request of {len(data)} bytes exceeds {MAX_LINE}")
         return rid, data

@@ -35,9 +35,8 @@ container's start path).
 from __future__ import annotations
 
 import os
-import platform
-import re
-import subprocess
+import select
+from time import monotonic
 
 from vgpu.common.elf import LDCONFIG, elf_is_static, elf_soname
 
@@ -68,9 +67,6 @@ HOOK_LINK, HOOK_LDCONFIG = "--cdi-link", "--cdi-ldconfig"
 ENV_LIB_DIRS, ENV_BIN_DIRS, ENV_FILES = ("VGPU_DRIVER_LIB_DIRS", "VGPU_DRIVER_BIN_DIRS",
                                          "VGPU_DRIVER_FILES")
 
-_VERSION_RE = re.compile(r"[0-9]+(?:\.[0-9]+){1,3}")
-#: ldconfig -p's line: "\tNAME (FLAGS) => PATH"
-_LDCACHE_RE = re.compile(r"^\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(/.*\S)\s*$")
 #: the ldcache's architecture flag of this machine's libraries (glibc's
 #: ldconfig prints it among the flags; 32-bit entries have none of these)
 _ARCH_FLAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
@@ -81,8 +77,26 @@ class ParseError(ValueError):
 
 
 def valid_version(v: object) -> bool:
-    """A driver version as NVIDIA writes it: 535.261.03, 595.45.04, 550.54."""
-    return isinstance(v, str) and _VERSION_RE.fullmatch(v) is not None
+    """A driver version as NVIDIA writes it: 535.261.03, 595.45.04, 550.54
+    (2 to 4 dot-separated runs of ASCII digits).  String work, not re: this
+    module is on vgpu-runtime's path (issue 34)."""
+    if not isinstance(v, str):
+        return False
+    parts = v.split(".")
+    return 2 <= len(parts) <= 4 and all(p.isascii() and p.isdigit() for p in parts)
+
+
+def _version_in(line: str) -> str | None:
+    """The version after "Kernel Module" (or "Kernel Module for <arch>") in
+    the driver's version line."""
+    _, found, rest = line.partition("Kernel Module")
+    words = rest.split()
+    if not found or not rest[:1].isspace():
+        return None
+    if words[:1] == ["for"]:
+        words = words[2:]
+    v = words[0] if words else ""
+    return v if valid_version(v) else None
 
 
 def driver_version(proc: str = "/proc/driver/nvidia/version",
@@ -93,9 +107,10 @@ def driver_version(proc: str = "/proc/driver/nvidia/version",
     /sys/module/nvidia/version; None when neither says (nvsim, no driver)."""
     try:
         with open(proc, encoding="ascii", errors="replace") as f:
-            m = re.search(r"Kernel Module(?: for \S+)?\s+([0-9][0-9.]*[0-9])\s", f.read(4096))
-        if m and valid_version(m.group(1)):
-            return m.group(1)
+            for line in f.read(4096).splitlines():
+                v = _version_in(line)
+                if v:
+                    return v
     except OSError:
         pass
     try:
@@ -118,31 +133,70 @@ def env_dirs(name: str, environ=None) -> list[str]:
 
 def parse_ldconfig_p(text: str, arch: str | None = None) -> list[tuple[str, str]]:
     """(name, path) of each entry of ``ldconfig -p``'s output that is of
-    this machine's architecture (``arch``: platform.machine()'s name)."""
-    flag = _ARCH_FLAG.get(arch or platform.machine())
+    this machine's architecture (``arch``: uname's machine).  A line is
+    "<whitespace>NAME (FLAGS) => /PATH"; any other is skipped."""
+    flag = _ARCH_FLAG.get(arch or os.uname().machine)
     out = []
     for line in text.splitlines():
-        m = _LDCACHE_RE.match(line)
-        if not m:
+        if not line[:1].isspace():
             continue
-        flags = [f.strip() for f in m.group(2).split(",")]
-        if flag is not None and flag not in flags:
+        name, _, rest = line.strip().partition(" ")
+        rest = rest.lstrip()
+        flags, sep, rest = rest[1:].partition(")") if rest.startswith("(") else ("", "", "")
+        arrow, _, path = rest.strip().partition(" ")
+        path = path.strip()
+        if not name or not sep or "(" in flags or arrow != "=>" or not path.startswith("/"):
             continue
-        out.append((m.group(1), m.group(3)))
+        if flag is not None and flag not in [f.strip() for f in flags.split(",")]:
+            continue
+        out.append((name, path))
     return out
 
 
 def host_ldcache(ldconfig: str = LDCONFIG, timeout: float = 10.0) -> list[tuple[str, str]]:
     """The host's ldcache, as ``<ldconfig> -p`` prints it (its fixed path,
     an empty environment); [] when it cannot be read."""
+    out = _output_of([ldconfig, "-p"], timeout)
+    return [] if out is None else parse_ldconfig_p(out.decode(errors="replace"))
+
+
+def _output_of(argv: list[str], timeout: float) -> bytes | None:
+    """The standard output of ``argv`` run with an empty environment and
+    stdin and stderr on /dev/null; None where it cannot run, fails or takes
+    longer than ``timeout`` s (then it is killed).  os.posix_spawn, not
+    subprocess: subprocess imports selectors, signal, threading... (~5 ms)
+    on vgpu-runtime's path (issue 34)."""
+    r, w = os.pipe()
     try:
-        r = subprocess.run([ldconfig, "-p"], capture_output=True, timeout=timeout, env={},
-                           stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if r.returncode != 0:
-        return []
-    return parse_ldconfig_p(r.stdout.decode(errors="replace"))
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            pid = os.posix_spawn(argv[0], argv, {}, file_actions=[
+                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, w, 1),
+                (os.POSIX_SPAWN_DUP2, null, 2)])
+        finally:
+            os.close(null)
+    except OSError:
+        os.close(r)
+        return None
+    finally:
+        os.close(w)
+    data = bytearray()
+    deadline = monotonic() + timeout
+    try:
+        while True:
+            left = deadline - monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                os.kill(pid, 9)                                 # SIGKILL
+                os.waitpid(pid, 0)
+                return None
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+    _, status = os.waitpid(pid, 0)
+    return bytes(data) if os.waitstatus_to_exitcode(status) == 0 else None
 
 
 # ------------------------------------------------------------ discovery

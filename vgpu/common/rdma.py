@@ -14,15 +14,24 @@ library only."""
 from __future__ import annotations
 
 import os
-import re
-from typing import Any
 
 #: bounds on the limits a slice may ask for (the kernel takes up to
 #: INT_MAX; these keep a typo from meaning "unlimited")
 HANDLES_MAX = 1 << 16
 OBJECTS_MAX = 1 << 24
-_NODE = re.compile(r"(uverbs\d{1,4}|rdma_cm)\Z")
-_HCA = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+_HCA_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _node_name_ok(s: str) -> bool:
+    """rdma_cm or uverbsN (N of 1 to 4 digits); no re on the hook's path."""
+    return s == "rdma_cm" or (s.startswith("uverbs") and 1 <= len(s) - 6 <= 4
+                              and s[6:].isascii() and s[6:].isdigit())
+
+
+def _hca_ok(s: str) -> bool:
+    """An adapter's name as the kernel's IB core makes them: 1 to 64 of
+    [A-Za-z0-9_.-]."""
+    return 1 <= len(s) <= 64 and all(c in _HCA_CHARS for c in s)
 
 
 class RdmaGrant:
@@ -56,12 +65,12 @@ class RdmaGrant:
                 "handles": self.handles, "objects": self.objects}
 
     @classmethod
-    def from_json(cls, d: Any) -> "RdmaGrant":
+    def from_json(cls, d: object) -> "RdmaGrant":
         """The inverse of to_json, checked (a state file, an API answer)."""
         if not isinstance(d, dict) or set(d) != {"hca", "nodes", "handles", "objects"}:
             raise ValueError(f"rdma: {d!r} is not a grant (hca, nodes, handles, objects)")
         hca, nodes = d["hca"], d["nodes"]
-        if not isinstance(hca, str) or not _HCA.match(hca):
+        if not isinstance(hca, str) or not _hca_ok(hca):
             raise ValueError(f"rdma.hca: {hca!r} is not an adapter name")
         if not isinstance(nodes, list) or not nodes:
             raise ValueError(f"rdma.nodes: {nodes!r} is not a list of nodes")
@@ -74,17 +83,17 @@ class RdmaGrant:
                    limit("rdma.objects", d["objects"], OBJECTS_MAX))
 
 
-def node_ok(n: Any) -> bool:
+def node_ok(n: object) -> bool:
     """[name, major, minor] of a node under /dev/infiniband: uverbsN or
     rdma_cm, and numbers a dev_t holds."""
     return isinstance(n, (list, tuple)) and len(n) == 3 and isinstance(n[0], str) \
-        and _NODE.match(n[0]) is not None and _uint(n[1], 1 << 12) and _uint(n[2], 1 << 20)
+        and _node_name_ok(n[0]) and _uint(n[1], 1 << 12) and _uint(n[2], 1 << 20)
 
 
 GRANT_KEYS = ("hca", "nodes", "handles", "objects")
 
 
-def grant_of_view(v: Any) -> RdmaGrant:
+def grant_of_view(v: object) -> RdmaGrant:
     """The grant in a slice's ``rdma`` as vgpud's API shows it (the grant's
     keys beside what the view adds: ``used``, ``objects_by_type``); the
     grant's own keys are checked as from_json checks them."""
@@ -93,11 +102,11 @@ def grant_of_view(v: Any) -> RdmaGrant:
     return RdmaGrant.from_json({k: v[k] for k in GRANT_KEYS if k in v})
 
 
-def _uint(x: Any, top: int) -> bool:
+def _uint(x: object, top: int) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < top
 
 
-def limit(name: str, v: Any, top: int) -> int:
+def limit(name: str, v: object, top: int) -> int:
     if not _uint(v, top + 1) or v < 1:
         raise ValueError(f"{name}: {v!r} is not a whole number from 1 to {top}")
     return v

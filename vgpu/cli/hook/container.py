@@ -4,11 +4,10 @@ parsers before anything is sent) and the slice's owner (the runtime that
 runs the hook, its root, the containerd namespace, the pod)."""
 from __future__ import annotations
 
-import json
 import os
-import re
 
 from vgpu.cli.hook.cmdline import HookError
+from vgpu.common import fastjson
 from vgpu.common.request import ANNOTATION_PREFIX, ENV_PREFIX, POD_UID_KEYS
 from vgpu.common.values import (BadValue, parse_compute, parse_gpus, parse_policy,
                                 parse_priority, parse_profile, parse_size, quote)
@@ -20,7 +19,7 @@ def read_state(data: bytes) -> dict:
     if not data.strip():
         raise HookError("no container state on stdin (expected the OCI state JSON)")
     try:
-        state = json.loads(data)
+        state = fastjson.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise HookError(f"cannot parse the container state on stdin: {e}") from None
     if not isinstance(state, dict) or not isinstance(state.get("id"), str) or not state["id"]:
@@ -34,7 +33,7 @@ def read_config(state: dict) -> dict:
     path = os.path.join(state["bundle"], "config.json")
     try:
         with open(path, "rb") as f:
-            config = json.loads(f.read())
+            config = fastjson.loads(f.read())
     except FileNotFoundError:
         raise HookError(f"container {state['id']}: no bundle config at {path}") from None
     except OSError as e:
@@ -146,11 +145,9 @@ def owner_of(state: dict, config: dict, argv: list[str], cwd: str = "/") -> dict
     owner = {"runtime": runtime or "unknown"}
     if root:
         owner["root"] = os.path.normpath(os.path.join(cwd, root))
-    m = re.search(r"/io\.containerd\.runtime\.v[12]\.(?:task|linux)/([^/]+)/[^/]+$",
-                  os.path.normpath(state["bundle"])) or \
-        re.search(r"/containerd/runc/([^/]+)$", owner.get("root", ""))
-    if m:
-        owner["namespace"] = m.group(1)
+    ns = containerd_namespace(os.path.normpath(state["bundle"]), owner.get("root", ""))
+    if ns:
+        owner["namespace"] = ns
     ann = state.get("annotations")
     if not isinstance(ann, dict) or not ann:
         ann = config.get("annotations")
@@ -160,3 +157,22 @@ def owner_of(state: dict, config: dict, argv: list[str], cwd: str = "/") -> dict
             owner["pod"] = v
             break
     return owner
+
+
+#: the directories of containerd's shims' bundles: <one of these>/<namespace>/<id>
+_SHIM_DIRS = ("io.containerd.runtime.v2.task", "io.containerd.runtime.v1.linux",
+              "io.containerd.runtime.v2.linux", "io.containerd.runtime.v1.task")
+
+
+def containerd_namespace(bundle: str, root: str) -> str | None:
+    """The containerd namespace of a container: from its bundle's path
+    (/run/containerd/io.containerd.runtime.v2.task/<namespace>/<id>), else
+    from runc's root (/run/containerd/runc/<namespace>); None for neither.
+    (Plain string work: no re on the hook's path.)"""
+    parts = bundle.split("/")
+    if len(parts) >= 4 and parts[-3] in _SHIM_DIRS and parts[-2] and parts[-1]:
+        return parts[-2]
+    parts = root.split("/")
+    if len(parts) >= 4 and parts[-3:-1] == ["containerd", "runc"] and parts[-1]:
+        return parts[-1]
+    return None
