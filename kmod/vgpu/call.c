@@ -80,13 +80,13 @@ struct vgpu_call {
 	size_t len;             /* the VMA's: a multiple of PAGE_SIZE */
 	unsigned long ubase;    /* the VMA's start */
 	unsigned int nslots;    /* VGPU_CALL_RING (pooled) or 1 */
-	unsigned int next;      /* the next slot never written since the zap */
+	unsigned int next;      /* next slot, unwritten since the write-protect */
 	/* The slot of the call in flight: */
 	void *kaddr;
 	unsigned long uaddr;
 	size_t slot_off;
 	size_t slot_len;
-	struct address_space *mapping;  /* of its own inode: the zap's handle */
+	struct address_space *mapping;  /* of its own inode: write-protected through it */
 	struct mm_struct *mm;   /* mapped there; not referenced (the VMA is) */
 	struct task_struct *owner;      /* the task calling through it, NULL idle */
 	struct hlist_node idle; /* vgpu_idle, while idle; vgpu_idle_lock */
@@ -267,8 +267,8 @@ static const struct file_operations vgpu_call_fops = {
  * Call page files live on a pseudo filesystem of vgpu.ko's own, one inode
  * each (anon_inode_getfile would share one inode, and with it one mapping,
  * among every anonymous-inode file of the system, io_uring's rings
- * included), so that unmap_mapping_range on a call page's mapping zaps that
- * call page's VMA and nothing else.
+ * included), so that wp_shared_mapping_range on a call page's mapping
+ * touches that call page's VMA and nothing else.
  */
 #define VGPU_CALLFS_MAGIC       0x76677063      /* "vgpc" */
 static struct vfsmount *vgpu_call_mnt;
