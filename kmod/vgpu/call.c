@@ -80,13 +80,13 @@ struct vgpu_call {
 	size_t len;             /* the VMA's: a multiple of PAGE_SIZE */
 	unsigned long ubase;    /* the VMA's start */
 	unsigned int nslots;    /* VGPU_CALL_RING (pooled) or 1 */
-	unsigned int next;      /* the next slot never written since the zap */
+	unsigned int next;      /* next slot, unwritten since the write-protect */
 	/* The slot of the call in flight: */
 	void *kaddr;
 	unsigned long uaddr;
 	size_t slot_off;
 	size_t slot_len;
-	struct address_space *mapping;  /* of its own inode: the zap's handle */
+	struct address_space *mapping;  /* of its own inode: write-protected through it */
 	struct mm_struct *mm;   /* mapped there; not referenced (the VMA is) */
 	struct task_struct *owner;      /* the task calling through it, NULL idle */
 	struct hlist_node idle; /* vgpu_idle, while idle; vgpu_idle_lock */
@@ -105,21 +105,31 @@ struct vgpu_call {
  *
  * A pooled call page is a ring of VGPU_CALL_RING slots of
  * VGPU_CALL_POOL_LEN, each used for one call and not again until every
- * slot's PTEs were zapped together.  A slot's PTE is made writable only by
- * pfn_mkwrite, for the calling task, while the driver runs, and only within
- * that call's slot (vgpu_call_writer), so a slot not used since the last
- * zap is read-only to every task of the mm; a used one may be writable
- * (the driver's copy-out made it so) and a sibling may write it: harmless,
- * nothing reads it until it is reused, after the zap.  The zap is under the
- * mmap lock and unmap_mapping_range flushes the TLB before it returns, so
- * then no CPU holds a writable entry for any slot; the slots are mapped
- * read-only again at once (vgpu_call_populate).  One zap, and with a
- * multi-threaded mm one TLB shootdown, per VGPU_CALL_RING calls instead of
- * per call (bench/README.md, "The call page's cost").  A zap that catches
- * another slot mid-call only makes its next access fault again.  An idle
- * page whose VMA goes (munmap, MAP_FIXED over it, exit) leaves the list in
- * .close.
+ * slot's PTEs were write-protected together.  A slot's PTE is made
+ * writable only by pfn_mkwrite, for the calling task, while the driver
+ * runs, and only within that call's slot (vgpu_call_writer), so a slot not
+ * used since the last write-protect is read-only to every task of the mm;
+ * a used one may be writable (the driver's copy-out made it so) and a
+ * sibling may write it: harmless, nothing reads it until it is reused,
+ * after the write-protect.  That is wp_shared_mapping_range on the page's
+ * own inode: every writable PTE of the ring made read-only in place under
+ * its PTE lock, then one TLB flush of the range on every CPU of the mm
+ * before it returns; none at all if no PTE was writable (a ring whose
+ * driver calls wrote nothing).  No fault can make a PTE writable again
+ * meanwhile: pfn_mkwrite grants nothing between calls (in_call is clear),
+ * and a grant it made during the last call was set, under the PTE lock,
+ * before that call's driver returned.
+ * The PTEs stay present and special (pte_wrprotect keeps the bit), so GUP
+ * still finds no page and the driver's reads still take no fault.  One
+ * write-protect, and with a multi-threaded mm one TLB shootdown, per
+ * VGPU_CALL_RING calls instead of per call (bench/README.md, "The call
+ * page's cost").  The page is off the idle list, so no other call uses
+ * it meanwhile.  An idle page whose VMA goes (munmap, MAP_FIXED over it,
+ * exit) leaves the list in .close.
  */
+#ifndef CONFIG_MAPPING_DIRTY_HELPERS
+#error "vgpu.ko's call pages need CONFIG_MAPPING_DIRTY_HELPERS (wp_shared_mapping_range)"
+#endif
 #define VGPU_CALL_POOL_LEN      PAGE_SIZE
 #define VGPU_CALL_RING          16
 #define VGPU_CALL_IDLE_MAX      8
@@ -257,8 +267,8 @@ static const struct file_operations vgpu_call_fops = {
  * Call page files live on a pseudo filesystem of vgpu.ko's own, one inode
  * each (anon_inode_getfile would share one inode, and with it one mapping,
  * among every anonymous-inode file of the system, io_uring's rings
- * included), so that unmap_mapping_range on a call page's mapping zaps that
- * call page's VMA and nothing else.
+ * included), so that wp_shared_mapping_range on a call page's mapping
+ * touches that call page's VMA and nothing else.
  */
 #define VGPU_CALLFS_MAGIC       0x76677063      /* "vgpc" */
 static struct vfsmount *vgpu_call_mnt;
@@ -393,36 +403,30 @@ static void vgpu_call_slot(struct vgpu_call *c, unsigned int i, size_t len)
 /* An idle call page of current's mm, taken (a reference), or NULL. */
 static struct vgpu_call *vgpu_call_take_idle(void)
 {
-	struct mm_struct *mm = current->mm;
-	struct vm_area_struct *vma;
 	struct vgpu_call *c;
 
-	c = vgpu_call_unidle(mm);
+	c = vgpu_call_unidle(current->mm);
 	if (!c)
 		return NULL;
 	c->owner = current;
-	if (c->next < c->nslots && !READ_ONCE(c->broken)) {
-		/* Never writable since the last zap: read-only to all. */
+	if (READ_ONCE(c->broken)) {
+		kref_put(&c->ref, vgpu_call_free);      /* its VMA is going */
+		return NULL;
+	}
+	if (c->next < c->nslots) {
+		/* Never writable since the last write-protect: read-only to all. */
 		vgpu_call_slot(c, c->next++, VGPU_CALL_POOL_LEN);
 		return c;
 	}
-	/* Every slot used: from here a sibling's write faults again. */
-	mmap_read_lock(mm);
-	vma = vma_lookup(mm, c->ubase);
-	if (READ_ONCE(c->broken) || !vma || vma->vm_ops != &vgpu_call_vm_ops ||
-	    vma->vm_private_data != c) {
-		mmap_read_unlock(mm);
-		kref_put(&c->ref, vgpu_call_free);      /* gone meanwhile */
-		return NULL;
-	}
 	/*
-	 * zap_vma_ptes() serves VM_PFNMAP only; the file's own mapping names
-	 * exactly this VMA (one inode per call page), and unmap_mapping_range
-	 * flushes the TLB before it returns.
+	 * Every slot used: write-protect the ring where its PTEs stand.
+	 * Through the page's own inode (one per call page), so exactly its
+	 * VMA; under the PTE lock of each; and wp_shared_mapping_range
+	 * flushes the TLB of the range, on every CPU of the mm, before it
+	 * returns (wp_clean_post_vma), whenever a PTE was writable.  No VMA
+	 * (gone meanwhile) leaves nothing to protect, and broken set.
 	 */
-	unmap_mapping_range(c->mapping, 0, c->len, 1);
-	vgpu_call_populate(vma, c);
-	mmap_read_unlock(mm);
+	wp_shared_mapping_range(c->mapping, 0, c->len >> PAGE_SHIFT);
 	c->next = 1;
 	vgpu_call_slot(c, 0, VGPU_CALL_POOL_LEN);
 	return c;

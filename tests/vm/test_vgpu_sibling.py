@@ -151,12 +151,12 @@ def _call_rings() -> list[tuple[int, int]]:
 
 def test_call_page_slots_are_writable_only_once_used(sibling, sl):
     """The pooled call page is a ring of one-page slots (call.c): a slot the
-    driver wrote into is writable to the whole mm until the ring is zapped,
-    so no slot may be used twice between zaps, and one not used since the
-    zap must take no write from anyone.  Probed from this very thread between
-    calls: the writable slots are always the ones used since the last zap,
-    in order from the first; and the ring does come round (a zap makes them
-    read-only again)."""
+    driver wrote into is writable to the whole mm until the ring is
+    write-protected, so no slot may be used twice between write-protects,
+    and one not used since the last must take no write from anyone.  Probed
+    from this very thread between calls: the writable slots are always the
+    ones used since the last write-protect, in order from the first; and the
+    ring does come round (a write-protect makes them read-only again)."""
     c = sl.client()
     g = c.open_gpus()[0]
     p = A.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=1)
@@ -176,12 +176,12 @@ def test_call_page_slots_are_writable_only_once_used(sibling, sl):
         assert w == [1] * k + [0] * (nslots - k), f"writable slots not a prefix: {w}"
         if seen and k < seen[-1]:
             wrapped = True
-            assert k == 1, f"after the zap only the new call's slot: {w}"
+            assert k == 1, f"after the write-protect only the new call's slot: {w}"
         seen.append(k)
         c.control(g.hSubdevice, A.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
         assert _call_rings() == rings, "the ring was remapped"
     assert wrapped, f"the ring never came round: {seen}"
-    assert max(seen) == nslots, f"never every slot used before the zap: {seen}"
+    assert max(seen) == nslots, f"never every slot used before the write-protect: {seen}"
 
 
 def test_mapping_put_over_the_parameters_is_caught(sibling, delay, sl, vstate, kern,
