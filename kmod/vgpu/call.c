@@ -127,9 +127,13 @@ struct vgpu_call {
  * it meanwhile.  An idle page whose VMA goes (munmap, MAP_FIXED over it,
  * exit) leaves the list in .close.
  */
-#ifndef CONFIG_MAPPING_DIRTY_HELPERS
-#error "vgpu.ko's call pages need CONFIG_MAPPING_DIRTY_HELPERS (wp_shared_mapping_range)"
-#endif
+/*
+ * wp_shared_mapping_range exists where CONFIG_MAPPING_DIRTY_HELPERS does (a
+ * symbol only drivers select: vmwgfx on x86, which Debian's and most
+ * distributions' kernels build).  Without it the ring is zapped and
+ * refilled under the mmap lock instead (vgpu_call_rearm): the same
+ * guarantee, a zap, a TLB flush and 16 inserts dearer.
+ */
 #define VGPU_CALL_POOL_LEN      PAGE_SIZE
 #define VGPU_CALL_RING          16
 #define VGPU_CALL_IDLE_MAX      8
@@ -400,6 +404,42 @@ static void vgpu_call_slot(struct vgpu_call *c, unsigned int i, size_t len)
 	c->uaddr = c->ubase + c->slot_off;
 }
 
+/*
+ * Make every slot of the ring read-only to every task again, the TLB of
+ * every CPU of the mm flushed before it returns; false where the page's VMA
+ * went meanwhile.
+ */
+#ifdef CONFIG_MAPPING_DIRTY_HELPERS
+static bool vgpu_call_rearm(struct vgpu_call *c)
+{
+	wp_shared_mapping_range(c->mapping, 0, c->len >> PAGE_SHIFT);
+	return true;
+}
+#else
+static bool vgpu_call_rearm(struct vgpu_call *c)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+
+	mmap_read_lock(mm);
+	vma = vma_lookup(mm, c->ubase);
+	if (READ_ONCE(c->broken) || !vma || vma->vm_ops != &vgpu_call_vm_ops ||
+	    vma->vm_private_data != c) {
+		mmap_read_unlock(mm);
+		return false;
+	}
+	/*
+	 * zap_vma_ptes() serves VM_PFNMAP only; the file's own mapping names
+	 * exactly this VMA (one inode per call page), and unmap_mapping_range
+	 * flushes the TLB before it returns.
+	 */
+	unmap_mapping_range(c->mapping, 0, c->len, 1);
+	vgpu_call_populate(vma, c);
+	mmap_read_unlock(mm);
+	return true;
+}
+#endif
+
 /* An idle call page of current's mm, taken (a reference), or NULL. */
 static struct vgpu_call *vgpu_call_take_idle(void)
 {
@@ -426,7 +466,10 @@ static struct vgpu_call *vgpu_call_take_idle(void)
 	 * returns (wp_clean_post_vma), whenever a PTE was writable.  No VMA
 	 * (gone meanwhile) leaves nothing to protect, and broken set.
 	 */
-	wp_shared_mapping_range(c->mapping, 0, c->len >> PAGE_SHIFT);
+	if (!vgpu_call_rearm(c)) {
+		kref_put(&c->ref, vgpu_call_free);      /* gone meanwhile */
+		return NULL;
+	}
 	c->next = 1;
 	vgpu_call_slot(c, 0, VGPU_CALL_POOL_LEN);
 	return c;
