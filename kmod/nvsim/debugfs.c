@@ -13,6 +13,9 @@
  *   privileged_channels <n>   channels made at USER_ROOT or KERNEL
  *   vas_global <n>        devices on their GPU's global VA space
  *   vas_foreign <n>       devices on another client's VA space
+ *   dmabufs <n>           live dma-bufs (NV_ESC_EXPORT_TO_DMABUF_FD, dmabuf.c)
+ *   dmabuf_dups <n>       handles dup'd into RM's internal client for them
+ *   dmabuf_orphans <n>    released dma-bufs whose dups stay until the GPU stops
  *   gpu <i> fb_total <bytes> fb_used <bytes>              (one per GPU)
  *   pid <tgid> gpu <i> fb_used <bytes>                    (fb_used > 0 only)
  *   tsg <gpu> <tsgid> client 0x<hclient> handle 0x<h> enabled <0|1> timeslice_us <n> interleave <n> channels <n> errors <n>
@@ -69,6 +72,9 @@ static int nvsim_state_show(struct seq_file *m, void *v)
 	seq_printf(m, "p2p_chosen_ids %d\n", atomic_read(&nvsim.nr_p2p_chosen_ids));
 	seq_printf(m, "uvm_peers %d\n", atomic_read(&nvsim.nr_uvm_peers));
 	seq_printf(m, "exports %d\n", atomic_read(&nvsim.nr_exports));
+	seq_printf(m, "dmabufs %d\n", atomic_read(&nvsim.nr_dmabufs));
+	seq_printf(m, "dmabuf_dups %d\n", atomic_read(&nvsim.nr_dmabuf_dups));
+	seq_printf(m, "dmabuf_orphans %d\n", atomic_read(&nvsim.nr_dmabuf_orphans));
 	for (i = 0; i < nvsim.num_gpus; i++)
 		seq_printf(m, "gpu %u fb_total %llu fb_used %llu\n", i,
 			   nvsim.gpus[i].fb_total, nvsim.gpus[i].fb_used);

@@ -36,6 +36,26 @@ void nvsim_gpu_update_timer(struct nvsim_gpu *gpu)
 	WRITE_ONCE(regs[NVC361_TIME_0 / 4], lower_32_bits(now));
 }
 
+/**
+ * nvsim_gpu_put - drop a reference on the GPU (an attach, a kernel
+ * caller's open_gpu, a dma-buf's nvidia_dev_get)
+ * @gpu: the GPU
+ *
+ * The last one stops it (nv_close_device -> nv_stop_device; nvsim's GPUs
+ * are never persistent): RM's internal client goes with the GPU's state
+ * (memmgrStateDestroy_IMPL), and with it what dma-buf releases left dup'd
+ * there (dmabuf.c).  nvsim counts no reference for an open of the GPU
+ * node itself, which the driver does (nv_open_device).
+ */
+void nvsim_gpu_put(struct nvsim_gpu *gpu)
+{
+	lockdep_assert_held(&nvsim.lock);
+	if (WARN_ON(!gpu->open_count))
+		return;
+	if (!--gpu->open_count)
+		nvsim_dmabuf_gpu_stop(gpu);
+}
+
 struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id)
 {
 	unsigned int i;

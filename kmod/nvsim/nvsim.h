@@ -171,6 +171,9 @@ struct nvsim_state {
 	atomic_t nr_p2p_chosen_ids;     /* ... of them with caller-chosen peer ids */
 	atomic_t nr_uvm_peers;          /* GPU pairs with UVM peer access on */
 	atomic_t nr_exports;            /* objects exported to files (peer.c) */
+	atomic_t nr_dmabufs;            /* live dma-bufs (dmabuf.c) */
+	atomic_t nr_dmabuf_dups;        /* handles they (and orphans) hold dup'd */
+	atomic_t nr_dmabuf_orphans;     /* released dma-bufs with dups left */
 	atomic64_t uvm_pages;
 	atomic64_t nr_ioctls;
 	/* The last control and class that reached nvsim (tests: forwarded?). */
@@ -628,6 +631,7 @@ struct nvsim_gpu *nvsim_gpu_by_id(u32 gpu_id);
 u32 nvsim_instance_of(const struct nvsim_gpu *gpu);
 struct nvsim_gpu *nvsim_gpu_of_instance(u32 inst);
 void nvsim_gpu_update_timer(struct nvsim_gpu *gpu);
+void nvsim_gpu_put(struct nvsim_gpu *gpu);
 
 /* rm.c */
 long nvsim_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
@@ -726,6 +730,10 @@ NV_STATUS nvsim_uvm_enable_peer_access(struct nvsim_file *nvfp, void *buf);
 NV_STATUS nvsim_uvm_disable_peer_access(struct nvsim_file *nvfp, void *buf);
 void nvsim_uvm_peers_fini(struct nvsim_file *nvfp);
 void nvsim_exports_fini(struct nvsim_file *nvfp);
+
+/* dmabuf.c */
+int nvsim_esc_export_dmabuf(struct nvsim_file *nvfp, void *buf, u32 size);
+void nvsim_dmabuf_gpu_stop(struct nvsim_gpu *gpu);
 
 /* uvm.c */
 int nvsim_uvm_init(void);

@@ -447,6 +447,8 @@ void nvsim_check_idle(void)
 	WARN_ON(atomic_read(&nvsim.nr_clients));
 	WARN_ON(atomic_read(&nvsim.nr_mappings));
 	WARN_ON(atomic64_read(&nvsim.uvm_pages));
+	WARN_ON(atomic_read(&nvsim.nr_dmabufs));
+	WARN_ON(atomic_read(&nvsim.nr_dmabuf_dups));
 	for (i = 0; i < nvsim.num_gpus; i++) {
 		WARN_ON(nvsim.gpus[i].fb_used);
 		WARN_ON(nvsim.gpus[i].open_count);

@@ -150,7 +150,7 @@ static void nvsim_detach_gpus(struct nvsim_file *nvfp)
 	for (i = 0; i < nvfp->nr_attached; i++) {
 		gpu = nvfp->attached[i] ? nvsim_gpu_by_id(nvfp->attached[i]) : NULL;
 		if (gpu)
-			gpu->open_count--;
+			nvsim_gpu_put(gpu);
 	}
 	kfree(nvfp->attached);
 	nvfp->attached = NULL;
@@ -525,14 +525,8 @@ static int nvsim_escape(struct nvsim_file *nvfp, u32 nr, void *buf, u32 size)
 		return nvsim_esc_os_event(nvfp, nr, buf, size);
 	case NV_ESC_STATUS_CODE:
 		return nvsim_esc_status_code(nvfp, buf, size);
-	case NV_ESC_EXPORT_TO_DMABUF_FD: {
-		nv_ioctl_export_to_dma_buf_fd_t *p = buf;
-
-		if (size != sizeof(*p) || nvsim_is_ctl(nvfp))
-			return -EINVAL;
-		p->status = NV_ERR_NOT_SUPPORTED;
-		return 0;
-	}
+	case NV_ESC_EXPORT_TO_DMABUF_FD:
+		return nvsim_esc_export_dmabuf(nvfp, buf, size);
 	default:
 		return nvsim_esc_rm(&call, nr, buf, size);
 	}

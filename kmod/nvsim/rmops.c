@@ -66,8 +66,7 @@ static void nvsim_rmops_close_gpu(NvU32 gpu_id, nvidia_modeset_stack_ptr sp)
 	if (!gpu)
 		return;
 	mutex_lock(&nvsim.lock);
-	if (!WARN_ON(!gpu->open_count))
-		gpu->open_count--;
+	nvsim_gpu_put(gpu);
 	mutex_unlock(&nvsim.lock);
 }
 

@@ -47,8 +47,8 @@ TAIL_ANCHORED = {
 # code of vgpu.ko or nvsim reads at a fixed offset, with why.
 NOT_READ = {
     "nv_ioctl_export_to_dma_buf_fd_t":
-        "NV_ESC_EXPORT_TO_DMABUF_FD is not mediated (refused by vgpu.ko); nvsim answers it "
-        "only for 595.45.04's layout",
+        "NV_ESC_EXPORT_TO_DMABUF_FD is not mediated (refused by vgpu.ko); nvsim reads each "
+        "release's own layout (kmod/nvsim/dmabuf.c: test_dmabuf_layouts_are_the_releases)",
 }
 # Members a release does not have: fine when they lie at or after that
 # release's end of struct (the zeroed rest of the buffer), or when nothing
@@ -249,3 +249,30 @@ def test_uvm_members_lie_where_the_mediator_reads_them(measured_uvm):
         pytest.skip("measured " + ", ".join(sorted(res)) + "; no uvm_types.h for "
                     + ", ".join(missing) + " (set NVGEN_NVIDIA_GIT to a clone of "
                     "NVIDIA/open-gpu-kernel-modules)")
+
+
+DMABUF_C = ROOT / "kmod/nvsim/dmabuf.c"
+DMABUF_MEMBERS = ("handles", "offsets", "sizes", "status")
+
+
+def test_dmabuf_layouts_are_the_releases(measured):
+    """nvsim's NV_ESC_EXPORT_TO_DMABUF_FD (dmabuf.c) takes 535.261.03's
+    layout (its static_asserts) for releases before 570 and 595.45.04's
+    (nvabi.h) after; each release's headers must have the one nvsim picks,
+    and the Python client (nvclient._dmabuf_old_layout) picks the same."""
+    from vgpu.abi import nvclient
+    text = DMABUF_C.read_text()
+    old = {m: int(n) for m, n in re.findall(
+        r"offsetof\(NVSIM_EXPORT_TO_DMA_BUF_FD_535, (\w+)\) == (\d+)", text)}
+    old[None] = int(re.search(r"sizeof\(NVSIM_EXPORT_TO_DMA_BUF_FD_535\) == (\d+)", text)[1])
+    t = "nv_ioctl_export_to_dma_buf_fd_t"
+    new = {m: n for tt, m, n in pins() if tt == t}
+    assert set(DMABUF_MEMBERS) <= set(old) and set(DMABUF_MEMBERS) <= set(new)
+    assert old[None] == nvclient._DMABUF_SIZE_535
+    wrong = []
+    for rel, got in measured.items():
+        want = old if nvclient._dmabuf_old_layout(rel) else new
+        for m in (None, *DMABUF_MEMBERS):
+            if got.get((t, m)) != want[m]:
+                wrong.append(f"{rel}: {t}.{m or 'sizeof'} is {got.get((t, m))}, nvsim reads {want[m]}")
+    assert not wrong, "\n".join(wrong)

@@ -124,6 +124,10 @@ class NvsimState:
                 out.append(f"pid {pid} gpu {g} fb_used {b}")
         if self.tsgs:
             out.append(f"{len(self.tsgs)} tsg line(s) left")
+        # dma-bufs (kmod/nvsim/dmabuf.c), where nvsim reports them
+        for k in ("dmabufs", "dmabuf_dups", "dmabuf_orphans"):
+            if k in self.extra and int(self.extra[k].split()[1]):
+                out.append(self.extra[k])
         return out
 
 

@@ -13,8 +13,9 @@ What it covers: the three paths that allocate framebuffer (RM_ALLOC of class
 the controls that report memory, RM_FREE / RM_DUP_OBJECT, RM_MAP_MEMORY plus
 mmap, channel groups, channels and the usermode region, work submission
 (``Channel``: GPFIFO entries, GP_PUT, the doorbell; see docs/compute.md
-section 1), UVM, and raw escapes (any nr, any size, any bytes; XFER wrapping)
-for tests.
+section 1), UVM, the dma-buf export (NV_ESC_EXPORT_TO_DMABUF_FD, in the
+driver release's layout), and raw escapes (any nr, any size, any bytes;
+XFER wrapping) for tests.
 
 Errors: an RM status other than NV_OK raises RmError (with .status and .name);
 a malformed call that the driver answers with an errno raises OSError.
@@ -48,7 +49,7 @@ from vgpu.abi.nvabi import (NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS,
 
 __all__ = [
     "RmError", "NoDeviceError", "RmClient", "Gpu", "Mapping", "Channel", "UvmFile",
-    "raw_ioctl", "raw_ioctl_ptr", "xfer_ioctl", "parse_size", "main",
+    "raw_ioctl", "raw_ioctl_ptr", "xfer_ioctl", "export_dma_buf", "parse_size", "main",
 ]
 
 HANDLE_BASE = 0x5C000000   # like CUDA; the driver generates its own from 0xcaf00000
@@ -166,6 +167,60 @@ def xfer_ioctl(fd: int, inner_nr: int, inner: bytes | bytearray | ctypes.Structu
         raw.extend(bytes(osz - len(raw)))
     _ioctl_obj(fd, nvabi.nv_ioctl(nvabi.NV_ESC_IOCTL_XFER_CMD, osz), raw)
     return bytearray(cbuf.raw[:max(min(size, room), len(data))])
+
+
+# NV_ESC_EXPORT_TO_DMABUF_FD before 570 (535.261.03's nv-ioctl.h): no
+# mappingType or bAllowMmap, so what follows totalSize lies 4 or 8 bytes
+# earlier; kmod/vgpu/policy/<release>.tsv gives 2600 bytes for 535 and 550,
+# 2608 (nvabi.py's) from 570.211.01 on.
+_DMABUF_HEAD_535 = struct.Struct("<iIIII4xQ")
+_DMABUF_SIZE_535 = 2600
+
+
+def _dmabuf_old_layout(version: str) -> bool:
+    major = version.split(".", 1)[0]
+    return major.isdigit() and int(major) < 570
+
+
+def export_dma_buf(gpu_fd: int, version: str, hclient: int, handles: Iterable[int],
+                   offsets: Iterable[int], sizes: Iterable[int], *,
+                   total_objects: int | None = None, total_size: int | None = None,
+                   index: int = 0, fd: int = -1, mapping_type: int = 0,
+                   allow_mmap: bool = False, num_objects: int | None = None) -> tuple[int, int]:
+    """NV_ESC_EXPORT_TO_DMABUF_FD on a GPU node, laid out for the driver
+    release ``version``: (status, fd).  fd -1 makes a dma-buf (the new fd
+    comes back), a dma-buf's fd adds the handles to it.  total_objects and
+    total_size default to the handles' count and the sizes' sum, num_objects
+    (what the params claim) to the handles' count; mapping_type and
+    allow_mmap are members only from 570 on (dropped before).  An errno
+    (wrong node, wrong size) raises OSError; an RM status does not raise."""
+    handles, offsets, sizes = list(handles), list(offsets), list(sizes)
+    n = len(handles)
+    if not (len(offsets) == len(sizes) == n) or n > nvabi.NV_DMABUF_EXPORT_MAX_HANDLES:
+        raise ValueError(f"handles, offsets and sizes: {n}, {len(offsets)}, {len(sizes)} "
+                         f"(at most {nvabi.NV_DMABUF_EXPORT_MAX_HANDLES}, all alike)")
+    pad = [0] * (nvabi.NV_DMABUF_EXPORT_MAX_HANDLES - n)
+    total_objects = n if total_objects is None else total_objects
+    total_size = sum(sizes) if total_size is None else total_size
+    n = n if num_objects is None else num_objects
+    if _dmabuf_old_layout(version):
+        m = nvabi.NV_DMABUF_EXPORT_MAX_HANDLES
+        buf = bytearray(_DMABUF_SIZE_535)
+        _DMABUF_HEAD_535.pack_into(buf, 0, fd, hclient, total_objects, n, index, total_size)
+        struct.pack_into(f"<{m}I{m}Q{m}Q", buf, _DMABUF_HEAD_535.size,
+                         *(handles + pad), *(offsets + pad), *(sizes + pad))
+        _ioctl_obj(gpu_fd, nvabi.nv_ioctl(nvabi.NV_ESC_EXPORT_TO_DMABUF_FD, len(buf)), buf)
+        out_fd, = struct.unpack_from("<i", buf, 0)
+        status, = struct.unpack_from("<I", buf, _DMABUF_HEAD_535.size + m * 20)
+        return status, out_fd
+    p = nvabi.nv_ioctl_export_to_dma_buf_fd_t(
+        fd=fd, hClient=hclient, totalObjects=total_objects, numObjects=n, index=index,
+        totalSize=total_size, mappingType=mapping_type, bAllowMmap=int(allow_mmap))
+    p.handles[:] = handles + pad
+    p.offsets[:] = offsets + pad
+    p.sizes[:] = sizes + pad
+    _escape(gpu_fd, nvabi.NV_ESC_EXPORT_TO_DMABUF_FD, p)
+    return p.status, p.fd
 
 
 def _escape(fd: int, nr: int, params: ctypes.Structure, *, xfer: bool = False) -> None:
@@ -578,6 +633,20 @@ class RmClient:
                               pLinearAddress=linear, flags=flags)
         self.escape(nvabi.NV_ESC_RM_UNMAP_MEMORY, p)
         _check(p.status, f"RM_UNMAP_MEMORY {hmemory:#x}", p)
+
+    def export_dma_buf(self, gpu: "Gpu", handles: Iterable[int], sizes: Iterable[int], *,
+                       offsets: Iterable[int] | None = None, client: int | None = None,
+                       fd: int = -1, **kw) -> int:
+        """NV_ESC_EXPORT_TO_DMABUF_FD on gpu's node: the handles of client
+        (default this one; the driver checks no ownership) as a dma-buf, or
+        into dma-buf fd.  Returns the dma-buf's fd (the caller closes it);
+        RmError on a status."""
+        sizes = list(sizes)
+        offsets = [0] * len(sizes) if offsets is None else offsets
+        status, out = export_dma_buf(gpu.fd, self.version, self.hClient if client is None else client,
+                                     handles, offsets, sizes, fd=fd, **kw)
+        _check(status, "EXPORT_TO_DMABUF_FD")
+        return out
 
     # ------------------------------------------------------------ devices
     def open_gpus(self, indexes: Iterable[int] | None = None, *, attach: bool = True,

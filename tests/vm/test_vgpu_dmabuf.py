@@ -1,0 +1,160 @@
+"""GPUDirect RDMA's two entry points through a slice: NV_ESC_EXPORT_TO_DMABUF_FD
+and NV50_THIRD_PARTY_P2P (0x503C) with its controls.
+
+The policy refuses both (docs/mediator.md, "GPUDirect RDMA: memory an adapter
+pins"): the export dups any client's memory, and keeps its FB allocated
+after the owner's free, until the dma-buf's last close, which no ioctl
+reports.  Refused, nothing reaches nvsim, and the slice's charge and the
+GPU's FB stay as they were.
+
+Audit mode (and an allow-list naming the escape) forwards it as it forwards
+every refused item, and then the rule does not hold: nvsim exports the
+memory, the slice's free returns the charge while the FB stays pinned, so
+the slice can allocate its quota again on top of it, and it can export
+another slice's memory by handle.  The last two tests show that cost as it
+is today (docs/mediator.md, "GPUDirect RDMA").
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from vgpu.abi import nvabi as A
+from vgpu.abi import uapi as U
+from vgpu.abi.nvclient import RmError, export_dma_buf
+# fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
+from vgpu_fixtures import kern, make_slice, nvsim_fb, sl, status, vgpu_leak_check  # noqa: F401
+
+MiB = 1 << 20
+NVSIM_STATE = Path("/sys/kernel/debug/nvsim/state")
+STATS = Path("/sys/kernel/debug/nvsim/stats")
+NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
+NV50_THIRD_PARTY_P2P = 0x503C
+NV503C_CTRL_CMD_REGISTER_VA_SPACE = 0x503C0102
+NV503C_CTRL_CMD_REGISTER_VIDMEM = 0x503C0104
+NV503C_CTRL_CMD_REGISTER_PID = 0x503C0106
+
+
+def nvsim_count(name: str) -> int:
+    for line in NVSIM_STATE.read_text().splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == name:
+            return int(f[1])
+    raise KeyError(name)
+
+
+def nvsim_stat(key: str) -> str:
+    for line in STATS.read_text().splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            return v.strip()
+    raise KeyError(key)
+
+
+def audit_entry(kern, sid: int, kind: int, number: int):
+    return {(e.kind, e.number): e for e in kern.audit_get(sid).entries}.get((kind, number))
+
+
+def test_export_is_refused_and_nothing_is_pinned(sl, kern, res):
+    c = sl.client()
+    g = c.gpu(0)
+    h, _ = c.alloc_vidmem(g.hDevice, 64 * MiB)
+    used, fb = sl.used(0), nvsim_fb(0)
+    assert used == 64 * MiB
+    # a host client's memory is refused as well (the driver would export it)
+    host = res.client()
+    hg, = host.open_gpus([0])
+    hh, _ = host.alloc_vidmem(hg.hDevice, 2 * MiB)
+    for node, hclient, handle, size in ((g.fd, c.hClient, h, 64 * MiB),
+                                        (g.fd, host.hClient, hh, 2 * MiB),
+                                        (c.fd, c.hClient, h, 64 * MiB)):
+        with pytest.raises(OSError) as ei:
+            export_dma_buf(node, c.version, hclient, [handle], [0], [size])
+        assert ei.value.errno == errno.EPERM
+    assert nvsim_count("dmabufs") == 0 and nvsim_count("dmabuf_dups") == 0
+    assert (sl.used(0), nvsim_fb(0)) == (used, fb + 2 * MiB)
+    e = audit_entry(kern, sl.id, U.VGPU_AUDIT_ESCAPE, A.NV_ESC_EXPORT_TO_DMABUF_FD)
+    assert (e.verdict, e.calls, e.refused, e.let_through) == (U.VGPU_AUDIT_REFUSE, 3, 3, 0)
+    c.free(h)
+    host.free(hh)
+    assert (sl.used(0), nvsim_fb(0)) == (0, 0)
+
+
+def test_third_party_p2p_is_refused(sl, kern):
+    """NV50_THIRD_PARTY_P2P under the subdevice and its registration controls:
+    NV_ERR_INSUFFICIENT_PERMISSIONS before the driver sees them."""
+    c = sl.client()
+    g = c.gpu(0)
+    h, _ = c.alloc_vidmem(g.hDevice, 32 * MiB)
+    used, fb = sl.used(0), nvsim_fb(0)
+    marker, _ = c.alloc_vidmem(g.hDevice, 4096)
+    c.free(marker)
+    assert status(lambda: c.alloc(g.hSubdevice, NV50_THIRD_PARTY_P2P, bytes(4))) == \
+        NV_ERR_INSUFFICIENT_PERMISSIONS
+    assert int(nvsim_stat("last_class"), 16) == A.NV01_MEMORY_LOCAL_USER
+    # the controls by number, whatever object they name (none exists here)
+    for cmd, size in ((NV503C_CTRL_CMD_REGISTER_VA_SPACE, 16),
+                      (NV503C_CTRL_CMD_REGISTER_VIDMEM, 32),
+                      (NV503C_CTRL_CMD_REGISTER_PID, 4)):
+        assert status(lambda: c.control(g.hSubdevice, cmd, bytes(size))) == \
+            NV_ERR_INSUFFICIENT_PERMISSIONS, hex(cmd)
+        assert int(nvsim_stat("last_control"), 16) != cmd
+    assert (sl.used(0), nvsim_fb(0)) == (used, fb)
+    e = audit_entry(kern, sl.id, U.VGPU_AUDIT_CLASS, NV50_THIRD_PARTY_P2P)
+    assert (e.verdict, e.refused) == (U.VGPU_AUDIT_REFUSE, 1)
+    c.free(h)
+
+
+def test_audit_mode_returns_the_charge_while_the_fb_stays_pinned(sl, kern):
+    """The known cost of audit mode: the export is forwarded, the slice's
+    free returns its charge, the dma-buf keeps the FB; the slice then
+    allocates its whole quota again, so the GPU holds more for it than its
+    quota, until the dma-buf's last close."""
+    kern.slice_set(sl.id, audit=True)
+    c = sl.client()
+    g = c.gpu(0)
+    h, _ = c.alloc_vidmem(g.hDevice, 128 * MiB)
+    fd = c.export_dma_buf(g, [h], [128 * MiB])
+    try:
+        assert nvsim_count("dmabufs") == 1
+        c.free(h)
+        assert sl.used(0) == 0                          # vgpu.ko: charge returned
+        assert nvsim_fb(0) == 128 * MiB                 # the driver: still allocated
+        whole, _ = c.alloc_vidmem(g.hDevice, 256 * MiB)      # the quota, again
+        assert sl.used(0) == 256 * MiB
+        assert nvsim_fb(0) == 384 * MiB                 # 1.5 x the slice's quota
+        c.free(whole)
+    finally:
+        os.close(fd)
+    assert (sl.used(0), nvsim_fb(0)) == (0, 0)
+    e = audit_entry(kern, sl.id, U.VGPU_AUDIT_ESCAPE, A.NV_ESC_EXPORT_TO_DMABUF_FD)
+    assert (e.verdict, e.refused, e.let_through) == (U.VGPU_AUDIT_REFUSE, 0, 1)
+
+
+def test_audit_mode_exports_another_slices_memory(make_slice, kern):
+    """Forwarded, the driver's lookup of the params' hClient is the driver's
+    (any client): a slice in audit mode pins another slice's memory, which
+    outlives that slice's free and its charge."""
+    a = make_slice()
+    b = make_slice()
+    kern.slice_set(a.id, audit=True)
+    ca = a.client()
+    ga = ca.gpu(0)
+    cb = b.client()
+    gb = cb.gpu(0)
+    hb, _ = cb.alloc_vidmem(gb.hDevice, 64 * MiB)
+    try:
+        fd = ca.export_dma_buf(ga, [hb], [64 * MiB], client=cb.hClient)
+    except RmError as e:
+        pytest.fail(f"forwarded export of slice {b.id}'s memory: {e}")
+    try:
+        cb.free(hb)
+        assert (b.used(0), a.used(0)) == (0, 0)
+        assert nvsim_fb(0) == 64 * MiB
+    finally:
+        os.close(fd)
+    assert nvsim_fb(0) == 0
