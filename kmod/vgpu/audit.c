@@ -171,12 +171,38 @@ static void vgpu_audit_record(struct vgpu_audit *a, u64 key, u8 verdict,
 	it->let_through += let;
 }
 
+/* NV50_THIRD_PARTY_P2P (class/cl503c.h) */
+#define VGPU_CLASS_THIRD_PARTY_P2P      0x503c
+
+/**
+ * vgpu_never_forwarded - an item no audit mode, allow-list or
+ * passthrough_unknown forwards
+ *
+ * Audit mode exists to try a trusted workload and learn what it uses; what
+ * it forwards costs the slice its guarantees for as long as it runs.  These
+ * two would cost more, past the slice's own deletion and into other
+ * slices (docs/mediator.md, "GPUDirect RDMA: memory an adapter pins"):
+ * the dma-buf export dups any client's handles, another slice's included,
+ * into RM's internal client, whose FB then outlives the owner's free, and
+ * so the charge vgpu.ko returns at it, until the dma-buf's last close in
+ * any process (nv_dma_buf_export, rm_dma_buf_dup_mem_handle); a
+ * third-party P2P registration is what a persistent pin finds the memory
+ * by, and that pin dups it likewise until ib_core releases it
+ * (_createOrReuseVidmemInfoPersistent, p2p.c).
+ */
+bool vgpu_never_forwarded(enum nvrel_kind k, u32 value)
+{
+	return (k == NVREL_ESC && value == NV_ESC_EXPORT_TO_DMABUF_FD) ||
+	       (k == NVREL_CLS && value == VGPU_CLASS_THIRD_PARTY_P2P);
+}
+
 /**
  * vgpu_audit_lets - an item the slice's policy refuses (verdict
  * VGPU_AUDIT_REFUSE) or that vgpu.ko does not implement
  * (VGPU_AUDIT_NOT_IMPLEMENTED): does this slice forward it anyway?
  *
- * Records the call either way.  Return: true to forward it.
+ * Records the call either way.  Never true for vgpu_never_forwarded's
+ * items.  Return: true to forward it.
  */
 bool vgpu_audit_lets(struct vgpu_slice *s, enum nvrel_kind k, u32 value,
 		     enum vgpu_audit_verdict verdict)
@@ -189,6 +215,12 @@ bool vgpu_audit_lets(struct vgpu_slice *s, enum nvrel_kind k, u32 value,
 	on = READ_ONCE(a->on);
 	let = on || (a->allow && bsearch(&key, a->allow, a->nr_allow, sizeof(key),
 					 vgpu_u64_cmp));
+	if (let && vgpu_never_forwarded(k, value)) {
+		let = false;
+		pr_info_ratelimited("slice %u: %s %#x refused even in %s: its memory would outlive the slice's charge\n",
+				    s->id, k == NVREL_ESC ? "escape" : "class", value,
+				    on ? "audit mode" : "an allow-list");
+	}
 	vgpu_audit_record(a, key, verdict, !let, let);
 	mutex_unlock(&a->lock);
 	if (let)

@@ -365,7 +365,7 @@ static int vgpu_esc_alloc(struct vgpu_file *vf, u32 nr, void *kbuf, u32 size)
 	}
 	it = vgpu_verdict(NVREL_CLS, p.hClass);
 	if (!vgpu_class_allowed(p.hClass) &&
-	    (vgpu_passthrough_unknown ||
+	    ((vgpu_passthrough_unknown && !vgpu_never_forwarded(NVREL_CLS, p.hClass)) ||
 	     vgpu_audit_lets(vf->slice, NVREL_CLS, p.hClass,
 			     it ? VGPU_AUDIT_NOT_IMPLEMENTED : VGPU_AUDIT_REFUSE))) {
 		pr_info_ratelimited("slice %u: class %#x forwarded as made\n",
@@ -695,12 +695,13 @@ long vgpu_ctl_ioctl(struct vgpu_file *vf, unsigned int cmd, unsigned long arg)
 	/*
 	 * The release's policy first: what it refuses, or what vgpu.ko has no
 	 * path for, goes no further unless passthrough_unknown, audit mode or
-	 * the slice's allow-list lets it (then as the caller made it).
+	 * the slice's allow-list lets it (then as the caller made it), and
+	 * never for vgpu_never_forwarded's (the dma-buf export).
 	 */
 	it = vgpu_verdict(NVREL_ESC, nr);
 	if (!it || (!vgpu_escape_direct(nr) && !vgpu_escape_kernel(nr) &&
 		    nr != NV_ESC_CARD_INFO && nr != NV_ESC_ATTACH_GPUS_TO_FD)) {
-		if (!vgpu_passthrough_unknown &&
+		if ((!vgpu_passthrough_unknown || vgpu_never_forwarded(NVREL_ESC, nr)) &&
 		    !vgpu_audit_lets(vf->slice, NVREL_ESC, nr,
 				     it ? VGPU_AUDIT_NOT_IMPLEMENTED : VGPU_AUDIT_REFUSE))
 			return -EPERM;

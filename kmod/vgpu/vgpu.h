@@ -372,6 +372,7 @@ bool vgpu_audit_on(struct vgpu_slice *s);
 void vgpu_audit_set(struct vgpu_slice *s, bool on);
 void vgpu_audit_set_allow(struct vgpu_slice *s, u64 *keys, u32 n);
 u32 vgpu_audit_nr_allow(struct vgpu_slice *s);
+bool vgpu_never_forwarded(enum nvrel_kind k, u32 value);
 bool vgpu_audit_lets(struct vgpu_slice *s, enum nvrel_kind k, u32 value,
 		     enum vgpu_audit_verdict verdict);
 void vgpu_audit_use(struct vgpu_slice *s, enum nvrel_kind k, u32 value,

@@ -7,12 +7,11 @@ after the owner's free, until the dma-buf's last close, which no ioctl
 reports.  Refused, nothing reaches nvsim, and the slice's charge and the
 GPU's FB stay as they were.
 
-Audit mode (and an allow-list naming the escape) forwards it as it forwards
-every refused item, and then the rule does not hold: nvsim exports the
-memory, the slice's free returns the charge while the FB stays pinned, so
-the slice can allocate its quota again on top of it, and it can export
-another slice's memory by handle.  The last two tests show that cost as it
-is today (docs/mediator.md, "GPUDirect RDMA").
+Audit mode and allow-lists, which forward every other refused item, never
+forward these two (vgpu_never_forwarded): forwarded, the slice's free would
+return the charge while the FB stayed pinned, so the slice could allocate
+its quota again on top of it, and it could export another slice's memory
+by handle (docs/mediator.md, "GPUDirect RDMA").
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import pytest
 
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
-from vgpu.abi.nvclient import RmError, export_dma_buf
+from vgpu.abi.nvclient import export_dma_buf
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
 from vgpu_fixtures import kern, make_slice, nvsim_fb, sl, status, vgpu_leak_check  # noqa: F401
 
@@ -109,36 +108,47 @@ def test_third_party_p2p_is_refused(sl, kern):
     c.free(h)
 
 
-def test_audit_mode_returns_the_charge_while_the_fb_stays_pinned(sl, kern):
-    """The known cost of audit mode: the export is forwarded, the slice's
-    free returns its charge, the dma-buf keeps the FB; the slice then
-    allocates its whole quota again, so the GPU holds more for it than its
-    quota, until the dma-buf's last close."""
-    kern.slice_set(sl.id, audit=True)
+@pytest.mark.parametrize("how", ["audit", "allow-list"])
+def test_audit_mode_and_allow_lists_never_forward_the_export(sl, kern, how):
+    """The export is never forwarded (vgpu_never_forwarded): in audit mode,
+    or with an allow-list naming it, it stays refused, recorded as refused,
+    and nothing is pinned: forwarded, the slice's free would return its
+    charge while the dma-buf kept the FB, past the slice's quota and its
+    deletion."""
+    if how == "audit":
+        kern.slice_set(sl.id, audit=True)
+    else:
+        kern.slice_set(sl.id, allow=[(U.VGPU_AUDIT_ESCAPE, A.NV_ESC_EXPORT_TO_DMABUF_FD)])
     c = sl.client()
     g = c.gpu(0)
     h, _ = c.alloc_vidmem(g.hDevice, 128 * MiB)
-    fd = c.export_dma_buf(g, [h], [128 * MiB])
-    try:
-        assert nvsim_count("dmabufs") == 1
-        c.free(h)
-        assert sl.used(0) == 0                          # vgpu.ko: charge returned
-        assert nvsim_fb(0) == 128 * MiB                 # the driver: still allocated
-        whole, _ = c.alloc_vidmem(g.hDevice, 256 * MiB)      # the quota, again
-        assert sl.used(0) == 256 * MiB
-        assert nvsim_fb(0) == 384 * MiB                 # 1.5 x the slice's quota
-        c.free(whole)
-    finally:
-        os.close(fd)
+    with pytest.raises(OSError) as ei:
+        c.export_dma_buf(g, [h], [128 * MiB])
+    assert ei.value.errno == errno.EPERM
+    assert nvsim_count("dmabufs") == 0 and nvsim_count("dmabuf_dups") == 0
+    c.free(h)
     assert (sl.used(0), nvsim_fb(0)) == (0, 0)
     e = audit_entry(kern, sl.id, U.VGPU_AUDIT_ESCAPE, A.NV_ESC_EXPORT_TO_DMABUF_FD)
-    assert (e.verdict, e.refused, e.let_through) == (U.VGPU_AUDIT_REFUSE, 0, 1)
+    assert (e.verdict, e.refused, e.let_through) == (U.VGPU_AUDIT_REFUSE, 1, 0)
 
 
-def test_audit_mode_exports_another_slices_memory(make_slice, kern):
-    """Forwarded, the driver's lookup of the params' hClient is the driver's
-    (any client): a slice in audit mode pins another slice's memory, which
-    outlives that slice's free and its charge."""
+def test_audit_mode_never_forwards_third_party_p2p(sl, kern):
+    """NV50_THIRD_PARTY_P2P likewise: what a persistent pin finds the
+    memory by stays refused in audit mode."""
+    kern.slice_set(sl.id, audit=True)
+    c = sl.client()
+    g = c.gpu(0)
+    assert status(lambda: c.alloc(g.hSubdevice, NV50_THIRD_PARTY_P2P, bytes(4))) == \
+        NV_ERR_INSUFFICIENT_PERMISSIONS
+    e = audit_entry(kern, sl.id, U.VGPU_AUDIT_CLASS, NV50_THIRD_PARTY_P2P)
+    assert (e.refused, e.let_through) == (1, 0)
+
+
+def test_audit_mode_cannot_export_another_slices_memory(make_slice, kern):
+    """The driver's lookup of the params' hClient takes any client, so a
+    forwarded export would pin another slice's memory past its free: a
+    slice in audit mode gets the refusal, and the other slice's memory
+    goes at its free."""
     a = make_slice()
     b = make_slice()
     kern.slice_set(a.id, audit=True)
@@ -147,14 +157,8 @@ def test_audit_mode_exports_another_slices_memory(make_slice, kern):
     cb = b.client()
     gb = cb.gpu(0)
     hb, _ = cb.alloc_vidmem(gb.hDevice, 64 * MiB)
-    try:
-        fd = ca.export_dma_buf(ga, [hb], [64 * MiB], client=cb.hClient)
-    except RmError as e:
-        pytest.fail(f"forwarded export of slice {b.id}'s memory: {e}")
-    try:
-        cb.free(hb)
-        assert (b.used(0), a.used(0)) == (0, 0)
-        assert nvsim_fb(0) == 64 * MiB
-    finally:
-        os.close(fd)
-    assert nvsim_fb(0) == 0
+    with pytest.raises(OSError) as ei:
+        ca.export_dma_buf(ga, [hb], [64 * MiB], client=cb.hClient)
+    assert ei.value.errno == errno.EPERM
+    cb.free(hb)
+    assert (b.used(0), nvsim_fb(0)) == (0, 0)
