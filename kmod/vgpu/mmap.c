@@ -37,6 +37,9 @@
 
 #include "vgpu.h"
 
+/* usermode VMAs zapped by vgpu_doorbell_protect, since load (debugfs sched) */
+atomic64_t vgpu_nr_zaps = ATOMIC64_INIT(0);
+
 struct vgpu_vma {
 	struct vm_operations_struct ops;        /* first: container_of */
 	const struct vm_operations_struct *real_ops;
@@ -111,9 +114,11 @@ void vgpu_doorbell_protect(struct vgpu_gpu *g)
 			continue;               /* exiting: nothing to ring with */
 		if (mmap_read_trylock(u->mm)) {
 			/* Still linked (not mid-munmap): safe to zap. */
-			if (find_vma(u->mm, vma->vm_start) == vma)
+			if (find_vma(u->mm, vma->vm_start) == vma) {
 				zap_vma_ptes(vma, vma->vm_start,
 					     vma->vm_end - vma->vm_start);
+				atomic64_inc(&vgpu_nr_zaps);
+			}
 			mmap_read_unlock(u->mm);
 		} else {
 			atomic_set(&g->zap_pending, 1);
