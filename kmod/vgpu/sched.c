@@ -667,10 +667,11 @@ void vgpu_sched_show_stats(struct seq_file *m)
 			   st.others_ns, st.poll_ns);
 	}
 	mutex_unlock(&vgpu_scheds_lock);
-	seq_printf(m, "rm_schedule %lld rm_preempt %lld zaps %lld\n",
+	seq_printf(m, "rm_schedule %lld rm_preempt %lld zaps %lld zap_ns %lld\n",
 		   (long long)atomic64_read(&vgpu_nr_rm_schedule),
 		   (long long)atomic64_read(&vgpu_nr_rm_preempt),
-		   (long long)atomic64_read(&vgpu_nr_zaps));
+		   (long long)atomic64_read(&vgpu_nr_zaps),
+		   (long long)atomic64_read(&vgpu_zap_ns));
 }
 
 /* Is minor a GPU the driver enumerates?  (Its minors follow that order.) */

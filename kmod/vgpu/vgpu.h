@@ -568,6 +568,7 @@ void vgpu_fd_restore(struct vgpu_tmpfd *t);
 
 /* mmap.c */
 extern atomic64_t vgpu_nr_zaps;
+extern atomic64_t vgpu_zap_ns;
 int vgpu_mmap(struct file *filp, struct vm_area_struct *vma);
 void vgpu_doorbell_protect(struct vgpu_gpu *g);
 
