@@ -473,5 +473,7 @@ void vgpu_compute_resume(struct vgpu_gpu *g)
 	WRITE_ONCE(g->paused_layers, 0);
 	atomic_inc(&g->run_gen);
 	mutex_unlock(&g->tlock);
-	wake_up_all(&g->run_wq);
+	/* (its barrier orders run_gen before the look at the queue) */
+	if (wq_has_sleeper(&g->run_wq))
+		wake_up_all(&g->run_wq);
 }

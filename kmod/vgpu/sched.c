@@ -127,6 +127,12 @@ static u64 vgpu_quantum(u64 period)
 	return max_t(u64, VGPU_QUANTUM_MIN_NS, period / 100);
 }
 
+/* The longest interval between polls of a busy low-priority holder. */
+static u64 vgpu_poll_max(u64 period)
+{
+	return max(vgpu_quantum(period), period / VGPU_POLL_MAX_DIV);
+}
+
 static bool vgpu_managed(struct vgpu_gpu *g)
 {
 	return READ_ONCE(g->policy) != VGPU_COMPUTE_NONE;
@@ -372,6 +378,9 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 		any |= vgpu_managed(g);
 	}
 	sc->st.wants_ns += local_clock() - t1;
+	/* A holder that ran dry is polled every quantum again, next slot too. */
+	if (cur && sc->cur_wanted && !cur->wants)
+		cur->poll_ns = 0;
 
 	next = vgpu_pick(sc, now);
 	if (next != cur) {
@@ -396,6 +405,12 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 		sc->last_ns = now;
 		atomic64_inc(&sc->switches);
 	}
+	/* A high holder, and one that is not busy, are polled every quantum. */
+	if (next && (!next->wants ||
+		     READ_ONCE(next->priority) == VGPU_PRIORITY_HIGH))
+		next->poll_ns = 0;
+	sc->poll_ns = clamp(next ? next->poll_ns : 0, vgpu_quantum(period),
+			    vgpu_poll_max(period));
 	sc->cur_wanted = next && next->wants;
 
 	/* Exclusive slots: every other managed member is paused; NONE runs. */
@@ -458,10 +473,8 @@ static int vgpu_sched_thread(void *arg)
 		sc->st.kicks += full;
 		if (full || now >= due) {
 			due = vgpu_decide(sc, false);
-			sc->poll_ns = vgpu_quantum(sc->period_ns);
 		} else if (!vgpu_holder_same(sc, now)) {
 			due = vgpu_decide(sc, sc->cur_wanted);
-			sc->poll_ns = vgpu_quantum(sc->period_ns);
 		} else if (sc->cur_wanted &&
 			   READ_ONCE(sc->cur->priority) != VGPU_PRIORITY_HIGH) {
 			/*
@@ -469,11 +482,14 @@ static int vgpu_sched_thread(void *arg)
 			 * that runs dry then wastes at most that; under emulation
 			 * a wake-up costs as much as a decision).  Not for a high
 			 * holder: its grace runs from the last poll that saw it
-			 * busy, and online work has short gaps.
+			 * busy, and online work has short gaps.  The holder
+			 * keeps the interval for its next slot, unless it ran
+			 * dry meanwhile: a slice that saturates its slots is
+			 * not polled every quantum again at each of them.
 			 */
 			sc->poll_ns = min(2 * sc->poll_ns,
-					  max(vgpu_quantum(sc->period_ns),
-					      sc->period_ns / VGPU_POLL_MAX_DIV));
+					  vgpu_poll_max(sc->period_ns));
+			sc->cur->poll_ns = sc->poll_ns;
 		}
 		now = ktime_get_ns();
 		/* Polls of the holder only while somebody else waits for it. */

@@ -133,6 +133,7 @@ struct vgpu_gpu {
 	u64 used_ns;                    /* this period */
 	u64 vtime;                      /* GPU time / weight, never reset (sched.c) */
 	u64 wanted_ns;                  /* the last decision at which it wanted the GPU */
+	u64 poll_ns;                    /* its poll interval as holder; 0: a quantum */
 	bool wants;
 };
 
