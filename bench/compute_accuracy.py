@@ -360,6 +360,20 @@ def sched_stats() -> dict[str, int]:
     return out
 
 
+def thread_switches() -> int:
+    """The scheduler thread's voluntary context switches (each sleep: its
+    own waits and any RM call that sleeps), or 0."""
+    tid = subprocess.run(["pgrep", "-x", f"vgpu-sched/{GPU}"], capture_output=True,
+                         text=True).stdout.split()
+    try:
+        for line in Path(f"/proc/{tid[0]}/status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    except (IndexError, OSError):
+        pass
+    return 0
+
+
 def breakdown(d: dict[str, int], cpu_ns: int, sw: int, seconds: float) -> str:
     """Where the thread's CPU went, per switch (from two sched_stats)."""
     if not d or "loops" not in d:
@@ -372,6 +386,7 @@ def breakdown(d: dict[str, int], cpu_ns: int, sw: int, seconds: float) -> str:
     # the PREEMPT may sleep (nvsim before 2026-12): its wall time is not CPU
     busy = d["decide_ns"] - d["finish_ns"] + d.get("zap_ns", 0) + d["poll_ns"]
     return (f"per switch: {d['loops'] / n:.1f} wake-ups ({d['kicks'] / n:.2f} kicks), "
+            f"{d['sleeps'] / n:.1f} sleeps (voluntary context switches), "
             f"{d['decisions'] / n:.2f} decisions, {d['polls'] / n:.1f} polls, "
             f"{d['rm_schedule'] / n:.2f} GPFIFO_SCHEDULE + {d['rm_preempt'] / n:.2f} PREEMPT "
             f"RM calls, {d['zaps'] / n:.2f} zaps; us per switch: decisions {us('decide_ns')} "
@@ -417,8 +432,10 @@ def case_many(b: Bench, period_us: int | None = None, layer: str = "both") -> No
     b.warm(procs, 3)
     perf = perf_record(b.window * 2, b.perf) if b.perf else None
     s0, d0 = b.k.sched_get(GPU), sched_stats()
+    d0["sleeps"] = thread_switches()
     got = shares([p.pid for p in procs], b.window * 2)
     s1, d1 = b.k.sched_get(GPU), sched_stats()
+    d1["sleeps"] = thread_switches()
     err = max(abs(g * 100 - e) for g, e in zip(got, expect))
     row("16 slices: 8 fixed 5%, 8 share equal" + label, layer, "5% x8, 7.5% x8",
         f"fixed {pct(min(got[:8]))}..{pct(max(got[:8]))}, "
