@@ -47,6 +47,7 @@ from vgpu.vgpuko.messages import Compute     # noqa: E402
 
 PY = sys.executable
 BUSY = Path("/sys/kernel/debug/nvsim/busy")
+SCHED_STATS = Path("/sys/kernel/debug/vgpu/sched")
 GPU = 0                 # the real GPU every case runs on
 MiB = 1 << 20
 POLICY = {"none": uapi.VGPU_COMPUTE_NONE, "share": uapi.VGPU_COMPUTE_SHARE,
@@ -88,6 +89,9 @@ class Bench:
         self.procs: list[subprocess.Popen] = []
         self.factors: dict[str, float] | None = None
         self.ceiling1: float | None = None
+        self.profile = False
+        self.perf: Path | None = None
+        self.label = ""
 
     def slice(self, policy: str, pct: float, prio: str = "low") -> int:
         self.next_id += 1
@@ -144,7 +148,12 @@ class Bench:
 ROWS: list[list[str]] = []
 
 
+LABEL = [""]     # the build being measured, when --modules names several
+
+
 def row(case: str, layer: str, configured: str, achieved: str, note: str = "") -> None:
+    if LABEL[0]:
+        case = f"[{LABEL[0]}] {case}"
     ROWS.append([case, layer, configured, achieved, note])
     print(f"  {case:<34} {layer:<9} configured {configured:<22} achieved {achieved:<26} {note}",
           flush=True)
@@ -334,6 +343,82 @@ def tcg_factors(host_file: str | None) -> dict[str, float] | None:
     return f or None
 
 
+def sched_stats() -> dict[str, int]:
+    """GPU 0's scheduler line and the RM call counts of debugfs vgpu/sched
+    ({} with a vgpu.ko that has no such file)."""
+    out: dict[str, int] = {}
+    try:
+        text = SCHED_STATS.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "sched" and int(f[1]) != GPU:
+            continue
+        pairs = f[2:] if f and f[0] == "sched" else f
+        out.update({k: int(v) for k, v in zip(pairs[::2], pairs[1::2])})
+    return out
+
+
+def thread_switches() -> int:
+    """The scheduler thread's voluntary context switches (each sleep: its
+    own waits and any RM call that sleeps), or 0."""
+    tid = subprocess.run(["pgrep", "-x", f"vgpu-sched/{GPU}"], capture_output=True,
+                         text=True).stdout.split()
+    try:
+        for line in Path(f"/proc/{tid[0]}/status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    except (IndexError, OSError):
+        pass
+    return 0
+
+
+def breakdown(d: dict[str, int], cpu_ns: int, sw: int, seconds: float) -> str:
+    """Where the thread's CPU went, per switch (from two sched_stats)."""
+    if not d or "loops" not in d:
+        return "no vgpu/sched counters in this vgpu.ko"
+    n = max(sw, 1)
+
+    def us(k: str) -> str:
+        return f"{d[k] / n / 1000:.0f}"
+
+    # the PREEMPT may sleep (nvsim before 2026-12): its wall time is not CPU
+    busy = d["decide_ns"] - d["finish_ns"] + d.get("zap_ns", 0) + d["poll_ns"]
+    return (f"per switch: {d['loops'] / n:.1f} wake-ups ({d['kicks'] / n:.2f} kicks), "
+            f"{d['sleeps'] / n:.1f} sleeps (voluntary context switches), "
+            f"{d['decisions'] / n:.2f} decisions, {d['polls'] / n:.1f} polls, "
+            f"{d['rm_schedule'] / n:.2f} GPFIFO_SCHEDULE + {d['rm_preempt'] / n:.2f} PREEMPT "
+            f"RM calls, {d['zaps'] / n:.2f} zaps; us per switch: decisions {us('decide_ns')} "
+            f"(wishes {us('wants_ns')}, switch's SCHEDULE calls {us('switch_ns')}, "
+            f"PREEMPT {(d['finish_ns'] - d.get('zap_ns', 0)) / n / 1000:.0f} wall, "
+            f"zaps {us('zap_ns') if 'zap_ns' in d else '?'}, others' pause {us('others_ns')}), "
+            f"polls {us('poll_ns')}, the rest (sleep/wake-up paths, the PREEMPT's CPU, "
+            f"interrupts between the parts) "
+            f"{(cpu_ns - busy) / n / 1000:.0f} of {cpu_ns / n / 1000:.0f}; "
+            f"{d['loops'] / seconds:.0f} wake-ups/s")
+
+
+def perf_record(seconds: float, out: Path) -> subprocess.Popen | None:
+    """perf record of the scheduler thread (cpu-clock, call graphs) for seconds."""
+    tid = subprocess.run(["pgrep", "-x", f"vgpu-sched/{GPU}"], capture_output=True,
+                         text=True).stdout.split()
+    if not tid:
+        return None
+    return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-g",
+                             "-t", tid[0], "-o", str(out), "--", "sleep", str(seconds)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def perf_report(data: Path, n: int = 30) -> None:
+    for how in (["--no-children"], ["--children"]):
+        r = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "-q", "-g", "none",
+                            "--percent-limit", "0.7", *how], capture_output=True, text=True)
+        print(f"  perf ({how[0][2:]}), the scheduler thread:", flush=True)
+        for line in r.stdout.splitlines()[:n]:
+            print("    " + line.rstrip(), flush=True)
+
+
 def case_many(b: Bench, period_us: int | None = None, layer: str = "both") -> None:
     saved = b.period_us
     if period_us:
@@ -345,9 +430,12 @@ def case_many(b: Bench, period_us: int | None = None, layer: str = "both") -> No
     sids = [b.slice(p, v) for p, v in specs]
     procs = [b.work(s, 32) for s in sids]
     b.warm(procs, 3)
-    s0 = b.k.sched_get(GPU)
+    perf = perf_record(b.window * 2, b.perf) if b.perf else None
+    s0, d0 = b.k.sched_get(GPU), sched_stats()
+    d0["sleeps"] = thread_switches()
     got = shares([p.pid for p in procs], b.window * 2)
-    s1 = b.k.sched_get(GPU)
+    s1, d1 = b.k.sched_get(GPU), sched_stats()
+    d1["sleeps"] = thread_switches()
     err = max(abs(g * 100 - e) for g, e in zip(got, expect))
     row("16 slices: 8 fixed 5%, 8 share equal" + label, layer, "5% x8, 7.5% x8",
         f"fixed {pct(min(got[:8]))}..{pct(max(got[:8]))}, "
@@ -365,12 +453,90 @@ def case_many(b: Bench, period_us: int | None = None, layer: str = "both") -> No
         f"{sw} switches in {b.window * 2:.0f} s, "
         f"{(s1.cpu_ns - s0.cpu_ns) / max(sw, 1) / 1000:.0f} us of emulated CPU per switch, "
         f"RM calls included" + native)
+    if b.profile:
+        d = {k: d1[k] - d0.get(k, 0) for k in d1}
+        row("scheduler CPU breakdown (16 slices)" + label, layer, "-", "-",
+            breakdown(d, s1.cpu_ns - s0.cpu_ns, sw, b.window * 2))
+    if perf:
+        perf.wait()
+        perf_report(b.perf)
     b.stop()
     b.period_us = saved
     b.layers(uapi.VGPU_SCHED_L_ALL)
 
 
 CASES = ("caps", "alone", "share", "priority", "change", "ring", "layers", "many")
+MANY = "100:both,500:both,100:tsg"
+
+
+def find_ko(d: Path, name: str) -> Path | None:
+    """d/NAME.ko, or d/NAME/NAME.ko (the checkout's kmod/ layout)."""
+    for p in (d / f"{name}.ko", d / name / f"{name}.ko"):
+        if p.exists():
+            return p
+    return None
+
+
+def load_modules(d: Path, nvsim_params: str) -> None:
+    """The vgpu.ko (and nvsim.ko, where d has one) of d in place of the
+    loaded ones."""
+    vgpu, nvsim = find_ko(d, "vgpu"), find_ko(d, "nvsim")
+    if not vgpu:
+        raise SystemExit(f"bench: no vgpu.ko in {d}")
+    subprocess.run(["rmmod", "vgpu"], capture_output=True)
+    todo = [[str(vgpu)]]
+    if nvsim:
+        subprocess.run(["rmmod", "nvsim"], capture_output=True)
+        todo.insert(0, [str(nvsim), *nvsim_params.split()])
+    for cmd in todo:
+        r = subprocess.run(["insmod", *cmd], capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"bench: insmod {' '.join(cmd)}: {r.stderr.strip()}")
+
+
+def run_cases(k: VgpuKernel, a: argparse.Namespace, window: float,
+              factors: dict[str, float] | None) -> None:
+    b = Bench(k, window, int(a.period_ms * 1000))
+    b.factors = factors
+    b.profile = a.profile
+    b.perf = Path(a.perf) if a.perf else None
+    b.layers(uapi.VGPU_SCHED_L_ALL)
+    want = set(a.case or CASES)
+    caps_list = [tuple(int(x) for x in c.split("/")) for c in a.caps.split(",")]
+    try:
+        depths = (8,) if a.quick else (1, 8, 64)
+        if "caps" in want or "layers" in want:
+            if 1 in depths or "layers" in want:
+                case_ceiling(b)
+        if "caps" in want:
+            for caps in caps_list:
+                for d in depths:
+                    case_caps(b, caps, d)
+        if "alone" in want:
+            case_alone(b)
+        if "share" in want:
+            case_share(b)
+        if "priority" in want:
+            case_priority(b)
+        if "change" in want:
+            case_change(b)
+        if "ring" in want:
+            case_ring(b)
+        if "layers" in want:
+            for name, layers in (("tsg", uapi.VGPU_SCHED_L_TSG),
+                                 ("doorbell", uapi.VGPU_SCHED_L_DOORBELL)):
+                b.layers(layers)
+                case_caps(b, (30, 70), 8, name)
+                case_caps(b, (30, 70), 1, name)
+                case_alone(b, name)
+            b.layers(uapi.VGPU_SCHED_L_ALL)
+        if "many" in want:
+            for spec in a.many.split(","):
+                ms, layer = spec.split(":")
+                case_many(b, int(float(ms) * 1000), layer)
+    finally:
+        b.stop()
+        b.layers(uapi.VGPU_SCHED_L_ALL)
 
 
 def main() -> int:
@@ -383,53 +549,39 @@ def main() -> int:
     ap.add_argument("--host-figures", metavar="FILE",
                     help="the host's build/tcg_factor output: estimate the scheduler's CPU "
                          "on native hardware from the emulation's slowdown")
+    ap.add_argument("--caps", default="30/70,10/90,50/50",
+                    help="the fixed-cap pairs of the caps case (default 30/70,10/90,50/50)")
+    ap.add_argument("--many", default=MANY,
+                    help=f"the 16-slice runs, PERIOD_MS:LAYERS,... (default {MANY})")
+    ap.add_argument("--profile", action="store_true",
+                    help="16 slices: where the scheduler thread's time goes (debugfs vgpu/sched)")
+    ap.add_argument("--perf", metavar="FILE",
+                    help="16 slices: perf record the scheduler thread into FILE and print "
+                         "its top symbols")
+    ap.add_argument("--modules", action="append", metavar="DIR",
+                    help="run the cases with DIR's vgpu.ko and nvsim.ko (DIR/NAME.ko or "
+                         "DIR/NAME/NAME.ko; repeatable: each in turn, --rounds times, in "
+                         "this VM)")
+    ap.add_argument("--nvsim-params", default="num_gpus=2 fb_size=17179869184",
+                    help="nvsim's parameters when --modules reloads it (vm.py's default)")
+    ap.add_argument("--rounds", type=int, default=1, help="with --modules (default 1)")
     ap.add_argument("--markdown", help="also write the table as Markdown to this file (- : stdout)")
     a = ap.parse_args()
     if not BUSY.exists():
         sys.exit("bench: needs nvsim's engine (/sys/kernel/debug/nvsim/busy): run it in the VM")
     window = 2.0 if a.quick else a.window
-    with VgpuKernel() as k:
-        b = Bench(k, window, int(a.period_ms * 1000))
-        b.layers(uapi.VGPU_SCHED_L_ALL)
-        if "many" in set(a.case or CASES):
-            b.factors = tcg_factors(a.host_figures)
-        print(f"compute accuracy: nvsim GPU {GPU}, period {a.period_ms:g} ms, {window:g} s "
-              f"windows, work items of 1 ms", flush=True)
-        want = set(a.case or CASES)
-        try:
-            depths = (8,) if a.quick else (1, 8, 64)
-            if "caps" in want or "layers" in want:
-                if 1 in depths or "layers" in want:
-                    case_ceiling(b)
-            if "caps" in want:
-                for caps in ((30, 70), (10, 90), (50, 50)):
-                    for d in depths:
-                        case_caps(b, caps, d)
-            if "alone" in want:
-                case_alone(b)
-            if "share" in want:
-                case_share(b)
-            if "priority" in want:
-                case_priority(b)
-            if "change" in want:
-                case_change(b)
-            if "ring" in want:
-                case_ring(b)
-            if "layers" in want:
-                for name, layers in (("tsg", uapi.VGPU_SCHED_L_TSG),
-                                     ("doorbell", uapi.VGPU_SCHED_L_DOORBELL)):
-                    b.layers(layers)
-                    case_caps(b, (30, 70), 8, name)
-                    case_caps(b, (30, 70), 1, name)
-                    case_alone(b, name)
-                b.layers(uapi.VGPU_SCHED_L_ALL)
-            if "many" in want:
-                case_many(b)
-                case_many(b, 500_000)
-                case_many(b, layer="tsg")
-        finally:
-            b.stop()
-            b.layers(uapi.VGPU_SCHED_L_ALL)
+    factors = tcg_factors(a.host_figures) if "many" in set(a.case or CASES) else None
+    print(f"compute accuracy: nvsim GPU {GPU}, period {a.period_ms:g} ms, {window:g} s "
+          f"windows, work items of 1 ms", flush=True)
+    sets = [Path(d) for d in a.modules or []] or [None]
+    for rnd in range(a.rounds if a.modules else 1):
+        for d in sets:
+            if d:
+                load_modules(d, a.nvsim_params)
+                LABEL[0] = f"{d.name} r{rnd + 1}" if len(sets) > 1 else ""
+                print(f"-- modules of {d}, round {rnd + 1}", flush=True)
+            with VgpuKernel() as k:
+                run_cases(k, a, window, factors)
     lines = ["| case | layers | configured | achieved | note |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in ROWS]
     if a.markdown == "-":

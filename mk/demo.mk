@@ -15,7 +15,7 @@ bench-compute: deps-python modules
 	@mkdir -p build
 	$(CC) -O2 -Wall -o build/tcg_factor bench/tcg_factor.c
 	build/tcg_factor > build/tcg-host.json
-	$(VM) $(VM_LOAD) --timeout 2400 -- $(VPY) bench/compute_accuracy.py --markdown - \
+	$(VM) $(VM_LOAD) --timeout 2400 -- $(VPY) bench/compute_accuracy.py --markdown - --profile \
 		--host-figures build/tcg-host.json \
 		| tee build/bench-compute.log
 	@{ echo "# Compute accuracy report"; echo; \

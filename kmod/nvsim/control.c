@@ -1029,36 +1029,17 @@ static NV_STATUS nvsim_ctrl_tsg_get_timeslice(struct nvsim_ctrl_ctx *ctx)
 }
 
 /*
- * The engine takes the TSG off at its next block boundary.  bWait waits for
- * that in the unlocked step, holding a reference on the TSG (which may be
- * freed meanwhile: freeing it also releases the waiter).
+ * Off the engine at once (nvsim_engine_preempt), so bWait has nothing left
+ * to wait for and a timeout cannot expire; bManualTimeout and timeoutUs
+ * are accepted as given.
  */
 static NV_STATUS nvsim_ctrl_tsg_preempt(struct nvsim_ctrl_ctx *ctx)
 {
-	NVA06C_CTRL_PREEMPT_PARAMS *p = ctx->params;
 	struct nvsim_tsg *tsg = ctx->obj->tsg.tsg;
 
 	tsg->nr_preempts++;
-	ctx->preempt_seq = nvsim_engine_preempt(tsg);
-	if (p->bWait && ctx->preempt_seq) {
-		refcount_inc(&tsg->refs);
-		ctx->tsg = tsg;
-	}
+	nvsim_engine_preempt(tsg);
 	return NV_OK;
-}
-
-static NV_STATUS nvsim_ctrl_tsg_preempt_wait(struct nvsim_ctrl_ctx *ctx)
-{
-	NVA06C_CTRL_PREEMPT_PARAMS *p = ctx->params;
-	NV_STATUS status;
-
-	if (!ctx->tsg)
-		return NV_OK;
-	status = nvsim_engine_preempt_wait(ctx->tsg, ctx->preempt_seq,
-					   p->bManualTimeout ? p->timeoutUs : 0);
-	nvsim_tsg_put(ctx->tsg);
-	ctx->tsg = NULL;
-	return status;
 }
 
 static NV_STATUS nvsim_ctrl_tsg_get_info(struct nvsim_ctrl_ctx *ctx)
@@ -1233,7 +1214,7 @@ static const struct nvsim_ctrl nvsim_ctrls[] = {
 	{ NVA06C_CTRL_CMD_GET_TIMESLICE, sizeof(NVA06C_CTRL_TIMESLICE_PARAMS),
 	  TSG, nvsim_ctrl_tsg_get_timeslice, NULL },
 	{ NVA06C_CTRL_CMD_PREEMPT, sizeof(NVA06C_CTRL_PREEMPT_PARAMS),
-	  TSG, nvsim_ctrl_tsg_preempt, nvsim_ctrl_tsg_preempt_wait },
+	  TSG, nvsim_ctrl_tsg_preempt, NULL },
 	{ NVA06C_CTRL_CMD_GET_INFO, sizeof(NVA06C_CTRL_GET_INFO_PARAMS),
 	  TSG, nvsim_ctrl_tsg_get_info, NULL },
 	{ NVA06C_CTRL_CMD_SET_INTERLEAVE_LEVEL,

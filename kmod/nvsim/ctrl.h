@@ -21,9 +21,6 @@ struct nvsim_ctrl_ctx {
 	u64 fb_total;
 	u64 fb_free;
 	u64 phys_size;
-	/* PREEMPT bWait: the TSG, pinned, and the request to wait for. */
-	struct nvsim_tsg *tsg;
-	u64 preempt_seq;
 };
 
 /**

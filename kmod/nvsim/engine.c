@@ -25,7 +25,7 @@
  *    with a channel that has work), for timeslice x (1, 2, 4 by interleave
  *    level) per pass; within a TSG the channels take turns item by item.
  *    Disabling a TSG takes it off the runlist but does not evict it; PREEMPT
- *    takes it off at the next tick.
+ *    takes it off at once (nvsim_engine_preempt).
  *
  * Channels whose ring and USERD are client memory are pbdma.c's: the
  * timer only queues the GPU's pb_work for them (a valid doorbell, or about
@@ -45,8 +45,6 @@
 #include <linux/sched.h>
 
 #include "nvsim.h"
-
-#define NVSIM_PREEMPT_TIMEOUT_US        100000  /* without bManualTimeout */
 
 static u64 nvsim_block_ns(void)
 {
@@ -301,11 +299,6 @@ static void nvsim_engine_keep_or_off(struct nvsim_engine *eng, u64 now)
 	struct nvsim_channel *ch = eng->cur_ch;
 	bool renewed = false;
 
-	if (tsg->preempt_req != tsg->preempt_ack) {
-		tsg->preempt_ack = tsg->preempt_req;
-		wake_up_all(&eng->wq);
-		goto off;
-	}
 	/*
 	 * Disabling (the TSG or a channel) does not evict: what is on the
 	 * engine runs on until its timeslices end.  Then a disabled TSG goes,
@@ -342,26 +335,35 @@ static void nvsim_engine_pick(struct nvsim_engine *eng, u64 now)
 	}
 }
 
-/* One block boundary. */
-static void nvsim_engine_step(struct nvsim_gpu *gpu, u64 now)
+/*
+ * The real time since the last step goes to the TSG on the engine, and to
+ * its running item, which completes if that was its duration.
+ */
+static void nvsim_engine_advance(struct nvsim_engine *eng, u64 now)
 {
-	struct nvsim_engine *eng = &gpu->engine;
 	u64 elapsed = now > eng->last_ns ? now - eng->last_ns : 0;
 	struct nvsim_channel *ch = eng->cur_ch;
 
 	eng->last_ns = now;
-	nvsim_engine_poll(gpu, now);
-
-	if (eng->cur) {
-		nvsim_engine_charge(eng, elapsed);
-		if (ch && ch->running) {
-			ch->run_ns += elapsed;
-			if (ch->run_ns >= ch->dur_ns)
-				nvsim_channel_complete(ch, ch->start_ns, now,
-						       false);
-		}
-		nvsim_engine_keep_or_off(eng, now);
+	if (!eng->cur)
+		return;
+	nvsim_engine_charge(eng, elapsed);
+	if (ch && ch->running) {
+		ch->run_ns += elapsed;
+		if (ch->run_ns >= ch->dur_ns)
+			nvsim_channel_complete(ch, ch->start_ns, now, false);
 	}
+}
+
+/* One block boundary. */
+static void nvsim_engine_step(struct nvsim_gpu *gpu, u64 now)
+{
+	struct nvsim_engine *eng = &gpu->engine;
+
+	nvsim_engine_advance(eng, now);
+	nvsim_engine_poll(gpu, now);
+	if (eng->cur)
+		nvsim_engine_keep_or_off(eng, now);
 	if (!eng->cur)
 		nvsim_engine_pick(eng, now);
 }
@@ -391,7 +393,6 @@ void nvsim_engine_init(struct nvsim_gpu *gpu)
 
 	spin_lock_init(&eng->lock);
 	INIT_LIST_HEAD(&eng->tsgs);
-	init_waitqueue_head(&eng->wq);
 	hrtimer_init(&eng->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	eng->timer.function = nvsim_engine_tick;
 	INIT_WORK(&eng->pb_work, nvsim_pb_work);
@@ -429,9 +430,7 @@ void nvsim_engine_remove_tsg(struct nvsim_tsg *tsg)
 		eng->cur_ch = NULL;
 	}
 	list_del_init(&tsg->eng_node);
-	tsg->preempt_ack = tsg->preempt_req;
 	spin_unlock_irq(&eng->lock);
-	wake_up_all(&eng->wq);
 }
 
 void nvsim_engine_add_channel(struct nvsim_channel *ch)
@@ -495,57 +494,33 @@ void nvsim_engine_set_channel(struct nvsim_channel *ch, bool enabled)
 }
 
 /**
- * nvsim_engine_preempt - ask the engine to take a TSG off at the next tick
+ * nvsim_engine_preempt - take a TSG off the engine now
  * @tsg: the TSG
  *
- * Return: the sequence number to wait for, or 0 if the TSG is not on the
- * engine (nothing to wait for).
+ * The TSG is charged up to now, leaves the engine (a partly run item stays
+ * on its channel) and the next runnable TSG starts.  A hardware preemption
+ * completes in microseconds, at the engine's next instruction or CTA
+ * boundary; nvsim's tick is its own time step, not the hardware's, so it
+ * does not wait for one.  Nor does the real driver's caller sleep for it:
+ * the control is an RPC to GSP (kchangrpapiCtrlCmdPreempt, rpc.c
+ * rpcCtrlPreempt) whose reply the CPU polls for (kernel_gsp.c,
+ * _kgspRpcRecvPoll: osSpinLoop), so bWait returns once the TSG is off and
+ * the caller spent that time on the CPU.  (Until 2026-12 nvsim served a
+ * PREEMPT at its next tick and the bWait caller slept until then: two
+ * context switches per PREEMPT that the real driver does not make.)
  */
-u64 nvsim_engine_preempt(struct nvsim_tsg *tsg)
+void nvsim_engine_preempt(struct nvsim_tsg *tsg)
 {
 	struct nvsim_engine *eng = &tsg->gpu->engine;
-	u64 seq = 0;
 
 	lockdep_assert_held(&nvsim.lock);
 	spin_lock_irq(&eng->lock);
-	if (eng->cur == tsg)
-		seq = ++tsg->preempt_req;
+	if (eng->cur == tsg) {
+		u64 now = ktime_get_ns();
+
+		nvsim_engine_advance(eng, now);
+		nvsim_engine_off(eng);
+		nvsim_engine_pick(eng, now);
+	}
 	spin_unlock_irq(&eng->lock);
-	return seq;
-}
-
-static bool nvsim_preempt_done(struct nvsim_tsg *tsg, u64 seq)
-{
-	struct nvsim_engine *eng = &tsg->gpu->engine;
-	bool done;
-
-	spin_lock_irq(&eng->lock);
-	done = tsg->preempt_ack >= seq;
-	spin_unlock_irq(&eng->lock);
-	return done;
-}
-
-/**
- * nvsim_engine_preempt_wait - wait, holding no lock, until a PREEMPT is served
- * @tsg: the TSG, pinned by a reference the caller took under nvsim.lock
- * @seq: from nvsim_engine_preempt()
- * @timeout_us: 0 for the default
- *
- * Return: NV_OK, or NV_ERR_TIMEOUT.
- */
-NV_STATUS nvsim_engine_preempt_wait(struct nvsim_tsg *tsg, u64 seq,
-				    u64 timeout_us)
-{
-	unsigned long timeout;
-
-	might_sleep();
-	if (!seq)
-		return NV_OK;
-	if (!timeout_us)
-		timeout_us = NVSIM_PREEMPT_TIMEOUT_US;
-	timeout = usecs_to_jiffies(min_t(u64, timeout_us, 10 * USEC_PER_SEC));
-	if (!wait_event_timeout(tsg->gpu->engine.wq,
-				nvsim_preempt_done(tsg, seq), timeout ?: 1))
-		return NV_ERR_TIMEOUT;
-	return NV_OK;
 }

@@ -15,7 +15,7 @@
  *                         guards what the engine reads and writes: the
  *                         GPU's engine TSG list, each TSG's channel list and
  *                         its scheduling fields (enabled, timeslice,
- *                         interleave, busy/items/errors, preempt sequence),
+ *                         interleave, busy/items/errors),
  *                         each channel's engine state, the per-process busy
  *                         totals of that GPU.  Writers of those fields hold
  *                         nvsim.lock and then the engine lock, never the
@@ -93,7 +93,6 @@ struct nvsim_engine {
 	s64 slice_left_ns;              /* of cur's timeslices this pass */
 	u64 last_ns;                    /* ktime of the last tick */
 	u64 busy_ns;
-	wait_queue_head_t wq;           /* PREEMPT bWait waiters */
 	/*
 	 * Channels whose GPFIFO and USERD live in client memory (pbdma.c)
 	 * run in process context, in this work (under nvsim.lock): the
@@ -376,8 +375,6 @@ struct nvsim_tsg {
 	u64 busy_ns;
 	u64 items;
 	u64 errors;
-	u64 preempt_req;                /* PREEMPT requests while on the engine */
-	u64 preempt_ack;                /* ... and how many the engine served */
 };
 
 /*
@@ -798,9 +795,7 @@ void nvsim_engine_remove_channel(struct nvsim_channel *ch);
 void nvsim_engine_set_tsg(struct nvsim_tsg *tsg, const bool *enabled,
 			  const u64 *timeslice_us, const u32 *interleave);
 void nvsim_engine_set_channel(struct nvsim_channel *ch, bool enabled);
-u64 nvsim_engine_preempt(struct nvsim_tsg *tsg);
-NV_STATUS nvsim_engine_preempt_wait(struct nvsim_tsg *tsg, u64 seq,
-				    u64 timeout_us);
+void nvsim_engine_preempt(struct nvsim_tsg *tsg);
 
 /* rmops.c: nothing beyond the exported symbol in nvabi.h */
 void nvsim_rmops_exit(void);

@@ -35,6 +35,9 @@
 
 atomic_t vgpu_nr_tsgs = ATOMIC_INIT(0);
 atomic_t vgpu_nr_userd_maps = ATOMIC_INIT(0);
+/* RM calls the mechanism made, since load (debugfs sched: what a switch costs) */
+atomic64_t vgpu_nr_rm_schedule = ATOMIC64_INIT(0);
+atomic64_t vgpu_nr_rm_preempt = ATOMIC64_INIT(0);
 
 void vgpu_compute_init_gpu(struct vgpu_gpu *g)
 {
@@ -71,6 +74,7 @@ static NV_STATUS vgpu_tsg_schedule(struct vgpu_tsg *t, bool enable)
 	NV_STATUS st;
 
 	lockdep_assert_held(&t->g->tlock);
+	atomic64_inc(&vgpu_nr_rm_schedule);
 	st = vgpu_rm_ctrl(t->hclient, t->handle, cmd, &p,
 			  vgpu_ctrl_size(cmd, sizeof(p)));
 	if (st == NV_OK)
@@ -84,9 +88,11 @@ static void vgpu_tsg_preempt(struct vgpu_tsg *t)
 	NVA06C_CTRL_PREEMPT_PARAMS p = { .bWait = 1 };
 
 	/* A bare channel's hidden TSG has no handle to preempt. */
-	if (!t->bare)
+	if (!t->bare) {
+		atomic64_inc(&vgpu_nr_rm_preempt);
 		vgpu_rm_ctrl(t->hclient, t->handle, NVA06C_CTRL_CMD_PREEMPT,
 			     &p, vgpu_ctrl_size(NVA06C_CTRL_CMD_PREEMPT, sizeof(p)));
+	}
 }
 
 static bool vgpu_gpu_tsg_paused(struct vgpu_gpu *g)
@@ -467,5 +473,7 @@ void vgpu_compute_resume(struct vgpu_gpu *g)
 	WRITE_ONCE(g->paused_layers, 0);
 	atomic_inc(&g->run_gen);
 	mutex_unlock(&g->tlock);
-	wake_up_all(&g->run_wq);
+	/* (its barrier orders run_gen before the look at the queue) */
+	if (wq_has_sleeper(&g->run_wq))
+		wake_up_all(&g->run_wq);
 }

@@ -16,6 +16,10 @@
  * UVM files waiting for their real file's last reference; ipc.c: control
  * files with exports, the same).  CUDA IPC: exports <n> (ipc.c: export
  * slots holding a charge).
+ *
+ * /sys/kernel/debug/vgpu/sched: where each scheduler thread's time goes
+ * (sched.c, struct vgpu_sched_stats), one line per real GPU, then the RM
+ * scheduling calls and doorbell zaps made since load.
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
@@ -74,10 +78,18 @@ static int vgpu_state_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(vgpu_state);
 
+static int vgpu_sched_stats_show(struct seq_file *m, void *v)
+{
+	vgpu_sched_show_stats(m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(vgpu_sched_stats);
+
 void vgpu_debugfs_init(void)
 {
 	vgpu_dbg = debugfs_create_dir("vgpu", NULL);
 	debugfs_create_file("state", 0444, vgpu_dbg, NULL, &vgpu_state_fops);
+	debugfs_create_file("sched", 0444, vgpu_dbg, NULL, &vgpu_sched_stats_fops);
 }
 
 void vgpu_debugfs_exit(void)

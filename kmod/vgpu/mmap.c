@@ -34,8 +34,13 @@
 #include <linux/sched/mm.h>
 #include <linux/mmap_lock.h>
 #include <linux/ktime.h>
+#include <linux/sched/clock.h>
 
 #include "vgpu.h"
+
+/* usermode VMAs zapped by vgpu_doorbell_protect, and its time, since load (debugfs sched) */
+atomic64_t vgpu_nr_zaps = ATOMIC64_INIT(0);
+atomic64_t vgpu_zap_ns = ATOMIC64_INIT(0);
 
 struct vgpu_vma {
 	struct vm_operations_struct ops;        /* first: container_of */
@@ -101,6 +106,7 @@ static void vgpu_umap_del(struct vgpu_gpu *g, struct vm_area_struct *vma)
  */
 void vgpu_doorbell_protect(struct vgpu_gpu *g)
 {
+	u64 t0 = local_clock();
 	struct vgpu_umap *u;
 
 	mutex_lock(&g->umap_lock);
@@ -111,9 +117,11 @@ void vgpu_doorbell_protect(struct vgpu_gpu *g)
 			continue;               /* exiting: nothing to ring with */
 		if (mmap_read_trylock(u->mm)) {
 			/* Still linked (not mid-munmap): safe to zap. */
-			if (find_vma(u->mm, vma->vm_start) == vma)
+			if (find_vma(u->mm, vma->vm_start) == vma) {
 				zap_vma_ptes(vma, vma->vm_start,
 					     vma->vm_end - vma->vm_start);
+				atomic64_inc(&vgpu_nr_zaps);
+			}
 			mmap_read_unlock(u->mm);
 		} else {
 			atomic_set(&g->zap_pending, 1);
@@ -122,6 +130,7 @@ void vgpu_doorbell_protect(struct vgpu_gpu *g)
 		mmput_async(u->mm);
 	}
 	mutex_unlock(&g->umap_lock);
+	atomic64_add(local_clock() - t0, &vgpu_zap_ns);
 }
 
 /*

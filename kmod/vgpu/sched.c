@@ -63,8 +63,30 @@
 #include <linux/sched/task.h>
 #include <linux/hrtimer.h>
 #include <linux/ktime.h>
+#include <linux/sched/clock.h>
+#include <linux/seq_file.h>
 
 #include "vgpu.h"
+
+/*
+ * Where the thread's time goes (debugfs "sched", bench/compute_accuracy.py
+ * --profile).  Counts, and the time of the parts that do not sleep, as
+ * local_clock() deltas: the thread runs at SCHED_FIFO, so that is its CPU
+ * time, interrupts that land meanwhile included (they are charged to it
+ * anyway).  finish_ns sleeps in the PREEMPT's wait.  Under sc->lock.
+ */
+struct vgpu_sched_stats {
+	u64 loops;              /* wake-ups of the thread (kicks, timers) */
+	u64 kicks;              /* of which a kick asked for a decision */
+	u64 decisions;          /* full decisions */
+	u64 polls;              /* checks of the holder alone */
+	u64 decide_ns;          /* full decisions, all of them */
+	u64 wants_ns;           /* every member's wish (USERD reads) */
+	u64 switch_ns;          /* pause_begin + resume of a switch */
+	u64 finish_ns;          /* pause_finish of a switch: PREEMPT wait, zaps */
+	u64 others_ns;          /* the other members' pause checks */
+	u64 poll_ns;            /* the holder's checks */
+};
 
 struct vgpu_sched {
 	struct list_head node;          /* vgpu_scheds */
@@ -83,6 +105,7 @@ struct vgpu_sched {
 	u64 vclock;                     /* the newest holder's vtime */
 	atomic_t kick;
 	atomic64_t switches;
+	struct vgpu_sched_stats st;
 	struct task_struct *thread;
 };
 
@@ -102,6 +125,12 @@ static u64 vgpu_high_grace(u64 period)
 static u64 vgpu_quantum(u64 period)
 {
 	return max_t(u64, VGPU_QUANTUM_MIN_NS, period / 100);
+}
+
+/* The longest interval between polls of a busy low-priority holder. */
+static u64 vgpu_poll_max(u64 period)
+{
+	return max(vgpu_quantum(period), period / VGPU_POLL_MAX_DIV);
 }
 
 static bool vgpu_managed(struct vgpu_gpu *g)
@@ -314,11 +343,12 @@ static void vgpu_charge(struct vgpu_sched *sc, u64 now)
 static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 {
 	u64 now = ktime_get_ns(), period = sc->period_ns;
-	u64 floor;
+	u64 floor, t0 = local_clock(), t1;
 	struct vgpu_gpu *g, *cur = sc->cur, *next;
 	bool any = false, others = false;
 
 	lockdep_assert_held(&sc->lock);
+	sc->st.decisions++;
 	if (dry && cur && sc->cur_wanted && cur->wanted_ns >= sc->last_ns &&
 	    cur->wanted_ns < now) {
 		vgpu_charge(sc, cur->wanted_ns + (now - cur->wanted_ns) / 2);
@@ -337,6 +367,7 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 		list_for_each_entry(g, &sc->members, sched_node)
 			vgpu_new_period(sc, g);
 	}
+	t1 = local_clock();
 	list_for_each_entry(g, &sc->members, sched_node) {
 		WRITE_ONCE(g->wants, vgpu_managed(g) &&
 			   vgpu_compute_wants(g, now, period));
@@ -346,6 +377,10 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 			g->vtime = floor;
 		any |= vgpu_managed(g);
 	}
+	sc->st.wants_ns += local_clock() - t1;
+	/* A holder that ran dry is polled every quantum again, next slot too. */
+	if (cur && sc->cur_wanted && !cur->wants)
+		cur->poll_ns = 0;
 
 	next = vgpu_pick(sc, now);
 	if (next != cur) {
@@ -353,21 +388,33 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 		 * Off the runlist, the next one on, then wait for the PREEMPT:
 		 * the engine goes from one to the other without idling.
 		 */
-		bool finish = cur && vgpu_compute_pause_begin(cur, sc->layers);
+		bool finish;
 
+		t1 = local_clock();
+		finish = cur && vgpu_compute_pause_begin(cur, sc->layers);
 		if (next)
 			vgpu_compute_resume(next);
 		now = ktime_get_ns();
+		sc->st.switch_ns += local_clock() - t1;
+		t1 = local_clock();
 		if (finish)
 			vgpu_compute_pause_finish(cur, sc->layers);
+		sc->st.finish_ns += local_clock() - t1;
 		sc->cur = next;
 		sc->cur_since = now;
 		sc->last_ns = now;
 		atomic64_inc(&sc->switches);
 	}
+	/* A high holder, and one that is not busy, are polled every quantum. */
+	if (next && (!next->wants ||
+		     READ_ONCE(next->priority) == VGPU_PRIORITY_HIGH))
+		next->poll_ns = 0;
+	sc->poll_ns = clamp(next ? next->poll_ns : 0, vgpu_quantum(period),
+			    vgpu_poll_max(period));
 	sc->cur_wanted = next && next->wants;
 
 	/* Exclusive slots: every other managed member is paused; NONE runs. */
+	t1 = local_clock();
 	list_for_each_entry(g, &sc->members, sched_node) {
 		if (g == next)
 			continue;
@@ -383,6 +430,8 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 		}
 	}
 	sc->others = others;
+	sc->st.others_ns += local_clock() - t1;
+	sc->st.decide_ns += local_clock() - t0;
 	if (!any)
 		return 0;
 	return max(vgpu_next_decision(sc, now), now + VGPU_SLEEP_MIN_NS);
@@ -398,6 +447,7 @@ static u64 vgpu_decide(struct vgpu_sched *sc, bool dry)
 static bool vgpu_holder_same(struct vgpu_sched *sc, u64 now)
 {
 	struct vgpu_gpu *cur = sc->cur;
+	u64 t0 = local_clock();
 	bool wants;
 
 	if (!cur)
@@ -405,6 +455,8 @@ static bool vgpu_holder_same(struct vgpu_sched *sc, u64 now)
 	wants = vgpu_compute_wants(cur, now, sc->period_ns);
 	if (wants)
 		cur->wanted_ns = now;
+	sc->st.polls++;
+	sc->st.poll_ns += local_clock() - t0;
 	return wants == sc->cur_wanted;
 }
 
@@ -417,12 +469,12 @@ static int vgpu_sched_thread(void *arg)
 	while (!kthread_should_stop()) {
 		mutex_lock(&sc->lock);
 		now = ktime_get_ns();
+		sc->st.loops++;
+		sc->st.kicks += full;
 		if (full || now >= due) {
 			due = vgpu_decide(sc, false);
-			sc->poll_ns = vgpu_quantum(sc->period_ns);
 		} else if (!vgpu_holder_same(sc, now)) {
 			due = vgpu_decide(sc, sc->cur_wanted);
-			sc->poll_ns = vgpu_quantum(sc->period_ns);
 		} else if (sc->cur_wanted &&
 			   READ_ONCE(sc->cur->priority) != VGPU_PRIORITY_HIGH) {
 			/*
@@ -430,11 +482,14 @@ static int vgpu_sched_thread(void *arg)
 			 * that runs dry then wastes at most that; under emulation
 			 * a wake-up costs as much as a decision).  Not for a high
 			 * holder: its grace runs from the last poll that saw it
-			 * busy, and online work has short gaps.
+			 * busy, and online work has short gaps.  The holder
+			 * keeps the interval for its next slot, unless it ran
+			 * dry meanwhile: a slice that saturates its slots is
+			 * not polled every quantum again at each of them.
 			 */
 			sc->poll_ns = min(2 * sc->poll_ns,
-					  max(vgpu_quantum(sc->period_ns),
-					      sc->period_ns / VGPU_POLL_MAX_DIV));
+					  vgpu_poll_max(sc->period_ns));
+			sc->cur->poll_ns = sc->poll_ns;
 		}
 		now = ktime_get_ns();
 		/* Polls of the holder only while somebody else waits for it. */
@@ -605,6 +660,34 @@ static void vgpu_sched_fill(struct vgpu_sched *sc, struct vgpu_sched_info *out)
 	out->layers = READ_ONCE(sc->layers);
 	out->switches = atomic64_read(&sc->switches);
 	out->cpu_ns = READ_ONCE(sc->thread->se.sum_exec_runtime);
+}
+
+/* debugfs "sched": one line per scheduler, then the RM calls made. */
+void vgpu_sched_show_stats(struct seq_file *m)
+{
+	struct vgpu_sched *sc;
+
+	mutex_lock(&vgpu_scheds_lock);
+	list_for_each_entry(sc, &vgpu_scheds, node) {
+		struct vgpu_sched_stats st;
+
+		mutex_lock(&sc->lock);
+		st = sc->st;
+		mutex_unlock(&sc->lock);
+		seq_printf(m, "sched %u cpu_ns %llu switches %lld loops %llu kicks %llu decisions %llu polls %llu decide_ns %llu wants_ns %llu switch_ns %llu finish_ns %llu others_ns %llu poll_ns %llu\n",
+			   sc->real_minor,
+			   READ_ONCE(sc->thread->se.sum_exec_runtime),
+			   (long long)atomic64_read(&sc->switches), st.loops,
+			   st.kicks, st.decisions, st.polls, st.decide_ns,
+			   st.wants_ns, st.switch_ns, st.finish_ns,
+			   st.others_ns, st.poll_ns);
+	}
+	mutex_unlock(&vgpu_scheds_lock);
+	seq_printf(m, "rm_schedule %lld rm_preempt %lld zaps %lld zap_ns %lld\n",
+		   (long long)atomic64_read(&vgpu_nr_rm_schedule),
+		   (long long)atomic64_read(&vgpu_nr_rm_preempt),
+		   (long long)atomic64_read(&vgpu_nr_zaps),
+		   (long long)atomic64_read(&vgpu_zap_ns));
 }
 
 /* Is minor a GPU the driver enumerates?  (Its minors follow that order.) */

@@ -133,6 +133,7 @@ struct vgpu_gpu {
 	u64 used_ns;                    /* this period */
 	u64 vtime;                      /* GPU time / weight, never reset (sched.c) */
 	u64 wanted_ns;                  /* the last decision at which it wanted the GPU */
+	u64 poll_ns;                    /* its poll interval as holder; 0: a quantum */
 	bool wants;
 };
 
@@ -568,12 +569,16 @@ void vgpu_fd_restore(struct vgpu_tmpfd *t);
 #define VGPU_KINDS(k) (1u << (k))
 
 /* mmap.c */
+extern atomic64_t vgpu_nr_zaps;
+extern atomic64_t vgpu_zap_ns;
 int vgpu_mmap(struct file *filp, struct vm_area_struct *vma);
 void vgpu_doorbell_protect(struct vgpu_gpu *g);
 
 /* compute.c: TSG and channel tracking */
 extern atomic_t vgpu_nr_tsgs;
 extern atomic_t vgpu_nr_userd_maps;
+extern atomic64_t vgpu_nr_rm_schedule;
+extern atomic64_t vgpu_nr_rm_preempt;
 void vgpu_compute_init_gpu(struct vgpu_gpu *g);
 int vgpu_compute_track(struct vgpu_client *c, struct vgpu_obj *o);
 void vgpu_compute_unmap(struct vgpu_obj *o);
@@ -604,6 +609,8 @@ int vgpu_sched_get(u32 real_minor, struct vgpu_sched_info *out);
 int vgpu_sched_get_next(u32 from_minor, struct vgpu_sched_info *out);
 u32 vgpu_sched_layers_of(struct vgpu_gpu *g);
 void vgpu_sched_exit(void);
+struct seq_file;
+void vgpu_sched_show_stats(struct seq_file *m);
 
 /* managed.c */
 struct vgpu_range;
