@@ -728,7 +728,7 @@ def test_admit_refuses_quoting_value_and_limit(spec, profile, from_image, words)
     ('allow_policies = ["fixed"]', 'policy "share" is not allowed by profile "p"'),
     ("max_memry = 1", "profiles.p.max_memry: unknown key (known: memory, compute, priority, "
                       "policy, max_memory, max_compute, allow_priorities, allow_policies, "
-                      "allow_image_env, audit, allow_list, forecast, forecast_label, "
+                      "allow_image_env, allow_rdma, audit, allow_list, forecast, forecast_label, "
                       "forecast_lead)"),
 ])
 def test_limit_errors(body, words):

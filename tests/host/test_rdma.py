@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from daemon_support import FakeInventory, call
-from topology_fixtures import IB_MAJOR, make_sysfs
+from topology_fixtures import IB_MAJOR, MISC_MAJOR, two_gpu_node
 from vgpu.cli.hook.cmdline import HookError
 from vgpu.cli.hook import stages
 from vgpu.common import rdma, rdmanl, topology
@@ -23,27 +23,6 @@ from vgpu.daemon import liveness, metrics
 from vgpu.daemon.kport import KernelPort
 from vgpu.daemon.slices import SliceManager
 from vgpu.daemon.state import StateStore
-
-MISC_MAJOR = 10
-
-
-def two_gpu_node(sysfs, cm: bool = True) -> None:
-    """The env's two GPUs (0000:01:00.0, 0000:02:00.0), each under a switch
-    with an adapter (mlx5_0 beside GPU 0, mlx5_1 beside GPU 1), and
-    rdma_cm as a misc device."""
-    layout = []
-    for i in range(2):
-        b = 0x40 * (i + 1)
-        root, rp, usp = f"pci0000:{b:02x}", f"0000:{b:02x}:01.0", f"0000:{b + 1:02x}:00.0"
-        gpu, nic = f"0000:0{i + 1}:00.0", f"0000:{b + 3:02x}:00.0"
-        layout += [("gpu", f"GPU{i}", gpu, 0, (root, rp, usp, f"0000:{b + 2:02x}:00.0", gpu)),
-                   ("hca", f"mlx5_{i}", nic, 0, (root, rp, usp, f"0000:{b + 2:02x}:01.0", nic))]
-    make_sysfs(sysfs, layout)
-    if cm:
-        d = sysfs / "class" / "misc" / "rdma_cm"
-        d.mkdir(parents=True)
-        (d / "dev").write_text(f"{MISC_MAJOR}:58\n")
-
 
 # ---- the grant -----------------------------------------------------------
 def test_a_grant_round_trips_and_junk_is_refused():

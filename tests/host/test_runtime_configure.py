@@ -28,7 +28,7 @@ needs_containerd = pytest.mark.skipif(CONTAINERD is None, reason="containerd is 
 CRI2 = ("plugins", "io.containerd.grpc.v1.cri")
 CRI3 = ("plugins", "io.containerd.cri.v1.runtime")
 POD = ["vgpu.io/memory", "vgpu.io/compute", "vgpu.io/priority", "vgpu.io/policy",
-       "vgpu.io/gpus", "vgpu.io/profile"]
+       "vgpu.io/gpus", "vgpu.io/profile", "vgpu.io/rdma"]
 RT = "/usr/local/bin/vgpu-runtime"
 
 

@@ -102,3 +102,25 @@ def _verbs(verbs: Path, name: str, n: int) -> int:
     (v / "ibdev").write_text(name + "\n")
     (v / "dev").write_text(f"{IB_MAJOR}:{192 + n}\n")
     return n + 1
+
+
+#: rdma_cm's major in the fake trees: the misc devices' (10 on Linux)
+MISC_MAJOR = 10
+
+
+def two_gpu_node(sysfs, cm: bool = True) -> None:
+    """The env's two GPUs (0000:01:00.0, 0000:02:00.0), each under a switch
+    with an adapter (mlx5_0 beside GPU 0, mlx5_1 beside GPU 1), and
+    rdma_cm as a misc device."""
+    layout = []
+    for i in range(2):
+        b = 0x40 * (i + 1)
+        root, rp, usp = f"pci0000:{b:02x}", f"0000:{b:02x}:01.0", f"0000:{b + 1:02x}:00.0"
+        gpu, nic = f"0000:0{i + 1}:00.0", f"0000:{b + 3:02x}:00.0"
+        layout += [("gpu", f"GPU{i}", gpu, 0, (root, rp, usp, f"0000:{b + 2:02x}:00.0", gpu)),
+                   ("hca", f"mlx5_{i}", nic, 0, (root, rp, usp, f"0000:{b + 2:02x}:01.0", nic))]
+    make_sysfs(sysfs, layout)
+    if cm:
+        d = sysfs / "class" / "misc" / "rdma_cm"
+        d.mkdir(parents=True)
+        (d / "dev").write_text(f"{MISC_MAJOR}:58\n")

@@ -14,6 +14,8 @@ Misbehaviours for the error paths, set on the instance:
 - ``delay``: seconds to wait before each reply;
 - ``events``: the events sent after an ``events`` ack; then the stream is
   closed, unless ``hold_events`` (then it stays open until the client goes).
+- ``hca``: the node's RDMA adapter (a grant), which ``plan`` and
+  ``create`` give a request with ``rdma``; None (default): refused;
 - ``trace_records``: the records sent after a ``trace`` ack (the header of
   ``make_trace_header``); then ``trace_end`` (an end line, if set), and the
   stream is closed unless ``hold_trace``.  ``trace_closed`` is set once
@@ -154,6 +156,9 @@ class FakeVgpud:
         self.hold_trace = False
         self.trace_closed = threading.Event()
         self.history_doc: dict | None = None       # history's series and windows (else none)
+        # the node's one RDMA adapter as a grant ({"hca", "nodes", "handles",
+        # "objects"}), which plan and create give; None: the node has none
+        self.hca: dict | None = None
         self._next_slice = 1
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
@@ -285,6 +290,26 @@ class FakeVgpud:
         if op == "list":
             return {"slices": list(self.slices.values())}
         name = args.get("container")
+        if op in ("plan", "create") and "gpus" in args:
+            # UUIDs to indexes, as vgpud's gpu_by_ref
+            by_uuid = {g["uuid"]: g["index"] for g in self.gpus}
+            args = {**args, "gpus": [by_uuid.get(g, g) for g in args["gpus"]]}
+        if op in ("plan", "create") and "rdma" in args and name not in self.slices:
+            want = args["rdma"] if isinstance(args["rdma"], dict) else {}
+            if self.hca is None or want.get("hca", self.hca["hca"]) != self.hca["hca"]:
+                raise KeyError("admission", "no RDMA adapter with a uverbs device on this "
+                                            "node (/sys/class/infiniband)")
+        if op == "plan":
+            if name in self.slices:
+                s = self.slices[name]
+                return {"container": name, "exists": True,
+                        "gpus": [{"index": g["index"], "uuid": g["uuid"]} for g in s["gpus"]],
+                        "rdma": {k: v for k, v in (s.get("rdma") or {}).items() if k != "used"}
+                        or None}
+            return {"container": name, "exists": False,
+                    "gpus": [{"index": g, "uuid": f"GPU-0000000{g}-fake"}
+                             for g in args.get("gpus") or [0]],
+                    "rdma": dict(self.hca) if "rdma" in args else None}
         if op == "create":
             if name in self.slices:
                 # as vgpud: the same owner gets its slice back, anyone else is refused
@@ -299,6 +324,8 @@ class FakeVgpud:
                 raise KeyError("admission", "memory 40GiB exceeds GPU 0's 16GiB "
                                             "(oversubscription is off)")
             self.slices[name] = make_slice(name, self._next_slice, args)
+            if "rdma" in args:
+                self.slices[name]["rdma"] = {**self.hca, "used": None}
             self._next_slice += 1
             return {"slice": self.slices[name]}
         if op in ("show", "set-quota", "delete", "attach", "audit", "set-audit"):

@@ -33,12 +33,26 @@ says the container needs:
   config.json mounts and a hooks.createRuntime entry.  The driver's
   version comes from /proc/driver/nvidia/version, else vgpud's status;
   $VGPU_DRIVER_LIB_DIRS and $VGPU_DRIVER_BIN_DIRS add directories to
-  search, $VGPU_DRIVER_FILES=0 turns it off.
+  search, $VGPU_DRIVER_FILES=0 turns it off;
+- for a container that gets a slice's nodes and asks for RDMA
+  (``vgpu.io/rdma: "true"``; docs/rdma.md, "Through vgpu-runtime"): the
+  adapter's nodes.  With cgroup v2 runc builds the container's device
+  program from config.json before any hook runs, so they must be known
+  before the hook makes the slice: vgpud's ``plan`` says where the slice
+  will go (its GPUs, the adapter, its nodes' numbers; an existing pod
+  slice's own), and each node becomes a linux.devices entry at
+  /dev/infiniband/<name> and one rule ``c major:minor rw`` (never a
+  major-wide rule: other adapters' uverbs nodes share the major).  The
+  plan is pinned in request.PLAN_ANNOTATION, which the hook creates the
+  slice on.  No answer from vgpud, no adapter, any refusal: the start
+  fails (exit 1, one line).  Every other container's PLAN_ANNOTATION is
+  taken out: only this wrapper writes it.
 
 Then it execs runc ($VGPU_RUNC, else ``runc`` on PATH) with the same argv.
 Every other command goes straight to runc.  It imports as little as it can
-(no vgpu.common.values, ctypes or the hook): every Python start here is on the
-path of a container's start.  Standard library only.
+(no ctypes, no hook; vgpu.common.values' parsers and vgpu.common.rdma's
+checks only through vgpu.common.request, for an RDMA request): every Python
+start here is on the path of a container's start.  Standard library only.
 """
 from __future__ import annotations
 
@@ -50,8 +64,11 @@ from vgpu.common import apiclient as ac
 from vgpu.common import driverfiles as df
 from vgpu.common import fastjson
 from vgpu.common.files import atomic_write
-from vgpu.common.request import (HOOK_ENV, RUNTIME_GUARD_DEST, ScopeError, honoured_scope,
-                                 hook_argv, hook_stages, real_gpu_refusal, vgpu_major)
+from vgpu.common.rdma import grant_of_view
+from vgpu.common.request import (HOOK_ENV, IB_DIR, PLAN_ANNOTATION, RUNTIME_GUARD_DEST, Scope,
+                                 ScopeError, honoured_scope, hook_argv, hook_stages,
+                                 plan_annotation, rdma_device_problem, real_gpu_refusal,
+                                 validate, vgpu_major)
 
 PROG = "vgpu-runtime"
 # runc's global options that take a value (Go's flag package: -name or --name)
@@ -241,6 +258,132 @@ def refuse_real_gpu(config: dict, major: int | None) -> None:
         raise ScopeError(why)
 
 
+#: bound on asking vgpud's plan (the container's start waits for it)
+PLAN_TIMEOUT = 5.0
+
+
+def unpin(config: dict) -> bool:
+    """Take PLAN_ANNOTATION out (a pod's or an image's config may carry
+    one; only this wrapper's counts); True if it was there."""
+    ann = config.get("annotations")
+    if isinstance(ann, dict) and PLAN_ANNOTATION in ann:
+        del ann[PLAN_ANNOTATION]
+        return True
+    return False
+
+
+def wants_rdma(sc: Scope) -> dict | None:
+    """The request as plan's args when it asks for RDMA (vgpu.io/rdma
+    "true"), else None.  A bad value of any key fails the start here, in
+    the hook's words (request.validate): this wrapper acts on it."""
+    if "rdma" not in sc.raw:
+        return None
+    try:
+        args = validate(sc.raw, sc.source, sc.names)
+    except ValueError as e:
+        raise ScopeError(f"bad {e}") from None
+    if not args.pop("rdma"):
+        return None
+    if sc.source == "env":
+        args["from_image"] = True
+    if sc.labels:
+        args["labels"] = dict(sc.labels)
+    return args
+
+
+def ask_plan(sc: Scope, args: dict) -> dict:
+    """vgpud's plan for the container's slice with RDMA, checked: {"gpus":
+    [UUID], "hca", "nodes": ((name, major, minor), ...)}.  ScopeError for
+    anything short of one (the start fails: without the nodes' rules the
+    container could not open its adapter, and no rule is guessed)."""
+    try:
+        with ac.ApiClient(None, PLAN_TIMEOUT) as client:
+            res = client.request("plan", container=sc.name, rdma=True, **args)
+    except ac.ClientError as e:
+        raise ScopeError(f"asks for RDMA (vgpu.io/rdma) but vgpud cannot say where its "
+                         f"slice goes: {e}") from None
+    rd = res.get("rdma") if isinstance(res, dict) else None
+    if rd is None:
+        # a pod's slice made without RDMA by a sibling (an older wrapper)
+        raise ScopeError(f"asks for RDMA (vgpu.io/rdma) but its slice {sc.name} exists "
+                         f"without an RDMA adapter")
+    try:
+        g = grant_of_view(rd)
+    except ValueError as e:
+        raise ScopeError(f"vgpud's plan is not one: {e}") from None
+    gpus = [x.get("uuid") for x in res.get("gpus") or () if isinstance(x, dict)]
+    if not gpus or not all(isinstance(u, str) and u for u in gpus):
+        raise ScopeError(f"vgpud's plan names no GPU UUIDs: {res.get('gpus')!r}")
+    return {"gpus": gpus, "hca": g.hca, "nodes": g.nodes}
+
+
+def _host_mode(name: str) -> int:
+    """The permission bits of the host's /dev/infiniband/<name> (rdma-core's
+    udev rules make them 0666), for the container's node."""
+    try:
+        return os.stat(IB_DIR + name).st_mode & 0o777
+    except OSError:
+        return 0o666
+
+
+def add_rdma_devices(config: dict, plan: dict) -> bool:
+    """The plan's nodes into ``config`` (in place): a linux.devices entry at
+    /dev/infiniband/<name> and one rule ``c major:minor rw`` each, after
+    taking out every /dev/infiniband entry there was and the rule of
+    exactly its numbers (a container that asks for RDMA gets its slice's
+    adapter only; a second run with another plan leaves nothing of the
+    first), and the plan pinned in PLAN_ANNOTATION.  True when it changed
+    anything."""
+    before = fastjson.dumps(config)
+    linux = config.setdefault("linux", {})
+    if not isinstance(linux, dict):
+        raise ValueError("config.json: linux is not an object")
+    for k, empty in (("devices", []), ("resources", {})):
+        if linux.get(k) is None:
+            linux[k] = empty
+    devs, res = linux["devices"], linux["resources"]
+    if not isinstance(devs, list) or not isinstance(res, dict):
+        raise ValueError("config.json: linux.devices or linux.resources is not what OCI says")
+    if res.get("devices") is None:
+        res["devices"] = []
+    rules = res["devices"]
+    if not isinstance(rules, list):
+        raise ValueError("config.json: linux.resources.devices is not a list")
+    old = [d for d in devs if isinstance(d, dict) and str(d.get("path", "")).startswith(IB_DIR)]
+    gone = {(d.get("major"), d.get("minor")) for d in old}
+    devs[:] = [d for d in devs if not any(d is o for o in old)]
+    rules[:] = [r for r in rules if not (
+        isinstance(r, dict) and r.get("allow") is True and r.get("type") == "c"
+        and (r.get("major"), r.get("minor")) in gone)]
+    for name, major, minor in plan["nodes"]:
+        devs.append({"path": IB_DIR + name, "type": "c", "major": major, "minor": minor,
+                     "fileMode": _host_mode(name), "uid": 0, "gid": 0})
+        rules.append({"allow": True, "type": "c", "major": major, "minor": minor,
+                      "access": "rw"})
+    ann = config.setdefault("annotations", {})
+    if not isinstance(ann, dict):
+        raise ValueError("config.json: annotations is not an object")
+    ann[PLAN_ANNOTATION] = plan_annotation(plan["gpus"], plan["hca"], plan["nodes"])
+    return fastjson.dumps(config) != before
+
+
+def rdma_edits(config: dict, sc: Scope) -> bool:
+    """For a container that gets a slice's nodes: the RDMA plan and its
+    devices where the request asks for RDMA (ScopeError where it cannot
+    be: the start fails), else no plan annotation; True when it changed
+    anything."""
+    args = wants_rdma(sc)
+    if args is None:
+        return unpin(config)
+    plan = ask_plan(sc, args)
+    changed = add_rdma_devices(config, plan)
+    why = rdma_device_problem(config, plan["nodes"])
+    if why:
+        raise ScopeError(f"asks for RDMA (vgpu.io/rdma) but {why}; its slice's adapter is "
+                         f"{plan['hca']}, nothing else of an adapter may open")
+    return changed
+
+
 def prepare_bundle(bundle: str, cid: str = "") -> bool:
     """Edit ``bundle``/config.json for a container that asks for a slice
     (or a pod sandbox whose pod does); False when it asked for nothing that
@@ -257,13 +400,15 @@ def prepare_bundle(bundle: str, cid: str = "") -> bool:
     sc = honoured_scope({"id": cid}, config, None, STATUS_TIMEOUT, lambda m: None, PROG)
     stages, device = hook_stages(sc)
     if not stages:
-        if guarded:
+        if unpin(config) or guarded:
             atomic_write(path, fastjson.dumps(config), like=path, fsync=False)
         return False
     major = vgpu_major() if device else None
     if device:
         refuse_real_gpu(config, major)
     changed = edit_config(config, major, stages) or guarded
+    # a sandbox gets no plan (and no device of a slice)
+    changed = (rdma_edits(config, sc) if device else unpin(config)) or changed
     if device:
         edits = driver_files_edits(lambda m: sys.stderr.write(f"{PROG}: container {cid}: "
                                                               f"warning: {m}\n"))

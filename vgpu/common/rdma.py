@@ -70,7 +70,7 @@ class RdmaGrant:
         if not isinstance(d, dict) or set(d) != {"hca", "nodes", "handles", "objects"}:
             raise ValueError(f"rdma: {d!r} is not a grant (hca, nodes, handles, objects)")
         hca, nodes = d["hca"], d["nodes"]
-        if not isinstance(hca, str) or not _hca_ok(hca):
+        if not hca_ok(hca):
             raise ValueError(f"rdma.hca: {hca!r} is not an adapter name")
         if not isinstance(nodes, list) or not nodes:
             raise ValueError(f"rdma.nodes: {nodes!r} is not a list of nodes")
@@ -81,6 +81,11 @@ class RdmaGrant:
             out.append((n[0], n[1], n[2]))
         return cls(hca, tuple(out), limit("rdma.handles", d["handles"], HANDLES_MAX),
                    limit("rdma.objects", d["objects"], OBJECTS_MAX))
+
+
+def hca_ok(name: object) -> bool:
+    """An adapter's name as /sys/class/infiniband lists it (mlx5_0, rxe0)."""
+    return isinstance(name, str) and _hca_ok(name)
 
 
 def node_ok(n: object) -> bool:

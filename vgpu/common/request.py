@@ -5,9 +5,12 @@ the request (annotations, or the image's environment where vgpud allows it),
 its scope (the container's own slice, its Kubernetes pod's slice, or none)
 and the slice's name, labels and the hook stages a bundle needs.  This
 module decides; it never acts (the one exception, image_env_allowed, asks
-vgpud a question and changes nothing).  Standard library only, and cheap:
-no re, no ctypes, no vgpu.common.values (vgpu-runtime loads it on the start of
-every container whose config.json might carry a request).
+vgpud a question and changes nothing).  Standard library only, and cheap
+(vgpu-runtime loads it on the start of every container whose config.json
+might carry a request): no ctypes, no re, json only through
+vgpu.common.fastjson; of vgpu's own, the API client, the values' parsers
+(vgpu.common.values, for validate) and the RDMA names' checks
+(vgpu.common.rdma, for parse_plan).
 
 The rule (container-hook/README.md, "Pods"):
 
@@ -25,6 +28,13 @@ The rule (container-hook/README.md, "Pods"):
 - Otherwise, the pod's ``vgpu.io/<key>`` (passed to every container of the
   pod) asks for ONE slice for the whole pod, named ``pod-<sandbox id>``,
   made by the first container that starts and shared by all of them.
+
+``vgpu.io/rdma: "true"`` asks for the slice's RDMA adapter (docs/rdma.md,
+"Through vgpu-runtime"): vgpu-runtime asks vgpud's ``plan`` where the slice
+will go, writes the adapter's nodes and one device rule per node into
+config.json and pins the plan (PLAN_ANNOTATION); the hook creates the slice
+on that plan and checks the rules (rdma_device_problem) before it sets the
+rdma cgroup's limits.
 """
 from __future__ import annotations
 
@@ -32,8 +42,12 @@ import os
 import sys
 
 from vgpu.common import apiclient as ac
+from vgpu.common import fastjson
+from vgpu.common.rdma import hca_ok, node_ok
+from vgpu.common.values import (BadValue, parse_compute, parse_flag, parse_gpus, parse_policy,
+                                parse_priority, parse_profile, parse_size, quote)
 
-KEYS = ("memory", "compute", "priority", "policy", "gpus", "profile")
+KEYS = ("memory", "compute", "priority", "policy", "gpus", "profile", "rdma")
 ANNOTATION_PREFIX = "vgpu.io/"
 #: the per-container request (set by the device plugin): vgpu.io/container-memory, ...
 CONTAINER_PREFIX = "vgpu.io/container-"
@@ -95,6 +109,21 @@ POD_SLICE_PREFIX = "pod-"
 SANDBOX_ID_MAX = 120            # "pod-" + id within a slice name's 127 bytes
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 _UID_CHARS = frozenset("abcdefABCDEF0123456789-")
+
+
+#: the pod's vgpu.io/<key> that apply to a container with a slice of its own
+#: (vgpu.io/container-<key>, the device plugin's) too
+POD_KEYS_FOR_OWN = ("profile", "rdma")
+#: the annotation vgpu-runtime pins a container's RDMA plan in (vgpud's
+#: ``plan``: the GPUs and the adapter's nodes config.json's device rules
+#: were written for); always overwritten or removed by vgpu-runtime, since
+#: a pod (CRI-O copies every pod annotation) or a ctr user may have written
+#: one too.  The hook creates the slice on it and then checks that the
+#: slice's nodes are exactly what config.json allows (rdma_device_problem):
+#: a plan not written by vgpu-runtime gains no device.
+PLAN_ANNOTATION = "vgpu.io/runtime-plan"
+#: where RDMA nodes live, in the host and in the container
+IB_DIR = "/dev/infiniband/"
 
 
 class ScopeError(ValueError):
@@ -220,10 +249,12 @@ def scope_of(state: dict, config: dict) -> Scope:
     if own:
         # The pod's vgpu.io/profile names the profile of what the kubelet
         # allocated (vgpud holds it to the namespace's allowed profiles,
-        # Config.admit_pod); its other vgpu.io/<key> do not apply here.
-        if "profile" in pod:
-            own, own_names = {**own, "profile": pod["profile"]}, \
-                {**own_names, "profile": pod_names["profile"]}
+        # Config.admit_pod), and its vgpu.io/rdma asks for the adapter
+        # beside it (vgpud holds it to the profile's allow_rdma); its other
+        # vgpu.io/<key> do not apply here.
+        for k in POD_KEYS_FOR_OWN:
+            if k in pod:                # in place of vgpu.io/container-<key>
+                own, own_names = {**own, k: pod[k]}, {**own_names, k: pod_names[k]}
         return Scope("container", cid, own, own_names, "annotation",
                      {**_labels(cri, "pod_name", "pod_namespace", "container_name"),
                       ALLOCATED_LABEL: ALLOCATED_BY})
@@ -258,6 +289,137 @@ def hook_stages(sc: Scope) -> tuple[tuple[str, ...], bool]:
     if sc.kind == "pod":
         return ("createRuntime",), True
     return ("createRuntime", "poststop"), True
+
+
+def validate(raw: dict, source: str, names: dict | None = None) -> dict:
+    """The request as create's args, each value checked by
+    vgpu.common.values' parser (the API checks them again); raises
+    ValueError("<name> <quoted>: <reason>"), values taken with blanks
+    around them stripped.  ``names``: the annotation each key came from
+    (Scope.names), else vgpu.io/<key> or VGPU_<KEY> by ``source``.  The
+    hook validates every request; vgpu-runtime an RDMA request, on which
+    it acts."""
+    def memory(s: str) -> int:
+        n = parse_size(s)
+        if n == 0:
+            raise BadValue(s, "is zero (give a memory quota above 0)")
+        return n
+
+    parsers = {"memory": memory, "compute": parse_compute, "priority": parse_priority,
+               "policy": parse_policy, "profile": parse_profile, "gpus": parse_gpus,
+               "rdma": parse_flag}
+
+    def name(k):
+        if names and k in names:
+            return names[k]
+        return ANNOTATION_PREFIX + k if source == "annotation" else ENV_PREFIX + k.upper()
+
+    out = {}
+    for k, v in raw.items():
+        if not isinstance(v, str):
+            raise ValueError(f"{name(k)} {quote(v)}: not a string")
+        try:
+            out[k] = parsers[k](v.strip())
+        except BadValue as e:
+            raise ValueError(f"{name(k)} {quote(v)}: {e.reason}") from None
+    return out
+
+
+# ------------------------------------------------------------ RDMA
+def plan_annotation(gpus: list, hca: str, nodes) -> str:
+    """PLAN_ANNOTATION's value: the GPUs (UUIDs) and the adapter's nodes
+    ([name, major, minor]) vgpu-runtime wrote config.json's devices for."""
+    return fastjson.dumps({"gpus": list(gpus),
+                           "rdma": {"hca": hca, "nodes": [list(n) for n in nodes]}})
+
+
+def parse_plan(text: object) -> dict:
+    """PLAN_ANNOTATION's value checked: {"gpus": [UUID or index],
+    "hca": name, "nodes": ((name, major, minor), ...)}; ValueError quoting
+    what is wrong.  Only vgpu-runtime's value counts (it overwrites the
+    key), and even a forged one gains nothing: the hook compares the slice
+    vgpud made with config.json's rules, not with this."""
+    try:
+        d = fastjson.loads(text) if isinstance(text, str) and len(text) <= 4096 else None
+    except ValueError:
+        d = None
+    rd = d.get("rdma") if isinstance(d, dict) else None
+    gpus = d.get("gpus") if isinstance(d, dict) else None
+    if not isinstance(rd, dict) or not isinstance(gpus, list) or not 1 <= len(gpus) <= 8 \
+            or not all(isinstance(g, str) and 0 < len(g) <= 128 or
+                       isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024
+                       for g in gpus) \
+            or not hca_ok(rd.get("hca")) or not isinstance(rd.get("nodes"), list) \
+            or not rd["nodes"] or not all(node_ok(n) for n in rd["nodes"]):
+        shown = text if isinstance(text, str) and len(text) <= 200 else \
+            (text[:200] + "..." if isinstance(text, str) else text)
+        raise ValueError(f"{PLAN_ANNOTATION} {shown!r} is not vgpu-runtime's plan "
+                         f"({{\"gpus\": [...], \"rdma\": {{\"hca\", \"nodes\"}}}})")
+    return {"gpus": gpus, "hca": rd["hca"], "nodes": tuple((n[0], n[1], n[2]) for n in rd["nodes"])}
+
+
+def _any(x) -> bool:
+    """A device rule's major or minor that matches every number."""
+    return x is None or x == -1
+
+
+def rdma_device_problem(config: dict, nodes) -> str | None:
+    """What in config.json would give the container an RDMA device other
+    than ``nodes`` ((name, major, minor), its slice's adapter's nodes under
+    /dev/infiniband), or keep one of them from it; None when the devices
+    and device rules are exactly those.  vgpu-runtime checks it after its
+    edits, the hook against the slice vgpud made:
+
+    - each node is a linux.devices entry at /dev/infiniband/<name> with its
+      numbers, and a rule allows exactly ``c major:minor`` read and write;
+    - no other linux.devices entry lies under /dev/infiniband;
+    - no rule allows reading or writing any other minor of a uverbs major
+      (another adapter's uverbs shares it): no major-wide rule, no rule of
+      type "a" or any major.  Every allow rule counts wherever it stands
+      (runc's program takes the last match; a deny after it is not
+      credited).  rdma_cm's major is the misc devices', shared with /dev/fuse
+      and /dev/net/tun: only its own rule is looked for."""
+    linux = config.get("linux") if isinstance(config.get("linux"), dict) else {}
+    devs = linux.get("devices") if isinstance(linux.get("devices"), list) else []
+    res = linux.get("resources") if isinstance(linux.get("resources"), dict) else {}
+    rules = res.get("devices") if isinstance(res.get("devices"), list) else []
+    want = {(IB_DIR + n, ma, mi) for n, ma, mi in nodes}
+    numbers = {(ma, mi) for _, ma, mi in nodes}
+    have = set()
+    for d in devs:
+        path = d.get("path") if isinstance(d, dict) else None
+        if not isinstance(path, str) or not path.startswith(IB_DIR):
+            continue
+        got = (path, d.get("major"), d.get("minor"))
+        if got not in want or d.get("type") != "c":
+            return (f"linux.devices has {path} ({d.get('type')} {d.get('major')}:"
+                    f"{d.get('minor')}), not one of its adapter's nodes")
+        have.add(got)
+    for p, ma, mi in sorted(want - have):
+        return f"linux.devices lacks {p} (c {ma}:{mi})"
+    uverbs_majors = {ma for n, ma, _ in nodes if n != "rdma_cm"}
+    allowed = set()
+    for r in rules:
+        if not isinstance(r, dict) or r.get("allow") is not True:
+            continue
+        access = r.get("access", "rwm")
+        if not isinstance(access, str) or not ("r" in access or "w" in access):
+            continue
+        t, ma, mi = r.get("type", "a"), r.get("major"), r.get("minor")
+        if t not in ("a", "c"):
+            continue
+        if t == "c" and (ma, mi) in numbers:
+            if "r" in access and "w" in access:
+                allowed.add((ma, mi))
+            continue
+        if _any(ma) or ma in uverbs_majors:
+            return (f"linux.resources.devices allows {t} {'*' if _any(ma) else ma}:"
+                    f"{'*' if _any(mi) else mi} {access}: another adapter's uverbs node "
+                    f"would open")
+    for n, ma, mi in nodes:
+        if (ma, mi) not in allowed:
+            return f"linux.resources.devices has no rule allowing c {ma}:{mi} rw ({n})"
+    return None
 
 
 #: NVIDIA's character major (kernel-open/nvidia/nv.c, NV_MAJOR_DEVICE_NUMBER)

@@ -48,6 +48,7 @@ __all__ = [
     "parse_label",
     "parse_labels",
     "parse_bool",
+    "parse_flag",
     "POLICIES",
     "POLICY_CODES",
     "PRIORITIES",
@@ -565,3 +566,16 @@ def parse_bool(v: object) -> bool:
     if not isinstance(v, bool):
         raise BadValue(v, "is not true or false")
     return v
+
+
+def parse_flag(v: object) -> bool:
+    """"true" or "false" as an annotation or a variable writes them (a
+    string; vgpu.io/rdma, VGPU_RDMA), or a JSON boolean; nothing else
+    counts ("yes", "1", "True" are refused, not guessed at)."""
+    if isinstance(v, bool):
+        return v
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise BadValue(v, "is not true or false")

@@ -265,6 +265,10 @@ OPS: dict[str, OpSpec] = {
     "create": OpSpec({"container": v_container, "cgroup": v_str, "pid": v_pid, "gpus": v_gpus,
                       "labels": v_labels, "from_image": v_bool, "owner": v_owner,
                       "rdma": v_rdma, **QUOTA_ARGS}, ("container",)),
+    # create's request without a cgroup or pid: where create would put it
+    "plan": OpSpec({"container": v_container, "gpus": v_gpus, "labels": v_labels,
+                    "from_image": v_bool, "owner": v_owner, "rdma": v_rdma, **QUOTA_ARGS},
+                   ("container",)),
     "set-quota": OpSpec({"container": v_container, "gpus": v_gpus, "rdma": v_rdma,
                          **QUOTA_ARGS}, ("container",)),
     "delete": OpSpec({"container": v_container, "force": v_bool, "owner": v_owner},

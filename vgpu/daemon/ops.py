@@ -97,7 +97,8 @@ class Ops:
         self.table: dict[str, Callable[[dict], Awaitable[dict]]] = {
             "status": self.status, "gpus": self.gpus, "list": self.list, "show": self.show,
             "create": self.create, "set-quota": self.set_quota, "delete": self.delete,
-            "attach": self.attach, "audit": self.audit, "set-audit": self.set_audit,
+            "plan": self.plan, "attach": self.attach, "audit": self.audit,
+            "set-audit": self.set_audit,
             "history": self.history, "forecast": self.forecast,
         }
 
@@ -281,8 +282,74 @@ class Ops:
         try:
             self.mgr.cfg.admit_pod(spec, args.get("profile"), args.get("labels") or {})
             self.mgr.cfg.admit(spec, args.get("profile"), bool(args.get("from_image")))
+            if "rdma" in args:
+                self.mgr.cfg.admit_rdma(args.get("profile"), args.get("labels") or {},
+                                        bool(args.get("from_image")))
         except ValueError as ex:
             raise ApiError("admission", str(ex)) from None
+
+    def _new_record(self, c: str, args) -> SliceRecord:
+        return SliceRecord(container=c, slice_id=0, explicit=explicit(args),
+                           profile=args.get("profile"), labels=args.get("labels", {}),
+                           cgroup=args.get("cgroup"), pid=args.get("pid"),
+                           created=time.time(), owner=args.get("owner"))
+
+    def _place(self, rec: SliceRecord, args):
+        """(the GPUs a new slice goes on, its effective settings, its
+        memory): the ones ``gpus`` names, each admitted, else the
+        configured placement's.  Under the manager's lock."""
+        mgr = self.mgr
+        e = self._eff(rec)
+        mem = args.get("memory", e.spec.memory)
+        if mem is None:
+            raise ApiError("bad-request", NO_MEMORY)
+        over = bool(mgr.cfg.node.oversubscribe_memory)
+        views = mgr.views()
+        try:
+            if "gpus" in args:
+                refs = [self._gpu(r) for r in args["gpus"]]
+                for g in refs:
+                    policy.admit(views[g.index], mem, e.spec.compute, e.spec.policy, over)
+            else:
+                idx = policy.place(list(views.values()), mem, 1,
+                                   getattr(mgr.cfg.node, "placement", "spread"), over,
+                                   compute=e.spec.compute, policy=e.spec.policy)
+                refs = [self._gpu(i) for i in idx]
+        except policy.AdmissionError as ex:
+            raise ApiError("admission", str(ex)) from None
+        return refs, e, mem
+
+    async def plan(self, args) -> dict:
+        """Where ``create`` with these args would put the slice, making
+        nothing (docs/api.md, plan): its GPUs and, with ``rdma``, the
+        adapter and its nodes as create would grant them.  vgpu-runtime
+        asks it to write config.json's device rules before the slice
+        exists (docs/rdma.md, "Through vgpu-runtime").  A container that
+        has a slice already (a pod's, made by a sibling) gets that slice's
+        GPUs and grant (``exists``: true; another owner's, where ``owner``
+        is given: ``exists`` error, as create).  Admission is create's;
+        capacity may change before create, which then decides."""
+        mgr = self.mgr
+        c = args["container"]
+        self._check_profile(args.get("profile"))
+        self._admit_profile(args)
+        async with mgr.lock:
+            old = mgr.records.get(c)
+            if old is not None:
+                if args.get("owner") is not None and old.owner != args["owner"]:
+                    raise ApiError("exists", f"container {quote(c)} already has slice "
+                                   f"{old.slice_id}, owned by {owner_text(old.owner)}",
+                                   owner=old.owner)
+                return {"container": c, "exists": True,
+                        "gpus": [{"index": g.gpu, "uuid": g.uuid} for g in old.gpus],
+                        "rdma": old.rdma.to_json() if old.rdma else None}
+            if not mgr.gpus:
+                await mgr.poll_inventory()
+            refs, _e, _mem = self._place(self._new_record(c, args), args)
+            grant = await self._rdma_grant(args["rdma"], refs[0]) if "rdma" in args else None
+        return {"container": c, "exists": False,
+                "gpus": [{"index": g.index, "uuid": g.uuid} for g in refs],
+                "rdma": grant.to_json() if grant else None}
 
     async def create(self, args) -> dict:
         mgr = self.mgr
@@ -305,32 +372,12 @@ class Ops:
                                f", owned by {owner_text(old.owner)}", owner=old.owner)
             if not mgr.gpus:
                 await mgr.poll_inventory()
-            rec = SliceRecord(container=c, slice_id=0, explicit=explicit(args),
-                              profile=args.get("profile"), labels=args.get("labels", {}),
-                              cgroup=args.get("cgroup"), pid=args.get("pid"),
-                              created=time.time(), owner=args.get("owner"))
+            rec = self._new_record(c, args)
             if rec.pid:
                 rec.pid_start = proc_start(rec.pid)
                 if rec.pid_start is None:
                     raise ApiError("not-found", f"args.pid: process {rec.pid} does not exist")
-            e = self._eff(rec)
-            mem = args.get("memory", e.spec.memory)
-            if mem is None:
-                raise ApiError("bad-request", NO_MEMORY)
-            over = bool(mgr.cfg.node.oversubscribe_memory)
-            views = mgr.views()
-            try:
-                if "gpus" in args:
-                    refs = [self._gpu(r) for r in args["gpus"]]
-                    for g in refs:
-                        policy.admit(views[g.index], mem, e.spec.compute, e.spec.policy, over)
-                else:
-                    idx = policy.place(list(views.values()), mem, 1,
-                                  getattr(mgr.cfg.node, "placement", "spread"), over,
-                                  compute=e.spec.compute, policy=e.spec.policy)
-                    refs = [self._gpu(i) for i in idx]
-            except policy.AdmissionError as ex:
-                raise ApiError("admission", str(ex)) from None
+            refs, e, mem = self._place(rec, args)
             rec.gpus = [GpuSlot(gpu=g.index, uuid=g.uuid, real_minor=g.minor, gpu_id=g.gpu_id)
                         for g in refs]
             if "rdma" in args:

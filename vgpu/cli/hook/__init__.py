@@ -16,7 +16,9 @@ PYTHONPATH, PYTHONWARNINGS, user site or working directory on sys.path).
 
 A container asks for a slice with annotations ``vgpu.io/memory``,
 ``vgpu.io/compute``, ``vgpu.io/priority``, ``vgpu.io/policy``,
-``vgpu.io/gpus`` and ``vgpu.io/profile`` (set by the pod or the operator;
+``vgpu.io/gpus``, ``vgpu.io/profile`` and ``vgpu.io/rdma`` (the slice's
+RDMA adapter, on the plan vgpu-runtime pinned in config.json: docs/rdma.md,
+"Through vgpu-runtime") (set by the pod or the operator;
 ``vgpu.io/container-<key>`` says the same).  In a Kubernetes pod (CRI
 annotations) the pod's ``vgpu.io/<key>`` ask for ONE slice for the whole
 pod, ``pod-<sandbox id>``, bound to the pod's cgroup and shared by all its
@@ -39,8 +41,11 @@ uses too, before anything is sent.
   ``<fuse_mount>/<id>/dev/*`` onto the rootfs' /dev/* and
   ``<fuse_mount>/<id>/proc/driver/nvidia`` onto /proc/driver/nvidia, and
   allow the vgpu major in the device cgroup (v1: devices.allow; v2: the rule
-  must be in config.json, which vgpu-runtime adds).  Any failure deletes the
-  slice again and fails the start with one line naming the container.
+  must be in config.json, which vgpu-runtime adds).  A request with
+  ``vgpu.io/rdma`` is created on vgpu-runtime's plan; the slice's adapter
+  and nodes must be the plan's and config.json's device rules exactly
+  those nodes, then the cgroup's rdma.max is written.  Any failure deletes
+  the slice again and fails the start with one line naming the container.
 - createContainer: refused (exit 1, one line): see above.
 - poststop: ``delete`` (force) of the container's slice, as its owner; a
   slice that is already gone is fine, one owned by someone else (a

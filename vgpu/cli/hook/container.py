@@ -8,9 +8,9 @@ import os
 
 from vgpu.cli.hook.cmdline import HookError
 from vgpu.common import fastjson
-from vgpu.common.request import ANNOTATION_PREFIX, ENV_PREFIX, POD_UID_KEYS
-from vgpu.common.values import (BadValue, parse_compute, parse_gpus, parse_policy,
-                                parse_priority, parse_profile, parse_size, quote)
+# validate: the request as create's args, its values checked by
+# vgpu.common.values' parsers before anything is sent
+from vgpu.common.request import POD_UID_KEYS, validate  # noqa: F401  (the hook's)
 
 MAX_STATE = 1 << 20
 
@@ -52,39 +52,6 @@ def rootfs_of(state: dict, config: dict) -> str:
     if not isinstance(path, str) or not path:
         raise HookError(f"container {state['id']}: config.json has no root.path")
     return os.path.join(state["bundle"], path) if not os.path.isabs(path) else path
-
-
-def _memory(s: str) -> int:
-    n = parse_size(s)
-    if n == 0:
-        raise BadValue(s, "is zero (give a memory quota above 0)")
-    return n
-
-
-#: each request key's parser (vgpu.common.values'; the API checks them again)
-PARSERS = {"memory": _memory, "compute": parse_compute, "priority": parse_priority,
-           "policy": parse_policy, "profile": parse_profile, "gpus": parse_gpus}
-
-
-def validate(raw: dict, source: str, names: dict | None = None) -> dict:
-    """The request as create's args; raises ValueError("<name> <quoted>:
-    <reason>"), the reason vgpu.common.values' (values are taken with blanks
-    around them stripped); ``names``: the annotation each key came from
-    (Scope.names), else vgpu.io/<key> or VGPU_<KEY> by ``source``."""
-    def name(k):
-        if names and k in names:
-            return names[k]
-        return ANNOTATION_PREFIX + k if source == "annotation" else ENV_PREFIX + k.upper()
-
-    out = {}
-    for k, v in raw.items():
-        if not isinstance(v, str):
-            raise ValueError(f"{name(k)} {quote(v)}: not a string")
-        try:
-            out[k] = PARSERS[k](v.strip())
-        except BadValue as e:
-            raise ValueError(f"{name(k)} {quote(v)}: {e.reason}") from None
-    return out
 
 
 # ------------------------------------------------------------ the owner

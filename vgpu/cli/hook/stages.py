@@ -17,7 +17,8 @@ from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
 from vgpu.common import apiclient as ac
 from vgpu.common.rdma import enable_rdma_controller, grant_of_view, stale_nodes, write_rdma_max
-from vgpu.common.request import (Scope, ScopeError, annotations_of, cri_fields, honoured_scope,
+from vgpu.common.request import (PLAN_ANNOTATION, Scope, ScopeError, annotations_of, cri_fields,
+                                 honoured_scope, parse_plan, rdma_device_problem,
                                  real_gpu_refusal, vgpu_major)
 
 
@@ -32,6 +33,11 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
         args = validate(sc.raw, sc.source, sc.names)
     except ValueError as e:
         raise HookError(f"container {cid}: bad {e}") from None
+    pin = pinned_plan(cid, config, args.pop("rdma", False))
+    if pin is not None:
+        # the slice goes where vgpu-runtime's plan put it: the device rules
+        # in config.json are that adapter's nodes
+        args["gpus"], args["rdma"] = list(pin["gpus"]), {"hca": pin["hca"]}
     if sc.source == "env":
         args["from_image"] = True     # vgpud re-checks the profile's allow_image_env
     if sc.labels:
@@ -66,6 +72,9 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
             created = True
             debug(f"created slice {slice_.get('slice_id')} ({name}) for {cid} ({args}, "
                   f"owner {owner})")
+        if pin is not None:
+            check_pinned(cid, name, slice_, pin, config)
+            limit_rdma(cid, name, slice_, args["cgroup"], debug)
         fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
         src = os.path.join(fuse, name, "dev")
         # vgpufs shows dev/ empty until vgpu.ko has reported the slice's minors
@@ -99,6 +108,53 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
                 sys.stderr.write(f"{PROG}: container {cid}: could not delete its slice "
                                  f"{name} after the failure: {e}\n")
         client.close()
+
+
+def pinned_plan(cid: str, config: dict, wanted: bool) -> dict | None:
+    """The RDMA plan vgpu-runtime pinned in config.json (request.parse_plan)
+    for a request that asks for RDMA; None for one that does not.  Without
+    a plan the adapter's device rules are not in config.json either (runc's
+    cgroup v2 device program is made from it before any hook runs), so
+    the start fails rather than make a slice whose nodes cannot open."""
+    if not wanted:
+        return None
+    ann = config.get("annotations") if isinstance(config.get("annotations"), dict) else {}
+    if PLAN_ANNOTATION not in ann:
+        raise HookError(f"container {cid}: asks for RDMA (vgpu.io/rdma) but config.json has "
+                        f"no plan of vgpu-runtime's ({PLAN_ANNOTATION}): the adapter's device "
+                        f"rules must be written before the container is created; start it "
+                        f"through vgpu-runtime")
+    try:
+        return parse_plan(ann[PLAN_ANNOTATION])
+    except ValueError as e:
+        raise HookError(f"container {cid}: {e}") from None
+
+
+def check_pinned(cid: str, name: str, slice_: dict, pin: dict, config: dict) -> None:
+    """The slice vgpud made (or handed back) is the plan's: its adapter and
+    nodes, and config.json's devices and rules are exactly those nodes
+    (request.rdma_device_problem).  A slice placed elsewhere since the plan
+    (a sibling of the pod made it first, the adapters changed) fails the
+    start: the rules were written for the plan."""
+    g = slice_.get("rdma")
+    if g is None:
+        raise HookError(f"container {cid}: slice {name} has no RDMA adapter, though "
+                        f"vgpu-runtime's plan gave it {pin['hca']}")
+    try:
+        grant = grant_of_view(g)
+    except ValueError as e:
+        raise HookError(f"container {cid}: slice {name}: {e}") from None
+    if grant.hca != pin["hca"] or set(grant.nodes) != set(pin["nodes"]):
+        def nodes(ns):
+            return ", ".join(f"{n} {ma}:{mi}" for n, ma, mi in ns)
+        raise HookError(f"container {cid}: slice {name} has adapter {grant.hca} "
+                        f"({nodes(grant.nodes)}), not {pin['hca']} ({nodes(pin['nodes'])}) "
+                        f"as vgpu-runtime planned and config.json's device rules say; "
+                        f"start it again")
+    why = rdma_device_problem(config, grant.nodes)
+    if why:
+        raise HookError(f"container {cid}: slice {name}: its adapter is {grant.hca}, but "
+                        f"config.json: {why}")
 
 
 def creating_pid(state: dict) -> int:

@@ -442,6 +442,11 @@ class _Parser:
                              f"in [profiles.{name}] (a request from an image must be bounded)")
                 else:
                     out["allow_image_env"] = v
+        if "allow_rdma" in t:
+            try:
+                out["allow_rdma"] = parse_bool(t["allow_rdma"])
+            except BadValue as e:
+                self.err(p + "allow_rdma", str(e))
         lim = Limits(**out)
         for problem in lim.problems(eff, name):
             self.err(f"profiles.{name}", f"its own settings (over [defaults]) break its "

@@ -122,7 +122,7 @@ class SliceSpec:
 
 #: the admission keys of a [profiles.X] table (beside SliceSpec's four)
 LIMIT_KEYS = ("max_memory", "max_compute", "allow_priorities", "allow_policies",
-              "allow_image_env")
+              "allow_image_env", "allow_rdma")
 
 
 @dataclass(frozen=True)
@@ -131,12 +131,15 @@ class Limits:
     created (Config.admit): a pod's annotations (or an allowed image's
     environment) cannot ask past what the operator set.  None: no limit.
     ``allow_image_env``: the profile takes requests from a container image's
-    own VGPU_* environment (off by default: the image is not the operator)."""
+    own VGPU_* environment (off by default: the image is not the operator).
+    ``allow_rdma``: whether a request naming the profile may ask for an
+    RDMA adapter (Config.admit_rdma); None: as the request's origin says."""
     max_memory: int | None = None
     max_compute: float | None = None
     allow_priorities: tuple[str, ...] | None = None
     allow_policies: tuple[str, ...] | None = None
     allow_image_env: bool = False
+    allow_rdma: bool | None = None
 
     def problems(self, spec: SliceSpec, name: str) -> list[str]:
         """What in ``spec`` (effective values) exceeds these limits, one
@@ -172,6 +175,8 @@ class Limits:
             parts.append(f"allow_policies {','.join(self.allow_policies)}")
         if self.allow_image_env:
             parts.append("allow_image_env")
+        if self.allow_rdma is not None:
+            parts.append(f"allow_rdma {'true' if self.allow_rdma else 'false'}")
         return ", ".join(parts) or "no limits"
 
 
@@ -461,6 +466,33 @@ class Config:
         problems = self.limits[profile].problems(eff, profile)
         if problems:
             raise ValueError("; ".join(problems))
+
+    def admit_rdma(self, profile: str | None, labels: Mapping[str, str],
+                   from_image: bool = False) -> None:
+        """A request for an RDMA adapter (docs/rdma.md, "Who may ask"):
+        refused where its profile says ``allow_rdma = false``; where the
+        request is not the operator's, a Kubernetes container's (its labels
+        name the pod's namespace: the hook's, from the CRI annotations) or
+        the image's environment's, only with a profile that says
+        ``allow_rdma = true``.  The adapter's verbs reach the network past
+        the pod's network namespace and its policies, so a pod's author
+        does not get it by writing an annotation.  Raises ValueError."""
+        allow = self.limits.get(profile, Limits()).allow_rdma if profile is not None else None
+        if allow is False:
+            raise ValueError(f"RDMA is not allowed by profile {quote(profile)} "
+                             f"(allow_rdma = false)")
+        if allow is True:
+            return
+        who = ("the container image's environment" if from_image else
+               f"a pod in namespace {quote(labels[POD_NAMESPACE_LABEL])}"
+               if POD_NAMESPACE_LABEL in labels else None)
+        if who is not None:
+            allowed = ", ".join(sorted(n for n, lim in self.limits.items()
+                                       if lim.allow_rdma)) or "none"
+            raise ValueError(f"RDMA for a request from {who} needs a profile with "
+                             f"allow_rdma = true; "
+                             f"{'none was named' if profile is None else 'profile ' + quote(profile) + ' does not have it'}"
+                             f" (such profiles: {allowed})")
 
     def admit_pod(self, spec: SliceSpec, profile: str | None,
                   labels: Mapping[str, str]) -> None:
