@@ -1,8 +1,9 @@
 """What the container tests share: a vgpud with vgpufs, runc bundles made
 as containerd makes them (through vgpu-runtime), a containerd of their own,
 and the readers of what a container printed.  Used by test_containers.py,
-test_pods.py, test_systemd_unit.py, test_tinygrad_slice.py and
-test_container_nvidia.py (a helper module: no test file imports another).
+test_pods.py, test_systemd_unit.py, test_tinygrad_slice.py,
+test_container_nvidia.py and test_rdma.py (a helper module: no test file
+imports another).
 """
 
 from __future__ import annotations
@@ -296,13 +297,14 @@ class Containerd:
                               text=True, timeout=timeout)
 
     def run(self, cid: str, script: str, annotations: dict, *, detach: bool, timeout=300,
-            binds: tuple[str, ...] = (), own_etc: bool = False):
+            binds: tuple[str, ...] = (), own_etc: bool = False, extra: tuple[str, ...] = ()):
         """ctr run of /bin/sh -c script; in the foreground (returns when
         the task exited, its output in stdout) or detached; ``binds``: more
         host directories bound read-only at the same path; ``own_etc``: the
         rootfs has an /etc of its own (the host's ld.so.conf files, writable
         until the container runs, as an image's) instead of the host's bound
-        read-only: the container's ldconfig writes its ld.so.cache there."""
+        read-only: the container's ldconfig writes its ld.so.cache there;
+        ``extra``: more ctr run options (``--net-host``)."""
         self.ids.append(cid)
         b = self.runc.bundle(cid, "true")           # only for its rootfs directory
         if own_etc:
@@ -316,7 +318,7 @@ class Containerd:
                    "--mount", "type=tmpfs,src=tmpfs,dst=/tmp,options=nosuid:nodev"]
         ann = [a for k, v in annotations.items() for a in ("--annotation", f"{k}={v}")]
         return self.ctr("run", *(["-d"] if detach else []), "--rootfs", "--read-only",
-                        "--runc-binary", str(self.shim), *ann,
+                        "--runc-binary", str(self.shim), *ann, *extra,
                         "--env", "PATH=/usr/bin:/bin", "--env", "HOME=/tmp",
                         "--env", f"PYTHONPATH={ROOT}", "--cwd", str(ROOT), *mounts,
                         str(b / "rootfs"), cid, "/bin/sh", "-c", script, timeout=timeout)

@@ -1,11 +1,14 @@
 """RDMA beside a slice on soft-RoCE (docs/rdma.md): the kernel's rdma_rxe
-over a dummy link in the VM, vgpud giving slices the adapter, and podman
-(Debian 12's, a CDI runtime that is not ours) running containers from the
-slices' CDI spec (`vgpuctl cdi generate`): two containers with GPU slices
-exchange data over RDMA (ibv_rc_pingpong, ib_write_bw), a container past its
-rdma.max gets the kernel's refusal, one without RDMA has no
-/dev/infiniband, and one cannot open another's uverbs node even after
-making it.  Tested on rxe only: no HCA exists here.
+over a dummy link in the VM, vgpud giving slices the adapter, and
+containers started two ways: podman (Debian 12's, a CDI runtime that is not
+ours) from the slices' CDI spec (`vgpuctl cdi generate`), and containerd
+(`ctr run`, as a node runs them) through vgpu-runtime with the request's
+annotations (vgpu.io/memory, vgpu.io/rdma).  Either way two containers with
+GPU slices exchange data over RDMA (ibv_rc_pingpong, ib_write_bw), a
+container past its rdma.max gets the kernel's refusal, one without RDMA has
+no /dev/infiniband, and one cannot open another's uverbs node even after
+making it; through containerd, a container given one adapter has no node
+of another.  Tested on rxe only: no HCA exists here.
 
     python3 tools/vm/vm.py run --load-nvsim --load-vgpu -- \\
         .venv/bin/python -m pytest -q tests/vm/test_rdma.py
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from container_support import PY, ROOT, own_etc_of, poll
-from container_support import daemon, runc  # noqa: F401  (the fixtures)
+from container_support import containerd, daemon, runc  # noqa: F401  (the fixtures)
 from container_support import pytestmark  # noqa: F401
 
 PODMAN = shutil.which("podman")
@@ -31,8 +34,6 @@ HCA, LINK, ADDR = "rxe_vg", "vgpurx0", "10.77.0.1"
 
 
 def _missing() -> str | None:
-    if PODMAN is None:
-        return "no podman (make deps installs it)"
     gone = [n for n in NEEDS if shutil.which(n) is None]
     if gone:
         return f"no {', '.join(gone)} (make deps installs ibverbs-utils and perftest)"
@@ -89,8 +90,14 @@ def rxe():
 def pm(runc, tmp_path):  # noqa: F811
     """podman with the test's own storage, cgroupfs, runc; a rootfs of the
     test bed's (own /etc) and the host's /usr read-only."""
+    if PODMAN is None:
+        pytest.skip("no podman (make deps installs it)")
     run_root = tempfile.mkdtemp(prefix="pm", dir="/tmp")       # under 50 characters
+    # --network-config-dir: podman makes its network lock directory there,
+    # /etc/containers/networks by default, which the guest's read-only
+    # root lacks unless podman ever ran on the host
     base = [PODMAN, "--root", str(tmp_path / "pm"), "--runroot", run_root,
+            "--network-config-dir", str(tmp_path / "pmnet"),
             "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
             "--events-backend", "file", "--runtime", "/usr/sbin/runc"]
     b = runc.bundle("rdma-rootfs", "true")
@@ -290,3 +297,183 @@ def test_an_adapter_can_go_after_a_deleted_slices_cgroup(rxe, daemon):  # noqa: 
         if cg.exists():
             cg.rmdir()
         sh("ip", "link", "delete", link, check=False)
+
+
+# ---- through containerd and vgpu-runtime (the annotation path) --------------
+RDMA_REQ = {"vgpu.io/memory": "64MiB", "vgpu.io/rdma": "true"}
+SHOW_DEVS = "echo DEVS $(ls /dev/infiniband)"
+
+
+def _bundle_config(containerd, cid: str) -> dict:  # noqa: F811  (not the fixture)
+    """The config.json runc was given (vgpu-runtime's edits in it)."""
+    import json
+    return json.loads((containerd.d / "state" / "io.containerd.runtime.v2.task" / "default" /
+                       cid / "config.json").read_text())
+
+
+def _out(runc, name: str) -> str:  # noqa: F811  (not the fixture)
+    p = runc.shared / name
+    return p.read_text(errors="replace") if p.exists() else ""
+
+
+def _rdma_max(daemon, cid: str) -> dict[str, list[str]]:  # noqa: F811  (not the fixture)
+    """The container's rdma.max by adapter (each adapter's line: its
+    limits, "max" where none is set), read on the host (ctr's containers
+    have no /sys/fs/cgroup of their own): its slice's cgroup, the
+    container's."""
+    text = (Path(daemon.slices()[cid]["cgroup"]) / "rdma.max").read_text()
+    return {ln.split()[0]: ln.split()[1:] for ln in text.splitlines() if ln.strip()}
+
+
+def _start(containerd, runc, daemon, cid: str, cmd: str, ann: dict,  # noqa: F811
+           extra=("--net-host",)) -> None:
+    """ctr run -d of a container that shows its /dev/infiniband, says READY
+    and waits for /shared/<cid>.go before ``cmd``, then prints RC; all of
+    it into /shared/<cid>.out."""
+    r = containerd.run(cid, f"exec > /shared/{cid}.out 2>&1; {SHOW_DEVS}; echo READY; "
+                            f"while [ ! -e /shared/{cid}.go ]; do sleep 0.2; done; {cmd}; "
+                            f"echo RC $?", ann, detach=True, extra=extra)
+    assert r.returncode == 0, f"{r.stdout}{r.stderr}\n{containerd.log()}\n{daemon.log()}"
+    assert poll(lambda: "READY" in _out(runc, f"{cid}.out"), 300), _out(runc, f"{cid}.out")
+
+
+def _devs(out: str) -> list[str]:
+    (devs,) = [ln.split()[1:] for ln in out.splitlines() if ln.startswith("DEVS")]
+    return devs
+
+
+def test_through_containerd_two_containers_exchange_data(rxe, daemon, containerd,  # noqa: F811
+                                                         runc):
+    """ctr run through vgpu-runtime with vgpu.io/memory and vgpu.io/rdma:
+    each container gets a slice with the adapter, its uverbs node and
+    rdma_cm (one device rule each, no major-wide rule) and its slice's
+    rdma.max on its cgroup; ibv_rc_pingpong and ib_write_bw between the
+    two."""
+    for i, (server_cmd, client_cmd, ok) in enumerate((
+            (f"ibv_rc_pingpong -d {HCA} -g {rxe} -n 50",
+             f"sleep 3; ibv_rc_pingpong -d {HCA} -g {rxe} -n 50 {ADDR}",
+             r"\d+ bytes in [\d.]+ seconds"),
+            (f"ib_write_bw -d {HCA} -x {rxe} -n 50 -s 65536 -F",
+             f"sleep 3; ib_write_bw -d {HCA} -x {rxe} -n 50 -s 65536 -F {ADDR}",
+             r"65536\s+50\s+"))):
+        a, b = f"rdc-a{i}", f"rdc-b{i}"
+        _start(containerd, runc, daemon, a, server_cmd, RDMA_REQ)
+        _start(containerd, runc, daemon, b, client_cmd, RDMA_REQ)
+        for cid in (a, b):
+            rd = daemon.slices()[cid]["rdma"]
+            assert rd["hca"] == HCA, rd
+            assert _rdma_max(daemon, cid)[HCA] == ["hca_handle=16",
+                                                   "hca_object=65536"]      # [rdma]'s
+            nodes = [tuple(n) for n in rd["nodes"]]
+            assert sorted(_devs(_out(runc, f"{cid}.out"))) == sorted(n for n, _, _ in nodes)
+            config = _bundle_config(containerd, cid)
+            ib = [(d["path"], d["major"], d["minor"]) for d in config["linux"]["devices"]
+                  if d["path"].startswith("/dev/infiniband/")]
+            assert ib == [(f"/dev/infiniband/{n}", ma, mi) for n, ma, mi in nodes], ib
+            rules = [x for x in config["linux"]["resources"]["devices"] if x.get("allow")
+                     and x.get("major") in {ma for _, ma, _ in nodes}
+                     and set(x.get("access", "rwm")) & set("rw")]
+            assert rules == [{"allow": True, "type": "c", "major": ma, "minor": mi,
+                              "access": "rw"} for _, ma, mi in nodes], rules
+            assert HCA in config["annotations"]["vgpu.io/runtime-plan"]
+        (runc.shared / f"{a}.go").write_text("")
+        (runc.shared / f"{b}.go").write_text("")
+        for cid in (a, b):
+            assert poll(lambda: "RC " in _out(runc, f"{cid}.out"), 900), _out(runc, f"{cid}.out")
+        sout, cout = _out(runc, f"{a}.out"), _out(runc, f"{b}.out")
+        print(sout, cout)
+        for out in (sout, cout):
+            assert "RC 0" in out, f"{sout}\n----\n{cout}\n{daemon.log()}"
+            assert re.search(ok, out), out
+
+
+def test_through_containerd_past_rdma_max_the_kernel_refuses(rxe, daemon, containerd,  # noqa: F811
+                                                             runc):
+    """A container started with vgpu.io/rdma whose slice's limits the
+    operator lowers to 3 verbs objects (vgpud writes the container's
+    rdma.max): ibv_rc_pingpong then gets the kernel's refusal."""
+    cid = "rdc-small"
+    _start(containerd, runc, daemon, cid, f"ibv_rc_pingpong -d {HCA} -g {rxe} -n 1", RDMA_REQ)
+    assert _rdma_max(daemon, cid)[HCA] == ["hca_handle=16", "hca_object=65536"]
+    daemon.ctl("set-quota", cid, "--rdma-objects", "3")
+    assert _rdma_max(daemon, cid)[HCA] == ["hca_handle=16", "hca_object=3"]
+    (runc.shared / f"{cid}.go").write_text("")
+    assert poll(lambda: "RC " in _out(runc, f"{cid}.out"), 600), _out(runc, f"{cid}.out")
+    out = _out(runc, f"{cid}.out")
+    print(out)
+    assert "RC 0" not in out and re.search(r"Couldn't (create|allocate|register)", out), out
+
+
+def _open_script(numbers: list[tuple[int, int]]) -> str:
+    """mknod each (major, minor) in the container's /dev (a tmpfs without
+    nodev: the device cgroup alone decides) and open it read-write."""
+    parts = []
+    for i, (major, minor) in enumerate(numbers):
+        parts.append(f"if mknod /dev/x-rd{i} c {major} {minor} 2>&1; then {PY} -I -S -c "
+                     f"'import os, sys; os.open(sys.argv[1], os.O_RDWR)' /dev/x-rd{i} "
+                     f"> /tmp/open{i} 2>&1; echo OPEN{i} $?; tail -n 1 /tmp/open{i}; "
+                     f"else echo NO-NODE{i}; fi")
+    return "; ".join(parts)
+
+
+def test_through_containerd_a_third_container_opens_no_adapter(rxe, daemon, containerd,  # noqa: F811
+                                                                runc):
+    """While a container holds its slice's adapter, a third container
+    without vgpu.io/rdma has no /dev/infiniband and cannot open the
+    adapter's nodes by making them (the device cgroup has no rule for
+    them)."""
+    _start(containerd, runc, daemon, "rdc-held", "sleep 1000", RDMA_REQ, extra=())
+    nodes = daemon.slices()["rdc-held"]["rdma"]["nodes"]
+    r = containerd.run("rdc-plain", f"ls /dev/infiniband 2>&1; echo LS $?; "
+                                    f"{_open_script([(n[1], n[2]) for n in nodes])}",
+                       {"vgpu.io/memory": "64MiB"}, detach=False)
+    out = r.stdout + r.stderr
+    print(out)
+    assert "LS 0" not in out, out
+    for i in range(len(nodes)):
+        assert f"NO-NODE{i}" in out or f"OPEN{i} 1" in out, out
+    assert "NO-NODE" in out or "[Errno 1] Operation not permitted" in out, out
+
+
+def _uverbs_of(hca: str) -> str:
+    (v,) = [p.name for p in Path("/sys/class/infiniband_verbs").glob("uverbs*")
+            if (p / "ibdev").read_text().strip() == hca]
+    return v
+
+
+@pytest.fixture(scope="module")
+def rxe2(rxe):
+    """A second rxe adapter (on its own dummy link), left in place as rxe_vg
+    is (docs/rdma.md, "A kernel bug")."""
+    link, hca = "vgpurx2", "rxe_vg2"
+    sh("ip", "link", "add", link, "type", "dummy")
+    sh("ip", "addr", "add", "10.79.0.1/24", "dev", link)
+    sh("ip", "link", "set", link, "up")
+    sh("rdma", "link", "add", hca, "type", "rxe", "netdev", link)
+    assert poll(lambda: any((p / "ibdev").read_text().strip() == hca
+                            for p in Path("/sys/class/infiniband_verbs").glob("uverbs*")), 30)
+    return hca
+
+
+def test_through_containerd_nothing_of_another_adapter(rxe, rxe2, daemon, containerd,  # noqa: F811
+                                                       runc):
+    """Two adapters: the second RDMA container gets the one fewer slices
+    use; its /dev/infiniband has that adapter's uverbs node and rdma_cm
+    only, its rdma.max names that adapter, and the first adapter's uverbs
+    node, made by hand, does not open (one rule per node: no rule of the
+    shared uverbs major covers it)."""
+    _start(containerd, runc, daemon, "rdc-one", "sleep 1000", RDMA_REQ, extra=())
+    first = daemon.slices()["rdc-one"]["rdma"]
+    other = {rxe2: HCA, HCA: rxe2}[first["hca"]]
+    theirs = [(n[1], n[2]) for n in first["nodes"] if n[0] != "rdma_cm"]
+    _start(containerd, runc, daemon, "rdc-two", _open_script(theirs), RDMA_REQ, extra=())
+    assert daemon.slices()["rdc-two"]["rdma"]["hca"] == other
+    limits = _rdma_max(daemon, "rdc-two")
+    assert limits[other] == ["hca_handle=16", "hca_object=65536"], limits
+    assert limits[first["hca"]] == ["hca_handle=max", "hca_object=max"], limits
+    (runc.shared / "rdc-two.go").write_text("")
+    assert poll(lambda: "RC " in _out(runc, "rdc-two.out"), 300), _out(runc, "rdc-two.out")
+    out = _out(runc, "rdc-two.out")
+    print(out)
+    assert _devs(out) == ["rdma_cm", _uverbs_of(other)], out
+    assert "NO-NODE0" in out or ("OPEN0 1" in out and "[Errno 1] Operation not permitted" in out), out
