@@ -304,8 +304,8 @@ class FakeVgpud:
                 s = self.slices[name]
                 return {"container": name, "exists": True,
                         "gpus": [{"index": g["index"], "uuid": g["uuid"]} for g in s["gpus"]],
-                        "rdma": {k: v for k, v in (s.get("rdma") or {}).items() if k != "used"}
-                        or None}
+                        "rdma": {k: s["rdma"][k] for k in ("hca", "nodes", "handles", "objects")}
+                        if s.get("rdma") else None}
             return {"container": name, "exists": False,
                     "gpus": [{"index": g, "uuid": f"GPU-0000000{g}-fake"}
                              for g in args.get("gpus") or [0]],
@@ -325,7 +325,7 @@ class FakeVgpud:
                                             "(oversubscription is off)")
             self.slices[name] = make_slice(name, self._next_slice, args)
             if "rdma" in args:
-                self.slices[name]["rdma"] = {**self.hca, "used": None}
+                self.slices[name]["rdma"] = {**self.hca, "used": None, "objects_by_type": None}
             self._next_slice += 1
             return {"slice": self.slices[name]}
         if op in ("show", "set-quota", "delete", "attach", "audit", "set-audit"):
