@@ -459,14 +459,19 @@ def test_through_containerd_nothing_of_another_adapter(rxe, rxe2, daemon, contai
                                                        runc):
     """Two adapters: the second RDMA container gets the one fewer slices
     use; its /dev/infiniband has that adapter's uverbs node and rdma_cm
-    only, its rdma.max names that adapter, and the first adapter's uverbs
-    node, made by hand, does not open (one rule per node: no rule of the
-    shared uverbs major covers it)."""
+    only, its /sys that adapter alone, its rdma.max names that adapter,
+    and the first adapter's uverbs node, made by hand, does not open (one
+    rule per node: no rule of the shared uverbs major covers it)."""
     _start(containerd, runc, daemon, "rdc-one", "sleep 1000", RDMA_REQ, extra=())
     first = daemon.slices()["rdc-one"]["rdma"]
     other = {rxe2: HCA, HCA: rxe2}[first["hca"]]
     theirs = [(n[1], n[2]) for n in first["nodes"] if n[0] != "rdma_cm"]
-    _start(containerd, runc, daemon, "rdc-two", _open_script(theirs), RDMA_REQ, extra=())
+    sys_cmd = (f"echo SYSIB $(ls /sys/class/infiniband); "
+               f"echo SYSVERBS $(ls /sys/class/infiniband_verbs); "
+               f"echo SYSOTHER $(ls -A /sys/devices/virtual/infiniband/{first['hca']} | wc -l) "
+               f"$(ls -A /sys/devices/virtual/infiniband/{other} | wc -l); ")
+    _start(containerd, runc, daemon, "rdc-two", sys_cmd + _open_script(theirs), RDMA_REQ,
+           extra=())
     assert daemon.slices()["rdc-two"]["rdma"]["hca"] == other
     limits = _rdma_max(daemon, "rdc-two")
     assert limits[other] == ["hca_handle=16", "hca_object=65536"], limits
@@ -476,4 +481,12 @@ def test_through_containerd_nothing_of_another_adapter(rxe, rxe2, daemon, contai
     out = _out(runc, "rdc-two.out")
     print(out)
     assert _devs(out) == ["rdma_cm", _uverbs_of(other)], out
+    # and its /sys shows that adapter alone (vgpu.cli.hook.sysmask): the
+    # class directories hold its entries, the first adapter's device
+    # directory is empty, its own is not
+    lines = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()
+             if ln.startswith(("SYSIB", "SYSVERBS", "SYSOTHER"))}
+    assert lines["SYSIB"] == [other], out
+    assert lines["SYSVERBS"] == ["abi_version", _uverbs_of(other)], out
+    assert lines["SYSOTHER"][0] == "0" and lines["SYSOTHER"][1] != "0", out
     assert "NO-NODE0" in out or ("OPEN0 1" in out and "[Errno 1] Operation not permitted" in out), out

@@ -15,6 +15,7 @@ from vgpu.cli.hook.container import (owner_of, read_config, read_state, rootfs_o
                                      runtime_argv, validate)
 from vgpu.cli.hook.driver import driver_files
 from vgpu.cli.hook.mounts import PROC_SUPER_MAGIC, Mounter, mount_views, wait_for
+from vgpu.cli.hook.sysmask import Plan, mask_adapters, plan as hiding_plan
 from vgpu.common import apiclient as ac
 from vgpu.common.rdma import enable_rdma_controller, grant_of_view, stale_nodes, write_rdma_max
 from vgpu.common.request import (PLAN_ANNOTATION, Scope, ScopeError, annotations_of, cri_fields,
@@ -72,9 +73,10 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
             created = True
             debug(f"created slice {slice_.get('slice_id')} ({name}) for {cid} ({args}, "
                   f"owner {owner})")
+        hide = None
         if pin is not None:
             check_pinned(cid, name, slice_, pin, config)
-            limit_rdma(cid, name, slice_, args["cgroup"], debug)
+            hide = limit_rdma(cid, name, slice_, args["cgroup"], debug)
         fuse = o.fuse_mount or os.environ.get("VGPU_FUSE_MOUNT") or DEFAULT_FUSE_MOUNT
         src = os.path.join(fuse, name, "dev")
         # vgpufs shows dev/ empty until vgpu.ko has reported the slice's minors
@@ -87,6 +89,8 @@ def attach(state: dict, config: dict, o: Opts, debug, sc: Scope) -> int:
         sid = slice_.get("slice_id")
         mount_views(cid, rootfs, fuse, m, debug, name,
                     sid if isinstance(sid, int) and not isinstance(sid, bool) else None)
+        if hide:
+            mask_adapters(cid, rootfs, m, hide, debug)
         ok = True
         return 0
     except ac.ClientError as e:
@@ -200,27 +204,32 @@ def mount_slice(state: dict, config: dict, o: Opts, debug) -> int:
         raise HookError(f"container {cid}: slice {name}: vgpud: {e}") from None
     finally:
         client.close()
-    limit_rdma(cid, name, res.get("slice") if isinstance(res, dict) else None, cg, debug)
+    hide = limit_rdma(cid, name, res.get("slice") if isinstance(res, dict) else None, cg, debug)
     try:
         m = Mounter()
         m.setns_mnt(pid)
         sid = (res.get("slice") or {}).get("slice_id") if isinstance(res, dict) else None
         mount_views(name, rootfs, fuse, m, debug,
                     slice_id=sid if isinstance(sid, int) and not isinstance(sid, bool) else None)
+        if hide:
+            mask_adapters(cid, rootfs, m, hide, debug)
     except OSError as e:
         raise HookError(f"container {cid}: slice {name}: {e.strerror or e}") from None
     return 0
 
 
 def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug,
-               sysfs: str = "/sys") -> None:
+               sysfs: str = "/sys") -> Plan | None:
     """A slice with RDMA (docs/rdma.md): its rdma cgroup limits on the
     cgroup it was attached to (the container's, or its pod's), the rdma
     controller enabled down to it.  The container does not start without
-    them: its uverbs node would then be unlimited."""
+    them: its uverbs node would then be unlimited.  Returns what hiding the
+    other adapters from the container's /sys takes (vgpu.cli.hook.sysmask, read from
+    the host's /sys before the hook enters the container's namespace);
+    None for a slice without RDMA."""
     g = (slice_ or {}).get("rdma")
     if g is None:
-        return
+        return None
     try:
         grant = grant_of_view(g)
         stale = stale_nodes(grant, sysfs)
@@ -235,6 +244,7 @@ def limit_rdma(cid: str, name: str, slice_: dict | None, cg: str, debug,
         raise HookError(f"container {cid}: slice {name}: the rdma cgroup limits on {cg}: "
                         f"{getattr(e, 'strerror', None) or e}") from None
     debug(f"rdma.max of {cg}: {grant.rdma_max()}")
+    return hiding_plan(grant.hca, sysfs)
 
 
 def release(state: dict, config: dict, o: Opts, debug, name: str | None = None) -> int:
