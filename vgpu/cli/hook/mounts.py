@@ -256,6 +256,24 @@ class Mounter:
             os.close(cwd)
 
 
+def release_mounts(m: Mounter, cid: str, mounted: list[tuple[int, str]], fds: list[int],
+                   undo: bool) -> None:
+    """The end of a call that mounted: with ``undo`` (it failed part way),
+    detach what it mounted (``mounted``: mount fd, where), newest first, a
+    line for each that will not go; then close every fd it held."""
+    if undo:
+        for fd, where in reversed(mounted):
+            try:
+                m.umount(fd, where)
+            except OSError as e:
+                sys.stderr.write(f"{PROG}: container {cid}: could not undo the mount "
+                                 f"on {where}: {e.strerror or e}\n")
+    for fd, _ in mounted:
+        os.close(fd)
+    for fd in fds:
+        os.close(fd)
+
+
 def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
                 name: str | None = None, slice_id: int | None = None) -> list[str]:
     """Bind-mount the slice's nodes and the vgpufs proc view of the slice
@@ -361,17 +379,7 @@ def mount_views(cid: str, rootfs: str, fuse: str, m: Mounter, debug,
                 done.append(shown)
         ok = True
     finally:
-        if not ok:
-            for fd, where in reversed(mounted):
-                try:
-                    m.umount(fd, where)
-                except OSError as e:
-                    sys.stderr.write(f"{PROG}: container {cid}: could not undo the mount "
-                                     f"on {where}: {e.strerror or e}\n")
-        for fd, _ in mounted:
-            os.close(fd)
-        for fd in fds:
-            os.close(fd)
+        release_mounts(m, cid, mounted, fds, undo=not ok)
     debug(f"mounted {' '.join(done) or 'nothing (already there)'} in {rootfs}")
     return done
 

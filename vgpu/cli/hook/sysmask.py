@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 
-from vgpu.cli.hook.cmdline import PROG, HookError
-from vgpu.cli.hook.mounts import Mounter
+from vgpu.cli.hook.cmdline import HookError
+from vgpu.cli.hook.mounts import Mounter, release_mounts
 
 #: the class directories of RDMA adapters (drivers/infiniband/core: the IB
 #: device, uverbs, umad/issm, the old ucm)
@@ -190,16 +189,6 @@ def mask_adapters(cid: str, rootfs: str, m: Mounter, p: Plan, debug,
             done.append(f"/sys/{rel}")
         ok = True
     finally:
-        if not ok:
-            for fd, where in reversed(mounted):
-                try:
-                    m.umount(fd, where)
-                except OSError as e:
-                    sys.stderr.write(f"{PROG}: container {cid}: could not undo the mount "
-                                     f"on {where}: {e.strerror or e}\n")
-        for fd, _ in mounted:
-            os.close(fd)
-        for fd in fds:
-            os.close(fd)
+        release_mounts(m, cid, mounted, fds, undo=not ok)
     debug(f"RDMA adapters hidden: {' '.join(done) or 'none'}")
     return done
