@@ -228,6 +228,19 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 HAVE_CONTAINERD = bool(shutil.which("containerd") and shutil.which("ctr"))
 
 
+def podman_argv(podman: str, tmp: Path, run_root: str) -> list[str]:
+    """podman's command line for a test: its stores under ``tmp`` and
+    ``run_root`` (a short path: podman's limit is 50 characters), vfs,
+    cgroupfs, events to a file, runc.  --network-config-dir: podman makes
+    its network lock directory there, /etc/containers/networks by default,
+    which the guest's read-only root lacks unless podman ever ran on the
+    host."""
+    return [podman, "--root", str(tmp / "pm"), "--runroot", run_root,
+            "--network-config-dir", str(tmp / "pmnet"), "--storage-driver", "vfs",
+            "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+            "--runtime", "/usr/sbin/runc"]
+
+
 def remove_cgroups(base: Path) -> None:
     """rmdir a test's cgroup tree, deepest first (whatever still holds a
     process stays)."""

@@ -45,7 +45,7 @@ from vgpu.common import driverfiles as df
 from cuda_lib import (PRELUDE, RELEASE, libcuda_missing, nvidia_lib, nvidia_userspace,
                       sequence_body)
 from container_support import (HAVE_CONTAINERD, SHOW, containerd, daemon, own_etc_of,  # noqa: F401
-                               remove_cgroups, runc, video_memory)
+                               podman_argv, remove_cgroups, runc, video_memory)
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -275,9 +275,7 @@ def test_the_cdi_spec_through_podman(runc, daemon, tmp_path):
     spec = Path("/var/run/cdi/vgpu-test.json")
     spec.parent.mkdir(parents=True, exist_ok=True)
     run_root = tempfile.mkdtemp(prefix="pm", dir="/tmp")   # podman: under 50 characters
-    pm = [PODMAN, "--root", str(tmp_path / "pm"), "--runroot", run_root,
-          "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
-          "--runtime", "/usr/sbin/runc"]
+    pm = podman_argv(PODMAN, tmp_path, run_root)
     try:
         daemon.ctl("cdi", "generate", "--output", str(spec), "--fuse-mount", daemon.fs,
                    "--hook", str(hook), "--driver-version", RELEASE,
@@ -350,9 +348,7 @@ def test_a_dra_claims_spec_through_podman(runc, daemon, tmp_path):
                       tmp_path / "registry" / f"{dra.DRIVER}-reg.sock")
     name = f"claim-{uid}-0"
     run_root = tempfile.mkdtemp(prefix="pm", dir="/tmp")       # podman: under 50 characters
-    pm = [PODMAN, "--root", str(tmp_path / "pm"), "--runroot", run_root,
-          "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
-          "--runtime", "/usr/sbin/runc"]
+    pm = podman_argv(PODMAN, tmp_path, run_root)
     try:
         r = kubelet.call("v1", "NodePrepareResources", ("team", "c", uid))
         assert r.claims[uid].error == "", r.claims[uid].error

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from container_support import PY, ROOT, own_etc_of, poll
+from container_support import PY, ROOT, own_etc_of, podman_argv, poll
 from container_support import containerd, daemon, runc  # noqa: F401  (the fixtures)
 from container_support import pytestmark  # noqa: F401
 
@@ -93,13 +93,7 @@ def pm(runc, tmp_path):  # noqa: F811
     if PODMAN is None:
         pytest.skip("no podman (make deps installs it)")
     run_root = tempfile.mkdtemp(prefix="pm", dir="/tmp")       # under 50 characters
-    # --network-config-dir: podman makes its network lock directory there,
-    # /etc/containers/networks by default, which the guest's read-only
-    # root lacks unless podman ever ran on the host
-    base = [PODMAN, "--root", str(tmp_path / "pm"), "--runroot", run_root,
-            "--network-config-dir", str(tmp_path / "pmnet"),
-            "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
-            "--events-backend", "file", "--runtime", "/usr/sbin/runc"]
+    base = podman_argv(PODMAN, tmp_path, run_root)
     b = runc.bundle("rdma-rootfs", "true")
     own_etc_of(b / "rootfs")
     vols = [x for src in ("/usr", "/root/.pyenv", str(ROOT), "/etc/libibverbs.d")
