@@ -44,14 +44,13 @@ import os
 import re
 import statistics
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vgpu_overhead import GiB, Side  # noqa: E402
+from vgpu_overhead import GiB, Side, delete_slice  # noqa: E402
 from vgpu.vgpuko.client import VgpuKernel  # noqa: E402
 
 FUNCS = [
@@ -307,12 +306,7 @@ def main(argv=None) -> int:
             direct.close()
             virt.close()
         finally:
-            for _ in range(100):
-                try:
-                    k.slice_del(s.id, force=True)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            delete_slice(k, s.id)
     return 0
 
 

@@ -144,6 +144,17 @@ def fill_handles(prefix: str, count: int) -> RmClient:
     return c
 
 
+def delete_slice(k, sid: int) -> None:
+    """Delete the bench's slice, retried for up to 10 s while the files the
+    bench closed are still being released (EBUSY)."""
+    for _ in range(100):
+        try:
+            k.slice_del(sid, force=True)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--calls", type=int, default=2000, help="calls per measurement")
@@ -184,12 +195,7 @@ def main(argv=None) -> int:
         finally:
             if filler is not None:
                 filler.close()
-            for _ in range(100):
-                try:
-                    k.slice_del(s.id, force=True)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            delete_slice(k, s.id)
     return 0
 
 

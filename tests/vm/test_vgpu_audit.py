@@ -19,19 +19,10 @@ from vgpu.abi import uapi as U
 from vgpu.vgpuko.netlink import Nla, VgpuError
 from vgpu.abi.nvclient import RmError
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
-from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
+from vgpu_fixtures import kern, make_slice, nvsim_stat, sl, vgpu_leak_check  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-STATS = Path("/sys/kernel/debug/nvsim/stats")
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
-
-
-def nvsim_stat(key: str) -> str:
-    for line in STATS.read_text().splitlines():
-        k, _, v = line.partition(" ")
-        if k == key:
-            return v
-    raise KeyError(key)
 
 
 def policy_rows() -> list[tuple[str, int, str, str]]:

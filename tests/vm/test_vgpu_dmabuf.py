@@ -17,7 +17,6 @@ by handle (docs/mediator.md, "GPUDirect RDMA").
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,11 @@ from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
 from vgpu.abi.nvclient import export_dma_buf
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
-from vgpu_fixtures import kern, make_slice, nvsim_fb, sl, status, vgpu_leak_check  # noqa: F401
+from vgpu_fixtures import (kern, make_slice, nvsim_fb, nvsim_stat, sl, status,  # noqa: F401
+                           vgpu_leak_check)
 
 MiB = 1 << 20
 NVSIM_STATE = Path("/sys/kernel/debug/nvsim/state")
-STATS = Path("/sys/kernel/debug/nvsim/stats")
 NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
 NV50_THIRD_PARTY_P2P = 0x503C
 NV503C_CTRL_CMD_REGISTER_VA_SPACE = 0x503C0102
@@ -44,14 +43,6 @@ def nvsim_count(name: str) -> int:
         if len(f) == 2 and f[0] == name:
             return int(f[1])
     raise KeyError(name)
-
-
-def nvsim_stat(key: str) -> str:
-    for line in STATS.read_text().splitlines():
-        k, _, v = line.partition(" ")
-        if k == key:
-            return v.strip()
-    raise KeyError(key)
 
 
 def audit_entry(kern, sid: int, kind: int, number: int):

@@ -38,6 +38,7 @@ from polling import wait_until
 
 VSTATE = Path("/sys/kernel/debug/vgpu/state")
 NVSIM_STATE = Path("/sys/kernel/debug/nvsim/state")
+NVSIM_STATS = Path("/sys/kernel/debug/nvsim/stats")
 NODE_DIR = Path("/dev/vgpu")
 FALLBACK_DIR = Path("/tmp/vgpu-nodes")
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
@@ -123,6 +124,15 @@ def nvsim_fb(gpu: int = 0) -> int:
         if len(f) >= 6 and f[0] == "gpu" and f[2] == "fb_total" and int(f[1]) == gpu:
             return int(f[5])
     raise KeyError(gpu)
+
+
+def nvsim_stat(key: str) -> str:
+    """One value of nvsim's stats (last_class, last_control, release...)."""
+    for line in NVSIM_STATS.read_text().splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            return v.strip()
+    raise KeyError(key)
 
 
 def gpu_uuid(client, gpu) -> bytes:
