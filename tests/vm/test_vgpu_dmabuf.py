@@ -7,7 +7,7 @@ after the owner's free, until the dma-buf's last close, which no ioctl
 reports.  Refused, nothing reaches nvsim, and the slice's charge and the
 GPU's FB stay as they were.
 
-Audit mode and allow-lists, which forward every other refused item, never
+Audit mode and allow-lists, which forward refused items, never
 forward these two (vgpu_never_forwarded): forwarded, the slice's free would
 return the charge while the FB stayed pinned, so the slice could allocate
 its quota again on top of it, and it could export another slice's memory
