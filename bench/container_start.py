@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -156,6 +157,25 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def run_blocking(argv: list[str], out, env: dict, limit: float = 120.0) -> int:
+    """Run ``argv`` (stdout and stderr to the file ``out``) and wait for it
+    in one blocking waitpid: its exit status.  Not subprocess.run(timeout=):
+    with a timeout, Popen.wait polls waitpid with sleeps doubling from 0.5
+    to 50 ms, so every time measured around it lands on that schedule's
+    steps (0.5 + 1 + ... + 16 = 31.5 ms, 63.5 ms, then every 50 ms: the
+    "two groups" of plain runc's starts and up to 50 ms added to a slice's
+    in the figures before 2026-12-07).  The limit is kept by a timer that
+    kills the child instead."""
+    p = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                         stderr=out)
+    watchdog = threading.Timer(limit, p.kill)
+    watchdog.start()
+    try:
+        return p.wait()
+    finally:
+        watchdog.cancel()
+
+
 def start_once(e: Env, kind: str, i: int,
                baseline: Path | None = None) -> tuple[float, float, float]:
     """One start (create + start) and one delete of a container of
@@ -177,9 +197,8 @@ def start_once(e: Env, kind: str, i: int,
     t0 = time.perf_counter()
     for cmd in (["create", "--bundle", str(b), cid], ["start", cid]):
         with open(logp, "wb") as out:
-            r = subprocess.run(pre + cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                               stdout=out, stderr=out, timeout=120)
-        if r.returncode != 0:
+            rc = run_blocking(pre + cmd, out, env)
+        if rc != 0:
             sys.exit(f"bench: {kind} {cmd[0]} {cid}: {logp.read_text().strip()}")
     start = time.perf_counter() - t0
     cpu = children_cpu() - c0
@@ -187,11 +206,11 @@ def start_once(e: Env, kind: str, i: int,
                                     text=True).stdout or "{}").get("status") == "running":
         time.sleep(0.01)
     t0 = time.perf_counter()
-    r = subprocess.run(pre + ["delete", cid], cwd=REPO, env=env, capture_output=True,
-                       text=True, timeout=120)
+    with open(logp, "wb") as out:
+        rc = run_blocking(pre + ["delete", cid], out, env)
     delete = time.perf_counter() - t0
-    if r.returncode != 0:
-        sys.exit(f"bench: delete {cid}: {r.stderr.strip()}")
+    if rc != 0:
+        sys.exit(f"bench: delete {cid}: {logp.read_text().strip()}")
     return start, delete, cpu
 
 

@@ -14,9 +14,10 @@ from vgpu.cli import ctl
 from vgpu.cli.hook import container
 from vgpu.daemon.api import ApiError, parse_request
 from vgpu.daemon.config import ConfigError, parse_config
+from vgpu.daemon.config.parse import parse_clock
 from vgpu.common.values import (CONTAINER_MAX, LAYER_FLAGS, POLICIES, POLICY_CODES, PRIORITIES,
                          PRIORITY_CODES, BadValue, format_duration, format_percent, format_size,
-                         parse_bool, parse_clock, parse_compute, parse_container,
+                         parse_bool, parse_compute, parse_container,
                          parse_duration, parse_gpu, parse_gpus, parse_label, parse_labels,
                          parse_percent, parse_pid, parse_policy, parse_priority, parse_profile,
                          parse_size, quote)

@@ -21,7 +21,6 @@ Every parser raises BadValue, a ValueError whose message is the core text
 
 from __future__ import annotations
 
-import datetime
 import math
 
 from vgpu.abi import uapi
@@ -37,7 +36,6 @@ __all__ = [
     "format_percent",
     "parse_duration",
     "format_duration",
-    "parse_clock",
     "parse_policy",
     "parse_priority",
     "parse_container",
@@ -340,21 +338,6 @@ def format_duration(x: float) -> str:
     if abs(ms - round(ms)) < 1e-9:
         return f"{int(round(ms))}ms"
     return f"{x * 1e6:g}us"
-
-
-def parse_clock(v: str) -> datetime.time:
-    """A local wall-clock time "HH:MM" (00:00 to 23:59; "24:00" is refused:
-    write "00:00")."""
-    if not isinstance(v, str):
-        raise BadValue(v, "is not a time of day (use HH:MM, e.g. 08:00)")
-    hh, colon, mm = v.strip().partition(":")
-    if (not colon or not 1 <= len(hh) <= 2 or len(mm) != 2
-            or not all(c in _DIGITS for c in hh + mm)):
-        raise BadValue(v, "is not a time of day (use HH:MM, e.g. 08:00)")
-    h, mi = int(hh), int(mm)
-    if h > 23 or mi > 59:
-        raise BadValue(v, "is not a time of day (00:00 to 23:59)")
-    return datetime.time(h, mi)
 
 
 # ------------------------------------------------------------ names
