@@ -184,8 +184,6 @@ typedef struct {
 #define NVSIM_GPU_INFO_INDEX_GLOBAL_POISON_FUSE_ENABLED 0x27
 #define NVSIM_GPU_INFO_INDEX_GPU_FLA_CAPABILITY         0x2d
 #define NVSIM_GPU_INFO_INDEX_GPU_SELF_HOSTED_CAPABILITY 0x3b
-#define NVSIM_GPU_INFO_INDEX_DMABUF_CAPABILITY          0x3d
-#define NVSIM_GPU_INFO_DMABUF_CAPABILITY_YES            0x1
 #define NVSIM_GPU_INFO_IBMNPU_RELAXED_ORDERING_UNSUPPORTED 0xffffffffU
 
 /**
@@ -219,14 +217,14 @@ NV_STATUS nvsim_cuda_gpu_info_value(u32 index, u32 *data)
 	case NVSIM_GPU_INFO_INDEX_GPU_SELF_HOSTED_CAPABILITY:
 		/* gpuIsSelfHosted and a C2C link: a PCIe board: _NO. */
 		return NV_OK;
-	case NVSIM_GPU_INFO_INDEX_DMABUF_CAPABILITY:
+	case NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY:
 		/*
 		 * osDmabufIsSupported() (os_dma_buf_enabled: a kernel with
 		 * CONFIG_DMA_SHARED_BUFFER), no APM, not PPC64LE: _YES, which
 		 * is also the driver's nv->dma_buf_supported (osinit.c) that
 		 * NV_ESC_EXPORT_TO_DMABUF_FD needs (dmabuf.c).
 		 */
-		*data = NVSIM_GPU_INFO_DMABUF_CAPABILITY_YES;
+		*data = NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY_YES;
 		return NV_OK;
 	default:
 		return NV_ERR_INVALID_ARGUMENT;

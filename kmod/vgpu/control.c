@@ -7,6 +7,7 @@
  * that name GPUs (CARD_INFO, STATUS_CODE, NUMA_INFO, ATTACH_GPUS_TO_FD)
  * are cards.c's.
  */
+#include <linux/bitmap.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/mm.h>
@@ -45,6 +46,8 @@ enum vgpu_ctrl_kind {
 	VGPU_CTRL_NO_PEERS,     /* virtualised: no peer, no NVLink, no fabric */
 	VGPU_CTRL_SHARE_POLICY, /* inherited share: PID, NONE, revoke */
 	VGPU_CTRL_FB_REGIONS,   /* the regions cut to the slice's quota */
+	VGPU_CTRL_GPU_INFO,     /* V1: DMABUF_CAPABILITY reads NO */
+	VGPU_CTRL_GPU_INFO_V2,
 	VGPU_CTRL_NR,           /* the size of vgpu_ctrl_ops[] */
 };
 
@@ -125,6 +128,8 @@ static const struct vgpu_ctrl vgpu_ctrls[] = {
 	{ NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO, VGPU_CTRL_NO_PEERS },
 	{ NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY, VGPU_CTRL_SHARE_POLICY },
 	{ NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO, VGPU_CTRL_FB_REGIONS },
+	{ NV2080_CTRL_CMD_GPU_GET_INFO, VGPU_CTRL_GPU_INFO },
+	{ NV2080_CTRL_CMD_GPU_GET_INFO_V2, VGPU_CTRL_GPU_INFO_V2 },
 };
 
 static const struct vgpu_ctrl *vgpu_ctrl_find(u32 cmd)
@@ -654,6 +659,8 @@ static NV_STATUS vgpu_ctrl_unexported(struct vgpu_file *vf, NVOS54_PARAMETERS *p
 /* ------------------------------------------------- per-kind handlers */
 
 /* One control on its way through vgpu_control_path: what its handlers share. */
+#define VGPU_CTRL_MARKS 256     /* vgpu_ctrl_fb_list_in's bound on a list */
+
 struct vgpu_ctrl_ctx {
 	struct vgpu_file *vf;
 	struct vgpu_slice *s;
@@ -670,6 +677,8 @@ struct vgpu_ctrl_ctx {
 	struct vgpu_list lists[VGPU_CTRL_MAX_LISTS];
 	u32 nlists;
 	NvP64 name;                     /* ID_INFO's szName, kept from the driver */
+	/* GPU_GET_INFO(_V2): the entries answered by vgpu.ko (vgpu_gpu_info_mark) */
+	DECLARE_BITMAP(marks, VGPU_CTRL_MARKS);
 };
 
 /*
@@ -760,7 +769,7 @@ static NV_STATUS vgpu_ctrl_fb_list_in(struct vgpu_ctrl_ctx *x)
 	 */
 	if (!x->n)
 		return NV_OK;
-	if (x->n > 256 || !fp->fbInfoList)
+	if (x->n > VGPU_CTRL_MARKS || !fp->fbInfoList)
 		return NV_ERR_INVALID_ARGUMENT;
 	x->ulist = u64_to_user_ptr(fp->fbInfoList);
 	x->list = kmalloc_array(x->n, sizeof(*x->list), GFP_KERNEL_ACCOUNT);
@@ -809,6 +818,97 @@ static NV_STATUS vgpu_ctrl_fb_info_v2_out(struct vgpu_ctrl_ctx *x)
 		vgpu_fb_rewrite(x->s, gpu, fp->fbInfoList,
 				min_t(u32, min(fp->fbInfoListSize, max),
 				      NV2080_CTRL_FB_INFO_MAX_LIST_SIZE));
+	return NV_OK;
+}
+
+/*
+ * GPU_GET_INFO V1 and V2: DMABUF_CAPABILITY reads NO.  A slice's memory
+ * cannot be exported as a dma-buf (NV_ESC_EXPORT_TO_DMABUF_FD is never
+ * forwarded: audit.c), so an importer that asks first (the driver answers
+ * YES where osDmabufIsSupported(): getGpuInfos, subdevice_ctrl_gpu_kernel.c)
+ * learns it here rather than from a refused export.  The entries are
+ * picked on vgpu.ko's copy before the call, the one the driver reads, by
+ * the item bits getGpuInfos reads (595.45.04: DRF _INDEX, 23:0; 535.261.03
+ * compares the whole index, and a higher bit fails its call), and answered
+ * after it whatever the call page says then: a sibling rewriting an index
+ * there changes nothing.  Every other entry is the driver's answer (read
+ * back from the call page, so a sibling can forge it, as it can read the
+ * driver's answers anyway: docs/mediator.md).
+ */
+static void vgpu_gpu_info_mark(struct vgpu_ctrl_ctx *x,
+			       const NV2080_CTRL_GPU_INFO *list, u32 n)
+{
+	u32 i;
+
+	bitmap_zero(x->marks, VGPU_CTRL_MARKS);
+	for (i = 0; i < min_t(u32, n, VGPU_CTRL_MARKS); i++)
+		if ((list[i].index & NV2080_CTRL_GPU_INFO_INDEX_INDEX_MASK) ==
+		    NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY)
+			__set_bit(i, x->marks);
+}
+
+static void vgpu_gpu_info_answer(struct vgpu_ctrl_ctx *x,
+				 NV2080_CTRL_GPU_INFO *list, u32 n)
+{
+	unsigned int i;
+
+	for_each_set_bit(i, x->marks, min_t(u32, n, VGPU_CTRL_MARKS))
+		list[i].data = NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY_NO;
+}
+
+/*
+ * V1: its list carried as FB_GET_INFO's (the same layout).  Only the
+ * deprecated-control layer answers V1, by calling V2
+ * (rmapi_deprecated_control.c): more items than this release's V2 list
+ * holds is NV_ERR_OUT_OF_RANGE there, before the list is read.
+ */
+static NV_STATUS vgpu_ctrl_gpu_info_in(struct vgpu_ctrl_ctx *x)
+{
+	const NV2080_CTRL_GPU_GET_INFO_PARAMS *gp = x->kp;
+	u32 v2 = vgpu_rel_size(NVREL_CTL, NV2080_CTRL_CMD_GPU_GET_INFO_V2);
+	NV_STATUS st;
+
+	if (!gp || v2 < sizeof(u32))
+		return NV_ERR_NOT_SUPPORTED;
+	if (gp->gpuInfoListSize > (v2 - sizeof(u32)) / sizeof(NV2080_CTRL_GPU_INFO))
+		return NV_ERR_OUT_OF_RANGE;
+	BUILD_BUG_ON(offsetof(NV2080_CTRL_GPU_GET_INFO_PARAMS, gpuInfoListSize) !=
+		     offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS, fbInfoListSize));
+	BUILD_BUG_ON(offsetof(NV2080_CTRL_GPU_GET_INFO_PARAMS, gpuInfoList) !=
+		     offsetof(NV2080_CTRL_FB_GET_INFO_PARAMS, fbInfoList));
+	st = vgpu_ctrl_fb_list_in(x);
+	if (st == NV_OK && x->list)
+		vgpu_gpu_info_mark(x, x->list, x->n);
+	return st;
+}
+
+static NV_STATUS vgpu_ctrl_gpu_info_out(struct vgpu_ctrl_ctx *x)
+{
+	if (x->list)
+		vgpu_gpu_info_answer(x, x->list, x->n);
+	return vgpu_ctrl_fb_list_out(x, false);
+}
+
+/* V2: the list this release's struct holds, counted on vgpu.ko's copy. */
+static NV_STATUS vgpu_ctrl_gpu_info_v2_in(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_GPU_GET_INFO_V2_PARAMS *gp = x->kp;
+	const u32 at = offsetof(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS, gpuInfoList);
+	u32 max = x->size > at ? (x->size - at) / sizeof(gp->gpuInfoList[0]) : 0;
+
+	if (!gp)
+		return NV_ERR_INVALID_ARGUMENT;
+	x->n = min3(gp->gpuInfoListSize, max,
+		    (u32)NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE);
+	vgpu_gpu_info_mark(x, gp->gpuInfoList, x->n);
+	return NV_OK;
+}
+
+static NV_STATUS vgpu_ctrl_gpu_info_v2_out(struct vgpu_ctrl_ctx *x)
+{
+	NV2080_CTRL_GPU_GET_INFO_V2_PARAMS *gp = x->kp;
+
+	vgpu_gpu_info_answer(x, gp->gpuInfoList, x->n);
 	return NV_OK;
 }
 
@@ -1026,6 +1126,16 @@ static const struct vgpu_ctrl_ops vgpu_ctrl_ops[VGPU_CTRL_NR] = {
 	[VGPU_CTRL_FB_REGIONS] = {
 		.struct_size = sizeof(NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS),
 		.after = vgpu_ctrl_fb_regions_out,
+	},
+	[VGPU_CTRL_GPU_INFO] = {
+		.struct_size = sizeof(NV2080_CTRL_GPU_GET_INFO_PARAMS),
+		.before = vgpu_ctrl_gpu_info_in,
+		.after = vgpu_ctrl_gpu_info_out,
+	},
+	[VGPU_CTRL_GPU_INFO_V2] = {
+		.struct_size = sizeof(NV2080_CTRL_GPU_GET_INFO_V2_PARAMS),
+		.before = vgpu_ctrl_gpu_info_v2_in,
+		.after = vgpu_ctrl_gpu_info_v2_out,
 	},
 };
 

@@ -68,7 +68,7 @@ def _body(src: str, start: str) -> str:
 # embedded list).
 REWRITE_KINDS = {"FB_INFO", "FB_INFO_V2", "GET_PIDS", "GET_PID_INFO", "GPU_ID", "ID_INFO_V2",
                  "ATTACHED_IDS", "PROBED_IDS", "ID_INFO", "ID_LIST", "DEVICE_IDS",
-                 "ACTIVE_DEVICES", "FB_REGIONS"}
+                 "ACTIVE_DEVICES", "FB_REGIONS", "GPU_INFO", "GPU_INFO_V2"}
 VIRTUALISE_KINDS = {"ANSWER_OK", "NO_PEERS", "SHARE_POLICY"}
 # Escapes vgpu.ko answers its own way (mediate.c, vgpu_escape_kbuf): NVOS32
 # INFO rewritten, STATUS_CODE for the slice's GPUs only, SYS_PARAMS answered

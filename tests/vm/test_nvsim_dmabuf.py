@@ -33,7 +33,7 @@ MiB = 1 << 20
 KiB = 1 << 10
 STATS = Path("/sys/kernel/debug/nvsim/stats")
 NV_ERR_OPERATING_SYSTEM = 0x59
-GPU_INFO_INDEX_DMABUF_CAPABILITY = 0x3D
+GPU_INFO_INDEX_DMABUF_CAPABILITY = A.NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY
 
 
 def count(s, name: str) -> int:

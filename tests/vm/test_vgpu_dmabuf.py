@@ -16,6 +16,7 @@ by handle (docs/mediator.md, "GPUDirect RDMA").
 
 from __future__ import annotations
 
+import ctypes
 import errno
 from pathlib import Path
 
@@ -72,6 +73,72 @@ def test_export_is_refused_and_nothing_is_pinned(sl, kern, res):
     c.free(h)
     host.free(hh)
     assert (sl.used(0), nvsim_fb(0)) == (0, 0)
+
+
+# What a GPU_GET_INFO list asks: two items the driver answers as it is
+# (nvsim: control.c) around DMABUF_CAPABILITY (nvsim: cuda.c).
+INFO_INDEXES = [A.NV2080_CTRL_GPU_INFO_INDEX_SYSMEM_ACCESS,
+                A.NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY,
+                A.NV2080_CTRL_GPU_INFO_INDEX_GPU_SM_VERSION]
+DMABUF_AT = 1
+
+
+def gpu_info(c, hsub, indexes: list[int], v1: bool = False) -> list[tuple[int, int]]:
+    """(index, data) of each entry after GPU_GET_INFO_V2, or V1 with the list
+    behind its pointer."""
+    if v1:
+        lst = (A.NV2080_CTRL_GPU_INFO * len(indexes))()
+        for i, ix in enumerate(indexes):
+            lst[i].index, lst[i].data = ix, 0xDEAD
+        p = A.NV2080_CTRL_GPU_GET_INFO_PARAMS(gpuInfoListSize=len(indexes),
+                                              gpuInfoList=ctypes.addressof(lst))
+        c.control(hsub, A.NV2080_CTRL_CMD_GPU_GET_INFO, p)
+        return [(e.index, e.data) for e in lst]
+    p = A.NV2080_CTRL_GPU_GET_INFO_V2_PARAMS(gpuInfoListSize=len(indexes))
+    for i, ix in enumerate(indexes):
+        p.gpuInfoList[i].index, p.gpuInfoList[i].data = ix, 0xDEAD
+    c.control(hsub, A.NV2080_CTRL_CMD_GPU_GET_INFO_V2, p)
+    return [(p.gpuInfoList[i].index, p.gpuInfoList[i].data) for i in range(len(indexes))]
+
+
+@pytest.mark.parametrize("v1", [False, True], ids=["v2", "v1"])
+def test_dmabuf_capability_reads_no_through_a_slice(sl, res, v1):
+    """The driver says YES (nvsim as RM on a kernel with dma-buf); through a
+    slice, which can never export, the same entry reads NO and every other
+    entry is the driver's own answer."""
+    host = res.client()
+    hg, = host.open_gpus([0])
+    direct = gpu_info(host, hg.hSubdevice, INFO_INDEXES, v1)
+    assert direct[DMABUF_AT][1] == A.NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY_YES
+    c = sl.client()
+    g = c.gpu(0)
+    got = gpu_info(c, g.hSubdevice, INFO_INDEXES, v1)
+    want = list(direct)
+    want[DMABUF_AT] = (A.NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY,
+                       A.NV2080_CTRL_GPU_INFO_INDEX_DMABUF_CAPABILITY_NO)
+    assert got == want
+    # asked alone, and more than once in a list
+    assert gpu_info(c, g.hSubdevice, [INFO_INDEXES[DMABUF_AT]] * 3, v1) == [want[DMABUF_AT]] * 3
+
+
+def test_gpu_info_v1_list_bounds_are_the_drivers(sl, res):
+    """V1 through a slice fails as the driver's deprecated layer does: more
+    entries than V2's list holds is NV_ERR_OUT_OF_RANGE, a count without a
+    list NV_ERR_INVALID_ARGUMENT; nothing of the caller's memory is written."""
+    NV_ERR_INVALID_ARGUMENT, NV_ERR_OUT_OF_RANGE = 0x1F, 0x5B
+    c = sl.client()
+    g = c.gpu(0)
+    host = res.client()
+    hg, = host.open_gpus([0])
+    n = A.NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE + 1
+    lst = (A.NV2080_CTRL_GPU_INFO * n)()
+    for client, hsub in ((host, hg.hSubdevice), (c, g.hSubdevice)):
+        for count, ptr, want in ((n, ctypes.addressof(lst), NV_ERR_OUT_OF_RANGE),
+                                 (1, 0, NV_ERR_INVALID_ARGUMENT)):
+            p = A.NV2080_CTRL_GPU_GET_INFO_PARAMS(gpuInfoListSize=count, gpuInfoList=ptr)
+            got = status(lambda: client.control(hsub, A.NV2080_CTRL_CMD_GPU_GET_INFO, p))
+            assert got == want, (client is c, count, ptr)
+    assert all((e.index, e.data) == (0, 0) for e in lst)
 
 
 def test_third_party_p2p_is_refused(sl, kern):

@@ -325,6 +325,13 @@ REWRITE_MEMORY = (
 REWRITE_PROCESSES = (
     "NV2080_CTRL_CMD_GPU_GET_PIDS", "NV2080_CTRL_CMD_GPU_GET_PID_INFO",
 )
+# GPU_GET_INFO's DMABUF_CAPABILITY says whether the GPU's memory can be
+# exported as a dma-buf (getGpuInfos: osDmabufIsSupported, no APM); a slice
+# cannot (NV_ESC_EXPORT_TO_DMABUF_FD is never forwarded, kmod/vgpu/audit.c),
+# so an importer asking first learns it here instead of failing later.
+REWRITE_CAPABILITY = (
+    "NV2080_CTRL_CMD_GPU_GET_INFO", "NV2080_CTRL_CMD_GPU_GET_INFO_V2",
+)
 # Read on the driver: their answer names nothing but the caller's own
 # device or a driver-wide switch, so there is nothing of another slice to
 # rewrite.
@@ -485,6 +492,10 @@ RULES: list[Rule] = [
     Rule("rewrite", "reports processes of every slice (host PIDs); filtered to the slice's, "
          "PIDs in the caller's namespace",
          names(*REWRITE_PROCESSES), ("control",)),
+    Rule("rewrite", "reports what the GPU can do; DMABUF_CAPABILITY reads NO, since a slice's "
+         "memory cannot be exported as a dma-buf (NV_ESC_EXPORT_TO_DMABUF_FD is never "
+         "forwarded); every other index as the driver answers",
+         names(*REWRITE_CAPABILITY), ("control",)),
     *[Rule("forward", f"read on the driver: {why}", names(n), ("control",))
       for n, why in FORWARD_OWN.items()],
     Rule("refuse", "reports every GPU's, slice's or process's state and vgpu.ko has no per-slice "
