@@ -181,6 +181,67 @@ def test_force_replaces_a_different_handler(tmp_path, capsys):
     assert "backup" not in out
 
 
+def older(text: str) -> str:
+    """What an older vgpuctl wrote: pod_annotations without vgpu.io/rdma."""
+    new = text.replace(', "vgpu.io/rdma"]', "]")
+    assert new != text
+    return new
+
+
+@needs_containerd
+def test_an_older_vgpuctls_handler_is_brought_up_to_date(tmp_path, capsys):
+    """A vgpu handler whose pod_annotations lack a request key added since
+    (vgpu.io/rdma) is updated in place without --force: the list only,
+    keys the operator added stay."""
+    p = default_v2(tmp_path)
+    assert run(capsys, "--config", str(p))[0] == 0
+    header = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vgpu]'
+    text = older(p.read_text()).replace(header, header + "\n  runtime_root = \"/run/vgpu-runc\"")
+    p.write_text(text)
+    rc, out, err = run(capsys, "--config", str(p))
+    assert rc == 0, err
+    assert (f'note: the "vgpu" runtime handler in {p} is an older vgpuctl\'s: adding '
+            f'vgpu.io/rdma to its pod_annotations') in out
+    assert f'{p}: updated the "vgpu" runtime handler in place' in out
+    rt = runtimes(dump(p))
+    assert_vgpu(rt)
+    assert rt["vgpu"]["runtime_root"] == "/run/vgpu-runc"
+    assert p.read_text().count(header) == 1
+    # only that line changed
+    assert [a for a, b in zip(text.splitlines(), p.read_text().splitlines()) if a != b] == \
+        [next(line for line in text.splitlines() if "vgpu.io/profile\"]" in line)]
+    assert "nothing changed" in run(capsys, "--config", str(p))[1]
+
+
+@needs_containerd
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace('"vgpu.io/memory", ', '"example.com/memory", '),    # not vgpu's
+    lambda t: older(t).replace('"vgpu.io/memory", "vgpu.io/compute"',
+                               '"vgpu.io/compute", "vgpu.io/memory"'),    # reordered
+    lambda t: older(t).replace(RT, "/opt/old/vgpu-runtime"),              # another binary too
+], ids=["foreign-entry", "reordered", "binary"])
+def test_a_handler_that_is_not_an_older_vgpuctls_needs_force(tmp_path, capsys, edit):
+    p = default_v2(tmp_path)
+    assert run(capsys, "--config", str(p))[0] == 0
+    p.write_text(edit(p.read_text()))
+    before = p.read_text()
+    rc, out, err = run(capsys, "--config", str(p))
+    assert rc == 1 and out == "" and "--force replaces it" in err, err
+    assert p.read_text() == before
+
+
+def test_v3_an_older_vgpuctls_drop_in_is_brought_up_to_date(tmp_path, capsys):
+    p = tmp_path / "config.toml"
+    shutil.copy(DATA / "config-default-2.2.toml", p)
+    assert run(capsys, "--config", str(p))[0] == 0
+    drop = tmp_path / "conf.d" / "vgpu.toml"
+    drop.write_text(older(drop.read_text()))
+    rc, out, err = run(capsys, "--config", str(p))
+    assert rc == 0, err
+    assert f'{drop}: updated the "vgpu" runtime handler as a drop-in' in out
+    assert_vgpu(runtimes(load_v3(p), CRI3), systemd=False)
+
+
 @needs_containerd
 def test_v2_import_that_replaces_the_cri_section_is_refused(tmp_path, capsys):
     p = default_v2(tmp_path)

@@ -7,7 +7,8 @@ adds (a small emitter for the few tables it writes), and writing (``apply``:
 a backup once, temp file + rename, mode and owner kept).
 
 Must never: rewrite a table it did not add (it appends tables, and edits in
-place only the ``imports`` list, ``default_runtime_name``, and with --force
+place only the ``imports`` list, ``default_runtime_name``, the annotation
+lists of a handler an older vgpuctl wrote (``older_own``), and with --force
 the handler's own tables); write a text it has not re-read with tomllib and
 found equal to exactly what it meant; write anything on --dry-run.
 
@@ -429,6 +430,32 @@ def wanted_handler(runtime_path: str, source: dict | None = None) -> dict:
             "container_annotations": list(CONTAINER_ANNOTATIONS), "options": options}
 
 
+#: the handler's keys whose lists grew with vgpu (a request key added to
+#: POD_ANNOTATIONS): what an older vgpuctl wrote lacks the new entries
+GROWN_LISTS = ("pod_annotations", "container_annotations")
+
+
+def older_own(existing: dict, wanted: dict) -> list[str] | None:
+    """The keys to bring up to date when ``existing`` is the handler an
+    older vgpuctl wrote: it has everything ``wanted`` has but GROWN_LISTS
+    as wanted, and each of those is missing or a list of some of the
+    wanted entries, in no other order than theirs.  None when it is not
+    (another handler of that name, or one edited: --force decides)."""
+    rest = {k: v for k, v in wanted.items() if k not in GROWN_LISTS}
+    if _differences(existing, rest):
+        return None
+    keys = []
+    for k in GROWN_LISTS:
+        have, want = existing.get(k, []), wanted[k]
+        if have == want:
+            continue
+        if not isinstance(have, list) or not all(isinstance(x, str) for x in have) or \
+                have != [x for x in want if x in have] or len(set(have)) != len(have):
+            return None
+        keys.append(k)
+    return keys or None
+
+
 # ------------------------------------------------------------ NVIDIA's toolkit
 #: its key, true unless set (the toolkit's getDefaultConfig: AcceptEnvvarUnprivileged)
 TOOLKIT_ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
@@ -563,15 +590,28 @@ def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,
         return result("drop-in" if use_drop_in and dropin in where else "in-place", [],
                       f'the "{handler}" runtime handler is already there as wanted '
                       f'({", ".join(where)}); nothing changed')
-    if diffs and not force:
+    # an older vgpuctl's handler, in the one file this run writes: its lists
+    # brought up to date, nothing else of it touched
+    upgrade = older_own(existing, wanted) if diffs and not force else None
+    if upgrade and where != [dropin if use_drop_in else config]:
+        upgrade = None
+    if diffs and not force and not upgrade:
         raise Refused(f'a different "{handler}" runtime handler is already in '
                       f'{", ".join(where)}: {"; ".join(diffs)}; --force replaces it '
                       f'(keys vgpuctl does not set are lost); nothing changed')
+    if upgrade:
+        added = [x for k in upgrade for x in wanted[k] if x not in (existing.get(k) or [])]
+        notes.append(f'the "{handler}" runtime handler in {where[0]} is an older vgpuctl\'s: '
+                     f'adding {", ".join(added)} to its {" and ".join(upgrade)}')
 
     if not use_drop_in:
         new = base
         expected = copy.deepcopy(doc)
-        if diffs:
+        if upgrade:
+            for k in upgrade:
+                new = _set_in_table(new, hpath, k, wanted[k])
+                _put(expected, (*hpath, k), wanted[k])
+        elif diffs:
             new = _remove_tables(new, hpath)
             _dig(expected, runtimes).pop(handler, None)
         if want_default:
@@ -584,12 +624,15 @@ def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,
             if not created:
                 notes.append(f"{config} has no runc handler: writing containerd's default one "
                              f"too (in containerd 1.x a runtimes table replaces the default)")
-        block += emit_table(hpath, wanted)
-        _put(expected, hpath, wanted)
-        new = _append(new, block)
+        if not upgrade:
+            block += emit_table(hpath, wanted)
+            _put(expected, hpath, wanted)
+        if len(block) > 1:
+            new = _append(new, block)
         _verify(config, new, expected)
         changes = [Change(config, text, new)]
-        what = f"{config}: {'replaced' if diffs else 'added'} the \"{handler}\" runtime handler"
+        what = (f"{config}: {'updated' if upgrade else 'replaced' if diffs else 'added'} the "
+                f"\"{handler}\" runtime handler")
     else:
         old_drop = read_text(dropin)
         content = {}
@@ -612,7 +655,8 @@ def plan(config: str = DEFAULT_CONFIG, *, handler: str = DEFAULT_HANDLER,
             _verify(config, new_main, {**doc, "imports": imports})
             # after the drop-in: an import of a missing file stops containerd 2.x
             changes.append(Change(config, text, new_main))
-        what = f"{dropin}: {'replaced' if diffs else 'added'} the \"{handler}\" runtime handler"
+        what = (f"{dropin}: {'updated' if upgrade else 'replaced' if diffs else 'added'} the "
+                f"\"{handler}\" runtime handler")
         if changes and changes[-1].path == config:
             notes.append(f"{config}: adding {dropin} to its imports")
     # what containerd will see: the files as they are about to be
