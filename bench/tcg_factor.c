@@ -6,7 +6,10 @@
  * through a pipe (a kick); and those a call page costs (kmod/vgpu/call.c):
  * a write fault on a present read-only PTE (the driver's copy-out), a read
  * fault (the least a fault costs), and a zap of 16 pages with its TLB
- * flush (the ring's reuse).  Run it on the host and in the VM
+ * flush (the ring's reuse); and what the scheduler's doorbell zap adds
+ * when the mm runs on another CPU too: the TLB shootdown's interrupt and
+ * the wait for it (a write-protect of one page with a thread of the mm
+ * busy on a second CPU, less the same with none).  Run it on the host and in the VM
  * (bench/compute_accuracy.py and bench/call_breakdown.py, --host-figures);
  * the ratio turns emulated time into an estimate for native hardware.
  *
@@ -14,6 +17,9 @@
  * -1 where the faults counted were not one per page.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -165,6 +171,74 @@ static void zero_fault_zap_ns(long rounds, double *fault, double *zap16)
 	*zap16 = tz / (rounds * PAGES / 16);
 }
 
+static atomic_int spin_stop;
+
+/* The other CPU's thread: runs in the mm (so the flush must reach it). */
+static void *spin(void *page)
+{
+	volatile char *m = page;
+	char sum = 0;
+
+	while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+		sum += m[0];
+	return (void *)(long)sum;
+}
+
+static int pin(pthread_t t, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return pthread_setaffinity_np(t, sizeof(set), &set);
+}
+
+/* mprotect of one page to read-only and back: the downgrade's flush. */
+static double wp_cycle_ns(volatile char *m, long n)
+{
+	double t0 = now_ns(CLOCK_MONOTONIC);
+
+	for (long i = 0; i < n; i++) {
+		mprotect((void *)m, 4096, PROT_READ);
+		mprotect((void *)m, 4096, PROT_READ | PROT_WRITE);
+		m[0] = 1;                       /* writable in the TLB again */
+	}
+	return (now_ns(CLOCK_MONOTONIC) - t0) / n;
+}
+
+/*
+ * The remote part of a TLB flush: the cycle above with a thread of this mm
+ * spinning on a second CPU (each downgrade's flush interrupts it and waits
+ * for its answer) less the cycle alone.  -1 with one CPU or no pinning.
+ */
+static double shootdown_ns(long n)
+{
+	volatile char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	double local, remote;
+	pthread_t t;
+
+	if (m == MAP_FAILED || sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
+	    pin(pthread_self(), 0))
+		return -1;
+	m[0] = 1;
+	local = wp_cycle_ns(m, n);
+	atomic_store(&spin_stop, 0);
+	if (pthread_create(&t, NULL, spin, (void *)m))
+		return -1;
+	if (pin(t, 1)) {
+		atomic_store(&spin_stop, 1);
+		pthread_join(t, NULL);
+		return -1;
+	}
+	usleep(10000);                          /* on its CPU, spinning */
+	remote = wp_cycle_ns(m, n);
+	atomic_store(&spin_stop, 1);
+	pthread_join(t, NULL);
+	munmap((void *)m, 4096);
+	return remote > local ? remote - local : -1;
+}
+
 int main(int argc, char **argv)
 {
 	long scale = argc > 1 ? atol(argv[1]) : 1;
@@ -177,8 +251,10 @@ int main(int argc, char **argv)
 
 	zero_fault_zap_ns(200 * scale, &zf, &z16);
 	printf("{\"syscall_ns\": %.1f, \"sleep_cpu_ns\": %.1f, \"pingpong_ns\": %.1f, "
-	       "\"wp_fault_ns\": %.1f, \"zero_fault_ns\": %.1f, \"zap16_ns\": %.1f}\n",
+	       "\"wp_fault_ns\": %.1f, \"zero_fault_ns\": %.1f, \"zap16_ns\": %.1f, "
+	       "\"shootdown_ns\": %.1f}\n",
 	       syscall_ns(200000 * scale), sleep_cpu_ns(2000 * scale),
-	       pingpong_ns(20000 * scale), wp_fault_ns(200 * scale), zf, z16);
+	       pingpong_ns(20000 * scale), wp_fault_ns(200 * scale), zf, z16,
+	       shootdown_ns(20000 * scale));
 	return 0;
 }
