@@ -204,7 +204,9 @@ ESCAPES: dict[str, tuple[str, str]] = {
                                              "internal client at kernel privilege (nv-dmabuf.c "
                                              "nv_dma_buf_dup_mem_handles); the FB then lives until the "
                                              "dma-buf's last close (nv_dma_buf_release), which no "
-                                             "ioctl reports"),
+                                             "ioctl reports, and a handle above a hole in the list "
+                                             "until the GPU's last close (the release undups slots "
+                                             "0..num_objects-1 only)"),
     "NV_ESC_WAIT_OPEN_COMPLETE": ("forward", "waits for the caller's own open"),
 }
 
