@@ -844,16 +844,74 @@ static NV_STATUS nvsim_ctrl_release_compute_reservation(struct nvsim_ctrl_ctx *c
 }
 
 /*
+ * The RC watchdog's requests, as krcWatchdogChangeState_IMPL
+ * (src/kernel/gpu/rc/kernel_rc_watchdog.c, 535.261.03 and 595.45.04)
+ * keeps them for subdeviceCtrlCmdRc{Enable,Disable,SoftDisable}Watchdog_IMPL
+ * and subdeviceCtrlCmdRcReleaseWatchdogRequests_IMPL
+ * (kernel_rc_watchdog_ctrl.c): a subdevice holds at most one request of
+ * each kind (enable, disable, soft disable; a new one replaces what it
+ * held, a release drops all), the GPU counts them; an enable while any
+ * disable request stands, or a disable while any enable request does (the
+ * caller's own included), is NV_ERR_STATE_IN_USE with nothing changed.
+ * The subdevice's free drops its requests (subdeviceDestruct_IMPL ->
+ * subdeviceRestoreWatchdog_IMPL: RM_CLIENT_DESTRUCTION).  libcuda's
+ * cuInit releases, then soft-disables.  Not simulated: the watchdog
+ * itself (a channel RM runs on a display-capable GPU), which the counts
+ * would start or stop, and MIG (the controls' NV_ERR_NOT_SUPPORTED).
+ */
+static NV_STATUS nvsim_watchdog_change(struct nvsim_object *sub, int want)
+{
+	u32 *refs = sub->gpu->wd_refs;
+	u8 now = want < 0 ? 0 : BIT(want);
+	int k;
+
+	if ((want == NVSIM_WD_ENABLE && refs[NVSIM_WD_DISABLE]) ||
+	    (want == NVSIM_WD_DISABLE && refs[NVSIM_WD_ENABLE]))
+		return NV_ERR_STATE_IN_USE;
+	for (k = 0; k < NVSIM_WD_KINDS; k++) {
+		if (!(sub->subdevice.wd & BIT(k)) && (now & BIT(k)))
+			refs[k]++;
+		else if ((sub->subdevice.wd & BIT(k)) && !(now & BIT(k)))
+			refs[k]--;
+	}
+	sub->subdevice.wd = now;
+	return NV_OK;
+}
+
+static NV_STATUS nvsim_ctrl_wd_enable(struct nvsim_ctrl_ctx *ctx)
+{
+	return nvsim_watchdog_change(ctx->obj, NVSIM_WD_ENABLE);
+}
+
+static NV_STATUS nvsim_ctrl_wd_disable(struct nvsim_ctrl_ctx *ctx)
+{
+	return nvsim_watchdog_change(ctx->obj, NVSIM_WD_DISABLE);
+}
+
+static NV_STATUS nvsim_ctrl_wd_soft_disable(struct nvsim_ctrl_ctx *ctx)
+{
+	return nvsim_watchdog_change(ctx->obj, NVSIM_WD_SOFT_DISABLE);
+}
+
+static NV_STATUS nvsim_ctrl_wd_release(struct nvsim_ctrl_ctx *ctx)
+{
+	return nvsim_watchdog_change(ctx->obj, -1);
+}
+
+/*
  * A subdevice freed: subdeviceDestruct_IMPL (src/kernel/gpu/subdevice/
  * subdevice.c) calls subdeviceReleaseComputeModeReservation_IMPL, which
  * gives the reservation back if the subdevice's client holds it (a
- * process that dies holding it does not keep the GPU reserved).
- * objects.c's teardown calls this under nvsim.lock.
+ * process that dies holding it does not keep the GPU reserved), and
+ * subdeviceRestoreWatchdog_IMPL, which drops its watchdog requests
+ * (above).  objects.c's teardown calls this under nvsim.lock.
  */
 void nvsim_cuda_subdevice_teardown(struct nvsim_object *obj)
 {
 	if (obj->gpu && obj->gpu->compute_reservation == obj->client->handle)
 		obj->gpu->compute_reservation = 0;
+	if (obj->gpu)
+		nvsim_watchdog_change(obj, -1);
 }
 
 /*
@@ -901,6 +959,12 @@ static NV_STATUS nvsim_ctrl_cuda_limit(struct nvsim_ctrl_ctx *ctx)
 #define CC_OBJ      NVSIM_BIT(NVSIM_OBJ_CONF_COMPUTE)
 
 static const struct nvsim_ctrl nvsim_cuda_ctrls[] = {
+	{ NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG, 0, SUBDEVICE, nvsim_ctrl_wd_enable, NULL },
+	{ NV2080_CTRL_CMD_RC_DISABLE_WATCHDOG, 0, SUBDEVICE, nvsim_ctrl_wd_disable, NULL },
+	{ NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG, 0, SUBDEVICE,
+	  nvsim_ctrl_wd_soft_disable, NULL },
+	{ NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS, 0, SUBDEVICE,
+	  nvsim_ctrl_wd_release, NULL },
 	{ NVSIM_NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL_LEGACY, sizeof(NvBool),
 	  DEVICE, nvsim_ctrl_cuda_limit, NULL },
 	{ NVSIM_NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL, sizeof(NvBool),

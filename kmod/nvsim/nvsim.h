@@ -104,6 +104,9 @@ struct nvsim_engine {
 	u64 pb_kick_ns;                 /* last queueing for a waiting channel */
 };
 
+/* RC watchdog requests a subdevice holds (cuda.c): a bit each, and a count each per GPU */
+enum { NVSIM_WD_ENABLE, NVSIM_WD_DISABLE, NVSIM_WD_SOFT_DISABLE, NVSIM_WD_KINDS };
+
 struct nvsim_gpu {
 	u32 index;
 	u32 gpu_id;             /* the driver's id for the GPU: bus << 8 */
@@ -116,6 +119,8 @@ struct nvsim_gpu {
 	unsigned int open_count; /* nvsim.lock: open_gpu and attach references */
 	/* nvsim.lock: the client holding the compute-mode reservation (cuda.c) */
 	NvHandle compute_reservation;
+	/* nvsim.lock: the RC watchdog's requests of every subdevice (cuda.c) */
+	u32 wd_refs[NVSIM_WD_KINDS];
 	struct ida tsg_ida;
 	struct ida chid_ida;
 	struct list_head tsgs;  /* nvsim_tsg.gpu_node, nvsim.lock */
@@ -492,7 +497,10 @@ struct nvsim_object {
 			u32 va_mode;    /* NV0080_ALLOC_PARAMETERS.vaMode */
 			u32 cuda_limit_refs;    /* cuda.c: PERF_CUDA_LIMIT */
 		} device;
-		struct { u32 inst; } subdevice;
+		struct {
+			u32 inst;
+			u8 wd;  /* BIT(NVSIM_WD_*): its watchdog requests */
+		} subdevice;
 		/* NV50_P2P: its two GPUs (the same one for a loopback) */
 		struct {
 			struct nvsim_gpu *local, *peer;

@@ -335,6 +335,35 @@ def test_gpu_info_v1_through_v2(client, gpu0):
 
 
 # =================================================================== GID
+def test_rc_watchdog_requests_are_counted_as_rm_counts_them(res):
+    """The RC watchdog controls as krcWatchdogChangeState keeps them
+    (kernel_rc_watchdog.c): a subdevice's request of one kind replaces its
+    others, an enable with a disable standing anywhere (and the reverse) is
+    NV_ERR_STATE_IN_USE, a release, or the subdevice's free, drops its
+    requests.  libcuda's cuInit sends RELEASE then SOFT_DISABLE."""
+    a, b = res.client(), res.client()
+    a.open_gpus([0])
+    b.open_gpus([0])
+    sa, sb = a.gpus[0].hSubdevice, b.gpus[0].hSubdevice
+
+    def rc(c, s, cmd):
+        return status_of(c.control, s, cmd)
+    assert rc(a, sa, A.NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS) == A.NV_OK
+    assert rc(a, sa, A.NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG) == A.NV_OK
+    assert rc(b, sb, A.NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG) == A.NV_OK   # soft: no conflict
+    assert rc(a, sa, A.NV2080_CTRL_CMD_RC_DISABLE_WATCHDOG) == A.NV_ERR_STATE_IN_USE
+    assert rc(b, sb, A.NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG) == A.NV_OK   # again: one request
+    assert rc(b, sb, A.NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS) == A.NV_OK
+    assert rc(a, sa, A.NV2080_CTRL_CMD_RC_DISABLE_WATCHDOG) == A.NV_OK
+    assert rc(b, sb, A.NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG) == A.NV_ERR_STATE_IN_USE
+    # the caller's own disable counts too
+    assert rc(a, sa, A.NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG) == A.NV_ERR_STATE_IN_USE
+    # the subdevice's free releases what it held
+    a.free(sa)
+    assert rc(b, sb, A.NV2080_CTRL_CMD_RC_ENABLE_WATCHDOG) == A.NV_OK
+    b.free(sb)
+
+
 def test_gid_binary_and_ascii_agree_and_follow_the_driver(client, gpu0, gpu1):
     b0 = gid(client, gpu0.hSubdevice, A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY)
     s0 = gid(client, gpu0.hSubdevice, A.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_ASCII)
