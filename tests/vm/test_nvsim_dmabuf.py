@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from vgpu.abi import nvabi as A
-from vgpu.abi.nvclient import RmClient, RmError, export_dma_buf, raw_ioctl
+from vgpu.abi.nvclient import RmClient, export_dma_buf, raw_ioctl
 from conftest import DEV
 from polling import wait_until
 
@@ -52,14 +52,6 @@ def release() -> str:
 def new_layout() -> bool:
     """mappingType and bAllowMmap exist (570 on)."""
     return int(release().split(".")[0]) >= 570
-
-
-def status_of(fn) -> int:
-    try:
-        fn()
-        return 0
-    except RmError as e:
-        return e.status
 
 
 def exported(c: RmClient, gpu, handles, sizes, **kw) -> tuple[int, int]:

@@ -31,7 +31,6 @@ from vgpu_fixtures import (kern, make_slice, nvsim_fb, nvsim_stat, sl, status,  
 
 MiB = 1 << 20
 NVSIM_STATE = Path("/sys/kernel/debug/nvsim/state")
-NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1B
 NV50_THIRD_PARTY_P2P = 0x503C
 NV503C_CTRL_CMD_REGISTER_VA_SPACE = 0x503C0102
 NV503C_CTRL_CMD_REGISTER_VIDMEM = 0x503C0104
@@ -125,7 +124,6 @@ def test_gpu_info_v1_list_bounds_are_the_drivers(sl, res):
     """V1 through a slice fails as the driver's deprecated layer does: more
     entries than V2's list holds is NV_ERR_OUT_OF_RANGE, a count without a
     list NV_ERR_INVALID_ARGUMENT; nothing of the caller's memory is written."""
-    NV_ERR_INVALID_ARGUMENT, NV_ERR_OUT_OF_RANGE = 0x1F, 0x5B
     c = sl.client()
     g = c.gpu(0)
     host = res.client()
@@ -133,8 +131,8 @@ def test_gpu_info_v1_list_bounds_are_the_drivers(sl, res):
     n = A.NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE + 1
     lst = (A.NV2080_CTRL_GPU_INFO * n)()
     for client, hsub in ((host, hg.hSubdevice), (c, g.hSubdevice)):
-        for count, ptr, want in ((n, ctypes.addressof(lst), NV_ERR_OUT_OF_RANGE),
-                                 (1, 0, NV_ERR_INVALID_ARGUMENT)):
+        for count, ptr, want in ((n, ctypes.addressof(lst), A.NV_ERR_OUT_OF_RANGE),
+                                 (1, 0, A.NV_ERR_INVALID_ARGUMENT)):
             p = A.NV2080_CTRL_GPU_GET_INFO_PARAMS(gpuInfoListSize=count, gpuInfoList=ptr)
             got = status(lambda: client.control(hsub, A.NV2080_CTRL_CMD_GPU_GET_INFO, p))
             assert got == want, (client is c, count, ptr)
@@ -151,14 +149,14 @@ def test_third_party_p2p_is_refused(sl, kern):
     marker, _ = c.alloc_vidmem(g.hDevice, 4096)
     c.free(marker)
     assert status(lambda: c.alloc(g.hSubdevice, NV50_THIRD_PARTY_P2P, bytes(4))) == \
-        NV_ERR_INSUFFICIENT_PERMISSIONS
+        A.NV_ERR_INSUFFICIENT_PERMISSIONS
     assert int(nvsim_stat("last_class"), 16) == A.NV01_MEMORY_LOCAL_USER
     # the controls by number, whatever object they name (none exists here)
     for cmd, size in ((NV503C_CTRL_CMD_REGISTER_VA_SPACE, 16),
                       (NV503C_CTRL_CMD_REGISTER_VIDMEM, 32),
                       (NV503C_CTRL_CMD_REGISTER_PID, 4)):
         assert status(lambda: c.control(g.hSubdevice, cmd, bytes(size))) == \
-            NV_ERR_INSUFFICIENT_PERMISSIONS, hex(cmd)
+            A.NV_ERR_INSUFFICIENT_PERMISSIONS, hex(cmd)
         assert int(nvsim_stat("last_control"), 16) != cmd
     assert (sl.used(0), nvsim_fb(0)) == (used, fb)
     e = audit_entry(kern, sl.id, U.VGPU_AUDIT_CLASS, NV50_THIRD_PARTY_P2P)
@@ -197,7 +195,7 @@ def test_audit_mode_never_forwards_third_party_p2p(sl, kern):
     c = sl.client()
     g = c.gpu(0)
     assert status(lambda: c.alloc(g.hSubdevice, NV50_THIRD_PARTY_P2P, bytes(4))) == \
-        NV_ERR_INSUFFICIENT_PERMISSIONS
+        A.NV_ERR_INSUFFICIENT_PERMISSIONS
     e = audit_entry(kern, sl.id, U.VGPU_AUDIT_CLASS, NV50_THIRD_PARTY_P2P)
     assert (e.refused, e.let_through) == (1, 0)
 

@@ -36,9 +36,9 @@ import pytest
 from tools.nvgen import kernel as nvgen_kernel
 from vgpu.abi import nvabi as A
 from vgpu.abi import uapi as U
-from vgpu.abi.nvclient import RmError, raw_ioctl
+from vgpu.abi.nvclient import raw_ioctl
 # fixtures (vgpu_leak_check is autouse: vgpu.ko's leak check after every test)
-from vgpu_fixtures import kern, make_slice, sl, vgpu_leak_check  # noqa: F401
+from vgpu_fixtures import kern, make_slice, sl, status, vgpu_leak_check  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 STATS = Path("/sys/kernel/debug/nvsim/stats")
@@ -88,14 +88,6 @@ def size_of(row) -> int | None:
     return None if s == "?" else int(s)
 
 
-def status_of(fn) -> int:
-    try:
-        fn()
-        return 0
-    except RmError as e:
-        return e.status
-
-
 def test_the_release_is_one_vgpu_knows(sl):
     assert release() in {p.stem for p in (ROOT / "kmod/vgpu/policy").glob("*.tsv")}
     assert Path("/sys/module/nvsim/parameters/driver_version").read_text().strip() == release()
@@ -116,12 +108,12 @@ def test_every_control(sl, kern):
             continue
         # A marker that is certainly forwarded: the NULL control (nvsim
         # answers it NV_ERR_NOT_SUPPORTED after the lookups).
-        status_of(lambda: c.control(c.hClient, 0))
+        status(lambda: c.control(c.hClient, 0))
         assert nvsim_stats()["last_control"] == "0x0"
         params = bytes(size) if size else None
         if cmd in (A.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, A.NVA06F_CTRL_CMD_GPFIFO_SCHEDULE):
             params = b"\x01" + bytes(size - 1)     # an enable (a disable is refused)
-        st = status_of(lambda: c.control(obj, cmd, params))
+        st = status(lambda: c.control(obj, cmd, params))
         reached = int(nvsim_stats()["last_control"], 16) == cmd
         v = row["verdict"]
         if v == "refuse":
@@ -177,11 +169,11 @@ def test_compute_mode_reservation_is_answered_by_vgpu(sl):
     c = sl.client()
     g = c.gpu(0)
     for cmd in (0x20800145, 0x20800146, 0x20800146, 0x20800145):
-        status_of(lambda: c.control(c.hClient, 0))
-        assert status_of(lambda: c.control(g.hSubdevice, cmd)) == 0, hex(cmd)
+        status(lambda: c.control(c.hClient, 0))
+        assert status(lambda: c.control(g.hSubdevice, cmd)) == 0, hex(cmd)
         assert nvsim_stats()["last_control"] == "0x0"
     # the driver's checks first: the object must exist
-    assert status_of(lambda: c.control(0xbad0bad, 0x20800145)) != 0
+    assert status(lambda: c.control(0xbad0bad, 0x20800145)) != 0
 
 
 def test_a_control_no_class_exports_is_not_supported(sl, kern):
@@ -200,16 +192,16 @@ def test_a_control_no_class_exports_is_not_supported(sl, kern):
                  and size_of(row) is not None)
     for cmd, params in ((0x20808161, bytes(64)), (named, bytes(size_of(rows("control")[named])) or None)):
         assert unexported(cmd)
-        status_of(lambda: c.control(c.hClient, 0))
-        assert status_of(lambda: c.control(g.hSubdevice, cmd, params)) == NV_ERR_NOT_SUPPORTED, hex(cmd)
-        assert status_of(lambda: c.control(0xbad0bad, cmd, params)) == 0x57, hex(cmd)  # OBJECT_NOT_FOUND
+        status(lambda: c.control(c.hClient, 0))
+        assert status(lambda: c.control(g.hSubdevice, cmd, params)) == NV_ERR_NOT_SUPPORTED, hex(cmd)
+        assert status(lambda: c.control(0xbad0bad, cmd, params)) == 0x57, hex(cmd)  # OBJECT_NOT_FOUND
         assert nvsim_stats()["last_control"] == "0x0"
     # what the release's RM does export and the policy refuses stays refused
     exported = next(cmd for cmd, row in sorted(rows("control").items())
                     if row["verdict"] == "refuse" and cmd >> 16 == 0x2080 and cmd in answered
                     and size_of(row) is not None)
     size = size_of(rows("control")[exported])
-    assert status_of(lambda: c.control(g.hSubdevice, exported, bytes(size) if size else None)) == \
+    assert status(lambda: c.control(g.hSubdevice, exported, bytes(size) if size else None)) == \
         NV_ERR_INSUFFICIENT_PERMISSIONS
     rec = {(e.kind, e.number): e for e in kern.audit_get(sl.id).entries}
     e = rec[(U.VGPU_AUDIT_CONTROL, 0x20808161)]
@@ -236,7 +228,7 @@ def test_every_class_under_a_device(sl):
             nonlocal handle
             handle = c.alloc(g.hDevice, hclass, bytes(max(size, 1)) if size else None)
 
-        st = status_of(alloc)
+        st = status(alloc)
         reached = int(nvsim_stats()["last_class"], 16) == hclass
         if handle:
             c.free(handle)
